@@ -1,0 +1,3 @@
+from contextd.cli import main
+
+main()

@@ -1,0 +1,65 @@
+"""contextd.v1.ContextService over gRPC: converts, delegates to app/, converts back."""
+
+from __future__ import annotations
+
+import grpc.aio
+
+from contextd.api import convert
+from contextd.app.context import ContextApp
+from contextd.core.errors import Violations
+from contextd.v1 import context_pb2 as pb
+from contextd.v1 import context_pb2_grpc as pb_grpc
+
+
+class ContextServicer(pb_grpc.ContextServiceServicer):
+    def __init__(self, app: ContextApp) -> None:
+        self._app = app
+
+    async def AssemblePrompt(
+        self, request: pb.AssemblePromptRequest, context: grpc.aio.ServicerContext
+    ) -> pb.AssemblePromptResponse:
+        result = self._app.assemble_prompt(convert.layers_from_pb(request.layers), request.tokenizer)
+        return pb.AssemblePromptResponse(
+            system_prompt=result.system_prompt,
+            layers=convert.layer_reports_to_pb(result.layers),
+            tokens=result.tokens,
+            tokenizer=result.tokenizer,
+        )
+
+    async def BuildMessages(
+        self, request: pb.BuildMessagesRequest, context: grpc.aio.ServicerContext
+    ) -> pb.BuildMessagesResponse:
+        tokenizer = self._app.tokenizer(request.tokenizer)
+        violations = Violations()
+        build = convert.build_request_from_pb(request, tokenizer, violations)
+        violations.raise_if_any()
+        return convert.build_response_to_pb(self._app.build_messages(build))
+
+    async def CountTokens(
+        self, request: pb.CountTokensRequest, context: grpc.aio.ServicerContext
+    ) -> pb.CountTokensResponse:
+        violations = Violations()
+        messages = convert.messages_from_pb(request.messages, "messages", violations)
+        violations.raise_if_any()
+        counts = self._app.count_tokens(request.tokenizer, request.texts, messages)
+        return pb.CountTokensResponse(
+            tokenizer=counts.tokenizer,
+            text_tokens=counts.text_tokens,
+            message_tokens=counts.message_tokens,
+            total_tokens=counts.total,
+        )
+
+    async def ListTokenizers(
+        self, request: pb.ListTokenizersRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListTokenizersResponse:
+        infos, default = self._app.list_tokenizers()
+        return pb.ListTokenizersResponse(
+            tokenizers=[
+                pb.TokenizerInfo(
+                    name=i.name, available=i.available, message_overhead=i.message_overhead,
+                    description=i.description,
+                )
+                for i in infos
+            ],
+            default_tokenizer=default,
+        )

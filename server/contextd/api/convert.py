@@ -1,0 +1,155 @@
+"""Proto messages <-> domain objects. Enum fields are checked here; the rest in core/."""
+
+from __future__ import annotations
+
+import json
+
+from contextd.core.build import BuildReport, BuildRequest, BuildResult, OverflowPolicy
+from contextd.core.errors import Violations
+from contextd.core.formats import OutputFormat
+from contextd.core.messages import ChatMessage, CompressionSummary, Role, ToolCall
+from contextd.core.pipeline import DropReason
+from contextd.core.prompt import LayerReport, PromptLayers
+from contextd.core.tokens import Tokenizer
+from contextd.v1 import context_pb2 as pb
+
+_ROLES = {
+    pb.ROLE_SYSTEM: Role.SYSTEM,
+    pb.ROLE_USER: Role.USER,
+    pb.ROLE_ASSISTANT: Role.ASSISTANT,
+    pb.ROLE_TOOL: Role.TOOL,
+}
+_ROLE_TO_PB = {role: number for number, role in _ROLES.items()}
+_FORMATS = {
+    pb.OUTPUT_FORMAT_UNSPECIFIED: OutputFormat.NEUTRAL,
+    pb.OUTPUT_FORMAT_NEUTRAL: OutputFormat.NEUTRAL,
+    pb.OUTPUT_FORMAT_OPENAI: OutputFormat.OPENAI,
+    pb.OUTPUT_FORMAT_ANTHROPIC: OutputFormat.ANTHROPIC,
+}
+_POLICIES = {
+    pb.OVERFLOW_POLICY_UNSPECIFIED: OverflowPolicy.KEEP_REQUIRED,
+    pb.OVERFLOW_POLICY_KEEP_REQUIRED: OverflowPolicy.KEEP_REQUIRED,
+    pb.OVERFLOW_POLICY_FAIL: OverflowPolicy.FAIL,
+}
+_DROP_REASONS = {
+    DropReason.COMPRESSED: pb.DROP_REASON_COMPRESSED,
+    DropReason.EMPTY: pb.DROP_REASON_EMPTY,
+    DropReason.ORPHANED_TOOL_RESULT: pb.DROP_REASON_ORPHANED_TOOL_RESULT,
+    DropReason.BUDGET: pb.DROP_REASON_BUDGET,
+    DropReason.LEADING_ASSISTANT: pb.DROP_REASON_LEADING_ASSISTANT,
+}
+
+
+def layers_from_pb(layers: pb.PromptLayers) -> PromptLayers:
+    return PromptLayers(
+        identity=layers.identity,
+        rules=layers.rules,
+        skill=layers.skill,
+        mode=layers.mode,
+        memory=layers.memory,
+        context=layers.context,
+    )
+
+
+def messages_from_pb(
+    messages: list[pb.Message] | object, field: str, violations: Violations
+) -> list[ChatMessage]:
+    out: list[ChatMessage] = []
+    for i, m in enumerate(messages):  # type: ignore[arg-type]
+        role = _ROLES.get(m.role)
+        if role is None:
+            violations.add(
+                f"{field}[{i}].role", "role must be ROLE_USER, ROLE_ASSISTANT or ROLE_TOOL"
+            )
+            role = Role.USER
+        out.append(
+            ChatMessage(
+                role=role,
+                content=m.content,
+                tool_calls=tuple(ToolCall(c.id, c.name, c.arguments) for c in m.tool_calls),
+                tool_call_id=m.tool_call_id,
+                id=m.id,
+            )
+        )
+    return out
+
+
+def build_request_from_pb(
+    req: pb.BuildMessagesRequest, tokenizer: Tokenizer, violations: Violations
+) -> BuildRequest:
+    output_format = _FORMATS.get(req.output_format)
+    if output_format is None:
+        violations.add("output_format", f"unknown output format {req.output_format}")
+    policy = _POLICIES.get(req.overflow_policy)
+    if policy is None:
+        violations.add("overflow_policy", f"unknown overflow policy {req.overflow_policy}")
+    summary = None
+    if req.HasField("compression_summary"):
+        s = req.compression_summary
+        summary = CompressionSummary(tuple(s.message_ids), s.start_message_id, s.summary)
+    return BuildRequest(
+        user_message=req.user_message,
+        token_budget=req.token_budget,
+        tokenizer=tokenizer,
+        system_prompts=tuple(req.system_prompts),
+        layers=layers_from_pb(req.layers) if req.HasField("layers") else None,
+        history=messages_from_pb(req.history, "history", violations),
+        compression_summary=summary,
+        output_format=output_format or OutputFormat.NEUTRAL,
+        overflow_policy=policy or OverflowPolicy.KEEP_REQUIRED,
+    )
+
+
+def message_to_pb(m: ChatMessage, tokens: int) -> pb.Message:
+    return pb.Message(
+        id=m.id,
+        role=_ROLE_TO_PB[m.role],
+        content=m.content,
+        tool_calls=[pb.ToolCall(id=c.id, name=c.name, arguments=c.arguments) for c in m.tool_calls],
+        tool_call_id=m.tool_call_id,
+        tokens=tokens,
+    )
+
+
+def layer_reports_to_pb(layers: list[LayerReport]) -> list[pb.LayerReport]:
+    return [pb.LayerReport(name=x.name, included=x.included, tokens=x.tokens) for x in layers]
+
+
+def report_to_pb(r: BuildReport) -> pb.BuildReport:
+    return pb.BuildReport(
+        tokenizer=r.tokenizer,
+        token_budget=r.token_budget,
+        system_tokens=r.system_tokens,
+        summary_tokens=r.summary_tokens,
+        history_tokens=r.history_tokens,
+        user_message_tokens=r.user_message_tokens,
+        total_tokens=r.total_tokens,
+        required_over_budget=r.required_over_budget,
+        summary_included=r.summary_included,
+        history_kept=r.history_kept,
+        dropped=[
+            pb.DroppedMessage(
+                index=d.index, message_id=d.message_id, reason=_DROP_REASONS[d.reason],
+                tokens=d.tokens,
+            )
+            for d in r.dropped
+        ],
+        removed_tool_calls=[
+            pb.RemovedToolCall(index=x.index, tool_call_id=x.tool_call_id)
+            for x in r.removed_tool_calls
+        ],
+        layers=layer_reports_to_pb(r.layers),
+    )
+
+
+def build_response_to_pb(result: BuildResult) -> pb.BuildMessagesResponse:
+    return pb.BuildMessagesResponse(
+        messages=[
+            message_to_pb(m, n) for m, n in zip(result.messages, result.message_tokens, strict=True)
+        ],
+        payload_json=(
+            json.dumps(result.payload, ensure_ascii=False, separators=(",", ":"))
+            if result.payload is not None else ""
+        ),
+        report=report_to_pb(result.report),
+    )

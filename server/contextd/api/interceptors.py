@@ -1,0 +1,107 @@
+"""One interceptor for every RPC: maps errors to status codes and logs one line per call.
+
+No exception leaves a handler as UNKNOWN: domain errors get their documented
+code, anything else becomes INTERNAL with an id that points into the server log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import grpc
+import grpc.aio
+
+from contextd.api.errors import status_for
+from contextd.core.errors import ContextdError
+
+log = logging.getLogger("contextd.rpc")
+
+Unary = Callable[[Any, grpc.aio.ServicerContext], Awaitable[Any]]
+Streaming = Callable[[Any, grpc.aio.ServicerContext], AsyncIterator[Any]]
+
+
+class _Call:
+    """Timing and outcome of one RPC, logged when it ends."""
+
+    def __init__(self, method: str) -> None:
+        self.method = method
+        self.code = grpc.StatusCode.OK
+        self.started = time.perf_counter()
+
+    async def fail(self, error: BaseException, context: grpc.aio.ServicerContext) -> None:
+        """Record the outcome of ``error`` and abort the call accordingly (always raises)."""
+        if isinstance(error, asyncio.CancelledError):
+            self.code = grpc.StatusCode.CANCELLED
+            raise error
+        if isinstance(error, grpc.aio.AbortError):
+            self.code = context.code() or grpc.StatusCode.UNKNOWN  # type: ignore[assignment]
+            raise error
+        if isinstance(error, ContextdError):
+            status = status_for(error)
+            self.code = status.code
+            await context.abort(status.code, status.details, status.trailing_metadata)
+        incident = uuid.uuid4().hex[:12]
+        log.exception("unhandled error in %s (incident %s)", self.method, incident)
+        self.code = grpc.StatusCode.INTERNAL
+        await context.abort(grpc.StatusCode.INTERNAL, f"internal error (incident {incident})")
+
+    def log(self) -> None:
+        log.info(
+            "rpc",
+            extra={
+                "method": self.method,
+                "code": self.code.name,
+                "ms": round((time.perf_counter() - self.started) * 1000, 3),
+            },
+        )
+
+
+def _guard_unary(method: str, behavior: Unary) -> Unary:
+    async def handler(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        call = _Call(method)
+        try:
+            return await behavior(request, context)
+        except BaseException as error:  # noqa: BLE001 - fail() re-raises or aborts
+            await call.fail(error, context)
+        finally:
+            call.log()
+
+    return handler
+
+
+def _guard_stream(method: str, behavior: Streaming) -> Streaming:
+    async def handler(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+        call = _Call(method)
+        try:
+            async for item in behavior(request, context):
+                yield item
+        except BaseException as error:  # noqa: BLE001 - fail() re-raises or aborts
+            await call.fail(error, context)
+        finally:
+            call.log()
+
+    return handler
+
+
+class GuardInterceptor(grpc.aio.ServerInterceptor):
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(handler_call_details)
+        if handler is None:
+            return handler
+        method = handler_call_details.method
+        if handler.unary_unary is not None:
+            return handler._replace(unary_unary=_guard_unary(method, handler.unary_unary))  # type: ignore[attr-defined,no-any-return]
+        if handler.unary_stream is not None:
+            return handler._replace(unary_stream=_guard_stream(method, handler.unary_stream))  # type: ignore[attr-defined,no-any-return]
+        if handler.stream_stream is not None:
+            return handler._replace(stream_stream=_guard_stream(method, handler.stream_stream))  # type: ignore[attr-defined,no-any-return]
+        return handler

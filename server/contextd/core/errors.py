@@ -1,0 +1,59 @@
+"""Domain errors raised by core/ and app/; api/ maps them to gRPC status codes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class FieldViolation:
+    field: str
+    description: str
+
+
+class ContextdError(Exception):
+    """Base of the errors a caller can act on."""
+
+
+class InvalidArgument(ContextdError):
+    """One or more request fields are invalid (INVALID_ARGUMENT with field violations)."""
+
+    def __init__(self, violations: Iterable[FieldViolation]) -> None:
+        self.violations = tuple(violations)
+        if not self.violations:
+            raise ValueError("InvalidArgument needs at least one violation")
+        super().__init__("; ".join(f"{v.field}: {v.description}" for v in self.violations))
+
+    @classmethod
+    def one(cls, field: str, description: str) -> InvalidArgument:
+        return cls([FieldViolation(field, description)])
+
+
+class FailedPrecondition(ContextdError):
+    """The request is valid but cannot be served in the current state."""
+
+
+class BudgetExceeded(FailedPrecondition):
+    """System prompt and user message alone exceed the budget and the caller asked to fail."""
+
+
+class TokenizerUnavailable(FailedPrecondition):
+    """A known tokenizer whose encoding file is not on this machine."""
+
+
+class Violations:
+    """Collects field violations so one response can name every bad field."""
+
+    def __init__(self) -> None:
+        self._items: list[FieldViolation] = []
+
+    def add(self, field: str, description: str) -> None:
+        self._items.append(FieldViolation(field, description))
+
+    def __bool__(self) -> bool:
+        return bool(self._items)
+
+    def raise_if_any(self) -> None:
+        if self._items:
+            raise InvalidArgument(self._items)

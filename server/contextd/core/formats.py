@@ -1,0 +1,99 @@
+"""Provider payloads built from a final neutral message list.
+
+Both functions take the output of ``build_messages``: system messages first,
+then history whose tool results directly follow their call, then the user message.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from enum import Enum
+from typing import Any
+
+from contextd.core.messages import ChatMessage, Role
+
+JsonObject = dict[str, Any]
+
+
+class OutputFormat(str, Enum):
+    NEUTRAL = "neutral"
+    OPENAI = "openai"
+    ANTHROPIC = "anthropic"
+
+
+def _arguments_object(arguments: str) -> JsonObject:
+    parsed = json.loads(arguments) if arguments.strip() else {}
+    assert isinstance(parsed, dict), "validated earlier"
+    return parsed
+
+
+def to_openai(messages: Sequence[ChatMessage]) -> JsonObject:
+    """Chat Completions ``messages``."""
+    out: list[JsonObject] = []
+    for m in messages:
+        if m.role is Role.TOOL:
+            out.append({"role": "tool", "tool_call_id": m.tool_call_id, "content": m.content})
+        elif m.role is Role.ASSISTANT and m.tool_calls:
+            out.append({
+                "role": "assistant",
+                "content": m.content if m.content.strip() else None,
+                "tool_calls": [
+                    {
+                        "id": c.id,
+                        "type": "function",
+                        "function": {"name": c.name, "arguments": c.arguments.strip() or "{}"},
+                    }
+                    for c in m.tool_calls
+                ],
+            })
+        else:
+            out.append({"role": m.role.value, "content": m.content})
+    return {"messages": out}
+
+
+def _anthropic_blocks(m: ChatMessage) -> list[JsonObject]:
+    if m.role is Role.TOOL:
+        block: JsonObject = {"type": "tool_result", "tool_use_id": m.tool_call_id}
+        if m.content:
+            block["content"] = m.content
+        return [block]
+    blocks: list[JsonObject] = []
+    if m.content.strip():
+        blocks.append({"type": "text", "text": m.content})
+    blocks.extend(
+        {"type": "tool_use", "id": c.id, "name": c.name, "input": _arguments_object(c.arguments)}
+        for c in m.tool_calls
+    )
+    return blocks
+
+
+def to_anthropic(messages: Sequence[ChatMessage]) -> JsonObject:
+    """Messages API ``system`` and ``messages``: system text apart, same roles merged.
+
+    Tool results become ``tool_result`` blocks of a user turn, ahead of any text
+    that follows them, as the API requires.
+    """
+    system = "\n\n".join(m.content for m in messages if m.role is Role.SYSTEM)
+    turns: list[JsonObject] = []
+    for m in messages:
+        if m.role is Role.SYSTEM:
+            continue
+        role = "assistant" if m.role is Role.ASSISTANT else "user"
+        blocks = _anthropic_blocks(m)
+        if turns and turns[-1]["role"] == role:
+            turns[-1]["content"].extend(blocks)
+        else:
+            turns.append({"role": role, "content": blocks})
+    payload: JsonObject = {"messages": turns}
+    if system:
+        payload["system"] = system
+    return payload
+
+
+def render(output_format: OutputFormat, messages: Sequence[ChatMessage]) -> JsonObject | None:
+    if output_format is OutputFormat.OPENAI:
+        return to_openai(messages)
+    if output_format is OutputFormat.ANTHROPIC:
+        return to_anthropic(messages)
+    return None

@@ -1,0 +1,47 @@
+"""The neutral message model shared by every core step."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+
+class Role(str, Enum):
+    SYSTEM = "system"
+    USER = "user"
+    ASSISTANT = "assistant"
+    TOOL = "tool"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    id: str
+    name: str
+    # JSON object text, as OpenAI sends it; "" is treated as "{}".
+    arguments: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ChatMessage:
+    role: Role
+    content: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str = ""
+    # Caller-chosen id (compression summaries refer to it); "" when none.
+    id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class CompressionSummary:
+    message_ids: tuple[str, ...]
+    start_message_id: str
+    summary: str
+
+
+@dataclass(slots=True)
+class HistoryItem:
+    """A history message with its position in the caller's list."""
+
+    index: int
+    message: ChatMessage
+    tokens: int | None = field(default=None, compare=False)
