@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 ENV_PREFIX = "CONTEXTD_"
@@ -18,7 +18,7 @@ def default_data_dir() -> Path:
 class Settings:
     host: str = "127.0.0.1"
     port: int = 50151
-    data_dir: Path = default_data_dir()
+    data_dir: Path = field(default_factory=default_data_dir)
     default_tokenizer: str = "cl100k_base"
     # Largest request or response the server accepts or sends.
     max_message_bytes: int = 16 * 1024 * 1024
@@ -42,16 +42,18 @@ class Settings:
 
 
 def _parse(name: str, raw: str) -> object:
-    default = getattr(Settings, name)
+    kind = _FIELD_TYPES[name]
+    if kind == "Path":
+        return Path(raw).expanduser()
     try:
-        if isinstance(default, bool):
-            return raw.lower() in ("1", "true", "yes", "on")
-        if isinstance(default, int):
+        if kind == "int":
             return int(raw)
-        if isinstance(default, float):
+        if kind == "float":
             return float(raw)
     except ValueError:
-        raise SystemExit(f"{ENV_PREFIX}{name.upper()}={raw!r} is not a valid {type(default).__name__}")
-    if isinstance(default, Path):
-        return Path(raw).expanduser()
+        raise SystemExit(f"{ENV_PREFIX}{name.upper()}={raw!r} is not a valid {kind}") from None
     return raw
+
+
+# Field annotations are strings here (postponed evaluation): "int", "Path", ...
+_FIELD_TYPES = {f.name: str(f.type) for f in fields(Settings)}

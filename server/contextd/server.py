@@ -7,9 +7,11 @@ import logging
 import signal
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import grpc
 import grpc.aio
+from grpc_health.v1 import _async as health_aio  # health.aio re-exports this module
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
@@ -28,7 +30,7 @@ SERVICE_NAMES = (context_pb2.DESCRIPTOR.services_by_name["ContextService"].full_
 @dataclass
 class RunningServer:
     server: grpc.aio.Server
-    health: health.aio.HealthServicer
+    health: health_aio.HealthServicer
     port: int
     settings: Settings
 
@@ -39,7 +41,7 @@ class RunningServer:
 
 
 async def start(
-    settings: Settings, extra_handlers: Sequence[grpc.GenericRpcHandler] = ()
+    settings: Settings, extra_handlers: Sequence[grpc.GenericRpcHandler[Any, Any]] = ()
 ) -> RunningServer:
     tokenizers = TokenizerRegistry(settings.default_tokenizer)
     tokenizers.get(settings.default_tokenizer)  # fail at start-up, not on the first call
@@ -53,7 +55,7 @@ async def start(
         maximum_concurrent_rpcs=settings.max_concurrent_rpcs,
     )
     context_pb2_grpc.add_ContextServiceServicer_to_server(ContextServicer(app), server)
-    health_servicer = health.aio.HealthServicer()
+    health_servicer = health_aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     names = (*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME)
     reflection.enable_server_reflection(names, server)

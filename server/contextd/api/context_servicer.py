@@ -2,23 +2,24 @@
 
 from __future__ import annotations
 
-import grpc.aio
-
 from contextd.api import convert
+from contextd.api.types import Context
 from contextd.app.context import ContextApp
 from contextd.core.errors import Violations
 from contextd.v1 import context_pb2 as pb
 from contextd.v1 import context_pb2_grpc as pb_grpc
 
 
-class ContextServicer(pb_grpc.ContextServiceServicer):
+class ContextServicer(pb_grpc.ContextServiceServicer):  # type: ignore[misc]
     def __init__(self, app: ContextApp) -> None:
         self._app = app
 
     async def AssemblePrompt(
-        self, request: pb.AssemblePromptRequest, context: grpc.aio.ServicerContext
+        self, request: pb.AssemblePromptRequest, context: Context
     ) -> pb.AssemblePromptResponse:
-        result = self._app.assemble_prompt(convert.layers_from_pb(request.layers), request.tokenizer)
+        result = self._app.assemble_prompt(
+            convert.layers_from_pb(request.layers), request.tokenizer
+        )
         return pb.AssemblePromptResponse(
             system_prompt=result.system_prompt,
             layers=convert.layer_reports_to_pb(result.layers),
@@ -27,7 +28,7 @@ class ContextServicer(pb_grpc.ContextServiceServicer):
         )
 
     async def BuildMessages(
-        self, request: pb.BuildMessagesRequest, context: grpc.aio.ServicerContext
+        self, request: pb.BuildMessagesRequest, context: Context
     ) -> pb.BuildMessagesResponse:
         tokenizer = self._app.tokenizer(request.tokenizer)
         violations = Violations()
@@ -36,7 +37,7 @@ class ContextServicer(pb_grpc.ContextServiceServicer):
         return convert.build_response_to_pb(self._app.build_messages(build))
 
     async def CountTokens(
-        self, request: pb.CountTokensRequest, context: grpc.aio.ServicerContext
+        self, request: pb.CountTokensRequest, context: Context
     ) -> pb.CountTokensResponse:
         violations = Violations()
         messages = convert.messages_from_pb(request.messages, "messages", violations)
@@ -50,13 +51,15 @@ class ContextServicer(pb_grpc.ContextServiceServicer):
         )
 
     async def ListTokenizers(
-        self, request: pb.ListTokenizersRequest, context: grpc.aio.ServicerContext
+        self, request: pb.ListTokenizersRequest, context: Context
     ) -> pb.ListTokenizersResponse:
         infos, default = self._app.list_tokenizers()
         return pb.ListTokenizersResponse(
             tokenizers=[
                 pb.TokenizerInfo(
-                    name=i.name, available=i.available, message_overhead=i.message_overhead,
+                    name=i.name,
+                    available=i.available,
+                    message_overhead=i.message_overhead,
                     description=i.description,
                 )
                 for i in infos

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
+from typing import Any
 
 from contextd.core.build import BuildReport, BuildRequest, BuildResult, OverflowPolicy
 from contextd.core.errors import Violations
@@ -52,10 +54,10 @@ def layers_from_pb(layers: pb.PromptLayers) -> PromptLayers:
 
 
 def messages_from_pb(
-    messages: list[pb.Message] | object, field: str, violations: Violations
+    messages: Iterable[Any], field: str, violations: Violations
 ) -> list[ChatMessage]:
     out: list[ChatMessage] = []
-    for i, m in enumerate(messages):  # type: ignore[arg-type]
+    for i, m in enumerate(messages):
         role = _ROLES.get(m.role)
         if role is None:
             violations.add(
@@ -129,7 +131,9 @@ def report_to_pb(r: BuildReport) -> pb.BuildReport:
         history_kept=r.history_kept,
         dropped=[
             pb.DroppedMessage(
-                index=d.index, message_id=d.message_id, reason=_DROP_REASONS[d.reason],
+                index=d.index,
+                message_id=d.message_id,
+                reason=_DROP_REASONS[d.reason],
                 tokens=d.tokens,
             )
             for d in r.dropped
@@ -149,7 +153,8 @@ def build_response_to_pb(result: BuildResult) -> pb.BuildMessagesResponse:
         ],
         payload_json=(
             json.dumps(result.payload, ensure_ascii=False, separators=(",", ":"))
-            if result.payload is not None else ""
+            if result.payload is not None
+            else ""
         ),
         report=report_to_pb(result.report),
     )

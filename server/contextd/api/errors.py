@@ -14,7 +14,9 @@ def status_for(error: ContextdError) -> grpc.Status:
     if isinstance(error, InvalidArgument):
         detail = error_details_pb2.BadRequest(
             field_violations=[
-                error_details_pb2.BadRequest.FieldViolation(field=v.field, description=v.description)
+                error_details_pb2.BadRequest.FieldViolation(
+                    field=v.field, description=v.description
+                )
                 for v in error.violations
             ]
         )

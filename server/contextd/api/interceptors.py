@@ -11,18 +11,19 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
 import grpc
 import grpc.aio
 
 from contextd.api.errors import status_for
+from contextd.api.types import Context, Handler
 from contextd.core.errors import ContextdError
 
 log = logging.getLogger("contextd.rpc")
 
-Unary = Callable[[Any, grpc.aio.ServicerContext], Awaitable[Any]]
-Streaming = Callable[[Any, grpc.aio.ServicerContext], AsyncIterator[Any]]
+Unary = Callable[[Any, Context], Awaitable[Any]]
+Streaming = Callable[[Any, Context], AsyncIterator[Any]]
 
 
 class _Call:
@@ -33,13 +34,13 @@ class _Call:
         self.code = grpc.StatusCode.OK
         self.started = time.perf_counter()
 
-    async def fail(self, error: BaseException, context: grpc.aio.ServicerContext) -> None:
+    async def fail(self, error: BaseException, context: Context) -> None:
         """Record the outcome of ``error`` and abort the call accordingly (always raises)."""
         if isinstance(error, asyncio.CancelledError):
             self.code = grpc.StatusCode.CANCELLED
             raise error
         if isinstance(error, grpc.aio.AbortError):
-            self.code = context.code() or grpc.StatusCode.UNKNOWN  # type: ignore[assignment]
+            self.code = context.code() or grpc.StatusCode.UNKNOWN
             raise error
         if isinstance(error, ContextdError):
             status = status_for(error)
@@ -62,11 +63,11 @@ class _Call:
 
 
 def _guard_unary(method: str, behavior: Unary) -> Unary:
-    async def handler(request: Any, context: grpc.aio.ServicerContext) -> Any:
+    async def handler(request: Any, context: Context) -> Any:
         call = _Call(method)
         try:
             return await behavior(request, context)
-        except BaseException as error:  # noqa: BLE001 - fail() re-raises or aborts
+        except BaseException as error:
             await call.fail(error, context)
         finally:
             call.log()
@@ -75,12 +76,12 @@ def _guard_unary(method: str, behavior: Unary) -> Unary:
 
 
 def _guard_stream(method: str, behavior: Streaming) -> Streaming:
-    async def handler(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+    async def handler(request: Any, context: Context) -> AsyncIterator[Any]:
         call = _Call(method)
         try:
             async for item in behavior(request, context):
                 yield item
-        except BaseException as error:  # noqa: BLE001 - fail() re-raises or aborts
+        except BaseException as error:
             await call.fail(error, context)
         finally:
             call.log()
@@ -88,20 +89,23 @@ def _guard_stream(method: str, behavior: Streaming) -> Streaming:
     return handler
 
 
-class GuardInterceptor(grpc.aio.ServerInterceptor):
+class GuardInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
     async def intercept_service(
         self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[Handler]],
         handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
+    ) -> Handler:
         handler = await continuation(handler_call_details)
         if handler is None:
             return handler
         method = handler_call_details.method
-        if handler.unary_unary is not None:
-            return handler._replace(unary_unary=_guard_unary(method, handler.unary_unary))  # type: ignore[attr-defined,no-any-return]
-        if handler.unary_stream is not None:
-            return handler._replace(unary_stream=_guard_stream(method, handler.unary_stream))  # type: ignore[attr-defined,no-any-return]
-        if handler.stream_stream is not None:
-            return handler._replace(stream_stream=_guard_stream(method, handler.stream_stream))  # type: ignore[attr-defined,no-any-return]
+        # grpc's handlers are namedtuples; the stubs type them for the sync API.
+        raw: Any = handler
+        if raw.unary_unary is not None:
+            return cast(Handler, raw._replace(unary_unary=_guard_unary(method, raw.unary_unary)))
+        if raw.unary_stream is not None:
+            return cast(Handler, raw._replace(unary_stream=_guard_stream(method, raw.unary_stream)))
+        if raw.stream_stream is not None:
+            guarded = _guard_stream(method, raw.stream_stream)
+            return cast(Handler, raw._replace(stream_stream=guarded))
         return handler

@@ -61,4 +61,3 @@ class ContextApp:
 
     def list_tokenizers(self) -> tuple[list[TokenizerInfo], str]:
         return self.tokenizers.describe(), self.tokenizers.default
-

@@ -1,7 +1,9 @@
 """Seed 000's budget rule over seed 002's pipeline: the message list a model sees.
 
 Order: [system prompt] [compression summary] [history ...] [user message].
-System prompt and user message are always kept. The summary is kept while it
+System prompt and user message are always kept; without a user message, the
+history must end with tool results, and that last call and its results are kept
+instead (a continuation after the host ran tools). The summary is kept while it
 fits beside them. History is then kept newest first, a tool call and its
 results as one unit, until the next older unit would not fit; everything older
 is dropped. A message's tokens are counted at most once, and only for the
@@ -13,14 +15,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 
-from contextd.core.errors import BudgetExceeded, Violations
+from contextd.core.errors import BudgetExceeded, FailedPrecondition, InvalidArgument, Violations
 from contextd.core.formats import JsonObject, OutputFormat, render
 from contextd.core.messages import ChatMessage, CompressionSummary, Role
 from contextd.core.pipeline import (
-    DropReason,
     Dropped,
+    DropReason,
     Entry,
     RemovedToolCall,
     apply_compression,
@@ -37,7 +39,7 @@ from contextd.core.prompt import LayerReport, PromptLayers, assemble_system_prom
 from contextd.core.tokens import Tokenizer, message_tokens
 
 
-class OverflowPolicy(str, Enum):
+class OverflowPolicy(StrEnum):
     KEEP_REQUIRED = "keep_required"
     FAIL = "fail"
 
@@ -72,7 +74,12 @@ class BuildReport:
 
     @property
     def total_tokens(self) -> int:
-        return self.system_tokens + self.summary_tokens + self.history_tokens + self.user_message_tokens
+        return (
+            self.system_tokens
+            + self.summary_tokens
+            + self.history_tokens
+            + self.user_message_tokens
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +94,7 @@ class BuildResult:
 def validate_build_request(req: BuildRequest, violations: Violations | None = None) -> None:
     """Raise InvalidArgument naming every bad field of the request."""
     v = violations if violations is not None else Violations()
-    if not req.user_message.strip():
+    if not req.user_message.strip() and not req.history:
         v.add("user_message", "the current user message is required")
     if req.token_budget <= 0:
         v.add("token_budget", "must be a positive number of tokens")
@@ -117,29 +124,35 @@ def build_messages(req: BuildRequest) -> BuildResult:
 
     system = system_text(req)
     system_msg = ChatMessage(Role.SYSTEM, system) if system else None
-    user_msg = ChatMessage(Role.USER, req.user_message)
     report.system_tokens = message_tokens(system_msg, tok) if system_msg else 0
-    report.user_message_tokens = message_tokens(user_msg, tok)
+    groups = group_turns(repair_history(req.history, req.compression_summary, report))
 
-    entries = [Entry(i, m) for i, m in enumerate(req.history)]
-    entries, dropped = apply_compression(entries, req.compression_summary)
-    report.dropped.extend(dropped)
-    entries, dropped = drop_empty(entries)
-    report.dropped.extend(dropped)
-    entries, dropped = drop_orphaned_tool_results(entries)
-    report.dropped.extend(dropped)
-    entries, dropped, removed = drop_unanswered_tool_calls(entries)
-    report.dropped.extend(dropped)
-    report.removed_tool_calls.extend(removed)
-    check_pipeline_invariants(entries)
+    # The pinned end: the user message, or, to continue after tool results, the last
+    # tool call with its results.
+    user_msg: ChatMessage | None = None
+    tail: list[Entry] = []
+    tail_tokens: list[int] = []
+    if req.user_message.strip():
+        user_msg = ChatMessage(Role.USER, req.user_message)
+        report.user_message_tokens = message_tokens(user_msg, tok)
+    elif groups and groups[-1][-1].message.role is Role.TOOL:
+        tail = groups.pop()
+        tail_tokens = [message_tokens(e.message, tok) for e in tail]
+    else:
+        raise InvalidArgument.one(
+            "user_message", "required unless the history ends with tool results to continue from"
+        )
 
     available = req.token_budget - report.system_tokens - report.user_message_tokens
+    available -= sum(tail_tokens)
     if available < 0:
         report.required_over_budget = True
         if req.overflow_policy is OverflowPolicy.FAIL:
             raise BudgetExceeded(
-                f"system prompt ({report.system_tokens} tokens) and user message "
-                f"({report.user_message_tokens} tokens) exceed token_budget {req.token_budget}"
+                f"system prompt ({report.system_tokens} tokens) and "
+                f"{'user message' if user_msg else 'continued tool results'} "
+                f"({report.user_message_tokens or sum(tail_tokens)} tokens) "
+                f"exceed token_budget {req.token_budget}"
             )
 
     summary_msg = None
@@ -153,9 +166,11 @@ def build_messages(req: BuildRequest) -> BuildResult:
         else:
             summary_msg = None
 
-    kept, kept_tokens = _trim(group_turns(entries), available, tok, report)
+    kept, kept_tokens = _trim(groups, available, tok, report)
+    kept += tail
+    kept_tokens += tail_tokens
     if req.output_format is OutputFormat.ANTHROPIC:
-        kept, kept_tokens = _start_with_user(kept, kept_tokens, report)
+        kept, kept_tokens = _start_with_user(kept, kept_tokens, len(tail), report)
     report.history_tokens = sum(kept_tokens)
     report.history_kept = len(kept)
     report.dropped.sort(key=lambda d: d.index)
@@ -170,9 +185,28 @@ def build_messages(req: BuildRequest) -> BuildResult:
         counts.append(report.summary_tokens)
     messages.extend(e.message for e in kept)
     counts.extend(kept_tokens)
-    messages.append(user_msg)
-    counts.append(report.user_message_tokens)
+    if user_msg is not None:
+        messages.append(user_msg)
+        counts.append(report.user_message_tokens)
     return BuildResult(messages, counts, render(req.output_format, messages), report)
+
+
+def repair_history(
+    history: Sequence[ChatMessage], summary: CompressionSummary | None, report: BuildReport
+) -> list[Entry]:
+    """Seed 002's steps 1-3 and 5, plus removal of tool calls nobody answered."""
+    entries = [Entry(i, m) for i, m in enumerate(history)]
+    entries, dropped = apply_compression(entries, summary)
+    report.dropped.extend(dropped)
+    entries, dropped = drop_empty(entries)
+    report.dropped.extend(dropped)
+    entries, dropped = drop_orphaned_tool_results(entries)
+    report.dropped.extend(dropped)
+    entries, dropped, removed = drop_unanswered_tool_calls(entries)
+    report.dropped.extend(dropped)
+    report.removed_tool_calls.extend(removed)
+    check_pipeline_invariants(entries)
+    return entries
 
 
 def _trim(
@@ -190,7 +224,9 @@ def _trim(
             )
             # Older messages are not counted: trimming cost follows what is kept.
             report.dropped.extend(
-                Dropped(e.index, e.message.id, DropReason.BUDGET) for older in groups[:g] for e in older
+                Dropped(e.index, e.message.id, DropReason.BUDGET)
+                for older in groups[:g]
+                for e in older
             )
             break
         available -= cost
@@ -204,11 +240,16 @@ def _trim(
 
 
 def _start_with_user(
-    kept: list[Entry], kept_tokens: list[int], report: BuildReport
+    kept: list[Entry], kept_tokens: list[int], pinned: int, report: BuildReport
 ) -> tuple[list[Entry], list[int]]:
     """Anthropic needs the first turn to be the user's: drop leading assistant units."""
     start = 0
     while start < len(kept) and kept[start].message.role is not Role.USER:
+        if start >= len(kept) - pinned:
+            raise FailedPrecondition(
+                "the Anthropic format needs a user message before the continued tool call, "
+                "and none is in the history within the budget"
+            )
         e = kept[start]
         report.dropped.append(
             Dropped(e.index, e.message.id, DropReason.LEADING_ASSISTANT, kept_tokens[start])

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 from contextd.core.messages import ChatMessage, Role
@@ -16,7 +16,7 @@ from contextd.core.messages import ChatMessage, Role
 JsonObject = dict[str, Any]
 
 
-class OutputFormat(str, Enum):
+class OutputFormat(StrEnum):
     NEUTRAL = "neutral"
     OPENAI = "openai"
     ANTHROPIC = "anthropic"
@@ -35,18 +35,20 @@ def to_openai(messages: Sequence[ChatMessage]) -> JsonObject:
         if m.role is Role.TOOL:
             out.append({"role": "tool", "tool_call_id": m.tool_call_id, "content": m.content})
         elif m.role is Role.ASSISTANT and m.tool_calls:
-            out.append({
-                "role": "assistant",
-                "content": m.content if m.content.strip() else None,
-                "tool_calls": [
-                    {
-                        "id": c.id,
-                        "type": "function",
-                        "function": {"name": c.name, "arguments": c.arguments.strip() or "{}"},
-                    }
-                    for c in m.tool_calls
-                ],
-            })
+            out.append(
+                {
+                    "role": "assistant",
+                    "content": m.content if m.content.strip() else None,
+                    "tool_calls": [
+                        {
+                            "id": c.id,
+                            "type": "function",
+                            "function": {"name": c.name, "arguments": c.arguments.strip() or "{}"},
+                        }
+                        for c in m.tool_calls
+                    ],
+                }
+            )
         else:
             out.append({"role": m.role.value, "content": m.content})
     return {"messages": out}

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from enum import Enum
+from dataclasses import dataclass
+from enum import StrEnum
 
 
-class Role(str, Enum):
+class Role(StrEnum):
     SYSTEM = "system"
     USER = "user"
     ASSISTANT = "assistant"
@@ -36,12 +36,3 @@ class CompressionSummary:
     message_ids: tuple[str, ...]
     start_message_id: str
     summary: str
-
-
-@dataclass(slots=True)
-class HistoryItem:
-    """A history message with its position in the caller's list."""
-
-    index: int
-    message: ChatMessage
-    tokens: int | None = field(default=None, compare=False)

@@ -10,8 +10,7 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from enum import Enum
-from typing import NamedTuple
+from enum import StrEnum
 
 from contextd.core.errors import Violations
 from contextd.core.messages import ChatMessage, CompressionSummary, Role, ToolCall
@@ -21,7 +20,7 @@ _TOOL_CALL_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
 _TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
-class DropReason(str, Enum):
+class DropReason(StrEnum):
     COMPRESSED = "compressed"
     EMPTY = "empty"
     ORPHANED_TOOL_RESULT = "orphaned_tool_result"
@@ -29,7 +28,8 @@ class DropReason(str, Enum):
     LEADING_ASSISTANT = "leading_assistant"
 
 
-class Entry(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class Entry:
     """A history message and its index in the caller's list."""
 
     index: int
@@ -69,7 +69,9 @@ def validate_history(
         if msg.role is Role.SYSTEM:
             violations.add(f"{at}.role", "system messages belong in the system prompt, not history")
         if msg.role is Role.TOOL and not msg.tool_call_id:
-            violations.add(f"{at}.tool_call_id", "a tool message needs the id of the call it answers")
+            violations.add(
+                f"{at}.tool_call_id", "a tool message needs the id of the call it answers"
+            )
         if msg.role is not Role.TOOL and msg.tool_call_id:
             violations.add(f"{at}.tool_call_id", "only tool messages answer a tool call")
         if msg.tool_calls and msg.role is not Role.ASSISTANT:

@@ -44,7 +44,8 @@ def assemble_system_prompt(layers: PromptLayers, field: str = "layers") -> str:
 
 def report_layers(layers: PromptLayers, tokenizer: Tokenizer) -> list[LayerReport]:
     return [
-        LayerReport(name, False, 0) if _is_blank(text)
+        LayerReport(name, False, 0)
+        if _is_blank(text)
         else LayerReport(name, True, tokenizer.count(text))
         for name, text in layers.in_order()
     ]
