@@ -7,6 +7,7 @@ code, anything else becomes INTERNAL with an id that points into the server log.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import time
 import uuid
@@ -23,7 +24,7 @@ from contextd.core.errors import ContextdError
 log = logging.getLogger("contextd.rpc")
 
 Unary = Callable[[Any, Context], Awaitable[Any]]
-Streaming = Callable[[Any, Context], AsyncIterator[Any]]
+Streaming = Callable[[Any, Context], AsyncIterator[Any] | Awaitable[None]]
 
 
 class _Call:
@@ -79,8 +80,13 @@ def _guard_stream(method: str, behavior: Streaming) -> Streaming:
     async def handler(request: Any, context: Context) -> AsyncIterator[Any]:
         call = _Call(method)
         try:
-            async for item in behavior(request, context):
-                yield item
+            produced = behavior(request, context)
+            if inspect.isawaitable(produced):
+                # A handler that streams with context.write() (grpc's health Watch does).
+                await produced
+            else:
+                async for item in produced:
+                    yield item
         except BaseException as error:
             await call.fail(error, context)
         finally:

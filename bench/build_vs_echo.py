@@ -1,0 +1,294 @@
+"""BuildMessages throughput against a bare echo RPC on the same server.
+
+The server runs in a child process (this script with ``--serve``): contextd's own
+``start()`` plus one extra handler, ``/contextd.bench.Echo/Echo``, that returns the
+request bytes unchanged. Echo pays everything a gRPC call costs in this server
+(HTTP/2, the grpc.aio loop, the GuardInterceptor and its log line) and nothing
+else, so ``BuildMessages rate / Echo rate`` is the share of throughput left once
+contextd does its real work. Both sides send the very same serialized
+BuildMessagesRequest and the client never parses either response, so the client
+does the same work on both sides.
+
+Rounds alternate Echo, BuildMessages, Echo, ... after a warm-up. Each Echo round and
+the BuildMessages round right after it form a pair that met about the same machine
+load; the result is the median of the pairs' ratios (the table also shows the median
+rate of each side). Run: ``python bench/build_vs_echo.py [--quick]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import grpc
+import grpc.aio
+from _common import (
+    SHORT_HISTORY,
+    SYSTEM_PROMPT,
+    USER_MESSAGE,
+    machine_note,
+    median,
+    print_table,
+    result_line,
+)
+from contextd.v1 import context_pb2 as pb
+
+NAME = "build_vs_echo"
+TARGET = 0.75
+ECHO_SERVICE = "contextd.bench.Echo"
+ECHO_METHOD = f"/{ECHO_SERVICE}/Echo"
+BUILD_METHOD = "/contextd.v1.ContextService/BuildMessages"
+CONCURRENCY = 32
+
+Call = Callable[[bytes], Awaitable[bytes]]
+
+
+def _identity(data: bytes) -> bytes:
+    return data
+
+
+# --- server child -------------------------------------------------------------------------
+
+
+async def _echo(request: bytes, context: grpc.aio.ServicerContext[bytes, bytes]) -> bytes:
+    return request
+
+
+def echo_handler() -> grpc.GenericRpcHandler[bytes, bytes]:
+    method = grpc.unary_unary_rpc_method_handler(
+        _echo, request_deserializer=_identity, response_serializer=_identity
+    )
+    return grpc.method_handlers_generic_handler(ECHO_SERVICE, {"Echo": method})
+
+
+async def serve(log_level: str) -> None:
+    """Run contextd plus Echo on a free port; print it; stop when stdin closes."""
+    from contextd import logs
+    from contextd.config import Settings
+    from contextd.server import start
+
+    if log_level.upper() != "OFF":
+        logs.configure(log_level)  # as ``contextd serve`` does: one JSON line per RPC
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+
+    def wait_for_eof() -> None:
+        sys.stdin.read()
+        loop.call_soon_threadsafe(stop.set)
+
+    with tempfile.TemporaryDirectory(prefix="contextd-bench-") as tmp:
+        settings = Settings(port=0, data_dir=Path(tmp))
+        running = await start(settings, extra_handlers=[echo_handler()])
+        print(f"PORT {running.port}", flush=True)
+        threading.Thread(target=wait_for_eof, daemon=True).start()
+        await stop.wait()
+        await running.stop(0)
+
+
+@dataclass
+class ServerChild:
+    process: subprocess.Popen[str]
+    port: int
+
+    def cpu_seconds(self) -> float | None:
+        """User + system CPU time of the server process so far (Linux only)."""
+        try:
+            with open(f"/proc/{self.process.pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            return None
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def stop(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        try:
+            self.process.wait(15)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+def spawn_server(log_level: str) -> ServerChild:
+    # The server's log lines go to a scratch file: written like a real log, shown on failure.
+    with tempfile.TemporaryFile(mode="w+", prefix="contextd-bench-log-") as log_file:
+        process = subprocess.Popen(
+            [sys.executable, __file__, "--serve", "--log-level", log_level],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=log_file,  # the child keeps its own descriptor after this one closes
+            text=True,
+        )
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        if not line.startswith("PORT "):
+            process.kill()
+            process.wait()
+            log_file.seek(0)
+            raise RuntimeError(f"bench server did not start:\n{log_file.read()[-3000:]}")
+    return ServerChild(process, int(line.split()[1]))
+
+
+# --- client -------------------------------------------------------------------------------
+
+
+def build_request() -> pb.BuildMessagesRequest:
+    roles = {"user": pb.ROLE_USER, "assistant": pb.ROLE_ASSISTANT}
+    return pb.BuildMessagesRequest(
+        system_prompts=[SYSTEM_PROMPT],
+        history=[
+            pb.Message(id=f"m{i}", role=roles[role], content=text)
+            for i, (role, text) in enumerate(SHORT_HISTORY)
+        ],
+        user_message=USER_MESSAGE,
+        token_budget=4096,
+        tokenizer="cl100k_base",
+    )
+
+
+@dataclass
+class Side:
+    name: str
+    call: Call
+    rates: list[float] = field(default_factory=list)
+    server_cpu_us: list[float] = field(default_factory=list)
+    client_cpu_us: list[float] = field(default_factory=list)
+    p50_ms: list[float] = field(default_factory=list)
+
+
+async def throughput_round(
+    side: Side, payload: bytes, calls: int, server: ServerChild, record: bool = True
+) -> None:
+    remaining = calls
+
+    async def worker() -> None:
+        nonlocal remaining
+        while remaining > 0:
+            remaining -= 1
+            await side.call(payload)
+
+    cpu0, proc0, t0 = server.cpu_seconds(), time.process_time(), time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
+    elapsed = time.perf_counter() - t0
+    cpu1, proc1 = server.cpu_seconds(), time.process_time()
+    if record:
+        side.rates.append(calls / elapsed)
+        side.client_cpu_us.append((proc1 - proc0) / calls * 1e6)
+        if cpu0 is not None and cpu1 is not None:
+            side.server_cpu_us.append((cpu1 - cpu0) / calls * 1e6)
+
+
+async def latency_round(side: Side, payload: bytes, calls: int) -> None:
+    samples = []
+    for _ in range(calls):
+        t0 = time.perf_counter()
+        await side.call(payload)
+        samples.append(time.perf_counter() - t0)
+    side.p50_ms.append(median(samples) * 1e3)
+
+
+async def check(channel: grpc.aio.Channel, echo: Call, payload: bytes) -> None:
+    """Both sides must answer correctly before anything is timed."""
+    if await echo(payload) != payload:
+        raise SystemExit("Echo did not return the request bytes")
+    stub = channel.unary_unary(
+        BUILD_METHOD,
+        request_serializer=pb.BuildMessagesRequest.SerializeToString,
+        response_deserializer=pb.BuildMessagesResponse.FromString,
+    )
+    response: pb.BuildMessagesResponse = await stub(pb.BuildMessagesRequest.FromString(payload))
+    want = 1 + len(SHORT_HISTORY) + 1
+    if len(response.messages) != want or response.report.history_kept != len(SHORT_HISTORY):
+        raise SystemExit(f"BuildMessages kept {len(response.messages)} messages, expected {want}")
+
+
+async def run(args: argparse.Namespace) -> int:
+    payload = build_request().SerializeToString()
+    print(machine_note(), flush=True)
+    server = spawn_server(args.log_level)
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+            echo_call: Call = channel.unary_unary(ECHO_METHOD, _identity, _identity)
+            build_call: Call = channel.unary_unary(BUILD_METHOD, _identity, _identity)
+            await check(channel, echo_call, payload)
+            echo, build = Side("Echo", echo_call), Side("BuildMessages", build_call)
+            for side in (echo, build):  # warm-up, not recorded
+                await throughput_round(side, payload, args.warmup, server, record=False)
+            for _ in range(args.rounds):
+                for side in (echo, build):
+                    await throughput_round(side, payload, args.calls, server)
+            for _ in range(args.rounds):
+                for side in (echo, build):
+                    await latency_round(side, payload, args.latency_calls)
+    finally:
+        server.stop()
+
+    print(
+        f"{NAME}: request {len(payload)} bytes ({len(SHORT_HISTORY)} history messages, "
+        f"budget 4096, cl100k_base); {CONCURRENCY} callers, {args.calls} calls/round, "
+        f"{args.rounds} rounds per side, alternating; server log level {args.log_level}"
+    )
+    rows = []
+    for side in (echo, build):
+        server_cpu = f"{median(side.server_cpu_us):.0f}" if side.server_cpu_us else "n/a"
+        rows.append(
+            [
+                side.name,
+                f"{median(side.rates):.0f}",
+                f"{min(side.rates):.0f}-{max(side.rates):.0f}",
+                f"{median(side.p50_ms):.3f}",
+                server_cpu,
+                f"{median(side.client_cpu_us):.0f}",
+            ]
+        )
+    print_table(
+        ["side", "calls/s", "range", "p50 ms @1", "server CPU us/call", "client CPU us/call"],
+        rows,
+    )
+    pair_ratios = [b / e for b, e in zip(build.rates, echo.rates, strict=True)]
+    ratio = median(pair_ratios)
+    p50_ratio = median([b / e for b, e in zip(build.p50_ms, echo.p50_ms, strict=True)])
+    print(
+        f"ratio BuildMessages/Echo calls/s: {ratio:.3f} = median of {len(pair_ratios)} round "
+        f"pairs (range {min(pair_ratios):.3f}-{max(pair_ratios):.3f}; ratio of median rates "
+        f"{median(build.rates) / median(echo.rates):.3f})"
+    )
+    if build.server_cpu_us and echo.server_cpu_us:
+        cpu_ratio = median(echo.server_cpu_us) / median(build.server_cpu_us)
+        print(f"server CPU per call Echo/BuildMessages: {cpu_ratio:.3f}")
+    print(f"p50 latency @1 caller BuildMessages/Echo: {p50_ratio:.2f}x")
+    print(result_line(NAME, ratio, TARGET, ratio >= TARGET))
+    return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--quick", action="store_true", help="small counts (smoke test)")
+    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--log-level", default="INFO", help="server log level, or OFF (default INFO, as served)"
+    )
+    parser.add_argument("--rounds", type=int, help="rounds per side (default 10, quick 2)")
+    parser.add_argument("--calls", type=int, help="calls per round (default 2000, quick 400)")
+    args = parser.parse_args()
+    if args.serve:
+        asyncio.run(serve(args.log_level))
+        return 0
+    args.rounds = args.rounds or (2 if args.quick else 10)
+    args.calls = args.calls or (400 if args.quick else 2000)
+    args.warmup = 200 if args.quick else 2000
+    args.latency_calls = 50 if args.quick else 300
+    return asyncio.run(run(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

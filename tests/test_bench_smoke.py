@@ -1,0 +1,30 @@
+"""The benchmarks in bench/ still run: each ``--quick`` run exits 0 and prints its RESULT line.
+
+Only that they run is checked, never PASS or FAIL: timing has no place in unit tests.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+SCRIPTS = ("build_vs_echo", "trim_vs_langchain")
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_bench_quick_run_prints_result(name: str) -> None:
+    done = subprocess.run(
+        [sys.executable, str(BENCH / f"{name}.py"), "--quick"],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    pattern = rf"^RESULT {name} ratio=[0-9.]+ target=[0-9.]+ (PASS|FAIL)$"
+    assert re.search(pattern, done.stdout, re.MULTILINE), done.stdout[-2000:]
