@@ -38,7 +38,8 @@ class ServerProcess:
 
 def start_server(data_dir: Path, *args: str, env: dict[str, str] | None = None) -> ServerProcess:
     """Start ``contextd serve --port 0`` and wait for the address it logs."""
-    command = [sys.executable, "-m", "contextd", "serve", "--port", "0", "--data-dir", str(data_dir)]
+    command = [sys.executable, "-m", "contextd", "serve", "--port", "0"]
+    command += ["--data-dir", str(data_dir)]
     process = subprocess.Popen(
         [*command, *args],
         stderr=subprocess.PIPE,
