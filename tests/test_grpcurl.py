@@ -61,7 +61,7 @@ def test_build_messages_seed_000_s2(address: str) -> None:
     )
     assert [m["content"] for m in out["messages"]] == ["S", "CCCC", "DDDD", "E"]
     assert json.loads(out["payload_json"])["messages"][-1] == {"role": "user", "content": "E"}
-    assert [d["reason"] for d in out["report"]["dropped"]] == ["DROP_REASON_BUDGET"] * 2
+    assert out["report"]["dropped"] == [{"count": 2, "reason": "DROP_REASON_BUDGET"}]
 
 
 def test_count_tokens(address: str) -> None:

@@ -105,10 +105,16 @@ def test_missing_encoding_says_how_to_add_it(stub: pb_grpc.ContextServiceStub) -
 
 
 def test_one_log_line_per_rpc(server: ServerProcess, stub: pb_grpc.ContextServiceStub) -> None:
-    before = len(server.logs("rpc"))
+    before = -1
+    while before != len(server.logs("rpc")):  # let lines of earlier calls arrive first
+        before = len(server.logs("rpc"))
+        time.sleep(0.2)
     stub.ListTokenizers(pb.ListTokenizersRequest())
     with pytest.raises(grpc.RpcError):
         stub.BuildMessages(pb.BuildMessagesRequest())
+    deadline = time.monotonic() + 5  # the server logs after the reply is sent
+    while len(server.logs("rpc")) < before + 2 and time.monotonic() < deadline:
+        time.sleep(0.02)
     lines = server.logs("rpc")[before:]
     assert [(x["method"], x["code"]) for x in lines] == [
         ("/contextd.v1.ContextService/ListTokenizers", "OK"),

@@ -34,7 +34,8 @@ class ContextServicer(pb_grpc.ContextServiceServicer):  # type: ignore[misc]
         violations = Violations()
         build = convert.build_request_from_pb(request, tokenizer, violations)
         violations.raise_if_any()
-        return convert.build_response_to_pb(self._app.build_messages(build))
+        result = self._app.build_messages(build)
+        return convert.build_response_to_pb(result, request, list(build.history))
 
     async def CountTokens(
         self, request: pb.CountTokensRequest, context: Context

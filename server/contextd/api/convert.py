@@ -57,20 +57,22 @@ def messages_from_pb(
     messages: Iterable[Any], field: str, violations: Violations
 ) -> list[ChatMessage]:
     out: list[ChatMessage] = []
+    roles = _ROLES
     for i, m in enumerate(messages):
-        role = _ROLES.get(m.role)
+        role = roles.get(m.role)
         if role is None:
             violations.add(
                 f"{field}[{i}].role", "role must be ROLE_USER, ROLE_ASSISTANT or ROLE_TOOL"
             )
             role = Role.USER
+        calls = m.tool_calls
         out.append(
             ChatMessage(
-                role=role,
-                content=m.content,
-                tool_calls=tuple(ToolCall(c.id, c.name, c.arguments) for c in m.tool_calls),
-                tool_call_id=m.tool_call_id,
-                id=m.id,
+                role,
+                m.content,
+                tuple(ToolCall(c.id, c.name, c.arguments) for c in calls) if calls else (),
+                m.tool_call_id,
+                m.id,
             )
         )
     return out
@@ -130,13 +132,10 @@ def report_to_pb(r: BuildReport) -> pb.BuildReport:
         summary_included=r.summary_included,
         history_kept=r.history_kept,
         dropped=[
-            pb.DroppedMessage(
-                index=d.index,
-                message_id=d.message_id,
-                reason=_DROP_REASONS[d.reason],
-                tokens=d.tokens,
+            pb.DroppedRange(
+                start_index=x.start_index, count=x.count, reason=_DROP_REASONS[x.reason]
             )
-            for d in r.dropped
+            for x in r.dropped
         ],
         removed_tool_calls=[
             pb.RemovedToolCall(index=x.index, tool_call_id=x.tool_call_id)
@@ -146,15 +145,21 @@ def report_to_pb(r: BuildReport) -> pb.BuildReport:
     )
 
 
-def build_response_to_pb(result: BuildResult) -> pb.BuildMessagesResponse:
-    return pb.BuildMessagesResponse(
-        messages=[
-            message_to_pb(m, n) for m, n in zip(result.messages, result.message_tokens, strict=True)
-        ],
-        payload_json=(
-            json.dumps(result.payload, ensure_ascii=False, separators=(",", ":"))
-            if result.payload is not None
-            else ""
-        ),
-        report=report_to_pb(result.report),
-    )
+def build_response_to_pb(
+    result: BuildResult, request: pb.BuildMessagesRequest, history: list[ChatMessage]
+) -> pb.BuildMessagesResponse:
+    """The response; kept history messages are copied from the request where unchanged."""
+    response = pb.BuildMessagesResponse(report=report_to_pb(result.report))
+    if result.payload is not None:
+        response.payload_json = json.dumps(
+            result.payload, ensure_ascii=False, separators=(",", ":")
+        )
+    out = response.messages
+    for m, n, source in zip(result.messages, result.message_tokens, result.sources, strict=True):
+        if source is not None and m is history[source]:
+            copy = out.add()
+            copy.CopyFrom(request.history[source])
+            copy.tokens = n
+        else:
+            out.append(message_to_pb(m, n))
+    return response

@@ -1,14 +1,19 @@
-"""The message pipeline: compression summary, empty and orphaned messages, validation.
+"""The message pipeline of seed 002, in one pass from the newest message back.
 
-Every step keeps each message's index in the caller's history so the report can
-say exactly which input messages were dropped and why.
+Seed 002 describes five steps: apply the compression summary, drop empty
+assistant messages, drop orphaned tool messages, insert the system prompt,
+validate. contextd also removes tool calls nobody answered (both provider APIs
+reject them) and groups each assistant call with its results so that trimming
+keeps or drops them together. All of this happens in a single walk from the
+newest message back, yielding one unit at a time, so the budget trimmer can stop
+tokenizing as soon as the budget is full; only cheap checks touch older messages.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
@@ -28,26 +33,32 @@ class DropReason(StrEnum):
     LEADING_ASSISTANT = "leading_assistant"
 
 
-@dataclass(frozen=True, slots=True)
-class Entry:
-    """A history message and its index in the caller's list."""
+# A history message with its index in the caller's list (a plain tuple: the
+# pipeline makes one per message, and tuples are the cheapest to make).
+Entry = tuple[int, ChatMessage]
 
-    index: int
-    message: ChatMessage
+# An assistant message with the tool results that answer it, or a single message;
+# trimming keeps or drops a unit whole.
+Unit = list[Entry]
 
 
-@dataclass(frozen=True, slots=True)
-class Dropped:
-    index: int
-    message_id: str
+@dataclass(slots=True)
+class DroppedRange:
+    """Consecutive history messages dropped for one reason."""
+
+    start_index: int
+    count: int
     reason: DropReason
-    tokens: int = 0
 
 
 @dataclass(frozen=True, slots=True)
 class RemovedToolCall:
     index: int
     tool_call_id: str
+
+
+def is_blank(text: str) -> bool:
+    return not text or text.isspace()
 
 
 def summary_message(summary: CompressionSummary) -> ChatMessage:
@@ -57,24 +68,27 @@ def summary_message(summary: CompressionSummary) -> ChatMessage:
 def validate_history(
     history: Sequence[ChatMessage], violations: Violations, field: str = "history"
 ) -> None:
-    """Structural rules every provider format needs; seed-002 repairs handle the rest."""
+    """Structural rules every provider format needs; the repairs below handle the rest."""
     seen_message_ids: set[str] = set()
     seen_call_ids: set[str] = set()
     for i, msg in enumerate(history):
-        at = f"{field}[{i}]"
         if msg.id:
             if msg.id in seen_message_ids:
-                violations.add(f"{at}.id", f"duplicate message id {msg.id!r}")
+                violations.add(f"{field}[{i}].id", f"duplicate message id {msg.id!r}")
             seen_message_ids.add(msg.id)
-        if msg.role is Role.SYSTEM:
+        role = msg.role
+        if (role is Role.USER or role is Role.ASSISTANT) and not (
+            msg.tool_calls or msg.tool_call_id
+        ):
+            continue  # the common case needs no further checks
+        at = f"{field}[{i}]"
+        if role is Role.SYSTEM:
             violations.add(f"{at}.role", "system messages belong in the system prompt, not history")
-        if msg.role is Role.TOOL and not msg.tool_call_id:
-            violations.add(
-                f"{at}.tool_call_id", "a tool message needs the id of the call it answers"
-            )
-        if msg.role is not Role.TOOL and msg.tool_call_id:
+        if role is Role.TOOL and not msg.tool_call_id:
+            violations.add(f"{at}.tool_call_id", "a tool message needs the call id it answers")
+        if role is not Role.TOOL and msg.tool_call_id:
             violations.add(f"{at}.tool_call_id", "only tool messages answer a tool call")
-        if msg.tool_calls and msg.role is not Role.ASSISTANT:
+        if msg.tool_calls and role is not Role.ASSISTANT:
             violations.add(f"{at}.tool_calls", "only assistant messages carry tool calls")
         for j, call in enumerate(msg.tool_calls):
             _validate_tool_call(call, f"{at}.tool_calls[{j}]", seen_call_ids, violations)
@@ -92,14 +106,13 @@ def _validate_tool_call(call: ToolCall, at: str, seen: set[str], violations: Vio
         violations.add(f"{at}.name", "a tool call needs a name")
     elif not _TOOL_NAME.fullmatch(call.name):
         violations.add(f"{at}.name", "use 1-64 letters, digits, '_' or '-'")
-    if call.arguments.strip():
+    if not is_blank(call.arguments):
         try:
             parsed = json.loads(call.arguments)
         except ValueError:
+            parsed = None
+        if not isinstance(parsed, dict):
             violations.add(f"{at}.arguments", "arguments must be a JSON object")
-        else:
-            if not isinstance(parsed, dict):
-                violations.add(f"{at}.arguments", "arguments must be a JSON object")
 
 
 def validate_summary(
@@ -108,7 +121,7 @@ def validate_summary(
     violations: Violations,
     field: str = "compression_summary",
 ) -> None:
-    if not summary.summary.strip():
+    if is_blank(summary.summary):
         violations.add(f"{field}.summary", "the summary text must not be blank")
     if not summary.start_message_id:
         violations.add(f"{field}.start_message_id", "required with a compression summary")
@@ -122,108 +135,81 @@ def validate_summary(
         )
 
 
-def apply_compression(
-    entries: list[Entry], summary: CompressionSummary | None
-) -> tuple[list[Entry], list[Dropped]]:
-    """Step 1: remove the messages the summary replaces (the summary itself goes first)."""
-    if summary is None:
-        return entries, []
-    replaced = set(summary.message_ids)
-    kept = [e for e in entries if not (e.message.id and e.message.id in replaced)]
-    dropped = [
-        Dropped(e.index, e.message.id, DropReason.COMPRESSED)
-        for e in entries
-        if e.message.id and e.message.id in replaced
-    ]
-    return kept, dropped
+def units_newest_first(
+    history: Sequence[ChatMessage],
+    summary: CompressionSummary | None,
+    dropped: list[tuple[int, DropReason]],
+    removed: list[RemovedToolCall],
+) -> Iterator[Unit]:
+    """Repair a validated history and yield its units, newest first.
 
-
-def drop_empty(entries: list[Entry]) -> tuple[list[Entry], list[Dropped]]:
-    """Step 2: drop assistant messages with neither text nor tool calls, and blank user ones.
-
-    Providers reject blank user turns, so they go the same way as empty answers.
+    Messages the summary replaces, blank messages, and tool results that do not
+    directly follow the call they answer are appended to ``dropped``; tool calls
+    no result answers are removed from their message and listed in ``removed``.
     """
-    kept: list[Entry] = []
-    dropped: list[Dropped] = []
-    for e in entries:
-        m = e.message
-        blank = not m.content.strip()
-        if blank and (m.role is Role.USER or (m.role is Role.ASSISTANT and not m.tool_calls)):
-            dropped.append(Dropped(e.index, m.id, DropReason.EMPTY))
-        else:
-            kept.append(e)
-    return kept, dropped
-
-
-def drop_orphaned_tool_results(entries: list[Entry]) -> tuple[list[Entry], list[Dropped]]:
-    """Step 3: keep a tool message only right after the assistant call it answers.
-
-    Providers require tool results to follow their call directly (OpenAI) or in
-    the next turn (Anthropic), so a result elsewhere, or a second result for the
-    same call, is orphaned.
-    """
-    kept: list[Entry] = []
-    dropped: list[Dropped] = []
-    open_calls: set[str] = set()
-    for e in entries:
-        m = e.message
-        if m.role is Role.TOOL:
-            if m.tool_call_id in open_calls:
-                open_calls.discard(m.tool_call_id)
-                kept.append(e)
+    replaced = frozenset(summary.message_ids) - {""} if summary else frozenset()
+    tool = Role.TOOL
+    pending: list[int] = []  # tool results seen, newest first, waiting for their call
+    for i in range(len(history) - 1, -1, -1):
+        m = history[i]
+        if replaced and m.id in replaced:
+            dropped.append((i, DropReason.COMPRESSED))
+            continue
+        if m.role is tool:
+            pending.append(i)
+            continue
+        calls = m.tool_calls
+        if not calls:
+            content = m.content
+            if not content or content.isspace():
+                # Providers reject blank user turns too, so they go with empty answers.
+                dropped.append((i, DropReason.EMPTY))
+                continue
+            if not pending:
+                yield [(i, m)]  # the common case: a plain user or assistant message
+                continue
+        answers: list[int] = []
+        open_ids = {c.id for c in calls}
+        for t in reversed(pending):
+            if history[t].tool_call_id in open_ids:
+                open_ids.discard(history[t].tool_call_id)
+                answers.append(t)
             else:
-                dropped.append(Dropped(e.index, m.id, DropReason.ORPHANED_TOOL_RESULT))
-            continue
-        open_calls = {c.id for c in m.tool_calls}
-        kept.append(e)
-    return kept, dropped
+                dropped.append((t, DropReason.ORPHANED_TOOL_RESULT))
+        pending = []
+        if open_ids:
+            removed.extend(RemovedToolCall(i, c.id) for c in calls if c.id in open_ids)
+            calls = tuple(c for c in calls if c.id not in open_ids)
+            if not calls and is_blank(m.content):
+                dropped.append((i, DropReason.EMPTY))
+                continue
+            m = replace(m, tool_calls=calls)
+        yield [(i, m), *[(t, history[t]) for t in answers]]
+    dropped.extend((t, DropReason.ORPHANED_TOOL_RESULT) for t in pending)
 
 
-def drop_unanswered_tool_calls(
-    entries: list[Entry],
-) -> tuple[list[Entry], list[Dropped], list[RemovedToolCall]]:
-    """Step 3b: remove tool calls no tool message answers (providers reject them).
+def dropped_ranges(dropped: list[tuple[int, DropReason]], budget_end: int) -> list[DroppedRange]:
+    """Merge individual drops with the budget cut into sorted, coalesced ranges.
 
-    An assistant message left with no text and no calls is dropped as empty.
+    Every history index below ``budget_end`` not listed in ``dropped`` was dropped
+    for the budget.
     """
-    answered = {e.message.tool_call_id for e in entries if e.message.role is Role.TOOL}
-    kept: list[Entry] = []
-    dropped: list[Dropped] = []
-    removed: list[RemovedToolCall] = []
-    for e in entries:
-        m = e.message
-        missing = [c for c in m.tool_calls if c.id not in answered]
-        if not missing:
-            kept.append(e)
-            continue
-        removed.extend(RemovedToolCall(e.index, c.id) for c in missing)
-        calls = tuple(c for c in m.tool_calls if c.id in answered)
-        if calls or m.content.strip():
-            kept.append(Entry(e.index, replace(m, tool_calls=calls)))
+    runs: list[DroppedRange] = []
+
+    def add(start: int, count: int, reason: DropReason) -> None:
+        last = runs[-1] if runs else None
+        if last is not None and last.reason is reason and last.start_index + last.count == start:
+            last.count += count
         else:
-            dropped.append(Dropped(e.index, m.id, DropReason.EMPTY))
-    return kept, dropped, removed
+            runs.append(DroppedRange(start, count, reason))
 
-
-def group_turns(entries: list[Entry]) -> list[list[Entry]]:
-    """Units trimming keeps or drops whole: an assistant call with its results, or one message."""
-    groups: list[list[Entry]] = []
-    for e in entries:
-        if e.message.role is Role.TOOL and groups and groups[-1][0].message.tool_calls:
-            groups[-1].append(e)
-        else:
-            groups.append([e])
-    return groups
-
-
-def check_pipeline_invariants(entries: list[Entry]) -> None:
-    """Step 5: the list must not start with a tool message, nor hold an orphaned one.
-
-    The repairs above guarantee this; a failure is a bug, not bad input.
-    """
-    if entries and entries[0].message.role is Role.TOOL:
-        raise AssertionError("history starts with a tool message after repair")
-    calls = {c.id for e in entries for c in e.message.tool_calls}
-    for e in entries:
-        if e.message.role is Role.TOOL and e.message.tool_call_id not in calls:
-            raise AssertionError("orphaned tool message after repair")
+    pos = 0
+    for index, reason in sorted(dropped):
+        gap_end = min(index, budget_end)
+        if pos < gap_end:
+            add(pos, gap_end - pos, DropReason.BUDGET)
+        add(index, 1, reason)
+        pos = max(pos, index + 1)
+    if pos < budget_end:
+        add(pos, budget_end - pos, DropReason.BUDGET)
+    return runs

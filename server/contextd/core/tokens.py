@@ -49,14 +49,39 @@ class EstimateTokenizer:
 
 
 class TiktokenTokenizer:
-    message_overhead = CHAT_MESSAGE_OVERHEAD
+    """A tiktoken encoding with a bounded cache of counts.
 
-    def __init__(self, name: str, encoding: tiktoken.Encoding) -> None:
+    Hosts resend the same history on every turn, so most texts were counted
+    before. The cache holds at most ``cache_chars`` characters of text and is
+    emptied when full, which keeps its memory bounded without LRU bookkeeping.
+    """
+
+    message_overhead = CHAT_MESSAGE_OVERHEAD
+    max_cached_text = 65_536
+
+    def __init__(
+        self, name: str, encoding: tiktoken.Encoding, cache_chars: int = 8_000_000
+    ) -> None:
         self.name = name
         self._encode = encoding.encode_ordinary
+        self._cache: dict[str, int] = {}
+        self._cache_chars = cache_chars
+        self._cached_chars = 0
 
     def count(self, text: str) -> int:
-        return len(self._encode(text)) if text else 0
+        if not text:
+            return 0
+        tokens = self._cache.get(text)
+        if tokens is None:
+            tokens = len(self._encode(text))
+            size = len(text)
+            if size <= self.max_cached_text:
+                if self._cached_chars + size > self._cache_chars:
+                    self._cache.clear()
+                    self._cached_chars = 0
+                self._cache[text] = tokens
+                self._cached_chars += size
+        return tokens
 
 
 def message_tokens(message: ChatMessage, tokenizer: Tokenizer) -> int:

@@ -160,17 +160,15 @@ class BuildMessagesRequest(_message.Message):
     overflow_policy: OverflowPolicy
     def __init__(self, system_prompts: _Optional[_Iterable[str]] = ..., layers: _Optional[_Union[PromptLayers, _Mapping]] = ..., history: _Optional[_Iterable[_Union[Message, _Mapping]]] = ..., compression_summary: _Optional[_Union[CompressionSummary, _Mapping]] = ..., user_message: _Optional[str] = ..., token_budget: _Optional[int] = ..., tokenizer: _Optional[str] = ..., output_format: _Optional[_Union[OutputFormat, str]] = ..., overflow_policy: _Optional[_Union[OverflowPolicy, str]] = ...) -> None: ...
 
-class DroppedMessage(_message.Message):
-    __slots__ = ("index", "message_id", "reason", "tokens")
-    INDEX_FIELD_NUMBER: _ClassVar[int]
-    MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
+class DroppedRange(_message.Message):
+    __slots__ = ("start_index", "count", "reason")
+    START_INDEX_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
-    TOKENS_FIELD_NUMBER: _ClassVar[int]
-    index: int
-    message_id: str
+    start_index: int
+    count: int
     reason: DropReason
-    tokens: int
-    def __init__(self, index: _Optional[int] = ..., message_id: _Optional[str] = ..., reason: _Optional[_Union[DropReason, str]] = ..., tokens: _Optional[int] = ...) -> None: ...
+    def __init__(self, start_index: _Optional[int] = ..., count: _Optional[int] = ..., reason: _Optional[_Union[DropReason, str]] = ...) -> None: ...
 
 class RemovedToolCall(_message.Message):
     __slots__ = ("index", "tool_call_id")
@@ -205,10 +203,10 @@ class BuildReport(_message.Message):
     required_over_budget: bool
     summary_included: bool
     history_kept: int
-    dropped: _containers.RepeatedCompositeFieldContainer[DroppedMessage]
+    dropped: _containers.RepeatedCompositeFieldContainer[DroppedRange]
     removed_tool_calls: _containers.RepeatedCompositeFieldContainer[RemovedToolCall]
     layers: _containers.RepeatedCompositeFieldContainer[LayerReport]
-    def __init__(self, tokenizer: _Optional[str] = ..., token_budget: _Optional[int] = ..., system_tokens: _Optional[int] = ..., summary_tokens: _Optional[int] = ..., history_tokens: _Optional[int] = ..., user_message_tokens: _Optional[int] = ..., total_tokens: _Optional[int] = ..., required_over_budget: _Optional[bool] = ..., summary_included: _Optional[bool] = ..., history_kept: _Optional[int] = ..., dropped: _Optional[_Iterable[_Union[DroppedMessage, _Mapping]]] = ..., removed_tool_calls: _Optional[_Iterable[_Union[RemovedToolCall, _Mapping]]] = ..., layers: _Optional[_Iterable[_Union[LayerReport, _Mapping]]] = ...) -> None: ...
+    def __init__(self, tokenizer: _Optional[str] = ..., token_budget: _Optional[int] = ..., system_tokens: _Optional[int] = ..., summary_tokens: _Optional[int] = ..., history_tokens: _Optional[int] = ..., user_message_tokens: _Optional[int] = ..., total_tokens: _Optional[int] = ..., required_over_budget: _Optional[bool] = ..., summary_included: _Optional[bool] = ..., history_kept: _Optional[int] = ..., dropped: _Optional[_Iterable[_Union[DroppedRange, _Mapping]]] = ..., removed_tool_calls: _Optional[_Iterable[_Union[RemovedToolCall, _Mapping]]] = ..., layers: _Optional[_Iterable[_Union[LayerReport, _Mapping]]] = ...) -> None: ...
 
 class BuildMessagesResponse(_message.Message):
     __slots__ = ("messages", "payload_json", "report")
