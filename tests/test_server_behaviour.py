@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -200,3 +202,18 @@ async def test_unexpected_errors_become_internal_never_unknown(
             assert stream_err.value.code() == grpc.StatusCode.INTERNAL
     finally:
         await running.stop(0)
+
+
+def test_health_command(server: ServerProcess) -> None:
+    ok = subprocess.run(
+        [sys.executable, "-m", "contextd", "health", "--address", server.address],
+        capture_output=True,
+        text=True,
+    )
+    assert ok.returncode == 0 and "SERVING" in ok.stdout
+    down = subprocess.run(
+        [sys.executable, "-m", "contextd", "health", "--address", "127.0.0.1:9", "--timeout", "1"],
+        capture_output=True,
+        text=True,
+    )
+    assert down.returncode == 1 and "UNAVAILABLE" in down.stderr

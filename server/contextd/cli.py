@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import sys
 from pathlib import Path
 
 from contextd import __version__, logs
@@ -33,7 +34,29 @@ def _parser() -> argparse.ArgumentParser:
         "--shutdown-grace", type=float, help="seconds in-flight calls get on shutdown"
     )
     serve.add_argument("--log-level", help="DEBUG, INFO, WARNING or ERROR")
+    health = commands.add_parser(
+        "health", help="exit 0 if a server answers SERVING (for container health checks)"
+    )
+    health.add_argument("--address", default="127.0.0.1:50151", help="host:port of the server")
+    health.add_argument("--timeout", type=float, default=3.0, help="seconds to wait")
     return parser
+
+
+def _health(address: str, timeout: float) -> int:
+    import grpc
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    with grpc.insecure_channel(address) as channel:
+        try:
+            reply = health_pb2_grpc.HealthStub(channel).Check(
+                health_pb2.HealthCheckRequest(), timeout=timeout
+            )
+        except grpc.RpcError as error:
+            print(f"{address}: {error.code().name}", file=sys.stderr)
+            return 1
+    status = health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)
+    print(f"{address}: {status}")
+    return 0 if reply.status == health_pb2.HealthCheckResponse.SERVING else 1
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -45,6 +68,8 @@ def main(argv: list[str] | None = None) -> None:
         from contextd import server  # imported late: grpc start-up cost only when serving
 
         asyncio.run(server.serve(settings))
+    elif args.command == "health":
+        sys.exit(_health(args.address, args.timeout))
 
 
 if __name__ == "__main__":

@@ -54,6 +54,7 @@ class TiktokenTokenizer:
     Hosts resend the same history on every turn, so most texts were counted
     before. The cache holds at most ``cache_chars`` characters of text and is
     emptied when full, which keeps its memory bounded without LRU bookkeeping.
+    ``cache_chars=0`` turns the cache off.
     """
 
     message_overhead = CHAT_MESSAGE_OVERHEAD
@@ -75,7 +76,7 @@ class TiktokenTokenizer:
         if tokens is None:
             tokens = len(self._encode(text))
             size = len(text)
-            if size <= self.max_cached_text:
+            if size <= self.max_cached_text and self._cache_chars:
                 if self._cached_chars + size > self._cache_chars:
                     self._cache.clear()
                     self._cached_chars = 0
