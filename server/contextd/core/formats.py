@@ -12,6 +12,7 @@ from enum import StrEnum
 from typing import Any
 
 from contextd.core.messages import ChatMessage, Role
+from contextd.core.pipeline import is_blank
 
 JsonObject = dict[str, Any]
 
@@ -57,7 +58,7 @@ def to_openai(messages: Sequence[ChatMessage]) -> JsonObject:
 def _anthropic_blocks(m: ChatMessage) -> list[JsonObject]:
     if m.role is Role.TOOL:
         block: JsonObject = {"type": "tool_result", "tool_use_id": m.tool_call_id}
-        if m.content:
+        if not is_blank(m.content):
             block["content"] = m.content
         return [block]
     blocks: list[JsonObject] = []

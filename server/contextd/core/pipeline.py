@@ -106,13 +106,26 @@ def _validate_tool_call(call: ToolCall, at: str, seen: set[str], violations: Vio
         violations.add(f"{at}.name", "a tool call needs a name")
     elif not _TOOL_NAME.fullmatch(call.name):
         violations.add(f"{at}.name", "use 1-64 letters, digits, '_' or '-'")
-    if not is_blank(call.arguments):
-        try:
-            parsed = json.loads(call.arguments)
-        except ValueError:
-            parsed = None
-        if not isinstance(parsed, dict):
-            violations.add(f"{at}.arguments", "arguments must be a JSON object")
+    if not is_blank(call.arguments) and not _is_json_object(call.arguments):
+        violations.add(f"{at}.arguments", "arguments must be a JSON object")
+
+
+def _is_json_object(text: str) -> bool:
+    """Strict JSON: no NaN or Infinity, no number that overflows, no lone surrogate.
+
+    Both provider formats re-send the arguments as JSON, so anything that would not
+    survive a strict round trip is refused here rather than failing later.
+    """
+    try:
+        parsed = json.loads(text, parse_constant=_refuse_constant)
+        json.dumps(parsed, ensure_ascii=False, allow_nan=False).encode("utf-8")
+    except (ValueError, RecursionError):  # UnicodeEncodeError is a ValueError
+        return False
+    return isinstance(parsed, dict)
+
+
+def _refuse_constant(name: str) -> object:
+    raise ValueError(f"{name} is not JSON")
 
 
 def validate_summary(
