@@ -59,8 +59,7 @@ def _expected_files() -> dict[Path, str]:
 
 def _existing_files() -> set[Path]:
     return {
-        p for out in (SERVER_OUT, SDK_OUT) if out.exists()
-        for p in out.iterdir() if p.is_file()
+        p for out in (SERVER_OUT, SDK_OUT) if out.exists() for p in out.iterdir() if p.is_file()
     }
 
 

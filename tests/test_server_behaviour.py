@@ -217,3 +217,19 @@ def test_health_command(server: ServerProcess) -> None:
         text=True,
     )
     assert down.returncode == 1 and "UNAVAILABLE" in down.stderr
+
+
+def test_every_bad_field_is_named_at_once(stub: pb_grpc.ContextServiceStub) -> None:
+    request = ok_request(
+        tokenizer="gpt-17",
+        token_budget=0,
+        history=[pb.Message(role=42, content="x"), pb.Message(role=pb.ROLE_TOOL, content="r")],
+    )
+    with pytest.raises(grpc.RpcError) as err:
+        stub.BuildMessages(request)
+    assert violations(err.value) == [
+        "tokenizer",
+        "history[0].role",
+        "token_budget",
+        "history[1].tool_call_id",
+    ]

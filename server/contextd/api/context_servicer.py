@@ -30,10 +30,11 @@ class ContextServicer(pb_grpc.ContextServiceServicer):  # type: ignore[misc]
     async def BuildMessages(
         self, request: pb.BuildMessagesRequest, context: Context
     ) -> pb.BuildMessagesResponse:
-        tokenizer = self._app.tokenizer(request.tokenizer)
         violations = Violations()
+        tokenizer = self._app.tokenizer_or_placeholder(request.tokenizer, violations)
         build = convert.build_request_from_pb(request, tokenizer, violations)
-        violations.raise_if_any()
+        if violations:
+            self._app.reject(build, violations)
         result = self._app.build_messages(build)
         return convert.build_response_to_pb(result, request, list(build.history))
 

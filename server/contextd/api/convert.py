@@ -61,9 +61,7 @@ def messages_from_pb(
     for i, m in enumerate(messages):
         role = roles.get(m.role)
         if role is None:
-            violations.add(
-                f"{field}[{i}].role", "role must be ROLE_USER, ROLE_ASSISTANT or ROLE_TOOL"
-            )
+            violations.add(f"{field}[{i}].role", f"unknown role {m.role}; use a ROLE_* value")
             role = Role.USER
         calls = m.tool_calls
         out.append(

@@ -4,12 +4,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NoReturn
 
-from contextd.core.build import BuildRequest, BuildResult, build_messages
-from contextd.core.errors import InvalidArgument
+from contextd.core.build import BuildRequest, BuildResult, build_messages, validate_build_request
+from contextd.core.errors import InvalidArgument, Violations
 from contextd.core.messages import ChatMessage
 from contextd.core.prompt import LayerReport, PromptLayers, assemble_system_prompt, report_layers
-from contextd.core.tokens import Tokenizer, TokenizerInfo, TokenizerRegistry, message_tokens
+from contextd.core.tokens import (
+    EstimateTokenizer,
+    Tokenizer,
+    TokenizerInfo,
+    TokenizerRegistry,
+    message_tokens,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +45,21 @@ class ContextApp:
 
     def tokenizer(self, name: str) -> Tokenizer:
         return self.tokenizers.get(name)
+
+    def tokenizer_or_placeholder(self, name: str, violations: Violations) -> Tokenizer:
+        """The named tokenizer; for an unknown name, record it and go on with a stand-in
+        so that the rest of the request can still be checked."""
+        try:
+            return self.tokenizers.get(name)
+        except InvalidArgument as error:
+            violations.extend(error.violations)
+            return EstimateTokenizer()
+
+    def reject(self, request: BuildRequest, violations: Violations) -> NoReturn:
+        """Raise InvalidArgument with ``violations`` and every other bad field of ``request``."""
+        validate_build_request(request, violations)
+        violations.raise_if_any()
+        raise AssertionError("reject() called without violations")
 
     def assemble_prompt(self, layers: PromptLayers, tokenizer: str) -> AssembledPrompt:
         text = assemble_system_prompt(layers)

@@ -192,6 +192,7 @@ def build_messages(req: BuildRequest) -> BuildResult:
     report.history_tokens = sum(counts)
     report.history_kept = len(entries)
     report.dropped = dropped_ranges(dropped, budget_end)
+    report.removed_tool_calls.sort(key=lambda r: r.index)
 
     messages: list[ChatMessage] = []
     tokens: list[int] = []

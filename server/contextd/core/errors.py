@@ -51,6 +51,9 @@ class Violations:
     def add(self, field: str, description: str) -> None:
         self._items.append(FieldViolation(field, description))
 
+    def extend(self, items: Iterable[FieldViolation]) -> None:
+        self._items.extend(items)
+
     def __bool__(self) -> bool:
         return bool(self._items)
 

@@ -1,0 +1,119 @@
+"""Rows the store reads and writes. Plain dataclasses: no SQL, no grpc."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from contextd.core.messages import ChatMessage
+
+
+@dataclass(slots=True)
+class Session:
+    id: str
+    user_id: str
+    scenario: str = ""
+    host: str = ""
+    title: str = ""
+    # Free-form key/value metadata shown to the model as layer [2].
+    metadata: dict[str, str] = field(default_factory=dict)
+    created_at: float = 0.0
+    updated_at: float = 0.0
+    message_count: int = 0
+
+
+@dataclass(slots=True)
+class StoredMessage:
+    """A conversation row: the message plus what the store knows about it."""
+
+    id: int
+    session_id: str
+    user_id: str
+    seq: int  # position in its session, from 0
+    message: ChatMessage  # message.id is str(id)
+    turn_index: int = 0
+    is_collected: bool = False
+    # "" for complete messages; "partial", "cancelled", "error" for interrupted answers.
+    status: str = ""
+    created_at: float = 0.0
+    # Token counts known for this message, by tokenizer name.
+    tokens: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class NewMessage:
+    """A message to append; the store assigns id and seq."""
+
+    message: ChatMessage
+    turn_index: int = 0
+    status: str = ""
+    # Token counts computed by the caller, by tokenizer name, stored with the row.
+    tokens: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class CompressionSummaryRow:
+    id: int
+    session_id: str
+    message_ids: list[int]
+    start_message_id: int
+    summary: str
+    active: bool = True
+    created_at: float = 0.0
+
+
+@dataclass(slots=True)
+class SessionSummary:
+    session_id: str
+    user_id: str
+    summary: str
+    updated_at: float = 0.0
+    title: str = ""
+
+
+@dataclass(slots=True)
+class Memory:
+    id: int
+    user_id: str
+    content: str
+    source_session_id: str = ""
+    source_message_id: int = 0
+    created_at: float = 0.0
+    updated_at: float = 0.0
+
+
+@dataclass(slots=True)
+class ScoredMemory:
+    memory: Memory
+    # Combined score used for ranking, higher is better.
+    score: float
+    # Text relevance (higher is better) and recency (1.0 = just now, decaying to 0).
+    relevance: float
+    recency: float
+
+
+@dataclass(slots=True)
+class PromptTemplate:
+    scenario: str
+    system_prompt: str  # may contain {{variable}} placeholders
+    version: int = 1
+    enabled: bool = True
+    updated_at: float = 0.0
+
+
+@dataclass(slots=True)
+class Skill:
+    name: str
+    description: str = ""
+    prompt: str = ""
+    # Hosts the skill applies to, e.g. ["excel", "word"]; empty means every host.
+    apps: list[str] = field(default_factory=list)
+    enabled: bool = True
+    updated_at: float = 0.0
+
+
+@dataclass(slots=True)
+class Page:
+    """A page of results and the token for the next one ("" when there is none)."""
+
+    items: list[object]
+    next_page_token: str = ""
