@@ -1,0 +1,652 @@
+"""The Python SDK (clients/python) against a live contextd server, sync and async."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import pickle
+import socket
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any
+
+import contextd_client
+import grpc
+import grpc.aio
+import pytest
+from contextd_client import (
+    AssembledPrompt,
+    AsyncContextClient,
+    BuildResult,
+    ContextClient,
+    ContextdError,
+    DroppedRange,
+    FieldViolation,
+    LayerInfo,
+    RemovedToolCall,
+    TokenCount,
+    TokenizerList,
+    pb,
+    pb_grpc,
+)
+
+# A history with every shape of tool call the SDK accepts, and ids as ints and strings.
+HISTORY: list[dict[str, Any]] = [
+    {"role": "user", "content": "Weather in Paris and Rome?", "id": 1},
+    {
+        "role": "assistant",
+        "content": None,
+        "id": "2",
+        "tool_calls": [
+            {  # OpenAI-shaped, arguments as JSON text
+                "id": "call_a",
+                "type": "function",
+                "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+            },
+            {  # OpenAI-shaped, arguments as a dict
+                "id": "call_b",
+                "type": "function",
+                "function": {"name": "get_weather", "arguments": {"city": "Rome"}},
+            },
+        ],
+    },
+    {"role": "tool", "tool_call_id": "call_a", "content": "18 C", "id": 3},
+    {"role": "tool", "tool_call_id": "call_b", "content": "24 C", "id": 4},
+    {
+        "role": "assistant",
+        "content": "Checking the forecast.",
+        "id": 5,
+        # Neutral shape, arguments as a dict; nothing answers it, so the server removes it.
+        "tool_calls": [{"id": "call_c", "name": "forecast", "arguments": {"days": 2}}],
+    },
+    {"role": "assistant", "content": "Paris 18 C, Rome 24 C.", "id": 6},
+]
+
+EXPECTED_HISTORY_OUT: list[dict[str, Any]] = [
+    {"role": "user", "content": "Weather in Paris and Rome?", "id": "1"},
+    {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [
+            {"id": "call_a", "name": "get_weather", "arguments": '{"city": "Paris"}'},
+            {"id": "call_b", "name": "get_weather", "arguments": '{"city":"Rome"}'},
+        ],
+        "id": "2",
+    },
+    {"role": "tool", "content": "18 C", "tool_call_id": "call_a", "id": "3"},
+    {"role": "tool", "content": "24 C", "tool_call_id": "call_b", "id": "4"},
+    {"role": "assistant", "content": "Checking the forecast.", "id": "5"},
+    {"role": "assistant", "content": "Paris 18 C, Rome 24 C.", "id": "6"},
+]
+
+
+def without_tokens(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{k: v for k, v in m.items() if k != "tokens"} for m in messages]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@pytest.fixture(scope="module")
+def client(address: str) -> Iterator[ContextClient]:
+    with ContextClient(address) as c:
+        yield c
+
+
+@pytest.fixture
+async def aclient(address: str) -> AsyncIterator[AsyncContextClient]:
+    async with AsyncContextClient(address) as c:
+        yield c
+
+
+def expect_error(call: Callable[[], object]) -> ContextdError:
+    with pytest.raises(ContextdError) as info:
+        call()
+    return info.value
+
+
+# AssemblePrompt ---------------------------------------------------------------------
+
+
+def test_assemble_prompt(client: ContextClient) -> None:
+    prompt = client.assemble_prompt(
+        "You are Ada.",
+        rules="Be kind.",
+        skill="  ",
+        context="Repo: contextd",
+        tokenizer="estimate",
+    )
+    assert isinstance(prompt, AssembledPrompt)
+    assert prompt.system_prompt == "You are Ada.\n\nBe kind.\n\nRepo: contextd"
+    assert prompt.layers == [
+        LayerInfo("identity", True, 3),
+        LayerInfo("rules", True, 2),
+        LayerInfo("skill", False, 0),
+        LayerInfo("mode", False, 0),
+        LayerInfo("memory", False, 0),
+        LayerInfo("context", True, 4),
+    ]
+    assert prompt.tokens == 10  # ceil(38 bytes / 4)
+    assert prompt.tokenizer == "estimate"
+
+
+def test_assemble_prompt_uses_the_server_default_tokenizer(client: ContextClient) -> None:
+    default = client.list_tokenizers().default
+    assert client.assemble_prompt("You are Ada.").tokenizer == default
+
+
+def test_assemble_prompt_blank_identity_is_named(client: ContextClient) -> None:
+    error = expect_error(lambda: client.assemble_prompt("   ", rules="Be kind."))
+    assert error.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert error.fields == ["layers.identity"]
+
+
+# BuildMessages ----------------------------------------------------------------------
+
+
+def test_build_messages_converts_dicts_both_ways(client: ContextClient) -> None:
+    result = client.build_messages(
+        "And tomorrow?",
+        system_prompt="You are a weather bot.",
+        history=HISTORY,
+        token_budget=10_000,
+    )
+    assert isinstance(result, BuildResult)
+    assert result.messages[0]["role"] == "system"
+    assert without_tokens(result.messages[1:-1]) == EXPECTED_HISTORY_OUT
+    assert without_tokens(result.messages[-1:]) == [{"role": "user", "content": "And tomorrow?"}]
+    # Key order: role, content, tool_calls, tool_call_id, id, tokens.
+    assert list(result.messages[2]) == ["role", "content", "tool_calls", "id", "tokens"]
+    assert list(result.messages[3]) == ["role", "content", "tool_call_id", "id", "tokens"]
+    assert all(isinstance(m["tokens"], int) and m["tokens"] > 0 for m in result.messages)
+    assert result.payload is None
+    report = result.report
+    assert report.removed_tool_calls == [RemovedToolCall(4, "call_c")]
+    assert report.dropped == []
+    assert report.history_kept == 6
+    assert report.total_tokens == sum(m["tokens"] for m in result.messages)
+    assert report.system_tokens == result.messages[0]["tokens"]
+    assert report.user_message_tokens == result.messages[-1]["tokens"]
+
+
+def test_output_messages_feed_back_unchanged(client: ContextClient) -> None:
+    first = client.build_messages("Next?", history=HISTORY, token_budget=10_000)
+    again = client.build_messages("Next?", history=first.messages[:-1], token_budget=10_000)
+    assert again.messages == first.messages
+
+
+def test_pb_messages_are_accepted_in_history(client: ContextClient) -> None:
+    history: list[contextd_client.MessageLike] = [
+        pb.Message(role=pb.ROLE_USER, content="hi", id="a"),
+        {"role": "assistant", "content": "hello"},
+    ]
+    result = client.build_messages("bye", history=history, token_budget=1000)
+    assert without_tokens(result.messages) == [
+        {"role": "user", "content": "hi", "id": "a"},
+        {"role": "assistant", "content": "hello"},
+        {"role": "user", "content": "bye"},
+    ]
+
+
+def test_system_prompts_are_joined_by_newline(client: ContextClient) -> None:
+    result = client.build_messages(
+        "Hi", system_prompt=["First.", "  ", "Second."], token_budget=1000
+    )
+    assert result.messages[0] == {
+        "role": "system",
+        "content": "First.\nSecond.",
+        "tokens": result.report.system_tokens,
+    }
+    single = client.build_messages("Hi", system_prompt="Only.", token_budget=1000)
+    assert single.messages[0]["content"] == "Only."
+    none = client.build_messages("Hi", token_budget=1000)
+    assert [m["role"] for m in none.messages] == ["user"]
+
+
+def test_openai_payload(client: ContextClient) -> None:
+    result = client.build_messages(
+        "And tomorrow?",
+        system_prompt="You are a weather bot.",
+        history=HISTORY,
+        token_budget=10_000,
+        output_format="openai",
+    )
+    assert result.payload is not None
+    messages = result.payload["messages"]
+    assert messages[0] == {"role": "system", "content": "You are a weather bot."}
+    assert messages[2] == {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": "call_a",
+                "type": "function",
+                "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+            },
+            {
+                "id": "call_b",
+                "type": "function",
+                "function": {"name": "get_weather", "arguments": '{"city":"Rome"}'},
+            },
+        ],
+    }
+    assert messages[3] == {"role": "tool", "tool_call_id": "call_a", "content": "18 C"}
+    assert messages[-1] == {"role": "user", "content": "And tomorrow?"}
+
+
+def test_anthropic_payload_and_layers(client: ContextClient) -> None:
+    result = client.build_messages(
+        "Thanks!",
+        layers={"identity": "You are Ada.", "mode": "Mode: chat"},
+        history=[{"role": "assistant", "content": "Hello!", "id": "x"}, *HISTORY],
+        token_budget=10_000,
+        output_format="anthropic",
+        tokenizer="estimate",
+    )
+    assert result.payload is not None
+    assert result.payload["system"] == "You are Ada.\n\nMode: chat"
+    turns = result.payload["messages"]
+    assert [t["role"] for t in turns] == ["user", "assistant", "user", "assistant", "user"]
+    assert turns[1]["content"][0] == {
+        "type": "tool_use",
+        "id": "call_a",
+        "name": "get_weather",
+        "input": {"city": "Paris"},
+    }
+    assert result.report.dropped == [DroppedRange(0, 1, "leading_assistant")]
+    assert [layer.name for layer in result.report.layers if layer.included] == [
+        "identity",
+        "mode",
+    ]
+    assert result.report.tokenizer == "estimate"
+
+
+def test_compression_summary_with_int_ids(client: ContextClient) -> None:
+    summary = {"message_ids": [1, 2, 3, 4], "start_message_id": 1, "summary": "Weather talk."}
+    result = client.build_messages(
+        "Next?", history=HISTORY, compression_summary=summary, token_budget=10_000
+    )
+    assert result.report.summary_included
+    assert result.report.summary_tokens == result.messages[0]["tokens"]
+    assert result.messages[0]["role"] == "system"
+    assert result.messages[0]["content"].endswith("Weather talk.")
+    assert result.report.dropped == [DroppedRange(0, 4, "compressed")]
+    assert [HISTORY[i]["id"] for i in result.report.dropped[0].indices] == [1, "2", 3, 4]
+    assert [m.get("id") for m in result.messages[1:-1]] == ["5", "6"]
+
+
+def test_budget_trimming_is_reported(client: ContextClient) -> None:
+    history = [
+        {"role": "user" if i % 2 == 0 else "assistant", "content": "x" * 40, "id": f"m{i}"}
+        for i in range(4)
+    ]
+    result = client.build_messages("abcd", history=history, token_budget=21, tokenizer="estimate")
+    assert [m.get("id") for m in result.messages] == ["m2", "m3", None]
+    assert result.report.dropped == [DroppedRange(0, 2, "budget")]
+    assert list(result.report.dropped[0].indices) == [0, 1]
+    assert [history[i]["id"] for i in result.report.dropped[0].indices] == ["m0", "m1"]
+    assert result.report.total_tokens == 21
+    assert not result.report.required_over_budget
+
+
+def test_dropped_ranges_index_the_request_history(client: ContextClient) -> None:
+    history: list[dict[str, Any]] = [
+        {"role": "user", "content": "x" * 40, "id": 10},
+        {"role": "assistant", "content": "x" * 40, "id": "a"},
+        {"role": "user", "content": "x" * 40},
+        {"role": "assistant", "content": " ", "id": "blank"},
+        {"role": "user", "content": "x" * 40, "id": "b"},
+        {"role": "assistant", "content": "x" * 40, "id": "c"},
+    ]
+    result = client.build_messages("abcd", history=history, token_budget=21, tokenizer="estimate")
+    assert [m.get("id") for m in result.messages] == ["b", "c", None]
+    report = result.report
+    assert report.dropped == [DroppedRange(0, 3, "budget"), DroppedRange(3, 1, "empty")]
+    assert [(i, history[i].get("id"), r.reason) for r in report.dropped for i in r.indices] == [
+        (0, 10, "budget"),
+        (1, "a", "budget"),
+        (2, None, "budget"),
+        (3, "blank", "empty"),
+    ]
+    assert sum(r.count for r in report.dropped) + report.history_kept == len(history)
+
+
+def test_blank_user_message_is_left_to_the_server(client: ContextClient) -> None:
+    # The server continues after tool results when there is no user message ...
+    result = client.build_messages("", history=HISTORY[:4], token_budget=10_000)
+    assert without_tokens(result.messages) == EXPECTED_HISTORY_OUT[:4]
+    assert result.report.user_message_tokens == 0
+    # ... and names the field when there is nothing to continue from.
+    error = expect_error(lambda: client.build_messages("", history=HISTORY, token_budget=100))
+    assert error.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert error.fields == ["user_message"]
+
+
+def test_empty_and_orphaned_messages_are_reported(client: ContextClient) -> None:
+    history = [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": ""},
+        {"role": "tool", "tool_call_id": "nobody", "content": "stray"},
+    ]
+    result = client.build_messages("ok", history=history, token_budget=1000)
+    assert result.report.dropped == [
+        DroppedRange(1, 1, "empty"),
+        DroppedRange(2, 1, "orphaned_tool_result"),
+    ]
+
+
+def test_overflow_policies(client: ContextClient) -> None:
+    kept = client.build_messages(
+        "Hello there", system_prompt="Be brief.", history=HISTORY[:1], token_budget=3
+    )
+    assert kept.report.required_over_budget
+    assert [m["role"] for m in kept.messages] == ["system", "user"]
+    assert kept.report.dropped == [DroppedRange(0, 1, "budget")]
+    error = expect_error(
+        lambda: client.build_messages(
+            "Hello there", system_prompt="Be brief.", token_budget=3, on_overflow="fail"
+        )
+    )
+    assert error.code == grpc.StatusCode.FAILED_PRECONDITION
+    assert error.violations == [] and error.fields == []
+    assert "token_budget" in error.message
+
+
+# CountTokens and ListTokenizers -----------------------------------------------------
+
+
+def test_count_tokens(client: ContextClient) -> None:
+    count = client.count_tokens(
+        ["hello world", "", "héllo"],
+        [
+            {"role": "user", "content": "abcdefgh"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {"id": "c", "type": "function", "function": {"name": "f", "arguments": {}}}
+                ],
+            },
+        ],
+        tokenizer="estimate",
+    )
+    assert isinstance(count, TokenCount)
+    assert count.tokenizer == "estimate"
+    assert count.text_tokens == [3, 0, 2]
+    assert count.message_tokens == [2, 2]  # "f" and "{}": one token each
+    assert count.total_tokens == 9
+
+
+def test_count_tokens_accepts_one_string_and_counts_overhead(client: ContextClient) -> None:
+    one = client.count_tokens("hello world", tokenizer="estimate")
+    assert one.text_tokens == [3]
+    tiktoken = client.count_tokens(
+        "hello world", [{"role": "user", "content": "hello world"}], tokenizer="cl100k_base"
+    )
+    assert tiktoken.text_tokens == [2]
+    assert tiktoken.message_tokens == [5]
+    empty = client.count_tokens()
+    assert empty.total_tokens == 0 and empty.text_tokens == [] and empty.message_tokens == []
+
+
+def test_list_tokenizers(client: ContextClient) -> None:
+    tokenizers = client.list_tokenizers()
+    assert isinstance(tokenizers, TokenizerList)
+    assert tokenizers.default == "cl100k_base"
+    assert tokenizers.names[:2] == ["estimate", "cl100k_base"]
+    by_name = {t.name: t for t in tokenizers.tokenizers}
+    assert by_name["estimate"].available and by_name["estimate"].message_overhead == 0
+    assert by_name["cl100k_base"].available and by_name["cl100k_base"].message_overhead == 3
+    assert all(t.description for t in tokenizers.tokenizers)
+
+
+# Errors -----------------------------------------------------------------------------
+
+
+def test_invalid_argument_names_the_fields(client: ContextClient) -> None:
+    error = expect_error(lambda: client.build_messages("Hi", token_budget=0))
+    assert error.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert error.fields == ["token_budget"]
+    assert error.violations == [
+        FieldViolation("token_budget", "must be a positive number of tokens")
+    ]
+    assert error.message == "token_budget: must be a positive number of tokens"
+    assert str(error) == f"INVALID_ARGUMENT: {error.message}"
+    assert isinstance(error.__cause__, grpc.RpcError)
+    assert error.status is not None
+    assert error.status.code == grpc.StatusCode.INVALID_ARGUMENT.value[0]
+
+
+def test_unknown_role_is_left_to_the_server(client: ContextClient) -> None:
+    history = [{"role": "wizard", "content": "abracadabra"}]
+    error = expect_error(lambda: client.build_messages("Hi", history=history, token_budget=100))
+    assert error.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert error.fields == ["history[0].role"]
+    missing = expect_error(lambda: client.count_tokens(messages=[{"content": "no role"}]))
+    assert missing.fields == ["messages[0].role"]
+
+
+def test_several_violations_in_one_error(client: ContextClient) -> None:
+    history: list[dict[str, Any]] = [
+        {"role": "system", "content": "not here"},
+        {"role": "assistant", "content": "", "tool_calls": [{"id": "bad id!", "name": "f"}]},
+    ]
+    error = expect_error(
+        lambda: client.build_messages("Hi", history=history, token_budget=-1, tokenizer="estimate")
+    )
+    assert error.fields == ["token_budget", "history[0].role", "history[1].tool_calls[0].id"]
+
+
+def test_unknown_tokenizer(client: ContextClient) -> None:
+    error = expect_error(lambda: client.count_tokens("x", tokenizer="no-such-tokenizer"))
+    assert error.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert error.fields == ["tokenizer"]
+
+
+def test_error_pickles() -> None:
+    error = ContextdError(
+        grpc.StatusCode.INVALID_ARGUMENT, "bad", [FieldViolation("token_budget", "positive")]
+    )
+    copy = pickle.loads(pickle.dumps(error))
+    assert (copy.code, copy.message, copy.fields) == (error.code, "bad", ["token_budget"])
+
+
+def test_bare_rpc_error_becomes_unknown() -> None:
+    error = ContextdError.from_rpc_error(grpc.RpcError("boom"))
+    assert error.code == grpc.StatusCode.UNKNOWN
+    assert error.message == "boom"
+    assert error.violations == [] and error.status is None
+
+
+def test_unreachable_server() -> None:
+    with ContextClient(f"127.0.0.1:{free_port()}", timeout=5) as offline:
+        error = expect_error(offline.list_tokenizers)
+    assert error.code == grpc.StatusCode.UNAVAILABLE
+    assert isinstance(error.__cause__, grpc.RpcError)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "exception"),
+    [
+        ({"history": [{"role": "user", "content": 42}]}, TypeError),
+        ({"history": [{"role": 3.5, "content": "x"}]}, TypeError),
+        ({"history": {"role": "user", "content": "x"}}, TypeError),
+        ({"history": ["user: hi"]}, TypeError),
+        ({"history": [{"role": "user", "tool_calls": "call"}]}, TypeError),
+        ({"history": [{"role": "assistant", "tool_calls": [{"arguments": {1, 2}}]}]}, TypeError),
+        ({"history": [{"role": "assistant", "id": 1.5}]}, TypeError),
+        ({"compression_summary": {"message_ids": "m1", "start_message_id": "m1"}}, TypeError),
+        ({"layers": {"identity": "x", "persona": "y"}}, ValueError),
+        ({"output_format": "xml"}, ValueError),
+        ({"on_overflow": "truncate"}, ValueError),
+        ({"token_budget": "100"}, TypeError),
+        ({"token_budget": 2**40}, ValueError),
+    ],
+)
+def test_what_cannot_be_encoded_raises_locally(
+    client: ContextClient, kwargs: dict[str, Any], exception: type[Exception]
+) -> None:
+    arguments: dict[str, Any] = {"token_budget": 100, **kwargs}
+    with pytest.raises(exception):
+        client.build_messages("Hi", **arguments)
+
+
+# Channels, metadata, closing --------------------------------------------------------
+
+
+class _RecordMetadata(grpc.UnaryUnaryClientInterceptor):  # type: ignore[type-arg]
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, object]] = []
+
+    def intercept_unary_unary(self, continuation: Any, details: Any, request: Any) -> Any:
+        self.seen.append((details.method, details.metadata))
+        return continuation(details, request)
+
+
+def test_shared_channel_stays_open(address: str) -> None:
+    recorder = _RecordMetadata()
+    with grpc.insecure_channel(address) as raw:
+        channel = grpc.intercept_channel(raw, recorder)
+        with ContextClient(channel=channel, metadata={"x-tenant": "acme"}) as first:
+            first.list_tokenizers()
+        assert first.channel is channel
+        # Closing the first client left the channel open for the second.
+        second = ContextClient(channel=channel, metadata=[("x-request", "2")], timeout=None)
+        assert second.count_tokens("abc", tokenizer="estimate").total_tokens == 1
+        second.close()
+        response = pb_grpc.ContextServiceStub(channel).ListTokenizers(pb.ListTokenizersRequest())
+        assert response.default_tokenizer
+    assert recorder.seen[0] == (
+        "/contextd.v1.ContextService/ListTokenizers",
+        (("x-tenant", "acme"),),
+    )
+    assert recorder.seen[1] == ("/contextd.v1.ContextService/CountTokens", (("x-request", "2"),))
+
+
+def test_context_manager_closes_its_own_channel(address: str) -> None:
+    with ContextClient(address) as owned:
+        assert owned.list_tokenizers().default
+    with pytest.raises(ValueError, match="closed channel"):
+        owned.list_tokenizers()
+    owned.close()  # closing twice is fine
+
+
+def test_stub_and_generated_modules(client: ContextClient) -> None:
+    assert isinstance(client.stub, pb_grpc.ContextServiceStub)
+    assert contextd_client.pb is contextd_client._pb.context_pb2
+    assert contextd_client.pb_grpc is contextd_client._pb.context_pb2_grpc
+    response = client.stub.CountTokens(
+        pb.CountTokensRequest(texts=["hello world"], tokenizer="estimate")
+    )
+    assert response.total_tokens == 3
+
+
+# Async client -----------------------------------------------------------------------
+
+
+async def test_async_every_method(aclient: AsyncContextClient) -> None:
+    prompt, built, count, tokenizers = await asyncio.gather(
+        aclient.assemble_prompt("You are Ada.", rules="Be kind.", tokenizer="estimate"),
+        aclient.build_messages(
+            "And tomorrow?",
+            system_prompt="You are a weather bot.",
+            history=HISTORY,
+            token_budget=10_000,
+            output_format="openai",
+        ),
+        aclient.count_tokens(
+            ["hello world"], [{"role": "user", "content": "abcd"}], tokenizer="estimate"
+        ),
+        aclient.list_tokenizers(),
+    )
+    assert prompt.system_prompt == "You are Ada.\n\nBe kind."
+    assert prompt.tokens == 6
+    assert without_tokens(built.messages[1:-1]) == EXPECTED_HISTORY_OUT
+    assert built.payload is not None and built.payload["messages"][-1]["content"] == "And tomorrow?"
+    assert built.report.removed_tool_calls == [RemovedToolCall(4, "call_c")]
+    assert (count.text_tokens, count.message_tokens, count.total_tokens) == ([3], [1], 4)
+    assert "estimate" in tokenizers.names
+
+
+async def test_async_matches_sync(aclient: AsyncContextClient, client: ContextClient) -> None:
+    kwargs: dict[str, Any] = {
+        "history": HISTORY,
+        "token_budget": 60,
+        "output_format": "anthropic",
+        "compression_summary": {"message_ids": [1], "start_message_id": 1, "summary": "S"},
+    }
+    assert await aclient.build_messages("Next?", **kwargs) == client.build_messages(
+        "Next?", **kwargs
+    )
+
+
+async def test_async_errors(aclient: AsyncContextClient) -> None:
+    with pytest.raises(ContextdError) as info:
+        await aclient.build_messages("Hi", token_budget=0)
+    assert info.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert info.value.fields == ["token_budget"]
+    assert isinstance(info.value.__cause__, grpc.aio.AioRpcError)
+
+    with pytest.raises(ContextdError) as info:
+        await aclient.build_messages(
+            "Hi", history=[{"role": "wizard", "content": "?"}], token_budget=100
+        )
+    assert info.value.fields == ["history[0].role"]
+
+    with pytest.raises(ContextdError) as info:
+        await aclient.assemble_prompt("")
+    assert info.value.fields == ["layers.identity"]
+
+    with pytest.raises(ContextdError) as info:
+        await aclient.build_messages(
+            "Hi", system_prompt="x" * 400, token_budget=5, on_overflow="fail"
+        )
+    assert info.value.code == grpc.StatusCode.FAILED_PRECONDITION
+
+    with pytest.raises(ValueError):
+        await aclient.build_messages("Hi", token_budget=10, output_format="xml")  # type: ignore[arg-type]
+
+
+async def test_async_unreachable_server() -> None:
+    async with AsyncContextClient(f"127.0.0.1:{free_port()}", timeout=5) as offline:
+        with pytest.raises(ContextdError) as info:
+            await offline.count_tokens("x")
+    assert info.value.code == grpc.StatusCode.UNAVAILABLE
+
+
+async def test_async_shared_channel_and_close(address: str) -> None:
+    channel = grpc.aio.insecure_channel(address)
+    try:
+        async with AsyncContextClient(channel=channel, metadata={"x-tenant": "acme"}) as first:
+            assert (await first.list_tokenizers()).default
+        assert first.channel is channel
+        second = AsyncContextClient(channel=channel)
+        assert (await second.count_tokens("abcd", tokenizer="estimate")).total_tokens == 1
+        await second.close()
+        raw = await pb_grpc.ContextServiceStub(channel).ListTokenizers(pb.ListTokenizersRequest())
+        assert raw.default_tokenizer
+    finally:
+        await channel.close(None)
+
+    async with AsyncContextClient(address) as owned:
+        assert isinstance(owned.stub, pb_grpc.ContextServiceStub)
+        response = await owned.stub.CountTokens(
+            pb.CountTokensRequest(texts=["abcd"], tokenizer="estimate")
+        )
+        assert response.total_tokens == 1
+    with pytest.raises(grpc.aio.UsageError):
+        await owned.list_tokenizers()
+    await owned.close()  # closing twice is fine
+
+
+def test_payload_json_is_parsed(client: ContextClient) -> None:
+    response = client.stub.BuildMessages(
+        pb.BuildMessagesRequest(
+            user_message="Hi", token_budget=100, output_format=pb.OUTPUT_FORMAT_OPENAI
+        )
+    )
+    result = client.build_messages("Hi", token_budget=100, output_format="openai")
+    assert result.payload == json.loads(response.payload_json)
