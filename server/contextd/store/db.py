@@ -10,6 +10,7 @@ second connection, which WAL lets run beside a write.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
 import time
 from collections.abc import AsyncIterator
@@ -61,14 +62,26 @@ class Database:
             raise ValueError("synchronous must be NORMAL or FULL")
         path.parent.mkdir(parents=True, exist_ok=True)
         writer = await aiosqlite.connect(path, isolation_level=None)
-        writer.row_factory = aiosqlite.Row
-        await writer.execute("PRAGMA journal_mode = WAL")
-        await _configure(writer, synchronous)
-        reader = await aiosqlite.connect(path, isolation_level=None)
-        reader.row_factory = aiosqlite.Row
-        await _configure(reader, synchronous)
-        db = cls(path, writer, reader)
-        await db._migrate()
+        reader: aiosqlite.Connection | None = None
+        try:
+            writer.row_factory = aiosqlite.Row
+            async with writer.execute("PRAGMA journal_mode = WAL") as cursor:
+                mode = await cursor.fetchone()
+            if not mode or str(mode[0]).lower() != "wal":
+                raise RuntimeError(f"{path}: SQLite refused WAL mode (got {mode})")
+            await _configure(writer, synchronous)
+            reader = await aiosqlite.connect(path, isolation_level=None)
+            reader.row_factory = aiosqlite.Row
+            await _configure(reader, synchronous)
+            await reader.execute("PRAGMA query_only = ON")
+            db = cls(path, writer, reader)
+            await db._migrate()
+        except BaseException:
+            # aiosqlite's threads are not daemons: an unclosed connection hangs the exit.
+            for conn in (reader, writer):
+                if conn is not None:
+                    await conn.close()
+            raise
         return db
 
     async def close(self) -> None:
@@ -107,13 +120,20 @@ class Database:
     async def transaction(self) -> AsyncIterator[aiosqlite.Connection]:
         """A write transaction (BEGIN IMMEDIATE), committed on success, rolled back on error."""
         async with self._write_lock:
-            await self._writer.execute("BEGIN IMMEDIATE")
             try:
+                # Inside the try: a cancel that lands while BEGIN is queued must still
+                # roll back, or the connection stays inside a transaction for good.
+                await self._writer.execute("BEGIN IMMEDIATE")
                 yield self._writer
+                await self._writer.execute("COMMIT")
             except BaseException:
-                await self._writer.execute("ROLLBACK")
+                await asyncio.shield(self._rollback())
                 raise
-            await self._writer.execute("COMMIT")
+
+    async def _rollback(self) -> None:
+        # OperationalError: no transaction was active (BEGIN never ran or COMMIT finished).
+        with contextlib.suppress(sqlite3.OperationalError):
+            await self._writer.execute("ROLLBACK")
 
     @property
     def reader(self) -> aiosqlite.Connection:

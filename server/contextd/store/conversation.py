@@ -1,0 +1,268 @@
+"""The conversation table: every user, assistant and tool message of a session, in order.
+
+Each message's token counts live in ``message_tokens`` (one row per tokenizer), written with
+the message, so the rolling window (:meth:`ConversationRepo.tail`) reads counts instead of
+tokenizing, and costs in the number of messages it returns, not in the session's length.
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from contextd.core.messages import ChatMessage, Role, ToolCall
+from contextd.store.db import Database
+from contextd.store.models import NewMessage, StoredMessage
+from contextd.store.paging import decode_token, encode_token, page_limit
+from contextd.store.sessions import SessionNotFoundError
+
+STORED_ROLES = frozenset({Role.USER, Role.ASSISTANT, Role.TOOL})
+
+# Rows per INSERT statement: 7 parameters a row, 3,500 in all, far below SQLite's 32,766.
+_INSERT_CHUNK = 500
+
+_COLUMNS = (
+    "c.id, c.session_id, c.user_id, c.seq, c.role, c.content, c.tool_calls, c.tool_call_id,"
+    " c.turn_index, c.is_collected, c.status, c.created_at"
+)
+# All token counts of the row as one JSON object ({"tokenizer": count}), NULL when none.
+_ALL_TOKENS = (
+    "(SELECT json_group_object(t.tokenizer, t.tokens) FROM message_tokens t"
+    " WHERE t.message_id = c.id)"
+)
+
+# The rolling window, newest first: conversation_session_seq searched backwards from the
+# session's last seq, stopping after ``limit`` rows; each row joined to its one count by the
+# message_tokens primary key. Parameters: tokenizer, session_id, limit.
+TAIL_SQL = (
+    f"SELECT {_COLUMNS}, t.tokens FROM conversation c"
+    " LEFT JOIN message_tokens t ON t.message_id = c.id AND t.tokenizer = ?"
+    " WHERE c.session_id = ? ORDER BY c.seq DESC LIMIT ?"
+)
+# The same columns from an UPDATE ... RETURNING, which cannot alias its table.
+_RETURNING = _COLUMNS.replace("c.", "conversation.") + _ALL_TOKENS.replace(
+    "c.id", "conversation.id"
+).join((", ", ""))
+
+
+def _tool_calls_json(calls: Sequence[ToolCall]) -> str | None:
+    if not calls:
+        return None
+    return json.dumps(
+        [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in calls],
+        ensure_ascii=False,
+    )
+
+
+def _tool_calls(text: str | None) -> tuple[ToolCall, ...]:
+    if not text:
+        return ()
+    return tuple(ToolCall(c["id"], c["name"], c.get("arguments", "")) for c in json.loads(text))
+
+
+def _stored(row: Any, tokens: dict[str, int]) -> StoredMessage:
+    (mid, session_id, user_id, seq, role, content, calls, call_id, turn, collected, status, at) = (
+        row[:12]
+    )
+    return StoredMessage(
+        id=mid,
+        session_id=session_id,
+        user_id=user_id,
+        seq=seq,
+        message=ChatMessage(
+            role=Role(role),
+            content=content,
+            tool_calls=_tool_calls(calls),
+            tool_call_id=call_id,
+            id=str(mid),
+        ),
+        turn_index=turn,
+        is_collected=bool(collected),
+        status=status,
+        created_at=at,
+        tokens=tokens,
+    )
+
+
+def _with_all_tokens(row: Any) -> StoredMessage:
+    return _stored(row, json.loads(row[12]) if row[12] else {})
+
+
+class ConversationRepo:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def append(
+        self, session_id: str, user_id: str, messages: Sequence[NewMessage]
+    ) -> builtins.list[StoredMessage]:
+        """Store ``messages`` at the end of the session, in one transaction.
+
+        Seqs continue from the session's current last one; each message's ``tokens`` are
+        stored with it; the session's ``updated_at`` and ``message_count`` follow (a trigger
+        of the schema does that in the same statement). Raises SessionNotFoundError when the
+        session does not exist or belongs to another user, ValueError for a system message.
+        Three round trips to SQLite's thread for the whole batch, four with token counts.
+        """
+        if not messages:
+            return []
+        for new in messages:
+            if new.message.role not in STORED_ROLES:
+                raise ValueError(
+                    f"a {new.message.role.value} message cannot be stored in a conversation "
+                    "(only user, assistant and tool messages)"
+                )
+        now = time.time()
+        stored: builtins.list[StoredMessage] = []
+        async with self._db.transaction() as conn:
+            for start in range(0, len(messages), _INSERT_CHUNK):
+                chunk = messages[start : start + _INSERT_CHUNK]
+                sql, params = _insert_statement(session_id, user_id, chunk, now)
+                rows = await conn.execute_fetchall(sql, params)
+                if not rows:  # the join on sessions found no such session of this user
+                    raise SessionNotFoundError(session_id)
+                # The chunk's seqs are contiguous from its first one, in the chunk's order.
+                ids = {seq: mid for mid, seq in rows}
+                first = min(ids)
+                for ordinal, new in enumerate(chunk):
+                    seq = first + ordinal
+                    mid = ids[seq]
+                    message = new.message
+                    stored.append(
+                        StoredMessage(
+                            id=mid,
+                            session_id=session_id,
+                            user_id=user_id,
+                            seq=seq,
+                            message=ChatMessage(
+                                role=message.role,
+                                content=message.content,
+                                tool_calls=tuple(message.tool_calls),
+                                tool_call_id=message.tool_call_id,
+                                id=str(mid),
+                            ),
+                            turn_index=new.turn_index,
+                            status=new.status,
+                            created_at=now,
+                            tokens=dict(new.tokens),
+                        )
+                    )
+            token_rows = [
+                (item.id, name, count) for item in stored for name, count in item.tokens.items()
+            ]
+            if token_rows:
+                await conn.executemany(
+                    "INSERT OR IGNORE INTO message_tokens (message_id, tokenizer, tokens)"
+                    " VALUES (?, ?, ?)",
+                    token_rows,
+                )
+        return stored
+
+    async def get(self, message_id: int) -> StoredMessage | None:
+        """The message with all its stored token counts."""
+        rows = await self._db.reader.execute_fetchall(
+            f"SELECT {_COLUMNS}, {_ALL_TOKENS} FROM conversation c WHERE c.id = ?",
+            (message_id,),
+        )
+        for row in rows:
+            return _with_all_tokens(row)
+        return None
+
+    async def list(
+        self, session_id: str, page_size: int = 0, page_token: str = ""
+    ) -> tuple[builtins.list[StoredMessage], str]:
+        """A page of the session's messages, oldest first, with all their token counts."""
+        limit = page_limit(page_size)
+        after = -1
+        if page_token:
+            (last_seq,) = decode_token(page_token, "messages", session_id, (int,))
+            assert isinstance(last_seq, int)
+            after = last_seq
+        rows = await self._db.reader.execute_fetchall(
+            f"SELECT {_COLUMNS}, {_ALL_TOKENS} FROM conversation c"
+            " WHERE c.session_id = ? AND c.seq > ? ORDER BY c.seq LIMIT ?",
+            (session_id, after, limit + 1),
+        )
+        items = [_with_all_tokens(row) for row in rows]
+        if len(items) <= limit:
+            return items, ""
+        del items[limit:]
+        return items, encode_token("messages", session_id, [items[-1].seq])
+
+    async def tail(
+        self, session_id: str, limit: int, tokenizer: str
+    ) -> builtins.list[StoredMessage]:
+        """The newest ``limit`` messages in chronological order (one indexed query).
+
+        Each has ``tokens[tokenizer]`` when that count is stored, and no other count.
+        """
+        if limit <= 0:
+            return []
+        rows = await self._db.reader.execute_fetchall(TAIL_SQL, (tokenizer, session_id, limit))
+        out = [_stored(row, {} if row[12] is None else {tokenizer: row[12]}) for row in rows]
+        out.reverse()
+        return out
+
+    async def save_tokens(self, rows: Iterable[tuple[int, str, int]]) -> None:
+        """Store (message_id, tokenizer, tokens) counts; a count already stored is kept."""
+        batch = list(rows)
+        if not batch:
+            return
+        async with self._db.transaction() as conn:
+            await conn.executemany(
+                "INSERT OR IGNORE INTO message_tokens (message_id, tokenizer, tokens)"
+                " VALUES (?, ?, ?)",
+                batch,
+            )
+
+    async def set_collected(self, message_id: int, collected: bool) -> StoredMessage | None:
+        """Set or clear ``is_collected``; the updated message, or None if there is none."""
+        async with self._db.transaction() as conn:
+            rows = await conn.execute_fetchall(
+                "UPDATE conversation SET is_collected = ?, updated_at = ? WHERE id = ?"
+                f" RETURNING {_RETURNING}",
+                (int(collected), time.time(), message_id),
+            )
+        for row in rows:
+            return _with_all_tokens(row)
+        return None
+
+
+def _insert_statement(
+    session_id: str, user_id: str, chunk: Sequence[NewMessage], now: float
+) -> tuple[str, builtins.list[object]]:
+    """One INSERT ... RETURNING for a chunk of messages, seqs following the session's last.
+
+    The new rows come from a VALUES list joined to the session row (so nothing is inserted
+    when the session is missing or another user's) and to the session's current last seq,
+    read before any row is written.
+    """
+    values = ", ".join(["(?, ?, ?, ?, ?, ?, ?)"] * len(chunk))
+    params: builtins.list[object] = [session_id]
+    for ordinal, new in enumerate(chunk):
+        m = new.message
+        params += [
+            ordinal,
+            m.role.value,
+            m.content,
+            _tool_calls_json(m.tool_calls),
+            m.tool_call_id,
+            new.turn_index,
+            new.status,
+        ]
+    params += [now, now, session_id, user_id]
+    sql = (
+        "WITH base(next_seq) AS MATERIALIZED ("
+        "  SELECT COALESCE(MAX(seq), -1) + 1 FROM conversation WHERE session_id = ?),"
+        f" batch(ordinal, role, content, tool_calls, tool_call_id, turn_index, status) AS"
+        f" (VALUES {values})"
+        " INSERT INTO conversation (session_id, user_id, seq, role, content, tool_calls,"
+        "  tool_call_id, turn_index, status, created_at, updated_at)"
+        " SELECT s.id, s.user_id, base.next_seq + b.ordinal, b.role, b.content,"
+        "  b.tool_calls, b.tool_call_id, b.turn_index, b.status, ?, ?"
+        " FROM batch b, base, sessions s WHERE s.id = ? AND s.user_id = ?"
+        " RETURNING id, seq"
+    )
+    return sql, params

@@ -1,0 +1,126 @@
+"""Sessions: create, read, list a user's sessions newest first, delete with everything in them."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from contextd.store.db import Database
+from contextd.store.models import Session
+from contextd.store.paging import decode_token, encode_token, page_limit
+
+
+class SessionNotFoundError(LookupError):
+    """The session does not exist (or does not belong to the user a write named)."""
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(f"session {session_id!r} not found")
+        self.session_id = session_id
+
+
+_COLUMNS = "id, user_id, scenario, host, title, metadata, created_at, updated_at, message_count"
+
+
+def session_from_row(row: Any) -> Session:
+    sid, user_id, scenario, host, title, metadata, created_at, updated_at, count = row
+    return Session(
+        id=sid,
+        user_id=user_id,
+        scenario=scenario,
+        host=host,
+        title=title,
+        metadata=json.loads(metadata) if metadata else {},
+        created_at=created_at,
+        updated_at=updated_at,
+        message_count=count,
+    )
+
+
+class SessionRepo:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def create(
+        self,
+        user_id: str,
+        scenario: str = "",
+        host: str = "",
+        title: str = "",
+        metadata: Mapping[str, str] | None = None,
+    ) -> Session:
+        if not user_id:
+            raise ValueError("user_id must not be empty")
+        now = time.time()
+        session = Session(
+            id=uuid.uuid4().hex,
+            user_id=user_id,
+            scenario=scenario,
+            host=host,
+            title=title,
+            metadata=dict(metadata or {}),
+            created_at=now,
+            updated_at=now,
+        )
+        async with self._db.transaction() as conn:
+            await conn.execute(
+                f"INSERT INTO sessions ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0)",
+                (
+                    session.id,
+                    user_id,
+                    scenario,
+                    host,
+                    title,
+                    json.dumps(session.metadata, ensure_ascii=False),
+                    now,
+                    now,
+                ),
+            )
+        return session
+
+    async def get(self, session_id: str) -> Session | None:
+        """The session whoever owns it: the caller checks ownership."""
+        rows = await self._db.reader.execute_fetchall(
+            f"SELECT {_COLUMNS} FROM sessions WHERE id = ?", (session_id,)
+        )
+        for row in rows:
+            return session_from_row(row)
+        return None
+
+    async def list(
+        self, user_id: str, page_size: int = 0, page_token: str = ""
+    ) -> tuple[list[Session], str]:
+        """A page of the user's sessions, most recently updated first (ties: id descending).
+
+        Returns the sessions and the token of the next page ("" after the last page).
+        Sessions created after the first page sort before it and never shift later pages;
+        a session that gets a new message meanwhile moves to the front.
+        """
+        limit = page_limit(page_size)
+        if page_token:
+            updated_at, last_id = decode_token(page_token, "sessions", user_id, (float, str))
+            rows = await self._db.reader.execute_fetchall(
+                f"SELECT {_COLUMNS} FROM sessions WHERE user_id = ? AND (updated_at, id) < (?, ?)"
+                " ORDER BY updated_at DESC, id DESC LIMIT ?",
+                (user_id, updated_at, last_id, limit + 1),
+            )
+        else:
+            rows = await self._db.reader.execute_fetchall(
+                f"SELECT {_COLUMNS} FROM sessions WHERE user_id = ?"
+                " ORDER BY updated_at DESC, id DESC LIMIT ?",
+                (user_id, limit + 1),
+            )
+        sessions = [session_from_row(row) for row in rows]
+        if len(sessions) <= limit:
+            return sessions, ""
+        del sessions[limit:]
+        last = sessions[-1]
+        return sessions, encode_token("sessions", user_id, [last.updated_at, last.id])
+
+    async def delete(self, session_id: str) -> bool:
+        """Delete the session with its messages, token counts and summaries (not memories)."""
+        async with self._db.transaction() as conn:
+            cursor = await conn.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
+            return cursor.rowcount > 0

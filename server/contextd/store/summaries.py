@@ -1,0 +1,98 @@
+"""Summaries: a session's compression summary (seed 002) and per-session summaries (layer [4])."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from contextd.store.db import Database
+from contextd.store.models import CompressionSummaryRow, SessionSummary
+from contextd.store.sessions import SessionNotFoundError
+
+_COMPRESSION_COLUMNS = "id, session_id, message_ids, start_message_id, summary, active, created_at"
+
+
+def _compression_from_row(row: Any) -> CompressionSummaryRow:
+    cid, session_id, message_ids, start_message_id, summary, active, created_at = row
+    return CompressionSummaryRow(
+        id=cid,
+        session_id=session_id,
+        message_ids=[int(m) for m in json.loads(message_ids)],
+        start_message_id=start_message_id,
+        summary=summary,
+        active=bool(active),
+        created_at=created_at,
+    )
+
+
+class SummaryRepo:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def add_compression(
+        self, session_id: str, message_ids: Sequence[int], start_message_id: int, summary: str
+    ) -> CompressionSummaryRow:
+        """Store a new active compression summary; the session's earlier ones become inactive.
+
+        Raises SessionNotFoundError when the session does not exist.
+        """
+        ids = [int(m) for m in message_ids]
+        async with self._db.transaction() as conn:
+            await conn.execute(
+                "UPDATE compression_summaries SET active = 0 WHERE session_id = ? AND active = 1",
+                (session_id,),
+            )
+            rows = await conn.execute_fetchall(
+                "INSERT INTO compression_summaries"
+                " (session_id, message_ids, start_message_id, summary, active, created_at)"
+                " SELECT id, ?, ?, ?, 1, ? FROM sessions WHERE id = ?"
+                f" RETURNING {_COMPRESSION_COLUMNS}",
+                (json.dumps(ids), start_message_id, summary, time.time(), session_id),
+            )
+            if not rows:
+                raise SessionNotFoundError(session_id)
+        return _compression_from_row(next(iter(rows)))
+
+    async def active_compression(self, session_id: str) -> CompressionSummaryRow | None:
+        rows = await self._db.reader.execute_fetchall(
+            f"SELECT {_COMPRESSION_COLUMNS} FROM compression_summaries"
+            " WHERE session_id = ? AND active = 1",
+            (session_id,),
+        )
+        for row in rows:
+            return _compression_from_row(row)
+        return None
+
+    async def upsert_session_summary(self, session_id: str, user_id: str, summary: str) -> None:
+        """Set the session's summary. Raises SessionNotFoundError unless the user owns it."""
+        async with self._db.transaction() as conn:
+            cursor = await conn.execute(
+                "INSERT INTO session_summaries (session_id, user_id, summary, updated_at)"
+                " SELECT id, user_id, ?, ? FROM sessions WHERE id = ? AND user_id = ?"
+                " ON CONFLICT (session_id) DO UPDATE"
+                " SET summary = excluded.summary, updated_at = excluded.updated_at",
+                (summary, time.time(), session_id, user_id),
+            )
+            if cursor.rowcount == 0:
+                raise SessionNotFoundError(session_id)
+
+    async def recent_session_summaries(
+        self, user_id: str, exclude_session_id: str = "", limit: int = 3
+    ) -> list[SessionSummary]:
+        """The user's most recently updated non-empty session summaries, newest first,
+        leaving out ``exclude_session_id`` (the current session), each with its title."""
+        if limit <= 0:
+            return []
+        rows = await self._db.reader.execute_fetchall(
+            "SELECT ss.session_id, ss.user_id, ss.summary, ss.updated_at, s.title"
+            " FROM session_summaries ss JOIN sessions s ON s.id = ss.session_id"
+            " WHERE ss.user_id = ? AND ss.session_id != ? AND ss.summary != ''"
+            " ORDER BY ss.updated_at DESC LIMIT ?",
+            (user_id, exclude_session_id, limit),
+        )
+        return [
+            SessionSummary(session_id=sid, user_id=uid, summary=summary, updated_at=at, title=title)
+            for sid, uid, summary, at, title in rows
+        ]
