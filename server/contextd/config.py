@@ -28,6 +28,17 @@ class Settings:
     # Seconds in-flight calls get to finish on SIGINT/SIGTERM.
     shutdown_grace: float = 10.0
     log_level: str = "INFO"
+    # Layer [0] of session-mode builds: the server's own identity and rules.
+    system_identity: str = "You are a helpful assistant."
+    system_rules: str = ""
+    # Memories [3] and recent-session summaries [4] in session mode.
+    memory_enabled: bool = True
+    memory_limit: int = 5
+    recent_sessions_limit: int = 3
+    # How fast a memory's recency weight halves, in days.
+    memory_half_life_days: float = 30.0
+    # SQLite synchronous mode: NORMAL survives a process crash, FULL also a power cut.
+    sqlite_synchronous: str = "NORMAL"
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None, **overrides: object) -> Settings:
@@ -43,6 +54,12 @@ class Settings:
 
 def _parse(name: str, raw: str) -> object:
     kind = _FIELD_TYPES[name]
+    if kind == "bool":
+        if raw.lower() in ("1", "true", "yes", "on"):
+            return True
+        if raw.lower() in ("0", "false", "no", "off"):
+            return False
+        raise SystemExit(f"{ENV_PREFIX}{name.upper()}={raw!r} is not a valid bool")
     if kind == "Path":
         return Path(raw).expanduser()
     try:

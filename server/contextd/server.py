@@ -17,14 +17,39 @@ from grpc_reflection.v1alpha import reflection
 
 from contextd.api.context_servicer import ContextServicer
 from contextd.api.interceptors import GuardInterceptor
+from contextd.api.session_servicers import MemoryServicer, PromptServicer, SessionServicer
 from contextd.app.context import ContextApp
+from contextd.app.memories import MemoriesApp
+from contextd.app.prompts import PromptsApp
+from contextd.app.session_context import LayerDefaults, SessionContextBuilder
+from contextd.app.sessions import SessionsApp
 from contextd.config import Settings
 from contextd.core.tokens import TokenizerRegistry
-from contextd.v1 import context_pb2, context_pb2_grpc
+from contextd.store.catalog import CatalogRepo
+from contextd.store.conversation import ConversationRepo
+from contextd.store.db import DB_FILENAME, Database
+from contextd.store.memories import MemoryRepo
+from contextd.store.sessions import SessionRepo
+from contextd.store.summaries import SummaryRepo
+from contextd.v1 import (
+    context_pb2,
+    context_pb2_grpc,
+    memory_pb2,
+    memory_pb2_grpc,
+    prompts_pb2,
+    prompts_pb2_grpc,
+    sessions_pb2,
+    sessions_pb2_grpc,
+)
 
 log = logging.getLogger("contextd.server")
 
-SERVICE_NAMES = (context_pb2.DESCRIPTOR.services_by_name["ContextService"].full_name,)
+SERVICE_NAMES = (
+    context_pb2.DESCRIPTOR.services_by_name["ContextService"].full_name,
+    sessions_pb2.DESCRIPTOR.services_by_name["SessionService"].full_name,
+    memory_pb2.DESCRIPTOR.services_by_name["MemoryService"].full_name,
+    prompts_pb2.DESCRIPTOR.services_by_name["PromptService"].full_name,
+)
 
 
 @dataclass
@@ -33,11 +58,14 @@ class RunningServer:
     health: health_aio.HealthServicer
     port: int
     settings: Settings
+    db: Database
 
     async def stop(self, grace: float | None = None) -> None:
-        """Report NOT_SERVING, then let in-flight calls finish within the grace period."""
+        """Report NOT_SERVING, let in-flight calls finish within the grace period, close
+        the database."""
         await self.health.enter_graceful_shutdown()
         await self.server.stop(self.settings.shutdown_grace if grace is None else grace)
+        await self.db.close()
 
 
 async def start(
@@ -45,30 +73,64 @@ async def start(
 ) -> RunningServer:
     tokenizers = TokenizerRegistry(settings.default_tokenizer)
     tokenizers.get(settings.default_tokenizer)  # fail at start-up, not on the first call
-    app = ContextApp(tokenizers, settings.max_history_messages)
-    server = grpc.aio.server(
-        interceptors=[GuardInterceptor()],
-        options=[
-            ("grpc.max_receive_message_length", settings.max_message_bytes),
-            ("grpc.max_send_message_length", settings.max_message_bytes),
-        ],
-        maximum_concurrent_rpcs=settings.max_concurrent_rpcs,
+    db = await Database.open(settings.data_dir / DB_FILENAME, settings.sqlite_synchronous)
+    try:
+        server = grpc.aio.server(
+            interceptors=[GuardInterceptor()],
+            options=[
+                ("grpc.max_receive_message_length", settings.max_message_bytes),
+                ("grpc.max_send_message_length", settings.max_message_bytes),
+            ],
+            maximum_concurrent_rpcs=settings.max_concurrent_rpcs,
+        )
+        _add_services(server, settings, tokenizers, db)
+        health_servicer = health_aio.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+        names = (*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME)
+        reflection.enable_server_reflection(names, server)
+        if extra_handlers:
+            server.add_generic_rpc_handlers(tuple(extra_handlers))
+        port = server.add_insecure_port(f"{settings.host}:{settings.port}")
+        if port == 0:
+            raise SystemExit(f"cannot listen on {settings.host}:{settings.port}")
+        await server.start()
+        for name in ("", *SERVICE_NAMES):
+            await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+        log.info("listening", extra={"address": f"{settings.host}:{port}"})
+    except BaseException:
+        await db.close()  # its threads would otherwise keep the process alive
+        raise
+    return RunningServer(server, health_servicer, port, settings, db)
+
+
+def _add_services(
+    server: grpc.aio.Server, settings: Settings, tokenizers: TokenizerRegistry, db: Database
+) -> None:
+    memories = MemoryRepo(db, half_life_days=settings.memory_half_life_days)
+    summaries = SummaryRepo(db)
+    catalog = CatalogRepo(db)
+    sessions = SessionsApp(SessionRepo(db), ConversationRepo(db), summaries, memories, tokenizers)
+    defaults = LayerDefaults(
+        identity=settings.system_identity,
+        rules=settings.system_rules,
+        memory_enabled=settings.memory_enabled,
+        memory_limit=settings.memory_limit,
+        recent_sessions_limit=settings.recent_sessions_limit,
     )
-    context_pb2_grpc.add_ContextServiceServicer_to_server(ContextServicer(app), server)
-    health_servicer = health_aio.HealthServicer()
-    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    names = (*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME)
-    reflection.enable_server_reflection(names, server)
-    if extra_handlers:
-        server.add_generic_rpc_handlers(tuple(extra_handlers))
-    port = server.add_insecure_port(f"{settings.host}:{settings.port}")
-    if port == 0:
-        raise SystemExit(f"cannot listen on {settings.host}:{settings.port}")
-    await server.start()
-    for name in ("", *SERVICE_NAMES):
-        await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    log.info("listening", extra={"address": f"{settings.host}:{port}"})
-    return RunningServer(server, health_servicer, port, settings)
+    builder = SessionContextBuilder(defaults, sessions, catalog, memories, summaries)
+    context = ContextApp(tokenizers, settings.max_history_messages)
+    context_pb2_grpc.add_ContextServiceServicer_to_server(
+        ContextServicer(context, sessions, builder), server
+    )
+    sessions_pb2_grpc.add_SessionServiceServicer_to_server(
+        SessionServicer(sessions, tokenizers.default), server
+    )
+    memory_pb2_grpc.add_MemoryServiceServicer_to_server(
+        MemoryServicer(MemoriesApp(memories)), server
+    )
+    prompts_pb2_grpc.add_PromptServiceServicer_to_server(
+        PromptServicer(PromptsApp(catalog)), server
+    )
 
 
 async def serve(settings: Settings) -> None:

@@ -5,14 +5,21 @@ from __future__ import annotations
 from contextd.api import convert
 from contextd.api.types import Context
 from contextd.app.context import ContextApp
+from contextd.app.scope import Caller
+from contextd.app.session_context import SessionContextBuilder
+from contextd.app.sessions import SessionsApp
 from contextd.core.errors import Violations
 from contextd.v1 import context_pb2 as pb
 from contextd.v1 import context_pb2_grpc as pb_grpc
 
 
 class ContextServicer(pb_grpc.ContextServiceServicer):  # type: ignore[misc]
-    def __init__(self, app: ContextApp) -> None:
+    def __init__(
+        self, app: ContextApp, sessions: SessionsApp, builder: SessionContextBuilder
+    ) -> None:
         self._app = app
+        self._sessions = sessions
+        self._builder = builder
 
     async def AssemblePrompt(
         self, request: pb.AssemblePromptRequest, context: Context
@@ -30,6 +37,8 @@ class ContextServicer(pb_grpc.ContextServiceServicer):  # type: ignore[misc]
     async def BuildMessages(
         self, request: pb.BuildMessagesRequest, context: Context
     ) -> pb.BuildMessagesResponse:
+        if request.HasField("session"):
+            return await self._build_for_session(request)
         violations = Violations()
         tokenizer = self._app.tokenizer_or_placeholder(request.tokenizer, violations)
         build = convert.build_request_from_pb(request, tokenizer, violations)
@@ -37,6 +46,27 @@ class ContextServicer(pb_grpc.ContextServiceServicer):  # type: ignore[misc]
             self._app.reject(build, violations)
         result = self._app.build_messages(build)
         return convert.build_response_to_pb(result, request, list(build.history))
+
+    async def _build_for_session(
+        self, request: pb.BuildMessagesRequest
+    ) -> pb.BuildMessagesResponse:
+        violations = Violations()
+        convert.check_session_mode(request, violations)
+        tokenizer = self._app.tokenizer_or_placeholder(request.tokenizer, violations)
+        build = convert.session_build_from_pb(request, tokenizer, violations)
+        violations.raise_if_any()
+        session_build = await self._builder.build(build)
+        response = convert.build_response_to_pb(session_build.result)
+        response.report.context_layers.extend(convert.context_layers_to_pb(session_build.layers))
+        return response
+
+    async def Collect(self, request: pb.CollectRequest, context: Context) -> pb.CollectResponse:
+        stored, memory_id = await self._sessions.collect(
+            Caller.of(request.user_id), request.message_id, request.uncollect, request.remember
+        )
+        return pb.CollectResponse(
+            message_id=str(stored.id), is_collected=stored.is_collected, memory_id=memory_id
+        )
 
     async def CountTokens(
         self, request: pb.CountTokensRequest, context: Context

@@ -6,8 +6,10 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
+from contextd.app.scope import Caller
+from contextd.app.session_context import ContextLayer, SessionBuildRequest
 from contextd.core.build import BuildReport, BuildRequest, BuildResult, OverflowPolicy
-from contextd.core.errors import Violations
+from contextd.core.errors import InvalidArgument, Violations
 from contextd.core.formats import OutputFormat
 from contextd.core.messages import ChatMessage, CompressionSummary, Role, ToolCall
 from contextd.core.pipeline import DropReason
@@ -144,9 +146,12 @@ def report_to_pb(r: BuildReport) -> pb.BuildReport:
 
 
 def build_response_to_pb(
-    result: BuildResult, request: pb.BuildMessagesRequest, history: list[ChatMessage]
+    result: BuildResult,
+    request: pb.BuildMessagesRequest | None = None,
+    history: list[ChatMessage] | None = None,
 ) -> pb.BuildMessagesResponse:
-    """The response; kept history messages are copied from the request where unchanged."""
+    """The response. With the request and its converted history, kept history messages
+    are copied from the request where unchanged (cheaper than building them anew)."""
     response = pb.BuildMessagesResponse(report=report_to_pb(result.report))
     if result.payload is not None:
         response.payload_json = json.dumps(
@@ -154,10 +159,80 @@ def build_response_to_pb(
         )
     out = response.messages
     for m, n, source in zip(result.messages, result.message_tokens, result.sources, strict=True):
-        if source is not None and m is history[source]:
+        if (
+            request is not None
+            and history is not None
+            and source is not None
+            and (m is history[source])
+        ):
             copy = out.add()
             copy.CopyFrom(request.history[source])
             copy.tokens = n
         else:
             out.append(message_to_pb(m, n))
     return response
+
+
+def check_session_mode(req: pb.BuildMessagesRequest, violations: Violations) -> None:
+    """Session mode builds from the store: the inline fields must stay empty."""
+    for name in ("system_prompts", "history"):
+        if getattr(req, name):
+            violations.add(name, "must be empty in session mode")
+    for name in ("layers", "compression_summary"):
+        if req.HasField(name):
+            violations.add(name, "must be empty in session mode")
+
+
+_MEMORY_MODES = {
+    pb.MEMORY_MODE_UNSPECIFIED: None,
+    pb.MEMORY_MODE_ON: True,
+    pb.MEMORY_MODE_OFF: False,
+}
+
+
+def session_build_from_pb(
+    req: pb.BuildMessagesRequest, tokenizer: Tokenizer, violations: Violations
+) -> SessionBuildRequest:
+    s = req.session
+    output_format = _FORMATS.get(req.output_format)
+    if output_format is None:
+        violations.add("output_format", f"unknown output format {req.output_format}")
+    policy = _POLICIES.get(req.overflow_policy)
+    if policy is None:
+        violations.add("overflow_policy", f"unknown overflow policy {req.overflow_policy}")
+    if s.memory not in _MEMORY_MODES:
+        violations.add("session.memory", f"unknown memory mode {s.memory}")
+    caller = None
+    try:
+        caller = Caller.of(s.user_id, "session.user_id")
+    except InvalidArgument as error:
+        violations.extend(error.violations)
+    return SessionBuildRequest(
+        caller=caller or Caller(""),
+        session_id=s.session_id,
+        user_message=req.user_message,
+        token_budget=req.token_budget,
+        tokenizer=tokenizer,
+        scenario=s.scenario,
+        host=s.host,
+        variables=dict(s.variables),
+        memory=_MEMORY_MODES.get(s.memory),
+        memory_limit=s.memory_limit,
+        recent_sessions_limit=s.recent_sessions_limit,
+        output_format=output_format or OutputFormat.NEUTRAL,
+        overflow_policy=policy or OverflowPolicy.KEEP_REQUIRED,
+    )
+
+
+def context_layers_to_pb(layers: list[ContextLayer]) -> list[pb.ContextLayerReport]:
+    return [
+        pb.ContextLayerReport(
+            name=x.name,
+            included=x.included,
+            tokens=x.tokens,
+            items_kept=x.items_kept,
+            items_dropped=x.items_dropped,
+            note=x.note,
+        )
+        for x in layers
+    ]

@@ -6,7 +6,14 @@ import grpc
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
-from contextd.core.errors import ContextdError, FailedPrecondition, InvalidArgument
+from contextd.core.errors import (
+    ContextdError,
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    PermissionDenied,
+    Unavailable,
+)
 
 
 def status_for(error: ContextdError) -> grpc.Status:
@@ -30,6 +37,12 @@ def status_for(error: ContextdError) -> grpc.Status:
             ]
         )
         return _status(code_pb2.FAILED_PRECONDITION, str(error), failure)
+    if isinstance(error, NotFound):
+        return _status(code_pb2.NOT_FOUND, str(error), None)
+    if isinstance(error, PermissionDenied):
+        return _status(code_pb2.PERMISSION_DENIED, str(error), None)
+    if isinstance(error, Unavailable):
+        return _status(code_pb2.UNAVAILABLE, str(error), None)
     return _status(code_pb2.INTERNAL, str(error), None)
 
 

@@ -12,7 +12,7 @@ follows what is kept, not the history length.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -52,6 +52,11 @@ class BuildRequest:
     compression_summary: CompressionSummary | None = None
     output_format: OutputFormat = OutputFormat.NEUTRAL
     overflow_policy: OverflowPolicy = OverflowPolicy.KEEP_REQUIRED
+    # Token counts of the history messages under ``tokenizer``, when already known
+    # (a stored session keeps them); counted here otherwise.
+    history_tokens: Sequence[int] | None = None
+    # History and summary come from the store, validated when they were written.
+    history_trusted: bool = False
 
 
 @dataclass(slots=True)
@@ -98,9 +103,10 @@ def validate_build_request(req: BuildRequest, violations: Violations | None = No
         v.add("layers", "give either system_prompts or layers, not both")
     if req.layers is not None and is_blank(req.layers.identity):
         v.add("layers.identity", "identity is required and must not be blank")
-    validate_history(req.history, v)
-    if req.compression_summary is not None:
-        validate_summary(req.compression_summary, req.history, v)
+    if not req.history_trusted:
+        validate_history(req.history, v)
+        if req.compression_summary is not None:
+            validate_summary(req.compression_summary, req.history, v)
     v.raise_if_any()
 
 
@@ -139,6 +145,13 @@ def build_messages(req: BuildRequest) -> BuildResult:
     system_msg = ChatMessage(Role.SYSTEM, system) if system else None
     report.system_tokens = message_tokens(system_msg, tok) if system_msg else 0
 
+    known = req.history_tokens
+
+    def unit_tokens(unit: Unit) -> list[int]:
+        if known is not None:
+            return [known[i] for i, _ in unit]
+        return [message_tokens(m, tok) for _, m in unit]
+
     dropped: list[tuple[int, DropReason]] = []
     units = units_newest_first(
         req.history, req.compression_summary, dropped, report.removed_tool_calls
@@ -159,7 +172,7 @@ def build_messages(req: BuildRequest) -> BuildResult:
                 "user_message",
                 "required unless the history ends with tool results to continue from",
             )
-        kept.add(tail, [message_tokens(m, tok) for _, m in tail])
+        kept.add(tail, unit_tokens(tail))
         pinned = len(tail)
 
     available = req.token_budget - report.system_tokens - report.user_message_tokens
@@ -185,7 +198,7 @@ def build_messages(req: BuildRequest) -> BuildResult:
         else:
             summary_msg = None
 
-    budget_end = _fill(units, available, tok, kept)
+    budget_end = _fill(units, available, unit_tokens, kept)
     entries, counts = kept.oldest_first()
     if req.output_format is OutputFormat.ANTHROPIC:
         entries, counts = _start_with_user(entries, counts, pinned, dropped)
@@ -212,10 +225,12 @@ def build_messages(req: BuildRequest) -> BuildResult:
     return BuildResult(messages, tokens, sources, render(req.output_format, messages), report)
 
 
-def _fill(units: Iterator[Unit], available: int, tok: Tokenizer, kept: _Kept) -> int:
+def _fill(
+    units: Iterator[Unit], available: int, unit_tokens: Callable[[Unit], list[int]], kept: _Kept
+) -> int:
     """Keep the newest units that fit; return the end of the budget-dropped index range."""
     for unit in units:
-        counts = [message_tokens(m, tok) for _, m in unit]
+        counts = unit_tokens(unit)
         cost = sum(counts)
         if cost > available:
             budget_end = unit[-1][0] + 1

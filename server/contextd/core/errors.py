@@ -30,6 +30,18 @@ class InvalidArgument(ContextdError):
         return cls([FieldViolation(field, description)])
 
 
+class NotFound(ContextdError):
+    """The named resource does not exist."""
+
+
+class PermissionDenied(ContextdError):
+    """The resource belongs to another user."""
+
+
+class Unavailable(ContextdError):
+    """A dependency (the store, a provider) cannot serve the request right now."""
+
+
 class FailedPrecondition(ContextdError):
     """The request is valid but cannot be served in the current state."""
 

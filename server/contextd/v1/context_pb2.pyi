@@ -29,6 +29,12 @@ class OverflowPolicy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     OVERFLOW_POLICY_KEEP_REQUIRED: _ClassVar[OverflowPolicy]
     OVERFLOW_POLICY_FAIL: _ClassVar[OverflowPolicy]
 
+class MemoryMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    MEMORY_MODE_UNSPECIFIED: _ClassVar[MemoryMode]
+    MEMORY_MODE_ON: _ClassVar[MemoryMode]
+    MEMORY_MODE_OFF: _ClassVar[MemoryMode]
+
 class DropReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     DROP_REASON_UNSPECIFIED: _ClassVar[DropReason]
@@ -49,6 +55,9 @@ OUTPUT_FORMAT_ANTHROPIC: OutputFormat
 OVERFLOW_POLICY_UNSPECIFIED: OverflowPolicy
 OVERFLOW_POLICY_KEEP_REQUIRED: OverflowPolicy
 OVERFLOW_POLICY_FAIL: OverflowPolicy
+MEMORY_MODE_UNSPECIFIED: MemoryMode
+MEMORY_MODE_ON: MemoryMode
+MEMORY_MODE_OFF: MemoryMode
 DROP_REASON_UNSPECIFIED: DropReason
 DROP_REASON_COMPRESSED: DropReason
 DROP_REASON_EMPTY: DropReason
@@ -139,7 +148,7 @@ class CompressionSummary(_message.Message):
     def __init__(self, message_ids: _Optional[_Iterable[str]] = ..., start_message_id: _Optional[str] = ..., summary: _Optional[str] = ...) -> None: ...
 
 class BuildMessagesRequest(_message.Message):
-    __slots__ = ("system_prompts", "layers", "history", "compression_summary", "user_message", "token_budget", "tokenizer", "output_format", "overflow_policy")
+    __slots__ = ("system_prompts", "layers", "history", "compression_summary", "user_message", "token_budget", "tokenizer", "output_format", "overflow_policy", "session")
     SYSTEM_PROMPTS_FIELD_NUMBER: _ClassVar[int]
     LAYERS_FIELD_NUMBER: _ClassVar[int]
     HISTORY_FIELD_NUMBER: _ClassVar[int]
@@ -149,6 +158,7 @@ class BuildMessagesRequest(_message.Message):
     TOKENIZER_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_FORMAT_FIELD_NUMBER: _ClassVar[int]
     OVERFLOW_POLICY_FIELD_NUMBER: _ClassVar[int]
+    SESSION_FIELD_NUMBER: _ClassVar[int]
     system_prompts: _containers.RepeatedScalarFieldContainer[str]
     layers: PromptLayers
     history: _containers.RepeatedCompositeFieldContainer[Message]
@@ -158,7 +168,35 @@ class BuildMessagesRequest(_message.Message):
     tokenizer: str
     output_format: OutputFormat
     overflow_policy: OverflowPolicy
-    def __init__(self, system_prompts: _Optional[_Iterable[str]] = ..., layers: _Optional[_Union[PromptLayers, _Mapping]] = ..., history: _Optional[_Iterable[_Union[Message, _Mapping]]] = ..., compression_summary: _Optional[_Union[CompressionSummary, _Mapping]] = ..., user_message: _Optional[str] = ..., token_budget: _Optional[int] = ..., tokenizer: _Optional[str] = ..., output_format: _Optional[_Union[OutputFormat, str]] = ..., overflow_policy: _Optional[_Union[OverflowPolicy, str]] = ...) -> None: ...
+    session: SessionContext
+    def __init__(self, system_prompts: _Optional[_Iterable[str]] = ..., layers: _Optional[_Union[PromptLayers, _Mapping]] = ..., history: _Optional[_Iterable[_Union[Message, _Mapping]]] = ..., compression_summary: _Optional[_Union[CompressionSummary, _Mapping]] = ..., user_message: _Optional[str] = ..., token_budget: _Optional[int] = ..., tokenizer: _Optional[str] = ..., output_format: _Optional[_Union[OutputFormat, str]] = ..., overflow_policy: _Optional[_Union[OverflowPolicy, str]] = ..., session: _Optional[_Union[SessionContext, _Mapping]] = ...) -> None: ...
+
+class SessionContext(_message.Message):
+    __slots__ = ("user_id", "session_id", "scenario", "host", "variables", "memory", "memory_limit", "recent_sessions_limit")
+    class VariablesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    USER_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    SCENARIO_FIELD_NUMBER: _ClassVar[int]
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    VARIABLES_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    RECENT_SESSIONS_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    user_id: str
+    session_id: str
+    scenario: str
+    host: str
+    variables: _containers.ScalarMap[str, str]
+    memory: MemoryMode
+    memory_limit: int
+    recent_sessions_limit: int
+    def __init__(self, user_id: _Optional[str] = ..., session_id: _Optional[str] = ..., scenario: _Optional[str] = ..., host: _Optional[str] = ..., variables: _Optional[_Mapping[str, str]] = ..., memory: _Optional[_Union[MemoryMode, str]] = ..., memory_limit: _Optional[int] = ..., recent_sessions_limit: _Optional[int] = ...) -> None: ...
 
 class DroppedRange(_message.Message):
     __slots__ = ("start_index", "count", "reason")
@@ -179,7 +217,7 @@ class RemovedToolCall(_message.Message):
     def __init__(self, index: _Optional[int] = ..., tool_call_id: _Optional[str] = ...) -> None: ...
 
 class BuildReport(_message.Message):
-    __slots__ = ("tokenizer", "token_budget", "system_tokens", "summary_tokens", "history_tokens", "user_message_tokens", "total_tokens", "required_over_budget", "summary_included", "history_kept", "dropped", "removed_tool_calls", "layers")
+    __slots__ = ("tokenizer", "token_budget", "system_tokens", "summary_tokens", "history_tokens", "user_message_tokens", "total_tokens", "required_over_budget", "summary_included", "history_kept", "dropped", "removed_tool_calls", "layers", "context_layers")
     TOKENIZER_FIELD_NUMBER: _ClassVar[int]
     TOKEN_BUDGET_FIELD_NUMBER: _ClassVar[int]
     SYSTEM_TOKENS_FIELD_NUMBER: _ClassVar[int]
@@ -193,6 +231,7 @@ class BuildReport(_message.Message):
     DROPPED_FIELD_NUMBER: _ClassVar[int]
     REMOVED_TOOL_CALLS_FIELD_NUMBER: _ClassVar[int]
     LAYERS_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_LAYERS_FIELD_NUMBER: _ClassVar[int]
     tokenizer: str
     token_budget: int
     system_tokens: int
@@ -206,7 +245,46 @@ class BuildReport(_message.Message):
     dropped: _containers.RepeatedCompositeFieldContainer[DroppedRange]
     removed_tool_calls: _containers.RepeatedCompositeFieldContainer[RemovedToolCall]
     layers: _containers.RepeatedCompositeFieldContainer[LayerReport]
-    def __init__(self, tokenizer: _Optional[str] = ..., token_budget: _Optional[int] = ..., system_tokens: _Optional[int] = ..., summary_tokens: _Optional[int] = ..., history_tokens: _Optional[int] = ..., user_message_tokens: _Optional[int] = ..., total_tokens: _Optional[int] = ..., required_over_budget: _Optional[bool] = ..., summary_included: _Optional[bool] = ..., history_kept: _Optional[int] = ..., dropped: _Optional[_Iterable[_Union[DroppedRange, _Mapping]]] = ..., removed_tool_calls: _Optional[_Iterable[_Union[RemovedToolCall, _Mapping]]] = ..., layers: _Optional[_Iterable[_Union[LayerReport, _Mapping]]] = ...) -> None: ...
+    context_layers: _containers.RepeatedCompositeFieldContainer[ContextLayerReport]
+    def __init__(self, tokenizer: _Optional[str] = ..., token_budget: _Optional[int] = ..., system_tokens: _Optional[int] = ..., summary_tokens: _Optional[int] = ..., history_tokens: _Optional[int] = ..., user_message_tokens: _Optional[int] = ..., total_tokens: _Optional[int] = ..., required_over_budget: _Optional[bool] = ..., summary_included: _Optional[bool] = ..., history_kept: _Optional[int] = ..., dropped: _Optional[_Iterable[_Union[DroppedRange, _Mapping]]] = ..., removed_tool_calls: _Optional[_Iterable[_Union[RemovedToolCall, _Mapping]]] = ..., layers: _Optional[_Iterable[_Union[LayerReport, _Mapping]]] = ..., context_layers: _Optional[_Iterable[_Union[ContextLayerReport, _Mapping]]] = ...) -> None: ...
+
+class ContextLayerReport(_message.Message):
+    __slots__ = ("name", "included", "tokens", "items_kept", "items_dropped", "note")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    INCLUDED_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_FIELD_NUMBER: _ClassVar[int]
+    ITEMS_KEPT_FIELD_NUMBER: _ClassVar[int]
+    ITEMS_DROPPED_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    included: bool
+    tokens: int
+    items_kept: int
+    items_dropped: int
+    note: str
+    def __init__(self, name: _Optional[str] = ..., included: _Optional[bool] = ..., tokens: _Optional[int] = ..., items_kept: _Optional[int] = ..., items_dropped: _Optional[int] = ..., note: _Optional[str] = ...) -> None: ...
+
+class CollectRequest(_message.Message):
+    __slots__ = ("user_id", "message_id", "uncollect", "remember")
+    USER_ID_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
+    UNCOLLECT_FIELD_NUMBER: _ClassVar[int]
+    REMEMBER_FIELD_NUMBER: _ClassVar[int]
+    user_id: str
+    message_id: str
+    uncollect: bool
+    remember: bool
+    def __init__(self, user_id: _Optional[str] = ..., message_id: _Optional[str] = ..., uncollect: _Optional[bool] = ..., remember: _Optional[bool] = ...) -> None: ...
+
+class CollectResponse(_message.Message):
+    __slots__ = ("message_id", "is_collected", "memory_id")
+    MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
+    IS_COLLECTED_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
+    message_id: str
+    is_collected: bool
+    memory_id: str
+    def __init__(self, message_id: _Optional[str] = ..., is_collected: _Optional[bool] = ..., memory_id: _Optional[str] = ...) -> None: ...
 
 class BuildMessagesResponse(_message.Message):
     __slots__ = ("messages", "payload_json", "report")

@@ -47,6 +47,11 @@ class ContextServiceStub:
                 request_serializer=contextd_dot_v1_dot_context__pb2.BuildMessagesRequest.SerializeToString,
                 response_deserializer=contextd_dot_v1_dot_context__pb2.BuildMessagesResponse.FromString,
                 _registered_method=True)
+        self.Collect = channel.unary_unary(
+                '/contextd.v1.ContextService/Collect',
+                request_serializer=contextd_dot_v1_dot_context__pb2.CollectRequest.SerializeToString,
+                response_deserializer=contextd_dot_v1_dot_context__pb2.CollectResponse.FromString,
+                _registered_method=True)
         self.CountTokens = channel.unary_unary(
                 '/contextd.v1.ContextService/CountTokens',
                 request_serializer=contextd_dot_v1_dot_context__pb2.CountTokensRequest.SerializeToString,
@@ -72,7 +77,15 @@ class ContextServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def BuildMessages(self, request, context):
-        """Builds [system, ...history, user] under a token budget from an inline history.
+        """Builds [system, ...history, user] under a token budget, from an inline history
+        or, in session mode, from a stored session with the layers [0]-[6].
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Collect(self, request, context):
+        """Marks a stored assistant answer collected (or not), optionally remembering it.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -104,6 +117,11 @@ def add_ContextServiceServicer_to_server(servicer, server):
                     servicer.BuildMessages,
                     request_deserializer=contextd_dot_v1_dot_context__pb2.BuildMessagesRequest.FromString,
                     response_serializer=contextd_dot_v1_dot_context__pb2.BuildMessagesResponse.SerializeToString,
+            ),
+            'Collect': grpc.unary_unary_rpc_method_handler(
+                    servicer.Collect,
+                    request_deserializer=contextd_dot_v1_dot_context__pb2.CollectRequest.FromString,
+                    response_serializer=contextd_dot_v1_dot_context__pb2.CollectResponse.SerializeToString,
             ),
             'CountTokens': grpc.unary_unary_rpc_method_handler(
                     servicer.CountTokens,
@@ -172,6 +190,33 @@ class ContextService:
             '/contextd.v1.ContextService/BuildMessages',
             contextd_dot_v1_dot_context__pb2.BuildMessagesRequest.SerializeToString,
             contextd_dot_v1_dot_context__pb2.BuildMessagesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Collect(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/contextd.v1.ContextService/Collect',
+            contextd_dot_v1_dot_context__pb2.CollectRequest.SerializeToString,
+            contextd_dot_v1_dot_context__pb2.CollectResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,180 @@
+"""SessionService, MemoryService and PromptService over gRPC."""
+
+from __future__ import annotations
+
+from contextd.api import convert, records
+from contextd.api.types import Context
+from contextd.app.memories import MemoriesApp
+from contextd.app.prompts import PromptsApp
+from contextd.app.scope import Caller
+from contextd.app.sessions import SessionsApp
+from contextd.core.errors import Violations
+from contextd.v1 import memory_pb2 as mpb
+from contextd.v1 import memory_pb2_grpc, prompts_pb2_grpc, sessions_pb2_grpc
+from contextd.v1 import prompts_pb2 as ppb
+from contextd.v1 import sessions_pb2 as spb
+
+
+class SessionServicer(sessions_pb2_grpc.SessionServiceServicer):  # type: ignore[misc]
+    def __init__(self, app: SessionsApp, tokenizer: str) -> None:
+        self._app = app
+        # Stored messages report their count under the server's default tokenizer.
+        self._tokenizer = tokenizer
+
+    async def CreateSession(
+        self, request: spb.CreateSessionRequest, context: Context
+    ) -> spb.CreateSessionResponse:
+        session = await self._app.create(
+            Caller.of(request.user_id),
+            request.scenario,
+            request.host,
+            request.title,
+            dict(request.metadata),
+        )
+        return spb.CreateSessionResponse(session=records.session_to_pb(session))
+
+    async def GetSession(
+        self, request: spb.GetSessionRequest, context: Context
+    ) -> spb.GetSessionResponse:
+        session = await self._app.get(Caller.of(request.user_id), request.session_id)
+        return spb.GetSessionResponse(session=records.session_to_pb(session))
+
+    async def ListSessions(
+        self, request: spb.ListSessionsRequest, context: Context
+    ) -> spb.ListSessionsResponse:
+        sessions, token = await self._app.list_sessions(
+            Caller.of(request.user_id), request.page_size, request.page_token
+        )
+        return spb.ListSessionsResponse(
+            sessions=[records.session_to_pb(s) for s in sessions], next_page_token=token
+        )
+
+    async def DeleteSession(
+        self, request: spb.DeleteSessionRequest, context: Context
+    ) -> spb.DeleteSessionResponse:
+        await self._app.delete(Caller.of(request.user_id), request.session_id)
+        return spb.DeleteSessionResponse()
+
+    async def AppendMessages(
+        self, request: spb.AppendMessagesRequest, context: Context
+    ) -> spb.AppendMessagesResponse:
+        caller = Caller.of(request.user_id)
+        violations = Violations()
+        messages = convert.messages_from_pb(request.messages, "messages", violations)
+        violations.raise_if_any()
+        stored = await self._app.append(caller, request.session_id, messages, request.turn_index)
+        return spb.AppendMessagesResponse(
+            messages=[records.stored_message_to_pb(m, self._tokenizer) for m in stored]
+        )
+
+    async def ListMessages(
+        self, request: spb.ListMessagesRequest, context: Context
+    ) -> spb.ListMessagesResponse:
+        messages, token = await self._app.list_messages(
+            Caller.of(request.user_id), request.session_id, request.page_size, request.page_token
+        )
+        return spb.ListMessagesResponse(
+            messages=[records.stored_message_to_pb(m, self._tokenizer) for m in messages],
+            next_page_token=token,
+        )
+
+    async def AddCompressionSummary(
+        self, request: spb.AddCompressionSummaryRequest, context: Context
+    ) -> spb.AddCompressionSummaryResponse:
+        row = await self._app.add_compression_summary(
+            Caller.of(request.user_id),
+            request.session_id,
+            list(request.message_ids),
+            request.start_message_id,
+            request.summary,
+        )
+        return spb.AddCompressionSummaryResponse(summary_id=str(row.id))
+
+    async def SetSessionSummary(
+        self, request: spb.SetSessionSummaryRequest, context: Context
+    ) -> spb.SetSessionSummaryResponse:
+        await self._app.set_session_summary(
+            Caller.of(request.user_id), request.session_id, request.summary
+        )
+        return spb.SetSessionSummaryResponse()
+
+
+class MemoryServicer(memory_pb2_grpc.MemoryServiceServicer):  # type: ignore[misc]
+    def __init__(self, app: MemoriesApp) -> None:
+        self._app = app
+
+    async def AddMemory(
+        self, request: mpb.AddMemoryRequest, context: Context
+    ) -> mpb.AddMemoryResponse:
+        memory, created = await self._app.add(
+            Caller.of(request.user_id),
+            request.content,
+            request.source_session_id,
+            request.source_message_id,
+        )
+        return mpb.AddMemoryResponse(memory=records.memory_to_pb(memory), created=created)
+
+    async def SearchMemories(
+        self, request: mpb.SearchMemoriesRequest, context: Context
+    ) -> mpb.SearchMemoriesResponse:
+        found = await self._app.search(Caller.of(request.user_id), request.query, request.limit)
+        return mpb.SearchMemoriesResponse(results=[records.scored_memory_to_pb(s) for s in found])
+
+    async def ListMemories(
+        self, request: mpb.ListMemoriesRequest, context: Context
+    ) -> mpb.ListMemoriesResponse:
+        memories, token = await self._app.list_memories(
+            Caller.of(request.user_id), request.page_size, request.page_token
+        )
+        return mpb.ListMemoriesResponse(
+            memories=[records.memory_to_pb(m) for m in memories], next_page_token=token
+        )
+
+    async def DeleteMemory(
+        self, request: mpb.DeleteMemoryRequest, context: Context
+    ) -> mpb.DeleteMemoryResponse:
+        await self._app.delete(Caller.of(request.user_id), request.memory_id)
+        return mpb.DeleteMemoryResponse()
+
+
+class PromptServicer(prompts_pb2_grpc.PromptServiceServicer):  # type: ignore[misc]
+    def __init__(self, app: PromptsApp) -> None:
+        self._app = app
+
+    async def UpsertTemplate(
+        self, request: ppb.UpsertTemplateRequest, context: Context
+    ) -> ppb.UpsertTemplateResponse:
+        template = await self._app.upsert_template(
+            request.scenario, request.system_prompt, not request.disabled
+        )
+        return ppb.UpsertTemplateResponse(template=records.template_to_pb(template))
+
+    async def ListTemplates(
+        self, request: ppb.ListTemplatesRequest, context: Context
+    ) -> ppb.ListTemplatesResponse:
+        templates = await self._app.list_templates()
+        return ppb.ListTemplatesResponse(templates=[records.template_to_pb(t) for t in templates])
+
+    async def DeleteTemplate(
+        self, request: ppb.DeleteTemplateRequest, context: Context
+    ) -> ppb.DeleteTemplateResponse:
+        await self._app.delete_template(request.scenario)
+        return ppb.DeleteTemplateResponse()
+
+    async def UpsertSkill(
+        self, request: ppb.UpsertSkillRequest, context: Context
+    ) -> ppb.UpsertSkillResponse:
+        skill = await self._app.upsert_skill(records.skill_from_pb(request.skill))
+        return ppb.UpsertSkillResponse(skill=records.skill_to_pb(skill))
+
+    async def ListSkills(
+        self, request: ppb.ListSkillsRequest, context: Context
+    ) -> ppb.ListSkillsResponse:
+        skills = await self._app.list_skills(request.app, request.enabled_only)
+        return ppb.ListSkillsResponse(skills=[records.skill_to_pb(s) for s in skills])
+
+    async def DeleteSkill(
+        self, request: ppb.DeleteSkillRequest, context: Context
+    ) -> ppb.DeleteSkillResponse:
+        await self._app.delete_skill(request.name)
+        return ppb.DeleteSkillResponse()

@@ -1,0 +1,55 @@
+"""A user's memories: add, search, list, delete."""
+
+from __future__ import annotations
+
+from contextd.app.pagination import bad_page_token, page_size
+from contextd.app.scope import Caller, parse_id
+from contextd.core.errors import InvalidArgument, NotFound, Violations
+from contextd.core.pipeline import is_blank
+from contextd.store.memories import MemoryRepo
+from contextd.store.models import Memory, ScoredMemory
+
+MAX_MEMORY_CHARS = 4000
+MAX_QUERY_CHARS = 4000
+
+
+class MemoriesApp:
+    def __init__(self, memories: MemoryRepo) -> None:
+        self.memories = memories
+
+    async def add(
+        self, caller: Caller, content: str, source_session_id: str = "", source_message_id: str = ""
+    ) -> tuple[Memory, bool]:
+        v = Violations()
+        if is_blank(content):
+            v.add("content", "a memory needs text")
+        elif len(content) > MAX_MEMORY_CHARS:
+            v.add("content", f"at most {MAX_MEMORY_CHARS} characters")
+        if source_message_id and not source_message_id.isdigit():
+            v.add("source_message_id", "a stored message id (digits)")
+        v.raise_if_any()
+        return await self.memories.add(
+            caller.user_id, content, source_session_id, int(source_message_id or 0)
+        )
+
+    async def search(self, caller: Caller, query: str, limit: int) -> list[ScoredMemory]:
+        limit = page_size(limit, 10, 100, field="limit")
+        if len(query) > MAX_QUERY_CHARS:
+            raise InvalidArgument.one("query", f"at most {MAX_QUERY_CHARS} characters")
+        return await self.memories.search(caller.user_id, query, limit)
+
+    async def list_memories(
+        self, caller: Caller, size: int, token: str
+    ) -> tuple[list[Memory], str]:
+        size = page_size(size, 50, 200)
+        try:
+            return await self.memories.list(caller.user_id, size, token)
+        except ValueError as error:
+            raise bad_page_token(error) from None
+
+    async def delete(self, caller: Caller, memory_id: str) -> None:
+        memory = await self.memories.get(parse_id(memory_id, "memory_id", "memory"))
+        if memory is None:
+            raise NotFound(f"no memory with id {memory_id!r}")
+        caller.check_owner(memory.user_id, "the memory")
+        await self.memories.delete(memory.id)

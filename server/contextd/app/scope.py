@@ -1,0 +1,39 @@
+"""Who is calling, and the one place that decides what they may touch.
+
+For now the user id comes in each request; binding it to an authenticated caller
+changes only how a Caller is made (api/), not the checks here.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from contextd.core.errors import InvalidArgument, NotFound, PermissionDenied
+
+_USER_ID = re.compile(r"[^\s]{1,128}")
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    user_id: str
+
+    @classmethod
+    def of(cls, user_id: str, field: str = "user_id") -> Caller:
+        if not _USER_ID.fullmatch(user_id):
+            raise InvalidArgument.one(field, "required: 1-128 characters without spaces")
+        return cls(user_id)
+
+    def check_owner(self, owner_user_id: str, what: str) -> None:
+        """PERMISSION_DENIED unless the caller owns the resource."""
+        if owner_user_id != self.user_id:
+            raise PermissionDenied(f"{what} belongs to another user")
+
+
+def parse_id(value: str, field: str, what: str) -> int:
+    """A numeric stored id from its string form; a malformed one names the field."""
+    if not value:
+        raise InvalidArgument.one(field, f"a {what} id is required")
+    if not value.isdigit() or len(value) > 18:
+        raise NotFound(f"no {what} with id {value!r}")
+    return int(value)

@@ -1,0 +1,345 @@
+"""Session-mode BuildMessages: the layers [0]-[6] of a stored conversation.
+
+[0] the server's identity and rules, [1] the scenario's template and the host's
+skills, [2] the session's metadata, [3] the user's memories relevant to the
+message, [4] summaries of the user's recent other sessions: together the system
+message. [5] the session's latest messages (with its compression summary) and
+[6] the user message follow. Over the budget [5] goes first, oldest first, then
+[4], then [3] lowest ranked first; [0], [1], [2] and [6] always stay.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+from contextd.app.scope import Caller
+from contextd.app.sessions import SessionsApp
+from contextd.core.build import BuildRequest, BuildResult, OverflowPolicy, build_messages
+from contextd.core.errors import Violations
+from contextd.core.formats import OutputFormat
+from contextd.core.messages import ChatMessage, CompressionSummary, Role
+from contextd.core.pipeline import DroppedRange, DropReason, is_blank
+from contextd.core.template import render
+from contextd.core.tokens import Tokenizer, message_tokens
+from contextd.store.catalog import CatalogRepo
+from contextd.store.memories import MemoryRepo
+from contextd.store.models import Session, Skill, StoredMessage
+from contextd.store.summaries import SummaryRepo
+
+log = logging.getLogger("contextd.context")
+
+MEMORY_HEADER = "## What you know about the user"
+RECENT_HEADER = "## The user's recent conversations"
+FIRST_WINDOW = 64  # messages fetched first; grows 4x while the budget has room
+MAX_LIMIT = 50
+
+
+@dataclass(frozen=True, slots=True)
+class LayerDefaults:
+    identity: str
+    rules: str
+    memory_enabled: bool
+    memory_limit: int
+    recent_sessions_limit: int
+
+
+@dataclass(frozen=True, slots=True)
+class SessionBuildRequest:
+    caller: Caller
+    session_id: str
+    user_message: str
+    token_budget: int
+    tokenizer: Tokenizer
+    scenario: str = ""
+    host: str = ""
+    variables: Mapping[str, str] = field(default_factory=dict)
+    # None: the server's setting.
+    memory: bool | None = None
+    memory_limit: int = 0
+    recent_sessions_limit: int = 0
+    output_format: OutputFormat = OutputFormat.NEUTRAL
+    overflow_policy: OverflowPolicy = OverflowPolicy.KEEP_REQUIRED
+
+
+@dataclass(slots=True)
+class ContextLayer:
+    name: str
+    included: bool = False
+    tokens: int = 0
+    items_kept: int = 0
+    items_dropped: int = 0
+    note: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class SessionBuild:
+    result: BuildResult
+    layers: list[ContextLayer]
+
+
+@dataclass(slots=True)
+class _Section:
+    """Items of layer [3] or [4], best first; ``kept`` of them fit the budget."""
+
+    layer: ContextLayer
+    header: str
+    lines: list[str]
+    kept: int = 0
+
+    def text(self) -> str:
+        if not self.kept:
+            return ""
+        return "\n".join([self.header, *self.lines[: self.kept]])
+
+
+class SessionContextBuilder:
+    def __init__(
+        self,
+        defaults: LayerDefaults,
+        sessions: SessionsApp,
+        catalog: CatalogRepo,
+        memories: MemoryRepo,
+        summaries: SummaryRepo,
+    ) -> None:
+        self.defaults = defaults
+        self.sessions = sessions
+        self.catalog = catalog
+        self.memories = memories
+        self.summaries = summaries
+
+    async def build(self, req: SessionBuildRequest) -> SessionBuild:
+        _validate(req)
+        session = await self.sessions.get(req.caller, req.session_id)
+        tok = req.tokenizer
+        scenario = req.scenario or session.scenario
+        host = (req.host or session.host).lower()
+
+        system_layer = ContextLayer("system")
+        base = _join([self.defaults.identity, self.defaults.rules])
+        _mark(system_layer, base, tok)
+        scenario_layer, scenario_text = await self._scenario(scenario, host, req.variables)
+        scenario_layer.tokens = tok.count(scenario_text)
+        session_layer = ContextLayer("session")
+        session_text = _session_text(session)
+        _mark(session_layer, session_text, tok)
+        memory, recent = await self._remembered(req, session)
+
+        user_tokens = message_tokens(ChatMessage(Role.USER, req.user_message), tok)
+        fixed = _join([base, scenario_text, session_text])
+        available = (
+            req.token_budget - message_tokens(ChatMessage(Role.SYSTEM, fixed), tok) - user_tokens
+        )
+        for section in (memory, recent):  # [3] before [4]: [4] is dropped first
+            available = _fit(section, available, tok)
+
+        window_layer = ContextLayer("window")
+        while True:
+            system = _join([fixed, memory.text(), recent.text()])
+            result, fetched, total = await self._build_window(req, session, system)
+            if result.report.required_over_budget and (recent.kept or memory.kept):
+                # Joined sections can count a token or two more than their parts.
+                section = recent if recent.kept else memory
+                section.kept -= 1
+                continue
+            break
+
+        for section in (memory, recent):
+            layer = section.layer
+            layer.included = section.kept > 0
+            layer.items_kept = section.kept
+            layer.items_dropped = len(section.lines) - section.kept
+            layer.tokens = tok.count(section.text())
+        report = result.report
+        window_layer.included = report.history_kept > 0 or report.summary_included
+        window_layer.items_kept = report.history_kept
+        window_layer.items_dropped = total - report.history_kept
+        window_layer.tokens = report.history_tokens + report.summary_tokens
+        user_layer = ContextLayer("user_message", True, user_tokens, 1)
+        report.dropped = _session_positions(report.dropped, first_seq=total - fetched)
+        layers = [
+            system_layer,
+            scenario_layer,
+            session_layer,
+            memory.layer,
+            recent.layer,
+            window_layer,
+            user_layer,
+        ]
+        return SessionBuild(result, layers)
+
+    async def _scenario(
+        self, scenario: str, host: str, variables: Mapping[str, str]
+    ) -> tuple[ContextLayer, str]:
+        layer = ContextLayer("scenario")
+        v = Violations()
+        parts: list[str] = []
+        if scenario:
+            template = await self.catalog.get_template(scenario)
+            if template is None or not template.enabled:
+                layer.note = f"no enabled prompt template for scenario {scenario!r}"
+            else:
+                parts.append(render(template.system_prompt, variables, v, "session.variables"))
+        skills = [s for s in await self.catalog.list_skills(host or None, True) if _for(s, host)]
+        if skills:
+            texts = [_skill_text(s, variables, v) for s in skills]
+            parts.append("## Skills\n\n" + "\n\n".join(texts))
+        v.raise_if_any()
+        layer.items_kept = len(skills) + (1 if parts and scenario and not layer.note else 0)
+        layer.included = bool(parts)
+        return layer, _join(parts)
+
+    async def _remembered(
+        self, req: SessionBuildRequest, session: Session
+    ) -> tuple[_Section, _Section]:
+        memory = _Section(ContextLayer("memory"), MEMORY_HEADER, [])
+        recent = _Section(ContextLayer("recent_sessions"), RECENT_HEADER, [])
+        enabled = self.defaults.memory_enabled if req.memory is None else req.memory
+        if not enabled:
+            note = "memory is off" + ("" if req.memory is None else " for this request")
+            memory.layer.note = recent.layer.note = note
+            return memory, recent
+        try:
+            found = await self.memories.search(
+                req.caller.user_id,
+                req.user_message,
+                req.memory_limit or self.defaults.memory_limit,
+            )
+            others = await self.summaries.recent_session_summaries(
+                req.caller.user_id,
+                session.id,
+                req.recent_sessions_limit or self.defaults.recent_sessions_limit,
+            )
+        except Exception as error:  # degrade, never fail the build: seed 004
+            log.warning("memory unavailable, building without it", exc_info=True)
+            memory.layer.note = recent.layer.note = f"memory unavailable: {type(error).__name__}"
+            return memory, recent
+        memory.lines = [f"- {m.memory.content}" for m in found]
+        recent.lines = [
+            f"- {s.title}: {s.summary}" if s.title else f"- {s.summary}" for s in others
+        ]
+        return memory, recent
+
+    async def _build_window(
+        self, req: SessionBuildRequest, session: Session, system: str
+    ) -> tuple[BuildResult, int, int]:
+        """Build with the newest stored messages, fetching more while the budget has room.
+
+        Returns the result, how many messages were fetched and the session's total.
+        """
+        tok = req.tokenizer
+        active = await self.summaries.active_compression(session.id)
+        summary = (
+            CompressionSummary(
+                tuple(str(i) for i in active.message_ids),
+                str(active.start_message_id),
+                active.summary,
+            )
+            if active is not None
+            else None
+        )
+        limit = FIRST_WINDOW
+        while True:
+            rows = await self.sessions.conversation.tail(session.id, limit, tok.name)
+            counts = await self._counts(rows, tok)
+            result = build_messages(
+                BuildRequest(
+                    user_message=req.user_message,
+                    token_budget=req.token_budget,
+                    tokenizer=tok,
+                    system_prompts=[system],
+                    history=[r.message for r in rows],
+                    compression_summary=summary,
+                    output_format=req.output_format,
+                    overflow_policy=req.overflow_policy,
+                    history_tokens=counts,
+                    history_trusted=True,
+                )
+            )
+            total = rows[-1].seq + 1 if rows else 0
+            budget_hit = any(d.reason is DropReason.BUDGET for d in result.report.dropped)
+            if budget_hit or len(rows) >= total:
+                return result, len(rows), total
+            limit *= 4
+
+    async def _counts(self, rows: Sequence[StoredMessage], tok: Tokenizer) -> list[int]:
+        """Stored counts, counting (and storing) the ones this tokenizer has not seen."""
+        counts: list[int] = []
+        missing: list[tuple[int, str, int]] = []
+        for row in rows:
+            n = row.tokens.get(tok.name)
+            if n is None:
+                n = message_tokens(row.message, tok)
+                missing.append((row.id, tok.name, n))
+            counts.append(n)
+        if missing:
+            await self.sessions.conversation.save_tokens(missing)
+        return counts
+
+
+def _validate(req: SessionBuildRequest) -> None:
+    v = Violations()
+    if is_blank(req.user_message):
+        v.add("user_message", "required in session mode")
+    if req.token_budget <= 0:
+        v.add("token_budget", "must be a positive number of tokens")
+    if not 0 <= req.memory_limit <= MAX_LIMIT:
+        v.add("session.memory_limit", f"between 0 and {MAX_LIMIT}")
+    if not 0 <= req.recent_sessions_limit <= MAX_LIMIT:
+        v.add("session.recent_sessions_limit", f"between 0 and {MAX_LIMIT}")
+    if not req.session_id:
+        v.add("session.session_id", "required")
+    v.raise_if_any()
+
+
+def _fit(section: _Section, available: int, tok: Tokenizer) -> int:
+    """Keep the best items that fit, in rank order; return the budget left."""
+    if not section.lines:
+        return available
+    cost = tok.count("\n\n" + section.header)
+    for line in section.lines:
+        cost += tok.count("\n" + line)
+        if cost > available:
+            break
+        section.kept += 1
+    spent = tok.count("\n\n" + section.text()) if section.kept else 0
+    return available - spent
+
+
+def _skill_text(skill: Skill, variables: Mapping[str, str], v: Violations) -> str:
+    prompt = render(skill.prompt, variables, v, "session.variables")
+    return _join([f"### {skill.name}", skill.description, prompt], "\n")
+
+
+def _for(skill: Skill, host: str) -> bool:
+    # Without a host, only skills meant for every host apply.
+    return not skill.apps or (bool(host) and host in skill.apps)
+
+
+def _session_text(session: Session) -> str:
+    lines = [f"Title: {session.title}"] if session.title else []
+    lines += [f"{key}: {value}" for key, value in sorted(session.metadata.items())]
+    return "## Session\n" + "\n".join(lines) if lines else ""
+
+
+def _join(parts: Sequence[str], separator: str = "\n\n") -> str:
+    return separator.join(p for p in parts if not is_blank(p))
+
+
+def _mark(layer: ContextLayer, text: str, tok: Tokenizer) -> None:
+    layer.included = bool(text)
+    layer.items_kept = 1 if text else 0
+    layer.tokens = tok.count(text)
+
+
+def _session_positions(dropped: list[DroppedRange], first_seq: int) -> list[DroppedRange]:
+    """Window indices to positions in the session; older, unfetched messages are one
+    budget range."""
+    shifted = [replace(d, start_index=d.start_index + first_seq) for d in dropped]
+    if first_seq == 0:
+        return shifted
+    if shifted and shifted[0].reason is DropReason.BUDGET and shifted[0].start_index == first_seq:
+        shifted[0] = replace(shifted[0], start_index=0, count=shifted[0].count + first_seq)
+        return shifted
+    return [DroppedRange(0, first_seq, DropReason.BUDGET), *shifted]

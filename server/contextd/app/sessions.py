@@ -1,0 +1,183 @@
+"""Sessions, their messages and summaries, and Collect: the stored side of a chat."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from contextd.app.pagination import bad_page_token, page_size
+from contextd.app.scope import Caller, parse_id
+from contextd.core.errors import InvalidArgument, NotFound, Violations
+from contextd.core.messages import ChatMessage, Role
+from contextd.core.pipeline import is_blank, validate_history
+from contextd.core.tokens import ESTIMATE, TokenizerRegistry, message_tokens
+from contextd.store.conversation import ConversationRepo
+from contextd.store.memories import MemoryRepo
+from contextd.store.models import CompressionSummaryRow, NewMessage, Session, StoredMessage
+from contextd.store.sessions import SessionRepo
+from contextd.store.summaries import SummaryRepo
+
+MAX_TEXT = 256  # scenario, host, title, metadata keys
+MAX_APPEND = 1000
+
+
+class SessionsApp:
+    def __init__(
+        self,
+        sessions: SessionRepo,
+        conversation: ConversationRepo,
+        summaries: SummaryRepo,
+        memories: MemoryRepo,
+        tokenizers: TokenizerRegistry,
+    ) -> None:
+        self.sessions = sessions
+        self.conversation = conversation
+        self.summaries = summaries
+        self.memories = memories
+        self.tokenizers = tokenizers
+
+    async def create(
+        self,
+        caller: Caller,
+        scenario: str = "",
+        host: str = "",
+        title: str = "",
+        metadata: Mapping[str, str] | None = None,
+    ) -> Session:
+        v = Violations()
+        for field, value in (("scenario", scenario), ("host", host), ("title", title)):
+            if len(value) > MAX_TEXT:
+                v.add(field, f"at most {MAX_TEXT} characters")
+        for key in metadata or {}:
+            if not key.strip() or len(key) > MAX_TEXT:
+                v.add(f"metadata[{key!r}]", f"keys must be 1-{MAX_TEXT} non-blank characters")
+        v.raise_if_any()
+        return await self.sessions.create(
+            caller.user_id, scenario, host, title, dict(metadata or {})
+        )
+
+    async def get(self, caller: Caller, session_id: str) -> Session:
+        if not session_id:
+            raise InvalidArgument.one("session_id", "required")
+        session = await self.sessions.get(session_id)
+        if session is None:
+            raise NotFound(f"no session with id {session_id!r}")
+        caller.check_owner(session.user_id, "the session")
+        return session
+
+    async def list_sessions(
+        self, caller: Caller, size: int, token: str
+    ) -> tuple[list[Session], str]:
+        size = page_size(size, 50, 200)
+        try:
+            return await self.sessions.list(caller.user_id, size, token)
+        except ValueError as error:
+            raise bad_page_token(error) from None
+
+    async def delete(self, caller: Caller, session_id: str) -> None:
+        await self.get(caller, session_id)
+        await self.sessions.delete(session_id)
+
+    async def append(
+        self, caller: Caller, session_id: str, messages: Sequence[ChatMessage], turn_index: int = 0
+    ) -> list[StoredMessage]:
+        v = Violations()
+        if not messages:
+            v.add("messages", "at least one message")
+        if len(messages) > MAX_APPEND:
+            v.add("messages", f"at most {MAX_APPEND} messages per call")
+        if turn_index < 0:
+            v.add("turn_index", "must not be negative")
+        validate_history(messages, v, field="messages")
+        for i, m in enumerate(messages):
+            if m.id:
+                v.add(f"messages[{i}].id", "ids are assigned by the server; leave it empty")
+        v.raise_if_any()
+        await self.get(caller, session_id)
+        default = self.tokenizers.get("")
+        estimate = self.tokenizers.get(ESTIMATE)
+        rows = [
+            NewMessage(
+                m,
+                turn_index=turn_index,
+                tokens={
+                    default.name: message_tokens(m, default),
+                    estimate.name: message_tokens(m, estimate),
+                },
+            )
+            for m in messages
+        ]
+        return await self.conversation.append(session_id, caller.user_id, rows)
+
+    async def list_messages(
+        self, caller: Caller, session_id: str, size: int, token: str
+    ) -> tuple[list[StoredMessage], str]:
+        size = page_size(size, 100, 500)
+        await self.get(caller, session_id)
+        try:
+            return await self.conversation.list(session_id, size, token)
+        except ValueError as error:
+            raise bad_page_token(error) from None
+
+    async def add_compression_summary(
+        self,
+        caller: Caller,
+        session_id: str,
+        message_ids: Sequence[str],
+        start_message_id: str,
+        summary: str,
+    ) -> CompressionSummaryRow:
+        v = Violations()
+        if is_blank(summary):
+            v.add("summary", "the summary text must not be blank")
+        if not message_ids:
+            v.add("message_ids", "at least one message id")
+        if start_message_id not in message_ids:
+            v.add("start_message_id", "must be one of message_ids")
+        v.raise_if_any()
+        await self.get(caller, session_id)
+        ids: list[int] = []
+        for k, raw in enumerate(message_ids):
+            stored = await self._message(caller, raw, f"message_ids[{k}]")
+            if stored.session_id != session_id:
+                raise InvalidArgument.one(f"message_ids[{k}]", "not a message of this session")
+            ids.append(stored.id)
+        start = ids[list(message_ids).index(start_message_id)]
+        return await self.summaries.add_compression(session_id, ids, start, summary)
+
+    async def set_session_summary(self, caller: Caller, session_id: str, summary: str) -> None:
+        if is_blank(summary):
+            raise InvalidArgument.one("summary", "the summary text must not be blank")
+        await self.get(caller, session_id)
+        await self.summaries.upsert_session_summary(session_id, caller.user_id, summary)
+
+    async def collect(
+        self, caller: Caller, message_id: str, uncollect: bool, remember: bool
+    ) -> tuple[StoredMessage, str]:
+        """Set is_collected on an assistant answer (idempotent); maybe remember it.
+
+        Returns the message and the id of the memory stored or found ("" when none).
+        """
+        stored = await self._message(caller, message_id, "message_id")
+        if stored.message.role is not Role.ASSISTANT:
+            raise InvalidArgument.one("message_id", "only assistant answers can be collected")
+        if remember and uncollect:
+            raise InvalidArgument.one("remember", "cannot remember an answer being uncollected")
+        if remember and is_blank(stored.message.content):
+            raise InvalidArgument.one("remember", "the answer has no text to remember")
+        updated = await self.conversation.set_collected(stored.id, not uncollect)
+        if updated is None:  # deleted between the two calls
+            raise NotFound(f"no message with id {message_id!r}")
+        memory_id = ""
+        if remember:
+            memory, _ = await self.memories.add(
+                caller.user_id, stored.message.content, stored.session_id, stored.id
+            )
+            memory_id = str(memory.id)
+        return updated, memory_id
+
+    async def _message(self, caller: Caller, message_id: str, field: str) -> StoredMessage:
+        stored = await self.conversation.get(parse_id(message_id, field, "message"))
+        if stored is None:
+            raise NotFound(f"no message with id {message_id!r}")
+        caller.check_owner(stored.user_id, "the message")
+        return stored
