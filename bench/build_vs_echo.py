@@ -1,18 +1,22 @@
-"""BuildMessages throughput against a bare echo RPC on the same server.
+"""BuildMessages throughput against a trivial echo RPC on the same server.
 
 The server runs in a child process (this script with ``--serve``): contextd's own
-``start()`` plus one extra handler, ``/contextd.bench.Echo/Echo``, that returns the
-request bytes unchanged. Echo pays everything a gRPC call costs in this server
-(HTTP/2, the grpc.aio loop, the GuardInterceptor and its log line) and nothing
-else, so ``BuildMessages rate / Echo rate`` is the share of throughput left once
-contextd does its real work. Both sides send the very same serialized
-BuildMessagesRequest and the client never parses either response, so the client
-does the same work on both sides.
+``start()`` plus two extra handlers. ``/contextd.bench.Echo/Echo`` is the trivial
+echo RPC the target is measured against: a unary method typed like BuildMessages
+(it parses the BuildMessagesRequest and sends it back, serialized), so it pays
+everything a protobuf gRPC call costs in this server (HTTP/2, the grpc.aio loop,
+protobuf parsing and serialization, the GuardInterceptor and its log line) and
+nothing else. ``BuildMessages rate / Echo rate`` is then the share of throughput
+left once contextd does its real work. ``/contextd.bench.Echo/EchoBytes`` returns
+the raw request bytes without parsing them; its ratio is printed for information
+(it also leaves out protobuf's own cost). All sides send the very same serialized
+BuildMessagesRequest and the client never parses a response, so the client does
+the same work on every side.
 
-Rounds alternate Echo, BuildMessages, Echo, ... after a warm-up. Each Echo round and
-the BuildMessages round right after it form a pair that met about the same machine
-load; the result is the median of the pairs' ratios (the table also shows the median
-rate of each side). Run: ``python bench/build_vs_echo.py [--quick]``.
+Rounds go Echo, EchoBytes, BuildMessages, Echo, ... after a warm-up. The rounds of
+one cycle met about the same machine load; the result is the median over cycles of
+BuildMessages rate / Echo rate (the table also shows the median rate of each side).
+Run: ``python bench/build_vs_echo.py [--quick]``.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import grpc
 import grpc.aio
@@ -46,6 +51,7 @@ NAME = "build_vs_echo"
 TARGET = 0.75
 ECHO_SERVICE = "contextd.bench.Echo"
 ECHO_METHOD = f"/{ECHO_SERVICE}/Echo"
+ECHO_BYTES_METHOD = f"/{ECHO_SERVICE}/EchoBytes"
 BUILD_METHOD = "/contextd.v1.ContextService/BuildMessages"
 CONCURRENCY = 32
 
@@ -59,15 +65,20 @@ def _identity(data: bytes) -> bytes:
 # --- server child -------------------------------------------------------------------------
 
 
-async def _echo(request: bytes, context: grpc.aio.ServicerContext[bytes, bytes]) -> bytes:
+async def _echo(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
     return request
 
 
-def echo_handler() -> grpc.GenericRpcHandler[bytes, bytes]:
-    method = grpc.unary_unary_rpc_method_handler(
+def echo_handler() -> grpc.GenericRpcHandler[Any, Any]:
+    typed = grpc.unary_unary_rpc_method_handler(
+        _echo,
+        request_deserializer=pb.BuildMessagesRequest.FromString,
+        response_serializer=pb.BuildMessagesRequest.SerializeToString,
+    )
+    raw = grpc.unary_unary_rpc_method_handler(
         _echo, request_deserializer=_identity, response_serializer=_identity
     )
-    return grpc.method_handlers_generic_handler(ECHO_SERVICE, {"Echo": method})
+    return grpc.method_handlers_generic_handler(ECHO_SERVICE, {"Echo": typed, "EchoBytes": raw})
 
 
 async def serve(log_level: str) -> None:
@@ -197,9 +208,11 @@ async def latency_round(side: Side, payload: bytes, calls: int) -> None:
 
 
 async def check(channel: grpc.aio.Channel, echo: Call, payload: bytes) -> None:
-    """Both sides must answer correctly before anything is timed."""
-    if await echo(payload) != payload:
-        raise SystemExit("Echo did not return the request bytes")
+    """Every side must answer correctly before anything is timed."""
+    if pb.BuildMessagesRequest.FromString(
+        await echo(payload)
+    ) != pb.BuildMessagesRequest.FromString(payload):
+        raise SystemExit("Echo did not return the request")
     stub = channel.unary_unary(
         BUILD_METHOD,
         request_serializer=pb.BuildMessagesRequest.SerializeToString,
@@ -218,16 +231,21 @@ async def run(args: argparse.Namespace) -> int:
     try:
         async with grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel:
             echo_call: Call = channel.unary_unary(ECHO_METHOD, _identity, _identity)
+            raw_call: Call = channel.unary_unary(ECHO_BYTES_METHOD, _identity, _identity)
             build_call: Call = channel.unary_unary(BUILD_METHOD, _identity, _identity)
             await check(channel, echo_call, payload)
-            echo, build = Side("Echo", echo_call), Side("BuildMessages", build_call)
-            for side in (echo, build):  # warm-up, not recorded
+            await check(channel, raw_call, payload)
+            echo = Side("Echo", echo_call)
+            raw = Side("EchoBytes", raw_call)
+            build = Side("BuildMessages", build_call)
+            sides = (echo, raw, build)
+            for side in sides:  # warm-up, not recorded
                 await throughput_round(side, payload, args.warmup, server, record=False)
             for _ in range(args.rounds):
-                for side in (echo, build):
+                for side in sides:
                     await throughput_round(side, payload, args.calls, server)
             for _ in range(args.rounds):
-                for side in (echo, build):
+                for side in sides:
                     await latency_round(side, payload, args.latency_calls)
     finally:
         server.stop()
@@ -238,7 +256,7 @@ async def run(args: argparse.Namespace) -> int:
         f"{args.rounds} rounds per side, alternating; server log level {args.log_level}"
     )
     rows = []
-    for side in (echo, build):
+    for side in sides:
         server_cpu = f"{median(side.server_cpu_us):.0f}" if side.server_cpu_us else "n/a"
         rows.append(
             [
@@ -262,6 +280,8 @@ async def run(args: argparse.Namespace) -> int:
         f"pairs (range {min(pair_ratios):.3f}-{max(pair_ratios):.3f}; ratio of median rates "
         f"{median(build.rates) / median(echo.rates):.3f})"
     )
+    raw_ratio = median([b / e for b, e in zip(build.rates, raw.rates, strict=True)])
+    print(f"for information, BuildMessages/EchoBytes calls/s: {raw_ratio:.3f}")
     if build.server_cpu_us and echo.server_cpu_us:
         cpu_ratio = median(echo.server_cpu_us) / median(build.server_cpu_us)
         print(f"server CPU per call Echo/BuildMessages: {cpu_ratio:.3f}")

@@ -5,10 +5,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from pathlib import Path
 
 from contextd import __version__, logs
-from contextd.config import Settings
+from contextd.config import Settings, add_arguments
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -18,22 +17,10 @@ def _parser() -> argparse.ArgumentParser:
     serve = commands.add_parser(
         "serve",
         help="run the gRPC server",
-        description="Run the gRPC server. Each flag can also be set as CONTEXTD_<FLAG>, "
-        "for example CONTEXTD_PORT=50151.",
+        description="Run the gRPC server. Each flag can also be set as an environment "
+        "variable CONTEXTD_<FLAG>, for example CONTEXTD_PORT=50151; flags win.",
     )
-    serve.add_argument("--host", help="address to listen on (default 127.0.0.1)")
-    serve.add_argument(
-        "--port", type=int, help="port to listen on, 0 for any free port (default 50151)"
-    )
-    serve.add_argument("--data-dir", type=Path, help="where contextd keeps its files")
-    serve.add_argument("--default-tokenizer", help="tokenizer used when a request names none")
-    serve.add_argument("--max-message-bytes", type=int, help="largest request or response")
-    serve.add_argument("--max-history-messages", type=int, help="most history messages per request")
-    serve.add_argument("--max-concurrent-rpcs", type=int, help="calls served at once")
-    serve.add_argument(
-        "--shutdown-grace", type=float, help="seconds in-flight calls get on shutdown"
-    )
-    serve.add_argument("--log-level", help="DEBUG, INFO, WARNING or ERROR")
+    add_arguments(serve)
     health = commands.add_parser(
         "health", help="exit 0 if a server answers SERVING (for container health checks)"
     )

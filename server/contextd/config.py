@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import argparse
 import os
-from dataclasses import dataclass, field, fields
+from collections.abc import Callable
+from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
 ENV_PREFIX = "CONTEXTD_"
 
@@ -14,31 +17,37 @@ def default_data_dir() -> Path:
     return Path(base) / "contextd"
 
 
+def _setting(default: object, help: str) -> Any:
+    """A field with the help text its command-line flag shows."""
+    if callable(default):
+        return field(default_factory=default, metadata={"help": help})
+    return field(default=default, metadata={"help": help})
+
+
 @dataclass(frozen=True, slots=True)
 class Settings:
-    host: str = "127.0.0.1"
-    port: int = 50151
-    data_dir: Path = field(default_factory=default_data_dir)
-    default_tokenizer: str = "cl100k_base"
-    # Largest request or response the server accepts or sends.
-    max_message_bytes: int = 16 * 1024 * 1024
-    # Most history messages one request may carry.
-    max_history_messages: int = 100_000
-    max_concurrent_rpcs: int = 1000
-    # Seconds in-flight calls get to finish on SIGINT/SIGTERM.
-    shutdown_grace: float = 10.0
-    log_level: str = "INFO"
-    # Layer [0] of session-mode builds: the server's own identity and rules.
-    system_identity: str = "You are a helpful assistant."
-    system_rules: str = ""
-    # Memories [3] and recent-session summaries [4] in session mode.
-    memory_enabled: bool = True
-    memory_limit: int = 5
-    recent_sessions_limit: int = 3
-    # How fast a memory's recency weight halves, in days.
-    memory_half_life_days: float = 30.0
-    # SQLite synchronous mode: NORMAL survives a process crash, FULL also a power cut.
-    sqlite_synchronous: str = "NORMAL"
+    host: str = _setting("127.0.0.1", "address to listen on; 0.0.0.0 for every interface")
+    port: int = _setting(50151, "port to listen on, 0 for any free port")
+    data_dir: Path = _setting(  # noqa: RUF009 - becomes a default_factory
+        default_data_dir, "where contextd keeps its database and logs"
+    )
+    default_tokenizer: str = _setting("cl100k_base", "tokenizer used when a request names none")
+    max_message_bytes: int = _setting(16 * 1024 * 1024, "largest request or response")
+    max_history_messages: int = _setting(100_000, "most history messages one request may carry")
+    max_concurrent_rpcs: int = _setting(1000, "calls served at once")
+    shutdown_grace: float = _setting(10.0, "seconds in-flight calls get on SIGINT/SIGTERM")
+    log_level: str = _setting("INFO", "DEBUG, INFO, WARNING or ERROR")
+    system_identity: str = _setting(
+        "You are a helpful assistant.", "layer [0] of session-mode builds: who the model is"
+    )
+    system_rules: str = _setting("", "layer [0] of session-mode builds: rules for every answer")
+    memory_enabled: bool = _setting(True, "use memories [3] and recent sessions [4] (true/false)")
+    memory_limit: int = _setting(5, "memories considered for layer [3]")
+    recent_sessions_limit: int = _setting(3, "other sessions' summaries considered for [4]")
+    memory_half_life_days: float = _setting(30.0, "days for a memory's recency weight to halve")
+    sqlite_synchronous: str = _setting(
+        "NORMAL", "NORMAL survives a process crash, FULL also a power cut"
+    )
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None, **overrides: object) -> Settings:
@@ -52,14 +61,16 @@ class Settings:
         return cls(**values)  # type: ignore[arg-type]
 
 
-def _parse(name: str, raw: str) -> object:
+def _parse(name: str, raw: str, label: str = "") -> object:
+    """``raw`` as the setting's type; ``label`` names where it came from in errors."""
+    label = label or f"{ENV_PREFIX}{name.upper()}"
     kind = _FIELD_TYPES[name]
     if kind == "bool":
         if raw.lower() in ("1", "true", "yes", "on"):
             return True
         if raw.lower() in ("0", "false", "no", "off"):
             return False
-        raise SystemExit(f"{ENV_PREFIX}{name.upper()}={raw!r} is not a valid bool")
+        raise SystemExit(f"{label}={raw!r} is not a valid bool")
     if kind == "Path":
         return Path(raw).expanduser()
     try:
@@ -68,9 +79,26 @@ def _parse(name: str, raw: str) -> object:
         if kind == "float":
             return float(raw)
     except ValueError:
-        raise SystemExit(f"{ENV_PREFIX}{name.upper()}={raw!r} is not a valid {kind}") from None
+        raise SystemExit(f"{label}={raw!r} is not a valid {kind}") from None
     return raw
 
 
 # Field annotations are strings here (postponed evaluation): "int", "Path", ...
 _FIELD_TYPES = {f.name: str(f.type) for f in fields(Settings)}
+
+
+def _converter(name: str) -> Callable[[str], object]:
+    return lambda raw: _parse(name, raw, "--" + name.replace("_", "-"))
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """One flag per setting, ``--data-dir`` for ``data_dir``; unset flags stay None."""
+    for f in fields(Settings):
+        default = f.default if f.default is not MISSING else "$XDG_DATA_HOME/contextd"
+        parser.add_argument(
+            "--" + f.name.replace("_", "-"),
+            dest=f.name,
+            metavar=_FIELD_TYPES[f.name].upper(),
+            type=_converter(f.name),
+            help=f"{f.metadata['help']} (default: {default}; env {ENV_PREFIX}{f.name.upper()})",
+        )

@@ -155,7 +155,7 @@ def build_response_to_pb(
     response = pb.BuildMessagesResponse(report=report_to_pb(result.report))
     if result.payload is not None:
         response.payload_json = json.dumps(
-            result.payload, ensure_ascii=False, separators=(",", ":")
+            result.payload, ensure_ascii=False, allow_nan=False, separators=(",", ":")
         )
     out = response.messages
     for m, n, source in zip(result.messages, result.message_tokens, result.sources, strict=True):
