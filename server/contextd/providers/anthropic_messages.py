@@ -1,0 +1,314 @@
+"""Anthropic's Messages API, streamed through the official ``anthropic`` SDK.
+
+The request is ``POST {base_url}/v1/messages`` with ``stream: true``: the
+system text apart (``system``) and the turns from
+:func:`contextd.core.formats.to_anthropic`, ``stop_sequences``, ``tools`` as
+``{name, description, input_schema}``. ``max_tokens`` is required by the API:
+a request without ``max_output_tokens`` gets the provider's
+``default_max_tokens`` (1024 unless configured). ``temperature`` is sent as a
+plain body field (the current SDK no longer lists it; models that refuse it
+answer 400 -> ``ProviderBadResponse``).
+
+Events: ``TextDelta`` per ``text_delta``; a ``tool_use`` block becomes one
+``ToolCallReady`` at its ``content_block_stop``, its arguments the
+concatenated ``input_json_delta.partial_json`` text (or the block's initial
+``input`` as JSON when no delta came); thinking and other block kinds are
+skipped. ``Usage``: prompt = ``input_tokens`` plus the cache creation and cache
+read tokens (Anthropic counts those apart), completion = ``output_tokens``;
+from ``message_start``, updated by ``message_delta``. Last ``Finished``:
+``end_turn`` / ``stop_sequence`` -> stop, ``tool_use`` -> tool_calls,
+``max_tokens`` / ``model_context_window_exceeded`` -> length, ``refusal`` ->
+content_filter, anything else -> other. A stream that ends before
+``message_stop`` is a ``ProviderBadResponse``; ``event: error`` and the rest of
+the errors: see :mod:`contextd.providers._sdk`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncGenerator, Mapping
+from dataclasses import dataclass
+from typing import Any, cast
+
+import anthropic
+
+from contextd.core.formats import to_anthropic
+from contextd.core.messages import ToolCall
+from contextd.providers._sdk import (
+    Redactor,
+    RetryPolicy,
+    SdkErrors,
+    as_int,
+    as_json_object,
+    as_text,
+    next_events,
+    open_with_retries,
+    stream_error,
+)
+from contextd.providers.base import (
+    Finished,
+    ModelEvent,
+    ModelRequest,
+    TextDelta,
+    ToolCallReady,
+    Usage,
+)
+from contextd.providers.errors import ProviderBadResponse
+
+DEFAULT_ANTHROPIC_BASE_URL = "https://api.anthropic.com"
+DEFAULT_ANTHROPIC_MODEL = "claude-sonnet-4-6"
+DEFAULT_MAX_TOKENS = 1024
+NO_KEY = "no-key"
+
+_SDK_ERRORS = SdkErrors(
+    base=anthropic.APIError,
+    status=anthropic.APIStatusError,
+    connection=anthropic.APIConnectionError,
+    timeout=anthropic.APITimeoutError,
+    validation=anthropic.APIResponseValidationError,
+)
+
+_STOP_REASONS = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "tool_use": "tool_calls",
+    "max_tokens": "length",
+    "model_context_window_exceeded": "length",
+    "refusal": "content_filter",
+}
+
+
+def normalize_stop_reason(raw: str) -> str:
+    return _STOP_REASONS.get(raw, "other")
+
+
+@dataclass(slots=True)
+class _ToolBlock:
+    id: str
+    name: str
+    initial_input: object
+    arguments: str = ""
+    had_delta: bool = False
+
+    def call(self) -> ToolCall:
+        if self.had_delta:
+            arguments = self.arguments
+        elif self.initial_input is None:
+            arguments = ""
+        else:
+            arguments = json.dumps(self.initial_input, ensure_ascii=False)
+        return ToolCall(self.id, self.name, arguments)
+
+
+class EventAssembler:
+    """Turns Messages API stream events (as dicts) into ModelEvents."""
+
+    def __init__(self, provider: str, redactor: Redactor) -> None:
+        self._provider = provider
+        self._redactor = redactor
+        self._tools: dict[int, _ToolBlock] = {}
+        self._prompt_tokens: int | None = None
+        self._completion_tokens = 0
+        self._stop_reason = ""
+        self._stopped = False
+
+    def feed(self, item: object) -> list[ModelEvent]:
+        event = as_json_object(item)
+        if event is None:
+            raise ProviderBadResponse(self._provider, "a stream event is not a JSON object")
+        kind = event.get("type")
+        if kind == "message_start":
+            message = event.get("message")
+            if not isinstance(message, Mapping):
+                raise TypeError("message_start without a message")
+            self._take_usage(message.get("usage"))
+        elif kind == "content_block_start":
+            return self._block_start(event)
+        elif kind == "content_block_delta":
+            return self._block_delta(event)
+        elif kind == "content_block_stop":
+            block = self._tools.pop(_index(event), None)
+            if block is not None:
+                return [ToolCallReady(block.call())]
+        elif kind == "message_delta":
+            delta = event.get("delta")
+            if isinstance(delta, Mapping) and delta.get("stop_reason") is not None:
+                self._stop_reason = as_text(delta.get("stop_reason"))
+            self._take_usage(event.get("usage"))
+        elif kind == "message_stop":
+            self._stopped = True
+        elif kind == "error":
+            raise stream_error(self._provider, event, self._redactor)
+        # "ping" and event types added later are skipped, as the API asks.
+        return []
+
+    def end(self) -> list[ModelEvent]:
+        if not self._stopped:
+            raise ProviderBadResponse(self._provider, "the stream ended before message_stop")
+        events: list[ModelEvent] = [ToolCallReady(b.call()) for _, b in sorted(self._tools.items())]
+        self._tools.clear()
+        if self._prompt_tokens is not None:
+            events.append(Usage(self._prompt_tokens, self._completion_tokens))
+        events.append(Finished(normalize_stop_reason(self._stop_reason), self._stop_reason))
+        return events
+
+    def _take_usage(self, usage: object) -> None:
+        if not isinstance(usage, Mapping):
+            return
+        if usage.get("input_tokens") is not None:
+            self._prompt_tokens = (
+                as_int(usage.get("input_tokens"))
+                + as_int(usage.get("cache_creation_input_tokens"))
+                + as_int(usage.get("cache_read_input_tokens"))
+            )
+        if usage.get("output_tokens") is not None:
+            self._completion_tokens = as_int(usage.get("output_tokens"))
+
+    def _block_start(self, event: Mapping[str, Any]) -> list[ModelEvent]:
+        block = event.get("content_block")
+        if not isinstance(block, Mapping):
+            raise TypeError("content_block_start without a content_block")
+        if block.get("type") == "tool_use":
+            name = as_text(block.get("name"))
+            if not name:
+                raise ProviderBadResponse(self._provider, "tool_use block without a name")
+            index = _index(event)
+            self._tools[index] = _ToolBlock(
+                id=as_text(block.get("id")) or f"toolu_{index}",
+                name=name,
+                initial_input=block.get("input"),
+            )
+        elif block.get("type") == "text" and (text := as_text(block.get("text"))):
+            return [TextDelta(text)]
+        return []
+
+    def _block_delta(self, event: Mapping[str, Any]) -> list[ModelEvent]:
+        delta = event.get("delta")
+        if not isinstance(delta, Mapping):
+            raise TypeError("content_block_delta without a delta")
+        kind = delta.get("type")
+        if kind == "text_delta":
+            text = as_text(delta.get("text"))
+            return [TextDelta(text)] if text else []
+        if kind == "input_json_delta":
+            index = _index(event)
+            block = self._tools.get(index)
+            if block is None:
+                raise ProviderBadResponse(
+                    self._provider, f"input_json_delta for block {index}, not a tool_use block"
+                )
+            block.arguments += as_text(delta.get("partial_json"))
+            block.had_delta = True
+        return []
+
+
+def _index(event: Mapping[str, Any]) -> int:
+    index = event.get("index")
+    if isinstance(index, bool) or not isinstance(index, int):
+        raise TypeError("content block index is not an integer")
+    return index
+
+
+class AnthropicProvider:
+    """Streams a Messages API call.
+
+    ``timeout`` (seconds) bounds connecting and each wait for the next piece of
+    the stream, not the whole answer. ``max_retries`` extra attempts are made
+    for connection failures, timeouts and 408/409/5xx/529 before the stream
+    starts (backoff from ``retry_base_delay``); 429 is never retried here.
+    """
+
+    name = "anthropic"
+
+    def __init__(
+        self,
+        *,
+        api_key: str,
+        model: str = DEFAULT_ANTHROPIC_MODEL,
+        base_url: str = DEFAULT_ANTHROPIC_BASE_URL,
+        timeout: float = 60.0,
+        max_retries: int = 2,
+        retry_base_delay: float = 0.5,
+        default_max_tokens: int = DEFAULT_MAX_TOKENS,
+        default_headers: Mapping[str, str] | None = None,
+    ) -> None:
+        if default_max_tokens < 1:
+            raise ValueError("default_max_tokens must be at least 1")
+        self.default_model = model or DEFAULT_ANTHROPIC_MODEL
+        self.base_url = base_url or DEFAULT_ANTHROPIC_BASE_URL
+        self.default_max_tokens = default_max_tokens
+        self._retry = RetryPolicy(max_retries=max_retries, base_delay=retry_base_delay)
+        self._redactor = Redactor.for_config(api_key, default_headers)
+        self._client = anthropic.AsyncAnthropic(
+            api_key=api_key or NO_KEY,
+            base_url=self.base_url,
+            timeout=timeout,
+            max_retries=0,  # retried in open_with_retries (see there why)
+            default_headers=dict(default_headers) if default_headers else None,
+        )
+
+    def __repr__(self) -> str:
+        return f"AnthropicProvider(base_url={self.base_url!r}, model={self.default_model!r})"
+
+    __str__ = __repr__
+
+    def request_body(self, request: ModelRequest) -> dict[str, Any]:
+        """The JSON body sent for ``request`` (``stream`` included)."""
+        payload = to_anthropic(request.messages)
+        body: dict[str, Any] = {
+            "model": request.model or self.default_model,
+            "max_tokens": request.max_output_tokens or self.default_max_tokens,
+            "messages": payload["messages"],
+            "stream": True,
+        }
+        if "system" in payload:
+            body["system"] = payload["system"]
+        if request.temperature is not None:
+            body["temperature"] = request.temperature
+        if request.stop:
+            body["stop_sequences"] = list(request.stop)
+        if request.tools:
+            body["tools"] = [
+                {
+                    "name": tool.name,
+                    **({"description": tool.description} if tool.description else {}),
+                    "input_schema": tool.parameters,
+                }
+                for tool in request.tools
+            ]
+        return body
+
+    async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
+        body = self.request_body(request)
+        known = {k: body.pop(k) for k in ("model", "max_tokens", "messages")}
+        body.pop("stream")
+        create = cast(Any, self._client.messages.create)
+        sdk_stream = await open_with_retries(
+            # The optional fields go as extra_body: plain JSON, whatever the SDK version lists.
+            lambda: create(**known, stream=True, extra_body=body),
+            provider=self.name,
+            sdk=_SDK_ERRORS,
+            redactor=self._redactor,
+            policy=self._retry,
+        )
+        assembler = EventAssembler(self.name, self._redactor)
+        # ``async with`` closes the HTTP response however this generator ends:
+        # at the end, on an error, on aclose() or on cancellation.
+        async with sdk_stream:
+            items = aiter(sdk_stream)
+            while (
+                events := await next_events(
+                    items,
+                    assembler.feed,
+                    provider=self.name,
+                    sdk=_SDK_ERRORS,
+                    redactor=self._redactor,
+                )
+            ) is not None:
+                for event in events:
+                    yield event
+            for event in assembler.end():
+                yield event
+
+    async def aclose(self) -> None:
+        await self._client.close()

@@ -1,0 +1,79 @@
+"""The offline default provider: answers with what it received, deterministically.
+
+The answer reads, for example::
+
+    echo: I received 5 messages (about 123 prompt tokens). Your last message was: “Hi”
+
+It counts every message of the request (system messages included), takes the
+prompt figure from ``request.prompt_tokens_estimate`` and quotes the last user
+message in full (``(none)`` when there is none). The answer is streamed as
+``TextDelta``s of ``words_per_chunk`` words each (whitespace kept, so the
+deltas join to the answer exactly), with ``chunk_delay`` seconds before every
+chunk but the first. Then ``Usage``: prompt = the estimate, completion = the
+number of whitespace-separated words in the answer (a local count, no
+tokenizer), and ``Finished("stop", "stop")``. It never calls tools.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import AsyncGenerator
+
+from contextd.core.messages import Role
+from contextd.providers.base import Finished, ModelEvent, ModelRequest, TextDelta, Usage
+
+_WORD = re.compile(r"\s*\S+\s*")
+
+
+def echo_answer(request: ModelRequest) -> str:
+    count = len(request.messages)
+    last_user = next((m for m in reversed(request.messages) if m.role is Role.USER), None)
+    quoted = f"“{last_user.content}”" if last_user is not None else "(none)"
+    noun = "message" if count == 1 else "messages"
+    return (
+        f"echo: I received {count} {noun} "
+        f"(about {request.prompt_tokens_estimate} prompt tokens). "
+        f"Your last message was: {quoted}"
+    )
+
+
+def split_chunks(text: str, words_per_chunk: int) -> list[str]:
+    """``text`` in pieces of ``words_per_chunk`` words; the pieces join back to ``text``."""
+    words = _WORD.findall(text)
+    if "".join(words) != text:  # only whitespace, or empty
+        return [text] if text else []
+    return ["".join(words[i : i + words_per_chunk]) for i in range(0, len(words), words_per_chunk)]
+
+
+class EchoProvider:
+    name = "echo"
+
+    def __init__(
+        self, *, chunk_delay: float = 0.0, words_per_chunk: int = 3, model: str = "echo"
+    ) -> None:
+        if chunk_delay < 0:
+            raise ValueError("chunk_delay must not be negative")
+        if words_per_chunk < 1:
+            raise ValueError("words_per_chunk must be at least 1")
+        self.chunk_delay = chunk_delay
+        self.words_per_chunk = words_per_chunk
+        self.default_model = model
+
+    def __repr__(self) -> str:
+        return (
+            f"EchoProvider(chunk_delay={self.chunk_delay!r}, "
+            f"words_per_chunk={self.words_per_chunk!r})"
+        )
+
+    async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
+        answer = echo_answer(request)
+        for i, chunk in enumerate(split_chunks(answer, self.words_per_chunk)):
+            # A real wait, or at least a turn of the loop, so cancellation gets in.
+            await asyncio.sleep(self.chunk_delay if i else 0)
+            yield TextDelta(chunk)
+        yield Usage(request.prompt_tokens_estimate, len(answer.split()))
+        yield Finished("stop", "stop")
+
+    async def aclose(self) -> None:
+        return None

@@ -1,0 +1,314 @@
+"""Any OpenAI-compatible Chat Completions endpoint, through the official ``openai`` SDK.
+
+One class serves OpenAI itself and the servers that copy its API, chosen by
+``base_url``:
+
+* OpenAI: the default ``https://api.openai.com/v1``.
+* Azure OpenAI: ``https://<resource>.openai.azure.com/openai/v1/`` (the v1 API
+  takes the key as a Bearer token); the older deployment URLs
+  (``.../openai/deployments/<name>``) also need
+  ``default_query={"api-version": "..."}`` and ``default_headers={"api-key": key}``.
+* Ollama ``http://localhost:11434/v1``, vLLM / llama.cpp server
+  ``http://localhost:8000/v1``, DeepSeek ``https://api.deepseek.com/v1``.
+  Local servers that need no key get the placeholder key ``no-key``.
+
+The request is ``POST {base_url}/chat/completions`` with ``stream: true`` and,
+unless ``include_usage=False`` (for servers that reject it),
+``stream_options: {"include_usage": true}``. The output limit goes out as
+``max_tokens`` (what every compatible server understands); OpenAI's reasoning
+models only take ``max_completion_tokens``: pass
+``max_tokens_param="max_completion_tokens"`` for them.
+
+Events: ``TextDelta`` per non-empty ``delta.content``; tool-call deltas are
+assembled per ``index`` (``id`` and ``name`` from the first delta that has
+them, ``arguments`` concatenated) and emitted whole as ``ToolCallReady`` when
+the choice's ``finish_reason`` arrives (or when the stream ends); then
+``Usage`` when the server reported it (the usage chunk with empty
+``choices``; the last one wins), and last ``Finished``. The arguments are passed
+through as the model wrote them, valid JSON or not. Finish reasons: ``stop`` ->
+stop, ``length`` -> length, ``tool_calls`` / ``function_call`` -> tool_calls,
+``content_filter`` -> content_filter, anything else -> other; a ``stop`` that
+ended a turn with tool calls (some servers say so) counts as tool_calls. Only
+choice 0 is read. Errors: see :mod:`contextd.providers._sdk`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, cast
+
+import openai
+
+from contextd.core.formats import to_openai
+from contextd.core.messages import ToolCall
+from contextd.providers._sdk import (
+    Redactor,
+    RetryPolicy,
+    SdkErrors,
+    as_int,
+    as_json_object,
+    as_text,
+    next_events,
+    open_with_retries,
+    stream_error,
+)
+from contextd.providers.base import (
+    Finished,
+    ModelEvent,
+    ModelRequest,
+    TextDelta,
+    ToolCallReady,
+    Usage,
+)
+from contextd.providers.errors import ProviderBadResponse
+
+DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
+DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
+NO_KEY = "no-key"
+
+_SDK_ERRORS = SdkErrors(
+    base=openai.APIError,
+    status=openai.APIStatusError,
+    connection=openai.APIConnectionError,
+    timeout=openai.APITimeoutError,
+    validation=openai.APIResponseValidationError,
+)
+
+_FINISH_REASONS = {
+    "stop": "stop",
+    "eos": "stop",
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "length": "length",
+    "max_tokens": "length",
+    "tool_calls": "tool_calls",
+    "function_call": "tool_calls",
+    "tool_use": "tool_calls",
+    "content_filter": "content_filter",
+}
+
+
+def normalize_finish_reason(raw: str, *, had_tool_calls: bool = False) -> str:
+    reason = _FINISH_REASONS.get(raw, "other")
+    if reason == "stop" and had_tool_calls:
+        return "tool_calls"
+    return reason
+
+
+@dataclass(slots=True)
+class _PartialCall:
+    id: str = ""
+    name: str = ""
+    arguments: str = ""
+    emitted: bool = False
+
+
+class ChunkAssembler:
+    """Turns ``chat.completion.chunk`` objects (as dicts) into ModelEvents."""
+
+    def __init__(self, provider: str, redactor: Redactor) -> None:
+        self._provider = provider
+        self._redactor = redactor
+        self._calls: dict[int, _PartialCall] = {}
+        self._last_key: int | None = None
+        self._usage: Usage | None = None
+        self._finish_raw: str | None = None
+        self._had_tool_calls = False
+
+    def feed(self, item: object) -> list[ModelEvent]:
+        chunk = as_json_object(item)
+        if chunk is None:
+            raise ProviderBadResponse(self._provider, "a stream item is not a JSON object")
+        if chunk.get("error"):
+            raise stream_error(self._provider, chunk, self._redactor)
+        usage = chunk.get("usage")
+        if isinstance(usage, Mapping):
+            self._usage = Usage(
+                prompt_tokens=as_int(usage.get("prompt_tokens")),
+                completion_tokens=as_int(usage.get("completion_tokens")),
+            )
+        choices = chunk.get("choices") or []  # vLLM sends null on the usage chunk
+        if not isinstance(choices, list):
+            raise TypeError("choices is not a list")
+        events: list[ModelEvent] = []
+        for choice in choices:
+            if not isinstance(choice, Mapping):
+                raise TypeError("a choice is not an object")
+            if choice.get("index") not in (0, None):
+                continue
+            delta = choice.get("delta") or {}
+            if not isinstance(delta, Mapping):
+                raise TypeError("delta is not an object")
+            text = as_text(delta.get("content"))
+            if text:
+                events.append(TextDelta(text))
+            tool_calls = delta.get("tool_calls") or []
+            if not isinstance(tool_calls, list):
+                raise TypeError("tool_calls is not a list")
+            for tool_delta in tool_calls:
+                self._add_tool_delta(tool_delta)
+            finish = choice.get("finish_reason")
+            if finish is not None:
+                self._finish_raw = as_text(finish)
+                events.extend(self._ready_calls())
+        return events
+
+    def end(self) -> list[ModelEvent]:
+        """The closing events once the stream is over."""
+        if self._finish_raw is None:
+            raise ProviderBadResponse(self._provider, "the stream ended before a finish_reason")
+        events = self._ready_calls()
+        if self._usage is not None:
+            events.append(self._usage)
+        reason = normalize_finish_reason(self._finish_raw, had_tool_calls=self._had_tool_calls)
+        events.append(Finished(reason, self._finish_raw))
+        return events
+
+    def _add_tool_delta(self, raw: object) -> None:
+        if not isinstance(raw, Mapping):
+            raise TypeError("a tool call delta is not an object")
+        call_id = as_text(raw.get("id"))
+        index = raw.get("index")
+        if isinstance(index, int) and not isinstance(index, bool):
+            key = index
+        elif index is not None:
+            raise TypeError("tool call index is not an integer")
+        elif self._last_key is None or (call_id and call_id != self._calls[self._last_key].id):
+            # No index (some servers): a new id starts a new call.
+            key = max(self._calls, default=-1) + 1
+        else:
+            key = self._last_key
+        self._last_key = key
+        call = self._calls.setdefault(key, _PartialCall())
+        if call_id and not call.id:
+            call.id = call_id
+        function = raw.get("function") or {}
+        if not isinstance(function, Mapping):
+            raise TypeError("tool call function is not an object")
+        name = as_text(function.get("name"))
+        if name and name != call.name:
+            call.name += name
+        call.arguments += as_text(function.get("arguments"))
+
+    def _ready_calls(self) -> list[ModelEvent]:
+        events: list[ModelEvent] = []
+        for key in sorted(self._calls):
+            call = self._calls[key]
+            if call.emitted:
+                continue
+            if not call.name:
+                raise ProviderBadResponse(self._provider, f"tool call {key} has no function name")
+            call.emitted = True
+            self._had_tool_calls = True
+            events.append(
+                ToolCallReady(ToolCall(call.id or f"call_{key}", call.name, call.arguments))
+            )
+        return events
+
+
+class OpenAIProvider:
+    """Streams Chat Completions from an OpenAI-compatible endpoint.
+
+    ``timeout`` (seconds) bounds connecting and each wait for the next piece of
+    the stream, not the whole answer. ``max_retries`` extra attempts are made
+    for connection failures, timeouts and 408/409/5xx before the stream starts
+    (backoff from ``retry_base_delay``); 429 is never retried here.
+    """
+
+    name = "openai"
+
+    def __init__(
+        self,
+        *,
+        api_key: str,
+        model: str = DEFAULT_OPENAI_MODEL,
+        base_url: str = DEFAULT_OPENAI_BASE_URL,
+        timeout: float = 60.0,
+        max_retries: int = 2,
+        retry_base_delay: float = 0.5,
+        default_headers: Mapping[str, str] | None = None,
+        default_query: Mapping[str, str] | None = None,
+        include_usage: bool = True,
+        max_tokens_param: Literal["max_tokens", "max_completion_tokens"] = "max_tokens",
+    ) -> None:
+        self.default_model = model or DEFAULT_OPENAI_MODEL
+        self.base_url = base_url or DEFAULT_OPENAI_BASE_URL
+        self.include_usage = include_usage
+        self.max_tokens_param = max_tokens_param
+        self._retry = RetryPolicy(max_retries=max_retries, base_delay=retry_base_delay)
+        self._redactor = Redactor.for_config(api_key, default_headers)
+        self._client = openai.AsyncOpenAI(
+            api_key=api_key or NO_KEY,
+            base_url=self.base_url,
+            timeout=timeout,
+            max_retries=0,  # retried in open_with_retries (see there why)
+            default_headers=dict(default_headers) if default_headers else None,
+            default_query=dict(default_query) if default_query else None,
+        )
+
+    def __repr__(self) -> str:
+        return f"OpenAIProvider(base_url={self.base_url!r}, model={self.default_model!r})"
+
+    __str__ = __repr__
+
+    def request_body(self, request: ModelRequest) -> dict[str, Any]:
+        """The JSON body sent for ``request`` (``stream`` included)."""
+        body: dict[str, Any] = {
+            "model": request.model or self.default_model,
+            "messages": to_openai(request.messages)["messages"],
+            "stream": True,
+        }
+        if self.include_usage:
+            body["stream_options"] = {"include_usage": True}
+        if request.temperature is not None:
+            body["temperature"] = request.temperature
+        if request.max_output_tokens:
+            body[self.max_tokens_param] = request.max_output_tokens
+        if request.stop:
+            body["stop"] = list(request.stop)
+        if request.tools:
+            body["tools"] = [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": tool.name,
+                        **({"description": tool.description} if tool.description else {}),
+                        "parameters": tool.parameters,
+                    },
+                }
+                for tool in request.tools
+            ]
+        return body
+
+    async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
+        body = self.request_body(request)
+        create = cast(Any, self._client.chat.completions.create)
+        sdk_stream = await open_with_retries(
+            lambda: create(**body),
+            provider=self.name,
+            sdk=_SDK_ERRORS,
+            redactor=self._redactor,
+            policy=self._retry,
+        )
+        assembler = ChunkAssembler(self.name, self._redactor)
+        # ``async with`` closes the HTTP response however this generator ends:
+        # at the end, on an error, on aclose() or on cancellation.
+        async with sdk_stream:
+            items = aiter(sdk_stream)
+            while (
+                events := await next_events(
+                    items,
+                    assembler.feed,
+                    provider=self.name,
+                    sdk=_SDK_ERRORS,
+                    redactor=self._redactor,
+                )
+            ) is not None:
+                for event in events:
+                    yield event
+            for event in assembler.end():
+                yield event
+
+    async def aclose(self) -> None:
+        await self._client.close()

@@ -1,0 +1,1 @@
+"""Local HTTP servers that speak LLM providers' streaming formats, for offline tests."""
