@@ -45,6 +45,15 @@ class Settings:
     memory_limit: int = _setting(5, "memories considered for layer [3]")
     recent_sessions_limit: int = _setting(3, "other sessions' summaries considered for [4]")
     memory_half_life_days: float = _setting(30.0, "days for a memory's recency weight to halve")
+    provider: str = _setting("echo", "model provider: echo (offline), openai or anthropic")
+    provider_model: str = _setting("", "model name; empty for the provider's default")
+    provider_base_url: str = _setting(
+        "", "API base URL, e.g. an Ollama or vLLM server for openai; empty for the default"
+    )
+    provider_timeout: float = _setting(60.0, "seconds a model call may take")
+    max_prompt_tokens: int = _setting(8000, "most prompt tokens a chat turn sends")
+    warn_prompt_tokens: int = _setting(6000, "prompt tokens over which a turn warns")
+    max_steps: int = _setting(4, "model calls per turn, server-side tools included")
     sqlite_synchronous: str = _setting(
         "NORMAL", "NORMAL survives a process crash, FULL also a power cut"
     )

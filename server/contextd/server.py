@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,9 +15,11 @@ from grpc_health.v1 import _async as health_aio  # health.aio re-exports this mo
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from contextd.api.chat_servicer import ChatServicer
 from contextd.api.context_servicer import ContextServicer
 from contextd.api.interceptors import GuardInterceptor
 from contextd.api.session_servicers import MemoryServicer, PromptServicer, SessionServicer
+from contextd.app.chat import ChatApp, ChatLimits
 from contextd.app.context import ContextApp
 from contextd.app.memories import MemoriesApp
 from contextd.app.prompts import PromptsApp
@@ -25,13 +27,17 @@ from contextd.app.session_context import LayerDefaults, SessionContextBuilder
 from contextd.app.sessions import SessionsApp
 from contextd.config import Settings
 from contextd.core.tokens import TokenizerRegistry
+from contextd.providers.registry import api_key_from_env, make_provider
 from contextd.store.catalog import CatalogRepo
 from contextd.store.conversation import ConversationRepo
 from contextd.store.db import DB_FILENAME, Database
+from contextd.store.events import EventLog
 from contextd.store.memories import MemoryRepo
-from contextd.store.sessions import SessionRepo
+from contextd.store.sessions import SessionRepo, UsageRepo
 from contextd.store.summaries import SummaryRepo
 from contextd.v1 import (
+    chat_pb2,
+    chat_pb2_grpc,
     context_pb2,
     context_pb2_grpc,
     memory_pb2,
@@ -46,6 +52,7 @@ log = logging.getLogger("contextd.server")
 
 SERVICE_NAMES = (
     context_pb2.DESCRIPTOR.services_by_name["ContextService"].full_name,
+    chat_pb2.DESCRIPTOR.services_by_name["ChatService"].full_name,
     sessions_pb2.DESCRIPTOR.services_by_name["SessionService"].full_name,
     memory_pb2.DESCRIPTOR.services_by_name["MemoryService"].full_name,
     prompts_pb2.DESCRIPTOR.services_by_name["PromptService"].full_name,
@@ -59,12 +66,15 @@ class RunningServer:
     port: int
     settings: Settings
     db: Database
+    closers: list[Callable[[], Awaitable[None]]]
 
     async def stop(self, grace: float | None = None) -> None:
         """Report NOT_SERVING, let in-flight calls finish within the grace period, close
         the database."""
         await self.health.enter_graceful_shutdown()
         await self.server.stop(self.settings.shutdown_grace if grace is None else grace)
+        for close in self.closers:
+            await close()
         await self.db.close()
 
 
@@ -83,7 +93,7 @@ async def start(
             ],
             maximum_concurrent_rpcs=settings.max_concurrent_rpcs,
         )
-        _add_services(server, settings, tokenizers, db)
+        closers = _add_services(server, settings, tokenizers, db)
         health_servicer = health_aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
         names = (*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME)
@@ -100,16 +110,20 @@ async def start(
     except BaseException:
         await db.close()  # its threads would otherwise keep the process alive
         raise
-    return RunningServer(server, health_servicer, port, settings, db)
+    return RunningServer(server, health_servicer, port, settings, db, closers)
 
 
 def _add_services(
     server: grpc.aio.Server, settings: Settings, tokenizers: TokenizerRegistry, db: Database
-) -> None:
+) -> list[Callable[[], Awaitable[None]]]:
+    """Register every service; return what must be closed on stop."""
     memories = MemoryRepo(db, half_life_days=settings.memory_half_life_days)
     summaries = SummaryRepo(db)
     catalog = CatalogRepo(db)
-    sessions = SessionsApp(SessionRepo(db), ConversationRepo(db), summaries, memories, tokenizers)
+    events = EventLog(settings.data_dir / "history")
+    sessions = SessionsApp(
+        SessionRepo(db), ConversationRepo(db), summaries, memories, tokenizers, events
+    )
     defaults = LayerDefaults(
         identity=settings.system_identity,
         rules=settings.system_rules,
@@ -131,6 +145,17 @@ def _add_services(
     prompts_pb2_grpc.add_PromptServiceServicer_to_server(
         PromptServicer(PromptsApp(catalog)), server
     )
+    provider = make_provider(
+        settings.provider,
+        api_key=api_key_from_env(settings.provider),
+        base_url=settings.provider_base_url,
+        model=settings.provider_model,
+        timeout=settings.provider_timeout,
+    )
+    limits = ChatLimits(settings.max_prompt_tokens, settings.warn_prompt_tokens, settings.max_steps)
+    chat = ChatApp(sessions, builder, memories, UsageRepo(db), events, provider, limits)
+    chat_pb2_grpc.add_ChatServiceServicer_to_server(ChatServicer(chat, context), server)
+    return [provider.aclose, events.aclose]
 
 
 async def serve(settings: Settings) -> None:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import AsyncIterator
+
 from contextd.api import convert, records
 from contextd.api.types import Context
 from contextd.app.memories import MemoriesApp
@@ -97,6 +100,16 @@ class SessionServicer(sessions_pb2_grpc.SessionServiceServicer):  # type: ignore
             Caller.of(request.user_id), request.session_id, request.summary
         )
         return spb.SetSessionSummaryResponse()
+
+    async def ExportEvents(
+        self, request: spb.ExportEventsRequest, context: Context
+    ) -> AsyncIterator[spb.ExportEventsResponse]:
+        caller = Caller.of(request.user_id)
+        async for event in self._app.events(caller, request.session_id, request.after):
+            yield spb.ExportEventsResponse(
+                json=json.dumps(event, ensure_ascii=False, separators=(",", ":")),
+                type=str(event["type"]),
+            )
 
 
 class MemoryServicer(memory_pb2_grpc.MemoryServiceServicer):  # type: ignore[misc]

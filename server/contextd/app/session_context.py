@@ -61,6 +61,8 @@ class SessionBuildRequest:
     recent_sessions_limit: int = 0
     output_format: OutputFormat = OutputFormat.NEUTRAL
     overflow_policy: OverflowPolicy = OverflowPolicy.KEEP_REQUIRED
+    # Continue after tool results stored in the session: no user message.
+    continuation: bool = False
 
 
 @dataclass(slots=True)
@@ -126,7 +128,11 @@ class SessionContextBuilder:
         _mark(session_layer, session_text, tok)
         memory, recent = await self._remembered(req, session)
 
-        user_tokens = message_tokens(ChatMessage(Role.USER, req.user_message), tok)
+        user_tokens = (
+            0
+            if is_blank(req.user_message)
+            else message_tokens(ChatMessage(Role.USER, req.user_message), tok)
+        )
         fixed = _join([base, scenario_text, session_text])
         available = (
             req.token_budget - message_tokens(ChatMessage(Role.SYSTEM, fixed), tok) - user_tokens
@@ -156,7 +162,9 @@ class SessionContextBuilder:
         window_layer.items_kept = report.history_kept
         window_layer.items_dropped = total - report.history_kept
         window_layer.tokens = report.history_tokens + report.summary_tokens
-        user_layer = ContextLayer("user_message", True, user_tokens, 1)
+        user_layer = ContextLayer(
+            "user_message", user_tokens > 0, user_tokens, int(user_tokens > 0)
+        )
         report.dropped = _session_positions(report.dropped, first_seq=total - fetched)
         layers = [
             system_layer,
@@ -280,7 +288,7 @@ class SessionContextBuilder:
 
 def _validate(req: SessionBuildRequest) -> None:
     v = Violations()
-    if is_blank(req.user_message):
+    if is_blank(req.user_message) and not req.continuation:
         v.add("user_message", "required in session mode")
     if req.token_budget <= 0:
         v.add("token_budget", "must be a positive number of tokens")

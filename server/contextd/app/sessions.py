@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Any
 
 from contextd.app.pagination import bad_page_token, page_size
 from contextd.app.scope import Caller, parse_id
@@ -11,6 +12,7 @@ from contextd.core.messages import ChatMessage, Role
 from contextd.core.pipeline import is_blank, validate_history
 from contextd.core.tokens import ESTIMATE, TokenizerRegistry, message_tokens
 from contextd.store.conversation import ConversationRepo
+from contextd.store.events import EventLog
 from contextd.store.memories import MemoryRepo
 from contextd.store.models import CompressionSummaryRow, NewMessage, Session, StoredMessage
 from contextd.store.sessions import SessionRepo
@@ -28,12 +30,14 @@ class SessionsApp:
         summaries: SummaryRepo,
         memories: MemoryRepo,
         tokenizers: TokenizerRegistry,
+        event_log: EventLog,
     ) -> None:
         self.sessions = sessions
         self.conversation = conversation
         self.summaries = summaries
         self.memories = memories
         self.tokenizers = tokenizers
+        self.event_log = event_log
 
     async def create(
         self,
@@ -76,6 +80,7 @@ class SessionsApp:
     async def delete(self, caller: Caller, session_id: str) -> None:
         await self.get(caller, session_id)
         await self.sessions.delete(session_id)
+        await self.event_log.delete(session_id)
 
     async def append(
         self, caller: Caller, session_id: str, messages: Sequence[ChatMessage], turn_index: int = 0
@@ -174,6 +179,16 @@ class SessionsApp:
             )
             memory_id = str(memory.id)
         return updated, memory_id
+
+    async def events(
+        self, caller: Caller, session_id: str, after: int
+    ) -> AsyncIterator[dict[str, Any]]:
+        """The session's event log, oldest first, skipping the first ``after`` events."""
+        if after < 0:
+            raise InvalidArgument.one("after", "must not be negative")
+        await self.get(caller, session_id)
+        async for event in self.event_log.read(session_id, after_line=after):
+            yield event
 
     async def _message(self, caller: Caller, message_id: str, field: str) -> StoredMessage:
         stored = await self.conversation.get(parse_id(message_id, field, "message"))

@@ -124,3 +124,31 @@ class SessionRepo:
         async with self._db.transaction() as conn:
             cursor = await conn.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
             return cursor.rowcount > 0
+
+
+class UsageRepo:
+    """Token usage summed per session (migration 0003)."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def add(
+        self, session_id: str, prompt: int, completion: int, estimate: int
+    ) -> tuple[int, int, int]:
+        """Add one turn's usage; return the session's totals (prompt, completion, estimate)."""
+        async with self._db.transaction() as conn:
+            await conn.execute(
+                "UPDATE sessions SET prompt_tokens = prompt_tokens + ?,"
+                " completion_tokens = completion_tokens + ?,"
+                " prompt_tokens_estimate = prompt_tokens_estimate + ? WHERE id = ?",
+                (prompt, completion, estimate, session_id),
+            )
+            async with conn.execute(
+                "SELECT prompt_tokens, completion_tokens, prompt_tokens_estimate"
+                " FROM sessions WHERE id = ?",
+                (session_id,),
+            ) as cursor:
+                row = await cursor.fetchone()
+        if row is None:
+            raise SessionNotFoundError(session_id)
+        return int(row[0]), int(row[1]), int(row[2])

@@ -200,3 +200,21 @@ class SetSessionSummaryRequest(_message.Message):
 class SetSessionSummaryResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
+
+class ExportEventsRequest(_message.Message):
+    __slots__ = ("user_id", "session_id", "after")
+    USER_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    AFTER_FIELD_NUMBER: _ClassVar[int]
+    user_id: str
+    session_id: str
+    after: int
+    def __init__(self, user_id: _Optional[str] = ..., session_id: _Optional[str] = ..., after: _Optional[int] = ...) -> None: ...
+
+class ExportEventsResponse(_message.Message):
+    __slots__ = ("json", "type")
+    JSON_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    json: str
+    type: str
+    def __init__(self, json: _Optional[str] = ..., type: _Optional[str] = ...) -> None: ...

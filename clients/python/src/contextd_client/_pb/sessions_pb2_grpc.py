@@ -78,6 +78,11 @@ class SessionServiceStub:
                 request_serializer=contextd_dot_v1_dot_sessions__pb2.SetSessionSummaryRequest.SerializeToString,
                 response_deserializer=contextd_dot_v1_dot_sessions__pb2.SetSessionSummaryResponse.FromString,
                 _registered_method=True)
+        self.ExportEvents = channel.unary_stream(
+                '/contextd.v1.SessionService/ExportEvents',
+                request_serializer=contextd_dot_v1_dot_sessions__pb2.ExportEventsRequest.SerializeToString,
+                response_deserializer=contextd_dot_v1_dot_sessions__pb2.ExportEventsResponse.FromString,
+                _registered_method=True)
 
 
 class SessionServiceServicer:
@@ -141,6 +146,13 @@ class SessionServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ExportEvents(self, request, context):
+        """Streams a session's event log (chat turns), oldest first.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SessionServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -183,6 +195,11 @@ def add_SessionServiceServicer_to_server(servicer, server):
                     servicer.SetSessionSummary,
                     request_deserializer=contextd_dot_v1_dot_sessions__pb2.SetSessionSummaryRequest.FromString,
                     response_serializer=contextd_dot_v1_dot_sessions__pb2.SetSessionSummaryResponse.SerializeToString,
+            ),
+            'ExportEvents': grpc.unary_stream_rpc_method_handler(
+                    servicer.ExportEvents,
+                    request_deserializer=contextd_dot_v1_dot_sessions__pb2.ExportEventsRequest.FromString,
+                    response_serializer=contextd_dot_v1_dot_sessions__pb2.ExportEventsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -404,6 +421,33 @@ class SessionService:
             '/contextd.v1.SessionService/SetSessionSummary',
             contextd_dot_v1_dot_sessions__pb2.SetSessionSummaryRequest.SerializeToString,
             contextd_dot_v1_dot_sessions__pb2.SetSessionSummaryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ExportEvents(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/contextd.v1.SessionService/ExportEvents',
+            contextd_dot_v1_dot_sessions__pb2.ExportEventsRequest.SerializeToString,
+            contextd_dot_v1_dot_sessions__pb2.ExportEventsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,159 @@
+"""ChatService over gRPC: a chat turn as a stream of events."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import AsyncIterator
+
+from contextd.api import convert
+from contextd.api.types import Context
+from contextd.app.chat import (
+    ChatApp,
+    ChatEvent,
+    ChatTurnRequest,
+    DeltaEvent,
+    ModelOptions,
+    TokenUsage,
+    ToolCallEvent,
+    TurnCompleted,
+    TurnStarted,
+    TurnStatus,
+    UsageEvent,
+)
+from contextd.app.context import ContextApp
+from contextd.app.scope import Caller
+from contextd.core.errors import InvalidArgument, Violations
+from contextd.providers.base import ToolSpec
+from contextd.v1 import chat_pb2 as cpb
+from contextd.v1 import chat_pb2_grpc
+from contextd.v1 import context_pb2 as pb
+
+_STATUS = {
+    TurnStatus.OK: cpb.TURN_STATUS_OK,
+    TurnStatus.REQUIRES_ACTION: cpb.TURN_STATUS_REQUIRES_ACTION,
+    TurnStatus.MAX_STEPS: cpb.TURN_STATUS_MAX_STEPS,
+    TurnStatus.CANCELLED: cpb.TURN_STATUS_CANCELLED,
+    TurnStatus.ERROR: cpb.TURN_STATUS_ERROR,
+}
+_TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+_MEMORY = {pb.MEMORY_MODE_UNSPECIFIED: None, pb.MEMORY_MODE_ON: True, pb.MEMORY_MODE_OFF: False}
+
+
+class ChatServicer(chat_pb2_grpc.ChatServiceServicer):  # type: ignore[misc]
+    def __init__(self, chat: ChatApp, context: ContextApp) -> None:
+        self._chat = chat
+        self._context = context
+
+    async def StreamChat(
+        self, request: cpb.StreamChatRequest, context: Context
+    ) -> AsyncIterator[cpb.StreamChatResponse]:
+        turn = self._turn_from_pb(request)
+        async for event in self._chat.run(turn):
+            yield _event_to_pb(event)
+
+    def _turn_from_pb(self, request: cpb.StreamChatRequest) -> ChatTurnRequest:
+        v = Violations()
+        caller = Caller("")
+        try:
+            caller = Caller.of(request.session.user_id, "session.user_id")
+        except InvalidArgument as error:
+            v.extend(error.violations)
+        tokenizer = self._context.tokenizer_or_placeholder(request.tokenizer, v)
+        messages = convert.messages_from_pb(request.messages, "messages", v)
+        if request.session.memory not in _MEMORY:
+            v.add("session.memory", f"unknown memory mode {request.session.memory}")
+        tools = [_tool_from_pb(t, f"tools[{k}]", v) for k, t in enumerate(request.tools)]
+        if request.model.max_output_tokens < 0:
+            v.add("model.max_output_tokens", "must not be negative")
+        if request.prompt_limit_policy not in (0, 1, 2):
+            v.add("prompt_limit_policy", f"unknown policy {request.prompt_limit_policy}")
+        v.raise_if_any()
+        model = request.model
+        return ChatTurnRequest(
+            caller=caller,
+            session_id=request.session.session_id,
+            user_message=request.user_message,
+            tokenizer=tokenizer,
+            scenario=request.session.scenario,
+            host=request.session.host,
+            variables=dict(request.session.variables),
+            memory=_MEMORY.get(request.session.memory),
+            messages=messages,
+            tools=tools,
+            tool_results=[(r.tool_call_id, r.content) for r in request.tool_results],
+            token_budget=request.token_budget,
+            refuse_over_limit=request.prompt_limit_policy == cpb.PROMPT_LIMIT_POLICY_REFUSE,
+            model=ModelOptions(
+                model=model.model,
+                temperature=model.temperature if model.HasField("temperature") else None,
+                max_output_tokens=model.max_output_tokens or None,
+                stop=tuple(model.stop),
+            ),
+            title=request.title,
+        )
+
+
+def _tool_from_pb(tool: cpb.ToolDefinition, field: str, v: Violations) -> ToolSpec:
+    parameters: object = {"type": "object"}
+    if tool.parameters_json.strip():
+        try:
+            parameters = json.loads(tool.parameters_json)
+        except ValueError:
+            parameters = None
+        if not isinstance(parameters, dict):
+            v.add(f"{field}.parameters_json", "must be a JSON schema object")
+            parameters = {"type": "object"}
+    if not _TOOL_NAME.fullmatch(tool.name):
+        v.add(f"{field}.name", "1-64 letters, digits, '_' or '-'")
+    return ToolSpec(tool.name, tool.description, parameters)  # type: ignore[arg-type]
+
+
+def _usage(u: TokenUsage) -> cpb.TokenUsage:
+    return cpb.TokenUsage(
+        prompt_tokens=u.prompt_tokens,
+        completion_tokens=u.completion_tokens,
+        prompt_tokens_estimate=u.prompt_tokens_estimate,
+    )
+
+
+def _event_to_pb(event: ChatEvent) -> cpb.StreamChatResponse:
+    if isinstance(event, DeltaEvent):
+        return cpb.StreamChatResponse(text_delta=cpb.TextDelta(text=event.text, step=event.step))
+    if isinstance(event, ToolCallEvent):
+        call = pb.ToolCall(id=event.call.id, name=event.call.name, arguments=event.call.arguments)
+        return cpb.StreamChatResponse(tool_call=cpb.ToolCallEvent(call=call, step=event.step))
+    if isinstance(event, UsageEvent):
+        return cpb.StreamChatResponse(
+            usage=cpb.UsageEvent(usage=_usage(event.usage), step=event.step)
+        )
+    if isinstance(event, TurnStarted):
+        return cpb.StreamChatResponse(
+            turn_started=cpb.TurnStarted(
+                session_id=event.session_id,
+                turn_index=event.turn_index,
+                user_message_id=event.user_message_id,
+                prompt_tokens_estimate=event.prompt_tokens_estimate,
+                prompt_tokens_warning=event.prompt_tokens_warning,
+                context=convert.report_to_pb(event.context),
+                provider=event.provider,
+                model=event.model,
+            )
+        )
+    assert isinstance(event, TurnCompleted)
+    return cpb.StreamChatResponse(
+        turn_completed=cpb.TurnCompleted(
+            assistant_message_id=event.assistant_message_id,
+            final_text=event.final_text,
+            status=_STATUS[event.status],
+            error_message=event.error_message,
+            step_usage=_usage(event.step_usage),
+            turn_usage=_usage(event.turn_usage),
+            session_usage=_usage(event.session_usage),
+            duration_ms=event.duration_ms,
+            pending_tool_calls=[
+                pb.ToolCall(id=c.id, name=c.name, arguments=c.arguments)
+                for c in event.pending_tool_calls
+            ],
+        )
+    )

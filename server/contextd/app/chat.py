@@ -1,0 +1,551 @@
+"""StreamChat: one chat turn, from the user's message to the stored answer.
+
+A turn is one user input to a final answer; a step is one model call. The user
+message (or the host's tool results) is stored before the model is called; the
+assistant message when the turn ends, with a status when it ends early. Every
+turn writes seed 003's events to the session's JSONL log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from contextd.app.scope import Caller
+from contextd.app.session_context import SessionBuildRequest, SessionContextBuilder
+from contextd.app.sessions import SessionsApp
+from contextd.core.build import BuildReport, BuildRequest, BuildResult, build_messages
+from contextd.core.errors import FailedPrecondition, Violations
+from contextd.core.messages import ChatMessage, Role, ToolCall
+from contextd.core.pipeline import DropReason, is_blank
+from contextd.core.tokens import Tokenizer
+from contextd.providers.base import (
+    Finished,
+    ModelRequest,
+    Provider,
+    TextDelta,
+    ToolCallReady,
+    ToolSpec,
+    Usage,
+)
+from contextd.providers.errors import ProviderError
+from contextd.store.events import EventLog, event_tokens
+from contextd.store.memories import MemoryRepo
+from contextd.store.models import NewMessage, Session, StoredMessage
+from contextd.store.sessions import UsageRepo
+
+log = logging.getLogger("contextd.chat")
+
+MEMORY_TOOL = ToolSpec(
+    name="memory_search",
+    description="Search what is remembered about the user. Returns matching facts, best first.",
+    parameters={
+        "type": "object",
+        "properties": {"query": {"type": "string", "description": "what to look for"}},
+        "required": ["query"],
+    },
+)
+
+
+class TurnStatus(StrEnum):
+    OK = "ok"
+    REQUIRES_ACTION = "requires_action"
+    MAX_STEPS = "max_steps"
+    CANCELLED = "cancelled"
+    ERROR = "error"
+
+
+@dataclass(frozen=True, slots=True)
+class ChatLimits:
+    max_prompt_tokens: int
+    warn_prompt_tokens: int
+    max_steps: int
+
+
+@dataclass(frozen=True, slots=True)
+class ModelOptions:
+    model: str = ""
+    temperature: float | None = None
+    max_output_tokens: int | None = None
+    stop: Sequence[str] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ChatTurnRequest:
+    caller: Caller
+    session_id: str  # "" starts a new session
+    user_message: str
+    tokenizer: Tokenizer
+    scenario: str = ""
+    host: str = ""
+    variables: Mapping[str, str] = field(default_factory=dict)
+    memory: bool | None = None
+    # Prebuilt mode: the host's own list (system messages first, then history).
+    messages: Sequence[ChatMessage] = ()
+    tools: Sequence[ToolSpec] = ()
+    tool_results: Sequence[tuple[str, str]] = ()  # (tool_call_id, content)
+    token_budget: int = 0
+    refuse_over_limit: bool = False
+    model: ModelOptions = ModelOptions()
+    title: str = ""
+
+
+@dataclass(slots=True)
+class TokenUsage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    prompt_tokens_estimate: int = 0
+
+    def add(self, other: TokenUsage) -> None:
+        self.prompt_tokens += other.prompt_tokens
+        self.completion_tokens += other.completion_tokens
+        self.prompt_tokens_estimate += other.prompt_tokens_estimate
+
+
+@dataclass(frozen=True, slots=True)
+class TurnStarted:
+    session_id: str
+    turn_index: int
+    user_message_id: str
+    prompt_tokens_estimate: int
+    prompt_tokens_warning: bool
+    context: BuildReport
+    provider: str
+    model: str
+
+
+@dataclass(frozen=True, slots=True)
+class DeltaEvent:
+    text: str
+    step: int
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallEvent:
+    call: ToolCall
+    step: int
+
+
+@dataclass(frozen=True, slots=True)
+class UsageEvent:
+    usage: TokenUsage
+    step: int
+
+
+@dataclass(frozen=True, slots=True)
+class TurnCompleted:
+    assistant_message_id: str
+    final_text: str
+    status: TurnStatus
+    error_message: str
+    step_usage: TokenUsage
+    turn_usage: TokenUsage
+    session_usage: TokenUsage
+    duration_ms: int
+    pending_tool_calls: Sequence[ToolCall] = ()
+
+
+ChatEvent = TurnStarted | DeltaEvent | ToolCallEvent | UsageEvent | TurnCompleted
+
+
+@dataclass(slots=True)
+class _Turn:
+    """What one turn has done so far; enough to store it whatever ends it."""
+
+    session: Session
+    index: int
+    started: float
+    step: int = 0
+    text: str = ""
+    usage: TokenUsage = field(default_factory=TokenUsage)
+    step_usage: TokenUsage = field(default_factory=TokenUsage)
+
+
+class ChatApp:
+    def __init__(
+        self,
+        sessions: SessionsApp,
+        builder: SessionContextBuilder,
+        memories: MemoryRepo,
+        usage: UsageRepo,
+        events: EventLog,
+        provider: Provider,
+        limits: ChatLimits,
+    ) -> None:
+        self.sessions = sessions
+        self.builder = builder
+        self.memories = memories
+        self.usage = usage
+        self.events = events
+        self.provider = provider
+        self.limits = limits
+
+    async def run(self, req: ChatTurnRequest) -> AsyncIterator[ChatEvent]:
+        """One turn as a stream of events. Errors before TurnStarted raise; later ones
+        end the stream with a TurnCompleted whose status says what happened."""
+        _validate(req, self.limits)
+        session = await self._session(req)
+        history = await self.sessions.conversation.tail(session.id, 1, req.tokenizer.name)
+        continuing = bool(req.tool_results)
+        index = (history[-1].turn_index if history else 0) + (0 if continuing else 1)
+        turn = _Turn(session, max(index, 1), time.monotonic())
+        if not history and not continuing:
+            await self._event(turn, "session_start", meta=self._config_meta(req))
+
+        # Build first (the user message is not stored yet, so it is not in the
+        # window twice), then store, then call the model.
+        result = await self._context(req, session, continuing)
+        user_id = ""
+        if continuing:
+            await self._store_tool_results(req, session, turn)
+        else:
+            [stored] = await self.sessions.append(
+                req.caller, session.id, [ChatMessage(Role.USER, req.user_message)], turn.index
+            )
+            user_id = str(stored.id)
+        estimate = result.report.total_tokens
+        await self._event(
+            turn,
+            "turn_start",
+            content=req.user_message,
+            role="user",
+            meta={"tokens": {"prompt": estimate}, "continuing": continuing},
+        )
+        yield TurnStarted(
+            session.id,
+            turn.index,
+            user_id,
+            estimate,
+            estimate > self.limits.warn_prompt_tokens,
+            result.report,
+            self.provider.name,
+            req.model.model or self.provider.default_model,
+        )
+        try:
+            async for event in self._steps(req, turn, result):
+                yield event
+        except BaseException as error:
+            # A client cancel, a passed deadline or a bug: keep what was said, then go on.
+            cancelled = isinstance(error, asyncio.CancelledError | GeneratorExit)
+            status = TurnStatus.CANCELLED if cancelled else TurnStatus.ERROR
+            await asyncio.shield(self._store_partial(req, turn, status, repr(error)))
+            raise
+
+    async def _steps(
+        self, req: ChatTurnRequest, turn: _Turn, result: BuildResult
+    ) -> AsyncIterator[ChatEvent]:
+        tools = [*req.tools, MEMORY_TOOL]
+        while True:
+            calls: list[ToolCall] = []
+            turn.step_usage = TokenUsage(prompt_tokens_estimate=result.report.total_tokens)
+            text_before = len(turn.text)
+            request = ModelRequest(
+                messages=result.messages,
+                model=req.model.model,
+                temperature=req.model.temperature,
+                max_output_tokens=req.model.max_output_tokens,
+                stop=req.model.stop,
+                tools=tools,
+                prompt_tokens_estimate=result.report.total_tokens,
+            )
+            try:
+                # aclosing: the provider's HTTP stream closes as soon as this turn stops.
+                async with contextlib.aclosing(self.provider.stream(request)) as stream:
+                    async for event in stream:
+                        if isinstance(event, TextDelta):
+                            turn.text += event.text
+                            yield DeltaEvent(event.text, turn.step)
+                        elif isinstance(event, ToolCallReady):
+                            calls.append(event.call)
+                            yield ToolCallEvent(event.call, turn.step)
+                        elif isinstance(event, Usage):
+                            turn.step_usage.prompt_tokens = event.prompt_tokens
+                            turn.step_usage.completion_tokens = event.completion_tokens
+                            yield UsageEvent(turn.step_usage, turn.step)
+                        elif isinstance(event, Finished):
+                            pass
+            except ProviderError as error:
+                turn.usage.add(turn.step_usage)
+                yield await self._store_partial(req, turn, TurnStatus.ERROR, str(error))
+                return
+            turn.usage.add(turn.step_usage)
+            step_text = turn.text[text_before:]
+            await self._event(
+                turn,
+                "assistant",
+                step=turn.step,
+                content=step_text,
+                role="assistant",
+                meta={"tokens": _tokens(turn.step_usage)},
+            )
+            server_side = [c for c in calls if c.name == MEMORY_TOOL.name]
+            if not calls or len(server_side) < len(calls):
+                yield await self._finish(req, turn, step_text, calls)
+                return
+            if turn.step + 1 >= self.limits.max_steps:
+                yield await self._finish(req, turn, step_text, calls, TurnStatus.MAX_STEPS)
+                return
+            await self._run_memory_tools(req, turn, step_text, calls)
+            turn.step += 1
+            result = await self._context(req, turn.session, continuing=True)
+
+    async def _run_memory_tools(
+        self, req: ChatTurnRequest, turn: _Turn, text: str, calls: Sequence[ToolCall]
+    ) -> None:
+        """Store the call, run each memory search, store the results (as a host would)."""
+        session_id = turn.session.id
+        await self.sessions.conversation.append(
+            session_id,
+            req.caller.user_id,
+            [_new(ChatMessage(Role.ASSISTANT, text, tuple(calls)), turn.index)],
+        )
+        results = []
+        for call in calls:
+            query = _argument(call, "query")
+            await self._event(
+                turn, "action", step=turn.step, meta={"tool": call.name, "input": call.arguments}
+            )
+            found = await self.memories.search(req.caller.user_id, query, 5)
+            observation = "\n".join(f"- {m.memory.content}" for m in found) or "(nothing found)"
+            await self._event(
+                turn, "observation", step=turn.step, content=observation, meta={"tool": call.name}
+            )
+            results.append(
+                _new(ChatMessage(Role.TOOL, observation, tool_call_id=call.id), turn.index)
+            )
+        await self.sessions.conversation.append(session_id, req.caller.user_id, results)
+
+    async def _finish(
+        self,
+        req: ChatTurnRequest,
+        turn: _Turn,
+        text: str,
+        calls: Sequence[ToolCall],
+        status: TurnStatus | None = None,
+    ) -> TurnCompleted:
+        host_calls = [c for c in calls if c.name != MEMORY_TOOL.name]
+        if status is None:
+            status = TurnStatus.REQUIRES_ACTION if host_calls else TurnStatus.OK
+        message = ChatMessage(Role.ASSISTANT, text, tuple(calls))
+        stored = await self._store_assistant(req, turn, message, "")
+        if not calls:
+            await self._event(
+                turn,
+                "final",
+                step=turn.step,
+                content=text,
+                role="assistant",
+                meta={"tokens": _tokens(turn.usage)},
+            )
+        return await self._complete(turn, stored, status, "", host_calls)
+
+    async def _store_partial(
+        self, req: ChatTurnRequest, turn: _Turn, status: TurnStatus, error: str
+    ) -> TurnCompleted:
+        """Keep what the model said before the turn broke off, marked with its status."""
+        text = turn.text
+        stored = None
+        if not is_blank(text):
+            message = ChatMessage(Role.ASSISTANT, text)
+            stored = await self._store_assistant(req, turn, message, status.value)
+        return await self._complete(turn, stored, status, error, ())
+
+    async def _store_assistant(
+        self, req: ChatTurnRequest, turn: _Turn, message: ChatMessage, status: str
+    ) -> StoredMessage | None:
+        if is_blank(message.content) and not message.tool_calls:
+            return None
+        new = _new(message, turn.index)
+        new.status = status
+        [stored] = await self.sessions.conversation.append(
+            turn.session.id, req.caller.user_id, [new]
+        )
+        return stored
+
+    async def _complete(
+        self,
+        turn: _Turn,
+        stored: StoredMessage | None,
+        status: TurnStatus,
+        error: str,
+        pending: Sequence[ToolCall],
+    ) -> TurnCompleted:
+        u = turn.usage
+        totals = await self.usage.add(
+            turn.session.id, u.prompt_tokens, u.completion_tokens, u.prompt_tokens_estimate
+        )
+        duration = int((time.monotonic() - turn.started) * 1000)
+        meta: dict[str, object] = {
+            "status": status.value,
+            "stepCount": turn.step + 1,
+            "durationMs": duration,
+            "tokens": _tokens(u),
+        }
+        if error:
+            meta["errorMessage"] = error
+        await self._event(turn, "turn_end", meta=meta)
+        return TurnCompleted(
+            assistant_message_id=str(stored.id) if stored else "",
+            final_text=turn.text,
+            status=status,
+            error_message=error,
+            step_usage=turn.step_usage,
+            turn_usage=u,
+            session_usage=TokenUsage(*totals),
+            duration_ms=duration,
+            pending_tool_calls=tuple(pending),
+        )
+
+    async def _session(self, req: ChatTurnRequest) -> Session:
+        if req.session_id:
+            return await self.sessions.get(req.caller, req.session_id)
+        return await self.sessions.create(req.caller, req.scenario, req.host, req.title)
+
+    async def _context(
+        self, req: ChatTurnRequest, session: Session, continuing: bool
+    ) -> BuildResult:
+        budget = min(
+            req.token_budget or self.limits.max_prompt_tokens, self.limits.max_prompt_tokens
+        )
+        if req.messages:
+            result = _prebuilt(req, budget)
+        else:
+            build = await self.builder.build(
+                SessionBuildRequest(
+                    caller=req.caller,
+                    session_id=session.id,
+                    user_message="" if continuing else req.user_message,
+                    token_budget=budget,
+                    tokenizer=req.tokenizer,
+                    scenario=req.scenario,
+                    host=req.host,
+                    variables=req.variables,
+                    memory=req.memory,
+                    continuation=continuing,
+                )
+            )
+            result = build.result
+        if req.refuse_over_limit and _trimmed(result.report):
+            raise FailedPrecondition(
+                f"the context does not fit max_prompt_tokens ({budget}); the turn was refused"
+            )
+        return result
+
+    async def _store_tool_results(
+        self, req: ChatTurnRequest, session: Session, turn: _Turn
+    ) -> None:
+        """The host's results must answer the calls that ended the previous turn."""
+        recent = await self.sessions.conversation.tail(session.id, 64, req.tokenizer.name)
+        pending = next((m for m in reversed(recent) if m.message.role is Role.ASSISTANT), None)
+        open_ids = {c.id for c in pending.message.tool_calls} if pending else set()
+        answered = {m.message.tool_call_id for m in recent if m.message.role is Role.TOOL}
+        v = Violations()
+        for k, (call_id, _) in enumerate(req.tool_results):
+            if call_id not in open_ids or call_id in answered:
+                v.add(f"tool_results[{k}].tool_call_id", "not a pending call of this session")
+        v.raise_if_any()
+        await self.sessions.conversation.append(
+            session.id,
+            req.caller.user_id,
+            [
+                _new(ChatMessage(Role.TOOL, content, tool_call_id=call_id), turn.index)
+                for call_id, content in req.tool_results
+            ],
+        )
+        for call_id, content in req.tool_results:
+            await self._event(turn, "observation", content=content, meta={"tool_call_id": call_id})
+
+    async def _event(
+        self,
+        turn: _Turn,
+        type: str,
+        *,
+        step: int | None = None,
+        content: str | None = None,
+        role: str | None = None,
+        meta: dict[str, object] | None = None,
+    ) -> None:
+        turn_number = None if type == "session_start" else turn.index
+        await self.events.append(
+            turn.session.id,
+            type,
+            turn=turn_number,
+            step=step,
+            content=content,
+            role=role,
+            meta=meta,
+        )
+
+    def _config_meta(self, req: ChatTurnRequest) -> dict[str, object]:
+        return {
+            "mode": "prebuilt" if req.messages else "session",
+            "provider": self.provider.name,
+            "model": req.model.model or self.provider.default_model,
+            "tokenizer": req.tokenizer.name,
+        }
+
+
+def _validate(req: ChatTurnRequest, limits: ChatLimits) -> None:
+    v = Violations()
+    if req.tool_results and not req.session_id:
+        v.add("session.session_id", "tool results continue a stored session: give its id")
+    if req.tool_results and not is_blank(req.user_message):
+        v.add("user_message", "send either a user message or tool results")
+    if not req.tool_results and is_blank(req.user_message):
+        v.add("user_message", "required")
+    if req.token_budget < 0:
+        v.add("token_budget", "must not be negative")
+    for k, (call_id, _) in enumerate(req.tool_results):
+        if not call_id:
+            v.add(f"tool_results[{k}].tool_call_id", "required")
+    names = set()
+    for k, tool in enumerate(req.tools):
+        if tool.name == MEMORY_TOOL.name or tool.name in names:
+            v.add(f"tools[{k}].name", f"duplicate or reserved tool name {tool.name!r}")
+        names.add(tool.name)
+    if req.messages and req.tool_results:
+        v.add("messages", "prebuilt messages cannot continue a stored turn")
+    v.raise_if_any()
+
+
+def _prebuilt(req: ChatTurnRequest, budget: int) -> BuildResult:
+    """The host's own list: leading system messages are the system prompt."""
+    systems = 0
+    while systems < len(req.messages) and req.messages[systems].role is Role.SYSTEM:
+        systems += 1
+    return build_messages(
+        BuildRequest(
+            user_message=req.user_message,
+            token_budget=budget,
+            tokenizer=req.tokenizer,
+            system_prompts=[m.content for m in req.messages[:systems]],
+            history=req.messages[systems:],
+        )
+    )
+
+
+def _trimmed(report: BuildReport) -> bool:
+    return report.required_over_budget or any(d.reason is DropReason.BUDGET for d in report.dropped)
+
+
+def _tokens(u: TokenUsage) -> dict[str, int]:
+    prompt = u.prompt_tokens or u.prompt_tokens_estimate
+    return event_tokens(prompt, u.completion_tokens)
+
+
+def _argument(call: ToolCall, name: str) -> str:
+    try:
+        value = json.loads(call.arguments or "{}").get(name, "")
+    except (ValueError, AttributeError):
+        return ""
+    return str(value)
+
+
+def _new(message: ChatMessage, turn_index: int) -> NewMessage:
+    return NewMessage(message, turn_index=turn_index)
