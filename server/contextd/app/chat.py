@@ -13,7 +13,7 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -154,6 +154,15 @@ class TurnCompleted:
 ChatEvent = TurnStarted | DeltaEvent | ToolCallEvent | UsageEvent | TurnCompleted
 
 
+@dataclass(frozen=True, slots=True)
+class FinishedTurn:
+    """A turn that completed with status ok: what background work after it needs."""
+
+    session_id: str
+    user_id: str
+    turn_index: int
+
+
 @dataclass(slots=True)
 class _Turn:
     """What one turn has done so far; enough to store it whatever ends it."""
@@ -177,6 +186,7 @@ class ChatApp:
         events: EventLog,
         provider: Provider,
         limits: ChatLimits,
+        after_turn: Callable[[FinishedTurn], None] | None = None,
     ) -> None:
         self.sessions = sessions
         self.builder = builder
@@ -185,6 +195,7 @@ class ChatApp:
         self.events = events
         self.provider = provider
         self.limits = limits
+        self.after_turn = after_turn
 
     async def run(self, req: ChatTurnRequest) -> AsyncIterator[ChatEvent]:
         """One turn as a stream of events. Errors before TurnStarted raise; later ones
@@ -390,6 +401,10 @@ class ChatApp:
         if error:
             meta["errorMessage"] = error
         await self._event(turn, "turn_end", meta=meta)
+        if self.after_turn is not None and status is TurnStatus.OK:
+            # Memory extraction and summaries run in the background: the completed
+            # event does not wait for them.
+            self.after_turn(FinishedTurn(turn.session.id, turn.session.user_id, turn.index))
         return TurnCompleted(
             assistant_message_id=str(stored.id) if stored else "",
             final_text=turn.text,
