@@ -119,19 +119,23 @@ def system_text(req: BuildRequest) -> str:
 
 @dataclass(slots=True)
 class _Kept:
-    """History units kept so far, newest first, with their token counts."""
+    """History kept so far with its token counts, newest message first."""
 
-    units: list[Unit] = field(default_factory=list)
-    tokens: list[list[int]] = field(default_factory=list)
+    entries: list[Entry] = field(default_factory=list)
+    tokens: list[int] = field(default_factory=list)
 
     def add(self, unit: Unit, counts: list[int]) -> None:
-        self.units.append(unit)
-        self.tokens.append(counts)
+        if len(unit) == 1:
+            self.entries.append(unit[0])
+            self.tokens.append(counts[0])
+        else:
+            self.entries.extend(reversed(unit))
+            self.tokens.extend(reversed(counts))
 
     def oldest_first(self) -> tuple[list[Entry], list[int]]:
-        entries = [e for unit in reversed(self.units) for e in unit]
-        counts = [n for unit_counts in reversed(self.tokens) for n in unit_counts]
-        return entries, counts
+        self.entries.reverse()
+        self.tokens.reverse()
+        return self.entries, self.tokens
 
 
 def build_messages(req: BuildRequest) -> BuildResult:
@@ -146,10 +150,13 @@ def build_messages(req: BuildRequest) -> BuildResult:
     report.system_tokens = message_tokens(system_msg, tok) if system_msg else 0
 
     known = req.history_tokens
+    overhead, count = tok.message_overhead, tok.count
 
     def unit_tokens(unit: Unit) -> list[int]:
         if known is not None:
             return [known[i] for i, _ in unit]
+        if len(unit) == 1 and not unit[0][1].tool_calls:
+            return [overhead + count(unit[0][1].content)]  # message_tokens, inlined: hot
         return [message_tokens(m, tok) for _, m in unit]
 
     dropped: list[tuple[int, DropReason]] = []
@@ -176,7 +183,7 @@ def build_messages(req: BuildRequest) -> BuildResult:
         pinned = len(tail)
 
     available = req.token_budget - report.system_tokens - report.user_message_tokens
-    available -= sum(map(sum, kept.tokens))
+    available -= sum(kept.tokens)
     if available < 0:
         report.required_over_budget = True
         if req.overflow_policy is OverflowPolicy.FAIL:
