@@ -19,6 +19,7 @@ from contextd.api.chat_servicer import ChatServicer
 from contextd.api.context_servicer import ContextServicer
 from contextd.api.interceptors import GuardInterceptor
 from contextd.api.session_servicers import MemoryServicer, PromptServicer, SessionServicer
+from contextd.app.after_turn import AfterTurnRunner, AfterTurnSettings
 from contextd.app.chat import ChatApp, ChatLimits
 from contextd.app.context import ContextApp
 from contextd.app.memories import MemoriesApp
@@ -33,6 +34,7 @@ from contextd.store.conversation import ConversationRepo
 from contextd.store.db import DB_FILENAME, Database
 from contextd.store.events import EventLog
 from contextd.store.memories import MemoryRepo
+from contextd.store.memory_history import MemoryHistoryRepo
 from contextd.store.sessions import SessionRepo, UsageRepo
 from contextd.store.summaries import SummaryRepo
 from contextd.v1 import (
@@ -153,9 +155,28 @@ def _add_services(
         timeout=settings.provider_timeout,
     )
     limits = ChatLimits(settings.max_prompt_tokens, settings.warn_prompt_tokens, settings.max_steps)
-    chat = ChatApp(sessions, builder, memories, UsageRepo(db), events, provider, limits)
+    # Memories and summaries after each ok turn, in the background; closed first at stop
+    # (it still needs the provider and the database).
+    after_turn = AfterTurnRunner(
+        provider,
+        memories,
+        summaries,
+        sessions.conversation,
+        MemoryHistoryRepo(db),
+        AfterTurnSettings.from_settings(settings),
+    )
+    chat = ChatApp(
+        sessions,
+        builder,
+        memories,
+        UsageRepo(db),
+        events,
+        provider,
+        limits,
+        after_turn=after_turn.schedule,
+    )
     chat_pb2_grpc.add_ChatServiceServicer_to_server(ChatServicer(chat, context), server)
-    return [provider.aclose, events.aclose]
+    return [after_turn.aclose, provider.aclose, events.aclose]
 
 
 async def serve(settings: Settings) -> None:

@@ -117,7 +117,8 @@ _CLASSES: dict[str, tuple[int, str]] = {}
 
 def normalize(text: str) -> str:
     """NFKC, then case-folded: the form every term is taken from."""
-    return unicodedata.normalize("NFKC", text).casefold()
+    # lower() after casefold(): a few scripts (Cherokee) casefold to capitals.
+    return unicodedata.normalize("NFKC", text).casefold().lower()
 
 
 def segments(text: str) -> list[tuple[bool, str]]:
