@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from collections.abc import AsyncIterator
@@ -49,8 +50,10 @@ class ChatServicer(chat_pb2_grpc.ChatServiceServicer):  # type: ignore[misc]
         self, request: cpb.StreamChatRequest, context: Context
     ) -> AsyncIterator[cpb.StreamChatResponse]:
         turn = self._turn_from_pb(request)
-        async for event in self._chat.run(turn):
-            yield _event_to_pb(event)
+        # aclosing: a call that ends early closes the turn now, not when it is collected.
+        async with contextlib.aclosing(self._chat.run(turn)) as events:
+            async for event in events:
+                yield _event_to_pb(event)
 
     def _turn_from_pb(self, request: cpb.StreamChatRequest) -> ChatTurnRequest:
         v = Violations()

@@ -7,6 +7,7 @@ code, anything else becomes INTERNAL with an id that points into the server log.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import logging
 import time
@@ -37,7 +38,8 @@ class _Call:
 
     async def fail(self, error: BaseException, context: Context) -> None:
         """Record the outcome of ``error`` and abort the call accordingly (always raises)."""
-        if isinstance(error, asyncio.CancelledError):
+        if isinstance(error, asyncio.CancelledError | GeneratorExit):
+            # The client went away (GeneratorExit: closed while blocked on a write).
             self.code = grpc.StatusCode.CANCELLED
             raise error
         if isinstance(error, grpc.aio.AbortError):
@@ -85,8 +87,11 @@ def _guard_stream(method: str, behavior: Streaming) -> Streaming:
                 # A handler that streams with context.write() (grpc's health Watch does).
                 await produced
             else:
-                async for item in produced:
-                    yield item
+                # aclosing: when the client goes away the handler's generator closes now,
+                # not whenever it is garbage-collected (it may hold a provider stream).
+                async with contextlib.aclosing(produced) as items:
+                    async for item in items:
+                        yield item
         except BaseException as error:
             await call.fail(error, context)
         finally:

@@ -12,8 +12,10 @@ import asyncio
 import contextlib
 import json
 import logging
+import math
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+import weakref
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -34,7 +36,7 @@ from contextd.providers.base import (
     ToolSpec,
     Usage,
 )
-from contextd.providers.errors import ProviderError
+from contextd.providers.errors import ProviderError, ProviderRateLimited
 from contextd.store.events import EventLog, event_tokens
 from contextd.store.memories import MemoryRepo
 from contextd.store.models import NewMessage, Session, StoredMessage
@@ -172,8 +174,16 @@ class _Turn:
     started: float
     step: int = 0
     text: str = ""
+    step_start: int = 0  # where the current step's text begins in ``text``
     usage: TokenUsage = field(default_factory=TokenUsage)
     step_usage: TokenUsage = field(default_factory=TokenUsage)
+    step_counted: bool = True  # step_usage is in usage
+
+    def count_step(self) -> None:
+        """Add the current step's usage to the turn's, once."""
+        if not self.step_counted:
+            self.usage.add(self.step_usage)
+            self.step_counted = True
 
 
 class ChatApp:
@@ -196,11 +206,26 @@ class ChatApp:
         self.provider = provider
         self.limits = limits
         self.after_turn = after_turn
+        # One turn at a time per session: a turn reads the history, numbers itself and
+        # appends; two at once would share a turn index and interleave their messages.
+        self._session_locks: weakref.WeakValueDictionary[str, asyncio.Lock] = (
+            weakref.WeakValueDictionary()
+        )
 
-    async def run(self, req: ChatTurnRequest) -> AsyncIterator[ChatEvent]:
+    async def run(self, req: ChatTurnRequest) -> AsyncGenerator[ChatEvent, None]:
         """One turn as a stream of events. Errors before TurnStarted raise; later ones
-        end the stream with a TurnCompleted whose status says what happened."""
+        end the stream with a TurnCompleted whose status says what happened. Turns of
+        one session run one after the other, in the order they arrived."""
         _validate(req, self.limits)
+        lock: contextlib.AbstractAsyncContextManager[object] = contextlib.nullcontext()
+        if req.session_id:
+            lock = self._session_locks.get(req.session_id) or asyncio.Lock()
+            self._session_locks[req.session_id] = lock
+        async with lock, contextlib.aclosing(self._run(req)) as events:
+            async for event in events:
+                yield event
+
+    async def _run(self, req: ChatTurnRequest) -> AsyncGenerator[ChatEvent, None]:
         session = await self._session(req)
         history = await self.sessions.conversation.tail(session.id, 1, req.tokenizer.name)
         continuing = bool(req.tool_results)
@@ -209,13 +234,16 @@ class ChatApp:
         if not history and not continuing:
             await self._event(turn, "session_start", meta=self._config_meta(req))
 
-        # Build first (the user message is not stored yet, so it is not in the
-        # window twice), then store, then call the model.
+        # A user message: build first (it is not stored yet, so it is not in the
+        # window twice), then store. Tool results: check and store them first, since
+        # a continuation is built from the stored history that ends with them.
+        # Then call the model.
+        answered: list[ToolCall] = []
+        if continuing:
+            answered = await self._store_tool_results(req, session, turn)
         result = await self._context(req, session, continuing)
         user_id = ""
-        if continuing:
-            await self._store_tool_results(req, session, turn)
-        else:
+        if not continuing:
             [stored] = await self.sessions.append(
                 req.caller, session.id, [ChatMessage(Role.USER, req.user_message)], turn.index
             )
@@ -228,34 +256,47 @@ class ChatApp:
             role="user",
             meta={"tokens": {"prompt": estimate}, "continuing": continuing},
         )
-        yield TurnStarted(
-            session.id,
-            turn.index,
-            user_id,
-            estimate,
-            estimate > self.limits.warn_prompt_tokens,
-            result.report,
-            self.provider.name,
-            req.model.model or self.provider.default_model,
-        )
+        for call, (_, content) in zip(answered, req.tool_results, strict=True):
+            await self._event(
+                turn,
+                "observation",
+                content=content,
+                meta={"tool": call.name, "tool_call_id": call.id},
+            )
         try:
-            async for event in self._steps(req, turn, result):
-                yield event
+            yield TurnStarted(
+                session.id,
+                turn.index,
+                user_id,
+                estimate,
+                estimate > self.limits.warn_prompt_tokens,
+                result.report,
+                self.provider.name,
+                req.model.model or self.provider.default_model,
+            )
+            # aclosing: closed here (a GeneratorExit at the yield), the steps and the
+            # provider's stream close before the partial answer is stored.
+            async with contextlib.aclosing(self._steps(req, turn, result)) as steps:
+                async for event in steps:
+                    yield event
         except BaseException as error:
             # A client cancel, a passed deadline or a bug: keep what was said, then go on.
             cancelled = isinstance(error, asyncio.CancelledError | GeneratorExit)
             status = TurnStatus.CANCELLED if cancelled else TurnStatus.ERROR
-            await asyncio.shield(self._store_partial(req, turn, status, repr(error)))
+            reason = "the call was cancelled or its deadline passed" if cancelled else repr(error)
+            turn.count_step()  # the prompt was sent all the same
+            await asyncio.shield(self._store_partial(req, turn, status, reason))
             raise
 
     async def _steps(
         self, req: ChatTurnRequest, turn: _Turn, result: BuildResult
-    ) -> AsyncIterator[ChatEvent]:
+    ) -> AsyncGenerator[ChatEvent, None]:
         tools = [*req.tools, MEMORY_TOOL]
         while True:
             calls: list[ToolCall] = []
             turn.step_usage = TokenUsage(prompt_tokens_estimate=result.report.total_tokens)
-            text_before = len(turn.text)
+            turn.step_counted = False
+            turn.step_start = len(turn.text)
             request = ModelRequest(
                 messages=result.messages,
                 model=req.model.model,
@@ -282,11 +323,11 @@ class ChatApp:
                         elif isinstance(event, Finished):
                             pass
             except ProviderError as error:
-                turn.usage.add(turn.step_usage)
-                yield await self._store_partial(req, turn, TurnStatus.ERROR, str(error))
+                turn.count_step()
+                yield await self._store_partial(req, turn, TurnStatus.ERROR, _error_text(error))
                 return
-            turn.usage.add(turn.step_usage)
-            step_text = turn.text[text_before:]
+            turn.count_step()
+            step_text = turn.text[turn.step_start :]
             await self._event(
                 turn,
                 "assistant",
@@ -345,6 +386,15 @@ class ChatApp:
             status = TurnStatus.REQUIRES_ACTION if host_calls else TurnStatus.OK
         message = ChatMessage(Role.ASSISTANT, text, tuple(calls))
         stored = await self._store_assistant(req, turn, message, "")
+        if status is TurnStatus.REQUIRES_ACTION:
+            # The host runs these; its results come back as the observations.
+            for call in host_calls:
+                await self._event(
+                    turn,
+                    "action",
+                    step=turn.step,
+                    meta={"tool": call.name, "input": call.arguments, "tool_call_id": call.id},
+                )
         if not calls:
             await self._event(
                 turn,
@@ -359,8 +409,9 @@ class ChatApp:
     async def _store_partial(
         self, req: ChatTurnRequest, turn: _Turn, status: TurnStatus, error: str
     ) -> TurnCompleted:
-        """Keep what the model said before the turn broke off, marked with its status."""
-        text = turn.text
+        """Keep what the model said in the step that broke off, marked with its status
+        (earlier steps' text is stored with their tool calls)."""
+        text = turn.text[turn.step_start :]
         stored = None
         if not is_blank(text):
             message = ChatMessage(Role.ASSISTANT, text)
@@ -454,16 +505,26 @@ class ChatApp:
 
     async def _store_tool_results(
         self, req: ChatTurnRequest, session: Session, turn: _Turn
-    ) -> None:
-        """The host's results must answer the calls that ended the previous turn."""
+    ) -> list[ToolCall]:
+        """The host's results must answer the calls that ended the previous turn; returns
+        the calls they answer, in their order."""
         recent = await self.sessions.conversation.tail(session.id, 64, req.tokenizer.name)
-        pending = next((m for m in reversed(recent) if m.message.role is Role.ASSISTANT), None)
-        open_ids = {c.id for c in pending.message.tool_calls} if pending else set()
-        answered = {m.message.tool_call_id for m in recent if m.message.role is Role.TOOL}
+        last = next(
+            (k for k in range(len(recent) - 1, -1, -1) if recent[k].message.role is Role.ASSISTANT),
+            None,
+        )
+        open_calls: dict[str, ToolCall] = {}
+        answered: set[str] = set()
+        if last is not None:
+            # Host-side calls of the last answer; results stored since then answered some.
+            calls = recent[last].message.tool_calls
+            open_calls = {c.id: c for c in calls if c.name != MEMORY_TOOL.name}
+            answered = {m.message.tool_call_id for m in recent[last + 1 :]}
         v = Violations()
         for k, (call_id, _) in enumerate(req.tool_results):
-            if call_id not in open_ids or call_id in answered:
+            if call_id not in open_calls or call_id in answered:
                 v.add(f"tool_results[{k}].tool_call_id", "not a pending call of this session")
+            answered.add(call_id)  # the same id twice in one request is refused too
         v.raise_if_any()
         await self.sessions.conversation.append(
             session.id,
@@ -473,8 +534,7 @@ class ChatApp:
                 for call_id, content in req.tool_results
             ],
         )
-        for call_id, content in req.tool_results:
-            await self._event(turn, "observation", content=content, meta={"tool_call_id": call_id})
+        return [open_calls[call_id] for call_id, _ in req.tool_results]
 
     async def _event(
         self,
@@ -552,6 +612,14 @@ def _trimmed(report: BuildReport) -> bool:
 def _tokens(u: TokenUsage) -> dict[str, int]:
     prompt = u.prompt_tokens or u.prompt_tokens_estimate
     return event_tokens(prompt, u.completion_tokens)
+
+
+def _error_text(error: ProviderError) -> str:
+    """The provider's error for the host, with the wait it asked for when it said."""
+    text = str(error)
+    if isinstance(error, ProviderRateLimited) and error.retry_after is not None:
+        text += f"; retry after {math.ceil(error.retry_after)} s"
+    return text
 
 
 def _argument(call: ToolCall, name: str) -> str:
