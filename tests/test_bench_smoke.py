@@ -13,7 +13,15 @@ from pathlib import Path
 import pytest
 
 BENCH = Path(__file__).resolve().parent.parent / "bench"
-SCRIPTS = ("build_vs_echo", "trim_vs_langchain", "memory_search", "store_writes", "session_build")
+SCRIPTS = (
+    "build_vs_echo",
+    "trim_vs_langchain",
+    "memory_search",
+    "store_writes",
+    "session_build",
+    "stream_vs_grpc",
+    "first_delta",
+)
 
 
 @pytest.mark.parametrize("name", SCRIPTS)

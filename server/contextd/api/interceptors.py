@@ -12,7 +12,7 @@ import inspect
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any, cast
 
 import grpc
@@ -25,7 +25,7 @@ from contextd.core.errors import ContextdError
 log = logging.getLogger("contextd.rpc")
 
 Unary = Callable[[Any, Context], Awaitable[Any]]
-Streaming = Callable[[Any, Context], AsyncIterator[Any] | Awaitable[None]]
+Streaming = Callable[[Any, Context], AsyncGenerator[Any, None] | Awaitable[None]]
 
 
 class _Call:
@@ -79,7 +79,7 @@ def _guard_unary(method: str, behavior: Unary) -> Unary:
 
 
 def _guard_stream(method: str, behavior: Streaming) -> Streaming:
-    async def handler(request: Any, context: Context) -> AsyncIterator[Any]:
+    async def handler(request: Any, context: Context) -> AsyncGenerator[Any, None]:
         call = _Call(method)
         try:
             produced = behavior(request, context)

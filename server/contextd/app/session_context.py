@@ -266,8 +266,13 @@ class SessionContextBuilder:
                 )
             )
             total = rows[-1].seq + 1 if rows else 0
-            budget_hit = any(d.reason is DropReason.BUDGET for d in result.report.dropped)
-            if budget_hit or len(rows) >= total:
+            # Older messages cannot be kept once the budget is full or the compression
+            # summary has replaced them (it covers the session's older part).
+            full = any(
+                d.reason in (DropReason.BUDGET, DropReason.COMPRESSED)
+                for d in result.report.dropped
+            )
+            if full or len(rows) >= total:
                 return result, len(rows), total
             limit *= 4
 
