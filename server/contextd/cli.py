@@ -6,7 +6,7 @@ import argparse
 import asyncio
 import sys
 
-from contextd import __version__, logs
+from contextd import __version__, chat_cli, logs
 from contextd.config import Settings, add_arguments
 
 
@@ -26,6 +26,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     health.add_argument("--address", default="127.0.0.1:50151", help="host:port of the server")
     health.add_argument("--timeout", type=float, default=3.0, help="seconds to wait")
+    chat = commands.add_parser(
+        "chat",
+        help="chat with a server from the terminal (needs the Python SDK, clients/python)",
+        description=chat_cli.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    chat_cli.add_arguments(chat)
     return parser
 
 
@@ -57,6 +64,8 @@ def main(argv: list[str] | None = None) -> None:
         asyncio.run(server.serve(settings))
     elif args.command == "health":
         sys.exit(_health(args.address, args.timeout))
+    elif args.command == "chat":
+        sys.exit(chat_cli.run(args))
 
 
 if __name__ == "__main__":

@@ -1,46 +1,69 @@
-"""Python client of contextd: layered system prompts and budget-fitting message lists.
+"""Python client of contextd: layered system prompts, budget-fitting message lists, chat.
 
     from contextd_client import ContextClient
 
     with ContextClient("127.0.0.1:50151") as client:
         result = client.build_messages("Hi", system_prompt="Be brief.", token_budget=1000)
+        for event in client.stream_chat("Hi", user_id="ada"):
+            ...
 
 ``ContextClient`` is synchronous, ``AsyncContextClient`` the asyncio twin. Messages
 go in and come out as plain dicts; every failed call raises ``ContextdError`` (a
 response that cannot be decoded: its subclass ``InvalidResponseError``).
 ``pb`` and ``pb_grpc`` are the generated protobuf and gRPC modules, for advanced use
-together with ``client.stub``.
+together with ``client.stub``; ``cpb``/``cpb_grpc`` (chat) and ``spb``/``spb_grpc``
+(sessions) go with ``client.chat_stub`` and ``client.session_stub``.
 """
 
 from __future__ import annotations
 
 from ._aio import AsyncContextClient
+from ._chat import AsyncChatStream, ChatStream
 from ._client import DEFAULT_TARGET, ContextClient, Metadata
-from ._convert import MessageLike, OutputFormat, OverflowPolicy
+from ._convert import MessageLike, OutputFormat, OverflowPolicy, ToolLike, ToolResultLike
 from ._errors import ContextdError, FieldViolation, InvalidResponseError
+from ._pb import chat_pb2 as cpb
+from ._pb import chat_pb2_grpc as cpb_grpc
 from ._pb import context_pb2 as pb
 from ._pb import context_pb2_grpc as pb_grpc
+from ._pb import sessions_pb2 as spb
+from ._pb import sessions_pb2_grpc as spb_grpc
 from ._types import (
+    TURN_STATUSES,
     AssembledPrompt,
     BuildReport,
     BuildResult,
+    ChatEvent,
+    ContextLayerInfo,
     DroppedRange,
     LayerInfo,
     RemovedToolCall,
+    TextDelta,
     TokenCount,
     TokenizerInfo,
     TokenizerList,
+    TokenUsage,
+    ToolCallEvent,
+    TurnCompleted,
+    TurnStarted,
+    TurnStatus,
+    Usage,
 )
 
 __version__ = "0.1.0"
 
 __all__ = [
     "DEFAULT_TARGET",
+    "TURN_STATUSES",
     "AssembledPrompt",
+    "AsyncChatStream",
     "AsyncContextClient",
     "BuildReport",
     "BuildResult",
+    "ChatEvent",
+    "ChatStream",
     "ContextClient",
+    "ContextLayerInfo",
     "ContextdError",
     "DroppedRange",
     "FieldViolation",
@@ -51,10 +74,23 @@ __all__ = [
     "OutputFormat",
     "OverflowPolicy",
     "RemovedToolCall",
+    "TextDelta",
     "TokenCount",
+    "TokenUsage",
     "TokenizerInfo",
     "TokenizerList",
+    "ToolCallEvent",
+    "ToolLike",
+    "ToolResultLike",
+    "TurnCompleted",
+    "TurnStarted",
+    "TurnStatus",
+    "Usage",
     "__version__",
+    "cpb",
+    "cpb_grpc",
     "pb",
     "pb_grpc",
+    "spb",
+    "spb_grpc",
 ]

@@ -2,23 +2,25 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from types import TracebackType
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from types import EllipsisType, TracebackType
 from typing import Any
 
 import grpc
 import grpc.aio
 
 from . import _convert as convert
+from ._chat import AsyncChatStream
 from ._client import DEFAULT_TARGET, Metadata, call_metadata
-from ._convert import MessageLike, OutputFormat, OverflowPolicy
+from ._convert import MessageLike, OutputFormat, OverflowPolicy, ToolLike, ToolResultLike
 from ._errors import ContextdError
+from ._pb import chat_pb2_grpc, sessions_pb2_grpc
 from ._pb import context_pb2_grpc as pb_grpc
 from ._types import AssembledPrompt, BuildResult, TokenCount, TokenizerList
 
 
 class AsyncContextClient:
-    """Asyncio client of contextd.v1.ContextService; the same methods as ContextClient.
+    """Asyncio client of contextd; the same methods as ContextClient.
 
     Connects to ``target`` over an insecure ``grpc.aio`` channel that :meth:`close`
     closes, or uses ``channel`` as given (``target`` is then ignored and the caller
@@ -45,6 +47,9 @@ class AsyncContextClient:
         self._closed = False
         #: The generated ContextServiceStub; its methods return awaitable calls.
         self.stub = pb_grpc.ContextServiceStub(self._channel)
+        #: The generated ChatServiceStub and SessionServiceStub, on the same channel.
+        self.chat_stub = chat_pb2_grpc.ChatServiceStub(self._channel)
+        self.session_stub = sessions_pb2_grpc.SessionServiceStub(self._channel)
 
     @property
     def channel(self) -> grpc.aio.Channel:
@@ -75,6 +80,9 @@ class AsyncContextClient:
             return await method(request, timeout=self.timeout, metadata=self.metadata)
         except grpc.RpcError as error:
             raise ContextdError.from_rpc_error(error) from error
+
+    def _timeout(self, timeout: float | EllipsisType | None) -> float | None:
+        return self.timeout if isinstance(timeout, EllipsisType) else timeout
 
     async def assemble_prompt(
         self,
@@ -138,3 +146,110 @@ class AsyncContextClient:
         """The tokenizers the server knows, whether each is available, and the default."""
         request = convert.list_tokenizers_request()
         return convert.tokenizer_list(await self._call(self.stub.ListTokenizers, request))
+
+    # Chat ---------------------------------------------------------------------------
+
+    def stream_chat(
+        self,
+        user_message: str,
+        *,
+        user_id: str,
+        session_id: str = "",
+        scenario: str = "",
+        host: str = "",
+        variables: Mapping[str, str] | None = None,
+        memory: bool | None = None,
+        messages: Sequence[MessageLike] = (),
+        tools: Sequence[ToolLike] = (),
+        tool_results: Sequence[ToolResultLike] = (),
+        token_budget: int = 0,
+        tokenizer: str = "",
+        model: str | None = None,
+        temperature: float | None = None,
+        max_output_tokens: int | None = None,
+        stop: Sequence[str] = (),
+        refuse_over_limit: bool = False,
+        title: str = "",
+        timeout: float | EllipsisType | None = ...,
+    ) -> AsyncChatStream:
+        """Run one chat turn; returns its events as an async iterator (no ``await``).
+
+        See :meth:`ContextClient.stream_chat` and :class:`AsyncChatStream`.
+        """
+        request = convert.stream_chat_request(
+            user_message,
+            user_id=user_id,
+            session_id=session_id,
+            scenario=scenario,
+            host=host,
+            variables=variables,
+            memory=memory,
+            messages=messages,
+            tools=tools,
+            tool_results=tool_results,
+            token_budget=token_budget,
+            tokenizer=tokenizer,
+            model=model,
+            temperature=temperature,
+            max_output_tokens=max_output_tokens,
+            stop=stop,
+            refuse_over_limit=refuse_over_limit,
+            title=title,
+        )
+        call = self.chat_stub.StreamChat(
+            request, timeout=self._timeout(timeout), metadata=self.metadata
+        )
+        return AsyncChatStream(call)
+
+    # Sessions -----------------------------------------------------------------------
+
+    async def create_session(
+        self,
+        user_id: str,
+        *,
+        scenario: str = "",
+        host: str = "",
+        title: str = "",
+        metadata: Mapping[str, str] | None = None,
+    ) -> dict[str, Any]:
+        """Start a new, empty session of ``user_id``; returns it as a session dict."""
+        request = convert.create_session_request(user_id, scenario, host, title, metadata)
+        response = await self._call(self.session_stub.CreateSession, request)
+        return convert.session_from_pb(response.session)
+
+    async def get_session(self, user_id: str, session_id: str) -> dict[str, Any]:
+        """A session of ``user_id`` as a dict (NOT_FOUND, or PERMISSION_DENIED if not theirs)."""
+        request = convert.get_session_request(user_id, session_id)
+        response = await self._call(self.session_stub.GetSession, request)
+        return convert.session_from_pb(response.session)
+
+    async def list_messages(
+        self, user_id: str, session_id: str, *, page_size: int = 0
+    ) -> list[dict[str, Any]]:
+        """Every stored message of a session, oldest first, as dicts (all pages read)."""
+        out: list[dict[str, Any]] = []
+        token = ""
+        while True:
+            request = convert.list_messages_request(user_id, session_id, page_size, token)
+            response = await self._call(self.session_stub.ListMessages, request)
+            out.extend(convert.session_message_from_pb(m) for m in response.messages)
+            token = response.next_page_token
+            if not token:
+                return out
+
+    def export_events(
+        self, user_id: str, session_id: str, *, after: int = 0
+    ) -> AsyncIterator[dict[str, Any]]:
+        """The session's event log as an async iterator of dicts (no ``await``)."""
+        request = convert.export_events_request(user_id, session_id, after)
+        return self._export_events(request)
+
+    async def _export_events(self, request: Any) -> AsyncIterator[dict[str, Any]]:
+        call = self.session_stub.ExportEvents(request, timeout=self.timeout, metadata=self.metadata)
+        try:
+            async for response in call:
+                yield convert.event_from_json(response)
+        except grpc.RpcError as error:
+            raise ContextdError.from_rpc_error(error) from error
+        finally:
+            call.cancel()

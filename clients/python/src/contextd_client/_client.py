@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from types import TracebackType
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from types import EllipsisType, TracebackType
 from typing import Any, TypeAlias
 
 import grpc
 
 from . import _convert as convert
-from ._convert import MessageLike, OutputFormat, OverflowPolicy
+from ._chat import ChatStream
+from ._convert import MessageLike, OutputFormat, OverflowPolicy, ToolLike, ToolResultLike
 from ._errors import ContextdError
+from ._pb import chat_pb2_grpc, sessions_pb2_grpc
 from ._pb import context_pb2_grpc as pb_grpc
 from ._types import AssembledPrompt, BuildResult, TokenCount, TokenizerList
 
@@ -30,7 +32,7 @@ def call_metadata(metadata: Metadata | None) -> CallMetadata | None:
 
 
 class ContextClient:
-    """Synchronous client of contextd.v1.ContextService.
+    """Synchronous client of contextd: ContextService, chat turns and session helpers.
 
     Connects to ``target`` over an insecure channel that :meth:`close` closes, or
     uses ``channel`` as given (``target`` is then ignored and the caller closes the
@@ -55,6 +57,9 @@ class ContextClient:
         self._closed = False
         #: The generated ContextServiceStub, for calls the helpers do not cover.
         self.stub = pb_grpc.ContextServiceStub(self._channel)
+        #: The generated ChatServiceStub and SessionServiceStub, on the same channel.
+        self.chat_stub = chat_pb2_grpc.ChatServiceStub(self._channel)
+        self.session_stub = sessions_pb2_grpc.SessionServiceStub(self._channel)
 
     @property
     def channel(self) -> grpc.Channel:
@@ -85,6 +90,9 @@ class ContextClient:
             return method(request, timeout=self.timeout, metadata=self.metadata)
         except grpc.RpcError as error:
             raise ContextdError.from_rpc_error(error) from error
+
+    def _timeout(self, timeout: float | EllipsisType | None) -> float | None:
+        return self.timeout if isinstance(timeout, EllipsisType) else timeout
 
     def assemble_prompt(
         self,
@@ -152,3 +160,112 @@ class ContextClient:
         """The tokenizers the server knows, whether each is available, and the default."""
         request = convert.list_tokenizers_request()
         return convert.tokenizer_list(self._call(self.stub.ListTokenizers, request))
+
+    # Chat ---------------------------------------------------------------------------
+
+    def stream_chat(
+        self,
+        user_message: str,
+        *,
+        user_id: str,
+        session_id: str = "",
+        scenario: str = "",
+        host: str = "",
+        variables: Mapping[str, str] | None = None,
+        memory: bool | None = None,
+        messages: Sequence[MessageLike] = (),
+        tools: Sequence[ToolLike] = (),
+        tool_results: Sequence[ToolResultLike] = (),
+        token_budget: int = 0,
+        tokenizer: str = "",
+        model: str | None = None,
+        temperature: float | None = None,
+        max_output_tokens: int | None = None,
+        stop: Sequence[str] = (),
+        refuse_over_limit: bool = False,
+        title: str = "",
+        timeout: float | EllipsisType | None = ...,
+    ) -> ChatStream:
+        """Run one chat turn; returns its events as they arrive (see :class:`ChatStream`).
+
+        The events are TurnStarted, then TextDelta, ToolCallEvent and Usage as the model
+        produces them, then TurnCompleted. ``session_id=""`` starts a new session (its
+        id is ``TurnStarted.session_id``). ``timeout`` is the deadline of the whole turn
+        in seconds; ``...`` means the client's timeout, ``None`` none. Requests the
+        server refuses raise :class:`ContextdError` when the first event is read.
+        """
+        request = convert.stream_chat_request(
+            user_message,
+            user_id=user_id,
+            session_id=session_id,
+            scenario=scenario,
+            host=host,
+            variables=variables,
+            memory=memory,
+            messages=messages,
+            tools=tools,
+            tool_results=tool_results,
+            token_budget=token_budget,
+            tokenizer=tokenizer,
+            model=model,
+            temperature=temperature,
+            max_output_tokens=max_output_tokens,
+            stop=stop,
+            refuse_over_limit=refuse_over_limit,
+            title=title,
+        )
+        call = self.chat_stub.StreamChat(
+            request, timeout=self._timeout(timeout), metadata=self.metadata
+        )
+        return ChatStream(call)
+
+    # Sessions -----------------------------------------------------------------------
+
+    def create_session(
+        self,
+        user_id: str,
+        *,
+        scenario: str = "",
+        host: str = "",
+        title: str = "",
+        metadata: Mapping[str, str] | None = None,
+    ) -> dict[str, Any]:
+        """Start a new, empty session of ``user_id``; returns it as a session dict."""
+        request = convert.create_session_request(user_id, scenario, host, title, metadata)
+        return convert.session_from_pb(self._call(self.session_stub.CreateSession, request).session)
+
+    def get_session(self, user_id: str, session_id: str) -> dict[str, Any]:
+        """A session of ``user_id`` as a dict (NOT_FOUND, or PERMISSION_DENIED if not theirs)."""
+        request = convert.get_session_request(user_id, session_id)
+        return convert.session_from_pb(self._call(self.session_stub.GetSession, request).session)
+
+    def list_messages(
+        self, user_id: str, session_id: str, *, page_size: int = 0
+    ) -> list[dict[str, Any]]:
+        """Every stored message of a session, oldest first, as dicts (all pages read)."""
+        out: list[dict[str, Any]] = []
+        token = ""
+        while True:
+            request = convert.list_messages_request(user_id, session_id, page_size, token)
+            response = self._call(self.session_stub.ListMessages, request)
+            out.extend(convert.session_message_from_pb(m) for m in response.messages)
+            token = response.next_page_token
+            if not token:
+                return out
+
+    def export_events(
+        self, user_id: str, session_id: str, *, after: int = 0
+    ) -> Iterator[dict[str, Any]]:
+        """The session's event log, oldest first, one dict per event (skipping ``after``)."""
+        request = convert.export_events_request(user_id, session_id, after)
+        return self._export_events(request)
+
+    def _export_events(self, request: Any) -> Iterator[dict[str, Any]]:
+        call = self.session_stub.ExportEvents(request, timeout=self.timeout, metadata=self.metadata)
+        try:
+            for response in call:
+                yield convert.event_from_json(response)
+        except grpc.RpcError as error:
+            raise ContextdError.from_rpc_error(error) from error
+        finally:
+            call.cancel()

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeAlias
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +26,22 @@ class AssembledPrompt:
     tokens: int
     # The tokenizer that counted.
     tokenizer: str
+
+
+@dataclass(frozen=True, slots=True)
+class ContextLayerInfo:
+    """One layer of a session-mode build, as a chat turn's ``TurnStarted.context`` reports it.
+
+    ``name`` is one of system, scenario, session, memory, recent_sessions, window and
+    user_message; ``note`` says why a layer is missing or partial.
+    """
+
+    name: str
+    included: bool
+    tokens: int
+    items_kept: int
+    items_dropped: int
+    note: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +98,8 @@ class BuildReport:
     removed_tool_calls: list[RemovedToolCall] = field(default_factory=list)
     # Filled when the request gave layers.
     layers: list[LayerInfo] = field(default_factory=list)
+    # Session-mode builds (chat turns): what each of the layers [0]-[6] contributed.
+    context_layers: list[ContextLayerInfo] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,3 +145,116 @@ class TokenizerList:
     @property
     def names(self) -> list[str]:
         return [t.name for t in self.tokenizers]
+
+
+# Chat turns (StreamChat) ------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TokenUsage:
+    """Tokens of a step, a turn or a whole session."""
+
+    # As the provider reported them (0 when it reported none).
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    # contextd's own count of the prompt, before the model was called.
+    prompt_tokens_estimate: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class TurnStarted:
+    """First event of a turn: the context is built and the user message is stored."""
+
+    session_id: str
+    # From 1 within the session.
+    turn_index: int
+    # The stored user message ("" when continuing with tool results).
+    user_message_id: str
+    prompt_tokens_estimate: int
+    # True when the estimate is over the server's warn_prompt_tokens.
+    prompt_tokens_warning: bool
+    # How the prompt was built (session mode: ``context_layers`` says what each layer gave).
+    context: BuildReport
+    provider: str
+    model: str
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    """A piece of the answer, as the model produced it; the pieces join to the answer."""
+
+    text: str
+    # The model call (step) of the turn it belongs to, from 0.
+    step: int
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallEvent:
+    """The model called a tool.
+
+    Calls of the server's own tools (``memory_search``) are run by the server and the
+    turn goes on; calls of tools the request defined end the turn with status
+    ``"requires_action"`` and are listed again in ``TurnCompleted.pending_tool_calls``.
+    """
+
+    id: str
+    name: str
+    # The arguments as JSON text ("" means {}); :meth:`parsed_arguments` decodes them.
+    arguments: str
+    step: int
+
+    def parsed_arguments(self) -> Any:
+        """The arguments decoded from JSON (``{}`` when empty); ValueError if not JSON."""
+        return json.loads(self.arguments) if self.arguments.strip() else {}
+
+    def as_dict(self) -> dict[str, str]:
+        """``{"id", "name", "arguments"}``, the shape of ``TurnCompleted.pending_tool_calls``."""
+        return {"id": self.id, "name": self.name, "arguments": self.arguments}
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Tokens of one model call (step), as soon as the provider reported them."""
+
+    usage: TokenUsage
+    step: int
+
+
+#: A turn's status: "ok", "requires_action", "max_steps", "cancelled" or "error"
+#: (from a newer server possibly "unknown(N)").
+TurnStatus: TypeAlias = str
+
+TURN_STATUSES: tuple[str, ...] = ("ok", "requires_action", "max_steps", "cancelled", "error")
+
+
+@dataclass(frozen=True, slots=True)
+class TurnCompleted:
+    """Last event of a turn.
+
+    ``status`` is "ok"; "requires_action" when the model called tools the request
+    defined (their calls are ``pending_tool_calls``: send the results back with
+    ``stream_chat("", session_id=..., tool_results=[...])``); "max_steps" when the
+    server's step limit cut the turn short; "cancelled"; or "error", with
+    ``error_message`` for the user (a provider failure, say). Whatever was said before
+    the turn broke off is stored, and is ``final_text``.
+    """
+
+    # The stored assistant message ("" if nothing was produced).
+    assistant_message_id: str
+    final_text: str
+    status: TurnStatus
+    error_message: str
+    step_usage: TokenUsage
+    turn_usage: TokenUsage
+    session_usage: TokenUsage
+    duration_ms: int
+    # ``{"id", "name", "arguments"}`` dicts, for status "requires_action".
+    pending_tool_calls: list[dict[str, str]] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+#: One event of a chat turn's stream.
+ChatEvent: TypeAlias = TurnStarted | TextDelta | ToolCallEvent | Usage | TurnCompleted
