@@ -71,6 +71,8 @@ class ChatServicer(chat_pb2_grpc.ChatServiceServicer):  # type: ignore[misc]
             v.add("model.max_output_tokens", "must not be negative")
         if request.prompt_limit_policy not in (0, 1, 2):
             v.add("prompt_limit_policy", f"unknown policy {request.prompt_limit_policy}")
+        if request.tool_protocol not in (0, 1, 2):
+            v.add("tool_protocol", f"unknown tool protocol {request.tool_protocol}")
         v.raise_if_any()
         model = request.model
         return ChatTurnRequest(
@@ -94,6 +96,7 @@ class ChatServicer(chat_pb2_grpc.ChatServiceServicer):  # type: ignore[misc]
                 stop=tuple(model.stop),
             ),
             title=request.title,
+            react=request.tool_protocol == cpb.TOOL_PROTOCOL_REACT,
         )
 
 

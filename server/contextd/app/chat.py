@@ -4,12 +4,23 @@ A turn is one user input to a final answer; a step is one model call. The user
 message (or the host's tool results) is stored before the model is called; the
 assistant message when the turn ends, with a status when it ends early. Every
 turn writes seed 003's events to the session's JSONL log.
+
+Tools are offered natively (the provider's tool calling) or, for models without it,
+with seed 003's ReAct tag protocol (``ChatTurnRequest.react``, see ``core.react``):
+no native tools are sent, the system message gets the protocol addendum, and each
+step's text is parsed. An ``<action>`` for memory_search (or for an unknown tool)
+is answered server-side with an ``<observation>`` user message and the turn goes
+on; one for a host tool ends the turn REQUIRES_ACTION with a ``react_<n>`` call
+(n: the stored assistant message's id); ``<final>`` (or text with no tags) ends it.
+Text deltas stream the model's raw text, tags included; the stored answer and
+``final_text`` are the ``<final>`` content only.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 import math
@@ -22,6 +33,7 @@ from enum import StrEnum
 from contextd.app.scope import Caller
 from contextd.app.session_context import SessionBuildRequest, SessionContextBuilder
 from contextd.app.sessions import SessionsApp
+from contextd.core import react
 from contextd.core.build import BuildReport, BuildRequest, BuildResult, build_messages
 from contextd.core.errors import FailedPrecondition, Violations
 from contextd.core.messages import ChatMessage, Role, ToolCall
@@ -96,6 +108,8 @@ class ChatTurnRequest:
     refuse_over_limit: bool = False
     model: ModelOptions = ModelOptions()
     title: str = ""
+    # Seed 003's ReAct tag protocol instead of native tool calling.
+    react: bool = False
 
 
 @dataclass(slots=True)
@@ -241,7 +255,19 @@ class ChatApp:
         answered: list[ToolCall] = []
         if continuing:
             answered = await self._store_tool_results(req, session, turn)
-        result = await self._context(req, session, continuing)
+        if continuing and req.react:
+            # ReAct: the result is an <observation> user message, built like a user
+            # message (not stored yet), then stored.
+            [(_, content)] = req.tool_results
+            observed = react.observation(content)
+            result = await self._context(req, session, False, user_message=observed)
+            await self.sessions.conversation.append(
+                session.id,
+                req.caller.user_id,
+                [_new(ChatMessage(Role.USER, observed), turn.index)],
+            )
+        else:
+            result = await self._context(req, session, continuing)
         user_id = ""
         if not continuing:
             [stored] = await self.sessions.append(
@@ -249,6 +275,8 @@ class ChatApp:
             )
             user_id = str(stored.id)
         estimate = result.report.total_tokens
+        if req.react:
+            estimate += req.tokenizer.count(_react_addendum(req))
         await self._event(
             turn,
             "turn_start",
@@ -291,6 +319,11 @@ class ChatApp:
     async def _steps(
         self, req: ChatTurnRequest, turn: _Turn, result: BuildResult
     ) -> AsyncGenerator[ChatEvent, None]:
+        if req.react:
+            async with contextlib.aclosing(self._react_steps(req, turn, result)) as steps:
+                async for chat_event in steps:
+                    yield chat_event
+            return
         tools = [*req.tools, MEMORY_TOOL]
         while True:
             calls: list[ToolCall] = []
@@ -346,6 +379,134 @@ class ChatApp:
             await self._run_memory_tools(req, turn, step_text, calls)
             turn.step += 1
             result = await self._context(req, turn.session, continuing=True)
+
+    async def _react_steps(
+        self, req: ChatTurnRequest, turn: _Turn, result: BuildResult
+    ) -> AsyncGenerator[ChatEvent, None]:
+        """The ReAct loop: no native tools; each step's text is parsed for tags."""
+        extra = _react_addendum(req)
+        extra_tokens = req.tokenizer.count(extra)
+        host_tools = {t.name for t in req.tools}
+        while True:
+            estimate = result.report.total_tokens + extra_tokens
+            turn.step_usage = TokenUsage(prompt_tokens_estimate=estimate)
+            turn.step_counted = False
+            turn.step_start = len(turn.text)
+            request = ModelRequest(
+                messages=_with_addendum(result.messages, extra),
+                model=req.model.model,
+                temperature=req.model.temperature,
+                max_output_tokens=req.model.max_output_tokens,
+                stop=req.model.stop,
+                tools=(),
+                prompt_tokens_estimate=estimate,
+            )
+            try:
+                async with contextlib.aclosing(self.provider.stream(request)) as stream:
+                    async for event in stream:
+                        if isinstance(event, TextDelta):
+                            turn.text += event.text
+                            yield DeltaEvent(event.text, turn.step)
+                        elif isinstance(event, Usage):
+                            turn.step_usage.prompt_tokens = event.prompt_tokens
+                            turn.step_usage.completion_tokens = event.completion_tokens
+                            yield UsageEvent(turn.step_usage, turn.step)
+            except ProviderError as error:
+                turn.count_step()
+                yield await self._store_partial(req, turn, TurnStatus.ERROR, _error_text(error))
+                return
+            turn.count_step()
+            step_text = turn.text[turn.step_start :]
+            await self._event(
+                turn,
+                "assistant",
+                step=turn.step,
+                content=step_text,
+                role="assistant",
+                meta={"tokens": _tokens(turn.step_usage)},
+            )
+            parsed = react.parse_step(step_text)
+            if not isinstance(parsed, react.Action):
+                yield await self._react_final(req, turn, parsed.text)
+                return
+            if parsed.tool in host_tools:
+                async for chat_event in self._react_host_action(req, turn, step_text, parsed):
+                    yield chat_event
+                return
+            if turn.step + 1 >= self.limits.max_steps:
+                message = ChatMessage(Role.ASSISTANT, step_text)
+                status = TurnStatus.MAX_STEPS
+                stored = await self._store_assistant(req, turn, message, status.value)
+                yield await self._complete(turn, stored, status, "", (), final_text="")
+                return
+            observed = ""
+            async for item in self._react_server_action(req, turn, step_text, parsed):
+                if isinstance(item, str):
+                    observed = item
+                else:
+                    yield item
+            turn.step += 1
+            # The observation is the next step's user message: built, then stored.
+            result = await self._context(req, turn.session, False, user_message=observed)
+            await self.sessions.conversation.append(
+                turn.session.id,
+                req.caller.user_id,
+                [_new(ChatMessage(Role.USER, observed), turn.index)],
+            )
+
+    async def _react_final(self, req: ChatTurnRequest, turn: _Turn, answer: str) -> TurnCompleted:
+        stored = await self._store_assistant(req, turn, ChatMessage(Role.ASSISTANT, answer), "")
+        await self._event(
+            turn,
+            "final",
+            step=turn.step,
+            content=answer,
+            role="assistant",
+            meta={"tokens": _tokens(turn.usage)},
+        )
+        return await self._complete(turn, stored, TurnStatus.OK, "", (), final_text=answer)
+
+    async def _react_host_action(
+        self, req: ChatTurnRequest, turn: _Turn, text: str, action: react.Action
+    ) -> AsyncGenerator[ChatEvent, None]:
+        """A host tool: store the step, end the turn waiting for the host's result."""
+        stored = await self._store_assistant(req, turn, ChatMessage(Role.ASSISTANT, text), "")
+        assert stored is not None  # the text holds an <action> tag
+        call = _react_call(stored.id, action)
+        yield ToolCallEvent(call, turn.step)
+        await self._event(
+            turn,
+            "action",
+            step=turn.step,
+            meta={"tool": call.name, "input": action.input, "tool_call_id": call.id},
+        )
+        status = TurnStatus.REQUIRES_ACTION
+        yield await self._complete(turn, stored, status, "", (call,), final_text="")
+
+    async def _react_server_action(
+        self, req: ChatTurnRequest, turn: _Turn, text: str, action: react.Action
+    ) -> AsyncGenerator[ChatEvent | str, None]:
+        """memory_search (or a tool that does not exist): answered here; the last item
+        is the observation user message's text."""
+        stored = await self._store_assistant(req, turn, ChatMessage(Role.ASSISTANT, text), "")
+        assert stored is not None
+        meta: dict[str, object] = {"tool": action.tool, "input": action.input}
+        if action.tool == MEMORY_TOOL.name:
+            call = _react_call(stored.id, action)
+            yield ToolCallEvent(call, turn.step)
+            meta["tool_call_id"] = call.id
+            await self._event(turn, "action", step=turn.step, meta=meta)
+            query = react.query_of(action.input)
+            found = await self.memories.search(req.caller.user_id, query, 5)
+            result = "\n".join(f"- {m.memory.content}" for m in found) or "(nothing found)"
+        else:
+            await self._event(turn, "action", step=turn.step, meta=meta)
+            known = [t.name for t in (*req.tools, MEMORY_TOOL)]
+            result = react.unknown_tool(action.tool, known)
+        await self._event(
+            turn, "observation", step=turn.step, content=result, meta={"tool": action.tool}
+        )
+        yield react.observation(result)
 
     async def _run_memory_tools(
         self, req: ChatTurnRequest, turn: _Turn, text: str, calls: Sequence[ToolCall]
@@ -437,6 +598,7 @@ class ChatApp:
         status: TurnStatus,
         error: str,
         pending: Sequence[ToolCall],
+        final_text: str | None = None,
     ) -> TurnCompleted:
         u = turn.usage
         totals = await self.usage.add(
@@ -458,7 +620,7 @@ class ChatApp:
             self.after_turn(FinishedTurn(turn.session.id, turn.session.user_id, turn.index))
         return TurnCompleted(
             assistant_message_id=str(stored.id) if stored else "",
-            final_text=turn.text,
+            final_text=turn.text if final_text is None else final_text,
             status=status,
             error_message=error,
             step_usage=turn.step_usage,
@@ -474,8 +636,16 @@ class ChatApp:
         return await self.sessions.create(req.caller, req.scenario, req.host, req.title)
 
     async def _context(
-        self, req: ChatTurnRequest, session: Session, continuing: bool
+        self,
+        req: ChatTurnRequest,
+        session: Session,
+        continuing: bool,
+        user_message: str | None = None,
     ) -> BuildResult:
+        """``user_message`` stands in for the request's (a ReAct observation) in session
+        mode; prebuilt mode always builds from the host's list and message."""
+        if user_message is None:
+            user_message = "" if continuing else req.user_message
         budget = min(
             req.token_budget or self.limits.max_prompt_tokens, self.limits.max_prompt_tokens
         )
@@ -486,7 +656,7 @@ class ChatApp:
                 SessionBuildRequest(
                     caller=req.caller,
                     session_id=session.id,
-                    user_message="" if continuing else req.user_message,
+                    user_message=user_message,
                     token_budget=budget,
                     tokenizer=req.tokenizer,
                     scenario=req.scenario,
@@ -515,7 +685,20 @@ class ChatApp:
         )
         open_calls: dict[str, ToolCall] = {}
         answered: set[str] = set()
-        if last is not None:
+        if last is not None and req.react:
+            # A ReAct answer has no native calls: its text names the pending one, open
+            # while nothing was stored after it.
+            row = recent[last]
+            parsed = react.parse_step(row.message.content)
+            if (
+                isinstance(parsed, react.Action)
+                and parsed.tool != MEMORY_TOOL.name
+                and not row.status
+                and last == len(recent) - 1
+            ):
+                call = _react_call(row.id, parsed)
+                open_calls = {call.id: call}
+        elif last is not None:
             # Host-side calls of the last answer; results stored since then answered some.
             calls = recent[last].message.tool_calls
             open_calls = {c.id: c for c in calls if c.name != MEMORY_TOOL.name}
@@ -526,6 +709,9 @@ class ChatApp:
                 v.add(f"tool_results[{k}].tool_call_id", "not a pending call of this session")
             answered.add(call_id)  # the same id twice in one request is refused too
         v.raise_if_any()
+        if req.react:
+            # Stored by the caller as an <observation> user message, after the build.
+            return [open_calls[call_id] for call_id, _ in req.tool_results]
         await self.sessions.conversation.append(
             session.id,
             req.caller.user_id,
@@ -628,6 +814,26 @@ def _argument(call: ToolCall, name: str) -> str:
     except (ValueError, AttributeError):
         return ""
     return str(value)
+
+
+def _react_addendum(req: ChatTurnRequest) -> str:
+    tools = [react.ReactTool(t.name, t.description, t.parameters) for t in req.tools]
+    memory = react.ReactTool(MEMORY_TOOL.name, MEMORY_TOOL.description, MEMORY_TOOL.parameters)
+    return react.addendum([*tools, memory])
+
+
+def _with_addendum(messages: Sequence[ChatMessage], extra: str) -> list[ChatMessage]:
+    """The addendum at the end of the system message (a new one when there is none)."""
+    if messages and messages[0].role is Role.SYSTEM:
+        first = messages[0]
+        content = f"{first.content}\n\n{extra}" if not is_blank(first.content) else extra
+        return [dataclasses.replace(first, content=content), *messages[1:]]
+    return [ChatMessage(Role.SYSTEM, extra), *messages]
+
+
+def _react_call(message_id: int, action: react.Action) -> ToolCall:
+    """The tool call a ReAct action stands for; its id names the stored step."""
+    return ToolCall(f"react_{message_id}", action.tool, react.tool_arguments(action.input))
 
 
 def _new(message: ChatMessage, turn_index: int) -> NewMessage:

@@ -15,6 +15,12 @@ class PromptLimitPolicy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     PROMPT_LIMIT_POLICY_TRIM: _ClassVar[PromptLimitPolicy]
     PROMPT_LIMIT_POLICY_REFUSE: _ClassVar[PromptLimitPolicy]
 
+class ToolProtocol(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    TOOL_PROTOCOL_UNSPECIFIED: _ClassVar[ToolProtocol]
+    TOOL_PROTOCOL_NATIVE: _ClassVar[ToolProtocol]
+    TOOL_PROTOCOL_REACT: _ClassVar[ToolProtocol]
+
 class TurnStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     TURN_STATUS_UNSPECIFIED: _ClassVar[TurnStatus]
@@ -26,6 +32,9 @@ class TurnStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
 PROMPT_LIMIT_POLICY_UNSPECIFIED: PromptLimitPolicy
 PROMPT_LIMIT_POLICY_TRIM: PromptLimitPolicy
 PROMPT_LIMIT_POLICY_REFUSE: PromptLimitPolicy
+TOOL_PROTOCOL_UNSPECIFIED: ToolProtocol
+TOOL_PROTOCOL_NATIVE: ToolProtocol
+TOOL_PROTOCOL_REACT: ToolProtocol
 TURN_STATUS_UNSPECIFIED: TurnStatus
 TURN_STATUS_OK: TurnStatus
 TURN_STATUS_REQUIRES_ACTION: TurnStatus
@@ -64,7 +73,7 @@ class ModelOptions(_message.Message):
     def __init__(self, model: _Optional[str] = ..., temperature: _Optional[float] = ..., max_output_tokens: _Optional[int] = ..., stop: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class StreamChatRequest(_message.Message):
-    __slots__ = ("session", "user_message", "messages", "tools", "tool_results", "token_budget", "tokenizer", "model", "prompt_limit_policy", "title")
+    __slots__ = ("session", "user_message", "messages", "tools", "tool_results", "token_budget", "tokenizer", "model", "prompt_limit_policy", "title", "tool_protocol")
     SESSION_FIELD_NUMBER: _ClassVar[int]
     USER_MESSAGE_FIELD_NUMBER: _ClassVar[int]
     MESSAGES_FIELD_NUMBER: _ClassVar[int]
@@ -75,6 +84,7 @@ class StreamChatRequest(_message.Message):
     MODEL_FIELD_NUMBER: _ClassVar[int]
     PROMPT_LIMIT_POLICY_FIELD_NUMBER: _ClassVar[int]
     TITLE_FIELD_NUMBER: _ClassVar[int]
+    TOOL_PROTOCOL_FIELD_NUMBER: _ClassVar[int]
     session: _context_pb2.SessionContext
     user_message: str
     messages: _containers.RepeatedCompositeFieldContainer[_context_pb2.Message]
@@ -85,7 +95,8 @@ class StreamChatRequest(_message.Message):
     model: ModelOptions
     prompt_limit_policy: PromptLimitPolicy
     title: str
-    def __init__(self, session: _Optional[_Union[_context_pb2.SessionContext, _Mapping]] = ..., user_message: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[_context_pb2.Message, _Mapping]]] = ..., tools: _Optional[_Iterable[_Union[ToolDefinition, _Mapping]]] = ..., tool_results: _Optional[_Iterable[_Union[ToolResult, _Mapping]]] = ..., token_budget: _Optional[int] = ..., tokenizer: _Optional[str] = ..., model: _Optional[_Union[ModelOptions, _Mapping]] = ..., prompt_limit_policy: _Optional[_Union[PromptLimitPolicy, str]] = ..., title: _Optional[str] = ...) -> None: ...
+    tool_protocol: ToolProtocol
+    def __init__(self, session: _Optional[_Union[_context_pb2.SessionContext, _Mapping]] = ..., user_message: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[_context_pb2.Message, _Mapping]]] = ..., tools: _Optional[_Iterable[_Union[ToolDefinition, _Mapping]]] = ..., tool_results: _Optional[_Iterable[_Union[ToolResult, _Mapping]]] = ..., token_budget: _Optional[int] = ..., tokenizer: _Optional[str] = ..., model: _Optional[_Union[ModelOptions, _Mapping]] = ..., prompt_limit_policy: _Optional[_Union[PromptLimitPolicy, str]] = ..., title: _Optional[str] = ..., tool_protocol: _Optional[_Union[ToolProtocol, str]] = ...) -> None: ...
 
 class TokenUsage(_message.Message):
     __slots__ = ("prompt_tokens", "completion_tokens", "prompt_tokens_estimate")
