@@ -205,7 +205,8 @@ def build_messages(req: BuildRequest) -> BuildResult:
         else:
             summary_msg = None
 
-    budget_end = _fill(units, available, unit_tokens, kept)
+    plain = count if known is None else None
+    budget_end = _fill(units, available, unit_tokens, kept, plain, overhead)
     entries, counts = kept.oldest_first()
     if req.output_format is OutputFormat.ANTHROPIC:
         entries, counts = _start_with_user(entries, counts, pinned, dropped)
@@ -222,9 +223,11 @@ def build_messages(req: BuildRequest) -> BuildResult:
             messages.append(msg)
             tokens.append(n)
             sources.append(None)
-    messages.extend(m for _, m in entries)
+    if entries:
+        indices, kept_messages = zip(*entries, strict=True)
+        messages.extend(kept_messages)
+        sources.extend(indices)
     tokens.extend(counts)
-    sources.extend(i for i, _ in entries)
     if user_msg is not None:
         messages.append(user_msg)
         tokens.append(report.user_message_tokens)
@@ -233,12 +236,31 @@ def build_messages(req: BuildRequest) -> BuildResult:
 
 
 def _fill(
-    units: Iterator[Unit], available: int, unit_tokens: Callable[[Unit], list[int]], kept: _Kept
+    units: Iterator[Unit],
+    available: int,
+    unit_tokens: Callable[[Unit], list[int]],
+    kept: _Kept,
+    plain_count: Callable[[str], int] | None,
+    overhead: int,
 ) -> int:
-    """Keep the newest units that fit; return the end of the budget-dropped index range."""
+    """Keep the newest units that fit; return the end of the budget-dropped index range.
+
+    ``plain_count`` (None when counts are given) prices a lone message without tool
+    calls inline: the common case, on the hot path of every call.
+    """
+    entries, tokens = kept.entries, kept.tokens
     for unit in units:
-        counts = unit_tokens(unit)
-        cost = sum(counts)
+        if plain_count is not None and len(unit) == 1 and not unit[0][1].tool_calls:
+            cost = overhead + plain_count(unit[0][1].content)
+            if cost <= available:
+                available -= cost
+                entries.append(unit[0])
+                tokens.append(cost)
+                continue
+            counts = [cost]
+        else:
+            counts = unit_tokens(unit)
+            cost = sum(counts)
         if cost > available:
             budget_end = unit[-1][0] + 1
             # Older units are only classified, never tokenized.
