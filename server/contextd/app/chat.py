@@ -40,7 +40,6 @@ from contextd.core.messages import ChatMessage, Role, ToolCall
 from contextd.core.pipeline import DropReason, is_blank
 from contextd.core.tokens import Tokenizer
 from contextd.providers.base import (
-    Finished,
     ModelRequest,
     Provider,
     TextDelta,
@@ -327,48 +326,15 @@ class ChatApp:
         tools = [*req.tools, MEMORY_TOOL]
         while True:
             calls: list[ToolCall] = []
-            turn.step_usage = TokenUsage(prompt_tokens_estimate=result.report.total_tokens)
-            turn.step_counted = False
-            turn.step_start = len(turn.text)
-            request = ModelRequest(
-                messages=result.messages,
-                model=req.model.model,
-                temperature=req.model.temperature,
-                max_output_tokens=req.model.max_output_tokens,
-                stop=req.model.stop,
-                tools=tools,
-                prompt_tokens_estimate=result.report.total_tokens,
-            )
+            request = self._model_request(req, result.messages, tools, result.report.total_tokens)
             try:
-                # aclosing: the provider's HTTP stream closes as soon as this turn stops.
-                async with contextlib.aclosing(self.provider.stream(request)) as stream:
-                    async for event in stream:
-                        if isinstance(event, TextDelta):
-                            turn.text += event.text
-                            yield DeltaEvent(event.text, turn.step)
-                        elif isinstance(event, ToolCallReady):
-                            calls.append(event.call)
-                            yield ToolCallEvent(event.call, turn.step)
-                        elif isinstance(event, Usage):
-                            turn.step_usage.prompt_tokens = event.prompt_tokens
-                            turn.step_usage.completion_tokens = event.completion_tokens
-                            yield UsageEvent(turn.step_usage, turn.step)
-                        elif isinstance(event, Finished):
-                            pass
+                async with contextlib.aclosing(self._model_step(turn, request, calls)) as step:
+                    async for event in step:
+                        yield event
             except ProviderError as error:
-                turn.count_step()
                 yield await self._store_partial(req, turn, TurnStatus.ERROR, _error_text(error))
                 return
-            turn.count_step()
             step_text = turn.text[turn.step_start :]
-            await self._event(
-                turn,
-                "assistant",
-                step=turn.step,
-                content=step_text,
-                role="assistant",
-                meta={"tokens": _tokens(turn.step_usage)},
-            )
             server_side = [c for c in calls if c.name == MEMORY_TOOL.name]
             if not calls or len(server_side) < len(calls):
                 yield await self._finish(req, turn, step_text, calls)
@@ -380,6 +346,56 @@ class ChatApp:
             turn.step += 1
             result = await self._context(req, turn.session, continuing=True)
 
+    def _model_request(
+        self,
+        req: ChatTurnRequest,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSpec],
+        estimate: int,
+    ) -> ModelRequest:
+        return ModelRequest(
+            messages=messages,
+            model=req.model.model,
+            temperature=req.model.temperature,
+            max_output_tokens=req.model.max_output_tokens,
+            stop=req.model.stop,
+            tools=tools,
+            prompt_tokens_estimate=estimate,
+        )
+
+    async def _model_step(
+        self, turn: _Turn, request: ModelRequest, calls: list[ToolCall]
+    ) -> AsyncGenerator[ChatEvent, None]:
+        """One model call: stream its events into the turn (tool calls into ``calls``),
+        count its usage, log the step. A ProviderError propagates, usage counted."""
+        turn.step_usage = TokenUsage(prompt_tokens_estimate=request.prompt_tokens_estimate)
+        turn.step_counted = False
+        turn.step_start = len(turn.text)
+        try:
+            # aclosing: the provider's HTTP stream closes as soon as this turn stops.
+            async with contextlib.aclosing(self.provider.stream(request)) as stream:
+                async for event in stream:
+                    if isinstance(event, TextDelta):
+                        turn.text += event.text
+                        yield DeltaEvent(event.text, turn.step)
+                    elif isinstance(event, ToolCallReady):
+                        calls.append(event.call)
+                        yield ToolCallEvent(event.call, turn.step)
+                    elif isinstance(event, Usage):
+                        turn.step_usage.prompt_tokens = event.prompt_tokens
+                        turn.step_usage.completion_tokens = event.completion_tokens
+                        yield UsageEvent(turn.step_usage, turn.step)
+        finally:
+            turn.count_step()
+        await self._event(
+            turn,
+            "assistant",
+            step=turn.step,
+            content=turn.text[turn.step_start :],
+            role="assistant",
+            meta={"tokens": _tokens(turn.step_usage)},
+        )
+
     async def _react_steps(
         self, req: ChatTurnRequest, turn: _Turn, result: BuildResult
     ) -> AsyncGenerator[ChatEvent, None]:
@@ -389,42 +405,16 @@ class ChatApp:
         host_tools = {t.name for t in req.tools}
         while True:
             estimate = result.report.total_tokens + extra_tokens
-            turn.step_usage = TokenUsage(prompt_tokens_estimate=estimate)
-            turn.step_counted = False
-            turn.step_start = len(turn.text)
-            request = ModelRequest(
-                messages=_with_addendum(result.messages, extra),
-                model=req.model.model,
-                temperature=req.model.temperature,
-                max_output_tokens=req.model.max_output_tokens,
-                stop=req.model.stop,
-                tools=(),
-                prompt_tokens_estimate=estimate,
-            )
+            messages = _with_addendum(result.messages, extra)
+            request = self._model_request(req, messages, (), estimate)
             try:
-                async with contextlib.aclosing(self.provider.stream(request)) as stream:
-                    async for event in stream:
-                        if isinstance(event, TextDelta):
-                            turn.text += event.text
-                            yield DeltaEvent(event.text, turn.step)
-                        elif isinstance(event, Usage):
-                            turn.step_usage.prompt_tokens = event.prompt_tokens
-                            turn.step_usage.completion_tokens = event.completion_tokens
-                            yield UsageEvent(turn.step_usage, turn.step)
+                async with contextlib.aclosing(self._model_step(turn, request, [])) as step:
+                    async for event in step:
+                        yield event
             except ProviderError as error:
-                turn.count_step()
                 yield await self._store_partial(req, turn, TurnStatus.ERROR, _error_text(error))
                 return
-            turn.count_step()
             step_text = turn.text[turn.step_start :]
-            await self._event(
-                turn,
-                "assistant",
-                step=turn.step,
-                content=step_text,
-                role="assistant",
-                meta={"tokens": _tokens(turn.step_usage)},
-            )
             parsed = react.parse_step(step_text)
             if not isinstance(parsed, react.Action):
                 yield await self._react_final(req, turn, parsed.text)
