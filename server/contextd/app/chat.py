@@ -263,14 +263,16 @@ class ChatApp:
             await self.sessions.conversation.append(
                 session.id,
                 req.caller.user_id,
-                [_new(ChatMessage(Role.USER, observed), turn.index)],
+                [self._row(turn, ChatMessage(Role.USER, observed))],
             )
         else:
             result = await self._context(req, session, continuing)
         user_id = ""
         if not continuing:
-            [stored] = await self.sessions.append(
-                req.caller, session.id, [ChatMessage(Role.USER, req.user_message)], turn.index
+            # The session was read above: store directly, with token counts.
+            user_row = self._row(turn, ChatMessage(Role.USER, req.user_message))
+            [stored] = await self.sessions.conversation.append(
+                session.id, req.caller.user_id, [user_row]
             )
             user_id = str(stored.id)
         estimate = result.report.total_tokens
@@ -345,6 +347,10 @@ class ChatApp:
             await self._run_memory_tools(req, turn, step_text, calls)
             turn.step += 1
             result = await self._context(req, turn.session, continuing=True)
+
+    def _row(self, turn: _Turn, message: ChatMessage, status: str = "") -> NewMessage:
+        """A message of this turn to store, with its token counts."""
+        return self.sessions.new_message(message, turn.index, status)
 
     def _model_request(
         self,
@@ -441,7 +447,7 @@ class ChatApp:
             await self.sessions.conversation.append(
                 turn.session.id,
                 req.caller.user_id,
-                [_new(ChatMessage(Role.USER, observed), turn.index)],
+                [self._row(turn, ChatMessage(Role.USER, observed))],
             )
 
     async def _react_final(self, req: ChatTurnRequest, turn: _Turn, answer: str) -> TurnCompleted:
@@ -506,7 +512,7 @@ class ChatApp:
         await self.sessions.conversation.append(
             session_id,
             req.caller.user_id,
-            [_new(ChatMessage(Role.ASSISTANT, text, tuple(calls)), turn.index)],
+            [self._row(turn, ChatMessage(Role.ASSISTANT, text, tuple(calls)))],
         )
         results = []
         for call in calls:
@@ -520,7 +526,7 @@ class ChatApp:
                 turn, "observation", step=turn.step, content=observation, meta={"tool": call.name}
             )
             results.append(
-                _new(ChatMessage(Role.TOOL, observation, tool_call_id=call.id), turn.index)
+                self._row(turn, ChatMessage(Role.TOOL, observation, tool_call_id=call.id))
             )
         await self.sessions.conversation.append(session_id, req.caller.user_id, results)
 
@@ -574,8 +580,7 @@ class ChatApp:
     ) -> StoredMessage | None:
         if is_blank(message.content) and not message.tool_calls:
             return None
-        new = _new(message, turn.index)
-        new.status = status
+        new = self._row(turn, message, status)
         [stored] = await self.sessions.conversation.append(
             turn.session.id, req.caller.user_id, [new]
         )
@@ -706,7 +711,7 @@ class ChatApp:
             session.id,
             req.caller.user_id,
             [
-                _new(ChatMessage(Role.TOOL, content, tool_call_id=call_id), turn.index)
+                self._row(turn, ChatMessage(Role.TOOL, content, tool_call_id=call_id))
                 for call_id, content in req.tool_results
             ],
         )
@@ -824,7 +829,3 @@ def _with_addendum(messages: Sequence[ChatMessage], extra: str) -> list[ChatMess
 def _react_call(message_id: int, action: react.Action) -> ToolCall:
     """The tool call a ReAct action stands for; its id names the stored step."""
     return ToolCall(f"react_{message_id}", action.tool, react.tool_arguments(action.input))
-
-
-def _new(message: ChatMessage, turn_index: int) -> NewMessage:
-    return NewMessage(message, turn_index=turn_index)

@@ -98,20 +98,19 @@ class SessionsApp:
                 v.add(f"messages[{i}].id", "ids are assigned by the server; leave it empty")
         v.raise_if_any()
         await self.get(caller, session_id)
+        rows = [self.new_message(m, turn_index) for m in messages]
+        return await self.conversation.append(session_id, caller.user_id, rows)
+
+    def new_message(self, message: ChatMessage, turn_index: int, status: str = "") -> NewMessage:
+        """A row to store, with its counts under the default tokenizer and the estimate,
+        so that building from the session never tokenizes it again."""
         default = self.tokenizers.get("")
         estimate = self.tokenizers.get(ESTIMATE)
-        rows = [
-            NewMessage(
-                m,
-                turn_index=turn_index,
-                tokens={
-                    default.name: message_tokens(m, default),
-                    estimate.name: message_tokens(m, estimate),
-                },
-            )
-            for m in messages
-        ]
-        return await self.conversation.append(session_id, caller.user_id, rows)
+        tokens = {
+            default.name: message_tokens(message, default),
+            estimate.name: message_tokens(message, estimate),
+        }
+        return NewMessage(message, turn_index=turn_index, status=status, tokens=tokens)
 
     async def list_messages(
         self, caller: Caller, session_id: str, size: int, token: str
