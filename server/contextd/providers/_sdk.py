@@ -41,9 +41,9 @@ import json
 import logging
 import random
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from contextd.providers.base import ModelEvent
 from contextd.providers.errors import (
@@ -411,3 +411,41 @@ async def next_events(
             raise
     # Outside the except block, so the error does not chain the SDK exception.
     raise mapped
+
+
+class Assembler(Protocol):
+    """Turns a provider's stream items into ModelEvents."""
+
+    def feed(self, item: object) -> list[ModelEvent]: ...
+
+    def end(self) -> list[ModelEvent]: ...
+
+
+async def stream_events(
+    open_stream: Callable[[], Awaitable[Any]],
+    assembler: Assembler,
+    *,
+    provider: str,
+    sdk: SdkErrors,
+    redactor: Redactor,
+    policy: RetryPolicy,
+) -> AsyncGenerator[ModelEvent, None]:
+    """Open an SDK stream (with retries) and yield its events, failures mapped.
+
+    ``async with`` closes the HTTP response however this generator ends: at the end,
+    on an error, on aclose() or on cancellation.
+    """
+    sdk_stream = await open_with_retries(
+        open_stream, provider=provider, sdk=sdk, redactor=redactor, policy=policy
+    )
+    async with sdk_stream:
+        items = aiter(sdk_stream)
+        while (
+            events := await next_events(
+                items, assembler.feed, provider=provider, sdk=sdk, redactor=redactor
+            )
+        ) is not None:
+            for event in events:
+                yield event
+        for event in assembler.end():
+            yield event

@@ -41,9 +41,8 @@ from contextd.providers._sdk import (
     as_int,
     as_json_object,
     as_text,
-    next_events,
-    open_with_retries,
     stream_error,
+    stream_events,
 )
 from contextd.providers.base import (
     Finished,
@@ -278,37 +277,20 @@ class AnthropicProvider:
             ]
         return body
 
-    async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
+    def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
         body = self.request_body(request)
         known = {k: body.pop(k) for k in ("model", "max_tokens", "messages")}
         body.pop("stream")
         create = cast(Any, self._client.messages.create)
-        sdk_stream = await open_with_retries(
+        return stream_events(
             # The optional fields go as extra_body: plain JSON, whatever the SDK version lists.
             lambda: create(**known, stream=True, extra_body=body),
+            EventAssembler(self.name, self._redactor),
             provider=self.name,
             sdk=_SDK_ERRORS,
             redactor=self._redactor,
             policy=self._retry,
         )
-        assembler = EventAssembler(self.name, self._redactor)
-        # ``async with`` closes the HTTP response however this generator ends:
-        # at the end, on an error, on aclose() or on cancellation.
-        async with sdk_stream:
-            items = aiter(sdk_stream)
-            while (
-                events := await next_events(
-                    items,
-                    assembler.feed,
-                    provider=self.name,
-                    sdk=_SDK_ERRORS,
-                    redactor=self._redactor,
-                )
-            ) is not None:
-                for event in events:
-                    yield event
-            for event in assembler.end():
-                yield event
 
     async def aclose(self) -> None:
         await self._client.close()

@@ -49,9 +49,8 @@ from contextd.providers._sdk import (
     as_int,
     as_json_object,
     as_text,
-    next_events,
-    open_with_retries,
     stream_error,
+    stream_events,
 )
 from contextd.providers.base import (
     Finished,
@@ -281,34 +280,17 @@ class OpenAIProvider:
             ]
         return body
 
-    async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
+    def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
         body = self.request_body(request)
         create = cast(Any, self._client.chat.completions.create)
-        sdk_stream = await open_with_retries(
+        return stream_events(
             lambda: create(**body),
+            ChunkAssembler(self.name, self._redactor),
             provider=self.name,
             sdk=_SDK_ERRORS,
             redactor=self._redactor,
             policy=self._retry,
         )
-        assembler = ChunkAssembler(self.name, self._redactor)
-        # ``async with`` closes the HTTP response however this generator ends:
-        # at the end, on an error, on aclose() or on cancellation.
-        async with sdk_stream:
-            items = aiter(sdk_stream)
-            while (
-                events := await next_events(
-                    items,
-                    assembler.feed,
-                    provider=self.name,
-                    sdk=_SDK_ERRORS,
-                    redactor=self._redactor,
-                )
-            ) is not None:
-                for event in events:
-                    yield event
-            for event in assembler.end():
-                yield event
 
     async def aclose(self) -> None:
         await self._client.close()
