@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import re
 from collections.abc import AsyncIterator
 
 from contextd.api import convert
@@ -25,6 +24,7 @@ from contextd.app.chat import (
 from contextd.app.context import ContextApp
 from contextd.app.scope import Caller
 from contextd.core.errors import InvalidArgument, Violations
+from contextd.core.pipeline import is_tool_name
 from contextd.providers.base import ToolSpec
 from contextd.v1 import chat_pb2 as cpb
 from contextd.v1 import chat_pb2_grpc
@@ -37,7 +37,6 @@ _STATUS = {
     TurnStatus.CANCELLED: cpb.TURN_STATUS_CANCELLED,
     TurnStatus.ERROR: cpb.TURN_STATUS_ERROR,
 }
-_TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _MEMORY = {pb.MEMORY_MODE_UNSPECIFIED: None, pb.MEMORY_MODE_ON: True, pb.MEMORY_MODE_OFF: False}
 
 
@@ -110,7 +109,7 @@ def _tool_from_pb(tool: cpb.ToolDefinition, field: str, v: Violations) -> ToolSp
         if not isinstance(parameters, dict):
             v.add(f"{field}.parameters_json", "must be a JSON schema object")
             parameters = {"type": "object"}
-    if not _TOOL_NAME.fullmatch(tool.name):
+    if not is_tool_name(tool.name):
         v.add(f"{field}.name", "1-64 letters, digits, '_' or '-'")
     return ToolSpec(tool.name, tool.description, parameters)  # type: ignore[arg-type]
 

@@ -57,6 +57,11 @@ class RemovedToolCall:
     tool_call_id: str
 
 
+def is_tool_name(name: str) -> bool:
+    """Names both provider APIs accept for a function: 1-64 of [A-Za-z0-9_-]."""
+    return _TOOL_NAME.fullmatch(name) is not None
+
+
 def is_blank(text: str) -> bool:
     return not text or text.isspace()
 
@@ -104,7 +109,7 @@ def _validate_tool_call(call: ToolCall, at: str, seen: set[str], violations: Vio
     seen.add(call.id)
     if not call.name:
         violations.add(f"{at}.name", "a tool call needs a name")
-    elif not _TOOL_NAME.fullmatch(call.name):
+    elif not is_tool_name(call.name):
         violations.add(f"{at}.name", "use 1-64 letters, digits, '_' or '-'")
     if not is_blank(call.arguments) and not _is_json_object(call.arguments):
         violations.add(f"{at}.arguments", "arguments must be a JSON object")
