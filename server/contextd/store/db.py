@@ -1,10 +1,17 @@
 """The SQLite database: one file, WAL, versioned forward-only migrations.
 
-aiosqlite runs each connection on its own thread, so every await is a thread hop
-(about 0.3 ms here): repositories batch their work into few awaits per request.
+Statements run on the event loop's thread, through plain sqlite3 connections. A thread
+hop per statement (aiosqlite's model) costs 260–320 µs of wall time and ~150 µs of CPU;
+the statements of a request cost 3–50 µs each, so a hop would be most of the work
+(bench/README.md has the figures). The price is that a statement blocks the loop while
+it runs: repositories keep statements indexed and bounded (pages, limits), and this
+process is the file's only writer, so no statement waits on a lock.
+
+``Connection`` keeps an awaitable API (``await conn.execute_fetchall(...)``): callers do
+not change if a statement ever has to move to a thread.
+
 Writes go through one connection, serialized by an asyncio lock and opened with
-BEGIN IMMEDIATE so a write never fails half-way on a lock upgrade; reads use a
-second connection, which WAL lets run beside a write.
+BEGIN IMMEDIATE; reads use a second connection, which WAL lets see the last commit.
 """
 
 from __future__ import annotations
@@ -13,12 +20,14 @@ import asyncio
 import contextlib
 import sqlite3
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Generator, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
-import aiosqlite
+Row = sqlite3.Row
+Params = Sequence[Any] | Mapping[str, Any]
 
 DB_FILENAME = "contextd.sqlite3"
 BUSY_TIMEOUT_MS = 5000
@@ -38,14 +47,80 @@ def _migrations() -> list[tuple[int, str, str]]:
     return found
 
 
-async def _configure(conn: aiosqlite.Connection, synchronous: str) -> None:
-    await conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-    await conn.execute("PRAGMA foreign_keys = ON")
-    await conn.execute(f"PRAGMA synchronous = {synchronous}")
+class Cursor:
+    """The outcome of one statement: its rows, ``rowcount`` and ``lastrowid``."""
+
+    __slots__ = ("_cursor",)
+
+    def __init__(self, cursor: sqlite3.Cursor) -> None:
+        self._cursor = cursor
+
+    @property
+    def rowcount(self) -> int:
+        return self._cursor.rowcount
+
+    @property
+    def lastrowid(self) -> int | None:
+        return self._cursor.lastrowid
+
+    async def fetchone(self) -> Row | None:
+        row: Row | None = self._cursor.fetchone()
+        return row
+
+    async def fetchall(self) -> list[Row]:
+        return self._cursor.fetchall()
+
+    async def __aenter__(self) -> Cursor:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._cursor.close()
+
+    def __await__(self) -> Generator[Any, None, Cursor]:
+        # ``cursor = await conn.execute(...)``: the statement has already run.
+        return self
+        yield  # a generator, as __await__ must return an iterator
+
+
+class Connection:
+    """An awaitable face over a sqlite3 connection used on the event loop's thread."""
+
+    __slots__ = ("_conn",)
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+
+    def execute(self, sql: str, params: Params = ()) -> Cursor:
+        """Run ``sql``; await the result or use it as ``async with``."""
+        return Cursor(self._conn.execute(sql, params))
+
+    async def execute_fetchall(self, sql: str, params: Params = ()) -> list[Row]:
+        return self._conn.execute(sql, params).fetchall()
+
+    async def executemany(self, sql: str, rows: Iterable[Params]) -> Cursor:
+        return Cursor(self._conn.executemany(sql, rows))
+
+    async def create_function(
+        self, name: str, arity: int, func: Callable[..., Any], *, deterministic: bool = False
+    ) -> None:
+        self._conn.create_function(name, arity, func, deterministic=deterministic)
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+def _connect(path: Path, synchronous: str) -> sqlite3.Connection:
+    # isolation_level=None: no implicit transactions; BEGIN IMMEDIATE is explicit.
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    conn.row_factory = sqlite3.Row
+    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    conn.execute("PRAGMA foreign_keys = ON")
+    conn.execute(f"PRAGMA synchronous = {synchronous}")
+    return conn
 
 
 class Database:
-    def __init__(self, path: Path, writer: aiosqlite.Connection, reader: aiosqlite.Connection):
+    def __init__(self, path: Path, writer: Connection, reader: Connection):
         self.path = path
         self._writer = writer
         self._reader = reader
@@ -61,32 +136,26 @@ class Database:
         if synchronous.upper() not in ("NORMAL", "FULL"):
             raise ValueError("synchronous must be NORMAL or FULL")
         path.parent.mkdir(parents=True, exist_ok=True)
-        writer = await aiosqlite.connect(path, isolation_level=None)
-        reader: aiosqlite.Connection | None = None
+        writer = _connect(path, synchronous)
+        reader: sqlite3.Connection | None = None
         try:
-            writer.row_factory = aiosqlite.Row
-            async with writer.execute("PRAGMA journal_mode = WAL") as cursor:
-                mode = await cursor.fetchone()
+            mode = writer.execute("PRAGMA journal_mode = WAL").fetchone()
             if not mode or str(mode[0]).lower() != "wal":
                 raise RuntimeError(f"{path}: SQLite refused WAL mode (got {mode})")
-            await _configure(writer, synchronous)
-            reader = await aiosqlite.connect(path, isolation_level=None)
-            reader.row_factory = aiosqlite.Row
-            await _configure(reader, synchronous)
-            await reader.execute("PRAGMA query_only = ON")
-            db = cls(path, writer, reader)
+            reader = _connect(path, synchronous)
+            reader.execute("PRAGMA query_only = ON")
+            db = cls(path, Connection(writer), Connection(reader))
             await db._migrate()
         except BaseException:
-            # aiosqlite's threads are not daemons: an unclosed connection hangs the exit.
             for conn in (reader, writer):
                 if conn is not None:
-                    await conn.close()
+                    conn.close()
             raise
         return db
 
     async def close(self) -> None:
-        await self._reader.close()
-        await self._writer.close()
+        self._reader.close()
+        self._writer.close()
 
     async def _migrate(self) -> None:
         async with self.transaction() as conn:
@@ -117,7 +186,7 @@ class Database:
         return int(row[0]) if row and row[0] is not None else 0
 
     @asynccontextmanager
-    async def transaction(self) -> AsyncIterator[aiosqlite.Connection]:
+    async def transaction(self) -> AsyncIterator[Connection]:
         """A write transaction (BEGIN IMMEDIATE), committed on success, rolled back on error."""
         async with self._write_lock:
             try:
@@ -136,7 +205,7 @@ class Database:
             await self._writer.execute("ROLLBACK")
 
     @property
-    def reader(self) -> aiosqlite.Connection:
+    def reader(self) -> Connection:
         """The connection for reads outside a write transaction."""
         return self._reader
 

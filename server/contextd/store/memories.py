@@ -19,8 +19,8 @@ Search is SQLite FTS5 over terms made by ``contextd.core.search_terms`` (see mig
    neither among the best text matches nor among the newest is not scored (it could only
    have won through a recent ``updated_at``, i.e. by being stated again).
 
-aiosqlite makes each await a thread hop (about 0.3 ms): a search is two reads, an add four
-statements in one write transaction, a bulk load a handful of ``executemany`` calls.
+A search is two reads, an add four statements in one write transaction, a bulk load a
+handful of ``executemany`` calls.
 """
 
 from __future__ import annotations
@@ -30,14 +30,13 @@ import builtins
 import hashlib
 import json
 import math
+import sqlite3
 import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-import aiosqlite
-
 from contextd.core.search_terms import TERMS_VERSION, content_hash, index_terms, query_terms
-from contextd.store.db import Database
+from contextd.store.db import Connection, Database
 from contextd.store.models import Memory, ScoredMemory
 from contextd.store.paging import decode_token, encode_token, page_limit
 
@@ -289,7 +288,7 @@ class MemoryRepo:
         self._index_checked = True
         return count
 
-    async def _rebuild(self, conn: aiosqlite.Connection) -> int:
+    async def _rebuild(self, conn: Connection) -> int:
         await conn.execute("INSERT INTO memories_fts (memories_fts) VALUES ('delete-all')")
         count, last = 0, 0
         while True:
@@ -344,7 +343,7 @@ class MemoryRepo:
         """SQLite builds without the math functions get ``pow`` from Python."""
         try:
             await self._db.reader.execute_fetchall("SELECT pow(0.5, 1.0)")
-        except aiosqlite.OperationalError:
+        except sqlite3.OperationalError:
             await self._db.reader.create_function("pow", 2, math.pow, deterministic=True)
 
     # --- reads --------------------------------------------------------------------------

@@ -16,10 +16,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-import aiosqlite
-
 from contextd.core.search_terms import content_hash
-from contextd.store.db import Database
+from contextd.store.db import Connection, Database
 from contextd.store.memories import fts_terms, memory_from_row
 from contextd.store.models import Memory
 
@@ -61,7 +59,7 @@ def _change_from_row(row: Any) -> MemoryChange:
 
 
 async def _insert(
-    conn: aiosqlite.Connection,
+    conn: Connection,
     memory_id: int,
     user_id: str,
     action: str,
@@ -201,7 +199,7 @@ class MemoryHistoryRepo:
             return Replacement(memory_from_row(updated[0]), change)
 
     @staticmethod
-    async def _unindex(conn: aiosqlite.Connection, memory: Memory) -> None:
+    async def _unindex(conn: Connection, memory: Memory) -> None:
         # A contentless FTS5 table forgets a row only when given its terms again.
         await conn.execute(
             "INSERT INTO memories_fts (memories_fts, rowid, terms) VALUES ('delete', ?, ?)",
@@ -209,7 +207,7 @@ class MemoryHistoryRepo:
         )
 
     @staticmethod
-    async def _touch(conn: aiosqlite.Connection, memory_id: int, ts: float) -> Memory:
+    async def _touch(conn: Connection, memory_id: int, ts: float) -> Memory:
         rows = list(
             await conn.execute_fetchall(
                 "UPDATE memories SET updated_at = max(updated_at, ?) WHERE id = ?"
