@@ -76,6 +76,8 @@ def steps(readme: str, heading: str) -> list[Step]:
                 out.append(Step(line, text, None, ""))
         elif language not in OUTPUT_FENCES:
             raise ValueError(f"README.md line {line}: unexpected ```{language} block")
+        elif index == 0 or blocks[index - 1][1] != "sh":
+            raise ValueError(f"README.md line {line}: an output block with no command before it")
     return out
 
 
