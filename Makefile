@@ -28,6 +28,7 @@ test: $(VENV)/.dev-deps lint
 lint: $(VENV)/.dev-deps
 	$(BIN)/python scripts/gen_protos.py --check
 	$(BIN)/buf lint
+	$(BIN)/python scripts/check_breaking.py
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy

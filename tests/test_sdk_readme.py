@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 import pytest
+from contextd_client import AsyncContextClient, ContextClient, cpb, mpb, pb, ppb, spb
 
 README = Path(__file__).resolve().parent.parent / "clients" / "python" / "README.md"
 
@@ -41,10 +42,31 @@ def readme_blocks() -> list[tuple[str, str]]:
 BLOCKS = readme_blocks()
 
 
+def _rpc_methods() -> list[str]:
+    """Every RPC of every contextd service, as the client method name (snake case)."""
+    modules = (pb, cpb, spb, mpb, ppb)
+    return [
+        re.sub(r"(?<!^)(?=[A-Z])", "_", method.name).lower()
+        for module in modules
+        for service in module.DESCRIPTOR.services_by_name.values()
+        for method in service.methods
+    ]
+
+
+def test_both_clients_have_a_method_per_rpc() -> None:
+    methods = _rpc_methods()
+    assert {"stream_chat", "collect", "append_messages", "delete_skill"} <= set(methods)
+    for method in methods:
+        assert callable(getattr(ContextClient, method, None)), method
+        assert callable(getattr(AsyncContextClient, method, None)), method
+
+
 def test_readme_has_an_example_per_rpc() -> None:
     code = "\n".join(c for _, c in BLOCKS)
-    for method in ("assemble_prompt", "build_messages", "count_tokens", "list_tokenizers"):
-        assert f".{method}(" in code, method
+    missing = [m for m in _rpc_methods() if f".{m}(" not in code]
+    assert missing == []
+    sections = [i for i, _ in BLOCKS]
+    assert any(i.startswith("async-client") for i in sections)
 
 
 @pytest.mark.parametrize("code", [c for _, c in BLOCKS], ids=[i for i, _ in BLOCKS])

@@ -11,8 +11,10 @@
 go in and come out as plain dicts; every failed call raises ``ContextdError`` (a
 response that cannot be decoded: its subclass ``InvalidResponseError``).
 ``pb`` and ``pb_grpc`` are the generated protobuf and gRPC modules, for advanced use
-together with ``client.stub``; ``cpb``/``cpb_grpc`` (chat) and ``spb``/``spb_grpc``
-(sessions) go with ``client.chat_stub`` and ``client.session_stub``.
+together with ``client.stub``; ``cpb``/``cpb_grpc`` (chat), ``spb``/``spb_grpc``
+(sessions), ``mpb``/``mpb_grpc`` (memories) and ``ppb``/``ppb_grpc`` (prompts) go with
+``client.chat_stub``, ``client.session_stub``, ``client.memory_stub`` and
+``client.prompt_stub``.
 """
 
 from __future__ import annotations
@@ -26,6 +28,10 @@ from ._pb import chat_pb2 as cpb
 from ._pb import chat_pb2_grpc as cpb_grpc
 from ._pb import context_pb2 as pb
 from ._pb import context_pb2_grpc as pb_grpc
+from ._pb import memory_pb2 as mpb
+from ._pb import memory_pb2_grpc as mpb_grpc
+from ._pb import prompts_pb2 as ppb
+from ._pb import prompts_pb2_grpc as ppb_grpc
 from ._pb import sessions_pb2 as spb
 from ._pb import sessions_pb2_grpc as spb_grpc
 from ._types import (
@@ -89,8 +95,12 @@ __all__ = [
     "__version__",
     "cpb",
     "cpb_grpc",
+    "mpb",
+    "mpb_grpc",
     "pb",
     "pb_grpc",
+    "ppb",
+    "ppb_grpc",
     "spb",
     "spb_grpc",
 ]

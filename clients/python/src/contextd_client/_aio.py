@@ -10,12 +10,15 @@ import grpc
 import grpc.aio
 
 from . import _convert as convert
+from . import _records as records
 from ._chat import AsyncChatStream
 from ._client import DEFAULT_TARGET, Metadata, call_metadata
 from ._convert import MessageLike, OutputFormat, OverflowPolicy, ToolLike, ToolResultLike
 from ._errors import ContextdError
-from ._pb import chat_pb2_grpc, sessions_pb2_grpc
+from ._pb import chat_pb2_grpc, memory_pb2_grpc, prompts_pb2_grpc, sessions_pb2_grpc
 from ._pb import context_pb2_grpc as pb_grpc
+from ._pb import prompts_pb2 as ppb
+from ._pb import sessions_pb2 as spb
 from ._types import AssembledPrompt, BuildResult, TokenCount, TokenizerList
 
 
@@ -47,9 +50,11 @@ class AsyncContextClient:
         self._closed = False
         #: The generated ContextServiceStub; its methods return awaitable calls.
         self.stub = pb_grpc.ContextServiceStub(self._channel)
-        #: The generated ChatServiceStub and SessionServiceStub, on the same channel.
+        #: The generated stubs of the other services, on the same channel.
         self.chat_stub = chat_pb2_grpc.ChatServiceStub(self._channel)
         self.session_stub = sessions_pb2_grpc.SessionServiceStub(self._channel)
+        self.memory_stub = memory_pb2_grpc.MemoryServiceStub(self._channel)
+        self.prompt_stub = prompts_pb2_grpc.PromptServiceStub(self._channel)
 
     @property
     def channel(self) -> grpc.aio.Channel:
@@ -113,6 +118,7 @@ class AsyncContextClient:
         tokenizer: str = "",
         output_format: OutputFormat = "neutral",
         on_overflow: OverflowPolicy = "keep",
+        session: Mapping[str, Any] | None = None,
     ) -> BuildResult:
         """Build [system, ...history, user] under ``token_budget`` tokens.
 
@@ -129,6 +135,8 @@ class AsyncContextClient:
             output_format=output_format,
             on_overflow=on_overflow,
         )
+        if session is not None:
+            request.session.CopyFrom(records.session_context_to_pb(session))
         return convert.build_result(await self._call(self.stub.BuildMessages, request))
 
     async def count_tokens(
@@ -146,6 +154,17 @@ class AsyncContextClient:
         """The tokenizers the server knows, whether each is available, and the default."""
         request = convert.list_tokenizers_request()
         return convert.tokenizer_list(await self._call(self.stub.ListTokenizers, request))
+
+    async def collect(
+        self, user_id: str, message_id: str, *, remember: bool = False, uncollect: bool = False
+    ) -> dict[str, Any]:
+        """Mark a stored assistant answer collected (``uncollect``: not), maybe remember it.
+
+        Returns ``{"message_id", "is_collected", "memory_id"}``; ``memory_id`` is the
+        memory holding the answer's text when ``remember`` is set, else "".
+        """
+        request = records.collect_request(user_id, message_id, remember, uncollect)
+        return records.collected(await self._call(self.stub.Collect, request))
 
     # Chat ---------------------------------------------------------------------------
 
@@ -223,6 +242,36 @@ class AsyncContextClient:
         response = await self._call(self.session_stub.GetSession, request)
         return convert.session_from_pb(response.session)
 
+    async def list_sessions(self, user_id: str, *, page_size: int = 0) -> list[dict[str, Any]]:
+        """Every session of ``user_id``, most recently active first (all pages read)."""
+        out: list[dict[str, Any]] = []
+        token = ""
+        while True:
+            request = records.list_sessions_request(user_id, page_size, token)
+            response = await self._call(self.session_stub.ListSessions, request)
+            out.extend(convert.session_from_pb(s) for s in response.sessions)
+            token = response.next_page_token
+            if not token:
+                return out
+
+    async def delete_session(self, user_id: str, session_id: str) -> None:
+        """Delete a session with its messages, summaries and event log; memories stay."""
+        request = spb.DeleteSessionRequest(**records.session_ref(user_id, session_id))
+        await self._call(self.session_stub.DeleteSession, request)
+
+    async def append_messages(
+        self,
+        user_id: str,
+        session_id: str,
+        messages: Sequence[MessageLike],
+        *,
+        turn_index: int = 0,
+    ) -> list[dict[str, Any]]:
+        """Store messages at the end of a session, in one transaction; returns them stored."""
+        request = records.append_messages_request(user_id, session_id, messages, turn_index)
+        response = await self._call(self.session_stub.AppendMessages, request)
+        return [convert.session_message_from_pb(m) for m in response.messages]
+
     async def list_messages(
         self, user_id: str, session_id: str, *, page_size: int = 0
     ) -> list[dict[str, Any]]:
@@ -236,6 +285,31 @@ class AsyncContextClient:
             token = response.next_page_token
             if not token:
                 return out
+
+    async def add_compression_summary(
+        self,
+        user_id: str,
+        session_id: str,
+        message_ids: Sequence[str | int],
+        summary: str,
+        *,
+        start_message_id: str | int | None = None,
+    ) -> str:
+        """Replace stored messages by a summary in later builds; returns the summary id.
+
+        ``start_message_id`` defaults to the first of ``message_ids``. The new summary
+        replaces the session's earlier active one.
+        """
+        request = records.compression_summary_request(
+            user_id, session_id, message_ids, summary, start_message_id
+        )
+        response = await self._call(self.session_stub.AddCompressionSummary, request)
+        return str(response.summary_id)
+
+    async def set_session_summary(self, user_id: str, session_id: str, summary: str) -> None:
+        """Set the short summary the user's other sessions see (layer [4])."""
+        request = records.session_summary_request(user_id, session_id, summary)
+        await self._call(self.session_stub.SetSessionSummary, request)
 
     def export_events(
         self, user_id: str, session_id: str, *, after: int = 0
@@ -253,3 +327,87 @@ class AsyncContextClient:
             raise ContextdError.from_rpc_error(error) from error
         finally:
             call.cancel()
+
+    # Memories -----------------------------------------------------------------------
+
+    async def add_memory(
+        self,
+        user_id: str,
+        content: str,
+        *,
+        source_session_id: str = "",
+        source_message_id: str | int = "",
+    ) -> dict[str, Any]:
+        """Store a memory of ``user_id``; the same text is stored once.
+
+        Returns the memory dict with ``created``: false when the user already had it
+        (the stored one is returned).
+        """
+        request = records.add_memory_request(user_id, content, source_session_id, source_message_id)
+        return records.added_memory(await self._call(self.memory_stub.AddMemory, request))
+
+    async def search_memories(
+        self, user_id: str, query: str, *, limit: int = 0
+    ) -> list[dict[str, Any]]:
+        """The user's memories most relevant to ``query``, best first, with their scores."""
+        request = records.search_memories_request(user_id, query, limit)
+        return records.scored_memories(await self._call(self.memory_stub.SearchMemories, request))
+
+    async def list_memories(self, user_id: str, *, page_size: int = 0) -> list[dict[str, Any]]:
+        """Every memory of ``user_id``, newest first (all pages read)."""
+        out: list[dict[str, Any]] = []
+        token = ""
+        while True:
+            request = records.list_memories_request(user_id, page_size, token)
+            response = await self._call(self.memory_stub.ListMemories, request)
+            out.extend(records.memory_from_pb(m) for m in response.memories)
+            token = response.next_page_token
+            if not token:
+                return out
+
+    async def delete_memory(self, user_id: str, memory_id: str | int) -> None:
+        request = records.delete_memory_request(user_id, memory_id)
+        await self._call(self.memory_stub.DeleteMemory, request)
+
+    # Templates and skills ---------------------------------------------------------
+
+    async def upsert_template(
+        self, scenario: str, system_prompt: str, *, enabled: bool = True
+    ) -> dict[str, Any]:
+        """Create or replace a scenario's template; its ``version`` grows on each change."""
+        request = records.upsert_template_request(scenario, system_prompt, enabled)
+        response = await self._call(self.prompt_stub.UpsertTemplate, request)
+        return records.template_from_pb(response.template)
+
+    async def list_templates(self) -> list[dict[str, Any]]:
+        response = await self._call(self.prompt_stub.ListTemplates, ppb.ListTemplatesRequest())
+        return [records.template_from_pb(t) for t in response.templates]
+
+    async def delete_template(self, scenario: str) -> None:
+        request = ppb.DeleteTemplateRequest(scenario=scenario)
+        await self._call(self.prompt_stub.DeleteTemplate, request)
+
+    async def upsert_skill(
+        self,
+        name: str,
+        prompt: str,
+        *,
+        description: str = "",
+        apps: Sequence[str] = (),
+        enabled: bool = True,
+    ) -> dict[str, Any]:
+        """Create or replace a skill; ``apps`` are the hosts it applies to (none: every host)."""
+        request = records.upsert_skill_request(name, prompt, description, apps, enabled)
+        response = await self._call(self.prompt_stub.UpsertSkill, request)
+        return records.skill_from_pb(response.skill)
+
+    async def list_skills(
+        self, *, app: str = "", enabled_only: bool = False
+    ) -> list[dict[str, Any]]:
+        """Skills for host ``app`` and for every host (``app=""``: all skills)."""
+        request = records.list_skills_request(app, enabled_only)
+        response = await self._call(self.prompt_stub.ListSkills, request)
+        return [records.skill_from_pb(s) for s in response.skills]
+
+    async def delete_skill(self, name: str) -> None:
+        await self._call(self.prompt_stub.DeleteSkill, ppb.DeleteSkillRequest(name=name))

@@ -9,11 +9,14 @@ from typing import Any, TypeAlias
 import grpc
 
 from . import _convert as convert
+from . import _records as records
 from ._chat import ChatStream
 from ._convert import MessageLike, OutputFormat, OverflowPolicy, ToolLike, ToolResultLike
 from ._errors import ContextdError
-from ._pb import chat_pb2_grpc, sessions_pb2_grpc
+from ._pb import chat_pb2_grpc, memory_pb2_grpc, prompts_pb2_grpc, sessions_pb2_grpc
 from ._pb import context_pb2_grpc as pb_grpc
+from ._pb import prompts_pb2 as ppb
+from ._pb import sessions_pb2 as spb
 from ._types import AssembledPrompt, BuildResult, TokenCount, TokenizerList
 
 DEFAULT_TARGET = "127.0.0.1:50151"
@@ -57,9 +60,11 @@ class ContextClient:
         self._closed = False
         #: The generated ContextServiceStub, for calls the helpers do not cover.
         self.stub = pb_grpc.ContextServiceStub(self._channel)
-        #: The generated ChatServiceStub and SessionServiceStub, on the same channel.
+        #: The generated stubs of the other services, on the same channel.
         self.chat_stub = chat_pb2_grpc.ChatServiceStub(self._channel)
         self.session_stub = sessions_pb2_grpc.SessionServiceStub(self._channel)
+        self.memory_stub = memory_pb2_grpc.MemoryServiceStub(self._channel)
+        self.prompt_stub = prompts_pb2_grpc.PromptServiceStub(self._channel)
 
     @property
     def channel(self) -> grpc.Channel:
@@ -123,6 +128,7 @@ class ContextClient:
         tokenizer: str = "",
         output_format: OutputFormat = "neutral",
         on_overflow: OverflowPolicy = "keep",
+        session: Mapping[str, Any] | None = None,
     ) -> BuildResult:
         """Build [system, ...history, user] under ``token_budget`` tokens.
 
@@ -130,7 +136,11 @@ class ContextClient:
         joined by a newline) or as ``layers`` (``{"identity": ..., "rules": ...}``).
         ``history`` holds message dicts, oldest first. ``on_overflow="fail"`` makes
         the call fail with FAILED_PRECONDITION when the system prompt and the user
-        message alone exceed the budget.
+        message alone exceed the budget. ``session`` (``{"user_id", "session_id",
+        "scenario", "host", "variables", "memory", ...}``) builds from a stored session
+        instead: the system message from the server's layers [0]-[4], the history
+        from the session's window; leave ``system_prompt``, ``layers``, ``history``
+        and ``compression_summary`` out then.
         """
         request = convert.build_messages_request(
             user_message,
@@ -143,6 +153,8 @@ class ContextClient:
             output_format=output_format,
             on_overflow=on_overflow,
         )
+        if session is not None:
+            request.session.CopyFrom(records.session_context_to_pb(session))
         return convert.build_result(self._call(self.stub.BuildMessages, request))
 
     def count_tokens(
@@ -160,6 +172,17 @@ class ContextClient:
         """The tokenizers the server knows, whether each is available, and the default."""
         request = convert.list_tokenizers_request()
         return convert.tokenizer_list(self._call(self.stub.ListTokenizers, request))
+
+    def collect(
+        self, user_id: str, message_id: str, *, remember: bool = False, uncollect: bool = False
+    ) -> dict[str, Any]:
+        """Mark a stored assistant answer collected (``uncollect``: not), maybe remember it.
+
+        Returns ``{"message_id", "is_collected", "memory_id"}``; ``memory_id`` is the
+        memory holding the answer's text when ``remember`` is set, else "".
+        """
+        request = records.collect_request(user_id, message_id, remember, uncollect)
+        return records.collected(self._call(self.stub.Collect, request))
 
     # Chat ---------------------------------------------------------------------------
 
@@ -239,6 +262,36 @@ class ContextClient:
         request = convert.get_session_request(user_id, session_id)
         return convert.session_from_pb(self._call(self.session_stub.GetSession, request).session)
 
+    def list_sessions(self, user_id: str, *, page_size: int = 0) -> list[dict[str, Any]]:
+        """Every session of ``user_id``, most recently active first (all pages read)."""
+        out: list[dict[str, Any]] = []
+        token = ""
+        while True:
+            request = records.list_sessions_request(user_id, page_size, token)
+            response = self._call(self.session_stub.ListSessions, request)
+            out.extend(convert.session_from_pb(s) for s in response.sessions)
+            token = response.next_page_token
+            if not token:
+                return out
+
+    def delete_session(self, user_id: str, session_id: str) -> None:
+        """Delete a session with its messages, summaries and event log; memories stay."""
+        request = spb.DeleteSessionRequest(**records.session_ref(user_id, session_id))
+        self._call(self.session_stub.DeleteSession, request)
+
+    def append_messages(
+        self,
+        user_id: str,
+        session_id: str,
+        messages: Sequence[MessageLike],
+        *,
+        turn_index: int = 0,
+    ) -> list[dict[str, Any]]:
+        """Store messages at the end of a session, in one transaction; returns them stored."""
+        request = records.append_messages_request(user_id, session_id, messages, turn_index)
+        response = self._call(self.session_stub.AppendMessages, request)
+        return [convert.session_message_from_pb(m) for m in response.messages]
+
     def list_messages(
         self, user_id: str, session_id: str, *, page_size: int = 0
     ) -> list[dict[str, Any]]:
@@ -252,6 +305,30 @@ class ContextClient:
             token = response.next_page_token
             if not token:
                 return out
+
+    def add_compression_summary(
+        self,
+        user_id: str,
+        session_id: str,
+        message_ids: Sequence[str | int],
+        summary: str,
+        *,
+        start_message_id: str | int | None = None,
+    ) -> str:
+        """Replace stored messages by a summary in later builds; returns the summary id.
+
+        ``start_message_id`` defaults to the first of ``message_ids``. The new summary
+        replaces the session's earlier active one.
+        """
+        request = records.compression_summary_request(
+            user_id, session_id, message_ids, summary, start_message_id
+        )
+        return str(self._call(self.session_stub.AddCompressionSummary, request).summary_id)
+
+    def set_session_summary(self, user_id: str, session_id: str, summary: str) -> None:
+        """Set the short summary the user's other sessions see (layer [4])."""
+        request = records.session_summary_request(user_id, session_id, summary)
+        self._call(self.session_stub.SetSessionSummary, request)
 
     def export_events(
         self, user_id: str, session_id: str, *, after: int = 0
@@ -269,3 +346,82 @@ class ContextClient:
             raise ContextdError.from_rpc_error(error) from error
         finally:
             call.cancel()
+
+    # Memories -----------------------------------------------------------------------
+
+    def add_memory(
+        self,
+        user_id: str,
+        content: str,
+        *,
+        source_session_id: str = "",
+        source_message_id: str | int = "",
+    ) -> dict[str, Any]:
+        """Store a memory of ``user_id``; the same text is stored once.
+
+        Returns the memory dict with ``created``: false when the user already had it
+        (the stored one is returned).
+        """
+        request = records.add_memory_request(user_id, content, source_session_id, source_message_id)
+        return records.added_memory(self._call(self.memory_stub.AddMemory, request))
+
+    def search_memories(self, user_id: str, query: str, *, limit: int = 0) -> list[dict[str, Any]]:
+        """The user's memories most relevant to ``query``, best first, with their scores."""
+        request = records.search_memories_request(user_id, query, limit)
+        return records.scored_memories(self._call(self.memory_stub.SearchMemories, request))
+
+    def list_memories(self, user_id: str, *, page_size: int = 0) -> list[dict[str, Any]]:
+        """Every memory of ``user_id``, newest first (all pages read)."""
+        out: list[dict[str, Any]] = []
+        token = ""
+        while True:
+            request = records.list_memories_request(user_id, page_size, token)
+            response = self._call(self.memory_stub.ListMemories, request)
+            out.extend(records.memory_from_pb(m) for m in response.memories)
+            token = response.next_page_token
+            if not token:
+                return out
+
+    def delete_memory(self, user_id: str, memory_id: str | int) -> None:
+        request = records.delete_memory_request(user_id, memory_id)
+        self._call(self.memory_stub.DeleteMemory, request)
+
+    # Templates and skills ---------------------------------------------------------
+
+    def upsert_template(
+        self, scenario: str, system_prompt: str, *, enabled: bool = True
+    ) -> dict[str, Any]:
+        """Create or replace a scenario's template; its ``version`` grows on each change."""
+        request = records.upsert_template_request(scenario, system_prompt, enabled)
+        response = self._call(self.prompt_stub.UpsertTemplate, request)
+        return records.template_from_pb(response.template)
+
+    def list_templates(self) -> list[dict[str, Any]]:
+        response = self._call(self.prompt_stub.ListTemplates, ppb.ListTemplatesRequest())
+        return [records.template_from_pb(t) for t in response.templates]
+
+    def delete_template(self, scenario: str) -> None:
+        request = ppb.DeleteTemplateRequest(scenario=scenario)
+        self._call(self.prompt_stub.DeleteTemplate, request)
+
+    def upsert_skill(
+        self,
+        name: str,
+        prompt: str,
+        *,
+        description: str = "",
+        apps: Sequence[str] = (),
+        enabled: bool = True,
+    ) -> dict[str, Any]:
+        """Create or replace a skill; ``apps`` are the hosts it applies to (none: every host)."""
+        request = records.upsert_skill_request(name, prompt, description, apps, enabled)
+        return records.skill_from_pb(self._call(self.prompt_stub.UpsertSkill, request).skill)
+
+    def list_skills(self, *, app: str = "", enabled_only: bool = False) -> list[dict[str, Any]]:
+        """Skills for host ``app`` and for every host (``app=""``: all skills)."""
+        request = records.list_skills_request(app, enabled_only)
+        response = self._call(self.prompt_stub.ListSkills, request)
+        return [records.skill_from_pb(s) for s in response.skills]
+
+    def delete_skill(self, name: str) -> None:
+        self._call(self.prompt_stub.DeleteSkill, ppb.DeleteSkillRequest(name=name))

@@ -1,0 +1,274 @@
+"""Requests and results of the stored-data calls: Collect, sessions, memories, prompts.
+
+Results are plain dicts, like the session dicts of ``_convert``; timestamps are aware
+UTC datetimes (``None`` when unset).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, cast
+
+from ._convert import (
+    _MEMORY_MODES,
+    MessageLike,
+    _ident,
+    _int,
+    _text,
+    _time,
+    _type_name,
+    messages_to_pb,
+)
+from ._pb import context_pb2 as pb
+from ._pb import memory_pb2 as mpb
+from ._pb import prompts_pb2 as ppb
+from ._pb import sessions_pb2 as spb
+
+
+def _texts(values: object, where: str) -> list[str]:
+    if isinstance(values, str) or not isinstance(values, Sequence):
+        raise TypeError(f"{where} must be a sequence of strings, not {_type_name(values)}")
+    return [_text(value, f"{where}[{i}]") for i, value in enumerate(values)]
+
+
+def _ids(values: object, where: str) -> list[str]:
+    if isinstance(values, str) or not isinstance(values, Sequence):
+        raise TypeError(f"{where} must be a sequence of ids, not {_type_name(values)}")
+    return [_ident(value, f"{where}[{i}]") for i, value in enumerate(values)]
+
+
+# Session mode of BuildMessages -----------------------------------------------------
+
+SESSION_CONTEXT_KEYS = (
+    "user_id",
+    "session_id",
+    "scenario",
+    "host",
+    "variables",
+    "memory",
+    "memory_limit",
+    "recent_sessions_limit",
+)
+
+
+def session_context_to_pb(session: object) -> pb.SessionContext:
+    """``{"user_id", "session_id", ...}`` (keys as in SessionContext) as the message."""
+    if not isinstance(session, Mapping):
+        raise TypeError(f"session must be a mapping, not {_type_name(session)}")
+    unknown = [str(key) for key in session if key not in SESSION_CONTEXT_KEYS]
+    if unknown:
+        raise ValueError(
+            f"session has no key {', '.join(map(repr, unknown))}; "
+            f"keys are {', '.join(SESSION_CONTEXT_KEYS)}"
+        )
+    memory = session.get("memory")
+    if memory not in _MEMORY_MODES:
+        raise TypeError(f"session['memory'] must be True, False or None, not {memory!r}")
+    variables = session.get("variables") or {}
+    if not isinstance(variables, Mapping):
+        raise TypeError(f"session['variables'] must be a mapping, not {_type_name(variables)}")
+    return pb.SessionContext(
+        user_id=_ident(session.get("user_id"), "session['user_id']"),
+        session_id=_ident(session.get("session_id"), "session['session_id']"),
+        scenario=_text(session.get("scenario"), "session['scenario']"),
+        host=_text(session.get("host"), "session['host']"),
+        variables={
+            _text(k, "session['variables'] key"): _text(v, f"session['variables'][{k!r}]")
+            for k, v in variables.items()
+        },
+        memory=cast(pb.MemoryMode, _MEMORY_MODES[memory]),
+        memory_limit=_int(session.get("memory_limit", 0), "session['memory_limit']"),
+        recent_sessions_limit=_int(
+            session.get("recent_sessions_limit", 0), "session['recent_sessions_limit']"
+        ),
+    )
+
+
+# Collect ----------------------------------------------------------------------------
+
+
+def collect_request(
+    user_id: str, message_id: str, remember: bool, uncollect: bool
+) -> pb.CollectRequest:
+    return pb.CollectRequest(
+        user_id=_ident(user_id, "user_id"),
+        message_id=_ident(message_id, "message_id"),
+        remember=bool(remember),
+        uncollect=bool(uncollect),
+    )
+
+
+def collected(response: pb.CollectResponse) -> dict[str, Any]:
+    return {
+        "message_id": response.message_id,
+        "is_collected": response.is_collected,
+        "memory_id": response.memory_id,
+    }
+
+
+# Sessions ---------------------------------------------------------------------------
+
+
+def session_ref(user_id: str, session_id: str) -> dict[str, str]:
+    """The user and session fields most session requests start with."""
+    return {"user_id": _ident(user_id, "user_id"), "session_id": _ident(session_id, "session_id")}
+
+
+def list_sessions_request(user_id: str, page_size: int, page_token: str) -> spb.ListSessionsRequest:
+    return spb.ListSessionsRequest(
+        user_id=_ident(user_id, "user_id"),
+        page_size=_int(page_size, "page_size"),
+        page_token=page_token,
+    )
+
+
+def append_messages_request(
+    user_id: str, session_id: str, messages: Sequence[MessageLike], turn_index: int
+) -> spb.AppendMessagesRequest:
+    return spb.AppendMessagesRequest(
+        **session_ref(user_id, session_id),
+        messages=messages_to_pb(messages, "messages"),
+        turn_index=_int(turn_index, "turn_index"),
+    )
+
+
+def compression_summary_request(
+    user_id: str,
+    session_id: str,
+    message_ids: Sequence[str | int],
+    summary: str,
+    start_message_id: str | int | None,
+) -> spb.AddCompressionSummaryRequest:
+    ids = _ids(message_ids, "message_ids")
+    start = ids[0] if start_message_id is None and ids else start_message_id
+    return spb.AddCompressionSummaryRequest(
+        **session_ref(user_id, session_id),
+        message_ids=ids,
+        start_message_id=_ident(start, "start_message_id"),
+        summary=_text(summary, "summary"),
+    )
+
+
+def session_summary_request(
+    user_id: str, session_id: str, summary: str
+) -> spb.SetSessionSummaryRequest:
+    return spb.SetSessionSummaryRequest(
+        **session_ref(user_id, session_id), summary=_text(summary, "summary")
+    )
+
+
+# Memories ---------------------------------------------------------------------------
+
+
+def memory_from_pb(memory: mpb.Memory) -> dict[str, Any]:
+    return {
+        "id": memory.id,
+        "user_id": memory.user_id,
+        "content": memory.content,
+        "source_session_id": memory.source_session_id,
+        "source_message_id": memory.source_message_id,
+        "create_time": _time(memory, "create_time"),
+        "update_time": _time(memory, "update_time"),
+    }
+
+
+def add_memory_request(
+    user_id: str, content: str, source_session_id: str, source_message_id: str | int
+) -> mpb.AddMemoryRequest:
+    return mpb.AddMemoryRequest(
+        user_id=_ident(user_id, "user_id"),
+        content=_text(content, "content"),
+        source_session_id=_ident(source_session_id, "source_session_id"),
+        source_message_id=_ident(source_message_id, "source_message_id"),
+    )
+
+
+def added_memory(response: mpb.AddMemoryResponse) -> dict[str, Any]:
+    """The memory, with ``created`` false when the user already had the same text."""
+    return {**memory_from_pb(response.memory), "created": response.created}
+
+
+def search_memories_request(user_id: str, query: str, limit: int) -> mpb.SearchMemoriesRequest:
+    return mpb.SearchMemoriesRequest(
+        user_id=_ident(user_id, "user_id"),
+        query=_text(query, "query"),
+        limit=_int(limit, "limit"),
+    )
+
+
+def scored_memories(response: mpb.SearchMemoriesResponse) -> list[dict[str, Any]]:
+    return [
+        {
+            **memory_from_pb(found.memory),
+            "score": found.score,
+            "relevance": found.relevance,
+            "recency": found.recency,
+        }
+        for found in response.results
+    ]
+
+
+def list_memories_request(user_id: str, page_size: int, page_token: str) -> mpb.ListMemoriesRequest:
+    return mpb.ListMemoriesRequest(
+        user_id=_ident(user_id, "user_id"),
+        page_size=_int(page_size, "page_size"),
+        page_token=page_token,
+    )
+
+
+def delete_memory_request(user_id: str, memory_id: str | int) -> mpb.DeleteMemoryRequest:
+    return mpb.DeleteMemoryRequest(
+        user_id=_ident(user_id, "user_id"), memory_id=_ident(memory_id, "memory_id")
+    )
+
+
+# Templates and skills ---------------------------------------------------------------
+
+
+def template_from_pb(template: ppb.PromptTemplate) -> dict[str, Any]:
+    return {
+        "scenario": template.scenario,
+        "system_prompt": template.system_prompt,
+        "version": template.version,
+        "enabled": template.enabled,
+        "update_time": _time(template, "update_time"),
+    }
+
+
+def upsert_template_request(
+    scenario: str, system_prompt: str, enabled: bool
+) -> ppb.UpsertTemplateRequest:
+    return ppb.UpsertTemplateRequest(
+        scenario=_text(scenario, "scenario"),
+        system_prompt=_text(system_prompt, "system_prompt"),
+        disabled=not enabled,
+    )
+
+
+def skill_from_pb(skill: ppb.Skill) -> dict[str, Any]:
+    return {
+        "name": skill.name,
+        "description": skill.description,
+        "prompt": skill.prompt,
+        "apps": list(skill.apps),
+        "enabled": skill.enabled,
+        "update_time": _time(skill, "update_time"),
+    }
+
+
+def upsert_skill_request(
+    name: str, prompt: str, description: str, apps: Sequence[str], enabled: bool
+) -> ppb.UpsertSkillRequest:
+    return ppb.UpsertSkillRequest(
+        skill=ppb.Skill(
+            name=_text(name, "name"),
+            description=_text(description, "description"),
+            prompt=_text(prompt, "prompt"),
+            apps=_texts(apps, "apps"),
+            enabled=bool(enabled),
+        )
+    )
+
+
+def list_skills_request(app: str, enabled_only: bool) -> ppb.ListSkillsRequest:
+    return ppb.ListSkillsRequest(app=_text(app, "app"), enabled_only=bool(enabled_only))
