@@ -219,6 +219,52 @@ def test_vb_code_checks_see_the_sample_requests(generated: GeneratedCSharp) -> N
     assert {"EventOneofCase", "TurnStatus", "OutputFormat"} <= set(enums)
 
 
+# Members of .NET and the gRPC packages the VB code uses besides contextd's own names.
+BCL_MEMBERS = {
+    "Add",  # RepeatedField / MapField
+    "AppendText",
+    "Cancel",
+    "CancelKeyPress",
+    "Core",
+    "Count",
+    "Error",
+    "FromMinutes",
+    "FromSeconds",
+    "GetAwaiter",
+    "GetEnvironmentVariable",
+    "GetResult",
+    "GrpcWebText",
+    "InvalidArgument",
+    "IsNullOrEmpty",
+    "Join",
+    "Select",
+    "StatusCode",
+    "Token",
+    "Write",
+    "WriteLine",
+}
+
+
+@pytest.mark.parametrize("name", list(_vb_code()))
+def test_vb_code_reads_only_members_that_exist(generated: GeneratedCSharp, name: str) -> None:
+    """A misspelt response property (`.TotalToken`) is caught here, not only by a compiler."""
+    library = "\n".join(p.read_text() for p in LIBRARY.glob("*.cs"))
+    known = (
+        BCL_MEMBERS
+        | set(re.findall(r"public [\w.<>?, ]+ (\w+)\b", library))
+        | {member for members in generated.properties.values() for member in members}
+        | {member for members in generated.enums.values() for member in members}
+        | set(generated.properties)
+        | set(generated.enums)
+    )
+    code = [line for line in _vb_code()[name].splitlines() if not line.startswith("Imports ")]
+    # Comments go; a quote inside a string literal is not a comment.
+    text = "\n".join(re.sub(r"(^|\s)'[^\"]*$", "", line) for line in code)
+    used = set(re.findall(r"\.\[?([A-Z]\w*)", text))
+    assert used, name
+    assert used <= known, f"{name} uses unknown members {sorted(used - known)}"
+
+
 def _initializer_fields(source: str, start: int) -> list[str]:
     """The `.Name =` assignments at the top level of a VB `With { ... }` block."""
     depth, names, i = 1, [], start
