@@ -39,30 +39,30 @@ Module Program
             options.GrpcWebMode = GrpcWebMode.GrpcWebText
         End If
 
-        Using cancel As New CancellationTokenSource()
-            AddHandler Console.CancelKeyPress,
-                Sub(sender, e)
-                    e.Cancel = True
-                    cancel.Cancel()
-                End Sub
+        ' Never disposed: the handler may still fire while the program ends.
+        Dim cancel As New CancellationTokenSource()
+        AddHandler Console.CancelKeyPress,
+            Sub(sender, e)
+                e.Cancel = True
+                cancel.Cancel()
+            End Sub
 
-            Using client As New ContextdClient(address, options)
-                Console.WriteLine($"contextd at {client.Target}")
-                Try
-                    Await RunFlowAsync(client, userId, cancel.Token)
-                    Await ShowRejectedRequestAsync(client)
-                    Return 0
-                Catch ex As ContextdException
-                    Console.Error.WriteLine($"contextd said {ex.StatusCode}: {ex.Detail}")
-                    For Each violation In ex.FieldViolations
-                        Console.Error.WriteLine($"  {violation.Field}: {violation.Description}")
-                    Next
-                    Return 1
-                Catch ex As OperationCanceledException
-                    Console.Error.WriteLine("cancelled")
-                    Return 1
-                End Try
-            End Using
+        Using client As New ContextdClient(address, options)
+            Console.WriteLine($"contextd at {client.Target}")
+            Try
+                Await RunFlowAsync(client, userId, cancel.Token)
+                Await ShowRejectedRequestAsync(client)
+                Return 0
+            Catch ex As ContextdException
+                Console.Error.WriteLine($"contextd said {ex.StatusCode}: {ex.Detail}")
+                For Each violation In ex.FieldViolations
+                    Console.Error.WriteLine($"  {violation.Field}: {violation.Description}")
+                Next
+                Return 1
+            Catch ex As OperationCanceledException
+                Console.Error.WriteLine("cancelled")
+                Return 1
+            End Try
         End Using
     End Function
 
@@ -146,7 +146,8 @@ Module Program
         Try
             Await client.BuildMessagesAsync(bad)
         Catch ex As ContextdException When ex.StatusCode = Grpc.Core.StatusCode.InvalidArgument
-            Console.WriteLine($"rejected as expected: {String.Join(", ", ex.FieldViolations.Select(Function(v) v.Field))}")
+            Dim fields = String.Join(", ", ex.FieldViolations.Select(Function(v) v.Field))
+            Console.WriteLine($"rejected as expected: {fields}")
         End Try
     End Function
 
