@@ -1,0 +1,308 @@
+using System;
+using System.Collections.Generic;
+using System.Net;
+using System.Net.Http;
+using System.Runtime.CompilerServices;
+using System.Threading;
+using System.Threading.Tasks;
+using Contextd.V1;
+using Grpc.Core;
+using Grpc.Net.Client;
+using Grpc.Net.Client.Web;
+
+namespace Contextd.Client
+{
+    /// <summary>
+    /// One connection to a contextd server, with a Task-returning method per RPC.
+    /// Thread-safe; create one per add-in and dispose it on shutdown.
+    /// Every failed call throws <see cref="ContextdException"/>; a cancelled token throws
+    /// <see cref="OperationCanceledException"/>.
+    /// </summary>
+    public sealed class ContextdClient : IDisposable
+    {
+        private readonly GrpcChannel _channel;
+        private readonly ContextdClientOptions _options;
+        private readonly ContextService.ContextServiceClient _context;
+        private readonly SessionService.SessionServiceClient _sessions;
+        private readonly MemoryService.MemoryServiceClient _memory;
+        private readonly PromptService.PromptServiceClient _prompts;
+        private readonly ChatService.ChatServiceClient _chat;
+
+        /// <summary>
+        /// Connects to <paramref name="address"/> (<c>host:port</c> or a full
+        /// <c>http://</c> / <c>https://</c> URL). The connection opens on the first call.
+        /// </summary>
+        public ContextdClient(string address, ContextdClientOptions? options = null)
+        {
+            if (string.IsNullOrWhiteSpace(address))
+            {
+                throw new ArgumentException("an address is required, for example 127.0.0.1:50151", nameof(address));
+            }
+            _options = options ?? new ContextdClientOptions();
+            _channel = OpenChannel(address, _options);
+            _context = new ContextService.ContextServiceClient(_channel);
+            _sessions = new SessionService.SessionServiceClient(_channel);
+            _memory = new MemoryService.MemoryServiceClient(_channel);
+            _prompts = new PromptService.PromptServiceClient(_channel);
+            _chat = new ChatService.ChatServiceClient(_channel);
+        }
+
+        /// <summary>The address calls go to (the gRPC-Web one when that is in use).</summary>
+        public string Target => _channel.Target;
+
+        // ContextService
+
+        /// <summary>Joins the six system-prompt layers in their fixed order, with token counts.</summary>
+        public Task<AssemblePromptResponse> AssemblePromptAsync(AssemblePromptRequest request, CancellationToken cancellationToken = default) =>
+            UnaryAsync(_context.AssemblePromptAsync(request, Unary(cancellationToken)));
+
+        /// <summary>Builds the message list under a token budget, inline or from a stored session.</summary>
+        public Task<BuildMessagesResponse> BuildMessagesAsync(BuildMessagesRequest request, CancellationToken cancellationToken = default) =>
+            UnaryAsync(_context.BuildMessagesAsync(request, Unary(cancellationToken)));
+
+        /// <summary>Marks a stored answer collected (or not), optionally remembering it.</summary>
+        public Task<CollectResponse> CollectAsync(CollectRequest request, CancellationToken cancellationToken = default) =>
+            UnaryAsync(_context.CollectAsync(request, Unary(cancellationToken)));
+
+        /// <summary>Counts tokens of texts and messages.</summary>
+        public Task<CountTokensResponse> CountTokensAsync(CountTokensRequest request, CancellationToken cancellationToken = default) =>
+            UnaryAsync(_context.CountTokensAsync(request, Unary(cancellationToken)));
+
+        /// <summary>The server's tokenizers and its default.</summary>
+        public Task<ListTokenizersResponse> ListTokenizersAsync(ListTokenizersRequest request, CancellationToken cancellationToken = default) =>
+            UnaryAsync(_context.ListTokenizersAsync(request, Unary(cancellationToken)));
+
+        // SessionService
+
+        /// <summary>Starts a new session (an empty window; the user's memories stay).</summary>
+        public Task<CreateSessionResponse> CreateSessionAsync(CreateSessionRequest request, CancellationToken cancellationToken = default) =>
+            UnaryAsync(_sessions.CreateSessionAsync(request, Unary(cancellationToken)));
+
+        /// <summary>One session of the user.</summary>
+        public Task<GetSessionResponse> GetSessionAsync(GetSessionRequest request, CancellationToken cancellationToken = default) =>
+            UnaryAsync(_sessions.GetSessionAsync(request, Unary(cancellationToken)));
+
+        /// <summary>The user's sessions, most recently active first, one page at a time.</summary>
+        public Task<ListSessionsResponse> ListSessionsAsync(ListSessionsRequest request, CancellationToken cancellationToken = default) =>
+            UnaryAsync(_sessions.ListSessionsAsync(request, Unary(cancellationToken)));
+
+        /// <summary>Deletes a session with its messages and summaries.</summary>
+        public Task<DeleteSessionResponse> DeleteSessionAsync(DeleteSessionRequest request, CancellationToken cancellationToken = default) =>
+            UnaryAsync(_sessions.DeleteSessionAsync(request, Unary(cancellationToken)));
+
+        /// <summary>Stores messages at the end of a session, in one transaction.</summary>
+        public Task<AppendMessagesResponse> AppendMessagesAsync(AppendMessagesRequest request, CancellationToken cancellationToken = default) =>
+            UnaryAsync(_sessions.AppendMessagesAsync(request, Unary(cancellationToken)));
+
+        /// <summary>A session's messages, oldest first, one page at a time.</summary>
+        public Task<ListMessagesResponse> ListMessagesAsync(ListMessagesRequest request, CancellationToken cancellationToken = default) =>
+            UnaryAsync(_sessions.ListMessagesAsync(request, Unary(cancellationToken)));
+
+        /// <summary>Stores a compression summary that replaces older messages of a session.</summary>
+        public Task<AddCompressionSummaryResponse> AddCompressionSummaryAsync(AddCompressionSummaryRequest request, CancellationToken cancellationToken = default) =>
+            UnaryAsync(_sessions.AddCompressionSummaryAsync(request, Unary(cancellationToken)));
+
+        /// <summary>Sets the short summary other sessions of the user see.</summary>
+        public Task<SetSessionSummaryResponse> SetSessionSummaryAsync(SetSessionSummaryRequest request, CancellationToken cancellationToken = default) =>
+            UnaryAsync(_sessions.SetSessionSummaryAsync(request, Unary(cancellationToken)));
+
+        /// <summary>A session's event log (chat turns), oldest first, as it streams in.</summary>
+        public IAsyncEnumerable<ExportEventsResponse> ExportEvents(ExportEventsRequest request, CancellationToken cancellationToken = default) =>
+            ReadAllAsync(callOptions => _sessions.ExportEvents(request, callOptions), cancellationToken);
+
+        /// <summary>
+        /// A session's whole event log as a list, for callers that cannot consume
+        /// <see cref="IAsyncEnumerable{T}"/> (Visual Basic has no <c>Await For Each</c>).
+        /// </summary>
+        public async Task<IReadOnlyList<ExportEventsResponse>> ExportEventsListAsync(ExportEventsRequest request, CancellationToken cancellationToken = default)
+        {
+            var events = new List<ExportEventsResponse>();
+            await foreach (var item in ExportEvents(request, cancellationToken).ConfigureAwait(false))
+            {
+                events.Add(item);
+            }
+            return events;
+        }
+
+        // MemoryService
+
+        /// <summary>Stores a memory of the user (the same text is stored once).</summary>
+        public Task<AddMemoryResponse> AddMemoryAsync(AddMemoryRequest request, CancellationToken cancellationToken = default) =>
+            UnaryAsync(_memory.AddMemoryAsync(request, Unary(cancellationToken)));
+
+        /// <summary>The user's memories most relevant to a text, with scores.</summary>
+        public Task<SearchMemoriesResponse> SearchMemoriesAsync(SearchMemoriesRequest request, CancellationToken cancellationToken = default) =>
+            UnaryAsync(_memory.SearchMemoriesAsync(request, Unary(cancellationToken)));
+
+        /// <summary>The user's memories, newest first, one page at a time.</summary>
+        public Task<ListMemoriesResponse> ListMemoriesAsync(ListMemoriesRequest request, CancellationToken cancellationToken = default) =>
+            UnaryAsync(_memory.ListMemoriesAsync(request, Unary(cancellationToken)));
+
+        /// <summary>Deletes one memory of the user.</summary>
+        public Task<DeleteMemoryResponse> DeleteMemoryAsync(DeleteMemoryRequest request, CancellationToken cancellationToken = default) =>
+            UnaryAsync(_memory.DeleteMemoryAsync(request, Unary(cancellationToken)));
+
+        // PromptService
+
+        /// <summary>Creates or replaces a scenario's prompt template.</summary>
+        public Task<UpsertTemplateResponse> UpsertTemplateAsync(UpsertTemplateRequest request, CancellationToken cancellationToken = default) =>
+            UnaryAsync(_prompts.UpsertTemplateAsync(request, Unary(cancellationToken)));
+
+        /// <summary>Every scenario's prompt template.</summary>
+        public Task<ListTemplatesResponse> ListTemplatesAsync(ListTemplatesRequest request, CancellationToken cancellationToken = default) =>
+            UnaryAsync(_prompts.ListTemplatesAsync(request, Unary(cancellationToken)));
+
+        /// <summary>Deletes a scenario's prompt template.</summary>
+        public Task<DeleteTemplateResponse> DeleteTemplateAsync(DeleteTemplateRequest request, CancellationToken cancellationToken = default) =>
+            UnaryAsync(_prompts.DeleteTemplateAsync(request, Unary(cancellationToken)));
+
+        /// <summary>Creates or replaces a skill.</summary>
+        public Task<UpsertSkillResponse> UpsertSkillAsync(UpsertSkillRequest request, CancellationToken cancellationToken = default) =>
+            UnaryAsync(_prompts.UpsertSkillAsync(request, Unary(cancellationToken)));
+
+        /// <summary>Skills, optionally only those for one host app.</summary>
+        public Task<ListSkillsResponse> ListSkillsAsync(ListSkillsRequest request, CancellationToken cancellationToken = default) =>
+            UnaryAsync(_prompts.ListSkillsAsync(request, Unary(cancellationToken)));
+
+        /// <summary>Deletes a skill.</summary>
+        public Task<DeleteSkillResponse> DeleteSkillAsync(DeleteSkillRequest request, CancellationToken cancellationToken = default) =>
+            UnaryAsync(_prompts.DeleteSkillAsync(request, Unary(cancellationToken)));
+
+        // ChatService
+
+        /// <summary>
+        /// One chat turn as its events arrive: TurnStarted, text deltas, tool calls, usage,
+        /// then TurnCompleted. For C# (<c>await foreach</c>); Visual Basic code uses
+        /// <see cref="StreamChatAsync"/>.
+        /// </summary>
+        public IAsyncEnumerable<StreamChatResponse> StreamChat(StreamChatRequest request, CancellationToken cancellationToken = default) =>
+            ReadAllAsync(callOptions => _chat.StreamChat(request, callOptions), cancellationToken);
+
+        /// <summary>
+        /// One chat turn: calls <paramref name="onEvent"/> for every event as it arrives
+        /// (on the caller's synchronization context, so a UI thread may update its controls)
+        /// and returns the turn's final event. A turn that fails after it started is a
+        /// TurnCompleted with status <c>TurnStatus.Error</c>, not an exception.
+        /// </summary>
+        /// <param name="request">The turn: session, user message, tools, model options.</param>
+        /// <param name="onEvent">Called for each event, TurnCompleted included; may be <c>Nothing</c>.</param>
+        /// <param name="cancellationToken">Cancels the turn; the server stores the partial answer.</param>
+        public async Task<TurnCompleted> StreamChatAsync(
+            StreamChatRequest request,
+            Action<StreamChatResponse>? onEvent,
+            CancellationToken cancellationToken = default)
+        {
+            TurnCompleted? completed = null;
+            // No ConfigureAwait(false) here: onEvent runs where the caller awaited.
+            await foreach (var item in StreamChat(request, cancellationToken))
+            {
+                onEvent?.Invoke(item);
+                if (item.EventCase == StreamChatResponse.EventOneofCase.TurnCompleted)
+                {
+                    completed = item.TurnCompleted;
+                }
+            }
+            return completed ?? throw ContextdException.Protocol("the chat stream ended without a TurnCompleted event");
+        }
+
+        /// <summary>Closes the connection; calls in flight are cancelled.</summary>
+        public void Dispose() => _channel.Dispose();
+
+        private static GrpcChannel OpenChannel(string address, ContextdClientOptions options)
+        {
+            var channelOptions = new GrpcChannelOptions
+            {
+                MaxReceiveMessageSize = options.MaxReceiveMessageSize,
+                // A cancelled token surfaces as OperationCanceledException, as .NET callers expect.
+                ThrowOperationCanceledOnCancellation = true,
+            };
+            var target = address;
+            if (options.UseGrpcWeb)
+            {
+                if (!string.IsNullOrWhiteSpace(options.GrpcWebAddress))
+                {
+                    target = options.GrpcWebAddress!;
+                }
+                channelOptions.HttpHandler = new GrpcWebHandler(options.GrpcWebMode, options.HttpHandler ?? new HttpClientHandler());
+                channelOptions.HttpVersion = HttpVersion.Version11;
+#if NET5_0_OR_GREATER
+                channelOptions.HttpVersionPolicy = HttpVersionPolicy.RequestVersionExact;
+#endif
+            }
+            else if (options.HttpHandler != null)
+            {
+                channelOptions.HttpHandler = options.HttpHandler;
+            }
+            return GrpcChannel.ForAddress(WithScheme(target), channelOptions);
+        }
+
+        // contextd's own tools print host:port; the .NET channel needs a URL.
+        private static string WithScheme(string address) =>
+            address.Contains("://") ? address : "http://" + address;
+
+        private CallOptions Unary(CancellationToken cancellationToken) =>
+            CallOptionsWith(_options.Timeout, cancellationToken);
+
+        private CallOptions Streaming(CancellationToken cancellationToken) =>
+            CallOptionsWith(_options.StreamTimeout, cancellationToken);
+
+        private CallOptions CallOptionsWith(TimeSpan? timeout, CancellationToken cancellationToken)
+        {
+            Metadata? headers = null;
+            if (_options.Headers.Count > 0)
+            {
+                headers = new Metadata();
+                foreach (var pair in _options.Headers)
+                {
+                    headers.Add(pair.Key, pair.Value);
+                }
+            }
+            DateTime? deadline = timeout.HasValue ? DateTime.UtcNow.Add(timeout.Value) : (DateTime?)null;
+            return new CallOptions(headers: headers, deadline: deadline, cancellationToken: cancellationToken);
+        }
+
+        private static async Task<TResponse> UnaryAsync<TResponse>(AsyncUnaryCall<TResponse> call)
+        {
+            using (call)
+            {
+                try
+                {
+                    return await call.ResponseAsync.ConfigureAwait(false);
+                }
+                catch (RpcException error)
+                {
+                    throw ContextdException.FromRpcException(error);
+                }
+            }
+        }
+
+        // The call starts when enumeration does, so its deadline counts from the first read
+        // and a stream nobody enumerates opens no call.
+        private async IAsyncEnumerable<TResponse> ReadAllAsync<TResponse>(
+            Func<CallOptions, AsyncServerStreamingCall<TResponse>> start,
+            [EnumeratorCancellation] CancellationToken cancellationToken = default)
+        {
+            using (var call = start(Streaming(cancellationToken)))
+            {
+                while (true)
+                {
+                    bool more;
+                    // C# allows no yield inside a try with a catch, so only the read is guarded.
+                    try
+                    {
+                        more = await call.ResponseStream.MoveNext(cancellationToken).ConfigureAwait(false);
+                    }
+                    catch (RpcException error)
+                    {
+                        throw ContextdException.FromRpcException(error);
+                    }
+                    if (!more)
+                    {
+                        yield break;
+                    }
+                    yield return call.ResponseStream.Current;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,64 @@
+using System;
+using System.Collections.Generic;
+using System.Net.Http;
+using Grpc.Net.Client.Web;
+
+namespace Contextd.Client
+{
+    /// <summary>
+    /// How a <see cref="ContextdClient"/> reaches the server. Every property has a usable default,
+    /// so <c>New ContextdClientOptions()</c> talks plain gRPC (HTTP/2) to the given address.
+    /// </summary>
+    public sealed class ContextdClientOptions
+    {
+        /// <summary>
+        /// Talk gRPC-Web over HTTP/1.1 instead of gRPC over HTTP/2.
+        /// Needed on .NET Framework 4.8 (VSTO and COM add-ins), whose HTTP stack cannot carry
+        /// HTTP/2 gRPC. contextd serves gRPC-Web on its own port, so set
+        /// <see cref="GrpcWebAddress"/> to that port's address.
+        /// </summary>
+        public bool UseGrpcWeb { get; set; }
+
+        /// <summary>
+        /// The server's gRPC-Web address, for example <c>http://127.0.0.1:50152</c>, used when
+        /// <see cref="UseGrpcWeb"/> is set. Empty means the address given to the client.
+        /// </summary>
+        public string? GrpcWebAddress { get; set; }
+
+        /// <summary>
+        /// The gRPC-Web wire format. <see cref="GrpcWebMode.GrpcWebText"/> (base64, the default)
+        /// streams through every proxy; <see cref="GrpcWebMode.GrpcWeb"/> (binary) is about a
+        /// quarter smaller on the wire.
+        /// </summary>
+        public GrpcWebMode GrpcWebMode { get; set; } = GrpcWebMode.GrpcWebText;
+
+        /// <summary>
+        /// Deadline of each unary call; <c>Nothing</c> for none. Default 30 seconds.
+        /// </summary>
+        public TimeSpan? Timeout { get; set; } = TimeSpan.FromSeconds(30);
+
+        /// <summary>
+        /// Deadline of a whole streamed call (a chat turn, an event export); <c>Nothing</c> for
+        /// none. Default 5 minutes: a turn may call the model several times.
+        /// </summary>
+        public TimeSpan? StreamTimeout { get; set; } = TimeSpan.FromMinutes(5);
+
+        /// <summary>
+        /// Largest message accepted from the server. Default 16 MiB, the server's own default
+        /// limit (a long session's BuildMessages answer can exceed gRPC's 4 MiB default).
+        /// </summary>
+        public int MaxReceiveMessageSize { get; set; } = 16 * 1024 * 1024;
+
+        /// <summary>
+        /// Headers sent with every call, for a proxy in front of contextd (contextd itself reads
+        /// none today: every request names its user id). Keys must be lowercase.
+        /// </summary>
+        public IDictionary<string, string> Headers { get; } = new Dictionary<string, string>();
+
+        /// <summary>
+        /// The HTTP handler to send through (a proxy, client certificates, a test server);
+        /// <c>Nothing</c> for the platform default. The client disposes it.
+        /// </summary>
+        public HttpMessageHandler? HttpHandler { get; set; }
+    }
+}

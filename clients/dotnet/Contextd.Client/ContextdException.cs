@@ -1,0 +1,109 @@
+using System;
+using System.Collections.Generic;
+using System.Linq;
+using Google.Protobuf;
+using Google.Rpc;
+using Grpc.Core;
+using Grpc.StatusProto;
+
+namespace Contextd.Client
+{
+    /// <summary>A request field the server rejected, and why.</summary>
+    public sealed class FieldViolation
+    {
+        internal FieldViolation(string field, string description)
+        {
+            Field = field;
+            Description = description;
+        }
+
+        /// <summary>The field's path in the request, for example <c>history[3].tool_calls[0].name</c>.</summary>
+        public string Field { get; }
+
+        /// <summary>What is wrong with it.</summary>
+        public string Description { get; }
+
+        /// <inheritdoc />
+        public override string ToString() => Field + ": " + Description;
+    }
+
+    /// <summary>
+    /// A failed contextd call: the gRPC status code, the server's message and, for
+    /// <c>InvalidArgument</c>, every request field the server rejected.
+    /// </summary>
+    public sealed class ContextdException : Exception
+    {
+        private ContextdException(
+            StatusCode statusCode,
+            string detail,
+            IReadOnlyList<FieldViolation> fieldViolations,
+            Exception? inner)
+            : base(Describe(statusCode, detail, fieldViolations), inner)
+        {
+            StatusCode = statusCode;
+            Detail = detail;
+            FieldViolations = fieldViolations;
+        }
+
+        /// <summary>The gRPC status code, for example <c>StatusCode.InvalidArgument</c>.</summary>
+        public StatusCode StatusCode { get; }
+
+        /// <summary>The server's message, without the code.</summary>
+        public string Detail { get; }
+
+        /// <summary>
+        /// The fields named by the google.rpc.BadRequest detail of an <c>InvalidArgument</c>
+        /// status; empty for other errors.
+        /// </summary>
+        public IReadOnlyList<FieldViolation> FieldViolations { get; }
+
+        /// <summary>Wraps a failed call, reading the rich status from its trailers.</summary>
+        public static ContextdException FromRpcException(RpcException error)
+        {
+            if (error is null)
+            {
+                throw new ArgumentNullException(nameof(error));
+            }
+            return new ContextdException(error.StatusCode, error.Status.Detail, ReadViolations(error), error);
+        }
+
+        /// <summary>A stream that broke the protocol (for example ended before TurnCompleted).</summary>
+        internal static ContextdException Protocol(string detail) =>
+            new ContextdException(StatusCode.Internal, detail, Array.Empty<FieldViolation>(), null);
+
+        private static IReadOnlyList<FieldViolation> ReadViolations(RpcException error)
+        {
+            Google.Rpc.Status? status;
+            try
+            {
+                status = error.GetRpcStatus();
+            }
+            catch (InvalidProtocolBufferException)
+            {
+                // A garbled grpc-status-details-bin trailer must not hide the status itself.
+                return Array.Empty<FieldViolation>();
+            }
+            var badRequest = status?.GetStatusDetail<BadRequest>();
+            if (badRequest is null)
+            {
+                return Array.Empty<FieldViolation>();
+            }
+            return badRequest.FieldViolations
+                .Select(v => new FieldViolation(v.Field, v.Description))
+                .ToList();
+        }
+
+        private static string Describe(
+            StatusCode statusCode,
+            string detail,
+            IReadOnlyList<FieldViolation> fieldViolations)
+        {
+            var text = statusCode + ": " + detail;
+            if (fieldViolations.Count == 0)
+            {
+                return text;
+            }
+            return text + " (" + string.Join("; ", fieldViolations) + ")";
+        }
+    }
+}

@@ -1,0 +1,154 @@
+' The add-in flow against a running contextd, step by step:
+'   1. a new session for the user, in the "excel" scenario;
+'   2. BuildMessages in session mode (what the model would see, and why);
+'   3. StreamChat, printing each text delta as it arrives;
+'   4. Collect the answer (and remember it as a memory of the user);
+'   5. what a rejected request looks like (ContextdException with field violations).
+'
+' Configuration (environment):
+'   CONTEXTD_ADDRESS           gRPC address, default 127.0.0.1:50151
+'   CONTEXTD_GRPC_WEB_ADDRESS  when set, talk gRPC-Web (HTTP/1.1) to this address instead,
+'                              as a .NET Framework 4.8 add-in must
+'   CONTEXTD_USER              user id, default vb-sample
+' Ctrl+C cancels the turn being streamed.
+
+Imports System.Threading
+Imports Contextd.Client
+Imports Contextd.V1
+Imports Grpc.Net.Client.Web
+
+Module Program
+
+    Function Main() As Integer
+        Return RunAsync().GetAwaiter().GetResult()
+    End Function
+
+    Private Async Function RunAsync() As Task(Of Integer)
+        Dim address = If(Environment.GetEnvironmentVariable("CONTEXTD_ADDRESS"), "127.0.0.1:50151")
+        Dim webAddress = Environment.GetEnvironmentVariable("CONTEXTD_GRPC_WEB_ADDRESS")
+        Dim userId = If(Environment.GetEnvironmentVariable("CONTEXTD_USER"), "vb-sample")
+
+        Dim options As New ContextdClientOptions With {
+            .Timeout = TimeSpan.FromSeconds(30),
+            .StreamTimeout = TimeSpan.FromMinutes(5)
+        }
+        If Not String.IsNullOrEmpty(webAddress) Then
+            ' The gRPC-Web switch: HTTP/1.1, so it works on .NET Framework 4.8.
+            options.UseGrpcWeb = True
+            options.GrpcWebAddress = webAddress
+            options.GrpcWebMode = GrpcWebMode.GrpcWebText
+        End If
+
+        ' Never disposed: the handler may still fire while the program ends.
+        Dim cancel As New CancellationTokenSource()
+        AddHandler Console.CancelKeyPress,
+            Sub(sender, e)
+                e.Cancel = True
+                cancel.Cancel()
+            End Sub
+
+        Using client As New ContextdClient(address, options)
+            Console.WriteLine($"contextd at {client.Target}")
+            Try
+                Await RunFlowAsync(client, userId, cancel.Token)
+                Await ShowRejectedRequestAsync(client)
+                Return 0
+            Catch ex As ContextdException
+                Console.Error.WriteLine($"contextd said {ex.StatusCode}: {ex.Detail}")
+                For Each violation In ex.FieldViolations
+                    Console.Error.WriteLine($"  {violation.Field}: {violation.Description}")
+                Next
+                Return 1
+            Catch ex As OperationCanceledException
+                Console.Error.WriteLine("cancelled")
+                Return 1
+            End Try
+        End Using
+    End Function
+
+    Private Async Function RunFlowAsync(client As ContextdClient, userId As String, cancellationToken As CancellationToken) As Task
+        ' 1. A new session: a fresh window; the user's memories carry over.
+        Dim created = Await client.CreateSessionAsync(New CreateSessionRequest With {
+            .UserId = userId,
+            .Scenario = "excel",
+            .Host = "excel",
+            .Title = "Quarterly budget"
+        }, cancellationToken)
+        Dim sessionId = created.Session.Id
+        Console.WriteLine($"session {sessionId}")
+
+        Dim question = "Which formula sums column B where column A says ""Travel""?"
+
+        ' 2. What the model would see for this question, built from the stored session.
+        Dim context As New SessionContext With {
+            .UserId = userId,
+            .SessionId = sessionId,
+            .Scenario = "excel",
+            .Host = "excel"
+        }
+        context.Variables.Add("sheet", "Budget 2026")
+        Dim built = Await client.BuildMessagesAsync(New BuildMessagesRequest With {
+            .Session = context,
+            .UserMessage = question,
+            .TokenBudget = 4000,
+            .OutputFormat = OutputFormat.Openai
+        }, cancellationToken)
+        Console.WriteLine($"BuildMessages: {built.Messages.Count} messages, {built.Report.TotalTokens} of {built.Report.TokenBudget} tokens")
+        For Each layer In built.Report.ContextLayers
+            Console.WriteLine($"  [{layer.Name}] included={layer.Included} tokens={layer.Tokens} {layer.Note}")
+        Next
+
+        ' 3. The chat turn itself, deltas printed as they arrive.
+        Dim turn As New StreamChatRequest With {
+            .Session = New SessionContext With {
+                .UserId = userId,
+                .SessionId = sessionId,
+                .Scenario = "excel",
+                .Host = "excel"
+            },
+            .UserMessage = question
+        }
+        Console.Write("answer: ")
+        Dim completed = Await client.StreamChatAsync(turn, AddressOf PrintEvent, cancellationToken)
+        Console.WriteLine()
+        Console.WriteLine($"turn {completed.Status} in {completed.DurationMs} ms, prompt tokens {completed.TurnUsage.PromptTokensEstimate} (estimate)")
+        If completed.Status = TurnStatus.[Error] Then
+            Console.WriteLine($"model error: {completed.ErrorMessage}")
+            Return
+        End If
+
+        ' 4. The user liked the answer: collect it and keep it as a memory.
+        If completed.AssistantMessageId <> "" Then
+            Dim collected = Await client.CollectAsync(New CollectRequest With {
+                .UserId = userId,
+                .MessageId = completed.AssistantMessageId,
+                .Remember = True
+            }, cancellationToken)
+            Console.WriteLine($"collected {collected.MessageId}: {collected.IsCollected}, memory {collected.MemoryId}")
+        End If
+    End Function
+
+    Private Sub PrintEvent(ev As StreamChatResponse)
+        Select Case ev.EventCase
+            Case StreamChatResponse.EventOneofCase.TurnStarted
+                Console.Write($"(turn {ev.TurnStarted.TurnIndex}, ~{ev.TurnStarted.PromptTokensEstimate} prompt tokens) ")
+            Case StreamChatResponse.EventOneofCase.TextDelta
+                Console.Write(ev.TextDelta.Text)
+            Case StreamChatResponse.EventOneofCase.ToolCall
+                Console.Write($"[tool {ev.ToolCall.[Call].Name}]")
+        End Select
+    End Sub
+
+    ' 5. A request with no token budget: the server names the field.
+    Private Async Function ShowRejectedRequestAsync(client As ContextdClient) As Task
+        Dim bad As New BuildMessagesRequest With {.UserMessage = "hello"}
+        bad.SystemPrompts.Add("You are a helpful assistant.")
+        Try
+            Await client.BuildMessagesAsync(bad)
+        Catch ex As ContextdException When ex.StatusCode = Grpc.Core.StatusCode.InvalidArgument
+            Dim fields = String.Join(", ", ex.FieldViolations.Select(Function(v) v.Field))
+            Console.WriteLine($"rejected as expected: {fields}")
+        End Try
+    End Function
+
+End Module
