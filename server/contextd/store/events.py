@@ -3,18 +3,12 @@
 Every line is one event in the format of seed 003 (keys in this order, a None field
 left out): ts, session_id, turn, step, type, content, role, meta.
 
-Writes go through one writer thread per EventLog. ``append`` encodes its line on the
-event loop and puts it on the thread's queue before its first await, so a session's
-lines land in the order ``append`` was called and, written by one thread, never
-interleave: the queue is the per-session lock. The thread takes everything queued,
-writes each session's lines with one ``os.write``, and settles all those appends with
-one callback into the event loop: two thread switches per batch, however many events
-and sessions are in it. (Measured against a per-session flusher task making one
-``asyncio.to_thread`` call per session batch: 2.3 times the events/s for a turn's
-sequential appends, 1.4 times with 50 appenders on one session, 3.7 times with 50
-sessions at once.) The price: one slow write (a stalled disk) holds up every
-session's appends behind it. A delete goes through the same queue, in its
-place among the appends.
+``append`` encodes its line and writes it with one ``os.write`` on the event loop's
+thread, before it returns: a session's lines land in the order ``append`` was called and
+never interleave, with no lock and no queue. An append costs a few system calls
+(open, fstat, a one-byte pread, write, close; about 20 µs); a hand-off to a writer
+thread and back cost more than that in CPU alone, and its Python code competed with the
+event loop for the GIL. The price: a stalled disk stalls the event loop.
 
 A line is handed to the kernel (a raw fd, no user-space buffer) before its
 ``append`` returns: an appended event survives a crash of the process (SIGKILL
@@ -31,9 +25,7 @@ import asyncio
 import contextlib
 import json
 import os
-import queue
 import re
-import threading
 import time
 from collections.abc import AsyncGenerator
 from pathlib import Path
@@ -52,12 +44,6 @@ EVENT_TYPES = frozenset(
     }
 )
 ROLES = frozenset({"system", "user", "assistant"})
-
-_STOP = "stop"  # not a valid session id, so never one an append passes in
-# (session_id, line or None for a delete, the future its caller awaits)
-_Op = tuple[str, bytes | None, "asyncio.Future[bool]"]
-# (future, result, error)
-_Settled = tuple["asyncio.Future[bool]", bool | None, BaseException | None]
 
 _SESSION_ID = re.compile(r"[0-9a-f]{32}")
 _READ_CHUNK = 256 * 1024
@@ -101,15 +87,7 @@ class EventLog:
     def __init__(self, history_dir: Path) -> None:
         self.history_dir = history_dir
         history_dir.mkdir(parents=True, exist_ok=True)
-        self._queue: queue.SimpleQueue[_Op] = queue.SimpleQueue()
         self._closed = False
-        self._stopped: asyncio.Future[bool] | None = None
-        # A daemon: an EventLog never closed must not hang the interpreter's exit, and
-        # what a daemon can lose at exit was never acknowledged.
-        self._thread = threading.Thread(
-            target=_writer, args=(history_dir, self._queue), name="contextd-events", daemon=True
-        )
-        self._thread.start()
 
     def path(self, session_id: str) -> Path:
         return self.history_dir / f"{check_session_id(session_id)}.jsonl"
@@ -126,11 +104,7 @@ class EventLog:
         meta: dict[str, Any] | None = None,
         ts: float | None = None,
     ) -> dict[str, Any]:
-        """Write one event and return it once its line is with the kernel.
-
-        Cancelling the call does not withdraw the event: it is queued before the first
-        await and is written in its place all the same.
-        """
+        """Write one event and return it once its line is with the kernel."""
         check_session_id(session_id)
         if type not in EVENT_TYPES:
             raise ValueError(f"type must be one of {sorted(EVENT_TYPES)}, got {type!r}")
@@ -161,20 +135,13 @@ class EventLog:
         line = json.dumps(event, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
         data = (line + "\n").encode("utf-8")
 
-        await self._submit(session_id, data)
+        self._check_open()
+        _write(self.history_dir / f"{session_id}.jsonl", data)
         return event
 
-    def _submit(self, session_id: str, data: bytes | None) -> asyncio.Future[bool]:
-        """Queue a write (or with data None a delete) behind everything queued before.
-
-        A caller cancelled while it waits cancels only its wait: the operation is queued
-        and happens in its place all the same.
-        """
+    def _check_open(self) -> None:
         if self._closed:
             raise RuntimeError("the event log is closed")
-        done: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        self._queue.put((session_id, data, done))
-        return done
 
     async def read(
         self, session_id: str, *, after_line: int = 0
@@ -198,86 +165,15 @@ class EventLog:
                 yield event
 
     async def delete(self, session_id: str) -> bool:
-        """Remove the session's file, after the events appended before this call are
-        written; True if there was a file. An append after this starts a new file."""
-        check_session_id(session_id)
-        return await self._submit(session_id, None)
+        """Remove the session's file; True if there was one. An append after this starts
+        a new file."""
+        path = self.path(session_id)
+        self._check_open()
+        return _unlink(path)
 
     async def aclose(self) -> None:
-        """Refuse new appends and deletes, and wait until every queued one is done."""
-        if self._stopped is None:
-            self._stopped = self._submit(_STOP, None)
-            self._closed = True
-        await asyncio.shield(self._stopped)
-        await asyncio.to_thread(self._thread.join)
-
-
-def _writer(history_dir: Path, ops: queue.SimpleQueue[_Op]) -> None:
-    """The writer thread: take every queued operation, do them, settle them, repeat."""
-    while True:
-        batch = [ops.get()]
-        with contextlib.suppress(queue.Empty):
-            while True:
-                batch.append(ops.get_nowait())
-        try:
-            settled = _apply(history_dir, batch)
-        except BaseException as exc:  # a bug here must not leave appends waiting forever
-            settled = [(done, None, exc) for _, _, done in batch]
-        by_loop: dict[asyncio.AbstractEventLoop, list[_Settled]] = {}
-        for item in settled:
-            by_loop.setdefault(item[0].get_loop(), []).append(item)
-        for loop, items in by_loop.items():
-            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
-                loop.call_soon_threadsafe(_settle, items)
-        if any(session_id == _STOP for session_id, _, _ in batch):
-            return
-
-
-def _apply(history_dir: Path, batch: list[_Op]) -> list[_Settled]:
-    """Do a batch in order: each session's consecutive lines in one write, a delete
-    after the lines queued before it."""
-    settled: list[_Settled] = []
-    lines: dict[str, list[tuple[bytes, asyncio.Future[bool]]]] = {}
-
-    def flush(session_id: str) -> None:
-        queued = lines.pop(session_id, None)
-        if not queued:
-            return
-        path = history_dir / f"{session_id}.jsonl"
-        try:
-            _write(path, b"".join(data for data, _ in queued))
-        except Exception as exc:
-            settled.extend((done, None, exc) for _, done in queued)
-        else:
-            settled.extend((done, True, None) for _, done in queued)
-
-    for session_id, data, done in batch:
-        if session_id == _STOP:
-            for other in list(lines):
-                flush(other)
-            settled.append((done, True, None))
-        elif data is not None:
-            lines.setdefault(session_id, []).append((data, done))
-        else:
-            flush(session_id)
-            try:
-                settled.append((done, _unlink(history_dir / f"{session_id}.jsonl"), None))
-            except Exception as exc:
-                settled.append((done, None, exc))
-    for session_id in list(lines):
-        flush(session_id)
-    return settled
-
-
-def _settle(items: list[_Settled]) -> None:
-    """In the event loop: resolve a batch's futures (a cancelled waiter's is done)."""
-    for done, result, error in items:
-        if done.done():
-            continue
-        if error is None:
-            done.set_result(bool(result))
-        else:
-            done.set_exception(error)
+        """Refuse new appends and deletes (every earlier one is already written)."""
+        self._closed = True
 
 
 def _write(path: Path, data: bytes) -> None:
@@ -292,7 +188,7 @@ def _write(path: Path, data: bytes) -> None:
             while view:
                 view = view[os.write(fd, view) :]
         except BaseException:
-            # ENOSPC and the like: do not leave part of the batch behind its failed appends.
+            # ENOSPC and the like: do not leave part of a line behind a failed append.
             with contextlib.suppress(OSError):
                 os.ftruncate(fd, size)
             raise
