@@ -4,6 +4,7 @@ reconciliation decisions, summaries and when to compress."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from contextd.core.memory_facts import (
@@ -23,6 +24,7 @@ from contextd.core.memory_facts import (
     extractive_session_summary,
     language_hint,
     llm_method,
+    one_line,
     parse_facts,
     parse_statement,
     plan_compression,
@@ -31,7 +33,10 @@ from contextd.core.memory_facts import (
     rule_replaces,
     session_summary_messages,
 )
+from contextd.core.memory_facts import _script_counts as _script_counts
 from contextd.core.messages import Role
+from hypothesis import given
+from hypothesis import strategies as st
 
 # --- the extraction prompt ------------------------------------------------------------------
 
@@ -483,3 +488,19 @@ def test_extractive_compression_keeps_the_newest_that_fit() -> None:
 def test_plan_compression(roles: list[str], threshold: int, keep: int, fold: int | None) -> None:
     plan = plan_compression(roles, threshold, keep)
     assert (plan.fold if plan else None) == fold
+
+
+@given(st.text(max_size=60))
+def test_one_line_is_the_regex_definition(text: str) -> None:
+    flat = re.sub(r"\s+", " ", re.sub(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]", " ", text)).strip()
+    assert one_line(text) == flat
+
+
+@given(st.text(max_size=60))
+def test_script_counts_count_each_script(text: str) -> None:
+    def count(low: int, high: int) -> int:
+        return sum(low <= ord(ch) <= high for ch in text)
+
+    han = count(0x4E00, 0x9FFF) + count(0x3400, 0x4DBF) + count(0xF900, 0xFAFF)
+    latin = sum(ch.isascii() and ch.isalpha() for ch in text)
+    assert _script_counts(text) == (han, count(0x3040, 0x30FF), count(0xAC00, 0xD7AF), latin)

@@ -17,6 +17,7 @@ from contextd.core.search_terms import (
     query_terms,
     segments,
 )
+from contextd.core.search_terms import _segments as _segments  # the general path
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -181,3 +182,17 @@ def test_any_chinese_substring_finds_the_text(text: str, data: st.DataObject) ->
     start = data.draw(st.integers(0, len(text) - 1))
     end = data.draw(st.integers(start + 1, len(text)))
     assert set(query_terms(text[start:end])) <= set(index_terms("前缀，" + text + "。"))
+
+
+@given(st.text(alphabet=st.characters(max_codepoint=0x7F), max_size=80))
+def test_ascii_fast_path_matches_the_general_segmenter(text: str) -> None:
+    folded = normalize(text)
+    assert segments(text) == _segments(folded)
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [("Don't stop", ["dont", "stop"]), ("don''t", ["don", "t"]), ("dogs' 'tis", ["dogs", "tis"])],
+)
+def test_ascii_apostrophes_join_word_parts(text: str, words: list[str]) -> None:
+    assert segments(text) == [(False, w) for w in words]

@@ -64,13 +64,15 @@ def llm_method(model: str) -> str:
 # --- text helpers ---------------------------------------------------------------------------
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
-_SPACES = re.compile(r"\s+")
 _FENCE = re.compile(r"\A```[A-Za-z]*[ \t]*\n(?P<body>.*)\n[ \t]*```\Z", re.DOTALL)
 
 
 def one_line(text: str) -> str:
     """Control characters and line breaks as spaces, runs of whitespace as one, stripped."""
-    return _SPACES.sub(" ", _CONTROL.sub(" ", text)).strip()
+    if _CONTROL.search(text):
+        text = _CONTROL.sub(" ", text)
+    # str.split() splits on exactly what the regex \s matches, and is many times faster.
+    return " ".join(text.split())
 
 
 def shorten(text: str, limit: int) -> str:
@@ -88,19 +90,20 @@ def unfence(text: str) -> str:
     return match.group("body").strip() if match else stripped
 
 
+_HAN = re.compile("[\u4e00-\u9fff\u3400-\u4dbf\uf900-\ufaff]")
+_KANA = re.compile("[\u3040-\u30ff]")
+_HANGUL = re.compile("[\uac00-\ud7af]")
+_LATIN = re.compile("[A-Za-z]")
+
+
 def _script_counts(text: str) -> tuple[int, int, int, int]:
-    han = kana = hangul = latin = 0
-    for ch in text:
-        cp = ord(ch)
-        if 0x4E00 <= cp <= 0x9FFF or 0x3400 <= cp <= 0x4DBF or 0xF900 <= cp <= 0xFAFF:
-            han += 1
-        elif 0x3040 <= cp <= 0x30FF:
-            kana += 1
-        elif 0xAC00 <= cp <= 0xD7AF:
-            hangul += 1
-        elif ch.isascii() and ch.isalpha():
-            latin += 1
-    return han, kana, hangul, latin
+    """Characters of each script: Han, kana, Hangul, ASCII letters."""
+    return (
+        len(_HAN.findall(text)),
+        len(_KANA.findall(text)),
+        len(_HANGUL.findall(text)),
+        len(_LATIN.findall(text)),
+    )
 
 
 def language_hint(text: str) -> str:

@@ -121,8 +121,19 @@ def normalize(text: str) -> str:
     return unicodedata.normalize("NFKC", text).casefold().lower()
 
 
+# ASCII has only words, separators and the apostrophe, which joins two word parts.
+_ASCII_WORD = re.compile(r"[a-z0-9]+(?:'[a-z0-9]+)*")
+
+
 def segments(text: str) -> list[tuple[bool, str]]:
     """The text's runs in order: ``(True, run)`` for an unspaced-script run, ``(False, word)``."""
+    folded = normalize(text)
+    if folded.isascii():  # the common case, in C rather than a loop per character
+        return [(False, word.replace("'", "")) for word in _ASCII_WORD.findall(folded)]
+    return _segments(folded)
+
+
+def _segments(folded: str) -> list[tuple[bool, str]]:
     out: list[tuple[bool, str]] = []
     buf: list[str] = []
     kind = _SEP
@@ -134,7 +145,7 @@ def segments(text: str) -> list[tuple[bool, str]]:
             buf.clear()
 
     classes = _CLASSES
-    for ch in normalize(text):
+    for ch in folded:
         info = classes.get(ch)
         if info is None:
             info = classes[ch] = _classify(ch)
