@@ -644,3 +644,30 @@ async def test_grpc_timeout_is_the_call_deadline(
     messages = await eventually(lambda: stored_turn(proc, user, sid), within=5)
     assert messages and messages[1].status == "cancelled"
     assert messages[1].message.content == "Partial"
+
+
+async def test_a_web_stream_in_flight_finishes_on_shutdown(
+    tmp_path: Path, http: aiohttp.ClientSession
+) -> None:
+    fake = openai_fake()
+    async with fake:
+        proc = start_server(
+            tmp_path,
+            *("--provider", "openai", "--provider-base-url", fake.url, "--web-port", "0"),
+            *("--shutdown-grace", "10"),
+            env={"CONTEXTD_OPENAI_API_KEY": FAKE_KEY},
+        )
+        fake.script(StreamReply(oa.text_frames(["One.", " Two.", " Three."]), frame_delay=0.3))
+        request = cpb.StreamChatRequest(
+            session=pb.SessionContext(user_id=new_user()), user_message="s"
+        )
+        url = method_url(web_address(proc), CHAT)
+        body = frame(request.SerializeToString())
+        async with http.post(url, data=body, headers=request_headers()) as response:
+            await first_events(response, 1)
+            stopping = asyncio.create_task(asyncio.to_thread(proc.stop))
+            rest, trailers = parse_body(await response.content.read(), text=False)
+        assert await stopping == 0
+    assert trailers["grpc-status"] == "0"
+    done = cpb.StreamChatResponse.FromString(rest[-1]).turn_completed
+    assert done.status == cpb.TURN_STATUS_OK and done.final_text == "One. Two. Three."

@@ -210,11 +210,12 @@ def _add_services(
 async def serve(settings: Settings) -> None:
     """Run until SIGINT or SIGTERM, then shut down gracefully."""
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    running = await start(settings)
+    # Handled from before start: a signal right after "listening" is a graceful stop too.
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    running = await start(settings)
     await stop.wait()
     log.info("shutting down", extra={"grace_s": settings.shutdown_grace})
     await running.stop()

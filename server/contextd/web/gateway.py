@@ -10,7 +10,6 @@ trailer frame.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import binascii
 import logging
@@ -98,7 +97,6 @@ class WebGateway:
         self._runner = web.AppRunner(
             app, access_log=None, handler_cancellation=True, shutdown_timeout=shutdown_timeout
         )
-        self.port = 0
 
     async def start(self, host: str, port: int) -> int:
         """Listen; return the bound port (``port`` 0 picks a free one)."""
@@ -108,8 +106,7 @@ class WebGateway:
         except OSError as error:
             await self.aclose()
             raise SystemExit(f"cannot listen for gRPC-Web on {host}:{port}: {error}") from None
-        self.port = int(self._runner.addresses[0][1])
-        return self.port
+        return int(self._runner.addresses[0][1])
 
     async def aclose(self) -> None:
         """Refuse new connections, give the calls in flight up to ``shutdown_timeout``
@@ -180,10 +177,9 @@ class WebGateway:
             await writer.finish(
                 await call.code(), await call.details() or "", await call.trailing_metadata()
             )
-        except (asyncio.CancelledError, ConnectionResetError):
-            call.cancel()
-            raise
         finally:
+            # The client went away (the handler is cancelled, or a write fails): cancel
+            # the call as a native client's disconnect would.
             if not call.done():
                 call.cancel()
 
