@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import base64
 
+import grpc
 import pytest
 from contextd.config import Settings
-from contextd.web import framing
+from contextd.web import connect, framing
 from contextd.web.cors import CorsPolicy
+from contextd.web.exchange import Outcome
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -110,3 +112,11 @@ def test_web_settings_from_the_environment() -> None:
         {"CONTEXTD_WEB_PORT": "8080", "CONTEXTD_WEB_HOST": "0.0.0.0", "CONTEXTD_CORS_ORIGINS": "*"}
     )
     assert (settings.web_port, settings.web_host, settings.cors_origins) == (8080, "0.0.0.0", "*")
+
+
+def test_connect_error_codes() -> None:
+    assert connect._error(Outcome(grpc.StatusCode.CANCELLED, "", [])) == {"code": "canceled"}
+    assert connect._error(Outcome(grpc.StatusCode.NOT_FOUND, "gone", [("x-a", "b")])) == {
+        "code": "not_found",
+        "message": "gone",
+    }
