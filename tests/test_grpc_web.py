@@ -671,3 +671,9 @@ async def test_a_web_stream_in_flight_finishes_on_shutdown(
     assert trailers["grpc-status"] == "0"
     done = cpb.StreamChatResponse.FromString(rest[-1]).turn_completed
     assert done.status == cpb.TURN_STATUS_OK and done.final_text == "One. Two. Three."
+
+
+async def test_a_zero_grpc_timeout_is_already_late(http: aiohttp.ClientSession, web: str) -> None:
+    request = pb.CountTokensRequest(texts=["a"], tokenizer="estimate")
+    reply = await call(http, web, f"{CTX}/CountTokens", request, headers={"grpc-timeout": "0m"})
+    assert reply.code == grpc.StatusCode.DEADLINE_EXCEEDED and reply.messages == []

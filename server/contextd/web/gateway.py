@@ -95,6 +95,9 @@ class WebGateway:
             body = await self._read_body(request, exchange.body_limit(self._max_body))
             messages = exchange.messages(body)
             deadline_s = exchange.deadline()
+            if deadline_s == 0:
+                # grpc would read a zero timeout as none at all.
+                raise CallError(grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded")
             call_metadata = _call_metadata(request)
         except CallError as error:
             return await exchange.refuse(error)
