@@ -62,7 +62,7 @@ class WebGateway:
             await web.TCPSite(self._runner, host, port).start()
         except OSError as error:
             await self.aclose()
-            raise SystemExit(f"cannot listen for gRPC-Web on {host}:{port}: {error}") from None
+            raise SystemExit(f"cannot listen for the web port on {host}:{port}: {error}") from None
         return int(self._runner.addresses[0][1])
 
     async def aclose(self) -> None:
