@@ -57,6 +57,17 @@ class Settings:
     sqlite_synchronous: str = _setting(
         "NORMAL", "NORMAL survives a process crash, FULL also a power cut"
     )
+    web_port: int = _setting(
+        -1,
+        "HTTP/1.1 port for gRPC-Web and Connect (browsers, .NET Framework): "
+        "-1 off, 0 any free port",
+    )
+    web_host: str = _setting("", "address for the web port; empty for the same as --host")
+    cors_origins: str = _setting(
+        "",
+        "browser origins allowed on the web port, comma-separated "
+        "(e.g. https://localhost:3000); * for any; empty for none",
+    )
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None, **overrides: object) -> Settings:

@@ -49,6 +49,8 @@ from contextd.v1 import (
     sessions_pb2,
     sessions_pb2_grpc,
 )
+from contextd.web.cors import CorsPolicy
+from contextd.web.gateway import WebGateway
 
 log = logging.getLogger("contextd.server")
 
@@ -69,12 +71,15 @@ class RunningServer:
     settings: Settings
     db: Database
     closers: list[Callable[[], Awaitable[None]]]
+    web: WebGateway | None = None
 
     async def stop(self, grace: float | None = None) -> None:
         """Report NOT_SERVING, let in-flight calls finish within the grace period, close
         the database."""
         await self.health.enter_graceful_shutdown()
-        await self.server.stop(self.settings.shutdown_grace if grace is None else grace)
+        native = self.server.stop(self.settings.shutdown_grace if grace is None else grace)
+        # Web calls are native calls underneath: they end when the native server stops.
+        await asyncio.gather(native, *([self.web.aclose()] if self.web else []))
         for close in self.closers:
             await close()
         await self.db.close()
@@ -106,13 +111,36 @@ async def start(
         if port == 0:
             raise SystemExit(f"cannot listen on {settings.host}:{settings.port}")
         await server.start()
+        # Started and logged before "listening", so whoever waits for that line finds it.
+        try:
+            web = await _start_web(settings, port) if settings.web_port >= 0 else None
+        except BaseException:
+            await server.stop(0)
+            raise
         for name in ("", *SERVICE_NAMES):
             await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
         log.info("listening", extra={"address": f"{settings.host}:{port}"})
     except BaseException:
         await db.close()  # its threads would otherwise keep the process alive
         raise
-    return RunningServer(server, health_servicer, port, settings, db, closers)
+    return RunningServer(server, health_servicer, port, settings, db, closers, web)
+
+
+async def _start_web(settings: Settings, native_port: int) -> WebGateway:
+    try:
+        cors = CorsPolicy.parse(settings.cors_origins)
+    except ValueError as error:
+        raise SystemExit(str(error)) from None
+    # The native port seen from this process: a wildcard address is reached on loopback.
+    loopback = {"0.0.0.0": "127.0.0.1", "::": "[::1]", "[::]": "[::1]", "": "127.0.0.1"}
+    target = f"{loopback.get(settings.host, settings.host)}:{native_port}"
+    gateway = WebGateway(
+        target, cors, settings.max_message_bytes, shutdown_timeout=settings.shutdown_grace + 5
+    )
+    host = settings.web_host or settings.host
+    port = await gateway.start(host, settings.web_port)
+    log.info("grpc-web listening", extra={"address": f"{host}:{port}", "target": target})
+    return gateway
 
 
 def _add_services(
@@ -182,11 +210,12 @@ def _add_services(
 async def serve(settings: Settings) -> None:
     """Run until SIGINT or SIGTERM, then shut down gracefully."""
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    running = await start(settings)
+    # Handled from before start: a signal right after "listening" is a graceful stop too.
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    running = await start(settings)
     await stop.wait()
     log.info("shutting down", extra={"grace_s": settings.shutdown_grace})
     await running.stop()

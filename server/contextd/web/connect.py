@@ -1,0 +1,213 @@
+"""The Connect protocol, unary and server streaming, with binary protobuf or JSON.
+
+Unary calls carry the bare message and answer with an HTTP status that says how they
+ended (errors as a JSON body); streaming calls use length-prefixed envelopes and end
+with an envelope flagged 0x02 holding the error, if any, and the trailing metadata.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from typing import Any
+
+import grpc
+from aiohttp import web
+from google.protobuf import descriptor_pool, json_format, message_factory
+from google.protobuf.descriptor import MethodDescriptor
+from google.rpc import status_pb2
+
+from contextd.web import framing
+from contextd.web.exchange import CallError, Exchange, Metadata, NativeCall, Outcome
+from contextd.web.metadata import header_pairs, header_value
+
+UNARY_TYPES = {"application/proto": False, "application/json": True}
+STREAM_TYPES = {"application/connect+proto": False, "application/connect+json": True}
+_END_STREAM = 0x02
+_DETAILS_KEY = "grpc-status-details-bin"
+_TIMEOUT_MS = re.compile(r"[0-9]{1,10}")
+_HTTP_STATUS = {
+    grpc.StatusCode.CANCELLED: 499,
+    grpc.StatusCode.UNKNOWN: 500,
+    grpc.StatusCode.INVALID_ARGUMENT: 400,
+    grpc.StatusCode.DEADLINE_EXCEEDED: 504,
+    grpc.StatusCode.NOT_FOUND: 404,
+    grpc.StatusCode.ALREADY_EXISTS: 409,
+    grpc.StatusCode.PERMISSION_DENIED: 403,
+    grpc.StatusCode.RESOURCE_EXHAUSTED: 429,
+    grpc.StatusCode.FAILED_PRECONDITION: 400,
+    grpc.StatusCode.ABORTED: 409,
+    grpc.StatusCode.OUT_OF_RANGE: 400,
+    grpc.StatusCode.UNIMPLEMENTED: 501,
+    grpc.StatusCode.INTERNAL: 500,
+    grpc.StatusCode.UNAVAILABLE: 503,
+    grpc.StatusCode.DATA_LOSS: 500,
+    grpc.StatusCode.UNAUTHENTICATED: 401,
+}
+
+
+def exchange_for(request: web.Request, cors_headers: dict[str, str]) -> ConnectExchange | None:
+    """The exchange for a Connect request, or None when its content type does not fit
+    the method (unary types for unary methods, connect+ types for streaming ones)."""
+    streaming = request.content_type in STREAM_TYPES
+    json_codec = (STREAM_TYPES if streaming else UNARY_TYPES)[request.content_type]
+    method = _method(request.path)
+    if method is not None and (method.server_streaming or method.client_streaming) != streaming:
+        return None
+    return ConnectExchange(
+        request, cors_headers, method, streaming=streaming, json_codec=json_codec
+    )
+
+
+class ConnectExchange(Exchange):
+    def __init__(
+        self,
+        request: web.Request,
+        cors_headers: dict[str, str],
+        method: MethodDescriptor | None,
+        *,
+        streaming: bool,
+        json_codec: bool,
+    ) -> None:
+        super().__init__(request, cors_headers)
+        self._method = method
+        self._streaming = streaming
+        self._json = json_codec
+
+    def messages(self, body: bytes) -> list[bytes]:
+        encoding_header = "connect-content-encoding" if self._streaming else "content-encoding"
+        if self.request.headers.get(encoding_header, "identity") != "identity":
+            raise CallError(grpc.StatusCode.UNIMPLEMENTED, "compressed requests are not supported")
+        if not self._streaming:
+            return [self._decode(body)]
+        try:
+            envelopes = framing.decode_frames(body)
+        except framing.FramingError as error:
+            raise CallError(
+                grpc.StatusCode.INVALID_ARGUMENT, f"malformed envelope: {error}"
+            ) from None
+        if any(flags != framing.MESSAGE for flags, _ in envelopes):
+            raise CallError(
+                grpc.StatusCode.UNIMPLEMENTED, "flagged request envelopes are not supported"
+            )
+        return [self._decode(payload) for _, payload in envelopes]
+
+    def deadline(self) -> float | None:
+        raw = self.request.headers.get("connect-timeout-ms")
+        if raw is None:
+            return None
+        if not _TIMEOUT_MS.fullmatch(raw.strip()):
+            raise CallError(
+                grpc.StatusCode.INVALID_ARGUMENT, f"malformed connect-timeout-ms {raw!r}"
+            )
+        return int(raw) / 1000
+
+    async def respond(self, call: NativeCall) -> web.StreamResponse:
+        initial = await call.initial_metadata()
+        if self._streaming:
+            response = self.response(200, self.request.content_type, header_pairs(initial))
+            await response.prepare(self.request)
+            async for message in call.responses():
+                await response.write(framing.encode_frame(framing.MESSAGE, self._encode(message)))
+            await self._end_stream(response, await call.outcome())
+            return response
+        messages = [message async for message in call.responses()]
+        outcome = await call.outcome()
+        if outcome.code != grpc.StatusCode.OK:
+            return await self._unary_error(outcome, initial)
+        if len(messages) != 1:
+            failure = Outcome(
+                grpc.StatusCode.INTERNAL, f"{len(messages)} responses to a unary call", []
+            )
+            return await self._unary_error(failure, initial)
+        headers = [*header_pairs(initial), *header_pairs(outcome.trailing_metadata, "trailer-")]
+        response = self.response(200, self.request.content_type, headers)
+        await response.prepare(self.request)
+        await response.write(self._encode(messages[0]))
+        await response.write_eof()
+        return response
+
+    async def refuse(self, error: CallError) -> web.StreamResponse:
+        if not self._streaming:
+            return await self._unary_error(error.outcome(), [])
+        response = self.response(200, self.request.content_type, [])
+        await response.prepare(self.request)
+        await self._end_stream(response, error.outcome())
+        return response
+
+    async def _unary_error(self, outcome: Outcome, initial: Metadata) -> web.StreamResponse:
+        trailing = [(k, v) for k, v in outcome.trailing_metadata if k != _DETAILS_KEY]
+        headers = [*header_pairs(initial), *header_pairs(trailing, "trailer-")]
+        status = _HTTP_STATUS.get(outcome.code, 500)
+        response = self.response(status, "application/json", headers)
+        await response.prepare(self.request)
+        await response.write(json.dumps(_error(outcome)).encode())
+        await response.write_eof()
+        return response
+
+    async def _end_stream(self, response: web.StreamResponse, outcome: Outcome) -> None:
+        end: dict[str, Any] = {}
+        if outcome.code != grpc.StatusCode.OK:
+            end["error"] = _error(outcome)
+        metadata: dict[str, list[str]] = {}
+        for key, value in outcome.trailing_metadata:
+            if key != _DETAILS_KEY:
+                metadata.setdefault(key, []).append(header_value(value))
+        if metadata:
+            end["metadata"] = metadata
+        await response.write(framing.encode_frame(_END_STREAM, json.dumps(end).encode()))
+        await response.write_eof()
+
+    def _decode(self, payload: bytes) -> bytes:
+        """A request message as protobuf bytes."""
+        if not self._json:
+            return payload
+        if self._method is None:
+            raise CallError(grpc.StatusCode.UNIMPLEMENTED, f"unknown method {self.request.path}")
+        message = message_factory.GetMessageClass(self._method.input_type)()
+        try:
+            json_format.Parse(payload, message, ignore_unknown_fields=True)
+        except (json_format.ParseError, UnicodeDecodeError) as error:
+            raise CallError(
+                grpc.StatusCode.INVALID_ARGUMENT, f"invalid JSON request: {error}"
+            ) from None
+        return bytes(message.SerializeToString())
+
+    def _encode(self, payload: bytes) -> bytes:
+        """A response message in the request's codec."""
+        if not self._json:
+            return payload
+        assert self._method is not None  # a JSON request without it was refused
+        message = message_factory.GetMessageClass(self._method.output_type).FromString(payload)
+        return json_format.MessageToJson(message, indent=None).encode()
+
+
+def _method(path: str) -> MethodDescriptor | None:
+    service, _, name = path.strip("/").partition("/")
+    try:
+        found = descriptor_pool.Default().FindServiceByName(service)
+    except KeyError:
+        return None
+    method: MethodDescriptor | None = found.methods_by_name.get(name)
+    return method
+
+
+def _error(outcome: Outcome) -> dict[str, Any]:
+    """A Connect error object: code, message, and the google.rpc details the native
+    status carried."""
+    code = "canceled" if outcome.code == grpc.StatusCode.CANCELLED else outcome.code.name.lower()
+    error: dict[str, Any] = {"code": code}
+    if outcome.details:
+        error["message"] = outcome.details
+    raw = next((v for k, v in outcome.trailing_metadata if k == _DETAILS_KEY), None)
+    status = status_pb2.Status.FromString(raw) if isinstance(raw, bytes) else None
+    if status is not None and status.details:
+        error["details"] = [
+            {
+                "type": detail.type_url.rsplit("/", 1)[-1],
+                "value": base64.b64encode(detail.value).decode().rstrip("="),
+            }
+            for detail in status.details
+        ]
+    return error

@@ -1,0 +1,69 @@
+"""Which browser origins may call the gRPC-Web port, and the Access-Control-* headers."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# What gRPC-Web and Connect clients send, plus Authorization for the caller identity
+# that will replace the request's user_id.
+_BASE_REQUEST_HEADERS = (
+    "content-type",
+    "x-grpc-web",
+    "x-user-agent",
+    "grpc-timeout",
+    "connect-protocol-version",
+    "connect-timeout-ms",
+    "authorization",
+)
+# Custom metadata: any x-* header a client asks for in a preflight.
+_CUSTOM_HEADER = re.compile(r"x-[a-z0-9][a-z0-9_.-]*")
+EXPOSED_HEADERS = "grpc-status, grpc-message, grpc-status-details-bin"
+PREFLIGHT_MAX_AGE_S = 7200
+_ORIGIN = re.compile(r"(https?://[^/\s,]+|null)")
+
+
+@dataclass(frozen=True, slots=True)
+class CorsPolicy:
+    origins: frozenset[str]
+    any_origin: bool = False
+
+    @classmethod
+    def parse(cls, raw: str) -> CorsPolicy:
+        """From the ``cors_origins`` setting: comma-separated origins, ``*`` for any."""
+        items = [item.strip().rstrip("/").lower() for item in raw.split(",") if item.strip()]
+        if "*" in items:
+            return cls(frozenset(), any_origin=True)
+        bad = [item for item in items if not _ORIGIN.fullmatch(item)]
+        if bad:
+            raise ValueError(
+                f"cors_origins: {', '.join(bad)} is not an origin "
+                "(scheme://host[:port], e.g. https://localhost:3000)"
+            )
+        return cls(frozenset(items))
+
+    def allows(self, origin: str) -> bool:
+        return self.any_origin or origin.rstrip("/").lower() in self.origins
+
+    def response_headers(self, origin: str) -> dict[str, str]:
+        """For a call from an allowed ``origin``."""
+        return {
+            "Access-Control-Allow-Origin": origin,
+            "Access-Control-Expose-Headers": EXPOSED_HEADERS,
+            "Vary": "Origin",
+        }
+
+    def preflight_headers(self, origin: str, requested: str) -> dict[str, str]:
+        """For an OPTIONS preflight from an allowed ``origin``; ``requested`` is its
+        Access-Control-Request-Headers."""
+        asked = [h.strip().lower() for h in requested.split(",") if h.strip()]
+        custom = [
+            h for h in asked if h not in _BASE_REQUEST_HEADERS and _CUSTOM_HEADER.fullmatch(h)
+        ]
+        return {
+            "Access-Control-Allow-Origin": origin,
+            "Access-Control-Allow-Methods": "POST, OPTIONS",
+            "Access-Control-Allow-Headers": ", ".join((*_BASE_REQUEST_HEADERS, *custom)),
+            "Access-Control-Max-Age": str(PREFLIGHT_MAX_AGE_S),
+            "Vary": "Origin, Access-Control-Request-Headers",
+        }

@@ -1,0 +1,136 @@
+"""The web port: an HTTP/1.1 server that forwards each gRPC-Web or Connect call, as raw
+bytes, to the native gRPC port over a loopback channel.
+
+Every call therefore runs through the same servicers, interceptor, limits and logging
+as a native one, and its status, details and metadata come back unchanged. The gateway
+only translates the framing (see grpc_web.py and connect.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+
+import grpc
+import grpc.aio
+from aiohttp import web
+
+from contextd.web import connect, grpc_web, metadata
+from contextd.web.cors import CorsPolicy
+from contextd.web.exchange import CallError, Exchange, NativeCall
+
+log = logging.getLogger("contextd.web")
+
+_METHOD_PATH = re.compile(r"/[A-Za-z_][\w.]*/[A-Za-z_]\w*")
+_SUPPORTED = ", ".join([*grpc_web.CONTENT_TYPES, *connect.UNARY_TYPES, *connect.STREAM_TYPES])
+_READ_CHUNK = 64 * 1024
+# Room for frame headers on top of the largest message, so an oversized message still
+# reaches the native server and fails there exactly as it would natively.
+_BODY_SLACK = 64 * 1024
+
+
+class WebGateway:
+    """Serve gRPC-Web and Connect for the native server at ``target``."""
+
+    def __init__(
+        self, target: str, cors: CorsPolicy, max_message_bytes: int, shutdown_timeout: float
+    ) -> None:
+        self._cors = cors
+        self._max_body = max_message_bytes + _BODY_SLACK
+        # No size limits of its own: the native server enforces --max-message-bytes on
+        # requests and responses, with its own status.
+        self._channel = grpc.aio.insecure_channel(
+            target,
+            options=[
+                ("grpc.max_send_message_length", -1),
+                ("grpc.max_receive_message_length", -1),
+            ],
+        )
+        app = web.Application()
+        app.router.add_route("OPTIONS", "/{tail:.*}", self._preflight)
+        app.router.add_route("POST", "/{tail:.*}", self._call)
+        # Cancel a call's handler when its client disconnects: that cancels the
+        # forwarded call, as closing a native stream does.
+        self._runner = web.AppRunner(
+            app, access_log=None, handler_cancellation=True, shutdown_timeout=shutdown_timeout
+        )
+
+    async def start(self, host: str, port: int) -> int:
+        """Listen; return the bound port (``port`` 0 picks a free one)."""
+        await self._runner.setup()
+        try:
+            await web.TCPSite(self._runner, host, port).start()
+        except OSError as error:
+            await self.aclose()
+            raise SystemExit(f"cannot listen for the web port on {host}:{port}: {error}") from None
+        return int(self._runner.addresses[0][1])
+
+    async def aclose(self) -> None:
+        """Refuse new connections, give the calls in flight up to ``shutdown_timeout``
+        (they end when the native server stops), then close the channel."""
+        await self._runner.cleanup()
+        await self._channel.close(None)
+
+    async def _preflight(self, request: web.Request) -> web.StreamResponse:
+        origin = request.headers.get("Origin")
+        if origin is None or not self._cors.allows(origin):
+            log.info("cors preflight refused", extra={"origin": origin, "path": request.path})
+            return web.Response(status=403)
+        requested = request.headers.get("Access-Control-Request-Headers", "")
+        return web.Response(status=204, headers=self._cors.preflight_headers(origin, requested))
+
+    async def _call(self, request: web.Request) -> web.StreamResponse:
+        origin = request.headers.get("Origin")
+        if origin is not None and not self._cors.allows(origin):
+            # A browser would hide the answer, but the call would still have run.
+            log.info("cross-origin call refused", extra={"origin": origin, "path": request.path})
+            return web.Response(status=403, text="origin not allowed\n")
+        if not _METHOD_PATH.fullmatch(request.path):
+            return web.Response(status=404, text="not a gRPC method path\n")
+        cors_headers = self._cors.response_headers(origin) if origin is not None else {}
+        exchange = _exchange(request, cors_headers)
+        if exchange is None:
+            return web.Response(status=415, text=f"content types: {_SUPPORTED}\n")
+        try:
+            body = await self._read_body(request, exchange.body_limit(self._max_body))
+            messages = exchange.messages(body)
+            deadline_s = exchange.deadline()
+            if deadline_s == 0:
+                # grpc would read a zero timeout as none at all.
+                raise CallError(grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded")
+            call_metadata = _call_metadata(request)
+        except CallError as error:
+            return await exchange.refuse(error)
+        call = NativeCall(self._channel, request.path, messages, deadline_s, call_metadata)
+        try:
+            return await exchange.respond(call)
+        finally:
+            call.cancel()
+
+    async def _read_body(self, request: web.Request, limit: int) -> bytes:
+        too_large = CallError(
+            grpc.StatusCode.RESOURCE_EXHAUSTED, f"request body larger than {limit} bytes"
+        )
+        if (request.content_length or 0) > limit:
+            raise too_large
+        body = bytearray()
+        while chunk := await request.content.read(_READ_CHUNK):
+            body += chunk
+            if len(body) > limit:
+                raise too_large
+        return bytes(body)
+
+
+def _exchange(request: web.Request, cors_headers: dict[str, str]) -> Exchange | None:
+    if request.content_type in grpc_web.CONTENT_TYPES:
+        return grpc_web.GrpcWebExchange(request, cors_headers)
+    if request.content_type in connect.UNARY_TYPES or request.content_type in connect.STREAM_TYPES:
+        return connect.exchange_for(request, cors_headers)
+    return None
+
+
+def _call_metadata(request: web.Request) -> grpc.aio.Metadata:
+    try:
+        return metadata.from_headers(request.headers)
+    except ValueError as error:
+        raise CallError(grpc.StatusCode.INVALID_ARGUMENT, str(error)) from None
