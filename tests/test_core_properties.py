@@ -513,6 +513,21 @@ def test_plain_history_follows_seed_rule(req: BuildRequest) -> None:
     assert result.message_tokens == [estimate(m.content) for m in expected]
 
 
+def _outcome(req: BuildRequest) -> BuildResult | type[Exception]:
+    try:
+        return build_messages(req)
+    except (BudgetExceeded, FailedPrecondition) as error:
+        return type(error)
+
+
+@PROPERTY_SETTINGS
+@given(st.one_of(plain_requests(), requests()))
+def test_plain_fast_path_equals_the_pipeline(req: BuildRequest) -> None:
+    """A trusted history skips validation, hence the plain-history fast path: both roads
+    give the same messages, counts, sources, payload and report."""
+    assert _outcome(req) == _outcome(replace(req, history_trusted=True))
+
+
 # --- tool-call arguments at the edges of JSON ---------------------------------------------------
 # The random strategies above only produce finite numbers and valid Unicode. Arguments
 # that Python's json accepts but that cannot be re-sent as strict JSON (NaN, Infinity,

@@ -92,8 +92,9 @@ class BuildResult:
     report: BuildReport
 
 
-def validate_build_request(req: BuildRequest, violations: Violations | None = None) -> None:
-    """Raise InvalidArgument naming every bad field of the request."""
+def validate_build_request(req: BuildRequest, violations: Violations | None = None) -> bool:
+    """Raise InvalidArgument naming every bad field of the request. Returns whether the
+    history is known to be plain (see ``validate_history``)."""
     v = violations if violations is not None else Violations()
     if is_blank(req.user_message) and not req.history:
         v.add("user_message", "the current user message is required")
@@ -103,11 +104,13 @@ def validate_build_request(req: BuildRequest, violations: Violations | None = No
         v.add("layers", "give either system_prompts or layers, not both")
     if req.layers is not None and is_blank(req.layers.identity):
         v.add("layers.identity", "identity is required and must not be blank")
+    plain = False
     if not req.history_trusted:
-        validate_history(req.history, v)
+        plain = validate_history(req.history, v)
         if req.compression_summary is not None:
             validate_summary(req.compression_summary, req.history, v)
     v.raise_if_any()
+    return plain
 
 
 def system_text(req: BuildRequest) -> str:
@@ -139,7 +142,7 @@ class _Kept:
 
 
 def build_messages(req: BuildRequest) -> BuildResult:
-    validate_build_request(req)
+    plain = validate_build_request(req)
     tok = req.tokenizer
     report = BuildReport(tokenizer=tok.name, token_budget=req.token_budget)
     if req.layers is not None:
@@ -205,8 +208,11 @@ def build_messages(req: BuildRequest) -> BuildResult:
         else:
             summary_msg = None
 
-    plain = count if known is None else None
-    budget_end = _fill(units, available, unit_tokens, kept, plain, overhead)
+    if plain and known is None and req.compression_summary is None and user_msg is not None:
+        budget_end = _fill_plain(req.history, available, count, overhead, kept)
+    else:
+        plain_count = count if known is None else None
+        budget_end = _fill(units, available, unit_tokens, kept, plain_count, overhead)
     entries, counts = kept.oldest_first()
     if req.output_format is OutputFormat.ANTHROPIC:
         entries, counts = _start_with_user(entries, counts, pinned, dropped)
@@ -269,6 +275,27 @@ def _fill(
             return budget_end
         available -= cost
         kept.add(unit, counts)
+    return 0
+
+
+def _fill_plain(
+    history: Sequence[ChatMessage],
+    available: int,
+    count: Callable[[str], int],
+    overhead: int,
+    kept: _Kept,
+) -> int:
+    """``_fill`` for a plain history (every message a unit of its own, nothing to repair):
+    the common case, without the pipeline's per-unit machinery."""
+    entries, tokens = kept.entries, kept.tokens
+    for i in range(len(history) - 1, -1, -1):
+        m = history[i]
+        cost = overhead + count(m.content)
+        if cost > available:
+            return i + 1
+        available -= cost
+        entries.append((i, m))
+        tokens.append(cost)
     return 0
 
 

@@ -72,10 +72,15 @@ def summary_message(summary: CompressionSummary) -> ChatMessage:
 
 def validate_history(
     history: Sequence[ChatMessage], violations: Violations, field: str = "history"
-) -> None:
-    """Structural rules every provider format needs; the repairs below handle the rest."""
+) -> bool:
+    """Structural rules every provider format needs; the repairs below handle the rest.
+
+    Returns whether the history is plain: only user and assistant messages, none blank,
+    none with tool calls (nothing for the repairs to do).
+    """
     seen_message_ids: set[str] = set()
     seen_call_ids: set[str] = set()
+    plain = True
     for i, msg in enumerate(history):
         if msg.id:
             if msg.id in seen_message_ids:
@@ -85,7 +90,10 @@ def validate_history(
         if (role is Role.USER or role is Role.ASSISTANT) and not (
             msg.tool_calls or msg.tool_call_id
         ):
+            if plain and (not msg.content or msg.content.isspace()):
+                plain = False
             continue  # the common case needs no further checks
+        plain = False
         at = f"{field}[{i}]"
         if role is Role.SYSTEM:
             violations.add(f"{at}.role", "system messages belong in the system prompt, not history")
@@ -97,6 +105,7 @@ def validate_history(
             violations.add(f"{at}.tool_calls", "only assistant messages carry tool calls")
         for j, call in enumerate(msg.tool_calls):
             _validate_tool_call(call, f"{at}.tool_calls[{j}]", seen_call_ids, violations)
+    return plain
 
 
 def _validate_tool_call(call: ToolCall, at: str, seen: set[str], violations: Violations) -> None:
