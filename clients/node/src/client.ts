@@ -111,7 +111,7 @@ function mapErrors<S extends DescService>(
     mapped[method.localName] = (request, options) => {
       const watch = watchInterruption(options, defaultTimeoutMs);
       if (method.methodKind === "server_streaming") {
-        return rethrowFromStream(call(request, options) as AsyncIterable<unknown>, watch);
+        return rethrowFromStream(call(request, options) as AsyncIterable<unknown>, watch, options?.signal);
       }
       return (call(request, options) as Promise<unknown>).catch((error: unknown) => {
         throw ContextdError.from(error, watch());
@@ -140,12 +140,18 @@ function watchInterruption(
   };
 }
 
+/** Yields the stream's messages until the caller aborts (none after that, even ones
+ * already received) and rethrows its failure as a ContextdError. */
 async function* rethrowFromStream<T>(
   stream: AsyncIterable<T>,
   interrupted: () => Interruption | undefined,
+  signal: AbortSignal | undefined,
 ): AsyncGenerator<T, void, undefined> {
   try {
-    yield* stream;
+    for await (const message of stream) {
+      signal?.throwIfAborted();
+      yield message;
+    }
   } catch (error) {
     throw ContextdError.from(error, interrupted());
   }

@@ -80,7 +80,9 @@ export class ContextdError extends Error {
       return error;
     }
     const connectError = ConnectError.from(error);
-    if (interrupted !== undefined && !connectError.isWireError && connectError.code !== interrupted.code) {
+    // A status the server sent arrives with its grpc-status header or trailer.
+    const fromServer = connectError.metadata.has("grpc-status");
+    if (interrupted !== undefined && !fromServer && connectError.code !== interrupted.code) {
       return new ContextdError(interrupted.code, interrupted.message, { cause: connectError });
     }
     const violations = connectError
