@@ -66,4 +66,5 @@ def test_node_client_against_a_live_server(node_server: ServerProcess) -> None:
     passed = re.search(r"^ℹ pass (\d+)$", output, re.MULTILINE)
     assert passed and int(passed.group(1)) >= 30, output
     assert re.search(r"^ℹ fail 0$", output, re.MULTILINE), output
+    assert re.search(r"^ℹ cancelled 0$", output, re.MULTILINE), output
     assert ("no gRPC-Web port" in output) != HAS_WEB_PORT, output
