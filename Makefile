@@ -29,9 +29,9 @@ $(NODE_CLIENT)/node_modules/.installed: $(NODE_CLIENT)/package-lock.json
 	cd $(NODE_CLIENT) && npm ci --no-audit --no-fund
 	touch $@
 
-$(NODE_BUILT): $(NODE_CLIENT)/node_modules/.installed $(NODE_CLIENT)/buf.gen.yaml \
-		$(NODE_CLIENT)/package.json $(NODE_CLIENT)/tsconfig.json $(wildcard $(NODE_CLIENT)/src/*.ts $(NODE_CLIENT)/test/*.ts) \
-		$(wildcard protos/contextd/v1/*.proto)
+$(NODE_BUILT): $(NODE_CLIENT)/node_modules/.installed $(NODE_CLIENT)/package.json \
+		$(NODE_CLIENT)/buf.gen.yaml $(NODE_CLIENT)/tsconfig.json $(NODE_CLIENT)/README.md \
+		$(wildcard $(NODE_CLIENT)/src/*.ts $(NODE_CLIENT)/test/*.ts protos/contextd/v1/*.proto)
 	cd $(NODE_CLIENT) && npm run build
 	touch $@
 
