@@ -21,8 +21,22 @@ $(VENV)/.dev-deps: $(BIN)/python pyproject.toml clients/python/pyproject.toml
 run: $(VENV)/.run-deps
 	$(BIN)/contextd serve
 
-## test: generated code fresh, lint, types, then every test
-test: $(VENV)/.dev-deps lint
+# The Node client (clients/node): npm ci, then generate, type-check, lint and compile.
+NODE_CLIENT := clients/node
+NODE_BUILT := $(NODE_CLIENT)/dist/.built
+
+$(NODE_CLIENT)/node_modules/.installed: $(NODE_CLIENT)/package-lock.json
+	cd $(NODE_CLIENT) && npm ci --no-audit --no-fund
+	touch $@
+
+$(NODE_BUILT): $(NODE_CLIENT)/node_modules/.installed $(NODE_CLIENT)/package.json \
+		$(NODE_CLIENT)/buf.gen.yaml $(NODE_CLIENT)/tsconfig.json $(NODE_CLIENT)/README.md \
+		$(wildcard $(NODE_CLIENT)/src/*.ts $(NODE_CLIENT)/test/*.ts protos/contextd/v1/*.proto)
+	cd $(NODE_CLIENT) && npm run build
+	touch $@
+
+## test: generated code fresh, lint, types, the Node client built, then every test
+test: $(VENV)/.dev-deps lint $(NODE_BUILT)
 	$(BIN)/python -m pytest
 
 lint: $(VENV)/.dev-deps
@@ -44,3 +58,4 @@ bench: $(VENV)/.dev-deps
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(NODE_CLIENT)/node_modules $(NODE_CLIENT)/dist $(NODE_CLIENT)/src/gen

@@ -1,0 +1,158 @@
+import * as http from "node:http";
+import * as https from "node:https";
+import type { DescService } from "@bufbuild/protobuf";
+import {
+  Code,
+  createClient,
+  type CallOptions,
+  type Client,
+  type Interceptor,
+  type Transport,
+} from "@connectrpc/connect";
+import { createGrpcTransport, createGrpcWebTransport, Http2SessionManager } from "@connectrpc/connect-node";
+import { ChatService } from "./gen/contextd/v1/chat_pb.js";
+import { ContextService } from "./gen/contextd/v1/context_pb.js";
+import { MemoryService } from "./gen/contextd/v1/memory_pb.js";
+import { PromptService } from "./gen/contextd/v1/prompts_pb.js";
+import { SessionService } from "./gen/contextd/v1/sessions_pb.js";
+import { ContextdError, type Interruption } from "./errors.js";
+
+/** The address `contextd serve` listens on by default. */
+export const DEFAULT_ADDRESS = "127.0.0.1:50151";
+
+export interface ContextdClientOptions {
+  /**
+   * `"grpc"` (default): gRPC over HTTP/2. `"grpc-web"`: gRPC-Web over HTTP/1.1, for
+   * servers or proxies that speak only HTTP/1.1; the address is then their web port.
+   */
+  transport?: "grpc" | "grpc-web";
+  /** Deadline of every call in milliseconds; `null` for none. Default 30 000. */
+  timeoutMs?: number | null;
+  /** Headers (gRPC metadata) sent with every call; a call's own `headers` win. */
+  metadata?: HeadersInit;
+}
+
+/**
+ * A connection to contextd. One property per service; every unary RPC returns a
+ * promise and every server-streaming RPC an async iterable. Each method takes the
+ * request (a plain object) and optional call options: `signal` (an AbortSignal that
+ * cancels the call), `timeoutMs` (this call's deadline), `headers`. Every failure is
+ * thrown as a {@link ContextdError}.
+ */
+export class ContextdClient {
+  readonly baseUrl: string;
+  readonly context: Client<typeof ContextService>;
+  readonly chat: Client<typeof ChatService>;
+  readonly sessions: Client<typeof SessionService>;
+  readonly memory: Client<typeof MemoryService>;
+  readonly prompts: Client<typeof PromptService>;
+  private readonly closeConnection: () => void;
+
+  /** `address` is `host:port` (plain text) or a URL (`https://` for TLS). */
+  constructor(address: string = DEFAULT_ADDRESS, options: ContextdClientOptions = {}) {
+    this.baseUrl = /^https?:\/\//.test(address) ? address : `http://${address}`;
+    const defaultTimeoutMs = options.timeoutMs === undefined ? 30_000 : (options.timeoutMs ?? undefined);
+    const common = {
+      baseUrl: this.baseUrl,
+      defaultTimeoutMs,
+      interceptors: options.metadata ? [sendMetadata(new Headers(options.metadata))] : [],
+    };
+    let transport: Transport;
+    if (options.transport === "grpc-web") {
+      const agent = this.baseUrl.startsWith("https:")
+        ? new https.Agent({ keepAlive: true })
+        : new http.Agent({ keepAlive: true });
+      transport = createGrpcWebTransport({ ...common, httpVersion: "1.1", nodeOptions: { agent } });
+      this.closeConnection = () => agent.destroy();
+    } else {
+      const sessionManager = new Http2SessionManager(this.baseUrl);
+      transport = createGrpcTransport({ ...common, sessionManager });
+      this.closeConnection = () => sessionManager.abort();
+    }
+    this.context = mapErrors(ContextService, transport, defaultTimeoutMs);
+    this.chat = mapErrors(ChatService, transport, defaultTimeoutMs);
+    this.sessions = mapErrors(SessionService, transport, defaultTimeoutMs);
+    this.memory = mapErrors(MemoryService, transport, defaultTimeoutMs);
+    this.prompts = mapErrors(PromptService, transport, defaultTimeoutMs);
+  }
+
+  /** Closes the connection; calls still running fail with UNAVAILABLE or CANCELLED. */
+  close(): void {
+    this.closeConnection();
+  }
+}
+
+function sendMetadata(metadata: Headers): Interceptor {
+  return (next) => (request) => {
+    metadata.forEach((value, key) => {
+      if (!request.header.has(key)) {
+        request.header.set(key, value);
+      }
+    });
+    return next(request);
+  };
+}
+
+type AnyCall = (request: unknown, options?: CallOptions) => unknown;
+
+/** A client for `service` whose methods throw ContextdError instead of ConnectError. */
+function mapErrors<S extends DescService>(
+  service: S,
+  transport: Transport,
+  defaultTimeoutMs: number | undefined,
+): Client<S> {
+  const plain = createClient(service, transport) as Record<string, AnyCall>;
+  const mapped: Record<string, AnyCall> = {};
+  for (const method of service.methods) {
+    const call = plain[method.localName];
+    if (call === undefined) {
+      throw new Error(`no client method for ${service.typeName}.${method.name}`);
+    }
+    mapped[method.localName] = (request, options) => {
+      const watch = watchInterruption(options, defaultTimeoutMs);
+      if (method.methodKind === "server_streaming") {
+        return rethrowFromStream(call(request, options) as AsyncIterable<unknown>, watch, options?.signal);
+      }
+      return (call(request, options) as Promise<unknown>).catch((error: unknown) => {
+        throw ContextdError.from(error, watch());
+      });
+    };
+  }
+  return mapped as Client<S>;
+}
+
+/** Starts the clock of a call; the returned function tells whether the caller's signal
+ * was aborted or the deadline has passed by now. */
+function watchInterruption(
+  options: CallOptions | undefined,
+  defaultTimeoutMs: number | undefined,
+): () => Interruption | undefined {
+  const startedAt = performance.now();
+  const timeoutMs = options?.timeoutMs ?? defaultTimeoutMs;
+  return () => {
+    if (options?.signal?.aborted) {
+      return { code: Code.Canceled, message: "the call was cancelled" };
+    }
+    if (timeoutMs !== undefined && performance.now() - startedAt >= timeoutMs) {
+      return { code: Code.DeadlineExceeded, message: `the deadline of ${timeoutMs} ms passed` };
+    }
+    return undefined;
+  };
+}
+
+/** Yields the stream's messages until the caller aborts (none after that, even ones
+ * already received) and rethrows its failure as a ContextdError. */
+async function* rethrowFromStream<T>(
+  stream: AsyncIterable<T>,
+  interrupted: () => Interruption | undefined,
+  signal: AbortSignal | undefined,
+): AsyncGenerator<T, void, undefined> {
+  try {
+    for await (const message of stream) {
+      signal?.throwIfAborted();
+      yield message;
+    }
+  } catch (error) {
+    throw ContextdError.from(error, interrupted());
+  }
+}
