@@ -513,11 +513,11 @@ def test_plain_history_follows_seed_rule(req: BuildRequest) -> None:
     assert result.message_tokens == [estimate(m.content) for m in expected]
 
 
-def _outcome(req: BuildRequest) -> BuildResult | type[Exception]:
+def _outcome(req: BuildRequest) -> BuildResult | tuple[type[Exception], str]:
     try:
         return build_messages(req)
-    except (BudgetExceeded, FailedPrecondition) as error:
-        return type(error)
+    except (BudgetExceeded, FailedPrecondition, InvalidArgument) as error:
+        return type(error), str(error)
 
 
 @PROPERTY_SETTINGS

@@ -25,9 +25,35 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, ensure_ascii=False, default=str)
 
 
+class ClientGoneFilter(logging.Filter):
+    """grpcio logs a stream write that failed because the client had just gone away (a
+    cancel, a passed deadline) as an unexpected servicer error, when it only lost the
+    race with the cancellation it would otherwise ignore. That is how a call ends, not an
+    error: logged at INFO, without the traceback. (The call's own line says CANCELLED.)"""
+
+    PREFIX = "Unexpected [ExecuteBatchError] raised by servicer method"
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if record.levelno >= logging.ERROR and message.startswith(self.PREFIX):
+            record.levelno, record.levelname = logging.INFO, "INFO"
+            record.msg = "a stream write failed: the client had gone away" + message.removeprefix(
+                self.PREFIX
+            ).replace(" [", " (", 1).replace("]", ")", 1)
+            record.args = ()
+            record.exc_info = record.exc_text = None
+        return True
+
+
+GRPC_LOGGER = "grpc._cython.cygrpc"
+
+
 def configure(level: str) -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+    grpc_logger = logging.getLogger(GRPC_LOGGER)
+    if not any(isinstance(f, ClientGoneFilter) for f in grpc_logger.filters):
+        grpc_logger.addFilter(ClientGoneFilter())
