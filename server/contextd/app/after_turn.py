@@ -162,6 +162,25 @@ class _SessionLock:
     users: int = 0
 
 
+class _Tail:
+    """A session's newest messages (oldest first), read once at ``first_read`` messages
+    and read again only for more than that."""
+
+    def __init__(self, conversation: ConversationRepo, session_id: str, first_read: int) -> None:
+        self._conversation = conversation
+        self._session_id = session_id
+        self._first_read = first_read
+        self._rows: list[StoredMessage] | None = None
+        self._read = 0
+
+    async def newest(self, limit: int) -> list[StoredMessage]:
+        # Fewer rows than were asked for: that is the whole session.
+        if self._rows is None or (limit > self._read and len(self._rows) == self._read):
+            self._read = max(limit, self._first_read)
+            self._rows = await self._conversation.tail(self._session_id, self._read, "")
+        return self._rows[-limit:] if limit < len(self._rows) else list(self._rows)
+
+
 class AfterTurnRunner:
     def __init__(
         self,
@@ -258,20 +277,24 @@ class AfterTurnRunner:
             self.stats.finished += 1
 
     async def _work(self, turn: FinishedTurn) -> None:
-        exchange = await self._guard("reading the turn", turn, self._exchange(turn))
+        s = self.settings
+        # The exchange, the compression check and the summary all look at the newest
+        # messages: one read serves them, as large as the compression check needs.
+        tail = _Tail(self.conversation, turn.session_id, max(16, s.compress_after_messages + 1))
+        exchange = await self._guard("reading the turn", turn, self._exchange(turn, tail))
         if exchange is None:
             log.info(
                 "after-turn work skipped: the turn's messages were not found", extra=_ids(turn)
             )
             return
-        s = self.settings
         if s.memories:
             await self._guard("memory extraction", turn, self._extract(turn, exchange))
         compressed = ""
         if s.compression:
-            compressed = await self._guard("compression", turn, self._compress(turn)) or ""
+            compressed = await self._guard("compression", turn, self._compress(turn, tail)) or ""
         if s.session_summary:
-            await self._guard("session summary", turn, self._summarize(turn, exchange, compressed))
+            summarize = self._summarize(turn, exchange, compressed, tail)
+            await self._guard("session summary", turn, summarize)
 
     async def _guard(self, what: str, turn: FinishedTurn, work: Coroutine[Any, Any, T]) -> T | None:
         try:
@@ -281,11 +304,11 @@ class AfterTurnRunner:
             log.exception(f"after-turn {what} failed", extra=_ids(turn))
             return None
 
-    async def _exchange(self, turn: FinishedTurn) -> _Exchange | None:
+    async def _exchange(self, turn: FinishedTurn, tail: _Tail) -> _Exchange | None:
         """The turn's user message and its answer (the text of its assistant messages)."""
         limit = 16
         while True:
-            rows = await self.conversation.tail(turn.session_id, limit, "")
+            rows = await tail.newest(limit)
             complete = len(rows) < limit or (rows and rows[0].turn_index < turn.turn_index)
             if complete or limit >= 1024:
                 break
@@ -399,14 +422,14 @@ class AfterTurnRunner:
 
     # --- summaries ------------------------------------------------------------------------
 
-    async def _compress(self, turn: FinishedTurn) -> str:
+    async def _compress(self, turn: FinishedTurn, tail: _Tail) -> str:
         """Write a new compression summary when one is due; return the active summary."""
         s = self.settings
         active = await self.summaries.active_compression(turn.session_id)
         covered = set(active.message_ids) if active else set()
         limit = s.compress_after_messages + 1
         while True:
-            rows = await self.conversation.tail(turn.session_id, limit, "")
+            rows = await tail.newest(limit)
             newest_covered = max((i for i, r in enumerate(rows) if r.id in covered), default=-1)
             if newest_covered >= 0 or len(rows) < limit:
                 break
@@ -449,14 +472,16 @@ class AfterTurnRunner:
         )
         return summary
 
-    async def _summarize(self, turn: FinishedTurn, exchange: _Exchange, compressed: str) -> None:
+    async def _summarize(
+        self, turn: FinishedTurn, exchange: _Exchange, compressed: str, tail: _Tail
+    ) -> None:
         s = self.settings
         first_page, _ = await self.conversation.list(turn.session_id, 1)
         first = first_page[0] if first_page else exchange.user
         first_text = first.message.content
         summary = ""
         if self.use_model:
-            recent = await self.conversation.tail(turn.session_id, SUMMARY_RECENT_MESSAGES, "")
+            recent = await tail.newest(SUMMARY_RECENT_MESSAGES)
             try:
                 output = await self._complete(
                     session_summary_messages(

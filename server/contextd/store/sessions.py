@@ -137,18 +137,14 @@ class UsageRepo:
     ) -> tuple[int, int, int]:
         """Add one turn's usage; return the session's totals (prompt, completion, estimate)."""
         async with self._db.transaction() as conn:
-            await conn.execute(
+            rows = await conn.execute_fetchall(
                 "UPDATE sessions SET prompt_tokens = prompt_tokens + ?,"
                 " completion_tokens = completion_tokens + ?,"
-                " prompt_tokens_estimate = prompt_tokens_estimate + ? WHERE id = ?",
+                " prompt_tokens_estimate = prompt_tokens_estimate + ? WHERE id = ?"
+                " RETURNING prompt_tokens, completion_tokens, prompt_tokens_estimate",
                 (prompt, completion, estimate, session_id),
             )
-            async with conn.execute(
-                "SELECT prompt_tokens, completion_tokens, prompt_tokens_estimate"
-                " FROM sessions WHERE id = ?",
-                (session_id,),
-            ) as cursor:
-                row = await cursor.fetchone()
+        row = rows[0] if rows else None
         if row is None:
             raise SessionNotFoundError(session_id)
         return int(row[0]), int(row[1]), int(row[2])
