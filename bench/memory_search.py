@@ -11,7 +11,8 @@ two-character Chinese words, English words and short phrases (a few match nothin
   ORDER BY updated_at DESC LIMIT 10`` on the same table, given its best index,
   ``(user_id, updated_at DESC)``, created for this run only.
 
-Both sides run on the same aiosqlite read connection (each call one or two thread hops).
+Both sides run on the same read connection of contextd's Database (on the event loop's
+thread).
 Before timing, the script checks that the index finds, for every Chinese word query, exactly
 the memories LIKE finds, and that no search returns another user's memory. Rounds alternate
 the sides. The target is absolute, **search p50 <= 10 ms**; the RESULT ratio is LIKE p50 /

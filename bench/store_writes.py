@@ -10,9 +10,9 @@ rounds of a fixed number of messages each:
 * 1 session, 1 writer: one task appending one message per call, each call awaited.
 
 Every append is one write transaction through the Database's single writer connection
-(BEGIN IMMEDIATE, the INSERT, the token counts, COMMIT: four awaits, each a hop to
-aiosqlite's thread). For reference only, the last row runs the same SQL with plain sqlite3
-in one thread, no hops: what a transaction costs SQLite itself.
+(BEGIN IMMEDIATE, the INSERT, the token counts, COMMIT), run on the event loop's thread.
+For reference only, the last row runs the same SQL with plain sqlite3 in a loop, without
+the repository: what a transaction costs SQLite itself.
 
 There is no target: the RESULT line carries the ratio 50 sessions / 1 session (1 writer),
 ``target=none`` and PASS whenever the run completed and every message was stored.
@@ -80,7 +80,7 @@ def sequential_side(repo: ConversationRepo, session: Session) -> Side:
 
 
 def plain_sqlite_append(path: Path, session_id: str, messages: int, synchronous: str) -> float:
-    """Seconds for ``messages`` one-message transactions of the same SQL, no aiosqlite."""
+    """Seconds for ``messages`` one-message transactions of the same SQL, without the repository."""
     conn = sqlite3.connect(path, isolation_level=None)
     try:
         conn.execute(f"PRAGMA synchronous = {synchronous}")
@@ -152,7 +152,7 @@ async def measure(args: argparse.Namespace, directory: Path) -> int:
     ]
     rows.append(
         [
-            "reference: plain sqlite3, no hops",
+            "reference: plain sqlite3, no repository",
             f"{median(plain):,.0f}",
             f"{min(plain):,.0f}-{max(plain):,.0f}",
             f"{1e3 / median(plain):.3f}",
