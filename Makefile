@@ -25,6 +25,22 @@ run: $(VENV)/.run-deps
 test: $(VENV)/.dev-deps lint
 	$(BIN)/python -m pytest
 
+# The Office add-in page for tests/test_browser_grpc_web.py: npm ci, generate, lint, bundle.
+BROWSER_HARNESS := tests/browser
+BROWSER_HARNESS_BUILT := $(BROWSER_HARNESS)/dist/.built
+
+$(BROWSER_HARNESS)/node_modules/.installed: $(BROWSER_HARNESS)/package-lock.json
+	cd $(BROWSER_HARNESS) && npm ci --no-audit --no-fund
+	touch $@
+
+$(BROWSER_HARNESS_BUILT): $(BROWSER_HARNESS)/node_modules/.installed \
+		$(addprefix $(BROWSER_HARNESS)/,package.json buf.gen.yaml tsconfig.json build.mjs) \
+		$(wildcard $(BROWSER_HARNESS)/src/*.ts protos/contextd/v1/*.proto)
+	cd $(BROWSER_HARNESS) && npm run build
+	touch $@
+
+test: $(BROWSER_HARNESS_BUILT)
+
 lint: $(VENV)/.dev-deps
 	$(BIN)/python scripts/gen_protos.py --check
 	$(BIN)/buf lint
@@ -44,3 +60,4 @@ bench: $(VENV)/.dev-deps
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(BROWSER_HARNESS)/node_modules $(BROWSER_HARNESS)/dist $(BROWSER_HARNESS)/src/gen
