@@ -71,12 +71,14 @@ def localhost_tls(directory: Path) -> ssl.SSLContext:
 async def page_server(tls: ssl.SSLContext) -> AsyncIterator[str]:
     """Serves the task pane at ``https://localhost:<free port>``; yields that origin."""
 
+    files = {"/taskpane.html": PAGE, "/dist/taskpane.js": BUNDLE}
+
     async def file(request: web.Request) -> web.FileResponse:
-        return web.FileResponse(PAGE if request.path == "/taskpane.html" else BUNDLE)
+        return web.FileResponse(files[request.path])
 
     app = web.Application()
-    app.router.add_get("/taskpane.html", file)
-    app.router.add_get("/dist/taskpane.js", file)
+    for path in files:
+        app.router.add_get(path, file)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     sock = socket.socket()

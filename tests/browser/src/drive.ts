@@ -51,7 +51,11 @@ const CHROMIUM_FLAGS = [
   "--disable-sync",
 ];
 
-async function visit(context: BrowserContext, spec: PageSpec, timeoutMs: number) {
+async function visit(
+  context: BrowserContext,
+  spec: PageSpec,
+  timeoutMs: number,
+): Promise<PageResult> {
   const page = await context.newPage();
   const origin = new URL(spec.url).origin;
   const network = new Map<string, NetworkRecord>();
@@ -62,7 +66,8 @@ async function visit(context: BrowserContext, spec: PageSpec, timeoutMs: number)
   // CDP shows what page events do not: the CORS preflights and why a request failed.
   const cdp = await context.newCDPSession(page);
   cdp.on("Network.requestWillBeSent", (event) => {
-    if (new URL(event.request.url).origin !== origin) {
+    const target = new URL(event.request.url);
+    if (target.protocol.startsWith("http") && target.origin !== origin) {
       network.set(event.requestId, {
         type: event.type ?? "",
         method: event.request.method,
