@@ -35,8 +35,23 @@ $(NODE_BUILT): $(NODE_CLIENT)/node_modules/.installed $(NODE_CLIENT)/package.jso
 	cd $(NODE_CLIENT) && npm run build
 	touch $@
 
-## test: generated code fresh, lint, types, the Node client built, then every test
-test: $(VENV)/.dev-deps lint $(NODE_BUILT)
+# The Office add-in page for tests/test_browser_grpc_web.py: npm ci, generate, lint, bundle.
+BROWSER_HARNESS := tests/browser
+BROWSER_HARNESS_BUILT := $(BROWSER_HARNESS)/dist/.built
+
+$(BROWSER_HARNESS)/node_modules/.installed: $(BROWSER_HARNESS)/package-lock.json
+	cd $(BROWSER_HARNESS) && npm ci --no-audit --no-fund
+	touch $@
+
+$(BROWSER_HARNESS_BUILT): $(BROWSER_HARNESS)/node_modules/.installed \
+		$(addprefix $(BROWSER_HARNESS)/,package.json buf.gen.yaml tsconfig.json build.mjs) \
+		$(wildcard $(BROWSER_HARNESS)/src/*.ts protos/contextd/v1/*.proto)
+	cd $(BROWSER_HARNESS) && npm run build
+	touch $@
+
+## test: generated code fresh, lint, types, the Node client and the browser page built,
+## then every test
+test: $(VENV)/.dev-deps lint $(NODE_BUILT) $(BROWSER_HARNESS_BUILT)
 	$(BIN)/python -m pytest
 
 lint: $(VENV)/.dev-deps
@@ -51,11 +66,13 @@ lint: $(VENV)/.dev-deps
 gen: $(VENV)/.dev-deps
 	$(BIN)/python scripts/gen_protos.py
 
-## bench: run the benchmarks (ratios measured in one run)
+## bench: run the benchmarks one after another (ratios measured in one run)
+BENCHMARKS := build_vs_echo trim_vs_langchain session_build memory_search store_writes \
+	stream_vs_grpc first_delta
 bench: $(VENV)/.dev-deps
-	$(BIN)/python bench/build_vs_echo.py
-	$(BIN)/python bench/trim_vs_langchain.py
+	for b in $(BENCHMARKS); do $(BIN)/python bench/$$b.py || exit 1; done
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
 	rm -rf $(NODE_CLIENT)/node_modules $(NODE_CLIENT)/dist $(NODE_CLIENT)/src/gen
+	rm -rf $(BROWSER_HARNESS)/node_modules $(BROWSER_HARNESS)/dist $(BROWSER_HARNESS)/src/gen
