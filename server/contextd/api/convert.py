@@ -158,15 +158,16 @@ def build_response_to_pb(
             result.payload, ensure_ascii=False, allow_nan=False, separators=(",", ":")
         )
     out = response.messages
+    if request is None or history is None:
+        out.extend(
+            message_to_pb(m, n) for m, n in zip(result.messages, result.message_tokens, strict=True)
+        )
+        return response
+    originals = request.history
     for m, n, source in zip(result.messages, result.message_tokens, result.sources, strict=True):
-        if (
-            request is not None
-            and history is not None
-            and source is not None
-            and (m is history[source])
-        ):
+        if source is not None and m is history[source]:
             copy = out.add()
-            copy.CopyFrom(request.history[source])
+            copy.CopyFrom(originals[source])
             copy.tokens = n
         else:
             out.append(message_to_pb(m, n))

@@ -81,15 +81,15 @@ def validate_history(
     seen_message_ids: set[str] = set()
     seen_call_ids: set[str] = set()
     plain = True
+    user, assistant = Role.USER, Role.ASSISTANT  # an enum member lookup costs ~0.1 µs
     for i, msg in enumerate(history):
-        if msg.id:
-            if msg.id in seen_message_ids:
-                violations.add(f"{field}[{i}].id", f"duplicate message id {msg.id!r}")
-            seen_message_ids.add(msg.id)
+        message_id = msg.id
+        if message_id:
+            if message_id in seen_message_ids:
+                violations.add(f"{field}[{i}].id", f"duplicate message id {message_id!r}")
+            seen_message_ids.add(message_id)
         role = msg.role
-        if (role is Role.USER or role is Role.ASSISTANT) and not (
-            msg.tool_calls or msg.tool_call_id
-        ):
+        if (role is user or role is assistant) and not (msg.tool_calls or msg.tool_call_id):
             if plain and (not msg.content or msg.content.isspace()):
                 plain = False
             continue  # the common case needs no further checks
