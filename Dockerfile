@@ -20,7 +20,9 @@ ENV PATH=/opt/contextd/bin:$PATH \
 USER contextd
 WORKDIR /data
 VOLUME ["/data"]
-EXPOSE 50151
+# 50152: gRPC-Web / Connect for browser and .NET Framework add-ins, off unless
+# CONTEXTD_WEB_PORT=50152 (and CONTEXTD_CORS_ORIGINS for browser pages) is set.
+EXPOSE 50151 50152
 HEALTHCHECK --interval=15s --timeout=5s --start-period=10s --retries=3 \
     CMD ["contextd", "health", "--address", "127.0.0.1:50151"]
 STOPSIGNAL SIGTERM
