@@ -24,19 +24,22 @@ class ExecuteBatchError(Exception):
     """Stands in for grpcio's exception of the same name (only its name is logged)."""
 
 
+@pytest.mark.parametrize(
+    "template",
+    [
+        "Unexpected [%s] raised by servicer method [%s]",
+        "%s raised in core by servicer method [%s]",
+    ],
+)
 def test_a_write_to_a_client_gone_is_info_without_traceback(
-    capsys: pytest.CaptureFixture[str],
+    template: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     logs.configure("INFO")
     grpc_logger = logging.getLogger(logs.GRPC_LOGGER)
     try:
         raise ExecuteBatchError("Failed 'execute_batch': (<grpc._cython.cygrpc.SendMessage>,)")
     except ExecuteBatchError as error:
-        grpc_logger.exception(
-            "Unexpected [%s] raised by servicer method [%s]",
-            type(error).__name__,
-            "/contextd.v1.ChatService/StreamChat",
-        )
+        grpc_logger.exception(template, type(error).__name__, "/contextd.v1.ChatService/StreamChat")
     [line] = capsys.readouterr().err.splitlines()
     entry = json.loads(line)
     assert entry["level"] == "INFO"

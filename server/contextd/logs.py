@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 import time
 
@@ -27,21 +28,24 @@ class JsonFormatter(logging.Formatter):
 
 class ClientGoneFilter(logging.Filter):
     """grpcio logs a stream write that failed because the client had just gone away (a
-    cancel, a passed deadline) as an unexpected servicer error, when it only lost the
-    race with the cancellation it would otherwise ignore. That is how a call ends, not an
+    cancel, a passed deadline) as an error of the servicer, when it only lost the race
+    with the cancellation it would otherwise ignore. That is how a call ends, not an
     error: logged at INFO, without the traceback. (The call's own line says CANCELLED.)"""
 
-    PREFIX = "Unexpected [ExecuteBatchError] raised by servicer method"
+    # The two wordings grpcio uses, depending on where the failed write surfaced.
+    PATTERN = re.compile(
+        r"(?:Unexpected \[ExecuteBatchError\] raised|ExecuteBatchError raised in core)"
+        r" by servicer method \[(?P<method>[^\]]*)\]"
+    )
 
     def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        if record.levelno >= logging.ERROR and message.startswith(self.PREFIX):
-            record.levelno, record.levelname = logging.INFO, "INFO"
-            record.msg = "a stream write failed: the client had gone away" + message.removeprefix(
-                self.PREFIX
-            ).replace(" [", " (", 1).replace("]", ")", 1)
-            record.args = ()
-            record.exc_info = record.exc_text = None
+        if record.levelno >= logging.ERROR:
+            match = self.PATTERN.match(record.getMessage())
+            if match:
+                record.levelno, record.levelname = logging.INFO, "INFO"
+                record.msg = "a stream write failed: the client had gone away (%s)"
+                record.args = (match.group("method"),)
+                record.exc_info = record.exc_text = None
         return True
 
 
