@@ -8,6 +8,7 @@ only translates the framing (see grpc_web.py and connect.py).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 
@@ -104,6 +105,11 @@ class WebGateway:
         call = NativeCall(self._channel, request.path, messages, deadline_s, call_metadata)
         try:
             return await exchange.respond(call)
+        except ConnectionResetError:
+            # The client went away while an answer was being written to it: the same as
+            # the disconnect that cancels this handler when it is caught waiting, which
+            # aiohttp takes as an ordinary end (its own write errors it logs as ERROR).
+            raise asyncio.CancelledError from None
         finally:
             call.cancel()
 
