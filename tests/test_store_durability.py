@@ -256,3 +256,32 @@ async def test_a_write_cancelled_at_begin_leaves_the_writer_usable(tmp_path: Pat
         assert (await sessions.create("bob")).user_id == "bob"
     finally:
         await db.close()
+
+
+async def test_reads_never_see_an_open_transaction(tmp_path: Path) -> None:
+    """Reads share the writer's connection, except while a write transaction is open
+    (its body suspended): then they see the last commit, not the write in progress."""
+    db = await Database.open(tmp_path / "contextd.sqlite3")
+    try:
+        sessions = SessionRepo(db)
+        session = await sessions.create("alice", title="before")
+        written, release = asyncio.Event(), asyncio.Event()
+
+        async def slow_write() -> None:
+            async with db.transaction() as conn:
+                await conn.execute(
+                    "UPDATE sessions SET title = 'after' WHERE id = ?", (session.id,)
+                )
+                written.set()
+                await release.wait()
+
+        task = asyncio.create_task(slow_write())
+        await written.wait()
+        during = await sessions.get(session.id)
+        assert during is not None and during.title == "before"
+        release.set()
+        await task
+        after = await sessions.get(session.id)
+        assert after is not None and after.title == "after"
+    finally:
+        await db.close()

@@ -344,7 +344,7 @@ class MemoryRepo:
         try:
             await self._db.reader.execute_fetchall("SELECT pow(0.5, 1.0)")
         except sqlite3.OperationalError:
-            await self._db.reader.create_function("pow", 2, math.pow, deterministic=True)
+            await self._db.create_function("pow", 2, math.pow, deterministic=True)
 
     # --- reads --------------------------------------------------------------------------
 
