@@ -23,15 +23,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
-import subprocess
 import sys
-import tempfile
-import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import grpc
@@ -45,6 +40,7 @@ from _common import (
     print_table,
     result_line,
 )
+from _server import ServerChild, serve, spawn_server
 from contextd.v1 import context_pb2 as pb
 
 NAME = "build_vs_echo"
@@ -79,74 +75,6 @@ def echo_handler() -> grpc.GenericRpcHandler[Any, Any]:
         _echo, request_deserializer=_identity, response_serializer=_identity
     )
     return grpc.method_handlers_generic_handler(ECHO_SERVICE, {"Echo": typed, "EchoBytes": raw})
-
-
-async def serve(log_level: str) -> None:
-    """Run contextd plus Echo on a free port; print it; stop when stdin closes."""
-    from contextd import logs
-    from contextd.config import Settings
-    from contextd.server import start
-
-    if log_level.upper() != "OFF":
-        logs.configure(log_level)  # as ``contextd serve`` does: one JSON line per RPC
-    loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-
-    def wait_for_eof() -> None:
-        sys.stdin.read()
-        loop.call_soon_threadsafe(stop.set)
-
-    with tempfile.TemporaryDirectory(prefix="contextd-bench-") as tmp:
-        settings = Settings(port=0, data_dir=Path(tmp))
-        running = await start(settings, extra_handlers=[echo_handler()])
-        print(f"PORT {running.port}", flush=True)
-        threading.Thread(target=wait_for_eof, daemon=True).start()
-        await stop.wait()
-        await running.stop(0)
-
-
-@dataclass
-class ServerChild:
-    process: subprocess.Popen[str]
-    port: int
-
-    def cpu_seconds(self) -> float | None:
-        """User + system CPU time of the server process so far (Linux only)."""
-        try:
-            with open(f"/proc/{self.process.pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            return None
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-    def stop(self) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.close()
-        try:
-            self.process.wait(15)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-
-
-def spawn_server(log_level: str) -> ServerChild:
-    # The server's log lines go to a scratch file: written like a real log, shown on failure.
-    with tempfile.TemporaryFile(mode="w+", prefix="contextd-bench-log-") as log_file:
-        process = subprocess.Popen(
-            [sys.executable, __file__, "--serve", "--log-level", log_level],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=log_file,  # the child keeps its own descriptor after this one closes
-            text=True,
-        )
-        assert process.stdout is not None
-        line = process.stdout.readline()
-        if not line.startswith("PORT "):
-            process.kill()
-            process.wait()
-            log_file.seek(0)
-            raise RuntimeError(f"bench server did not start:\n{log_file.read()[-3000:]}")
-    return ServerChild(process, int(line.split()[1]))
 
 
 # --- client -------------------------------------------------------------------------------
@@ -227,7 +155,7 @@ async def check(channel: grpc.aio.Channel, echo: Call, payload: bytes) -> None:
 async def run(args: argparse.Namespace) -> int:
     payload = build_request().SerializeToString()
     print(machine_note(), flush=True)
-    server = spawn_server(args.log_level)
+    server = spawn_server(__file__, args.log_level)
     try:
         async with grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel:
             echo_call: Call = channel.unary_unary(ECHO_METHOD, _identity, _identity)
@@ -301,7 +229,7 @@ def main() -> int:
     parser.add_argument("--calls", type=int, help="calls per round (default 2000, quick 400)")
     args = parser.parse_args()
     if args.serve:
-        asyncio.run(serve(args.log_level))
+        asyncio.run(serve(args.log_level, [echo_handler()]))
         return 0
     args.rounds = args.rounds or (2 if args.quick else 10)
     args.calls = args.calls or (400 if args.quick else 2000)

@@ -39,15 +39,10 @@ from __future__ import annotations
 import argparse
 import array
 import asyncio
-import os
-import subprocess
 import sys
-import tempfile
-import threading
 import time
 from collections.abc import AsyncIterable, Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import grpc
@@ -59,6 +54,7 @@ from _common import (
     print_table,
     result_line,
 )
+from _server import ServerChild, serve, spawn_server
 from contextd.v1 import chat_pb2 as cpb
 from contextd.v1 import context_pb2 as pb
 
@@ -102,95 +98,6 @@ def stream_handler() -> grpc.GenericRpcHandler[Any, Any]:
         _stream, request_deserializer=_identity, response_serializer=_identity
     )
     return grpc.method_handlers_generic_handler(STREAM_SERVICE, {"Stream": method})
-
-
-async def serve(log_level: str) -> None:
-    """Run contextd (echo provider) plus Stream on a free port; stop when stdin closes."""
-    from contextd import logs
-    from contextd.config import Settings
-    from contextd.server import start
-
-    if log_level.upper() != "OFF":
-        logs.configure(log_level)  # as ``contextd serve`` does: one JSON line per RPC
-    loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-
-    def wait_for_eof() -> None:
-        sys.stdin.read()
-        loop.call_soon_threadsafe(stop.set)
-
-    with tempfile.TemporaryDirectory(prefix="contextd-bench-") as tmp:
-        settings = Settings(port=0, data_dir=Path(tmp), provider="echo")
-        running = await start(settings, extra_handlers=[stream_handler()])
-        print(f"PORT {running.port}", flush=True)
-        threading.Thread(target=wait_for_eof, daemon=True).start()
-        await stop.wait()
-        await running.stop(0)
-
-
-@dataclass
-class ServerChild:
-    process: subprocess.Popen[str]
-    port: int
-
-    def cpu_seconds(self) -> float | None:
-        """CPU time of all the server's threads so far, in ns resolution (Linux only)."""
-        total = 0
-        try:
-            tasks = os.listdir(f"/proc/{self.process.pid}/task")
-        except OSError:
-            return None
-        for tid in tasks:
-            try:
-                with open(f"/proc/{self.process.pid}/task/{tid}/schedstat") as f:
-                    total += int(f.read().split()[0])
-            except OSError:  # the thread just ended
-                continue
-        return total / 1e9
-
-    async def quiet(self) -> None:
-        """Wait until the server is idle: its background work after the turns (memories,
-        summaries) must not run into the next round. Idle = under 1 ms of CPU in 50 ms;
-        gives up after 30 s."""
-        last = self.cpu_seconds()
-        if last is None:
-            return
-        window: list[float] = []
-        deadline = time.monotonic() + 30
-        while (len(window) < 5 or sum(window[-5:]) >= 1e-3) and time.monotonic() < deadline:
-            await asyncio.sleep(0.01)
-            now = self.cpu_seconds() or last
-            window.append(now - last)
-            last = now
-
-    def stop(self) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.close()
-        try:
-            self.process.wait(15)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-
-
-def spawn_server(log_level: str) -> ServerChild:
-    # The server's log lines go to a scratch file: written like a real log, shown on failure.
-    with tempfile.TemporaryFile(mode="w+", prefix="contextd-bench-log-") as log_file:
-        process = subprocess.Popen(
-            [sys.executable, __file__, "--serve", "--log-level", log_level],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=log_file,  # the child keeps its own descriptor after this one closes
-            text=True,
-        )
-        assert process.stdout is not None
-        line = process.stdout.readline()
-        if not line.startswith("PORT "):
-            process.kill()
-            process.wait()
-            log_file.seek(0)
-            raise RuntimeError(f"bench server did not start:\n{log_file.read()[-3000:]}")
-    return ServerChild(process, int(line.split()[1]))
 
 
 # --- client -------------------------------------------------------------------------------
@@ -359,7 +266,7 @@ async def checked_conversation(
 
 async def run(args: argparse.Namespace) -> int:
     print(machine_note(), flush=True)
-    server = spawn_server(args.log_level)
+    server = spawn_server(__file__, args.log_level)
     try:
         async with grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel:
             chat_call: Call = channel.unary_stream(CHAT_METHOD, _identity, _identity)
@@ -503,7 +410,7 @@ def main() -> int:
     )
     args = parser.parse_args()
     if args.serve:
-        asyncio.run(serve(args.log_level))
+        asyncio.run(serve(args.log_level, [stream_handler()], provider="echo"))
         return 0
     args.rounds = args.rounds or (2 if args.quick else 8)
     args.turns = args.turns or (60 if args.quick else 300)
