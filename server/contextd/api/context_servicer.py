@@ -45,7 +45,7 @@ class ContextServicer(pb_grpc.ContextServiceServicer):  # type: ignore[misc]
         if violations:
             self._app.reject(build, violations)
         result = self._app.build_messages(build)
-        return convert.build_response_to_pb(result, request, list(build.history))
+        return convert.build_response_to_pb(result, request, build.history)
 
     async def _build_for_session(
         self, request: pb.BuildMessagesRequest

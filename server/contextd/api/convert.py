@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from contextd.app.scope import Caller
@@ -78,15 +78,24 @@ def messages_from_pb(
     return out
 
 
-def build_request_from_pb(
-    req: pb.BuildMessagesRequest, tokenizer: Tokenizer, violations: Violations
-) -> BuildRequest:
+def _format_and_policy(
+    req: pb.BuildMessagesRequest, violations: Violations
+) -> tuple[OutputFormat, OverflowPolicy]:
+    """The output format and overflow policy of either mode (an unknown value is recorded
+    and stands in as the default, so the rest of the request can still be checked)."""
     output_format = _FORMATS.get(req.output_format)
     if output_format is None:
         violations.add("output_format", f"unknown output format {req.output_format}")
     policy = _POLICIES.get(req.overflow_policy)
     if policy is None:
         violations.add("overflow_policy", f"unknown overflow policy {req.overflow_policy}")
+    return output_format or OutputFormat.NEUTRAL, policy or OverflowPolicy.KEEP_REQUIRED
+
+
+def build_request_from_pb(
+    req: pb.BuildMessagesRequest, tokenizer: Tokenizer, violations: Violations
+) -> BuildRequest:
+    output_format, policy = _format_and_policy(req, violations)
     summary = None
     if req.HasField("compression_summary"):
         s = req.compression_summary
@@ -99,8 +108,8 @@ def build_request_from_pb(
         layers=layers_from_pb(req.layers) if req.HasField("layers") else None,
         history=messages_from_pb(req.history, "history", violations),
         compression_summary=summary,
-        output_format=output_format or OutputFormat.NEUTRAL,
-        overflow_policy=policy or OverflowPolicy.KEEP_REQUIRED,
+        output_format=output_format,
+        overflow_policy=policy,
     )
 
 
@@ -148,7 +157,7 @@ def report_to_pb(r: BuildReport) -> pb.BuildReport:
 def build_response_to_pb(
     result: BuildResult,
     request: pb.BuildMessagesRequest | None = None,
-    history: list[ChatMessage] | None = None,
+    history: Sequence[ChatMessage] | None = None,
 ) -> pb.BuildMessagesResponse:
     """The response. With the request and its converted history, kept history messages
     are copied from the request where unchanged (cheaper than building them anew)."""
@@ -195,12 +204,7 @@ def session_build_from_pb(
     req: pb.BuildMessagesRequest, tokenizer: Tokenizer, violations: Violations
 ) -> SessionBuildRequest:
     s = req.session
-    output_format = _FORMATS.get(req.output_format)
-    if output_format is None:
-        violations.add("output_format", f"unknown output format {req.output_format}")
-    policy = _POLICIES.get(req.overflow_policy)
-    if policy is None:
-        violations.add("overflow_policy", f"unknown overflow policy {req.overflow_policy}")
+    output_format, policy = _format_and_policy(req, violations)
     if s.memory not in _MEMORY_MODES:
         violations.add("session.memory", f"unknown memory mode {s.memory}")
     caller = None
@@ -220,8 +224,8 @@ def session_build_from_pb(
         memory=_MEMORY_MODES.get(s.memory),
         memory_limit=s.memory_limit,
         recent_sessions_limit=s.recent_sessions_limit,
-        output_format=output_format or OutputFormat.NEUTRAL,
-        overflow_policy=policy or OverflowPolicy.KEEP_REQUIRED,
+        output_format=output_format,
+        overflow_policy=policy,
     )
 
 
