@@ -659,7 +659,8 @@ class ChatApp:
                     variables=req.variables,
                     memory=req.memory,
                     continuation=continuing,
-                )
+                ),
+                session,
             )
             result = build.result
         if req.refuse_over_limit and _trimmed(result.report):

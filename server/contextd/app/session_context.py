@@ -111,9 +111,12 @@ class SessionContextBuilder:
         self.memories = memories
         self.summaries = summaries
 
-    async def build(self, req: SessionBuildRequest) -> SessionBuild:
+    async def build(self, req: SessionBuildRequest, session: Session | None = None) -> SessionBuild:
+        """Build from the stored session. ``session``: the session ``req`` names, when the
+        caller has read it already (through SessionsApp.get, so its owner is checked)."""
         _validate(req)
-        session = await self.sessions.get(req.caller, req.session_id)
+        if session is None:
+            session = await self.sessions.get(req.caller, req.session_id)
         tok = req.tokenizer
         scenario = req.scenario or session.scenario
         host = (req.host or session.host).lower()
