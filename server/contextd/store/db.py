@@ -51,7 +51,7 @@ def _migrations() -> list[tuple[int, str, str]]:
 
 
 class Cursor:
-    """The outcome of one statement: its rows, ``rowcount`` and ``lastrowid``."""
+    """The outcome of one statement: its rows and ``rowcount``."""
 
     __slots__ = ("_cursor",)
 
@@ -62,16 +62,9 @@ class Cursor:
     def rowcount(self) -> int:
         return self._cursor.rowcount
 
-    @property
-    def lastrowid(self) -> int | None:
-        return self._cursor.lastrowid
-
     async def fetchone(self) -> Row | None:
         row: Row | None = self._cursor.fetchone()
         return row
-
-    async def fetchall(self) -> list[Row]:
-        return self._cursor.fetchall()
 
     async def __aenter__(self) -> Cursor:
         return self
