@@ -41,11 +41,12 @@ class ContextServicer(pb_grpc.ContextServiceServicer):  # type: ignore[misc]
             return await self._build_for_session(request)
         violations = Violations()
         tokenizer = self._app.tokenizer_or_placeholder(request.tokenizer, violations)
-        build = convert.build_request_from_pb(request, tokenizer, violations)
+        history_pb = list(request.history)
+        build = convert.build_request_from_pb(request, history_pb, tokenizer, violations)
         if violations:
             self._app.reject(build, violations)
         result = self._app.build_messages(build)
-        return convert.build_response_to_pb(result, request, build.history)
+        return convert.build_response_to_pb(result, history_pb, build.history)
 
     async def _build_for_session(
         self, request: pb.BuildMessagesRequest

@@ -93,8 +93,14 @@ def _format_and_policy(
 
 
 def build_request_from_pb(
-    req: pb.BuildMessagesRequest, tokenizer: Tokenizer, violations: Violations
+    req: pb.BuildMessagesRequest,
+    history_pb: Sequence[pb.Message],
+    tokenizer: Tokenizer,
+    violations: Violations,
 ) -> BuildRequest:
+    """The inline-mode request; ``history_pb`` is ``list(req.history)``, which the caller
+    keeps to build the response from (each read of a repeated field element makes a
+    new Python object)."""
     output_format, policy = _format_and_policy(req, violations)
     summary = None
     if req.HasField("compression_summary"):
@@ -106,7 +112,7 @@ def build_request_from_pb(
         tokenizer=tokenizer,
         system_prompts=tuple(req.system_prompts),
         layers=layers_from_pb(req.layers) if req.HasField("layers") else None,
-        history=messages_from_pb(req.history, "history", violations),
+        history=messages_from_pb(history_pb, "history", violations),
         compression_summary=summary,
         output_format=output_format,
         overflow_policy=policy,
@@ -114,14 +120,22 @@ def build_request_from_pb(
 
 
 def message_to_pb(m: ChatMessage, tokens: int) -> pb.Message:
-    return pb.Message(
-        id=m.id,
-        role=_ROLE_TO_PB[m.role],
-        content=m.content,
-        tool_calls=[pb.ToolCall(id=c.id, name=c.name, arguments=c.arguments) for c in m.tool_calls],
-        tool_call_id=m.tool_call_id,
-        tokens=tokens,
-    )
+    out = pb.Message()
+    fill_message(out, m, tokens)
+    return out
+
+
+def fill_message(out: pb.Message, m: ChatMessage, tokens: int) -> None:
+    out.role = _ROLE_TO_PB[m.role]
+    out.content = m.content
+    out.tokens = tokens
+    # Only what is set: each assignment costs a field lookup by name.
+    if m.id:
+        out.id = m.id
+    if m.tool_call_id:
+        out.tool_call_id = m.tool_call_id
+    for c in m.tool_calls:
+        out.tool_calls.add(id=c.id, name=c.name, arguments=c.arguments)
 
 
 def layer_reports_to_pb(layers: list[LayerReport]) -> list[pb.LayerReport]:
@@ -129,57 +143,58 @@ def layer_reports_to_pb(layers: list[LayerReport]) -> list[pb.LayerReport]:
 
 
 def report_to_pb(r: BuildReport) -> pb.BuildReport:
-    return pb.BuildReport(
-        tokenizer=r.tokenizer,
-        token_budget=r.token_budget,
-        system_tokens=r.system_tokens,
-        summary_tokens=r.summary_tokens,
-        history_tokens=r.history_tokens,
-        user_message_tokens=r.user_message_tokens,
-        total_tokens=r.total_tokens,
-        required_over_budget=r.required_over_budget,
-        summary_included=r.summary_included,
-        history_kept=r.history_kept,
-        dropped=[
-            pb.DroppedRange(
-                start_index=x.start_index, count=x.count, reason=_DROP_REASONS[x.reason]
-            )
-            for x in r.dropped
-        ],
-        removed_tool_calls=[
-            pb.RemovedToolCall(index=x.index, tool_call_id=x.tool_call_id)
-            for x in r.removed_tool_calls
-        ],
-        layers=layer_reports_to_pb(r.layers),
-    )
+    out = pb.BuildReport()
+    fill_report(out, r)
+    return out
+
+
+def fill_report(out: pb.BuildReport, r: BuildReport) -> None:
+    # Field by field on the target: a keyword constructor looks every name up and
+    # then copies the whole report into its parent.
+    out.tokenizer = r.tokenizer
+    out.token_budget = r.token_budget
+    out.system_tokens = r.system_tokens
+    out.summary_tokens = r.summary_tokens
+    out.history_tokens = r.history_tokens
+    out.user_message_tokens = r.user_message_tokens
+    out.total_tokens = r.total_tokens
+    out.required_over_budget = r.required_over_budget
+    out.summary_included = r.summary_included
+    out.history_kept = r.history_kept
+    for x in r.dropped:
+        out.dropped.add(start_index=x.start_index, count=x.count, reason=_DROP_REASONS[x.reason])
+    for c in r.removed_tool_calls:
+        out.removed_tool_calls.add(index=c.index, tool_call_id=c.tool_call_id)
+    if r.layers:
+        out.layers.extend(layer_reports_to_pb(r.layers))
 
 
 def build_response_to_pb(
     result: BuildResult,
-    request: pb.BuildMessagesRequest | None = None,
+    history_pb: Sequence[pb.Message] | None = None,
     history: Sequence[ChatMessage] | None = None,
 ) -> pb.BuildMessagesResponse:
-    """The response. With the request and its converted history, kept history messages
-    are copied from the request where unchanged (cheaper than building them anew)."""
-    response = pb.BuildMessagesResponse(report=report_to_pb(result.report))
+    """The response. Given the request's history messages and their conversion, kept
+    history messages are copied from the request where unchanged (cheaper than
+    building them anew)."""
+    response = pb.BuildMessagesResponse()
+    fill_report(response.report, result.report)
     if result.payload is not None:
         response.payload_json = json.dumps(
             result.payload, ensure_ascii=False, allow_nan=False, separators=(",", ":")
         )
-    out = response.messages
-    if request is None or history is None:
-        out.extend(
-            message_to_pb(m, n) for m, n in zip(result.messages, result.message_tokens, strict=True)
-        )
+    add = response.messages.add
+    if history_pb is None or history is None:
+        for m, n in zip(result.messages, result.message_tokens, strict=True):
+            fill_message(add(), m, n)
         return response
-    originals = request.history
     for m, n, source in zip(result.messages, result.message_tokens, result.sources, strict=True):
         if source is not None and m is history[source]:
-            copy = out.add()
-            copy.CopyFrom(originals[source])
+            copy = add()
+            copy.CopyFrom(history_pb[source])
             copy.tokens = n
         else:
-            out.append(message_to_pb(m, n))
+            fill_message(add(), m, n)
     return response
 
 

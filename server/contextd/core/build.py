@@ -119,7 +119,7 @@ def system_text(req: BuildRequest) -> str:
     if req.layers is not None:
         return assemble_system_prompt(req.layers)
     # Seed 002 joins several system prompts with a single newline.
-    return "\n".join(p for p in req.system_prompts if not is_blank(p))
+    return "\n".join([p for p in req.system_prompts if not is_blank(p)])
 
 
 @dataclass(slots=True)
@@ -210,18 +210,30 @@ def build_messages(req: BuildRequest) -> BuildResult:
         else:
             summary_msg = None
 
+    kept_indices: Sequence[int]
+    kept_messages: Sequence[ChatMessage]
     if plain and known is None and req.compression_summary is None and user_msg is not None:
-        budget_end = _fill_plain(req.history, available, count, overhead, kept)
+        budget_end, counts = _fit_plain(req.history, available, count, overhead)
+        kept_indices = range(budget_end, len(req.history))
+        kept_messages = req.history[budget_end:]
     else:
         plain_count = count if known is None else None
         budget_end = _fill(units, available, unit_tokens, kept, plain_count, overhead)
-    entries, counts = kept.oldest_first()
+        entries, counts = kept.oldest_first()
+        kept_indices = [i for i, _ in entries]
+        kept_messages = [m for _, m in entries]
     if req.output_format is OutputFormat.ANTHROPIC:
-        entries, counts = _start_with_user(entries, counts, pinned, dropped)
+        start = _user_first(kept_indices, kept_messages, pinned, dropped)
+        kept_indices, kept_messages, counts = (
+            kept_indices[start:],
+            kept_messages[start:],
+            counts[start:],
+        )
     report.history_tokens = sum(counts)
-    report.history_kept = len(entries)
+    report.history_kept = len(kept_messages)
     report.dropped = dropped_ranges(dropped, budget_end)
-    report.removed_tool_calls.sort(key=lambda r: r.index)
+    if len(report.removed_tool_calls) > 1:
+        report.removed_tool_calls.sort(key=lambda r: r.index)
 
     messages: list[ChatMessage] = []
     tokens: list[int] = []
@@ -231,11 +243,9 @@ def build_messages(req: BuildRequest) -> BuildResult:
             messages.append(msg)
             tokens.append(n)
             sources.append(None)
-    if entries:
-        indices, kept_messages = zip(*entries, strict=True)
-        messages.extend(kept_messages)
-        sources.extend(indices)
+    messages.extend(kept_messages)
     tokens.extend(counts)
+    sources.extend(kept_indices)
     if user_msg is not None:
         messages.append(user_msg)
         tokens.append(report.user_message_tokens)
@@ -280,38 +290,41 @@ def _fill(
     return 0
 
 
-def _fill_plain(
-    history: Sequence[ChatMessage],
-    available: int,
-    count: Callable[[str], int],
-    overhead: int,
-    kept: _Kept,
-) -> int:
+def _fit_plain(
+    history: Sequence[ChatMessage], available: int, count: Callable[[str], int], overhead: int
+) -> tuple[int, list[int]]:
     """``_fill`` for a plain history (every message a unit of its own, nothing to repair):
-    the common case, without the pipeline's per-unit machinery."""
-    add_entry, add_tokens = kept.entries.append, kept.tokens.append
-    for i in range(len(history) - 1, -1, -1):
-        m = history[i]
+    the common case, without the pipeline's per-unit machinery. Returns the index of the
+    oldest kept message and the kept messages' token counts, oldest first."""
+    costs: list[int] = []
+    add = costs.append
+    start = len(history)
+    for m in reversed(history):
         cost = overhead + count(m.content)
         if cost > available:
-            return i + 1
+            break
         available -= cost
-        add_entry((i, m))
-        add_tokens(cost)
-    return 0
+        add(cost)
+        start -= 1
+    costs.reverse()
+    return start, costs
 
 
-def _start_with_user(
-    entries: list[Entry], counts: list[int], pinned: int, dropped: list[tuple[int, DropReason]]
-) -> tuple[list[Entry], list[int]]:
-    """Anthropic needs the first turn to be the user's: drop leading assistant units."""
+def _user_first(
+    indices: Sequence[int],
+    messages: Sequence[ChatMessage],
+    pinned: int,
+    dropped: list[tuple[int, DropReason]],
+) -> int:
+    """Anthropic needs the first turn to be the user's: the number of leading kept
+    messages to drop (recorded in ``dropped``)."""
     start = 0
-    while start < len(entries) and entries[start][1].role is not Role.USER:
-        if start >= len(entries) - pinned:
+    while start < len(messages) and messages[start].role is not Role.USER:
+        if start >= len(messages) - pinned:
             raise FailedPrecondition(
                 "the Anthropic format needs a user message before the continued tool call, "
                 "and none is in the history within the budget"
             )
-        dropped.append((entries[start][0], DropReason.LEADING_ASSISTANT))
+        dropped.append((indices[start], DropReason.LEADING_ASSISTANT))
         start += 1
-    return entries[start:], counts[start:]
+    return start

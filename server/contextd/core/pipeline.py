@@ -221,6 +221,8 @@ def dropped_ranges(dropped: list[tuple[int, DropReason]], budget_end: int) -> li
     Every history index below ``budget_end`` not listed in ``dropped`` was dropped
     for the budget.
     """
+    if not dropped:  # the common case
+        return [DroppedRange(0, budget_end, DropReason.BUDGET)] if budget_end else []
     runs: list[DroppedRange] = []
 
     def add(start: int, count: int, reason: DropReason) -> None:
