@@ -233,3 +233,29 @@ def test_every_bad_field_is_named_at_once(stub: pb_grpc.ContextServiceStub) -> N
         "token_budget",
         "history[1].tool_call_id",
     ]
+
+
+def test_one_server_per_data_dir(tmp_path: Path) -> None:
+    # The store trusts what it cached because it is the only writer: a second server on
+    # the same directory must refuse to start, with a message that says why.
+    first = start_server(tmp_path)
+    try:
+        second = subprocess.run(
+            [sys.executable, "-m", "contextd", "serve", "--port", "0", "--data-dir", str(tmp_path)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert second.returncode != 0
+        assert f"another contextd (pid {first.process.pid})" in second.stderr
+        assert "--data-dir" in second.stderr
+        # The first one is untouched by the attempt.
+        with grpc.insecure_channel(first.address) as channel:
+            health = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest())
+            assert health.status == health_pb2.HealthCheckResponse.SERVING
+    finally:
+        first.process.send_signal(signal.SIGKILL)
+        first.process.wait(30)
+    # A killed server leaves no lock behind: the next one starts on the same directory.
+    again = start_server(tmp_path)
+    again.stop()

@@ -31,6 +31,7 @@ from contextd.core.tokens import TokenizerRegistry
 from contextd.providers.registry import api_key_from_env, make_provider
 from contextd.store.catalog import CatalogRepo
 from contextd.store.conversation import ConversationRepo
+from contextd.store.data_lock import DataDirInUse, DataDirLock
 from contextd.store.db import DB_FILENAME, Database
 from contextd.store.events import EventLog
 from contextd.store.memories import MemoryRepo
@@ -71,6 +72,7 @@ class RunningServer:
     settings: Settings
     db: Database
     closers: list[Callable[[], Awaitable[None]]]
+    lock: DataDirLock
     web: WebGateway | None = None
 
     async def stop(self, grace: float | None = None) -> None:
@@ -83,6 +85,7 @@ class RunningServer:
         for close in self.closers:
             await close()
         await self.db.close()
+        self.lock.release()
 
 
 async def start(
@@ -90,7 +93,16 @@ async def start(
 ) -> RunningServer:
     tokenizers = TokenizerRegistry(settings.default_tokenizer)
     tokenizers.get(settings.default_tokenizer)  # fail at start-up, not on the first call
-    db = await Database.open(settings.data_dir / DB_FILENAME, settings.sqlite_synchronous)
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        lock = DataDirLock.acquire(settings.data_dir)
+    except DataDirInUse as error:
+        raise SystemExit(str(error)) from None
+    try:
+        db = await Database.open(settings.data_dir / DB_FILENAME, settings.sqlite_synchronous)
+    except BaseException:
+        lock.release()
+        raise
     try:
         server = grpc.aio.server(
             interceptors=[GuardInterceptor()],
@@ -121,9 +133,10 @@ async def start(
             await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
         log.info("listening", extra={"address": f"{settings.host}:{port}"})
     except BaseException:
-        await db.close()  # its threads would otherwise keep the process alive
+        await db.close()
+        lock.release()
         raise
-    return RunningServer(server, health_servicer, port, settings, db, closers, web)
+    return RunningServer(server, health_servicer, port, settings, db, closers, lock, web)
 
 
 async def _start_web(settings: Settings, native_port: int) -> WebGateway:
