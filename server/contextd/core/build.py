@@ -213,7 +213,7 @@ def build_messages(req: BuildRequest) -> BuildResult:
     kept_indices: Sequence[int]
     kept_messages: Sequence[ChatMessage]
     if plain and known is None and req.compression_summary is None and user_msg is not None:
-        budget_end, counts = _fit_plain(req.history, available, count, overhead)
+        budget_end, counts = _fit_plain(req.history, available, tok, overhead)
         kept_indices = range(budget_end, len(req.history))
         kept_messages = req.history[budget_end:]
     else:
@@ -291,16 +291,19 @@ def _fill(
 
 
 def _fit_plain(
-    history: Sequence[ChatMessage], available: int, count: Callable[[str], int], overhead: int
+    history: Sequence[ChatMessage], available: int, tok: Tokenizer, overhead: int
 ) -> tuple[int, list[int]]:
     """``_fill`` for a plain history (every message a unit of its own, nothing to repair):
     the common case, without the pipeline's per-unit machinery. Returns the index of the
     oldest kept message and the kept messages' token counts, oldest first."""
     costs: list[int] = []
     add = costs.append
+    known, count = tok.known_counts.get, tok.count
     start = len(history)
     for m in reversed(history):
-        cost = overhead + count(m.content)
+        text = m.content
+        tokens = known(text)
+        cost = overhead + (count(text) if tokens is None else tokens)
         if cost > available:
             break
         available -= cost

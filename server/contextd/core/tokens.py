@@ -13,9 +13,10 @@ import math
 import os
 import tempfile
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Protocol
 
 import tiktoken
@@ -35,12 +36,18 @@ class Tokenizer(Protocol):
 
     def count(self, text: str) -> int: ...
 
+    @property
+    def known_counts(self) -> Mapping[str, int]:
+        """Counts of texts seen before, by text (may be empty): a hot loop looks here
+        first and calls ``count`` only on a miss, which saves a Python call per text."""
+
 
 class EstimateTokenizer:
     """``ceil(utf8 bytes / 4)``, at least 1 for a non-empty text, 0 for ""."""
 
     name = ESTIMATE
     message_overhead = 0
+    known_counts: Mapping[str, int] = MappingProxyType({})
 
     def count(self, text: str) -> int:
         if not text:
@@ -66,6 +73,7 @@ class TiktokenTokenizer:
         self.name = name
         self._encode = encoding.encode_ordinary
         self._cache: dict[str, int] = {}
+        self.known_counts: Mapping[str, int] = self._cache  # emptied in place when full
         self._cache_chars = cache_chars
         self._cached_chars = 0
 
