@@ -176,6 +176,7 @@ class FinishedTurn:
     session_id: str
     user_id: str
     turn_index: int
+    tokenizer: str = ""  # the turn's tokenizer: the stored counts read with its messages
 
 
 @dataclass(slots=True)
@@ -185,6 +186,7 @@ class _Turn:
     session: Session
     index: int
     started: float
+    tokenizer: str
     step: int = 0
     text: str = ""
     step_start: int = 0  # where the current step's text begins in ``text``
@@ -243,7 +245,7 @@ class ChatApp:
         history = await self.sessions.conversation.tail(session.id, 1, req.tokenizer.name)
         continuing = bool(req.tool_results)
         index = (history[-1].turn_index if history else 0) + (0 if continuing else 1)
-        turn = _Turn(session, max(index, 1), time.monotonic())
+        turn = _Turn(session, max(index, 1), time.monotonic(), req.tokenizer.name)
         if not history and not continuing:
             await self._event(turn, "session_start", meta=self._config_meta(req))
 
@@ -612,7 +614,9 @@ class ChatApp:
         if self.after_turn is not None and status is TurnStatus.OK:
             # Memory extraction and summaries run in the background: the completed
             # event does not wait for them.
-            self.after_turn(FinishedTurn(turn.session.id, turn.session.user_id, turn.index))
+            self.after_turn(
+                FinishedTurn(turn.session.id, turn.session.user_id, turn.index, turn.tokenizer)
+            )
         return TurnCompleted(
             assistant_message_id=str(stored.id) if stored else "",
             final_text=turn.text if final_text is None else final_text,

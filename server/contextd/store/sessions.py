@@ -123,7 +123,10 @@ class SessionRepo:
         """Delete the session with its messages, token counts and summaries (not memories)."""
         async with self._db.transaction() as conn:
             cursor = await conn.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
-            return cursor.rowcount > 0
+            deleted = cursor.rowcount > 0
+        for forget in self._db.session_deleted:
+            forget(session_id)
+        return deleted
 
 
 class UsageRepo:

@@ -1,0 +1,152 @@
+"""The store's per-session caches: what a cached read returns is what the database holds,
+after every kind of write (new messages, token counts, collected flags, deleted sessions)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from contextd.core.messages import ChatMessage, Role, ToolCall
+from contextd.store import conversation as conversation_module
+from contextd.store.conversation import ConversationRepo
+from contextd.store.db import Connection, Database
+from contextd.store.models import NewMessage, StoredMessage
+from contextd.store.sessions import SessionRepo
+
+
+@pytest.fixture
+async def db(tmp_path: Path) -> AsyncIterator[Database]:
+    database = await Database.open(tmp_path / "contextd.sqlite3")
+    yield database
+    await database.close()
+
+
+def message(role: Role, text: str, **tokens: int) -> NewMessage:
+    return NewMessage(ChatMessage(role, text), turn_index=1, tokens=dict(tokens))
+
+
+async def from_disk(
+    db: Database, session_id: str, limit: int, tokenizer: str
+) -> list[StoredMessage]:
+    """The tail as a repository with nothing cached reads it."""
+    return list(await ConversationRepo(db).tail(session_id, limit, tokenizer))
+
+
+async def assert_tail_matches_disk(
+    db: Database, repo: ConversationRepo, session_id: str, tokenizer: str = "cl"
+) -> None:
+    for limit in (1, 3, 64, 1000):
+        cached = await repo.tail(session_id, limit, tokenizer)
+        assert cached == await from_disk(db, session_id, limit, tokenizer), limit
+
+
+async def test_a_new_session_is_read_from_memory_and_follows_its_appends(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sessions, repo = SessionRepo(db), ConversationRepo(db)
+    session = await sessions.create("alice")
+    repo.note_empty(session.id)
+    assert await repo.tail(session.id, 64, "cl") == []
+    call = ToolCall("c1", "lookup", '{"q": 1}')
+    await repo.append(
+        session.id,
+        "alice",
+        [
+            message(Role.USER, "hi", cl=3, est=2),
+            NewMessage(ChatMessage(Role.ASSISTANT, "", (call,)), turn_index=1, tokens={"cl": 9}),
+            NewMessage(ChatMessage(Role.TOOL, "42", tool_call_id="c1"), turn_index=1),
+        ],
+    )
+    await repo.append(session.id, "alice", [NewMessage(ChatMessage(Role.ASSISTANT, "ok"), 1, "x")])
+
+    # Served without a query: any statement now would fail the test.
+    def no_query(*args: object) -> None:
+        raise AssertionError("the tail was read from the database")
+
+    monkeypatch.setattr(Connection, "execute_fetchall", no_query)
+    rows = await repo.tail(session.id, 64, "cl")
+    monkeypatch.undo()
+    assert [r.message.content for r in rows] == ["hi", "", "42", "ok"]
+    for tokenizer in ("cl", "est", "other"):
+        await assert_tail_matches_disk(db, repo, session.id, tokenizer)
+
+
+async def test_a_session_read_once_is_cached_and_kept_current(db: Database) -> None:
+    sessions = SessionRepo(db)
+    session = await sessions.create("alice")
+    writer = ConversationRepo(db)
+    await writer.append(session.id, "alice", [message(Role.USER, f"m{i}", cl=i) for i in range(10)])
+    repo = ConversationRepo(db)  # knows nothing of the session yet
+    assert [r.message.content for r in await repo.tail(session.id, 4, "cl")] == [
+        "m6",
+        "m7",
+        "m8",
+        "m9",
+    ]
+    await repo.append(session.id, "alice", [message(Role.ASSISTANT, "a", cl=1)])
+    await assert_tail_matches_disk(db, repo, session.id)  # more than cached: read again
+
+
+async def test_counts_saved_later_reach_the_cached_rows(db: Database) -> None:
+    session = await SessionRepo(db).create("alice")
+    repo = ConversationRepo(db)
+    repo.note_empty(session.id)
+    first, second = await repo.append(
+        session.id, "alice", [message(Role.USER, "a", cl=1), message(Role.ASSISTANT, "b")]
+    )
+    assert [r.tokens for r in await repo.tail(session.id, 5, "new")] == [{}, {}]
+    await repo.save_tokens([(first.id, "new", 7), (first.id, "new", 8)], session.id)
+    await assert_tail_matches_disk(db, repo, session.id, "new")
+    # Without the session's id, the cached rows of that tokenizer are dropped.
+    await repo.save_tokens([(second.id, "new", 5)])
+    await assert_tail_matches_disk(db, repo, session.id, "new")
+    assert [r.tokens for r in await repo.tail(session.id, 5, "new")] == [{"new": 7}, {"new": 5}]
+
+
+async def test_collected_flags_and_deleted_sessions_reach_the_cache(db: Database) -> None:
+    sessions = SessionRepo(db)
+    session = await sessions.create("alice")
+    repo = ConversationRepo(db)
+    repo.note_empty(session.id)
+    [_, answer] = await repo.append(
+        session.id, "alice", [message(Role.USER, "q"), message(Role.ASSISTANT, "a")]
+    )
+    await repo.tail(session.id, 10, "cl")
+    await repo.set_collected(answer.id, True)
+    [*_, last] = await repo.tail(session.id, 10, "cl")
+    assert last.is_collected
+    await assert_tail_matches_disk(db, repo, session.id)
+    assert await sessions.delete(session.id)
+    assert await repo.tail(session.id, 10, "cl") == []
+
+
+async def test_a_failed_append_leaves_nothing_stale(db: Database) -> None:
+    session = await SessionRepo(db).create("alice")
+    repo = ConversationRepo(db)
+    repo.note_empty(session.id)
+    await repo.append(session.id, "alice", [message(Role.USER, "q", cl=1)])
+    await repo.tail(session.id, 5, "cl")
+    with pytest.raises(LookupError):
+        await repo.append(session.id, "mallory", [message(Role.USER, "not hers")])
+    await assert_tail_matches_disk(db, repo, session.id)
+
+
+async def test_the_cache_keeps_to_its_bounds(db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(conversation_module, "TAIL_CACHE_ROWS", 5)
+    monkeypatch.setattr(conversation_module, "TAIL_CACHE_SESSIONS", 2)
+    sessions = SessionRepo(db)
+    repo = ConversationRepo(db)
+    ids = []
+    for _ in range(3):
+        session = await sessions.create("alice")
+        repo.note_empty(session.id)
+        await repo.append(session.id, "alice", [message(Role.USER, f"m{i}") for i in range(8)])
+        ids.append(session.id)
+    for session_id in ids:
+        await assert_tail_matches_disk(db, repo, session_id)
+    # Only the newest rows of the most recently used sessions stay.
+    assert [r.message.content for r in await repo.tail(ids[0], 2, "cl")] == ["m6", "m7"]
+    monkeypatch.setattr(conversation_module, "TAIL_CACHE_CHARS", 1)
+    await repo.append(ids[1], "alice", [message(Role.USER, "too big to keep")])
+    await assert_tail_matches_disk(db, repo, ids[1])
