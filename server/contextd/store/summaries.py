@@ -1,15 +1,25 @@
-"""Summaries: a session's compression summary (seed 002) and per-session summaries (layer [4])."""
+"""Summaries: a session's compression summary (seed 002) and per-session summaries (layer [4]).
+
+A session's active compression summary is read by every turn twice (the window, the
+compression check after it) and changes rarely: it is kept in memory per session, set by
+:meth:`SummaryRepo.add_compression` (the table's only writer in this process, the
+database's only writer) and dropped when the session is deleted.
+"""
 
 from __future__ import annotations
 
 import json
 import time
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
 from contextd.store.db import Database
 from contextd.store.models import CompressionSummaryRow, SessionSummary
 from contextd.store.sessions import SessionNotFoundError
+
+# Sessions whose active compression summary (or its absence) is kept in memory.
+ACTIVE_CACHE_SESSIONS = 1024
 
 _COMPRESSION_COLUMNS = "id, session_id, message_ids, start_message_id, summary, active, created_at"
 
@@ -30,6 +40,18 @@ def _compression_from_row(row: Any) -> CompressionSummaryRow:
 class SummaryRepo:
     def __init__(self, db: Database) -> None:
         self._db = db
+        # session id -> its active compression summary, None when it has none.
+        self._active: OrderedDict[str, CompressionSummaryRow | None] = OrderedDict()
+        db.session_deleted.append(self._forget)
+
+    def _forget(self, session_id: str) -> None:
+        self._active.pop(session_id, None)
+
+    def _remember(self, session_id: str, row: CompressionSummaryRow | None) -> None:
+        self._active[session_id] = row
+        self._active.move_to_end(session_id)
+        if len(self._active) > ACTIVE_CACHE_SESSIONS:
+            self._active.popitem(last=False)
 
     async def add_compression(
         self, session_id: str, message_ids: Sequence[int], start_message_id: int, summary: str
@@ -39,6 +61,7 @@ class SummaryRepo:
         Raises SessionNotFoundError when the session does not exist.
         """
         ids = [int(m) for m in message_ids]
+        self._forget(session_id)  # until the new one is committed
         async with self._db.transaction() as conn:
             await conn.execute(
                 "UPDATE compression_summaries SET active = 0 WHERE session_id = ? AND active = 1",
@@ -53,17 +76,24 @@ class SummaryRepo:
             )
             if not rows:
                 raise SessionNotFoundError(session_id)
-        return _compression_from_row(next(iter(rows)))
+        added = _compression_from_row(next(iter(rows)))
+        self._remember(session_id, added)
+        return added
 
     async def active_compression(self, session_id: str) -> CompressionSummaryRow | None:
+        """The session's active compression summary; shared with later calls: read it,
+        do not change it."""
+        if session_id in self._active:
+            self._active.move_to_end(session_id)
+            return self._active[session_id]
         rows = await self._db.reader.execute_fetchall(
             f"SELECT {_COMPRESSION_COLUMNS} FROM compression_summaries"
             " WHERE session_id = ? AND active = 1",
             (session_id,),
         )
-        for row in rows:
-            return _compression_from_row(row)
-        return None
+        active = next((_compression_from_row(row) for row in rows), None)
+        self._remember(session_id, active)
+        return active
 
     async def upsert_session_summary(self, session_id: str, user_id: str, summary: str) -> None:
         """Set the session's summary. Raises SessionNotFoundError unless the user owns it."""
