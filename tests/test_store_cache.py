@@ -1,5 +1,6 @@
-"""The store's per-session caches: what a cached read returns is what the database holds,
-after every kind of write (new messages, token counts, collected flags, deleted sessions)."""
+"""The store's caches: what a cached read returns is what the database holds, after every
+kind of write (new messages, token counts, collected flags, compression summaries, skills
+and templates, deleted sessions)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,12 @@ from pathlib import Path
 import pytest
 from contextd.core.messages import ChatMessage, Role, ToolCall
 from contextd.store import conversation as conversation_module
+from contextd.store.catalog import CatalogRepo
 from contextd.store.conversation import ConversationRepo
 from contextd.store.db import Connection, Database
-from contextd.store.models import NewMessage, StoredMessage
-from contextd.store.sessions import SessionRepo
+from contextd.store.models import NewMessage, Skill, StoredMessage
+from contextd.store.sessions import SessionRepo, UsageRepo
+from contextd.store.summaries import SummaryRepo
 
 
 @pytest.fixture
@@ -150,3 +153,57 @@ async def test_the_cache_keeps_to_its_bounds(db: Database, monkeypatch: pytest.M
     monkeypatch.setattr(conversation_module, "TAIL_CACHE_CHARS", 1)
     await repo.append(ids[1], "alice", [message(Role.USER, "too big to keep")])
     await assert_tail_matches_disk(db, repo, ids[1])
+
+
+async def test_an_answer_and_its_usage_are_stored_together(db: Database) -> None:
+    sessions = SessionRepo(db)
+    session = await sessions.create("alice")
+    repo = ConversationRepo(db)
+    stored, totals = await repo.append_with_usage(
+        session.id, "alice", [message(Role.ASSISTANT, "a")], (10, 2, 9)
+    )
+    assert [m.message.content for m in stored] == ["a"] and totals == (10, 2, 9)
+    assert await repo.append_with_usage(session.id, "alice", [], (1, 1, 1)) == ([], (11, 3, 10))
+    with pytest.raises(LookupError):  # another user's session: neither is written
+        await repo.append_with_usage(session.id, "mallory", [message(Role.USER, "x")], (5, 5, 5))
+    assert await UsageRepo(db).add(session.id, 0, 0, 0) == (11, 3, 10)
+    assert len(await repo.tail(session.id, 10, "cl")) == 1
+
+
+async def test_the_active_compression_summary_follows_writes_and_deletes(db: Database) -> None:
+    sessions, repo = SessionRepo(db), ConversationRepo(db)
+    summaries = SummaryRepo(db)
+    session = await sessions.create("alice")
+    stored = await repo.append(session.id, "alice", [message(Role.USER, f"m{i}") for i in range(3)])
+    assert await summaries.active_compression(session.id) is None
+    await summaries.add_compression(session.id, [stored[0].id], stored[0].id, "first")
+    active = await summaries.active_compression(session.id)
+    assert active is not None and active.summary == "first"
+    await summaries.add_compression(session.id, [stored[1].id], stored[1].id, "second")
+    active = await summaries.active_compression(session.id)
+    assert active is not None and active.summary == "second"
+    assert active == await SummaryRepo(db).active_compression(session.id)  # read from disk
+    await sessions.delete(session.id)
+    assert await summaries.active_compression(session.id) is None
+
+
+async def test_catalog_reads_follow_every_write(db: Database) -> None:
+    catalog = CatalogRepo(db)
+    assert await catalog.get_template("s") is None
+    await catalog.upsert_template("s", "v1")
+    template = await catalog.get_template("s")
+    assert template is not None and template.system_prompt == "v1"
+    await catalog.upsert_template("s", "v2")
+    template = await catalog.get_template("s")
+    assert template is not None and template.system_prompt == "v2"
+    await catalog.delete_template("s")
+    assert await catalog.get_template("s") is None
+
+    assert await catalog.list_skills("excel", True) == []
+    await catalog.upsert_skill(Skill("k", "d", "p", ["excel"], True))
+    assert [s.name for s in await catalog.list_skills("excel", True)] == ["k"]
+    await catalog.upsert_skill(Skill("k", "d", "p", ["excel"], False))
+    assert await catalog.list_skills("excel", True) == []
+    assert [s.enabled for s in await catalog.list_skills("excel")] == [False]
+    await catalog.delete_skill("k")
+    assert await catalog.list_skills("excel") == []

@@ -193,6 +193,8 @@ class _Turn:
     usage: TokenUsage = field(default_factory=TokenUsage)
     step_usage: TokenUsage = field(default_factory=TokenUsage)
     step_counted: bool = True  # step_usage is in usage
+    # The session's usage totals once the turn's usage is stored (with its answer).
+    session_usage: TokenUsage | None = None
 
     def count_step(self) -> None:
         """Add the current step's usage to the turn's, once."""
@@ -434,7 +436,7 @@ class ChatApp:
             if turn.step + 1 >= self.limits.max_steps:
                 message = ChatMessage(Role.ASSISTANT, step_text)
                 status = TurnStatus.MAX_STEPS
-                stored = await self._store_assistant(req, turn, message, status.value)
+                stored = await self._store_answer(req, turn, message, status.value)
                 yield await self._complete(turn, stored, status, "", (), final_text="")
                 return
             observed = ""
@@ -453,7 +455,7 @@ class ChatApp:
             )
 
     async def _react_final(self, req: ChatTurnRequest, turn: _Turn, answer: str) -> TurnCompleted:
-        stored = await self._store_assistant(req, turn, ChatMessage(Role.ASSISTANT, answer), "")
+        stored = await self._store_answer(req, turn, ChatMessage(Role.ASSISTANT, answer), "")
         await self._event(
             turn,
             "final",
@@ -544,7 +546,7 @@ class ChatApp:
         if status is None:
             status = TurnStatus.REQUIRES_ACTION if host_calls else TurnStatus.OK
         message = ChatMessage(Role.ASSISTANT, text, tuple(calls))
-        stored = await self._store_assistant(req, turn, message, "")
+        stored = await self._store_answer(req, turn, message, "")
         if status is TurnStatus.REQUIRES_ACTION:
             # The host runs these; its results come back as the observations.
             for call in host_calls:
@@ -571,10 +573,8 @@ class ChatApp:
         """Keep what the model said in the step that broke off, marked with its status
         (earlier steps' text is stored with their tool calls)."""
         text = turn.text[turn.step_start :]
-        stored = None
-        if not is_blank(text):
-            message = ChatMessage(Role.ASSISTANT, text)
-            stored = await self._store_assistant(req, turn, message, status.value)
+        message = ChatMessage(Role.ASSISTANT, text)
+        stored = await self._store_answer(req, turn, message, status.value)
         return await self._complete(turn, stored, status, error, ())
 
     async def _store_assistant(
@@ -588,6 +588,26 @@ class ChatApp:
         )
         return stored
 
+    async def _store_answer(
+        self, req: ChatTurnRequest, turn: _Turn, message: ChatMessage, status: str
+    ) -> StoredMessage | None:
+        """The turn's last assistant message (none when it is blank) and its usage, in one
+        transaction: the turn's last write but the event log's."""
+        if turn.session_usage is not None:  # stored already: the turn ended in between
+            return await self._store_assistant(req, turn, message, status)
+        rows = []
+        if not is_blank(message.content) or message.tool_calls:
+            rows.append(self._row(turn, message, status))
+        u = turn.usage
+        stored, totals = await self.sessions.conversation.append_with_usage(
+            turn.session.id,
+            req.caller.user_id,
+            rows,
+            (u.prompt_tokens, u.completion_tokens, u.prompt_tokens_estimate),
+        )
+        turn.session_usage = TokenUsage(*totals)
+        return stored[0] if stored else None
+
     async def _complete(
         self,
         turn: _Turn,
@@ -598,9 +618,12 @@ class ChatApp:
         final_text: str | None = None,
     ) -> TurnCompleted:
         u = turn.usage
-        totals = await self.usage.add(
-            turn.session.id, u.prompt_tokens, u.completion_tokens, u.prompt_tokens_estimate
-        )
+        totals = turn.session_usage
+        if totals is None:
+            added = await self.usage.add(
+                turn.session.id, u.prompt_tokens, u.completion_tokens, u.prompt_tokens_estimate
+            )
+            totals = turn.session_usage = TokenUsage(*added)
         duration = int((time.monotonic() - turn.started) * 1000)
         meta: dict[str, object] = {
             "status": status.value,
@@ -624,7 +647,7 @@ class ChatApp:
             error_message=error,
             step_usage=turn.step_usage,
             turn_usage=u,
-            session_usage=TokenUsage(*totals),
+            session_usage=totals,
             duration_ms=duration,
             pending_tool_calls=tuple(pending),
         )

@@ -23,10 +23,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from contextd.core.messages import ChatMessage, Role, ToolCall
-from contextd.store.db import Database
+from contextd.store.db import Connection, Database
 from contextd.store.models import NewMessage, StoredMessage
 from contextd.store.paging import decode_token, encode_token, page_limit
-from contextd.store.sessions import SessionNotFoundError
+from contextd.store.sessions import SessionNotFoundError, UsageTotals, add_usage
 
 STORED_ROLES = frozenset({Role.USER, Role.ASSISTANT, Role.TOOL})
 
@@ -165,71 +165,54 @@ class ConversationRepo:
         stored with it; the session's ``updated_at`` and ``message_count`` follow (a trigger
         of the schema does that in the same statement). Raises SessionNotFoundError when the
         session does not exist or belongs to another user, ValueError for a system message.
-        Three round trips to SQLite's thread for the whole batch, four with token counts.
         """
-        if not messages:
-            return []
+        stored, _ = await self._append(session_id, user_id, messages, None)
+        return stored
+
+    async def append_with_usage(
+        self,
+        session_id: str,
+        user_id: str,
+        messages: Sequence[NewMessage],
+        usage: UsageTotals,
+    ) -> tuple[builtins.list[StoredMessage], UsageTotals]:
+        """``append``, and add a turn's usage (prompt, completion, estimate) to the
+        session's in the same transaction; returns the messages and the session's totals."""
+        stored, totals = await self._append(session_id, user_id, messages, usage)
+        assert totals is not None
+        return stored, totals
+
+    async def _append(
+        self,
+        session_id: str,
+        user_id: str,
+        messages: Sequence[NewMessage],
+        usage: UsageTotals | None,
+    ) -> tuple[builtins.list[StoredMessage], UsageTotals | None]:
         for new in messages:
             if new.message.role not in STORED_ROLES:
                 raise ValueError(
                     f"a {new.message.role.value} message cannot be stored in a conversation "
                     "(only user, assistant and tool messages)"
                 )
-        now = time.time()
-        stored: builtins.list[StoredMessage] = []
+        if not messages and usage is None:
+            return [], None
         # Dropped while the transaction runs, so that a failed write leaves nothing stale.
         cached = self._tails.pop(session_id, None)
         if cached is not None:
             self._cached_chars -= sum(t.chars for t in cached.values())
+        totals = None
         async with self._db.transaction() as conn:
-            for start in range(0, len(messages), _INSERT_CHUNK):
-                chunk = messages[start : start + _INSERT_CHUNK]
-                sql, params = _insert_statement(session_id, user_id, chunk, now)
-                rows = await conn.execute_fetchall(sql, params)
-                if not rows:  # the join on sessions found no such session of this user
-                    raise SessionNotFoundError(session_id)
-                # The chunk's seqs are contiguous from its first one, in the chunk's order.
-                ids = {seq: mid for mid, seq in rows}
-                first = min(ids)
-                for ordinal, new in enumerate(chunk):
-                    seq = first + ordinal
-                    mid = ids[seq]
-                    message = new.message
-                    stored.append(
-                        StoredMessage(
-                            id=mid,
-                            session_id=session_id,
-                            user_id=user_id,
-                            seq=seq,
-                            message=ChatMessage(
-                                role=message.role,
-                                content=message.content,
-                                tool_calls=tuple(message.tool_calls),
-                                tool_call_id=message.tool_call_id,
-                                id=str(mid),
-                            ),
-                            turn_index=new.turn_index,
-                            status=new.status,
-                            created_at=now,
-                            tokens=dict(new.tokens),
-                        )
-                    )
-            token_rows = [
-                (item.id, name, count) for item in stored for name, count in item.tokens.items()
-            ]
-            if token_rows:
-                await conn.executemany(
-                    "INSERT OR IGNORE INTO message_tokens (message_id, tokenizer, tokens)"
-                    " VALUES (?, ?, ?)",
-                    token_rows,
-                )
+            stored = await _insert(conn, session_id, user_id, messages)
+            if usage is not None:
+                totals = await add_usage(conn, session_id, *usage)
         if cached is not None:
             added = _chars(stored)
             for tokenizer, tail in cached.items():
                 tail.rows += [_counted(m, tokenizer) for m in stored]
                 tail.chars += added
             self._keep(session_id, cached)
-        return stored
+        return stored, totals
 
     def forget(self, session_id: str) -> None:
         """Drop the session's cached rows (it was deleted, or a row changed)."""
@@ -373,6 +356,53 @@ class ConversationRepo:
             self.forget(updated.session_id)
             return updated
         return None
+
+
+async def _insert(
+    conn: Connection, session_id: str, user_id: str, messages: Sequence[NewMessage]
+) -> builtins.list[StoredMessage]:
+    """Insert the messages and their token counts inside the caller's transaction."""
+    now = time.time()
+    stored: builtins.list[StoredMessage] = []
+    for start in range(0, len(messages), _INSERT_CHUNK):
+        chunk = messages[start : start + _INSERT_CHUNK]
+        sql, params = _insert_statement(session_id, user_id, chunk, now)
+        rows = await conn.execute_fetchall(sql, params)
+        if not rows:  # the join on sessions found no such session of this user
+            raise SessionNotFoundError(session_id)
+        # The chunk's seqs are contiguous from its first one, in the chunk's order.
+        ids = {seq: mid for mid, seq in rows}
+        first = min(ids)
+        for ordinal, new in enumerate(chunk):
+            seq = first + ordinal
+            mid = ids[seq]
+            message = new.message
+            stored.append(
+                StoredMessage(
+                    id=mid,
+                    session_id=session_id,
+                    user_id=user_id,
+                    seq=seq,
+                    message=ChatMessage(
+                        role=message.role,
+                        content=message.content,
+                        tool_calls=tuple(message.tool_calls),
+                        tool_call_id=message.tool_call_id,
+                        id=str(mid),
+                    ),
+                    turn_index=new.turn_index,
+                    status=new.status,
+                    created_at=now,
+                    tokens=dict(new.tokens),
+                )
+            )
+    token_rows = [(item.id, name, count) for item in stored for name, count in item.tokens.items()]
+    if token_rows:
+        await conn.executemany(
+            "INSERT OR IGNORE INTO message_tokens (message_id, tokenizer, tokens) VALUES (?, ?, ?)",
+            token_rows,
+        )
+    return stored
 
 
 def _insert_statement(
