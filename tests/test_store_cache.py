@@ -4,6 +4,7 @@ and templates, deleted sessions)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from contextd.store import conversation as conversation_module
 from contextd.store.catalog import CatalogRepo
 from contextd.store.conversation import ConversationRepo
 from contextd.store.db import Connection, Database
+from contextd.store.memories import MemoryRepo
 from contextd.store.models import NewMessage, Skill, StoredMessage
 from contextd.store.sessions import SessionRepo, UsageRepo
 from contextd.store.summaries import SummaryRepo
@@ -207,3 +209,29 @@ async def test_catalog_reads_follow_every_write(db: Database) -> None:
     assert [s.enabled for s in await catalog.list_skills("excel")] == [False]
     await catalog.delete_skill("k")
     assert await catalog.list_skills("excel") == []
+
+
+async def test_a_user_found_without_memories_is_searched_again_once_given_some(
+    db: Database,
+) -> None:
+    memories = MemoryRepo(db)
+    assert await memories.search("alice", "coffee") == []
+    assert await memories.search("alice", "coffee") == []  # answered from memory
+    await memories.add("alice", "Alice drinks coffee")
+    assert [m.memory.content for m in await memories.search("alice", "coffee")] == [
+        "Alice drinks coffee"
+    ]
+    assert await memories.search("bob", "tea") == []
+    await memories.add_many("bob", ["Bob drinks tea", "Bob likes rain"])
+    assert [m.memory.content for m in await memories.search("bob", "tea")] == ["Bob drinks tea"]
+    # A search that reads while a memory is being added, before its commit, does not
+    # hide it afterwards.
+    assert await memories.search("carol", "jazz") == []
+    adding = asyncio.create_task(memories.add("carol", "Carol plays jazz"))
+    async with db.transaction():  # holds the write lock: the add waits for it
+        await asyncio.sleep(0)
+        assert await memories.search("carol", "jazz") == []
+    await adding
+    assert [m.memory.content for m in await memories.search("carol", "jazz")] == [
+        "Carol plays jazz"
+    ]
