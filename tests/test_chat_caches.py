@@ -101,3 +101,21 @@ def test_a_session_deleted_between_turns_is_gone(stubs: Stubs) -> None:
     with pytest.raises(grpc.RpcError) as error:
         turn(stubs, user, session_id)
     assert error.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+def test_a_session_summary_set_between_turns_is_in_the_next_turn_of_another_session(
+    stubs: Stubs,
+) -> None:
+    user = f"u-{uuid.uuid4().hex[:8]}"
+    # Created, never chatted in: no work after a turn writes its summary meanwhile.
+    created = stubs.sessions.CreateSession(spb.CreateSessionRequest(user_id=user, title="Tea"))
+    first = turn(stubs, user)[0].turn_started
+    second = turn(stubs, user, first.session_id)[0].turn_started
+    assert second.context.system_tokens == first.context.system_tokens
+    stubs.sessions.SetSessionSummary(
+        spb.SetSessionSummaryRequest(
+            user_id=user, session_id=created.session.id, summary="a long talk about tea"
+        )
+    )
+    third = turn(stubs, user, first.session_id)[0].turn_started
+    assert third.context.system_tokens > second.context.system_tokens

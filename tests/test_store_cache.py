@@ -235,3 +235,31 @@ async def test_a_user_found_without_memories_is_searched_again_once_given_some(
     assert [m.memory.content for m in await memories.search("carol", "jazz")] == [
         "Carol plays jazz"
     ]
+
+
+async def test_other_sessions_summaries_follow_every_summary_write_and_delete(
+    db: Database,
+) -> None:
+    sessions, summaries = SessionRepo(db), SummaryRepo(db)
+    a, b, c = [await sessions.create("alice", title=t) for t in ("A", "B", "C")]
+
+    async def shown(exclude: str) -> list[str]:
+        found = await summaries.recent_session_summaries("alice", exclude, 3)
+        assert found == await SummaryRepo(db).recent_session_summaries("alice", exclude, 3)
+        return [f"{s.title}: {s.summary}" for s in found]
+
+    assert await shown(a.id) == []
+    await summaries.upsert_session_summary(b.id, "alice", "b1")
+    assert await shown(a.id) == ["B: b1"]
+    assert await shown(b.id) == []
+    await summaries.upsert_session_summary(a.id, "alice", "a1")  # not in the list without A
+    assert await shown(a.id) == ["B: b1"]
+    assert await shown(b.id) == ["A: a1"]
+    await summaries.upsert_session_summary(c.id, "alice", "c1")
+    await summaries.upsert_session_summary(b.id, "alice", "b2")
+    assert await shown(a.id) == ["B: b2", "C: c1"]
+    await sessions.delete(b.id)
+    assert await shown(a.id) == ["C: c1"]
+    with pytest.raises(LookupError):
+        await summaries.upsert_session_summary(c.id, "mallory", "not hers")
+    assert await shown(a.id) == ["C: c1"]
