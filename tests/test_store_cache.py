@@ -263,3 +263,21 @@ async def test_other_sessions_summaries_follow_every_summary_write_and_delete(
     with pytest.raises(LookupError):
         await summaries.upsert_session_summary(c.id, "mallory", "not hers")
     assert await shown(a.id) == ["C: c1"]
+
+
+async def test_the_first_message_comes_from_the_cached_rows_or_the_database(
+    db: Database,
+) -> None:
+    sessions = SessionRepo(db)
+    session = await sessions.create("alice")
+    repo = ConversationRepo(db)
+    assert await repo.first(session.id) is None
+    repo.note_empty(session.id)
+    assert await repo.first(session.id) is None
+    await repo.append(session.id, "alice", [message(Role.USER, f"m{i}") for i in range(3)])
+    first = await repo.first(session.id)
+    assert first is not None and first.message.content == "m0"
+    await repo.tail(session.id, 2, "cl")
+    on_disk = await ConversationRepo(db).first(session.id)  # nothing cached: read
+    assert on_disk is not None and on_disk.id == first.id
+    assert await repo.first("missing") is None

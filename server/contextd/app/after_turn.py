@@ -190,8 +190,7 @@ class _Tail:
         """The session's first message."""
         if self._rows is not None and self.whole:
             return self._rows[0] if self._rows else None
-        page, _ = await self._conversation.list(self._turn.session_id, 1)
-        return page[0] if page else None
+        return await self._conversation.first(self._turn.session_id)
 
 
 class AfterTurnRunner:

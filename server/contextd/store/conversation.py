@@ -287,6 +287,15 @@ class ConversationRepo:
         del items[limit:]
         return items, encode_token("messages", session_id, [items[-1].seq])
 
+    async def first(self, session_id: str) -> StoredMessage | None:
+        """The session's first message: from the cached rows when they are all of the
+        session's (with the counts they have), else read with all its counts."""
+        for tail in self._tails.get(session_id, {}).values():
+            if tail.whole:
+                return tail.rows[0] if tail.rows else None
+        page, _ = await self.list(session_id, 1)
+        return page[0] if page else None
+
     async def tail(
         self, session_id: str, limit: int, tokenizer: str
     ) -> builtins.list[StoredMessage]:
