@@ -166,19 +166,31 @@ class _Tail:
     """A session's newest messages (oldest first), read once at ``first_read`` messages
     and read again only for more than that."""
 
-    def __init__(self, conversation: ConversationRepo, session_id: str, first_read: int) -> None:
+    def __init__(self, conversation: ConversationRepo, turn: FinishedTurn, first_read: int) -> None:
         self._conversation = conversation
-        self._session_id = session_id
+        self._turn = turn
         self._first_read = first_read
         self._rows: list[StoredMessage] | None = None
         self._read = 0
 
     async def newest(self, limit: int) -> list[StoredMessage]:
-        # Fewer rows than were asked for: that is the whole session.
-        if self._rows is None or (limit > self._read and len(self._rows) == self._read):
+        if self._rows is None or (limit > self._read and not self.whole):
             self._read = max(limit, self._first_read)
-            self._rows = await self._conversation.tail(self._session_id, self._read, "")
+            # The turn's tokenizer: the rows its build read are likely still cached.
+            turn = self._turn
+            self._rows = await self._conversation.tail(turn.session_id, self._read, turn.tokenizer)
         return self._rows[-limit:] if limit < len(self._rows) else list(self._rows)
+
+    @property
+    def whole(self) -> bool:
+        """The rows read are all of the session's messages (fewer than were asked for)."""
+        return self._rows is not None and len(self._rows) < self._read
+
+    async def first(self) -> StoredMessage | None:
+        """The session's first message."""
+        if self._rows is not None and self.whole:
+            return self._rows[0] if self._rows else None
+        return await self._conversation.first(self._turn.session_id)
 
 
 class AfterTurnRunner:
@@ -280,7 +292,7 @@ class AfterTurnRunner:
         s = self.settings
         # The exchange, the compression check and the summary all look at the newest
         # messages: one read serves them, as large as the compression check needs.
-        tail = _Tail(self.conversation, turn.session_id, max(16, s.compress_after_messages + 1))
+        tail = _Tail(self.conversation, turn, max(16, s.compress_after_messages + 1))
         exchange = await self._guard("reading the turn", turn, self._exchange(turn, tail))
         if exchange is None:
             log.info(
@@ -476,8 +488,7 @@ class AfterTurnRunner:
         self, turn: FinishedTurn, exchange: _Exchange, compressed: str, tail: _Tail
     ) -> None:
         s = self.settings
-        first_page, _ = await self.conversation.list(turn.session_id, 1)
-        first = first_page[0] if first_page else exchange.user
+        first = await tail.first() or exchange.user
         first_text = first.message.content
         summary = ""
         if self.use_model:

@@ -40,6 +40,7 @@ from contextd.core.messages import ChatMessage, Role, ToolCall
 from contextd.core.pipeline import DropReason, is_blank
 from contextd.core.tokens import Tokenizer
 from contextd.providers.base import (
+    ModelEvent,
     ModelRequest,
     Provider,
     TextDelta,
@@ -176,6 +177,7 @@ class FinishedTurn:
     session_id: str
     user_id: str
     turn_index: int
+    tokenizer: str = ""  # the turn's tokenizer: the stored counts read with its messages
 
 
 @dataclass(slots=True)
@@ -185,12 +187,15 @@ class _Turn:
     session: Session
     index: int
     started: float
+    tokenizer: str
     step: int = 0
     text: str = ""
     step_start: int = 0  # where the current step's text begins in ``text``
     usage: TokenUsage = field(default_factory=TokenUsage)
     step_usage: TokenUsage = field(default_factory=TokenUsage)
     step_counted: bool = True  # step_usage is in usage
+    # The session's usage totals once the turn's usage is stored (with its answer).
+    session_usage: TokenUsage | None = None
 
     def count_step(self) -> None:
         """Add the current step's usage to the turn's, once."""
@@ -234,16 +239,37 @@ class ChatApp:
         if req.session_id:
             lock = self._session_locks.get(req.session_id) or asyncio.Lock()
             self._session_locks[req.session_id] = lock
-        async with lock, contextlib.aclosing(self._run(req)) as events:
-            async for event in events:
-                yield event
+        # Every text delta passes each generator between the provider and the caller:
+        # this one iterates the steps itself, and the steps the provider's stream.
+        async with lock:
+            started, turn, result = await self._start(req)
+            try:
+                yield started
+                # aclosing: closed here (a GeneratorExit at the yield), the steps and the
+                # provider's stream close before the partial answer is stored.
+                steps = (self._react_steps if req.react else self._steps)(req, turn, result)
+                async with contextlib.aclosing(steps):
+                    async for event in steps:
+                        yield event
+            except BaseException as error:
+                # A client cancel, a passed deadline or a bug: keep what was said, go on.
+                cancelled = isinstance(error, asyncio.CancelledError | GeneratorExit)
+                status = TurnStatus.CANCELLED if cancelled else TurnStatus.ERROR
+                reason = (
+                    "the call was cancelled or its deadline passed" if cancelled else repr(error)
+                )
+                turn.count_step()  # the prompt was sent all the same
+                await asyncio.shield(self._store_partial(req, turn, status, reason))
+                raise
 
-    async def _run(self, req: ChatTurnRequest) -> AsyncGenerator[ChatEvent, None]:
+    async def _start(self, req: ChatTurnRequest) -> tuple[TurnStarted, _Turn, BuildResult]:
+        """Everything before the model is called: the context, the stored input, the
+        turn's first events."""
         session = await self._session(req)
         history = await self.sessions.conversation.tail(session.id, 1, req.tokenizer.name)
         continuing = bool(req.tool_results)
         index = (history[-1].turn_index if history else 0) + (0 if continuing else 1)
-        turn = _Turn(session, max(index, 1), time.monotonic())
+        turn = _Turn(session, max(index, 1), time.monotonic(), req.tokenizer.name)
         if not history and not continuing:
             await self._event(turn, "session_start", meta=self._config_meta(req))
 
@@ -292,50 +318,43 @@ class ChatApp:
                 content=content,
                 meta={"tool": call.name, "tool_call_id": call.id},
             )
-        try:
-            yield TurnStarted(
-                session.id,
-                turn.index,
-                user_id,
-                estimate,
-                estimate > self.limits.warn_prompt_tokens,
-                result.report,
-                self.provider.name,
-                req.model.model or self.provider.default_model,
-            )
-            # aclosing: closed here (a GeneratorExit at the yield), the steps and the
-            # provider's stream close before the partial answer is stored.
-            async with contextlib.aclosing(self._steps(req, turn, result)) as steps:
-                async for event in steps:
-                    yield event
-        except BaseException as error:
-            # A client cancel, a passed deadline or a bug: keep what was said, then go on.
-            cancelled = isinstance(error, asyncio.CancelledError | GeneratorExit)
-            status = TurnStatus.CANCELLED if cancelled else TurnStatus.ERROR
-            reason = "the call was cancelled or its deadline passed" if cancelled else repr(error)
-            turn.count_step()  # the prompt was sent all the same
-            await asyncio.shield(self._store_partial(req, turn, status, reason))
-            raise
+        started = TurnStarted(
+            session.id,
+            turn.index,
+            user_id,
+            estimate,
+            estimate > self.limits.warn_prompt_tokens,
+            result.report,
+            self.provider.name,
+            req.model.model or self.provider.default_model,
+        )
+        return started, turn, result
 
     async def _steps(
         self, req: ChatTurnRequest, turn: _Turn, result: BuildResult
     ) -> AsyncGenerator[ChatEvent, None]:
-        if req.react:
-            async with contextlib.aclosing(self._react_steps(req, turn, result)) as steps:
-                async for chat_event in steps:
-                    yield chat_event
-            return
+        """Native tool calling: model calls until an answer, a host tool call or the
+        step limit."""
         tools = [*req.tools, MEMORY_TOOL]
         while True:
             calls: list[ToolCall] = []
             request = self._model_request(req, result.messages, tools, result.report.total_tokens)
+            # The model step, inline (as in _react_steps): a generator per step would be
+            # one more for every text delta to pass.
             try:
-                async with contextlib.aclosing(self._model_step(turn, request, calls)) as step:
-                    async for event in step:
-                        yield event
+                stream = self._begin_step(turn, request)
+                try:
+                    async with contextlib.aclosing(stream):
+                        async for model_event in stream:
+                            event = _chat_event(turn, model_event, calls)
+                            if event is not None:
+                                yield event
+                finally:
+                    turn.count_step()
             except ProviderError as error:
                 yield await self._store_partial(req, turn, TurnStatus.ERROR, _error_text(error))
                 return
+            await self._end_step(turn)
             step_text = turn.text[turn.step_start :]
             server_side = [c for c in calls if c.name == MEMORY_TOOL.name]
             if not calls or len(server_side) < len(calls):
@@ -369,30 +388,17 @@ class ChatApp:
             prompt_tokens_estimate=estimate,
         )
 
-    async def _model_step(
-        self, turn: _Turn, request: ModelRequest, calls: list[ToolCall]
-    ) -> AsyncGenerator[ChatEvent, None]:
-        """One model call: stream its events into the turn (tool calls into ``calls``),
-        count its usage, log the step. A ProviderError propagates, usage counted."""
+    def _begin_step(self, turn: _Turn, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
+        """Start a model call; iterate its stream with ``_chat_event``, then call
+        ``turn.count_step()`` however it ends and ``_end_step`` when it ends well. A
+        ProviderError propagates."""
         turn.step_usage = TokenUsage(prompt_tokens_estimate=request.prompt_tokens_estimate)
         turn.step_counted = False
         turn.step_start = len(turn.text)
-        try:
-            # aclosing: the provider's HTTP stream closes as soon as this turn stops.
-            async with contextlib.aclosing(self.provider.stream(request)) as stream:
-                async for event in stream:
-                    if isinstance(event, TextDelta):
-                        turn.text += event.text
-                        yield DeltaEvent(event.text, turn.step)
-                    elif isinstance(event, ToolCallReady):
-                        calls.append(event.call)
-                        yield ToolCallEvent(event.call, turn.step)
-                    elif isinstance(event, Usage):
-                        turn.step_usage.prompt_tokens = event.prompt_tokens
-                        turn.step_usage.completion_tokens = event.completion_tokens
-                        yield UsageEvent(turn.step_usage, turn.step)
-        finally:
-            turn.count_step()
+        return self.provider.stream(request)
+
+    async def _end_step(self, turn: _Turn) -> None:
+        """Log the model call that just ended."""
         await self._event(
             turn,
             "assistant",
@@ -414,12 +420,19 @@ class ChatApp:
             messages = _with_addendum(result.messages, extra)
             request = self._model_request(req, messages, (), estimate)
             try:
-                async with contextlib.aclosing(self._model_step(turn, request, [])) as step:
-                    async for event in step:
-                        yield event
+                stream = self._begin_step(turn, request)
+                try:
+                    async with contextlib.aclosing(stream):
+                        async for model_event in stream:
+                            event = _chat_event(turn, model_event, [])
+                            if event is not None:
+                                yield event
+                finally:
+                    turn.count_step()
             except ProviderError as error:
                 yield await self._store_partial(req, turn, TurnStatus.ERROR, _error_text(error))
                 return
+            await self._end_step(turn)
             step_text = turn.text[turn.step_start :]
             parsed = react.parse_step(step_text)
             if not isinstance(parsed, react.Action):
@@ -432,7 +445,7 @@ class ChatApp:
             if turn.step + 1 >= self.limits.max_steps:
                 message = ChatMessage(Role.ASSISTANT, step_text)
                 status = TurnStatus.MAX_STEPS
-                stored = await self._store_assistant(req, turn, message, status.value)
+                stored = await self._store_answer(req, turn, message, status.value)
                 yield await self._complete(turn, stored, status, "", (), final_text="")
                 return
             observed = ""
@@ -451,7 +464,7 @@ class ChatApp:
             )
 
     async def _react_final(self, req: ChatTurnRequest, turn: _Turn, answer: str) -> TurnCompleted:
-        stored = await self._store_assistant(req, turn, ChatMessage(Role.ASSISTANT, answer), "")
+        stored = await self._store_answer(req, turn, ChatMessage(Role.ASSISTANT, answer), "")
         await self._event(
             turn,
             "final",
@@ -542,7 +555,7 @@ class ChatApp:
         if status is None:
             status = TurnStatus.REQUIRES_ACTION if host_calls else TurnStatus.OK
         message = ChatMessage(Role.ASSISTANT, text, tuple(calls))
-        stored = await self._store_assistant(req, turn, message, "")
+        stored = await self._store_answer(req, turn, message, "")
         if status is TurnStatus.REQUIRES_ACTION:
             # The host runs these; its results come back as the observations.
             for call in host_calls:
@@ -569,10 +582,8 @@ class ChatApp:
         """Keep what the model said in the step that broke off, marked with its status
         (earlier steps' text is stored with their tool calls)."""
         text = turn.text[turn.step_start :]
-        stored = None
-        if not is_blank(text):
-            message = ChatMessage(Role.ASSISTANT, text)
-            stored = await self._store_assistant(req, turn, message, status.value)
+        message = ChatMessage(Role.ASSISTANT, text)
+        stored = await self._store_answer(req, turn, message, status.value)
         return await self._complete(turn, stored, status, error, ())
 
     async def _store_assistant(
@@ -586,6 +597,26 @@ class ChatApp:
         )
         return stored
 
+    async def _store_answer(
+        self, req: ChatTurnRequest, turn: _Turn, message: ChatMessage, status: str
+    ) -> StoredMessage | None:
+        """The turn's last assistant message (none when it is blank) and its usage, in one
+        transaction: the turn's last write but the event log's."""
+        if turn.session_usage is not None:  # stored already: the turn ended in between
+            return await self._store_assistant(req, turn, message, status)
+        rows = []
+        if not is_blank(message.content) or message.tool_calls:
+            rows.append(self._row(turn, message, status))
+        u = turn.usage
+        stored, totals = await self.sessions.conversation.append_with_usage(
+            turn.session.id,
+            req.caller.user_id,
+            rows,
+            (u.prompt_tokens, u.completion_tokens, u.prompt_tokens_estimate),
+        )
+        turn.session_usage = TokenUsage(*totals)
+        return stored[0] if stored else None
+
     async def _complete(
         self,
         turn: _Turn,
@@ -596,9 +627,12 @@ class ChatApp:
         final_text: str | None = None,
     ) -> TurnCompleted:
         u = turn.usage
-        totals = await self.usage.add(
-            turn.session.id, u.prompt_tokens, u.completion_tokens, u.prompt_tokens_estimate
-        )
+        totals = turn.session_usage
+        if totals is None:
+            added = await self.usage.add(
+                turn.session.id, u.prompt_tokens, u.completion_tokens, u.prompt_tokens_estimate
+            )
+            totals = turn.session_usage = TokenUsage(*added)
         duration = int((time.monotonic() - turn.started) * 1000)
         meta: dict[str, object] = {
             "status": status.value,
@@ -612,7 +646,9 @@ class ChatApp:
         if self.after_turn is not None and status is TurnStatus.OK:
             # Memory extraction and summaries run in the background: the completed
             # event does not wait for them.
-            self.after_turn(FinishedTurn(turn.session.id, turn.session.user_id, turn.index))
+            self.after_turn(
+                FinishedTurn(turn.session.id, turn.session.user_id, turn.index, turn.tokenizer)
+            )
         return TurnCompleted(
             assistant_message_id=str(stored.id) if stored else "",
             final_text=turn.text if final_text is None else final_text,
@@ -620,7 +656,7 @@ class ChatApp:
             error_message=error,
             step_usage=turn.step_usage,
             turn_usage=u,
-            session_usage=TokenUsage(*totals),
+            session_usage=totals,
             duration_ms=duration,
             pending_tool_calls=tuple(pending),
         )
@@ -746,6 +782,21 @@ class ChatApp:
             "model": req.model.model or self.provider.default_model,
             "tokenizer": req.tokenizer.name,
         }
+
+
+def _chat_event(turn: _Turn, event: ModelEvent, calls: list[ToolCall]) -> ChatEvent | None:
+    """A model event into the turn (tool calls into ``calls``); what the caller sees of it."""
+    if isinstance(event, TextDelta):
+        turn.text += event.text
+        return DeltaEvent(event.text, turn.step)
+    if isinstance(event, ToolCallReady):
+        calls.append(event.call)
+        return ToolCallEvent(event.call, turn.step)
+    if isinstance(event, Usage):
+        turn.step_usage.prompt_tokens = event.prompt_tokens
+        turn.step_usage.completion_tokens = event.completion_tokens
+        return UsageEvent(turn.step_usage, turn.step)
+    return None
 
 
 def _validate(req: ChatTurnRequest, limits: ChatLimits) -> None:

@@ -253,7 +253,7 @@ class SessionContextBuilder:
         limit = FIRST_WINDOW
         while True:
             rows = await self.sessions.conversation.tail(session.id, limit, tok.name)
-            counts = await self._counts(rows, tok)
+            counts = await self._counts(session.id, rows, tok)
             result = build_messages(
                 BuildRequest(
                     user_message=req.user_message,
@@ -279,7 +279,9 @@ class SessionContextBuilder:
                 return result, len(rows), total
             limit *= 4
 
-    async def _counts(self, rows: Sequence[StoredMessage], tok: Tokenizer) -> list[int]:
+    async def _counts(
+        self, session_id: str, rows: Sequence[StoredMessage], tok: Tokenizer
+    ) -> list[int]:
         """Stored counts, counting (and storing) the ones this tokenizer has not seen."""
         counts: list[int] = []
         missing: list[tuple[int, str, int]] = []
@@ -290,7 +292,7 @@ class SessionContextBuilder:
                 missing.append((row.id, tok.name, n))
             counts.append(n)
         if missing:
-            await self.sessions.conversation.save_tokens(missing)
+            await self.sessions.conversation.save_tokens(missing, session_id)
         return counts
 
 

@@ -55,9 +55,11 @@ class SessionsApp:
             if not key.strip() or len(key) > MAX_TEXT:
                 v.add(f"metadata[{key!r}]", f"keys must be 1-{MAX_TEXT} non-blank characters")
         v.raise_if_any()
-        return await self.sessions.create(
+        session = await self.sessions.create(
             caller.user_id, scenario, host, title, dict(metadata or {})
         )
+        self.conversation.note_empty(session.id)
+        return session
 
     async def get(self, caller: Caller, session_id: str) -> Session:
         if not session_id:

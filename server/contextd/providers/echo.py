@@ -9,9 +9,11 @@ prompt figure from ``request.prompt_tokens_estimate`` and quotes the last user
 message in full (``(none)`` when there is none). The answer is streamed as
 ``TextDelta``s of ``words_per_chunk`` words each (whitespace kept, so the
 deltas join to the answer exactly), with ``chunk_delay`` seconds before every
-chunk but the first. Then ``Usage``: prompt = the estimate, completion = the
-number of whitespace-separated words in the answer (a local count, no
-tokenizer), and ``Finished("stop", "stop")``. It never calls tools.
+chunk but the first; with no delay, no wait at all (the chunks are ready: whoever
+streams them waits on its own writes, and a cancellation gets in there). Then
+``Usage``: prompt = the estimate, completion = the number of whitespace-separated
+words in the answer (a local count, no tokenizer), and ``Finished("stop", "stop")``.
+It never calls tools.
 """
 
 from __future__ import annotations
@@ -69,8 +71,8 @@ class EchoProvider:
     async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
         answer = echo_answer(request)
         for i, chunk in enumerate(split_chunks(answer, self.words_per_chunk)):
-            # A real wait, or at least a turn of the loop, so cancellation gets in.
-            await asyncio.sleep(self.chunk_delay if i else 0)
+            if i and self.chunk_delay:
+                await asyncio.sleep(self.chunk_delay)
             yield TextDelta(chunk)
         yield Usage(request.prompt_tokens_estimate, len(answer.split()))
         yield Finished("stop", "stop")

@@ -1,4 +1,9 @@
-"""Server-wide catalog for layer [1]: prompt templates per scenario, and skills per host app."""
+"""Server-wide catalog for layer [1]: prompt templates per scenario, and skills per host app.
+
+Every session-mode build reads the skills (and the scenario's template): reads are kept in
+memory and all of them dropped by any write, since this class is the tables' only writer
+in this process, the database's only writer.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +17,8 @@ from contextd.store.models import PromptTemplate, Skill
 
 _TEMPLATE_COLUMNS = "scenario, system_prompt, version, enabled, updated_at"
 _SKILL_COLUMNS = "name, description, prompt, apps, enabled, updated_at"
+# Different reads kept (scenarios and hosts asked for); past this, all are dropped.
+READ_CACHE_ENTRIES = 256
 
 
 def _template_from_row(row: Any) -> PromptTemplate:
@@ -27,6 +34,12 @@ def _skill_from_row(row: Any) -> Skill:
 class CatalogRepo:
     def __init__(self, db: Database) -> None:
         self._db = db
+        self._templates: dict[str, PromptTemplate | None] = {}
+        self._skills: dict[tuple[str | None, bool], tuple[Skill, ...]] = {}
+
+    def _changed(self) -> None:
+        self._templates.clear()
+        self._skills.clear()
 
     # --- prompt templates ---------------------------------------------------------------
 
@@ -35,6 +48,7 @@ class CatalogRepo:
     ) -> PromptTemplate:
         """Create (version 1) or change the scenario's template; each change adds 1 to its
         version, while writing what is already stored changes nothing."""
+        self._changed()
         async with self._db.transaction() as conn:
             rows = await conn.execute_fetchall(
                 f"INSERT INTO prompt_templates ({_TEMPLATE_COLUMNS}) VALUES (?, ?, 1, ?, ?)"
@@ -54,12 +68,17 @@ class CatalogRepo:
         return _template_from_row(next(iter(rows)))
 
     async def get_template(self, scenario: str) -> PromptTemplate | None:
+        """The scenario's template; shared with later calls: read it, do not change it."""
+        if scenario in self._templates:
+            return self._templates[scenario]
         rows = await self._db.reader.execute_fetchall(
             f"SELECT {_TEMPLATE_COLUMNS} FROM prompt_templates WHERE scenario = ?", (scenario,)
         )
-        for row in rows:
-            return _template_from_row(row)
-        return None
+        template = next((_template_from_row(row) for row in rows), None)
+        if len(self._templates) >= READ_CACHE_ENTRIES:
+            self._templates.clear()
+        self._templates[scenario] = template
+        return template
 
     async def list_templates(self) -> builtins.list[PromptTemplate]:
         rows = await self._db.reader.execute_fetchall(
@@ -68,6 +87,7 @@ class CatalogRepo:
         return [_template_from_row(row) for row in rows]
 
     async def delete_template(self, scenario: str) -> bool:
+        self._changed()
         async with self._db.transaction() as conn:
             cursor = await conn.execute(
                 "DELETE FROM prompt_templates WHERE scenario = ?", (scenario,)
@@ -82,6 +102,7 @@ class CatalogRepo:
         if not skill.name:
             raise ValueError("a skill needs a name")
         apps = json.dumps(list(skill.apps), ensure_ascii=False)
+        self._changed()
         async with self._db.transaction() as conn:
             rows = await conn.execute_fetchall(
                 f"INSERT INTO skills ({_SKILL_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)"
@@ -111,7 +132,12 @@ class CatalogRepo:
         self, app: str | None = None, enabled_only: bool = False
     ) -> builtins.list[Skill]:
         """Skills by name. With ``app``, only those whose apps include it (ignoring ASCII
-        case: "Excel" finds "excel") or whose apps list is empty (every app)."""
+        case: "Excel" finds "excel") or whose apps list is empty (every app). The skills
+        are shared with later calls: read them, do not change them."""
+        key = (app, enabled_only)
+        cached = self._skills.get(key)
+        if cached is not None:
+            return list(cached)
         rows = await self._db.reader.execute_fetchall(
             f"SELECT {_SKILL_COLUMNS} FROM skills"
             " WHERE (? = 0 OR enabled = 1)"
@@ -120,9 +146,14 @@ class CatalogRepo:
             " ORDER BY name",
             (int(enabled_only), app, app),
         )
-        return [_skill_from_row(row) for row in rows]
+        skills = [_skill_from_row(row) for row in rows]
+        if len(self._skills) >= READ_CACHE_ENTRIES:
+            self._skills.clear()
+        self._skills[key] = tuple(skills)
+        return skills
 
     async def delete_skill(self, name: str) -> bool:
+        self._changed()
         async with self._db.transaction() as conn:
             cursor = await conn.execute("DELETE FROM skills WHERE name = ?", (name,))
             return cursor.rowcount > 0

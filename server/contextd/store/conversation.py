@@ -3,6 +3,13 @@
 Each message's token counts live in ``message_tokens`` (one row per tokenizer), written with
 the message, so the rolling window (:meth:`ConversationRepo.tail`) reads counts instead of
 tokenizing, and costs in the number of messages it returns, not in the session's length.
+
+Every chat turn reads its session's newest messages two or three times (its number, the
+window, the work after the turn). :class:`ConversationRepo` keeps them in memory per
+session and tokenizer, as :meth:`~ConversationRepo.tail` would read them: this process is
+the database's only writer, and every write to a conversation goes through this class
+(new messages are added to the cached rows, a collected flag or a deleted session drops
+them), so the cached rows are what a query would return.
 """
 
 from __future__ import annotations
@@ -10,16 +17,24 @@ from __future__ import annotations
 import builtins
 import json
 import time
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from contextd.core.messages import ChatMessage, Role, ToolCall
-from contextd.store.db import Database
+from contextd.store.db import Connection, Database
 from contextd.store.models import NewMessage, StoredMessage
 from contextd.store.paging import decode_token, encode_token, page_limit
-from contextd.store.sessions import SessionNotFoundError
+from contextd.store.sessions import SessionNotFoundError, UsageTotals, add_usage
 
 STORED_ROLES = frozenset({Role.USER, Role.ASSISTANT, Role.TOOL})
+
+# The tail cache's bounds: sessions kept, newest rows kept per session and tokenizer,
+# characters of message content kept in all (the least recently used sessions go first).
+TAIL_CACHE_SESSIONS = 512
+TAIL_CACHE_ROWS = 256
+TAIL_CACHE_CHARS = 32_000_000
 
 # Rows per INSERT statement: 7 parameters a row, 3,500 in all, far below SQLite's 32,766.
 _INSERT_CHUNK = 500
@@ -91,9 +106,55 @@ def _with_all_tokens(row: Any) -> StoredMessage:
     return _stored(row, json.loads(row[12]) if row[12] else {})
 
 
+@dataclass(slots=True)
+class _CachedTail:
+    """A session's newest rows (oldest first), as ``tail`` reads them with one tokenizer,
+    or (tokenizer None) with every count stored for them; ``whole``: they are all of the
+    session's messages."""
+
+    rows: builtins.list[StoredMessage]
+    whole: bool
+    chars: int
+
+
+# A session's cached rows by tokenizer. None: rows with all their counts, kept for a
+# session created by this process (all its rows were written here); any tokenizer's rows
+# are made from them.
+_SessionTails = dict[str | None, _CachedTail]
+
+
+def _chars(rows: Iterable[StoredMessage]) -> int:
+    return sum(len(r.message.content) for r in rows)
+
+
+def _counted(stored: StoredMessage, tokenizer: str | None) -> StoredMessage:
+    """``stored`` as ``tail`` reads it: with ``tokenizer``'s count only (None: every count)."""
+    if tokenizer is None:
+        tokens = dict(stored.tokens)
+    else:
+        count = stored.tokens.get(tokenizer)
+        tokens = {} if count is None else {tokenizer: count}
+    return StoredMessage(
+        id=stored.id,
+        session_id=stored.session_id,
+        user_id=stored.user_id,
+        seq=stored.seq,
+        message=stored.message,
+        turn_index=stored.turn_index,
+        is_collected=stored.is_collected,
+        status=stored.status,
+        created_at=stored.created_at,
+        tokens=tokens,
+    )
+
+
 class ConversationRepo:
     def __init__(self, db: Database) -> None:
         self._db = db
+        # session id -> tokenizer -> its newest rows; least recently used session first.
+        self._tails: OrderedDict[str, _SessionTails] = OrderedDict()
+        self._cached_chars = 0
+        db.session_deleted.append(self.forget)
 
     async def append(
         self, session_id: str, user_id: str, messages: Sequence[NewMessage]
@@ -104,61 +165,96 @@ class ConversationRepo:
         stored with it; the session's ``updated_at`` and ``message_count`` follow (a trigger
         of the schema does that in the same statement). Raises SessionNotFoundError when the
         session does not exist or belongs to another user, ValueError for a system message.
-        Three round trips to SQLite's thread for the whole batch, four with token counts.
         """
-        if not messages:
-            return []
+        stored, _ = await self._append(session_id, user_id, messages, None)
+        return stored
+
+    async def append_with_usage(
+        self,
+        session_id: str,
+        user_id: str,
+        messages: Sequence[NewMessage],
+        usage: UsageTotals,
+    ) -> tuple[builtins.list[StoredMessage], UsageTotals]:
+        """``append``, and add a turn's usage (prompt, completion, estimate) to the
+        session's in the same transaction; returns the messages and the session's totals."""
+        stored, totals = await self._append(session_id, user_id, messages, usage)
+        assert totals is not None
+        return stored, totals
+
+    async def _append(
+        self,
+        session_id: str,
+        user_id: str,
+        messages: Sequence[NewMessage],
+        usage: UsageTotals | None,
+    ) -> tuple[builtins.list[StoredMessage], UsageTotals | None]:
         for new in messages:
             if new.message.role not in STORED_ROLES:
                 raise ValueError(
                     f"a {new.message.role.value} message cannot be stored in a conversation "
                     "(only user, assistant and tool messages)"
                 )
-        now = time.time()
-        stored: builtins.list[StoredMessage] = []
+        if not messages and usage is None:
+            return [], None
+        # Dropped while the transaction runs, so that a failed write leaves nothing stale.
+        cached = self._tails.pop(session_id, None)
+        if cached is not None:
+            self._cached_chars -= sum(t.chars for t in cached.values())
+        totals = None
         async with self._db.transaction() as conn:
-            for start in range(0, len(messages), _INSERT_CHUNK):
-                chunk = messages[start : start + _INSERT_CHUNK]
-                sql, params = _insert_statement(session_id, user_id, chunk, now)
-                rows = await conn.execute_fetchall(sql, params)
-                if not rows:  # the join on sessions found no such session of this user
-                    raise SessionNotFoundError(session_id)
-                # The chunk's seqs are contiguous from its first one, in the chunk's order.
-                ids = {seq: mid for mid, seq in rows}
-                first = min(ids)
-                for ordinal, new in enumerate(chunk):
-                    seq = first + ordinal
-                    mid = ids[seq]
-                    message = new.message
-                    stored.append(
-                        StoredMessage(
-                            id=mid,
-                            session_id=session_id,
-                            user_id=user_id,
-                            seq=seq,
-                            message=ChatMessage(
-                                role=message.role,
-                                content=message.content,
-                                tool_calls=tuple(message.tool_calls),
-                                tool_call_id=message.tool_call_id,
-                                id=str(mid),
-                            ),
-                            turn_index=new.turn_index,
-                            status=new.status,
-                            created_at=now,
-                            tokens=dict(new.tokens),
-                        )
-                    )
-            token_rows = [
-                (item.id, name, count) for item in stored for name, count in item.tokens.items()
-            ]
-            if token_rows:
-                await conn.executemany(
-                    "INSERT OR IGNORE INTO message_tokens (message_id, tokenizer, tokens)"
-                    " VALUES (?, ?, ?)",
-                    token_rows,
-                )
-        return stored
+            stored = await _insert(conn, session_id, user_id, messages)
+            if usage is not None:
+                totals = await add_usage(conn, session_id, *usage)
+        if cached is not None:
+            added = _chars(stored)
+            for tokenizer, tail in cached.items():
+                tail.rows += [_counted(m, tokenizer) for m in stored]
+                tail.chars += added
+            self._keep(session_id, cached)
+        return stored, totals
+
+    def forget(self, session_id: str) -> None:
+        """Drop the session's cached rows (it was deleted, or a row changed)."""
+        cached = self._tails.pop(session_id, None)
+        if cached is not None:
+            self._cached_chars -= sum(t.chars for t in cached.values())
+
+    def note_empty(self, session_id: str) -> None:
+        """The session was just created: it has no messages yet."""
+        self.forget(session_id)
+        self._keep(session_id, {None: _CachedTail([], True, 0)})
+
+    def _cached(self, session_id: str, tokenizer: str, limit: int) -> _CachedTail | None:
+        by_tokenizer = self._tails.get(session_id)
+        if by_tokenizer is None:
+            return None
+        tail = by_tokenizer.get(tokenizer)
+        every = by_tokenizer.get(None)
+        if tail is None and every is not None:
+            rows = [_counted(r, tokenizer) for r in every.rows]
+            tail = by_tokenizer[tokenizer] = _CachedTail(rows, every.whole, every.chars)
+            self._cached_chars += every.chars
+        if tail is None or (len(tail.rows) < limit and not tail.whole):
+            return None
+        self._tails.move_to_end(session_id)
+        return tail
+
+    def _keep(self, session_id: str, by_tokenizer: _SessionTails) -> None:
+        """Cache ``by_tokenizer`` for the session (not cached now), within the bounds."""
+        for tail in by_tokenizer.values():
+            extra = len(tail.rows) - TAIL_CACHE_ROWS
+            if extra > 0:
+                tail.chars -= _chars(tail.rows[:extra])
+                del tail.rows[:extra]
+                tail.whole = False
+        self._tails[session_id] = by_tokenizer
+        self._cached_chars += sum(t.chars for t in by_tokenizer.values())
+        while self._tails and (
+            len(self._tails) > TAIL_CACHE_SESSIONS or self._cached_chars > TAIL_CACHE_CHARS
+        ):
+            _, dropped = self._tails.popitem(last=False)
+            self._cached_chars -= sum(t.chars for t in dropped.values())
 
     async def get(self, message_id: int) -> StoredMessage | None:
         """The message with all its stored token counts."""
@@ -191,22 +287,47 @@ class ConversationRepo:
         del items[limit:]
         return items, encode_token("messages", session_id, [items[-1].seq])
 
+    async def first(self, session_id: str) -> StoredMessage | None:
+        """The session's first message: from the cached rows when they are all of the
+        session's (with the counts they have), else read with all its counts."""
+        for tail in self._tails.get(session_id, {}).values():
+            if tail.whole:
+                return tail.rows[0] if tail.rows else None
+        page, _ = await self.list(session_id, 1)
+        return page[0] if page else None
+
     async def tail(
         self, session_id: str, limit: int, tokenizer: str
     ) -> builtins.list[StoredMessage]:
-        """The newest ``limit`` messages in chronological order (one indexed query).
+        """The newest ``limit`` messages in chronological order (one indexed query, or
+        none when the session's newest messages are cached).
 
-        Each has ``tokens[tokenizer]`` when that count is stored, and no other count.
+        Each has ``tokens[tokenizer]`` when that count is stored, and no other count. The
+        rows may be shared with later calls: read them, do not change them.
         """
         if limit <= 0:
             return []
+        cached = self._cached(session_id, tokenizer, limit)
+        if cached is not None:
+            return cached.rows[-limit:]
         rows = await self._db.reader.execute_fetchall(TAIL_SQL, (tokenizer, session_id, limit))
         out = [_stored(row, {} if row[12] is None else {tokenizer: row[12]}) for row in rows]
         out.reverse()
+        if out:  # a session with no messages may not exist: nothing is cached for it
+            by_tokenizer = self._tails.get(session_id, {})
+            self.forget(session_id)
+            by_tokenizer[tokenizer] = _CachedTail(list(out), len(out) < limit, _chars(out))
+            self._keep(session_id, by_tokenizer)
         return out
 
-    async def save_tokens(self, rows: Iterable[tuple[int, str, int]]) -> None:
-        """Store (message_id, tokenizer, tokens) counts; a count already stored is kept."""
+    async def save_tokens(
+        self, rows: Iterable[tuple[int, str, int]], session_id: str | None = None
+    ) -> None:
+        """Store (message_id, tokenizer, tokens) counts; a count already stored is kept.
+
+        ``session_id``: the session all the messages belong to, whose cached rows get the
+        counts; without it, every cached row of those tokenizers is dropped.
+        """
         batch = list(rows)
         if not batch:
             return
@@ -216,6 +337,20 @@ class ConversationRepo:
                 " VALUES (?, ?, ?)",
                 batch,
             )
+        if session_id is None:
+            tokenizers = {name for _, name, _ in batch}
+            for cached_id, by_tokenizer in list(self._tails.items()):
+                if tokenizers & by_tokenizer.keys():
+                    self.forget(cached_id)
+            return
+        counts: dict[int, builtins.list[tuple[str, int]]] = {}
+        for mid, name, n in batch:
+            counts.setdefault(mid, []).append((name, n))
+        for tokenizer, tail in self._tails.get(session_id, {}).items():
+            for row in tail.rows:
+                for name, n in counts.get(row.id, ()):
+                    if tokenizer is None or tokenizer == name:
+                        row.tokens.setdefault(name, n)  # as INSERT OR IGNORE: the first wins
 
     async def set_collected(self, message_id: int, collected: bool) -> StoredMessage | None:
         """Set or clear ``is_collected``; the updated message, or None if there is none."""
@@ -226,8 +361,57 @@ class ConversationRepo:
                 (int(collected), time.time(), message_id),
             )
         for row in rows:
-            return _with_all_tokens(row)
+            updated = _with_all_tokens(row)
+            self.forget(updated.session_id)
+            return updated
         return None
+
+
+async def _insert(
+    conn: Connection, session_id: str, user_id: str, messages: Sequence[NewMessage]
+) -> builtins.list[StoredMessage]:
+    """Insert the messages and their token counts inside the caller's transaction."""
+    now = time.time()
+    stored: builtins.list[StoredMessage] = []
+    for start in range(0, len(messages), _INSERT_CHUNK):
+        chunk = messages[start : start + _INSERT_CHUNK]
+        sql, params = _insert_statement(session_id, user_id, chunk, now)
+        rows = await conn.execute_fetchall(sql, params)
+        if not rows:  # the join on sessions found no such session of this user
+            raise SessionNotFoundError(session_id)
+        # The chunk's seqs are contiguous from its first one, in the chunk's order.
+        ids = {seq: mid for mid, seq in rows}
+        first = min(ids)
+        for ordinal, new in enumerate(chunk):
+            seq = first + ordinal
+            mid = ids[seq]
+            message = new.message
+            stored.append(
+                StoredMessage(
+                    id=mid,
+                    session_id=session_id,
+                    user_id=user_id,
+                    seq=seq,
+                    message=ChatMessage(
+                        role=message.role,
+                        content=message.content,
+                        tool_calls=tuple(message.tool_calls),
+                        tool_call_id=message.tool_call_id,
+                        id=str(mid),
+                    ),
+                    turn_index=new.turn_index,
+                    status=new.status,
+                    created_at=now,
+                    tokens=dict(new.tokens),
+                )
+            )
+    token_rows = [(item.id, name, count) for item in stored for name, count in item.tokens.items()]
+    if token_rows:
+        await conn.executemany(
+            "INSERT OR IGNORE INTO message_tokens (message_id, tokenizer, tokens) VALUES (?, ?, ?)",
+            token_rows,
+        )
+    return stored
 
 
 def _insert_statement(

@@ -125,6 +125,9 @@ class Database:
         self._writer = writer
         self._reader = reader
         self._write_lock = asyncio.Lock()
+        # Called with a session's id once it is deleted: repositories that cache a
+        # session's rows drop them.
+        self.session_deleted: list[Callable[[str], None]] = []
 
     @classmethod
     async def open(cls, path: Path, synchronous: str = "NORMAL") -> Database:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import os
 import re
@@ -46,6 +47,8 @@ EVENT_TYPES = frozenset(
 ROLES = frozenset({"system", "user", "assistant"})
 
 _SESSION_ID = re.compile(r"[0-9a-f]{32}")
+# allow_nan=False: NaN/Infinity are not JSON and a strict reader would reject them.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 _READ_CHUNK = 256 * 1024
 _OPEN_FLAGS = os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
 
@@ -65,7 +68,13 @@ def event_tokens(prompt: int | None, completion: int | None) -> dict[str, int]:
 def format_ts(ts: float) -> str:
     """Epoch seconds as ISO 8601 UTC with milliseconds: 2024-05-10T12:00:00.123Z."""
     seconds, millis = divmod(round(ts * 1000), 1000)
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{millis:03d}Z"
+    return f"{_format_seconds(seconds)}.{millis:03d}Z"
+
+
+@functools.lru_cache(maxsize=4)
+def _format_seconds(seconds: int) -> str:
+    # Events come in bursts within one second: its text is made once.
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds))
 
 
 def check_session_id(session_id: str) -> str:
@@ -88,6 +97,7 @@ class EventLog:
         self.history_dir = history_dir
         history_dir.mkdir(parents=True, exist_ok=True)
         self._closed = False
+        self._dir = os.fspath(history_dir)  # joined as text: cheaper than a Path per event
 
     def path(self, session_id: str) -> Path:
         return self.history_dir / f"{check_session_id(session_id)}.jsonl"
@@ -131,12 +141,10 @@ class EventLog:
         ):
             if value is not None:
                 event[key] = value
-        # allow_nan=False: NaN/Infinity are not JSON and a strict reader would reject them.
-        line = json.dumps(event, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-        data = (line + "\n").encode("utf-8")
+        data = (_ENCODER.encode(event) + "\n").encode("utf-8")
 
         self._check_open()
-        _write(self.history_dir / f"{session_id}.jsonl", data)
+        _write(f"{self._dir}/{session_id}.jsonl", data)
         return event
 
     def _check_open(self) -> None:
@@ -176,7 +184,7 @@ class EventLog:
         self._closed = True
 
 
-def _write(path: Path, data: bytes) -> None:
+def _write(path: str, data: bytes) -> None:
     """Append ``data`` (whole lines) to ``path``: all of it, or on error none of it."""
     fd = os.open(path, _OPEN_FLAGS, 0o644)
     try:

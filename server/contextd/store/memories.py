@@ -123,6 +123,10 @@ def _clean(content: str) -> str:
     return text
 
 
+# Memoryless users remembered at most (the set is emptied when full).
+WITHOUT_MEMORIES_KEPT = 100_000
+
+
 class MemoryRepo:
     """A user's memories. ``get`` and ``delete`` take no user: the caller checks ownership."""
 
@@ -146,6 +150,9 @@ class MemoryRepo:
         self._max_ranked = max_ranked
         self._index_checked = False
         self._index_lock = asyncio.Lock()
+        # Users found to have no memory at all: their searches need no query. Only
+        # ``add`` and ``add_many`` give a user memories; each takes the user out of it.
+        self._without_memories: set[str] = set()
 
     # --- writes -------------------------------------------------------------------------
 
@@ -164,6 +171,20 @@ class MemoryRepo:
         width, spacing and a final full stop do not count), that one is returned with
         ``False`` and its ``updated_at`` moves to ``now``: stated again, it is current.
         """
+        try:
+            return await self._add(user_id, content, source_session_id, source_message_id, now)
+        finally:
+            # After the commit: a search that read before it may have marked the user.
+            self._without_memories.discard(user_id)
+
+    async def _add(
+        self,
+        user_id: str,
+        content: str,
+        source_session_id: str,
+        source_message_id: int,
+        now: float | None,
+    ) -> tuple[Memory, bool]:
         if not user_id:
             raise ValueError("user_id must not be empty")
         text = _clean(content)
@@ -213,6 +234,22 @@ class MemoryRepo:
         memories, are handled as ``add`` does. Every content is checked before anything is
         written: one blank content refuses the whole batch.
         """
+        try:
+            return await self._add_many(
+                user_id, contents, source_session_id, source_message_id, now, timestamps
+            )
+        finally:
+            self._without_memories.discard(user_id)  # as in ``add``
+
+    async def _add_many(
+        self,
+        user_id: str,
+        contents: Iterable[str],
+        source_session_id: str,
+        source_message_id: int,
+        now: float | None,
+        timestamps: Sequence[float] | None,
+    ) -> int:
         if not user_id:
             raise ValueError("user_id must not be empty")
         texts = [_clean(c) for c in contents]
@@ -401,8 +438,10 @@ class MemoryRepo:
         if limit < 1:
             raise ValueError(f"limit must be >= 1, got {limit}")
         limit = min(limit, MAX_SEARCH_LIMIT)
+        if not user_id or user_id in self._without_memories:
+            return []
         terms = query_terms(query)
-        if not user_id or not terms:
+        if not terms:
             return []
         await self._ensure_index()
         key = user_key(user_id)
@@ -418,6 +457,12 @@ class MemoryRepo:
         }
         chosen = choose_terms(frequency, self._max_ranked)
         if not chosen:
+            if not frequency and not await reader.execute_fetchall(
+                "SELECT 1 FROM memories WHERE user_id = ? LIMIT 1", (user_id,)
+            ):
+                if len(self._without_memories) >= WITHOUT_MEMORIES_KEPT:
+                    self._without_memories.clear()
+                self._without_memories.add(user_id)
             return []
         rows = await reader.execute_fetchall(
             _SEARCH_SQL,

@@ -8,7 +8,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from contextd.store.db import Database
+from contextd.store.db import Connection, Database
 from contextd.store.models import Session
 from contextd.store.paging import decode_token, encode_token, page_limit
 
@@ -123,7 +123,31 @@ class SessionRepo:
         """Delete the session with its messages, token counts and summaries (not memories)."""
         async with self._db.transaction() as conn:
             cursor = await conn.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
-            return cursor.rowcount > 0
+            deleted = cursor.rowcount > 0
+        for forget in self._db.session_deleted:
+            forget(session_id)
+        return deleted
+
+
+UsageTotals = tuple[int, int, int]  # prompt, completion, estimate
+
+
+async def add_usage(
+    conn: Connection, session_id: str, prompt: int, completion: int, estimate: int
+) -> UsageTotals:
+    """Add one turn's usage inside the caller's write transaction; return the session's
+    totals. Raises SessionNotFoundError."""
+    rows = await conn.execute_fetchall(
+        "UPDATE sessions SET prompt_tokens = prompt_tokens + ?,"
+        " completion_tokens = completion_tokens + ?,"
+        " prompt_tokens_estimate = prompt_tokens_estimate + ? WHERE id = ?"
+        " RETURNING prompt_tokens, completion_tokens, prompt_tokens_estimate",
+        (prompt, completion, estimate, session_id),
+    )
+    row = rows[0] if rows else None
+    if row is None:
+        raise SessionNotFoundError(session_id)
+    return int(row[0]), int(row[1]), int(row[2])
 
 
 class UsageRepo:
@@ -134,17 +158,7 @@ class UsageRepo:
 
     async def add(
         self, session_id: str, prompt: int, completion: int, estimate: int
-    ) -> tuple[int, int, int]:
+    ) -> UsageTotals:
         """Add one turn's usage; return the session's totals (prompt, completion, estimate)."""
         async with self._db.transaction() as conn:
-            rows = await conn.execute_fetchall(
-                "UPDATE sessions SET prompt_tokens = prompt_tokens + ?,"
-                " completion_tokens = completion_tokens + ?,"
-                " prompt_tokens_estimate = prompt_tokens_estimate + ? WHERE id = ?"
-                " RETURNING prompt_tokens, completion_tokens, prompt_tokens_estimate",
-                (prompt, completion, estimate, session_id),
-            )
-        row = rows[0] if rows else None
-        if row is None:
-            raise SessionNotFoundError(session_id)
-        return int(row[0]), int(row[1]), int(row[2])
+            return await add_usage(conn, session_id, prompt, completion, estimate)

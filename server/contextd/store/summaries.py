@@ -1,15 +1,32 @@
-"""Summaries: a session's compression summary (seed 002) and per-session summaries (layer [4])."""
+"""Summaries: a session's compression summary (seed 002) and per-session summaries (layer [4]).
+
+A session's active compression summary is read by every turn twice (the window, the
+compression check after it) and changes rarely: it is kept in memory per session, set by
+:meth:`SummaryRepo.add_compression` (the table's only writer in this process, the
+database's only writer) and dropped when the session is deleted.
+
+The user's other sessions' summaries (layer [4]) are read by every turn too: each list is
+kept until a summary it may show changes (:meth:`SummaryRepo.upsert_session_summary` of
+another of the user's sessions than the one it leaves out) or a session is deleted.
+"""
 
 from __future__ import annotations
 
 import json
 import time
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
 from contextd.store.db import Database
 from contextd.store.models import CompressionSummaryRow, SessionSummary
 from contextd.store.sessions import SessionNotFoundError
+
+# Sessions whose active compression summary (or its absence) is kept in memory.
+ACTIVE_CACHE_SESSIONS = 1024
+# Users whose recent session summaries are kept, and lists kept per user.
+RECENT_CACHE_USERS = 1024
+RECENT_CACHE_LISTS = 16
 
 _COMPRESSION_COLUMNS = "id, session_id, message_ids, start_message_id, summary, active, created_at"
 
@@ -30,6 +47,21 @@ def _compression_from_row(row: Any) -> CompressionSummaryRow:
 class SummaryRepo:
     def __init__(self, db: Database) -> None:
         self._db = db
+        # session id -> its active compression summary, None when it has none.
+        self._active: OrderedDict[str, CompressionSummaryRow | None] = OrderedDict()
+        # user id -> (session left out, limit) -> recent_session_summaries' answer.
+        self._recent: OrderedDict[str, dict[tuple[str, int], list[SessionSummary]]] = OrderedDict()
+        db.session_deleted.append(self._forget)
+
+    def _forget(self, session_id: str) -> None:
+        self._active.pop(session_id, None)
+        self._recent.clear()  # its summary may be in any list of its user's
+
+    def _remember(self, session_id: str, row: CompressionSummaryRow | None) -> None:
+        self._active[session_id] = row
+        self._active.move_to_end(session_id)
+        if len(self._active) > ACTIVE_CACHE_SESSIONS:
+            self._active.popitem(last=False)
 
     async def add_compression(
         self, session_id: str, message_ids: Sequence[int], start_message_id: int, summary: str
@@ -39,6 +71,7 @@ class SummaryRepo:
         Raises SessionNotFoundError when the session does not exist.
         """
         ids = [int(m) for m in message_ids]
+        self._forget(session_id)  # until the new one is committed
         async with self._db.transaction() as conn:
             await conn.execute(
                 "UPDATE compression_summaries SET active = 0 WHERE session_id = ? AND active = 1",
@@ -53,20 +86,41 @@ class SummaryRepo:
             )
             if not rows:
                 raise SessionNotFoundError(session_id)
-        return _compression_from_row(next(iter(rows)))
+        added = _compression_from_row(next(iter(rows)))
+        self._remember(session_id, added)
+        return added
 
     async def active_compression(self, session_id: str) -> CompressionSummaryRow | None:
+        """The session's active compression summary; shared with later calls: read it,
+        do not change it."""
+        if session_id in self._active:
+            self._active.move_to_end(session_id)
+            return self._active[session_id]
         rows = await self._db.reader.execute_fetchall(
             f"SELECT {_COMPRESSION_COLUMNS} FROM compression_summaries"
             " WHERE session_id = ? AND active = 1",
             (session_id,),
         )
-        for row in rows:
-            return _compression_from_row(row)
-        return None
+        active = next((_compression_from_row(row) for row in rows), None)
+        self._remember(session_id, active)
+        return active
 
     async def upsert_session_summary(self, session_id: str, user_id: str, summary: str) -> None:
         """Set the session's summary. Raises SessionNotFoundError unless the user owns it."""
+        self._summary_changed(session_id, user_id)
+        try:
+            await self._upsert_session_summary(session_id, user_id, summary)
+        finally:
+            # Again after the commit: a read before it may have kept the old summary.
+            self._summary_changed(session_id, user_id)
+
+    def _summary_changed(self, session_id: str, user_id: str) -> None:
+        lists = self._recent.get(user_id)
+        if lists is not None:
+            for key in [k for k in lists if k[0] != session_id]:
+                del lists[key]
+
+    async def _upsert_session_summary(self, session_id: str, user_id: str, summary: str) -> None:
         async with self._db.transaction() as conn:
             cursor = await conn.execute(
                 "INSERT INTO session_summaries (session_id, user_id, summary, updated_at)"
@@ -82,9 +136,15 @@ class SummaryRepo:
         self, user_id: str, exclude_session_id: str = "", limit: int = 3
     ) -> list[SessionSummary]:
         """The user's most recently updated non-empty session summaries, newest first,
-        leaving out ``exclude_session_id`` (the current session), each with its title."""
+        leaving out ``exclude_session_id`` (the current session), each with its title.
+        The summaries are shared with later calls: read them, do not change them."""
         if limit <= 0:
             return []
+        lists = self._recent.get(user_id)
+        key = (exclude_session_id, limit)
+        if lists is not None and key in lists:
+            self._recent.move_to_end(user_id)
+            return list(lists[key])
         rows = await self._db.reader.execute_fetchall(
             "SELECT ss.session_id, ss.user_id, ss.summary, ss.updated_at, s.title"
             " FROM session_summaries ss JOIN sessions s ON s.id = ss.session_id"
@@ -92,7 +152,15 @@ class SummaryRepo:
             " ORDER BY ss.updated_at DESC LIMIT ?",
             (user_id, exclude_session_id, limit),
         )
-        return [
+        found = [
             SessionSummary(session_id=sid, user_id=uid, summary=summary, updated_at=at, title=title)
             for sid, uid, summary, at, title in rows
         ]
+        lists = self._recent.setdefault(user_id, {})
+        if len(lists) >= RECENT_CACHE_LISTS:
+            lists.clear()
+        lists[key] = found
+        self._recent.move_to_end(user_id)
+        if len(self._recent) > RECENT_CACHE_USERS:
+            self._recent.popitem(last=False)
+        return list(found)

@@ -1,0 +1,283 @@
+"""The store's caches: what a cached read returns is what the database holds, after every
+kind of write (new messages, token counts, collected flags, compression summaries, skills
+and templates, deleted sessions)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from contextd.core.messages import ChatMessage, Role, ToolCall
+from contextd.store import conversation as conversation_module
+from contextd.store.catalog import CatalogRepo
+from contextd.store.conversation import ConversationRepo
+from contextd.store.db import Connection, Database
+from contextd.store.memories import MemoryRepo
+from contextd.store.models import NewMessage, Skill, StoredMessage
+from contextd.store.sessions import SessionRepo, UsageRepo
+from contextd.store.summaries import SummaryRepo
+
+
+@pytest.fixture
+async def db(tmp_path: Path) -> AsyncIterator[Database]:
+    database = await Database.open(tmp_path / "contextd.sqlite3")
+    yield database
+    await database.close()
+
+
+def message(role: Role, text: str, **tokens: int) -> NewMessage:
+    return NewMessage(ChatMessage(role, text), turn_index=1, tokens=dict(tokens))
+
+
+async def from_disk(
+    db: Database, session_id: str, limit: int, tokenizer: str
+) -> list[StoredMessage]:
+    """The tail as a repository with nothing cached reads it."""
+    return list(await ConversationRepo(db).tail(session_id, limit, tokenizer))
+
+
+async def assert_tail_matches_disk(
+    db: Database, repo: ConversationRepo, session_id: str, tokenizer: str = "cl"
+) -> None:
+    for limit in (1, 3, 64, 1000):
+        cached = await repo.tail(session_id, limit, tokenizer)
+        assert cached == await from_disk(db, session_id, limit, tokenizer), limit
+
+
+async def test_a_new_session_is_read_from_memory_and_follows_its_appends(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sessions, repo = SessionRepo(db), ConversationRepo(db)
+    session = await sessions.create("alice")
+    repo.note_empty(session.id)
+    assert await repo.tail(session.id, 64, "cl") == []
+    call = ToolCall("c1", "lookup", '{"q": 1}')
+    await repo.append(
+        session.id,
+        "alice",
+        [
+            message(Role.USER, "hi", cl=3, est=2),
+            NewMessage(ChatMessage(Role.ASSISTANT, "", (call,)), turn_index=1, tokens={"cl": 9}),
+            NewMessage(ChatMessage(Role.TOOL, "42", tool_call_id="c1"), turn_index=1),
+        ],
+    )
+    await repo.append(session.id, "alice", [NewMessage(ChatMessage(Role.ASSISTANT, "ok"), 1, "x")])
+
+    # Served without a query: any statement now would fail the test.
+    def no_query(*args: object) -> None:
+        raise AssertionError("the tail was read from the database")
+
+    monkeypatch.setattr(Connection, "execute_fetchall", no_query)
+    rows = await repo.tail(session.id, 64, "cl")
+    monkeypatch.undo()
+    assert [r.message.content for r in rows] == ["hi", "", "42", "ok"]
+    for tokenizer in ("cl", "est", "other"):
+        await assert_tail_matches_disk(db, repo, session.id, tokenizer)
+
+
+async def test_a_session_read_once_is_cached_and_kept_current(db: Database) -> None:
+    sessions = SessionRepo(db)
+    session = await sessions.create("alice")
+    writer = ConversationRepo(db)
+    await writer.append(session.id, "alice", [message(Role.USER, f"m{i}", cl=i) for i in range(10)])
+    repo = ConversationRepo(db)  # knows nothing of the session yet
+    assert [r.message.content for r in await repo.tail(session.id, 4, "cl")] == [
+        "m6",
+        "m7",
+        "m8",
+        "m9",
+    ]
+    await repo.append(session.id, "alice", [message(Role.ASSISTANT, "a", cl=1)])
+    await assert_tail_matches_disk(db, repo, session.id)  # more than cached: read again
+
+
+async def test_counts_saved_later_reach_the_cached_rows(db: Database) -> None:
+    session = await SessionRepo(db).create("alice")
+    repo = ConversationRepo(db)
+    repo.note_empty(session.id)
+    first, second = await repo.append(
+        session.id, "alice", [message(Role.USER, "a", cl=1), message(Role.ASSISTANT, "b")]
+    )
+    assert [r.tokens for r in await repo.tail(session.id, 5, "new")] == [{}, {}]
+    await repo.save_tokens([(first.id, "new", 7), (first.id, "new", 8)], session.id)
+    await assert_tail_matches_disk(db, repo, session.id, "new")
+    # Without the session's id, the cached rows of that tokenizer are dropped.
+    await repo.save_tokens([(second.id, "new", 5)])
+    await assert_tail_matches_disk(db, repo, session.id, "new")
+    assert [r.tokens for r in await repo.tail(session.id, 5, "new")] == [{"new": 7}, {"new": 5}]
+
+
+async def test_collected_flags_and_deleted_sessions_reach_the_cache(db: Database) -> None:
+    sessions = SessionRepo(db)
+    session = await sessions.create("alice")
+    repo = ConversationRepo(db)
+    repo.note_empty(session.id)
+    [_, answer] = await repo.append(
+        session.id, "alice", [message(Role.USER, "q"), message(Role.ASSISTANT, "a")]
+    )
+    await repo.tail(session.id, 10, "cl")
+    await repo.set_collected(answer.id, True)
+    [*_, last] = await repo.tail(session.id, 10, "cl")
+    assert last.is_collected
+    await assert_tail_matches_disk(db, repo, session.id)
+    assert await sessions.delete(session.id)
+    assert await repo.tail(session.id, 10, "cl") == []
+
+
+async def test_a_failed_append_leaves_nothing_stale(db: Database) -> None:
+    session = await SessionRepo(db).create("alice")
+    repo = ConversationRepo(db)
+    repo.note_empty(session.id)
+    await repo.append(session.id, "alice", [message(Role.USER, "q", cl=1)])
+    await repo.tail(session.id, 5, "cl")
+    with pytest.raises(LookupError):
+        await repo.append(session.id, "mallory", [message(Role.USER, "not hers")])
+    await assert_tail_matches_disk(db, repo, session.id)
+
+
+async def test_the_cache_keeps_to_its_bounds(db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(conversation_module, "TAIL_CACHE_ROWS", 5)
+    monkeypatch.setattr(conversation_module, "TAIL_CACHE_SESSIONS", 2)
+    sessions = SessionRepo(db)
+    repo = ConversationRepo(db)
+    ids = []
+    for _ in range(3):
+        session = await sessions.create("alice")
+        repo.note_empty(session.id)
+        await repo.append(session.id, "alice", [message(Role.USER, f"m{i}") for i in range(8)])
+        ids.append(session.id)
+    for session_id in ids:
+        await assert_tail_matches_disk(db, repo, session_id)
+    # Only the newest rows of the most recently used sessions stay.
+    assert [r.message.content for r in await repo.tail(ids[0], 2, "cl")] == ["m6", "m7"]
+    monkeypatch.setattr(conversation_module, "TAIL_CACHE_CHARS", 1)
+    await repo.append(ids[1], "alice", [message(Role.USER, "too big to keep")])
+    await assert_tail_matches_disk(db, repo, ids[1])
+
+
+async def test_an_answer_and_its_usage_are_stored_together(db: Database) -> None:
+    sessions = SessionRepo(db)
+    session = await sessions.create("alice")
+    repo = ConversationRepo(db)
+    stored, totals = await repo.append_with_usage(
+        session.id, "alice", [message(Role.ASSISTANT, "a")], (10, 2, 9)
+    )
+    assert [m.message.content for m in stored] == ["a"] and totals == (10, 2, 9)
+    assert await repo.append_with_usage(session.id, "alice", [], (1, 1, 1)) == ([], (11, 3, 10))
+    with pytest.raises(LookupError):  # another user's session: neither is written
+        await repo.append_with_usage(session.id, "mallory", [message(Role.USER, "x")], (5, 5, 5))
+    assert await UsageRepo(db).add(session.id, 0, 0, 0) == (11, 3, 10)
+    assert len(await repo.tail(session.id, 10, "cl")) == 1
+
+
+async def test_the_active_compression_summary_follows_writes_and_deletes(db: Database) -> None:
+    sessions, repo = SessionRepo(db), ConversationRepo(db)
+    summaries = SummaryRepo(db)
+    session = await sessions.create("alice")
+    stored = await repo.append(session.id, "alice", [message(Role.USER, f"m{i}") for i in range(3)])
+    assert await summaries.active_compression(session.id) is None
+    await summaries.add_compression(session.id, [stored[0].id], stored[0].id, "first")
+    active = await summaries.active_compression(session.id)
+    assert active is not None and active.summary == "first"
+    await summaries.add_compression(session.id, [stored[1].id], stored[1].id, "second")
+    active = await summaries.active_compression(session.id)
+    assert active is not None and active.summary == "second"
+    assert active == await SummaryRepo(db).active_compression(session.id)  # read from disk
+    await sessions.delete(session.id)
+    assert await summaries.active_compression(session.id) is None
+
+
+async def test_catalog_reads_follow_every_write(db: Database) -> None:
+    catalog = CatalogRepo(db)
+    assert await catalog.get_template("s") is None
+    await catalog.upsert_template("s", "v1")
+    template = await catalog.get_template("s")
+    assert template is not None and template.system_prompt == "v1"
+    await catalog.upsert_template("s", "v2")
+    template = await catalog.get_template("s")
+    assert template is not None and template.system_prompt == "v2"
+    await catalog.delete_template("s")
+    assert await catalog.get_template("s") is None
+
+    assert await catalog.list_skills("excel", True) == []
+    await catalog.upsert_skill(Skill("k", "d", "p", ["excel"], True))
+    assert [s.name for s in await catalog.list_skills("excel", True)] == ["k"]
+    await catalog.upsert_skill(Skill("k", "d", "p", ["excel"], False))
+    assert await catalog.list_skills("excel", True) == []
+    assert [s.enabled for s in await catalog.list_skills("excel")] == [False]
+    await catalog.delete_skill("k")
+    assert await catalog.list_skills("excel") == []
+
+
+async def test_a_user_found_without_memories_is_searched_again_once_given_some(
+    db: Database,
+) -> None:
+    memories = MemoryRepo(db)
+    assert await memories.search("alice", "coffee") == []
+    assert await memories.search("alice", "coffee") == []  # answered from memory
+    await memories.add("alice", "Alice drinks coffee")
+    assert [m.memory.content for m in await memories.search("alice", "coffee")] == [
+        "Alice drinks coffee"
+    ]
+    assert await memories.search("bob", "tea") == []
+    await memories.add_many("bob", ["Bob drinks tea", "Bob likes rain"])
+    assert [m.memory.content for m in await memories.search("bob", "tea")] == ["Bob drinks tea"]
+    # A search that reads while a memory is being added, before its commit, does not
+    # hide it afterwards.
+    assert await memories.search("carol", "jazz") == []
+    adding = asyncio.create_task(memories.add("carol", "Carol plays jazz"))
+    async with db.transaction():  # holds the write lock: the add waits for it
+        await asyncio.sleep(0)
+        assert await memories.search("carol", "jazz") == []
+    await adding
+    assert [m.memory.content for m in await memories.search("carol", "jazz")] == [
+        "Carol plays jazz"
+    ]
+
+
+async def test_other_sessions_summaries_follow_every_summary_write_and_delete(
+    db: Database,
+) -> None:
+    sessions, summaries = SessionRepo(db), SummaryRepo(db)
+    a, b, c = [await sessions.create("alice", title=t) for t in ("A", "B", "C")]
+
+    async def shown(exclude: str) -> list[str]:
+        found = await summaries.recent_session_summaries("alice", exclude, 3)
+        assert found == await SummaryRepo(db).recent_session_summaries("alice", exclude, 3)
+        return [f"{s.title}: {s.summary}" for s in found]
+
+    assert await shown(a.id) == []
+    await summaries.upsert_session_summary(b.id, "alice", "b1")
+    assert await shown(a.id) == ["B: b1"]
+    assert await shown(b.id) == []
+    await summaries.upsert_session_summary(a.id, "alice", "a1")  # not in the list without A
+    assert await shown(a.id) == ["B: b1"]
+    assert await shown(b.id) == ["A: a1"]
+    await summaries.upsert_session_summary(c.id, "alice", "c1")
+    await summaries.upsert_session_summary(b.id, "alice", "b2")
+    assert await shown(a.id) == ["B: b2", "C: c1"]
+    await sessions.delete(b.id)
+    assert await shown(a.id) == ["C: c1"]
+    with pytest.raises(LookupError):
+        await summaries.upsert_session_summary(c.id, "mallory", "not hers")
+    assert await shown(a.id) == ["C: c1"]
+
+
+async def test_the_first_message_comes_from_the_cached_rows_or_the_database(
+    db: Database,
+) -> None:
+    sessions = SessionRepo(db)
+    session = await sessions.create("alice")
+    repo = ConversationRepo(db)
+    assert await repo.first(session.id) is None
+    repo.note_empty(session.id)
+    assert await repo.first(session.id) is None
+    await repo.append(session.id, "alice", [message(Role.USER, f"m{i}") for i in range(3)])
+    first = await repo.first(session.id)
+    assert first is not None and first.message.content == "m0"
+    await repo.tail(session.id, 2, "cl")
+    on_disk = await ConversationRepo(db).first(session.id)  # nothing cached: read
+    assert on_disk is not None and on_disk.id == first.id
+    assert await repo.first("missing") is None
