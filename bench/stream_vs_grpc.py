@@ -18,19 +18,27 @@ conversations, so every round holds the same mix of early and late turns and the
 cost of a turn does not drift as sessions grow (with ``--per-session 0`` every
 stream keeps one session for the whole run and it does drift: see the README). The
 prompt budget is the server's (8,000 tokens, as for a client that sets none), which
-holds the whole conversation. A turn does all it does in the server: it reads the
+holds a whole conversation of short turns; with typical ones the older turns are
+summarized or dropped for the budget. A turn does all it does in the server: it reads the
 session, builds the context (memories, other sessions' summaries, the compression
 summary once there is one), stores the user message, streams the echo answer,
 stores it with the usage and writes its events to the session's JSONL log; after
 it, the server's background work (memory facts, compression, session summary) runs
-as after every ok turn. A third side, first turns only (a new session every turn:
-session created, a ``session_start`` event, a new log file), is measured in the
-same rounds for information.
+as after every ok turn. A further side, first turns only of the typical workload (a new
+session every turn: session created, a ``session_start`` event, a new log file), is
+measured in the same rounds for information.
 
-Rounds cycle bare, StreamChat, first turns after a warm-up. After every round the
-client waits until the server is idle (its background work done), so no round's
-leftovers run into the next; that work is in the server CPU per turn, not in the
-rate. The result is the median over cycles of StreamChat events/s / bare events/s.
+Two workloads run in the same rounds, each against a bare side sized for it. *Typical
+answers* (the RESULT): a 300-word user message, which the echo answer quotes, so a turn
+streams about 315 words (about 400 tokens, the length of a usual chat model answer) in
+108 events. *Short answers*: the 15-word message of ``_common.py``, 13 events a turn;
+its ratio is printed beside the RESULT with whether it meets the target, since a turn's
+own work (the same for any answer length) weighs most there.
+
+Rounds cycle the sides after a warm-up. After every round the client waits until the
+server is idle (its background work done), so no round's leftovers run into the next;
+that work is in the server CPU per turn, not in the rate. Each ratio is the median over
+cycles of StreamChat events/s / bare events/s.
 Run: ``python bench/stream_vs_grpc.py [--quick]``.
 """
 
