@@ -217,8 +217,7 @@ def build_messages(req: BuildRequest) -> BuildResult:
         kept_indices = range(budget_end, len(req.history))
         kept_messages = req.history[budget_end:]
     else:
-        plain_count = count if known is None else None
-        budget_end = _fill(units, available, unit_tokens, kept, plain_count, overhead)
+        budget_end = _fill(units, available, unit_tokens, kept)
         entries, counts = kept.oldest_first()
         kept_indices = [i for i, _ in entries]
         kept_messages = [m for _, m in entries]
@@ -232,8 +231,7 @@ def build_messages(req: BuildRequest) -> BuildResult:
     report.history_tokens = sum(counts)
     report.history_kept = len(kept_messages)
     report.dropped = dropped_ranges(dropped, budget_end)
-    if len(report.removed_tool_calls) > 1:
-        report.removed_tool_calls.sort(key=lambda r: r.index)
+    report.removed_tool_calls.sort(key=lambda r: r.index)
 
     messages: list[ChatMessage] = []
     tokens: list[int] = []
@@ -254,31 +252,12 @@ def build_messages(req: BuildRequest) -> BuildResult:
 
 
 def _fill(
-    units: Iterator[Unit],
-    available: int,
-    unit_tokens: Callable[[Unit], list[int]],
-    kept: _Kept,
-    plain_count: Callable[[str], int] | None,
-    overhead: int,
+    units: Iterator[Unit], available: int, unit_tokens: Callable[[Unit], list[int]], kept: _Kept
 ) -> int:
-    """Keep the newest units that fit; return the end of the budget-dropped index range.
-
-    ``plain_count`` (None when counts are given) prices a lone message without tool
-    calls inline: the common case, on the hot path of every call.
-    """
-    entries, tokens = kept.entries, kept.tokens
+    """Keep the newest units that fit; return the end of the budget-dropped index range."""
     for unit in units:
-        if plain_count is not None and len(unit) == 1 and not unit[0][1].tool_calls:
-            cost = overhead + plain_count(unit[0][1].content)
-            if cost <= available:
-                available -= cost
-                entries.append(unit[0])
-                tokens.append(cost)
-                continue
-            counts = [cost]
-        else:
-            counts = unit_tokens(unit)
-            cost = sum(counts)
+        counts = unit_tokens(unit)
+        cost = sum(counts)
         if cost > available:
             budget_end = unit[-1][0] + 1
             # Older units are only classified, never tokenized.
