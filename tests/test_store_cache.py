@@ -16,7 +16,7 @@ from contextd.store.conversation import ConversationRepo
 from contextd.store.db import Connection, Database
 from contextd.store.memories import MemoryRepo
 from contextd.store.models import NewMessage, Skill, StoredMessage
-from contextd.store.sessions import SessionRepo, UsageRepo
+from contextd.store.sessions import SessionRepo
 from contextd.store.summaries import SummaryRepo
 
 
@@ -168,7 +168,7 @@ async def test_an_answer_and_its_usage_are_stored_together(db: Database) -> None
     assert await repo.append_with_usage(session.id, "alice", [], (1, 1, 1)) == ([], (11, 3, 10))
     with pytest.raises(LookupError):  # another user's session: neither is written
         await repo.append_with_usage(session.id, "mallory", [message(Role.USER, "x")], (5, 5, 5))
-    assert await UsageRepo(db).add(session.id, 0, 0, 0) == (11, 3, 10)
+    assert await repo.append_with_usage(session.id, "alice", [], (0, 0, 0)) == ([], (11, 3, 10))
     assert len(await repo.tail(session.id, 10, "cl")) == 1
 
 

@@ -36,7 +36,7 @@ from contextd.store.db import DB_FILENAME, Database
 from contextd.store.events import EventLog
 from contextd.store.memories import MemoryRepo
 from contextd.store.memory_history import MemoryHistoryRepo
-from contextd.store.sessions import SessionRepo, UsageRepo
+from contextd.store.sessions import SessionRepo
 from contextd.store.summaries import SummaryRepo
 from contextd.v1 import (
     chat_pb2,
@@ -210,7 +210,6 @@ def _add_services(
         sessions,
         builder,
         memories,
-        UsageRepo(db),
         events,
         provider,
         limits,

@@ -52,7 +52,6 @@ from contextd.providers.errors import ProviderError, ProviderRateLimited
 from contextd.store.events import EventLog, event_tokens
 from contextd.store.memories import MemoryRepo
 from contextd.store.models import NewMessage, Session, StoredMessage
-from contextd.store.sessions import UsageRepo
 
 log = logging.getLogger("contextd.chat")
 
@@ -196,6 +195,7 @@ class _Turn:
     step_counted: bool = True  # step_usage is in usage
     # The session's usage totals once the turn's usage is stored (with its answer).
     session_usage: TokenUsage | None = None
+    completed: bool = False  # its TurnCompleted is made: nothing is left to store
 
     def count_step(self) -> None:
         """Add the current step's usage to the turn's, once."""
@@ -210,7 +210,6 @@ class ChatApp:
         sessions: SessionsApp,
         builder: SessionContextBuilder,
         memories: MemoryRepo,
-        usage: UsageRepo,
         events: EventLog,
         provider: Provider,
         limits: ChatLimits,
@@ -219,7 +218,6 @@ class ChatApp:
         self.sessions = sessions
         self.builder = builder
         self.memories = memories
-        self.usage = usage
         self.events = events
         self.provider = provider
         self.limits = limits
@@ -258,8 +256,9 @@ class ChatApp:
                 reason = (
                     "the call was cancelled or its deadline passed" if cancelled else repr(error)
                 )
-                turn.count_step()  # the prompt was sent all the same
-                await asyncio.shield(self._store_partial(req, turn, status, reason))
+                if not turn.completed:  # a close at the last event leaves nothing to store
+                    turn.count_step()  # the prompt was sent all the same
+                    await asyncio.shield(self._store_partial(req, turn, status, reason))
                 raise
 
     async def _start(self, req: ChatTurnRequest) -> tuple[TurnStarted, _Turn, BuildResult]:
@@ -479,7 +478,7 @@ class ChatApp:
         self, req: ChatTurnRequest, turn: _Turn, text: str, action: react.Action
     ) -> AsyncGenerator[ChatEvent, None]:
         """A host tool: store the step, end the turn waiting for the host's result."""
-        stored = await self._store_assistant(req, turn, ChatMessage(Role.ASSISTANT, text), "")
+        stored = await self._store_answer(req, turn, ChatMessage(Role.ASSISTANT, text), "")
         assert stored is not None  # the text holds an <action> tag
         call = _react_call(stored.id, action)
         yield ToolCallEvent(call, turn.step)
@@ -580,10 +579,12 @@ class ChatApp:
         self, req: ChatTurnRequest, turn: _Turn, status: TurnStatus, error: str
     ) -> TurnCompleted:
         """Keep what the model said in the step that broke off, marked with its status
-        (earlier steps' text is stored with their tool calls)."""
-        text = turn.text[turn.step_start :]
-        message = ChatMessage(Role.ASSISTANT, text)
-        stored = await self._store_answer(req, turn, message, status.value)
+        (earlier steps' text is stored with their tool calls), unless the turn's answer
+        was stored already and only its end is missing."""
+        stored = None
+        if turn.session_usage is None:
+            message = ChatMessage(Role.ASSISTANT, turn.text[turn.step_start :])
+            stored = await self._store_answer(req, turn, message, status.value)
         return await self._complete(turn, stored, status, error, ())
 
     async def _store_assistant(
@@ -602,8 +603,6 @@ class ChatApp:
     ) -> StoredMessage | None:
         """The turn's last assistant message (none when it is blank) and its usage, in one
         transaction: the turn's last write but the event log's."""
-        if turn.session_usage is not None:  # stored already: the turn ended in between
-            return await self._store_assistant(req, turn, message, status)
         rows = []
         if not is_blank(message.content) or message.tool_calls:
             rows.append(self._row(turn, message, status))
@@ -628,11 +627,7 @@ class ChatApp:
     ) -> TurnCompleted:
         u = turn.usage
         totals = turn.session_usage
-        if totals is None:
-            added = await self.usage.add(
-                turn.session.id, u.prompt_tokens, u.completion_tokens, u.prompt_tokens_estimate
-            )
-            totals = turn.session_usage = TokenUsage(*added)
+        assert totals is not None, "every turn stores its answer and usage before it ends"
         duration = int((time.monotonic() - turn.started) * 1000)
         meta: dict[str, object] = {
             "status": status.value,
@@ -649,6 +644,7 @@ class ChatApp:
             self.after_turn(
                 FinishedTurn(turn.session.id, turn.session.user_id, turn.index, turn.tokenizer)
             )
+        turn.completed = True
         return TurnCompleted(
             assistant_message_id=str(stored.id) if stored else "",
             final_text=turn.text if final_text is None else final_text,

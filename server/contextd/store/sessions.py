@@ -148,17 +148,3 @@ async def add_usage(
     if row is None:
         raise SessionNotFoundError(session_id)
     return int(row[0]), int(row[1]), int(row[2])
-
-
-class UsageRepo:
-    """Token usage summed per session (migration 0003)."""
-
-    def __init__(self, db: Database) -> None:
-        self._db = db
-
-    async def add(
-        self, session_id: str, prompt: int, completion: int, estimate: int
-    ) -> UsageTotals:
-        """Add one turn's usage; return the session's totals (prompt, completion, estimate)."""
-        async with self._db.transaction() as conn:
-            return await add_usage(conn, session_id, prompt, completion, estimate)
