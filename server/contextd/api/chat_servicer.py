@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import AsyncIterator
 
 from contextd.api import convert
 from contextd.api.types import Context
@@ -44,14 +45,17 @@ class ChatServicer(chat_pb2_grpc.ChatServiceServicer):  # type: ignore[misc]
         self._chat = chat
         self._context = context
 
-    async def StreamChat(self, request: cpb.StreamChatRequest, context: Context) -> None:
+    async def StreamChat(
+        self, request: cpb.StreamChatRequest, context: Context
+    ) -> AsyncIterator[cpb.StreamChatResponse]:
         turn = self._turn_from_pb(request)
-        # Written, not yielded: a generator here would be one more (with the interceptor's,
-        # two more) for every text delta to pass through.
+        # Yielded, not written with context.write: a write that loses the race with a
+        # client cancel raises grpc's ExecuteBatchError into the handler, which would
+        # then end as an unhandled error; grpc handles it itself for a yielded message.
         # aclosing: a call that ends early closes the turn now, not when it is collected.
         async with contextlib.aclosing(self._chat.run(turn)) as events:
             async for event in events:
-                await context.write(_event_to_pb(event))
+                yield _event_to_pb(event)
 
     def _turn_from_pb(self, request: cpb.StreamChatRequest) -> ChatTurnRequest:
         v = Violations()
