@@ -93,6 +93,7 @@ async def start(
 ) -> RunningServer:
     tokenizers = TokenizerRegistry(settings.default_tokenizer)
     tokenizers.get(settings.default_tokenizer)  # fail at start-up, not on the first call
+    cors = _cors_policy(settings) if settings.web_port >= 0 else None  # before anything starts
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     try:
         lock = DataDirLock.acquire(settings.data_dir)
@@ -125,7 +126,7 @@ async def start(
         await server.start()
         # Started and logged before "listening", so whoever waits for that line finds it.
         try:
-            web = await _start_web(settings, port) if settings.web_port >= 0 else None
+            web = await _start_web(settings, cors, port) if cors is not None else None
         except BaseException:
             await server.stop(0)
             raise
@@ -139,11 +140,14 @@ async def start(
     return RunningServer(server, health_servicer, port, settings, db, closers, lock, web)
 
 
-async def _start_web(settings: Settings, native_port: int) -> WebGateway:
+def _cors_policy(settings: Settings) -> CorsPolicy:
     try:
-        cors = CorsPolicy.parse(settings.cors_origins)
+        return CorsPolicy.parse(settings.cors_origins)
     except ValueError as error:
         raise SystemExit(str(error)) from None
+
+
+async def _start_web(settings: Settings, cors: CorsPolicy, native_port: int) -> WebGateway:
     # The native port seen from this process: a wildcard address is reached on loopback.
     loopback = {"0.0.0.0": "127.0.0.1", "::": "[::1]", "[::]": "[::1]", "": "127.0.0.1"}
     target = f"{loopback.get(settings.host, settings.host)}:{native_port}"
@@ -221,7 +225,6 @@ def _add_services(
 
 async def serve(settings: Settings) -> None:
     """Run until SIGINT or SIGTERM, then shut down gracefully."""
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
     # Handled from before start: a signal right after "listening" is a graceful stop too.
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

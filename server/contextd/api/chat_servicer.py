@@ -38,6 +38,18 @@ _STATUS = {
     TurnStatus.ERROR: cpb.TURN_STATUS_ERROR,
 }
 _MEMORY = {pb.MEMORY_MODE_UNSPECIFIED: None, pb.MEMORY_MODE_ON: True, pb.MEMORY_MODE_OFF: False}
+# Whether a prompt over max_prompt_tokens is refused (else trimmed).
+_REFUSE_OVER_LIMIT = {
+    cpb.PROMPT_LIMIT_POLICY_UNSPECIFIED: False,
+    cpb.PROMPT_LIMIT_POLICY_TRIM: False,
+    cpb.PROMPT_LIMIT_POLICY_REFUSE: True,
+}
+# Whether the turn uses seed 003's ReAct tags (else native tool calling).
+_REACT = {
+    cpb.TOOL_PROTOCOL_UNSPECIFIED: False,
+    cpb.TOOL_PROTOCOL_NATIVE: False,
+    cpb.TOOL_PROTOCOL_REACT: True,
+}
 
 
 class ChatServicer(chat_pb2_grpc.ChatServiceServicer):  # type: ignore[misc]
@@ -71,9 +83,9 @@ class ChatServicer(chat_pb2_grpc.ChatServiceServicer):  # type: ignore[misc]
         tools = [_tool_from_pb(t, f"tools[{k}]", v) for k, t in enumerate(request.tools)]
         if request.model.max_output_tokens < 0:
             v.add("model.max_output_tokens", "must not be negative")
-        if request.prompt_limit_policy not in (0, 1, 2):
+        if request.prompt_limit_policy not in _REFUSE_OVER_LIMIT:
             v.add("prompt_limit_policy", f"unknown policy {request.prompt_limit_policy}")
-        if request.tool_protocol not in (0, 1, 2):
+        if request.tool_protocol not in _REACT:
             v.add("tool_protocol", f"unknown tool protocol {request.tool_protocol}")
         v.raise_if_any()
         model = request.model
@@ -90,7 +102,7 @@ class ChatServicer(chat_pb2_grpc.ChatServiceServicer):  # type: ignore[misc]
             tools=tools,
             tool_results=[(r.tool_call_id, r.content) for r in request.tool_results],
             token_budget=request.token_budget,
-            refuse_over_limit=request.prompt_limit_policy == cpb.PROMPT_LIMIT_POLICY_REFUSE,
+            refuse_over_limit=_REFUSE_OVER_LIMIT[request.prompt_limit_policy],
             model=ModelOptions(
                 model=model.model,
                 temperature=model.temperature if model.HasField("temperature") else None,
@@ -98,7 +110,7 @@ class ChatServicer(chat_pb2_grpc.ChatServiceServicer):  # type: ignore[misc]
                 stop=tuple(model.stop),
             ),
             title=request.title,
-            react=request.tool_protocol == cpb.TOOL_PROTOCOL_REACT,
+            react=_REACT[request.tool_protocol],
         )
 
 

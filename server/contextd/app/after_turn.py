@@ -162,37 +162,6 @@ class _SessionLock:
     users: int = 0
 
 
-class _Tail:
-    """A session's newest messages (oldest first), read once at ``first_read`` messages
-    and read again only for more than that."""
-
-    def __init__(self, conversation: ConversationRepo, turn: FinishedTurn, first_read: int) -> None:
-        self._conversation = conversation
-        self._turn = turn
-        self._first_read = first_read
-        self._rows: list[StoredMessage] | None = None
-        self._read = 0
-
-    async def newest(self, limit: int) -> list[StoredMessage]:
-        if self._rows is None or (limit > self._read and not self.whole):
-            self._read = max(limit, self._first_read)
-            # The turn's tokenizer: the rows its build read are likely still cached.
-            turn = self._turn
-            self._rows = await self._conversation.tail(turn.session_id, self._read, turn.tokenizer)
-        return self._rows[-limit:] if limit < len(self._rows) else list(self._rows)
-
-    @property
-    def whole(self) -> bool:
-        """The rows read are all of the session's messages (fewer than were asked for)."""
-        return self._rows is not None and len(self._rows) < self._read
-
-    async def first(self) -> StoredMessage | None:
-        """The session's first message."""
-        if self._rows is not None and self.whole:
-            return self._rows[0] if self._rows else None
-        return await self._conversation.first(self._turn.session_id)
-
-
 class AfterTurnRunner:
     def __init__(
         self,
@@ -290,10 +259,9 @@ class AfterTurnRunner:
 
     async def _work(self, turn: FinishedTurn) -> None:
         s = self.settings
-        # The exchange, the compression check and the summary all look at the newest
-        # messages: one read serves them, as large as the compression check needs.
-        tail = _Tail(self.conversation, turn, max(16, s.compress_after_messages + 1))
-        exchange = await self._guard("reading the turn", turn, self._exchange(turn, tail))
+        # The exchange, the compression check and the summary all read the newest
+        # messages; the repository keeps them in memory, so each reads them afresh.
+        exchange = await self._guard("reading the turn", turn, self._exchange(turn))
         if exchange is None:
             log.info(
                 "after-turn work skipped: the turn's messages were not found", extra=_ids(turn)
@@ -303,9 +271,9 @@ class AfterTurnRunner:
             await self._guard("memory extraction", turn, self._extract(turn, exchange))
         compressed = ""
         if s.compression:
-            compressed = await self._guard("compression", turn, self._compress(turn, tail)) or ""
+            compressed = await self._guard("compression", turn, self._compress(turn)) or ""
         if s.session_summary:
-            summarize = self._summarize(turn, exchange, compressed, tail)
+            summarize = self._summarize(turn, exchange, compressed)
             await self._guard("session summary", turn, summarize)
 
     async def _guard(self, what: str, turn: FinishedTurn, work: Coroutine[Any, Any, T]) -> T | None:
@@ -316,11 +284,15 @@ class AfterTurnRunner:
             log.exception(f"after-turn {what} failed", extra=_ids(turn))
             return None
 
-    async def _exchange(self, turn: FinishedTurn, tail: _Tail) -> _Exchange | None:
+    async def _newest(self, turn: FinishedTurn, limit: int) -> list[StoredMessage]:
+        # The turn's tokenizer: the rows its build read are still in memory.
+        return await self.conversation.tail(turn.session_id, limit, turn.tokenizer)
+
+    async def _exchange(self, turn: FinishedTurn) -> _Exchange | None:
         """The turn's user message and its answer (the text of its assistant messages)."""
         limit = 16
         while True:
-            rows = await tail.newest(limit)
+            rows = await self._newest(turn, limit)
             complete = len(rows) < limit or (rows and rows[0].turn_index < turn.turn_index)
             if complete or limit >= 1024:
                 break
@@ -434,14 +406,14 @@ class AfterTurnRunner:
 
     # --- summaries ------------------------------------------------------------------------
 
-    async def _compress(self, turn: FinishedTurn, tail: _Tail) -> str:
+    async def _compress(self, turn: FinishedTurn) -> str:
         """Write a new compression summary when one is due; return the active summary."""
         s = self.settings
         active = await self.summaries.active_compression(turn.session_id)
         covered = set(active.message_ids) if active else set()
         limit = s.compress_after_messages + 1
         while True:
-            rows = await tail.newest(limit)
+            rows = await self._newest(turn, limit)
             newest_covered = max((i for i, r in enumerate(rows) if r.id in covered), default=-1)
             if newest_covered >= 0 or len(rows) < limit:
                 break
@@ -484,15 +456,13 @@ class AfterTurnRunner:
         )
         return summary
 
-    async def _summarize(
-        self, turn: FinishedTurn, exchange: _Exchange, compressed: str, tail: _Tail
-    ) -> None:
+    async def _summarize(self, turn: FinishedTurn, exchange: _Exchange, compressed: str) -> None:
         s = self.settings
-        first = await tail.first() or exchange.user
+        first = await self.conversation.first(turn.session_id) or exchange.user
         first_text = first.message.content
         summary = ""
         if self.use_model:
-            recent = await tail.newest(SUMMARY_RECENT_MESSAGES)
+            recent = await self._newest(turn, SUMMARY_RECENT_MESSAGES)
             try:
                 output = await self._complete(
                     session_summary_messages(

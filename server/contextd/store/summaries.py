@@ -71,7 +71,7 @@ class SummaryRepo:
         Raises SessionNotFoundError when the session does not exist.
         """
         ids = [int(m) for m in message_ids]
-        self._forget(session_id)  # until the new one is committed
+        self._active.pop(session_id, None)  # until the new one is committed
         async with self._db.transaction() as conn:
             await conn.execute(
                 "UPDATE compression_summaries SET active = 0 WHERE session_id = ? AND active = 1",
