@@ -424,8 +424,12 @@ def test_build_messages_properties(req: BuildRequest) -> None:
     assert set(dropped_count) <= set(range(n))
     kept_idx = [i for i in range(n) if i not in dropped_count]
     assert len(kept_idx) == len(kept)
-    end = [] if continuing else [None]  # where each returned message came from
-    assert result.sources == [None] * head + kept_idx + end
+    # Where each returned message came from; a message whose tool calls were removed
+    # is not the input message any more.
+    end = [] if continuing else [None]
+    changed = {index for index, _ in removed}
+    unchanged = [None if i in changed else i for i in kept_idx]
+    assert result.sources == [None] * head + unchanged + end
 
     # Repair drops exactly what the reference drops, for the same reasons.
     assert {(r.index, r.tool_call_id) for r in report.removed_tool_calls} == removed

@@ -39,14 +39,19 @@ class ContextServicer(pb_grpc.ContextServiceServicer):  # type: ignore[misc]
     ) -> pb.BuildMessagesResponse:
         if request.HasField("session"):
             return await self._build_for_session(request)
+        history_pb = request.history[:]  # a slice costs half of list()
+        plain = convert.plain_request_from_pb(request, history_pb, self._app.tokenizers)
+        if plain is not None:
+            built = self._app.build_plain(plain)
+            if built is not None:
+                return convert.plain_response_to_pb(built, history_pb, request.user_message)
         violations = Violations()
         tokenizer = self._app.tokenizer_or_placeholder(request.tokenizer, violations)
-        history_pb = list(request.history)
         build = convert.build_request_from_pb(request, history_pb, tokenizer, violations)
         if violations:
             self._app.reject(build, violations)
         result = self._app.build_messages(build)
-        return convert.build_response_to_pb(result, history_pb, build.history)
+        return convert.build_response_to_pb(result, history_pb)
 
     async def _build_for_session(
         self, request: pb.BuildMessagesRequest

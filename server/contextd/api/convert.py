@@ -9,27 +9,29 @@ from typing import Any
 from contextd.app.scope import Caller
 from contextd.app.session_context import ContextLayer, SessionBuildRequest
 from contextd.core.build import BuildReport, BuildRequest, BuildResult, OverflowPolicy
-from contextd.core.errors import InvalidArgument, Violations
+from contextd.core.errors import ContextdError, InvalidArgument, Violations
 from contextd.core.formats import OutputFormat
 from contextd.core.messages import ChatMessage, CompressionSummary, Role, ToolCall
 from contextd.core.pipeline import DropReason
+from contextd.core.plain_build import PlainRequest, PlainResult
 from contextd.core.prompt import LayerReport, PromptLayers
-from contextd.core.tokens import Tokenizer
+from contextd.core.tokens import Tokenizer, TokenizerRegistry
 from contextd.v1 import context_pb2 as pb
 
-_ROLES = {
-    pb.ROLE_SYSTEM: Role.SYSTEM,
-    pb.ROLE_USER: Role.USER,
-    pb.ROLE_ASSISTANT: Role.ASSISTANT,
-    pb.ROLE_TOOL: Role.TOOL,
+_ROLE_TO_PB: dict[Role, pb.Role] = {
+    Role.SYSTEM: pb.ROLE_SYSTEM,
+    Role.USER: pb.ROLE_USER,
+    Role.ASSISTANT: pb.ROLE_ASSISTANT,
+    Role.TOOL: pb.ROLE_TOOL,
 }
-_ROLE_TO_PB = {role: number for number, role in _ROLES.items()}
+_ROLES: dict[int, Role] = {number: role for role, number in _ROLE_TO_PB.items()}
 _FORMATS = {
     pb.OUTPUT_FORMAT_UNSPECIFIED: OutputFormat.NEUTRAL,
     pb.OUTPUT_FORMAT_NEUTRAL: OutputFormat.NEUTRAL,
     pb.OUTPUT_FORMAT_OPENAI: OutputFormat.OPENAI,
     pb.OUTPUT_FORMAT_ANTHROPIC: OutputFormat.ANTHROPIC,
 }
+_NEUTRAL_FORMATS = (pb.OUTPUT_FORMAT_UNSPECIFIED, pb.OUTPUT_FORMAT_NEUTRAL)
 _POLICIES = {
     pb.OVERFLOW_POLICY_UNSPECIFIED: OverflowPolicy.KEEP_REQUIRED,
     pb.OVERFLOW_POLICY_KEEP_REQUIRED: OverflowPolicy.KEEP_REQUIRED,
@@ -110,13 +112,57 @@ def build_request_from_pb(
         user_message=req.user_message,
         token_budget=req.token_budget,
         tokenizer=tokenizer,
-        system_prompts=tuple(req.system_prompts),
+        system_prompts=req.system_prompts[:],
         layers=layers_from_pb(req.layers) if req.HasField("layers") else None,
         history=messages_from_pb(history_pb, "history", violations),
         compression_summary=summary,
         output_format=output_format,
         overflow_policy=policy,
     )
+
+
+def plain_request_from_pb(
+    req: pb.BuildMessagesRequest, history_pb: Sequence[pb.Message], tokenizers: TokenizerRegistry
+) -> PlainRequest | None:
+    """The request for ``build_plain`` when its shape allows it (neutral output, no
+    layers, no summary, a known tokenizer and policy); None otherwise."""
+    if (
+        req.output_format not in _NEUTRAL_FORMATS
+        or req.overflow_policy not in _POLICIES
+        or req.HasField("layers")
+        or req.HasField("compression_summary")
+    ):
+        return None
+    try:
+        tokenizer = tokenizers.get(req.tokenizer)
+    except ContextdError:
+        return None  # the general way reports it
+    return PlainRequest(
+        history_pb, _ROLES, req.system_prompts[:], req.user_message, req.token_budget, tokenizer
+    )
+
+
+def plain_response_to_pb(
+    result: PlainResult, history_pb: Sequence[pb.Message], user_message: str
+) -> pb.BuildMessagesResponse:
+    response = pb.BuildMessagesResponse()
+    fill_report(response.report, result.report)
+    add = response.messages.add
+    report = result.report
+    if result.system_prompt:
+        system = add()
+        system.role = pb.ROLE_SYSTEM
+        system.content = result.system_prompt
+        system.tokens = report.system_tokens
+    for source, tokens in zip(history_pb[result.kept_from :], result.kept_tokens, strict=True):
+        copy = add()
+        copy.CopyFrom(source)
+        copy.tokens = tokens
+    user = add()
+    user.role = pb.ROLE_USER
+    user.content = user_message
+    user.tokens = report.user_message_tokens
+    return response
 
 
 def message_to_pb(m: ChatMessage, tokens: int) -> pb.Message:
@@ -149,34 +195,38 @@ def report_to_pb(r: BuildReport) -> pb.BuildReport:
 
 
 def fill_report(out: pb.BuildReport, r: BuildReport) -> None:
-    # Field by field on the target: a keyword constructor looks every name up and
-    # then copies the whole report into its parent.
+    # Field by field on the target (a keyword constructor looks every name up and
+    # then copies the whole report into its parent), and only fields that are set:
+    # each assignment costs a lookup by name.
     out.tokenizer = r.tokenizer
     out.token_budget = r.token_budget
     out.system_tokens = r.system_tokens
-    out.summary_tokens = r.summary_tokens
+    if r.summary_tokens:
+        out.summary_tokens = r.summary_tokens
     out.history_tokens = r.history_tokens
     out.user_message_tokens = r.user_message_tokens
     out.total_tokens = r.total_tokens
-    out.required_over_budget = r.required_over_budget
-    out.summary_included = r.summary_included
+    if r.required_over_budget:
+        out.required_over_budget = True
+    if r.summary_included:
+        out.summary_included = True
     out.history_kept = r.history_kept
-    for x in r.dropped:
-        out.dropped.add(start_index=x.start_index, count=x.count, reason=_DROP_REASONS[x.reason])
-    for c in r.removed_tool_calls:
-        out.removed_tool_calls.add(index=c.index, tool_call_id=c.tool_call_id)
+    if r.dropped:
+        for x in r.dropped:
+            reason = _DROP_REASONS[x.reason]
+            out.dropped.add(start_index=x.start_index, count=x.count, reason=reason)
+    if r.removed_tool_calls:
+        for c in r.removed_tool_calls:
+            out.removed_tool_calls.add(index=c.index, tool_call_id=c.tool_call_id)
     if r.layers:
         out.layers.extend(layer_reports_to_pb(r.layers))
 
 
 def build_response_to_pb(
-    result: BuildResult,
-    history_pb: Sequence[pb.Message] | None = None,
-    history: Sequence[ChatMessage] | None = None,
+    result: BuildResult, history_pb: Sequence[pb.Message] | None = None
 ) -> pb.BuildMessagesResponse:
-    """The response. Given the request's history messages and their conversion, kept
-    history messages are copied from the request where unchanged (cheaper than
-    building them anew)."""
+    """The response. Given the request's history messages, the messages passed through
+    unchanged (``result.sources``) are copied from them: cheaper than filling anew."""
     response = pb.BuildMessagesResponse()
     fill_report(response.report, result.report)
     if result.payload is not None:
@@ -184,17 +234,17 @@ def build_response_to_pb(
             result.payload, ensure_ascii=False, allow_nan=False, separators=(",", ":")
         )
     add = response.messages.add
-    if history_pb is None or history is None:
+    if history_pb is None:
         for m, n in zip(result.messages, result.message_tokens, strict=True):
             fill_message(add(), m, n)
         return response
     for m, n, source in zip(result.messages, result.message_tokens, result.sources, strict=True):
-        if source is not None and m is history[source]:
+        if source is None:
+            fill_message(add(), m, n)
+        else:
             copy = add()
             copy.CopyFrom(history_pb[source])
             copy.tokens = n
-        else:
-            fill_message(add(), m, n)
     return response
 
 

@@ -9,6 +9,7 @@ from typing import NoReturn
 from contextd.core.build import BuildRequest, BuildResult, build_messages, validate_build_request
 from contextd.core.errors import InvalidArgument, Violations
 from contextd.core.messages import ChatMessage
+from contextd.core.plain_build import PlainRequest, PlainResult, build_plain
 from contextd.core.prompt import LayerReport, PromptLayers, assemble_system_prompt, report_layers
 from contextd.core.tokens import (
     EstimateTokenizer,
@@ -72,6 +73,12 @@ class ContextApp:
                 "history", f"at most {self.max_history_messages} messages per request"
             )
         return build_messages(request)
+
+    def build_plain(self, request: PlainRequest) -> PlainResult | None:
+        """The common case's shortcut; None means: call ``build_messages``."""
+        if len(request.history) > self.max_history_messages:
+            return None
+        return build_plain(request)
 
     def count_tokens(
         self, tokenizer: str, texts: Sequence[str], messages: Sequence[ChatMessage]

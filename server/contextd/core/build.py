@@ -87,8 +87,9 @@ class BuildResult:
     messages: list[ChatMessage]
     # Tokens of each message in ``messages``, same order.
     message_tokens: list[int]
-    # Index in the request history of each message in ``messages``; None for the
-    # system prompt, the summary and the user message.
+    # Index in the request history of each message in ``messages`` that is that
+    # history message unchanged; None for the system prompt, the summary, the user
+    # message and a history message changed here (tool calls removed).
     sources: list[int | None]
     payload: JsonObject | None
     report: BuildReport
@@ -118,8 +119,12 @@ def validate_build_request(req: BuildRequest, violations: Violations | None = No
 def system_text(req: BuildRequest) -> str:
     if req.layers is not None:
         return assemble_system_prompt(req.layers)
+    return join_system_prompts(req.system_prompts)
+
+
+def join_system_prompts(prompts: Sequence[str]) -> str:
     # Seed 002 joins several system prompts with a single newline.
-    return "\n".join([p for p in req.system_prompts if not is_blank(p)])
+    return "\n".join([p for p in prompts if not is_blank(p)])
 
 
 @dataclass(slots=True)
@@ -143,16 +148,23 @@ class _Kept:
         return self.entries, self.tokens
 
 
+# Enum members read once: a lookup on the class costs ~50 ns, and these are per call.
+_SYSTEM, _USER, _TOOL = Role.SYSTEM, Role.USER, Role.TOOL
+_NEUTRAL, _ANTHROPIC = OutputFormat.NEUTRAL, OutputFormat.ANTHROPIC
+
+
 def build_messages(req: BuildRequest) -> BuildResult:
     plain = validate_build_request(req)
     tok = req.tokenizer
-    report = BuildReport(tokenizer=tok.name, token_budget=req.token_budget)
+    report = BuildReport(tok.name, req.token_budget)
     if req.layers is not None:
         report.layers = report_layers(req.layers, tok)
 
     system = system_text(req)
-    system_msg = ChatMessage(Role.SYSTEM, system) if system else None
-    report.system_tokens = message_tokens(system_msg, tok) if system_msg else 0
+    system_msg = None
+    if system:
+        system_msg = ChatMessage(_SYSTEM, system)
+        report.system_tokens = message_tokens(system_msg, tok)
 
     known = req.history_tokens
     overhead, count = tok.message_overhead, tok.count
@@ -175,11 +187,11 @@ def build_messages(req: BuildRequest) -> BuildResult:
     user_msg: ChatMessage | None = None
     pinned = 0
     if not is_blank(req.user_message):
-        user_msg = ChatMessage(Role.USER, req.user_message)
+        user_msg = ChatMessage(_USER, req.user_message)
         report.user_message_tokens = message_tokens(user_msg, tok)
     else:
         tail = next(units, None)
-        if tail is None or tail[-1][1].role is not Role.TOOL:
+        if tail is None or tail[-1][1].role is not _TOOL:
             raise InvalidArgument.one(
                 "user_message",
                 "required unless the history ends with tool results to continue from",
@@ -188,7 +200,8 @@ def build_messages(req: BuildRequest) -> BuildResult:
         pinned = len(tail)
 
     available = req.token_budget - report.system_tokens - report.user_message_tokens
-    available -= sum(kept.tokens)
+    if pinned:
+        available -= sum(kept.tokens)
     if available < 0:
         report.required_over_budget = True
         if req.overflow_policy is OverflowPolicy.FAIL:
@@ -212,8 +225,9 @@ def build_messages(req: BuildRequest) -> BuildResult:
 
     kept_indices: Sequence[int]
     kept_messages: Sequence[ChatMessage]
-    if plain and known is None and req.compression_summary is None and user_msg is not None:
-        budget_end, counts = _fit_plain(req.history, available, tok, overhead)
+    fit_plain = plain and known is None and req.compression_summary is None and user_msg
+    if fit_plain:
+        budget_end, counts = fit_newest([m.content for m in req.history], available, tok)
         kept_indices = range(budget_end, len(req.history))
         kept_messages = req.history[budget_end:]
     else:
@@ -221,7 +235,7 @@ def build_messages(req: BuildRequest) -> BuildResult:
         entries, counts = kept.oldest_first()
         kept_indices = [i for i, _ in entries]
         kept_messages = [m for _, m in entries]
-    if req.output_format is OutputFormat.ANTHROPIC:
+    if req.output_format is _ANTHROPIC:
         start = _user_first(kept_indices, kept_messages, pinned, dropped)
         kept_indices, kept_messages, counts = (
             kept_indices[start:],
@@ -231,7 +245,8 @@ def build_messages(req: BuildRequest) -> BuildResult:
     report.history_tokens = sum(counts)
     report.history_kept = len(kept_messages)
     report.dropped = dropped_ranges(dropped, budget_end)
-    report.removed_tool_calls.sort(key=lambda r: r.index)
+    if len(report.removed_tool_calls) > 1:
+        report.removed_tool_calls.sort(key=lambda r: r.index)
 
     messages: list[ChatMessage] = []
     tokens: list[int] = []
@@ -243,12 +258,18 @@ def build_messages(req: BuildRequest) -> BuildResult:
             sources.append(None)
     messages.extend(kept_messages)
     tokens.extend(counts)
-    sources.extend(kept_indices)
+    if fit_plain:
+        sources.extend(kept_indices)
+    else:  # a repaired message is not the request's any more
+        history = req.history
+        pairs = zip(kept_indices, kept_messages, strict=True)
+        sources.extend([i if m is history[i] else None for i, m in pairs])
     if user_msg is not None:
         messages.append(user_msg)
         tokens.append(report.user_message_tokens)
         sources.append(None)
-    return BuildResult(messages, tokens, sources, render(req.output_format, messages), report)
+    payload = None if req.output_format is _NEUTRAL else render(req.output_format, messages)
+    return BuildResult(messages, tokens, sources, payload, report)
 
 
 def _fill(
@@ -269,18 +290,16 @@ def _fill(
     return 0
 
 
-def _fit_plain(
-    history: Sequence[ChatMessage], available: int, tok: Tokenizer, overhead: int
-) -> tuple[int, list[int]]:
-    """``_fill`` for a plain history (every message a unit of its own, nothing to repair):
-    the common case, without the pipeline's per-unit machinery. Returns the index of the
-    oldest kept message and the kept messages' token counts, oldest first."""
+def fit_newest(texts: Sequence[str], available: int, tok: Tokenizer) -> tuple[int, list[int]]:
+    """``_fill`` for a plain history (every message a unit of its own, nothing to repair,
+    given by its texts): the common case, without the pipeline's per-unit machinery.
+    Returns the index of the oldest kept message and the kept messages' token counts,
+    oldest first."""
     costs: list[int] = []
     add = costs.append
-    known, count = tok.known_counts.get, tok.count
-    start = len(history)
-    for m in reversed(history):
-        text = m.content
+    known, count, overhead = tok.known_counts.get, tok.count, tok.message_overhead
+    start = len(texts)
+    for text in reversed(texts):
         tokens = known(text)
         cost = overhead + (count(text) if tokens is None else tokens)
         if cost > available:

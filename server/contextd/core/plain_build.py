@@ -1,0 +1,112 @@
+"""BuildMessages' most common request, answered without domain objects.
+
+Most calls carry a plain history: user and assistant turns with text, no tool
+calls, no compression summary, a user message, the neutral output. For those the
+pipeline of ``build_messages`` has nothing to repair or report, and turning every
+API message into a ChatMessage, then back, costs more than the rest of the call.
+``build_plain`` reads each API message once, checks the request is that case, and
+applies the same budget rule; for anything else it returns None and the caller
+goes the general way (which also names every bad field). Property tests hold both
+ways to the same answers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from contextd.core.build import BuildReport, fit_newest, join_system_prompts
+from contextd.core.messages import Role
+from contextd.core.pipeline import DroppedRange, DropReason, is_blank
+from contextd.core.tokens import Tokenizer
+
+
+class ApiMessage(Protocol):
+    """A history message as the API received it (the generated gRPC message is one),
+    its role still the API's number."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def role(self) -> int: ...
+    @property
+    def content(self) -> str: ...
+    @property
+    def tool_calls(self) -> Sequence[object]: ...
+    @property
+    def tool_call_id(self) -> str: ...
+
+
+@dataclass(slots=True)
+class PlainRequest:
+    history: Sequence[ApiMessage]
+    # The API's role numbers; a number missing here is not the plain case.
+    roles: Mapping[int, Role]
+    system_prompts: Sequence[str]
+    user_message: str
+    token_budget: int
+    tokenizer: Tokenizer
+
+
+@dataclass(slots=True)
+class PlainResult:
+    """The message list is [system] + history[kept_from:] + [user message]."""
+
+    system_prompt: str  # "" when there is none
+    kept_from: int
+    kept_tokens: list[int]  # tokens of history[kept_from:], oldest first
+    report: BuildReport
+
+
+def build_plain(req: PlainRequest) -> PlainResult | None:
+    """``build_messages`` for a plain request, or None when the request is not one."""
+    if req.token_budget <= 0 or is_blank(req.user_message):
+        return None
+    texts = _plain_texts(req.history, req.roles)
+    if texts is None:
+        return None
+    tok = req.tokenizer
+    system = join_system_prompts(req.system_prompts)
+    overhead = tok.message_overhead
+    system_tokens = overhead + tok.count(system) if system else 0
+    user_tokens = overhead + tok.count(req.user_message)
+    available = req.token_budget - system_tokens - user_tokens
+    if available < 0:
+        return None  # over budget before any history: the general way reports it
+    kept_from, counts = fit_newest(texts, available, tok)
+    history_tokens = sum(counts)
+    report = BuildReport(
+        tok.name,
+        req.token_budget,
+        system_tokens=system_tokens,
+        history_tokens=history_tokens,
+        user_message_tokens=user_tokens,
+        history_kept=len(counts),
+    )
+    if kept_from:
+        report.dropped.append(DroppedRange(0, kept_from, DropReason.BUDGET))
+    return PlainResult(system, kept_from, counts, report)
+
+
+def _plain_texts(history: Sequence[ApiMessage], roles: Mapping[int, Role]) -> list[str] | None:
+    """The messages' texts when every message is a user or assistant turn with text and
+    nothing else, ids unique (what ``validate_history`` calls plain); None otherwise."""
+    texts: list[str] = []
+    add = texts.append
+    ids: set[str] = set()
+    user, assistant = Role.USER, Role.ASSISTANT  # an enum member lookup costs ~50 ns
+    for m in history:
+        role = roles.get(m.role)
+        if (role is not user and role is not assistant) or m.tool_calls or m.tool_call_id:
+            return None
+        text = m.content
+        if not text or text.isspace():
+            return None
+        message_id = m.id
+        if message_id:
+            if message_id in ids:
+                return None
+            ids.add(message_id)
+        add(text)
+    return texts
