@@ -12,7 +12,7 @@ follows what is kept, not the history length.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -227,7 +227,9 @@ def build_messages(req: BuildRequest) -> BuildResult:
     kept_messages: Sequence[ChatMessage]
     fit_plain = plain and known is None and req.compression_summary is None and user_msg
     if fit_plain:
-        budget_end, counts = fit_newest([m.content for m in req.history], available, tok)
+        history = req.history
+        newest_first = (m.content for m in reversed(history))
+        budget_end, counts = fit_newest(newest_first, len(history), available, tok)
         kept_indices = range(budget_end, len(req.history))
         kept_messages = req.history[budget_end:]
     else:
@@ -290,16 +292,18 @@ def _fill(
     return 0
 
 
-def fit_newest(texts: Sequence[str], available: int, tok: Tokenizer) -> tuple[int, list[int]]:
-    """``_fill`` for a plain history (every message a unit of its own, nothing to repair,
-    given by its texts): the common case, without the pipeline's per-unit machinery.
-    Returns the index of the oldest kept message and the kept messages' token counts,
-    oldest first."""
+def fit_newest(
+    newest_first: Iterable[str], size: int, available: int, tok: Tokenizer
+) -> tuple[int, list[int]]:
+    """``_fill`` for a plain history of ``size`` messages (each a unit of its own, nothing
+    to repair), given by its texts newest first, read only as far as they fit: the
+    common case, without the pipeline's per-unit machinery. Returns the index of the
+    oldest kept message and the kept messages' token counts, oldest first."""
     costs: list[int] = []
     add = costs.append
     known, count, overhead = tok.known_counts.get, tok.count, tok.message_overhead
-    start = len(texts)
-    for text in reversed(texts):
+    start = size
+    for text in newest_first:
         tokens = known(text)
         cost = overhead + (count(text) if tokens is None else tokens)
         if cost > available:

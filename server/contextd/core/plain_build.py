@@ -74,7 +74,7 @@ def build_plain(req: PlainRequest) -> PlainResult | None:
     available = req.token_budget - system_tokens - user_tokens
     if available < 0:
         return None  # over budget before any history: the general way reports it
-    kept_from, counts = fit_newest(texts, available, tok)
+    kept_from, counts = fit_newest(reversed(texts), len(texts), available, tok)
     history_tokens = sum(counts)
     report = BuildReport(
         tok.name,
