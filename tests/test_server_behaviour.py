@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -259,3 +260,17 @@ def test_one_server_per_data_dir(tmp_path: Path) -> None:
     # A killed server leaves no lock behind: the next one starts on the same directory.
     again = start_server(tmp_path)
     again.stop()
+
+
+@pytest.mark.parametrize("taken", ["port", "web_port"])
+async def test_a_failed_start_undoes_what_it_started(tmp_path: Path, taken: str) -> None:
+    """A port already in use fails the start, and the data directory is free again:
+    lock released, database closed, native server stopped."""
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        ports = {"port": 0, "web_port": 0, taken: busy.getsockname()[1]}
+        with pytest.raises(SystemExit, match="cannot listen"):
+            await contextd_server.start(Settings(data_dir=tmp_path, **ports))
+    again = await contextd_server.start(Settings(port=0, data_dir=tmp_path))
+    await again.stop(0)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import signal
 from collections.abc import Awaitable, Callable, Sequence
@@ -95,16 +96,16 @@ async def start(
     tokenizers.get(settings.default_tokenizer)  # fail at start-up, not on the first call
     cors = _cors_policy(settings) if settings.web_port >= 0 else None  # before anything starts
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    try:
-        lock = DataDirLock.acquire(settings.data_dir)
-    except DataDirInUse as error:
-        raise SystemExit(str(error)) from None
-    try:
+    # Whatever started is undone in reverse if a later step fails; once everything
+    # runs, RunningServer.stop() owns the undoing.
+    async with contextlib.AsyncExitStack() as undo:
+        try:
+            lock = DataDirLock.acquire(settings.data_dir)
+        except DataDirInUse as error:
+            raise SystemExit(str(error)) from None
+        undo.callback(lock.release)
         db = await Database.open(settings.data_dir / DB_FILENAME, settings.sqlite_synchronous)
-    except BaseException:
-        lock.release()
-        raise
-    try:
+        undo.push_async_callback(db.close)
         server = grpc.aio.server(
             interceptors=[GuardInterceptor()],
             options=[
@@ -114,29 +115,29 @@ async def start(
             maximum_concurrent_rpcs=settings.max_concurrent_rpcs,
         )
         closers = _add_services(server, settings, tokenizers, db)
+        for close in reversed(closers):
+            undo.push_async_callback(close)
         health_servicer = health_aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
         names = (*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME)
         reflection.enable_server_reflection(names, server)
         if extra_handlers:
             server.add_generic_rpc_handlers(tuple(extra_handlers))
-        port = server.add_insecure_port(f"{settings.host}:{settings.port}")
-        if port == 0:
-            raise SystemExit(f"cannot listen on {settings.host}:{settings.port}")
-        await server.start()
-        # Started and logged before "listening", so whoever waits for that line finds it.
+        address = f"{settings.host}:{settings.port}"
         try:
-            web = await _start_web(settings, cors, port) if cors is not None else None
-        except BaseException:
-            await server.stop(0)
-            raise
+            port = server.add_insecure_port(address)
+        except RuntimeError:  # grpc's only word on it; its log line says why
+            port = 0
+        if port == 0:
+            raise SystemExit(f"cannot listen on {address}: in use or not an address of this host")
+        await server.start()
+        undo.push_async_callback(server.stop, 0)
+        # Started and logged before "listening", so whoever waits for that line finds it.
+        web = await _start_web(settings, cors, port) if cors is not None else None
         for name in ("", *SERVICE_NAMES):
             await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
         log.info("listening", extra={"address": f"{settings.host}:{port}"})
-    except BaseException:
-        await db.close()
-        lock.release()
-        raise
+        undo.pop_all()
     return RunningServer(server, health_servicer, port, settings, db, closers, lock, web)
 
 
