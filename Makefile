@@ -21,33 +21,28 @@ $(VENV)/.dev-deps: $(BIN)/python pyproject.toml clients/python/pyproject.toml
 run: $(VENV)/.run-deps
 	$(BIN)/contextd serve
 
-# The Node client (clients/node): npm ci, then generate, type-check, lint and compile.
+# Two npm projects, each installed from its lock file and built with `npm run build`:
+# the Node client (generate, type-check, lint, compile) and the Office add-in page
+# for tests/test_browser_grpc_web.py (generate, lint, bundle).
 NODE_CLIENT := clients/node
 NODE_BUILT := $(NODE_CLIENT)/dist/.built
-
-$(NODE_CLIENT)/node_modules/.installed: $(NODE_CLIENT)/package-lock.json
-	cd $(NODE_CLIENT) && npm ci --no-audit --no-fund
-	touch $@
-
-$(NODE_BUILT): $(NODE_CLIENT)/node_modules/.installed $(NODE_CLIENT)/package.json \
-		$(NODE_CLIENT)/buf.gen.yaml $(NODE_CLIENT)/tsconfig.json $(NODE_CLIENT)/README.md \
-		$(wildcard $(NODE_CLIENT)/src/*.ts $(NODE_CLIENT)/test/*.ts protos/contextd/v1/*.proto)
-	cd $(NODE_CLIENT) && npm run build
-	touch $@
-
-# The Office add-in page for tests/test_browser_grpc_web.py: npm ci, generate, lint, bundle.
 BROWSER_HARNESS := tests/browser
 BROWSER_HARNESS_BUILT := $(BROWSER_HARNESS)/dist/.built
 
-$(BROWSER_HARNESS)/node_modules/.installed: $(BROWSER_HARNESS)/package-lock.json
-	cd $(BROWSER_HARNESS) && npm ci --no-audit --no-fund
+%/node_modules/.installed: %/package-lock.json
+	cd $* && npm ci --no-audit --no-fund
 	touch $@
 
-$(BROWSER_HARNESS_BUILT): $(BROWSER_HARNESS)/node_modules/.installed \
-		$(addprefix $(BROWSER_HARNESS)/,package.json buf.gen.yaml tsconfig.json build.mjs) \
-		$(wildcard $(BROWSER_HARNESS)/src/*.ts protos/contextd/v1/*.proto)
-	cd $(BROWSER_HARNESS) && npm run build
+%/dist/.built: %/node_modules/.installed
+	cd $* && npm run build
 	touch $@
+
+$(NODE_BUILT): $(NODE_CLIENT)/node_modules/.installed $(NODE_CLIENT)/package.json \
+	$(addprefix $(NODE_CLIENT)/,buf.gen.yaml tsconfig.json README.md) \
+	$(wildcard $(NODE_CLIENT)/src/*.ts $(NODE_CLIENT)/test/*.ts protos/contextd/v1/*.proto)
+$(BROWSER_HARNESS_BUILT): $(BROWSER_HARNESS)/node_modules/.installed \
+	$(addprefix $(BROWSER_HARNESS)/,package.json buf.gen.yaml tsconfig.json build.mjs) \
+	$(wildcard $(BROWSER_HARNESS)/src/*.ts protos/contextd/v1/*.proto)
 
 ## test: generated code fresh, lint, types, the Node client and the browser page built,
 ## then every test
