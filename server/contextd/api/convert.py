@@ -211,13 +211,10 @@ def fill_report(out: pb.BuildReport, r: BuildReport) -> None:
     if r.summary_included:
         out.summary_included = True
     out.history_kept = r.history_kept
-    if r.dropped:
-        for x in r.dropped:
-            reason = _DROP_REASONS[x.reason]
-            out.dropped.add(start_index=x.start_index, count=x.count, reason=reason)
-    if r.removed_tool_calls:
-        for c in r.removed_tool_calls:
-            out.removed_tool_calls.add(index=c.index, tool_call_id=c.tool_call_id)
+    for x in r.dropped:
+        out.dropped.add(start_index=x.start_index, count=x.count, reason=_DROP_REASONS[x.reason])
+    for c in r.removed_tool_calls:
+        out.removed_tool_calls.add(index=c.index, tool_call_id=c.tool_call_id)
     if r.layers:
         out.layers.extend(layer_reports_to_pb(r.layers))
 
