@@ -170,6 +170,14 @@ ChatEvent = TurnStarted | DeltaEvent | ToolCallEvent | UsageEvent | TurnComplete
 
 
 @dataclass(frozen=True, slots=True)
+class _ReactAddendum:
+    """A ReAct turn's system-prompt addendum and its token count: made once per turn."""
+
+    text: str
+    tokens: int
+
+
+@dataclass(frozen=True, slots=True)
 class FinishedTurn:
     """A turn that completed with status ok: what background work after it needs."""
 
@@ -233,6 +241,7 @@ class ChatApp:
         end the stream with a TurnCompleted whose status says what happened. Turns of
         one session run one after the other, in the order they arrived."""
         _validate(req, self.limits)
+        addendum = _react_addendum(req) if req.react else None
         lock: contextlib.AbstractAsyncContextManager[object] = contextlib.nullcontext()
         if req.session_id:
             lock = self._session_locks.get(req.session_id) or asyncio.Lock()
@@ -240,12 +249,16 @@ class ChatApp:
         # Every text delta passes each generator between the provider and the caller:
         # this one iterates the steps itself, and the steps the provider's stream.
         async with lock:
-            started, turn, result = await self._start(req)
+            started, turn, result = await self._start(req, addendum)
             try:
                 yield started
                 # aclosing: closed here (a GeneratorExit at the yield), the steps and the
                 # provider's stream close before the partial answer is stored.
-                steps = (self._react_steps if req.react else self._steps)(req, turn, result)
+                steps = (
+                    self._steps(req, turn, result)
+                    if addendum is None
+                    else self._react_steps(req, turn, result, addendum)
+                )
                 async with contextlib.aclosing(steps):
                     async for event in steps:
                         yield event
@@ -261,9 +274,11 @@ class ChatApp:
                     await asyncio.shield(self._store_partial(req, turn, status, reason))
                 raise
 
-    async def _start(self, req: ChatTurnRequest) -> tuple[TurnStarted, _Turn, BuildResult]:
+    async def _start(
+        self, req: ChatTurnRequest, addendum: _ReactAddendum | None
+    ) -> tuple[TurnStarted, _Turn, BuildResult]:
         """Everything before the model is called: the context, the stored input, the
-        turn's first events."""
+        turn's first events. ``addendum``: a ReAct turn's."""
         session = await self._session(req)
         history = await self.sessions.conversation.tail(session.id, 1, req.tokenizer.name)
         continuing = bool(req.tool_results)
@@ -300,9 +315,7 @@ class ChatApp:
                 session.id, req.caller.user_id, [user_row]
             )
             user_id = str(stored.id)
-        estimate = result.report.total_tokens
-        if req.react:
-            estimate += req.tokenizer.count(_react_addendum(req))
+        estimate = result.report.total_tokens + (addendum.tokens if addendum else 0)
         await self._event(
             turn,
             "turn_start",
@@ -408,15 +421,13 @@ class ChatApp:
         )
 
     async def _react_steps(
-        self, req: ChatTurnRequest, turn: _Turn, result: BuildResult
+        self, req: ChatTurnRequest, turn: _Turn, result: BuildResult, addendum: _ReactAddendum
     ) -> AsyncGenerator[ChatEvent, None]:
         """The ReAct loop: no native tools; each step's text is parsed for tags."""
-        extra = _react_addendum(req)
-        extra_tokens = req.tokenizer.count(extra)
         host_tools = {t.name for t in req.tools}
         while True:
-            estimate = result.report.total_tokens + extra_tokens
-            messages = _with_addendum(result.messages, extra)
+            estimate = result.report.total_tokens + addendum.tokens
+            messages = _with_addendum(result.messages, addendum.text)
             request = self._model_request(req, messages, (), estimate)
             try:
                 stream = self._begin_step(turn, request)
@@ -859,10 +870,11 @@ def _argument(call: ToolCall, name: str) -> str:
     return str(value)
 
 
-def _react_addendum(req: ChatTurnRequest) -> str:
+def _react_addendum(req: ChatTurnRequest) -> _ReactAddendum:
     tools = [react.ReactTool(t.name, t.description, t.parameters) for t in req.tools]
     memory = react.ReactTool(MEMORY_TOOL.name, MEMORY_TOOL.description, MEMORY_TOOL.parameters)
-    return react.addendum([*tools, memory])
+    text = react.addendum([*tools, memory])
+    return _ReactAddendum(text, req.tokenizer.count(text))
 
 
 def _with_addendum(messages: Sequence[ChatMessage], extra: str) -> list[ChatMessage]:
