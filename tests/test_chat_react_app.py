@@ -172,3 +172,31 @@ async def test_the_addendum_is_made_once_per_turn_and_counted_once(
         assert completed(await app.turn(again)).status is TurnStatus.OK
         assert len(made) == 3
         assert made[1] == made[2] != made[0]  # the host's tool is listed
+
+
+async def test_the_question_is_found_however_many_results_the_turn_has(
+    tmp_path: Path,
+) -> None:
+    """A host can answer a turn's actions many times: the turn's first user message is
+    read back past the newest messages' window."""
+    async with in_process(tmp_path) as app:
+        for content in (SISTER, JACKET):
+            await app.memories.add("alice", content)
+        question = f'{QUESTION} <action tool="get_weather">Lisbon</action>'
+        acting = await app.turn(app.request(question, tools=[WEATHER]))
+        assert completed(acting).status is TurnStatus.REQUIRES_ACTION
+        sid = started(acting).session_id
+        pending = completed(acting).pending_tool_calls
+        # Each result holds the next action: the turn asks the host again, 40 times.
+        again = '<action tool="get_weather">rain jacket</action>'
+        for _ in range(40):
+            [call] = pending
+            events = await app.turn(
+                app.request(session_id=sid, tools=[WEATHER], tool_results=[(call.id, again)])
+            )
+            assert completed(events).status is TurnStatus.REQUIRES_ACTION
+            assert started(events).turn_index == started(acting).turn_index
+            pending = completed(events).pending_tool_calls
+        assert len(app.provider.requests) == 41
+        for request in app.provider.requests:
+            assert memory_lines(request) == [f"- {SISTER}"]

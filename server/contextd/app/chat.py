@@ -31,7 +31,11 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from contextd.app.scope import Caller
-from contextd.app.session_context import SessionBuildRequest, SessionContextBuilder
+from contextd.app.session_context import (
+    FIRST_WINDOW,
+    SessionBuildRequest,
+    SessionContextBuilder,
+)
 from contextd.app.sessions import SessionsApp
 from contextd.core import react
 from contextd.core.build import BuildReport, BuildRequest, BuildResult, build_messages
@@ -196,6 +200,9 @@ class _Turn:
     started: float
     tokenizer: str
     step: int = 0
+    # ReAct: the user message the turn answers, also when it goes on after the host's
+    # results; each step's memory layer searches with it, not with the observation.
+    question: str = ""
     text: str = ""
     step_start: int = 0  # where the current step's text begins in ``text``
     usage: TokenUsage = field(default_factory=TokenUsage)
@@ -284,6 +291,7 @@ class ChatApp:
         continuing = bool(req.tool_results)
         index = (history[-1].turn_index if history else 0) + (0 if continuing else 1)
         turn = _Turn(session, max(index, 1), time.monotonic(), req.tokenizer.name)
+        turn.question = req.user_message
         if not history and not continuing:
             await self._event(turn, "session_start", meta=self._config_meta(req))
 
@@ -299,7 +307,10 @@ class ChatApp:
             # message (not stored yet), then stored.
             [(_, content)] = req.tool_results
             observed = react.observation(content)
-            result = await self._context(req, session, False, user_message=observed)
+            turn.question = await self._turn_question(session, turn.index, req.tokenizer)
+            result = await self._context(
+                req, session, False, user_message=observed, memory_query=turn.question
+            )
             await self.sessions.conversation.append(
                 session.id,
                 req.caller.user_id,
@@ -466,7 +477,9 @@ class ChatApp:
                     yield item
             turn.step += 1
             # The observation is the next step's user message: built, then stored.
-            result = await self._context(req, turn.session, False, user_message=observed)
+            result = await self._context(
+                req, turn.session, False, user_message=observed, memory_query=turn.question
+            )
             await self.sessions.conversation.append(
                 turn.session.id,
                 req.caller.user_id,
@@ -679,9 +692,11 @@ class ChatApp:
         session: Session,
         continuing: bool,
         user_message: str | None = None,
+        memory_query: str | None = None,
     ) -> BuildResult:
         """``user_message`` stands in for the request's (a ReAct observation) in session
-        mode; prebuilt mode always builds from the host's list and message."""
+        mode, ``memory_query`` for what the memory layer searches with (None: the user
+        message); prebuilt mode always builds from the host's list and message."""
         if user_message is None:
             user_message = "" if continuing else req.user_message
         budget = min(
@@ -702,6 +717,7 @@ class ChatApp:
                     variables=req.variables,
                     memory=req.memory,
                     continuation=continuing,
+                    memory_query=memory_query,
                 ),
                 session,
             )
@@ -711,6 +727,24 @@ class ChatApp:
                 f"the context does not fit max_prompt_tokens ({budget}); the turn was refused"
             )
         return result
+
+    async def _turn_question(self, session: Session, turn_index: int, tok: Tokenizer) -> str:
+        """The user message that began the turn: its first user message (the turn's
+        observations come after it), read back from the newest messages as far as needed."""
+        limit = FIRST_WINDOW
+        while True:
+            rows = await self.sessions.conversation.tail(session.id, limit, tok.name)
+            if len(rows) < limit or rows[0].turn_index < turn_index:
+                break
+            limit *= 4
+        return next(
+            (
+                r.message.content
+                for r in rows
+                if r.turn_index == turn_index and r.message.role is Role.USER
+            ),
+            "",
+        )
 
     async def _store_tool_results(
         self, req: ChatTurnRequest, session: Session, turn: _Turn
