@@ -11,6 +11,7 @@ from typing import Any
 import grpc
 import grpc.aio
 import pytest
+from contextd.app.session_context import MEMORY_HEADER
 from contextd.core.react import REACT_HEADER
 from contextd.v1 import chat_pb2 as cpb
 from contextd.v1 import chat_pb2_grpc, memory_pb2_grpc, sessions_pb2_grpc
@@ -342,3 +343,66 @@ async def test_native_is_the_default(live: Live) -> None:
     body = fake.background_requests[before].body
     assert [t["function"]["name"] for t in body["tools"]] == ["memory_search"]
     assert REACT_HEADER not in system_text(body)
+
+
+def memory_lines(body: dict[str, Any]) -> list[str]:
+    """The memory layer's items in a model call's system message."""
+    system = system_text(body)
+    if MEMORY_HEADER not in system:
+        return []
+    section = system.split(MEMORY_HEADER, 1)[1].split("\n\n", 1)[0]
+    return [line for line in section.splitlines() if line]
+
+
+SISTER = "The user's sister Ana lives in Lisbon"
+
+
+async def add_memories(live: Live, user: str, *contents: str) -> None:
+    for content in contents:
+        added = await live.memories.AddMemory(mpb.AddMemoryRequest(user_id=user, content=content))
+        assert added.created
+
+
+async def test_memory_layer_follows_the_question_after_a_memory_search(live: Live) -> None:
+    """The step after an observation recalls what the user asked about, not what the
+    observation says."""
+    fake = live.fake
+    user = new_user()
+    kayak = "The user paddles a red kayak on weekends"
+    await add_memories(live, user, SISTER, kayak)
+    n = len(fake.requests)
+    fake.script(
+        oa.text_reply(['<action tool="memory_search">kayak</action>']),
+        oa.text_reply(["<final>In Lisbon.</final>"]),
+    )
+    events = await run_turn(live, react_request(user, "Where does my sister live?"))
+    done = completed(events)
+    assert done.status == cpb.TURN_STATUS_OK, done.error_message
+    first, second = fake.bodies()[n], fake.bodies()[n + 1]
+    role, content = wire(second["messages"][-1])
+    assert role == "user" and kayak in content  # the observation names the kayak
+    assert memory_lines(first) == [f"- {SISTER}"]
+    assert memory_lines(second) == [f"- {SISTER}"]
+
+
+async def test_memory_layer_follows_the_question_after_the_hosts_result(live: Live) -> None:
+    fake = live.fake
+    user = new_user()
+    jacket = "The user keeps a rain jacket for windy days"
+    await add_memories(live, user, SISTER, jacket)
+    n = len(fake.requests)
+    fake.script(
+        oa.text_reply(['<action tool="get_weather">{"city": "Lisbon"}</action>']),
+        oa.text_reply(["<final>Take the rain jacket.</final>"]),
+    )
+    question = "What should I pack to visit my sister?"
+    first = await run_turn(live, react_request(user, question, tools=[WEATHER]))
+    [pending] = completed(first).pending_tool_calls
+    sid = live_sid(first)
+    result = cpb.ToolResult(tool_call_id=pending.id, content="rain, windy, 12 C")
+    second = await run_turn(
+        live, react_request(user, session_id=sid, tools=[WEATHER], tool_results=[result])
+    )
+    assert completed(second).status == cpb.TURN_STATUS_OK
+    assert memory_lines(fake.bodies()[n]) == [f"- {SISTER}"]
+    assert memory_lines(fake.bodies()[n + 1]) == [f"- {SISTER}"]

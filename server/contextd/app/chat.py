@@ -31,7 +31,11 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from contextd.app.scope import Caller
-from contextd.app.session_context import SessionBuildRequest, SessionContextBuilder
+from contextd.app.session_context import (
+    FIRST_WINDOW,
+    SessionBuildRequest,
+    SessionContextBuilder,
+)
 from contextd.app.sessions import SessionsApp
 from contextd.core import react
 from contextd.core.build import BuildReport, BuildRequest, BuildResult, build_messages
@@ -170,6 +174,14 @@ ChatEvent = TurnStarted | DeltaEvent | ToolCallEvent | UsageEvent | TurnComplete
 
 
 @dataclass(frozen=True, slots=True)
+class _ReactAddendum:
+    """A ReAct turn's system-prompt addendum and its token count: made once per turn."""
+
+    text: str
+    tokens: int
+
+
+@dataclass(frozen=True, slots=True)
 class FinishedTurn:
     """A turn that completed with status ok: what background work after it needs."""
 
@@ -188,6 +200,9 @@ class _Turn:
     started: float
     tokenizer: str
     step: int = 0
+    # ReAct: the user message the turn answers, also when it goes on after the host's
+    # results; each step's memory layer searches with it, not with the observation.
+    question: str = ""
     text: str = ""
     step_start: int = 0  # where the current step's text begins in ``text``
     usage: TokenUsage = field(default_factory=TokenUsage)
@@ -233,6 +248,7 @@ class ChatApp:
         end the stream with a TurnCompleted whose status says what happened. Turns of
         one session run one after the other, in the order they arrived."""
         _validate(req, self.limits)
+        addendum = _react_addendum(req) if req.react else None
         lock: contextlib.AbstractAsyncContextManager[object] = contextlib.nullcontext()
         if req.session_id:
             lock = self._session_locks.get(req.session_id) or asyncio.Lock()
@@ -240,12 +256,16 @@ class ChatApp:
         # Every text delta passes each generator between the provider and the caller:
         # this one iterates the steps itself, and the steps the provider's stream.
         async with lock:
-            started, turn, result = await self._start(req)
+            started, turn, result = await self._start(req, addendum)
             try:
                 yield started
                 # aclosing: closed here (a GeneratorExit at the yield), the steps and the
                 # provider's stream close before the partial answer is stored.
-                steps = (self._react_steps if req.react else self._steps)(req, turn, result)
+                steps = (
+                    self._steps(req, turn, result)
+                    if addendum is None
+                    else self._react_steps(req, turn, result, addendum)
+                )
                 async with contextlib.aclosing(steps):
                     async for event in steps:
                         yield event
@@ -261,14 +281,17 @@ class ChatApp:
                     await asyncio.shield(self._store_partial(req, turn, status, reason))
                 raise
 
-    async def _start(self, req: ChatTurnRequest) -> tuple[TurnStarted, _Turn, BuildResult]:
+    async def _start(
+        self, req: ChatTurnRequest, addendum: _ReactAddendum | None
+    ) -> tuple[TurnStarted, _Turn, BuildResult]:
         """Everything before the model is called: the context, the stored input, the
-        turn's first events."""
+        turn's first events. ``addendum``: a ReAct turn's."""
         session = await self._session(req)
         history = await self.sessions.conversation.tail(session.id, 1, req.tokenizer.name)
         continuing = bool(req.tool_results)
         index = (history[-1].turn_index if history else 0) + (0 if continuing else 1)
         turn = _Turn(session, max(index, 1), time.monotonic(), req.tokenizer.name)
+        turn.question = req.user_message
         if not history and not continuing:
             await self._event(turn, "session_start", meta=self._config_meta(req))
 
@@ -284,7 +307,10 @@ class ChatApp:
             # message (not stored yet), then stored.
             [(_, content)] = req.tool_results
             observed = react.observation(content)
-            result = await self._context(req, session, False, user_message=observed)
+            turn.question = await self._turn_question(session, turn.index, req.tokenizer)
+            result = await self._context(
+                req, session, False, user_message=observed, memory_query=turn.question
+            )
             await self.sessions.conversation.append(
                 session.id,
                 req.caller.user_id,
@@ -300,9 +326,7 @@ class ChatApp:
                 session.id, req.caller.user_id, [user_row]
             )
             user_id = str(stored.id)
-        estimate = result.report.total_tokens
-        if req.react:
-            estimate += req.tokenizer.count(_react_addendum(req))
+        estimate = result.report.total_tokens + (addendum.tokens if addendum else 0)
         await self._event(
             turn,
             "turn_start",
@@ -408,15 +432,13 @@ class ChatApp:
         )
 
     async def _react_steps(
-        self, req: ChatTurnRequest, turn: _Turn, result: BuildResult
+        self, req: ChatTurnRequest, turn: _Turn, result: BuildResult, addendum: _ReactAddendum
     ) -> AsyncGenerator[ChatEvent, None]:
         """The ReAct loop: no native tools; each step's text is parsed for tags."""
-        extra = _react_addendum(req)
-        extra_tokens = req.tokenizer.count(extra)
         host_tools = {t.name for t in req.tools}
         while True:
-            estimate = result.report.total_tokens + extra_tokens
-            messages = _with_addendum(result.messages, extra)
+            estimate = result.report.total_tokens + addendum.tokens
+            messages = _with_addendum(result.messages, addendum.text)
             request = self._model_request(req, messages, (), estimate)
             try:
                 stream = self._begin_step(turn, request)
@@ -455,7 +477,9 @@ class ChatApp:
                     yield item
             turn.step += 1
             # The observation is the next step's user message: built, then stored.
-            result = await self._context(req, turn.session, False, user_message=observed)
+            result = await self._context(
+                req, turn.session, False, user_message=observed, memory_query=turn.question
+            )
             await self.sessions.conversation.append(
                 turn.session.id,
                 req.caller.user_id,
@@ -668,9 +692,11 @@ class ChatApp:
         session: Session,
         continuing: bool,
         user_message: str | None = None,
+        memory_query: str | None = None,
     ) -> BuildResult:
         """``user_message`` stands in for the request's (a ReAct observation) in session
-        mode; prebuilt mode always builds from the host's list and message."""
+        mode, ``memory_query`` for what the memory layer searches with (None: the user
+        message); prebuilt mode always builds from the host's list and message."""
         if user_message is None:
             user_message = "" if continuing else req.user_message
         budget = min(
@@ -691,6 +717,7 @@ class ChatApp:
                     variables=req.variables,
                     memory=req.memory,
                     continuation=continuing,
+                    memory_query=memory_query,
                 ),
                 session,
             )
@@ -700,6 +727,24 @@ class ChatApp:
                 f"the context does not fit max_prompt_tokens ({budget}); the turn was refused"
             )
         return result
+
+    async def _turn_question(self, session: Session, turn_index: int, tok: Tokenizer) -> str:
+        """The user message that began the turn: its first user message (the turn's
+        observations come after it), read back from the newest messages as far as needed."""
+        limit = FIRST_WINDOW
+        while True:
+            rows = await self.sessions.conversation.tail(session.id, limit, tok.name)
+            if len(rows) < limit or rows[0].turn_index < turn_index:
+                break
+            limit *= 4
+        return next(
+            (
+                r.message.content
+                for r in rows
+                if r.turn_index == turn_index and r.message.role is Role.USER
+            ),
+            "",
+        )
 
     async def _store_tool_results(
         self, req: ChatTurnRequest, session: Session, turn: _Turn
@@ -859,10 +904,11 @@ def _argument(call: ToolCall, name: str) -> str:
     return str(value)
 
 
-def _react_addendum(req: ChatTurnRequest) -> str:
+def _react_addendum(req: ChatTurnRequest) -> _ReactAddendum:
     tools = [react.ReactTool(t.name, t.description, t.parameters) for t in req.tools]
     memory = react.ReactTool(MEMORY_TOOL.name, MEMORY_TOOL.description, MEMORY_TOOL.parameters)
-    return react.addendum([*tools, memory])
+    text = react.addendum([*tools, memory])
+    return _ReactAddendum(text, req.tokenizer.count(text))
 
 
 def _with_addendum(messages: Sequence[ChatMessage], extra: str) -> list[ChatMessage]:

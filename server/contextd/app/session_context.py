@@ -63,6 +63,9 @@ class SessionBuildRequest:
     overflow_policy: OverflowPolicy = OverflowPolicy.KEEP_REQUIRED
     # Continue after tool results stored in the session: no user message.
     continuation: bool = False
+    # What layer [3] searches the memories with; None: the user message. A ReAct step
+    # whose user message is an observation searches with the turn's question instead.
+    memory_query: str | None = None
 
 
 @dataclass(slots=True)
@@ -214,7 +217,7 @@ class SessionContextBuilder:
         try:
             found = await self.memories.search(
                 req.caller.user_id,
-                req.user_message,
+                req.user_message if req.memory_query is None else req.memory_query,
                 req.memory_limit or self.defaults.memory_limit,
             )
             others = await self.summaries.recent_session_summaries(
