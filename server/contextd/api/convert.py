@@ -100,9 +100,9 @@ def build_request_from_pb(
     tokenizer: Tokenizer,
     violations: Violations,
 ) -> BuildRequest:
-    """The inline-mode request; ``history_pb`` is ``list(req.history)``, which the caller
-    keeps to build the response from (each read of a repeated field element makes a
-    new Python object)."""
+    """The inline-mode request; ``history_pb`` is ``req.history[:]``, which the caller
+    keeps to build the response from (``result.sources`` index it; each read of a
+    repeated field element makes a new Python object)."""
     output_format, policy = _format_and_policy(req, violations)
     summary = None
     if req.HasField("compression_summary"):
