@@ -124,28 +124,28 @@ def plain_requests(draw: st.DrawFn) -> BuildRequest:
     return replace(req, token_budget=draw(budgets(req)))
 
 
-@PROPERTY_SETTINGS
-@given(plain_requests())
-def test_plain_shortcut_matches_the_general_way(req: BuildRequest) -> None:
+def check_both_ways(req: BuildRequest) -> None:
+    """The shortcut answers exactly the plain case, and then as the general way does."""
     result = general(req)
     plain = build_plain(plain_request(req))
     assert (plain is not None) == is_plain_case(req, result)
     if plain is not None:
         assert result is not None
         assert_same(req, plain, result)
+
+
+@PROPERTY_SETTINGS
+@given(plain_requests())
+def test_plain_shortcut_matches_the_general_way(req: BuildRequest) -> None:
+    check_both_ways(req)
 
 
 @PROPERTY_SETTINGS
 @given(requests())
 def test_plain_shortcut_declines_what_it_cannot_answer(req: BuildRequest) -> None:
     # The servicer only asks for neutral requests without layers or a summary.
-    req = replace(req, layers=None, compression_summary=None, output_format=OutputFormat.NEUTRAL)
-    result = general(req)
-    plain = build_plain(plain_request(req))
-    assert (plain is not None) == is_plain_case(req, result)
-    if plain is not None:
-        assert result is not None
-        assert_same(req, plain, result)
+    neutral = OutputFormat.NEUTRAL
+    check_both_ways(replace(req, layers=None, compression_summary=None, output_format=neutral))
 
 
 def test_plain_request_is_answered_by_the_shortcut() -> None:
