@@ -50,8 +50,7 @@ async def test_a_new_session_is_read_from_memory_and_follows_its_appends(
     db: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     sessions, repo = SessionRepo(db), ConversationRepo(db)
-    session = await sessions.create("alice")
-    repo.note_empty(session.id)
+    session = await sessions.create("alice")  # created after the repo: known to be empty
     assert await repo.tail(session.id, 64, "cl") == []
     call = ToolCall("c1", "lookup", '{"q": 1}')
     await repo.append(
@@ -94,9 +93,8 @@ async def test_a_session_read_once_is_cached_and_kept_current(db: Database) -> N
 
 
 async def test_counts_saved_later_reach_the_cached_rows(db: Database) -> None:
-    session = await SessionRepo(db).create("alice")
     repo = ConversationRepo(db)
-    repo.note_empty(session.id)
+    session = await SessionRepo(db).create("alice")
     first, second = await repo.append(
         session.id, "alice", [message(Role.USER, "a", cl=1), message(Role.ASSISTANT, "b")]
     )
@@ -111,9 +109,8 @@ async def test_counts_saved_later_reach_the_cached_rows(db: Database) -> None:
 
 async def test_collected_flags_and_deleted_sessions_reach_the_cache(db: Database) -> None:
     sessions = SessionRepo(db)
-    session = await sessions.create("alice")
     repo = ConversationRepo(db)
-    repo.note_empty(session.id)
+    session = await sessions.create("alice")
     [_, answer] = await repo.append(
         session.id, "alice", [message(Role.USER, "q"), message(Role.ASSISTANT, "a")]
     )
@@ -127,9 +124,8 @@ async def test_collected_flags_and_deleted_sessions_reach_the_cache(db: Database
 
 
 async def test_a_failed_append_leaves_nothing_stale(db: Database) -> None:
-    session = await SessionRepo(db).create("alice")
     repo = ConversationRepo(db)
-    repo.note_empty(session.id)
+    session = await SessionRepo(db).create("alice")
     await repo.append(session.id, "alice", [message(Role.USER, "q", cl=1)])
     await repo.tail(session.id, 5, "cl")
     with pytest.raises(LookupError):
@@ -145,7 +141,6 @@ async def test_the_cache_keeps_to_its_bounds(db: Database, monkeypatch: pytest.M
     ids = []
     for _ in range(3):
         session = await sessions.create("alice")
-        repo.note_empty(session.id)
         await repo.append(session.id, "alice", [message(Role.USER, f"m{i}") for i in range(8)])
         ids.append(session.id)
     for session_id in ids:
@@ -272,7 +267,7 @@ async def test_the_first_message_comes_from_the_cached_rows_or_the_database(
     session = await sessions.create("alice")
     repo = ConversationRepo(db)
     assert await repo.first(session.id) is None
-    repo.note_empty(session.id)
+    session = await sessions.create("alice")  # created after the repo: known to be empty
     assert await repo.first(session.id) is None
     await repo.append(session.id, "alice", [message(Role.USER, f"m{i}") for i in range(3)])
     first = await repo.first(session.id)
