@@ -8,8 +8,9 @@ Every chat turn reads its session's newest messages two or three times (its numb
 window, the work after the turn). :class:`ConversationRepo` keeps them in memory per
 session and tokenizer, as :meth:`~ConversationRepo.tail` would read them: this process is
 the database's only writer, and every write to a conversation goes through this class
-(new messages are added to the cached rows, a collected flag or a deleted session drops
-them), so the cached rows are what a query would return.
+(once it committed, new messages and counts are added to the cached rows, a collected flag
+or a deleted session drops them: the rule in store/db.py), so the cached rows are what a
+query would return. A session created through SessionRepo starts cached, with no rows.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from types import MappingProxyType
 from typing import Any
 
 from contextd.core.messages import ChatMessage, Role, ToolCall
@@ -78,27 +80,20 @@ def _tool_calls(text: str | None) -> tuple[ToolCall, ...]:
     return tuple(ToolCall(c["id"], c["name"], c.get("arguments", "")) for c in json.loads(text))
 
 
+# Role by stored value: a dict lookup costs a tenth of Role(value), and a tail read makes
+# up to TAIL_CACHE_ROWS messages.
+_ROLES = {role.value: role for role in Role}
+
+
 def _stored(row: Any, tokens: Mapping[str, int]) -> StoredMessage:
     (mid, session_id, user_id, seq, role, content, calls, call_id, turn, collected, status, at) = (
         row[:12]
     )
+    message = ChatMessage(_ROLES[role], content, _tool_calls(calls), call_id, str(mid))
+    # Positional arguments, in the order of the fields: keyword arguments would cost a fifth
+    # of building a row, as much as its being frozen does.
     return StoredMessage(
-        id=mid,
-        session_id=session_id,
-        user_id=user_id,
-        seq=seq,
-        message=ChatMessage(
-            role=Role(role),
-            content=content,
-            tool_calls=_tool_calls(calls),
-            tool_call_id=call_id,
-            id=str(mid),
-        ),
-        turn_index=turn,
-        is_collected=bool(collected),
-        status=status,
-        created_at=at,
-        tokens=tokens,
+        mid, session_id, user_id, seq, message, turn, bool(collected), status, at, tokens
     )
 
 
@@ -117,7 +112,12 @@ def _counted(stored: StoredMessage, tokenizer: str | None) -> StoredMessage:
     count = stored.tokens.get(tokenizer)
     if len(stored.tokens) == (count is not None):  # no other count: already as read
         return stored
-    return replace(stored, tokens=NO_TOKENS if count is None else token_counts({tokenizer: count}))
+    s = stored
+    tokens = NO_TOKENS if count is None else MappingProxyType({tokenizer: count})
+    return StoredMessage(
+        s.id, s.session_id, s.user_id, s.seq, s.message, s.turn_index, s.is_collected, s.status,
+        s.created_at, tokens,
+    )  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,7 +162,7 @@ class ConversationRepo:
         self._tails: OrderedDict[str, _SessionTails] = OrderedDict()
         self._cached_chars = 0
         db.session_created.append(self._note_empty)
-        db.session_deleted.append(self.forget)
+        db.session_deleted.append(self._pop)
 
     def _put(self, session_id: str, tails: _SessionTails) -> None:
         """Cache ``tails`` as the session's rows (in place of any), then drop the least
@@ -173,17 +173,11 @@ class ConversationRepo:
         while len(self._tails) > TAIL_CACHE_SESSIONS or self._cached_chars > TAIL_CACHE_CHARS:
             self._pop(next(iter(self._tails)))
 
-    def _pop(self, session_id: str) -> _SessionTails:
-        """Take the session's rows out of the cache; {} when none were cached."""
+    def _pop(self, session_id: str) -> None:
+        """Drop the session's cached rows (it was deleted, or a row changed), if any."""
         tails = self._tails.pop(session_id, None)
-        if tails is None:
-            return {}
-        self._cached_chars -= sum(t.chars for t in tails.values())
-        return tails
-
-    def forget(self, session_id: str) -> None:
-        """Drop the session's cached rows (it was deleted, or a row changed)."""
-        self._pop(session_id)
+        if tails is not None:
+            self._cached_chars -= sum(t.chars for t in tails.values())
 
     def _note_empty(self, session_id: str) -> None:
         """The session was just created: it has no messages yet."""
@@ -309,7 +303,7 @@ class ConversationRepo:
         none when the session's newest messages are cached).
 
         Each has ``tokens[tokenizer]`` when that count is stored, and no other count. The
-        rows may be shared with later calls: read them, do not change them.
+        rows are shared with later calls (they are frozen).
         """
         if limit <= 0:
             return []
@@ -318,7 +312,7 @@ class ConversationRepo:
             return builtins.list(cached.rows[-limit:])
         rows = await self._db.reader.execute_fetchall(TAIL_SQL, (tokenizer, session_id, limit))
         out = [
-            _stored(row, NO_TOKENS if row[12] is None else token_counts({tokenizer: row[12]}))
+            _stored(row, NO_TOKENS if row[12] is None else MappingProxyType({tokenizer: row[12]}))
             for row in rows
         ]
         out.reverse()
@@ -338,7 +332,8 @@ class ConversationRepo:
         """Store (message_id, tokenizer, tokens) counts; a count already stored is kept.
 
         ``session_id``: the session all the messages belong to, whose cached rows get the
-        counts; without it, every cached row of those tokenizers is dropped.
+        counts; without it, the cached rows of those tokenizers, and those with every
+        count, are dropped.
         """
         batch = list(rows)
         if not batch:
@@ -353,7 +348,7 @@ class ConversationRepo:
             # Rows with every count (None) may be missing these counts too.
             stale = {name for _, name, _ in batch} | {None}
             for cached_id in [k for k, tails in self._tails.items() if stale & tails.keys()]:
-                self.forget(cached_id)
+                self._pop(cached_id)
             return
         tails = self._tails.get(session_id)
         if tails is None:
@@ -381,7 +376,7 @@ class ConversationRepo:
             )
         for row in rows:
             updated = _with_all_tokens(row)
-            self.forget(updated.session_id)
+            self._pop(updated.session_id)
             return updated
         return None
 
