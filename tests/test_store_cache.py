@@ -5,7 +5,10 @@ and templates, deleted sessions)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import contextlib
+import dataclasses
+import sqlite3
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -50,8 +53,7 @@ async def test_a_new_session_is_read_from_memory_and_follows_its_appends(
     db: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     sessions, repo = SessionRepo(db), ConversationRepo(db)
-    session = await sessions.create("alice")
-    repo.note_empty(session.id)
+    session = await sessions.create("alice")  # created after the repo: known to be empty
     assert await repo.tail(session.id, 64, "cl") == []
     call = ToolCall("c1", "lookup", '{"q": 1}')
     await repo.append(
@@ -94,9 +96,8 @@ async def test_a_session_read_once_is_cached_and_kept_current(db: Database) -> N
 
 
 async def test_counts_saved_later_reach_the_cached_rows(db: Database) -> None:
-    session = await SessionRepo(db).create("alice")
     repo = ConversationRepo(db)
-    repo.note_empty(session.id)
+    session = await SessionRepo(db).create("alice")
     first, second = await repo.append(
         session.id, "alice", [message(Role.USER, "a", cl=1), message(Role.ASSISTANT, "b")]
     )
@@ -111,9 +112,8 @@ async def test_counts_saved_later_reach_the_cached_rows(db: Database) -> None:
 
 async def test_collected_flags_and_deleted_sessions_reach_the_cache(db: Database) -> None:
     sessions = SessionRepo(db)
-    session = await sessions.create("alice")
     repo = ConversationRepo(db)
-    repo.note_empty(session.id)
+    session = await sessions.create("alice")
     [_, answer] = await repo.append(
         session.id, "alice", [message(Role.USER, "q"), message(Role.ASSISTANT, "a")]
     )
@@ -127,9 +127,8 @@ async def test_collected_flags_and_deleted_sessions_reach_the_cache(db: Database
 
 
 async def test_a_failed_append_leaves_nothing_stale(db: Database) -> None:
-    session = await SessionRepo(db).create("alice")
     repo = ConversationRepo(db)
-    repo.note_empty(session.id)
+    session = await SessionRepo(db).create("alice")
     await repo.append(session.id, "alice", [message(Role.USER, "q", cl=1)])
     await repo.tail(session.id, 5, "cl")
     with pytest.raises(LookupError):
@@ -145,7 +144,6 @@ async def test_the_cache_keeps_to_its_bounds(db: Database, monkeypatch: pytest.M
     ids = []
     for _ in range(3):
         session = await sessions.create("alice")
-        repo.note_empty(session.id)
         await repo.append(session.id, "alice", [message(Role.USER, f"m{i}") for i in range(8)])
         ids.append(session.id)
     for session_id in ids:
@@ -272,7 +270,7 @@ async def test_the_first_message_comes_from_the_cached_rows_or_the_database(
     session = await sessions.create("alice")
     repo = ConversationRepo(db)
     assert await repo.first(session.id) is None
-    repo.note_empty(session.id)
+    session = await sessions.create("alice")  # created after the repo: known to be empty
     assert await repo.first(session.id) is None
     await repo.append(session.id, "alice", [message(Role.USER, f"m{i}") for i in range(3)])
     first = await repo.first(session.id)
@@ -281,3 +279,130 @@ async def test_the_first_message_comes_from_the_cached_rows_or_the_database(
     on_disk = await ConversationRepo(db).first(session.id)  # nothing cached: read
     assert on_disk is not None and on_disk.id == first.id
     assert await repo.first("missing") is None
+
+
+@contextlib.contextmanager
+def no_statements(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Fails the test if a read inside the block runs a statement."""
+
+    def no_query(*args: object) -> None:
+        raise AssertionError("read from the database")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(Connection, "execute_fetchall", no_query)
+        yield
+
+
+async def refuse_inserts_into(db: Database, table: str) -> None:
+    """Make every later INSERT into ``table`` fail inside its transaction."""
+    async with db.transaction() as conn:
+        await conn.execute(
+            f"CREATE TRIGGER refuse_{table} BEFORE INSERT ON {table}"
+            " BEGIN SELECT RAISE(ABORT, 'refused'); END"
+        )
+
+
+async def test_rows_handed_out_by_the_caches_cannot_be_changed(db: Database) -> None:
+    sessions, repo = SessionRepo(db), ConversationRepo(db)
+    summaries, catalog = SummaryRepo(db), CatalogRepo(db)
+    session = await sessions.create("alice")
+    await repo.append(session.id, "alice", [message(Role.USER, "q", cl=1)])
+    [row] = await repo.tail(session.id, 5, "cl")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        row.tokens = {"cl": 99}  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        row.tokens["cl"] = 99  # type: ignore[index]
+    await summaries.add_compression(session.id, [row.id], row.id, "s")
+    await summaries.upsert_session_summary(session.id, "alice", "a talk")
+    await catalog.upsert_template("s", "v1")
+    await catalog.upsert_skill(Skill("k", "d", "p", ("excel",)))
+    active = await summaries.active_compression(session.id)
+    [recent] = await summaries.recent_session_summaries("alice")
+    template = await catalog.get_template("s")
+    [skill] = await catalog.list_skills("excel")
+    assert active is not None and template is not None
+    for shared, name, value in (
+        (active, "message_ids", [7]),
+        (recent, "summary", "changed"),
+        (template, "system_prompt", "changed"),
+        (skill, "apps", ["word"]),
+    ):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(shared, name, value)
+    assert isinstance(active.message_ids, tuple) and isinstance(skill.apps, tuple)
+    assert [r.tokens for r in await repo.tail(session.id, 5, "cl")] == [{"cl": 1}]
+
+
+async def test_failed_writes_leave_every_cache_as_it_was(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sessions, repo = SessionRepo(db), ConversationRepo(db)
+    summaries, catalog, memories = SummaryRepo(db), CatalogRepo(db), MemoryRepo(db)
+    session = await sessions.create("alice")
+    other = await sessions.create("alice", title="Other")
+    [first] = await repo.append(session.id, "alice", [message(Role.USER, "q", cl=1)])
+    await summaries.add_compression(session.id, [first.id], first.id, "kept")
+    await summaries.upsert_session_summary(other.id, "alice", "other talk")
+    await catalog.upsert_skill(Skill("k", "d", "p", ("excel",)))
+    tail = await repo.tail(session.id, 5, "cl")
+    active = await summaries.active_compression(session.id)
+    recent = await summaries.recent_session_summaries("alice", session.id)
+    skills = await catalog.list_skills("excel")
+    assert await memories.search("alice", "coffee") == []
+
+    with pytest.raises(LookupError):
+        await repo.append(session.id, "mallory", [message(Role.USER, "not hers")])
+    with pytest.raises(LookupError):
+        await summaries.upsert_session_summary(other.id, "mallory", "not hers")
+    with pytest.raises(ValueError):
+        await memories.add("alice", "   ")
+    await refuse_inserts_into(db, "compression_summaries")
+    with pytest.raises(sqlite3.IntegrityError):  # after it made the earlier one inactive
+        await summaries.add_compression(session.id, [first.id], first.id, "lost")
+    await refuse_inserts_into(db, "skills")
+    with pytest.raises(sqlite3.IntegrityError):
+        await catalog.upsert_skill(Skill("k2", "d", "p", ("excel",)))
+
+    with no_statements(monkeypatch):
+        assert await repo.tail(session.id, 5, "cl") == tail
+        assert await summaries.active_compression(session.id) is active
+        assert await summaries.recent_session_summaries("alice", session.id) == recent
+        assert await catalog.list_skills("excel") == skills
+        assert await memories.search("alice", "coffee") == []
+    # ... and what they kept is what the database holds.
+    await assert_tail_matches_disk(db, repo, session.id)
+    assert active == await SummaryRepo(db).active_compression(session.id)
+    assert skills == await CatalogRepo(db).list_skills("excel")
+
+
+async def test_a_window_wider_than_the_cache_leaves_the_cached_rows_in_place(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(conversation_module, "TAIL_CACHE_ROWS", 5)
+    repo = ConversationRepo(db)
+    session = await SessionRepo(db).create("alice")
+    await repo.append(session.id, "alice", [message(Role.USER, f"m{i}", cl=i) for i in range(8)])
+    cached = await repo.tail(session.id, 5, "cl")
+    for _ in range(2):
+        wide = await repo.tail(session.id, 7, "cl")  # more than is cached: read
+        assert wide == await from_disk(db, session.id, 7, "cl")
+        # The cached rows are the same objects: not rebuilt nor trimmed again.
+        with no_statements(monkeypatch):
+            again = await repo.tail(session.id, 5, "cl")
+        assert all(a is b for a, b in zip(again, cached, strict=True))
+    # A session first read through a wide window keeps its newest rows.
+    repo = ConversationRepo(db)
+    assert len(await repo.tail(session.id, 100, "cl")) == 8
+    with no_statements(monkeypatch):
+        newest = await repo.tail(session.id, 5, "cl")
+    assert [r.message.content for r in newest] == [f"m{i}" for i in range(3, 8)]
+
+
+async def test_counts_saved_without_a_session_reach_rows_cached_with_every_count(
+    db: Database,
+) -> None:
+    repo = ConversationRepo(db)
+    session = await SessionRepo(db).create("alice")  # cached with every count
+    [stored] = await repo.append(session.id, "alice", [message(Role.USER, "q", cl=1)])
+    await repo.save_tokens([(stored.id, "new", 4)])
+    await assert_tail_matches_disk(db, repo, session.id, "new")

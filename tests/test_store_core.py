@@ -466,7 +466,7 @@ async def test_compression_summaries_keep_one_active(db: Database, sessions: Ses
     session = await sessions.create("alice")
     assert await summaries.active_compression(session.id) is None
     first = await summaries.add_compression(session.id, [1, 2, 3], 1, "talked about cells")
-    assert (first.message_ids, first.start_message_id, first.active) == ([1, 2, 3], 1, True)
+    assert (first.message_ids, first.start_message_id, first.active) == ((1, 2, 3), 1, True)
     assert await summaries.active_compression(session.id) == first
     second = await summaries.add_compression(session.id, [1, 2, 3, 4, 5], 1, "cells, charts")
     assert await summaries.active_compression(session.id) == second
@@ -542,7 +542,7 @@ async def test_prompt_templates_are_versioned_on_change(db: Database) -> None:
 async def test_skills_upsert_filter_and_delete(db: Database) -> None:
     catalog = CatalogRepo(db)
     chart = await catalog.upsert_skill(Skill("chart", "Make charts", "Use a chart.", ["excel"]))
-    assert chart.updated_at > 0 and chart.apps == ["excel"]
+    assert chart.updated_at > 0 and chart.apps == ("excel",)
     await catalog.upsert_skill(Skill("everywhere", "Polite", "Be polite.", []))
     await catalog.upsert_skill(Skill("redline", "Track changes", "Redline.", ["word", "wps"]))
     await catalog.upsert_skill(Skill("old", "Retired", "x", ["excel"], enabled=False))
@@ -564,7 +564,7 @@ async def test_skills_upsert_filter_and_delete(db: Database) -> None:
     unchanged = await catalog.upsert_skill(Skill("chart", "Make charts", "Use a chart.", ["excel"]))
     assert unchanged == chart
     changed = await catalog.upsert_skill(Skill("chart", "Make charts", "v2", ["excel", "wps"]))
-    assert changed.prompt == "v2" and changed.apps == ["excel", "wps"]
+    assert changed.prompt == "v2" and changed.apps == ("excel", "wps")
     assert names(await catalog.list_skills("wps")) == ["chart", "everywhere", "redline"]
 
     assert await catalog.delete_skill("old") is True

@@ -92,6 +92,6 @@ def skill_from_pb(s: prompts_pb2.Skill) -> Skill:
         name=s.name,
         description=s.description,
         prompt=s.prompt,
-        apps=list(s.apps),
+        apps=tuple(s.apps),
         enabled=s.enabled,
     )

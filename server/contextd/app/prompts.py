@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 
 from contextd.core.errors import InvalidArgument, NotFound, Violations
 from contextd.core.pipeline import is_blank
@@ -52,8 +53,9 @@ class PromptsApp:
             if not _NAME.fullmatch(app):
                 v.add(f"skill.apps[{i}]", "1-64 letters, digits, '_', '-' or '.'")
         v.raise_if_any()
-        skill.apps = [a.lower() for a in skill.apps]
-        return await self.catalog.upsert_skill(skill)
+        return await self.catalog.upsert_skill(
+            replace(skill, apps=tuple(a.lower() for a in skill.apps))
+        )
 
     async def list_skills(self, app: str, enabled_only: bool) -> Sequence[Skill]:
         return await self.catalog.list_skills(app.lower() or None, enabled_only)

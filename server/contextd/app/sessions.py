@@ -58,7 +58,6 @@ class SessionsApp:
         session = await self.sessions.create(
             caller.user_id, scenario, host, title, dict(metadata or {})
         )
-        self.conversation.note_empty(session.id)
         return session
 
     async def get(self, caller: Caller, session_id: str) -> Session:

@@ -1,8 +1,8 @@
 """Server-wide catalog for layer [1]: prompt templates per scenario, and skills per host app.
 
 Every session-mode build reads the skills (and the scenario's template): reads are kept in
-memory and all of them dropped by any write, since this class is the tables' only writer
-in this process, the database's only writer.
+memory and all of them dropped by any write once it committed (the rule in store/db.py),
+since this class is the tables' only writer in this process, the database's only writer.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def _template_from_row(row: Any) -> PromptTemplate:
 
 def _skill_from_row(row: Any) -> Skill:
     name, description, prompt, apps, enabled, updated_at = row
-    return Skill(name, description, prompt, list(json.loads(apps)), bool(enabled), updated_at)
+    return Skill(name, description, prompt, tuple(json.loads(apps)), bool(enabled), updated_at)
 
 
 class CatalogRepo:
@@ -48,7 +48,6 @@ class CatalogRepo:
     ) -> PromptTemplate:
         """Create (version 1) or change the scenario's template; each change adds 1 to its
         version, while writing what is already stored changes nothing."""
-        self._changed()
         async with self._db.transaction() as conn:
             rows = await conn.execute_fetchall(
                 f"INSERT INTO prompt_templates ({_TEMPLATE_COLUMNS}) VALUES (?, ?, 1, ?, ?)"
@@ -65,10 +64,11 @@ class CatalogRepo:
                     f"SELECT {_TEMPLATE_COLUMNS} FROM prompt_templates WHERE scenario = ?",
                     (scenario,),
                 )
+        self._changed()
         return _template_from_row(next(iter(rows)))
 
     async def get_template(self, scenario: str) -> PromptTemplate | None:
-        """The scenario's template; shared with later calls: read it, do not change it."""
+        """The scenario's template (shared with later calls: it is frozen)."""
         if scenario in self._templates:
             return self._templates[scenario]
         rows = await self._db.reader.execute_fetchall(
@@ -87,12 +87,12 @@ class CatalogRepo:
         return [_template_from_row(row) for row in rows]
 
     async def delete_template(self, scenario: str) -> bool:
-        self._changed()
         async with self._db.transaction() as conn:
             cursor = await conn.execute(
                 "DELETE FROM prompt_templates WHERE scenario = ?", (scenario,)
             )
-            return cursor.rowcount > 0
+        self._changed()
+        return cursor.rowcount > 0
 
     # --- skills -------------------------------------------------------------------------
 
@@ -102,7 +102,6 @@ class CatalogRepo:
         if not skill.name:
             raise ValueError("a skill needs a name")
         apps = json.dumps(list(skill.apps), ensure_ascii=False)
-        self._changed()
         async with self._db.transaction() as conn:
             rows = await conn.execute_fetchall(
                 f"INSERT INTO skills ({_SKILL_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)"
@@ -126,6 +125,7 @@ class CatalogRepo:
                 rows = await conn.execute_fetchall(
                     f"SELECT {_SKILL_COLUMNS} FROM skills WHERE name = ?", (skill.name,)
                 )
+        self._changed()
         return _skill_from_row(next(iter(rows)))
 
     async def list_skills(
@@ -133,7 +133,7 @@ class CatalogRepo:
     ) -> builtins.list[Skill]:
         """Skills by name. With ``app``, only those whose apps include it (ignoring ASCII
         case: "Excel" finds "excel") or whose apps list is empty (every app). The skills
-        are shared with later calls: read them, do not change them."""
+        are shared with later calls (they are frozen)."""
         key = (app, enabled_only)
         cached = self._skills.get(key)
         if cached is not None:
@@ -153,7 +153,7 @@ class CatalogRepo:
         return skills
 
     async def delete_skill(self, name: str) -> bool:
-        self._changed()
         async with self._db.transaction() as conn:
             cursor = await conn.execute("DELETE FROM skills WHERE name = ?", (name,))
-            return cursor.rowcount > 0
+        self._changed()
+        return cursor.rowcount > 0

@@ -8,8 +8,9 @@ Every chat turn reads its session's newest messages two or three times (its numb
 window, the work after the turn). :class:`ConversationRepo` keeps them in memory per
 session and tokenizer, as :meth:`~ConversationRepo.tail` would read them: this process is
 the database's only writer, and every write to a conversation goes through this class
-(new messages are added to the cached rows, a collected flag or a deleted session drops
-them), so the cached rows are what a query would return.
+(once it committed, new messages and counts are added to the cached rows, a collected flag
+or a deleted session drops them: the rule in store/db.py), so the cached rows are what a
+query would return. A session created through SessionRepo starts cached, with no rows.
 """
 
 from __future__ import annotations
@@ -18,13 +19,14 @@ import builtins
 import json
 import time
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from types import MappingProxyType
 from typing import Any
 
 from contextd.core.messages import ChatMessage, Role, ToolCall
 from contextd.store.db import Connection, Database
-from contextd.store.models import NewMessage, StoredMessage
+from contextd.store.models import NO_TOKENS, NewMessage, StoredMessage, token_counts
 from contextd.store.paging import decode_token, encode_token, page_limit
 from contextd.store.sessions import SessionNotFoundError, UsageTotals, add_usage
 
@@ -78,49 +80,25 @@ def _tool_calls(text: str | None) -> tuple[ToolCall, ...]:
     return tuple(ToolCall(c["id"], c["name"], c.get("arguments", "")) for c in json.loads(text))
 
 
-def _stored(row: Any, tokens: dict[str, int]) -> StoredMessage:
+# Role by stored value: a dict lookup costs a tenth of Role(value), and a tail read makes
+# up to TAIL_CACHE_ROWS messages.
+_ROLES = {role.value: role for role in Role}
+
+
+def _stored(row: Any, tokens: Mapping[str, int]) -> StoredMessage:
     (mid, session_id, user_id, seq, role, content, calls, call_id, turn, collected, status, at) = (
         row[:12]
     )
+    message = ChatMessage(_ROLES[role], content, _tool_calls(calls), call_id, str(mid))
+    # Positional arguments, in the order of the fields: keyword arguments would cost a fifth
+    # of building a row, as much as its being frozen does.
     return StoredMessage(
-        id=mid,
-        session_id=session_id,
-        user_id=user_id,
-        seq=seq,
-        message=ChatMessage(
-            role=Role(role),
-            content=content,
-            tool_calls=_tool_calls(calls),
-            tool_call_id=call_id,
-            id=str(mid),
-        ),
-        turn_index=turn,
-        is_collected=bool(collected),
-        status=status,
-        created_at=at,
-        tokens=tokens,
+        mid, session_id, user_id, seq, message, turn, bool(collected), status, at, tokens
     )
 
 
 def _with_all_tokens(row: Any) -> StoredMessage:
-    return _stored(row, json.loads(row[12]) if row[12] else {})
-
-
-@dataclass(slots=True)
-class _CachedTail:
-    """A session's newest rows (oldest first), as ``tail`` reads them with one tokenizer,
-    or (tokenizer None) with every count stored for them; ``whole``: they are all of the
-    session's messages."""
-
-    rows: builtins.list[StoredMessage]
-    whole: bool
-    chars: int
-
-
-# A session's cached rows by tokenizer. None: rows with all their counts, kept for a
-# session created by this process (all its rows were written here); any tokenizer's rows
-# are made from them.
-_SessionTails = dict[str | None, _CachedTail]
+    return _stored(row, token_counts(json.loads(row[12])) if row[12] else NO_TOKENS)
 
 
 def _chars(rows: Iterable[StoredMessage]) -> int:
@@ -130,31 +108,80 @@ def _chars(rows: Iterable[StoredMessage]) -> int:
 def _counted(stored: StoredMessage, tokenizer: str | None) -> StoredMessage:
     """``stored`` as ``tail`` reads it: with ``tokenizer``'s count only (None: every count)."""
     if tokenizer is None:
-        tokens = dict(stored.tokens)
-    else:
-        count = stored.tokens.get(tokenizer)
-        tokens = {} if count is None else {tokenizer: count}
+        return stored
+    count = stored.tokens.get(tokenizer)
+    if len(stored.tokens) == (count is not None):  # no other count: already as read
+        return stored
+    s = stored
+    tokens = NO_TOKENS if count is None else MappingProxyType({tokenizer: count})
     return StoredMessage(
-        id=stored.id,
-        session_id=stored.session_id,
-        user_id=stored.user_id,
-        seq=stored.seq,
-        message=stored.message,
-        turn_index=stored.turn_index,
-        is_collected=stored.is_collected,
-        status=stored.status,
-        created_at=stored.created_at,
-        tokens=tokens,
-    )
+        s.id, s.session_id, s.user_id, s.seq, s.message, s.turn_index, s.is_collected, s.status,
+        s.created_at, tokens,
+    )  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class _CachedTail:
+    """A session's newest rows (oldest first), as ``tail`` reads them with one tokenizer,
+    or (tokenizer None) with every count stored for them; ``whole``: they are all of the
+    session's messages; ``chars``: their content's length."""
+
+    rows: tuple[StoredMessage, ...]
+    whole: bool
+    chars: int
+
+    @classmethod
+    def newest_of(cls, rows: Sequence[StoredMessage], whole: bool) -> _CachedTail:
+        """The newest TAIL_CACHE_ROWS of ``rows`` (oldest first; ``whole``: all there are)."""
+        kept = tuple(rows[-TAIL_CACHE_ROWS:])
+        return cls(kept, whole and len(kept) == len(rows), _chars(kept))
+
+    def extended(self, added: Sequence[StoredMessage], added_chars: int) -> _CachedTail:
+        """These rows followed by ``added``, trimmed to the newest TAIL_CACHE_ROWS."""
+        rows = self.rows + tuple(added)
+        extra = len(rows) - TAIL_CACHE_ROWS
+        if extra <= 0:
+            return _CachedTail(rows, self.whole, self.chars + added_chars)
+        chars = self.chars + added_chars - _chars(rows[:extra])
+        return _CachedTail(rows[extra:], False, chars)
+
+
+# A session's cached rows by tokenizer. None: rows with all their counts, kept for a
+# session created by this process (all its rows were written here); any tokenizer's rows
+# are made from them. Never changed once cached: a change caches a new mapping.
+_SessionTails = Mapping[str | None, _CachedTail]
 
 
 class ConversationRepo:
+    """Conversation rows, the newest of each session kept in memory (see the module
+    docstring). ``_put`` and ``_pop`` are the only ways in and out of that cache."""
+
     def __init__(self, db: Database) -> None:
         self._db = db
         # session id -> tokenizer -> its newest rows; least recently used session first.
         self._tails: OrderedDict[str, _SessionTails] = OrderedDict()
         self._cached_chars = 0
-        db.session_deleted.append(self.forget)
+        db.session_created.append(self._note_empty)
+        db.session_deleted.append(self._pop)
+
+    def _put(self, session_id: str, tails: _SessionTails) -> None:
+        """Cache ``tails`` as the session's rows (in place of any), then drop the least
+        recently used sessions while the cache is over its bounds."""
+        self._pop(session_id)
+        self._tails[session_id] = tails
+        self._cached_chars += sum(t.chars for t in tails.values())
+        while len(self._tails) > TAIL_CACHE_SESSIONS or self._cached_chars > TAIL_CACHE_CHARS:
+            self._pop(next(iter(self._tails)))
+
+    def _pop(self, session_id: str) -> None:
+        """Drop the session's cached rows (it was deleted, or a row changed), if any."""
+        tails = self._tails.pop(session_id, None)
+        if tails is not None:
+            self._cached_chars -= sum(t.chars for t in tails.values())
+
+    def _note_empty(self, session_id: str) -> None:
+        """The session was just created: it has no messages yet."""
+        self._put(session_id, {None: _CachedTail((), True, 0)})
 
     async def append(
         self, session_id: str, user_id: str, messages: Sequence[NewMessage]
@@ -197,64 +224,37 @@ class ConversationRepo:
                 )
         if not messages and usage is None:
             return [], None
-        # Dropped while the transaction runs, so that a failed write leaves nothing stale.
-        cached = self._tails.pop(session_id, None)
-        if cached is not None:
-            self._cached_chars -= sum(t.chars for t in cached.values())
         totals = None
         async with self._db.transaction() as conn:
             stored = await _insert(conn, session_id, user_id, messages)
             if usage is not None:
                 totals = await add_usage(conn, session_id, *usage)
+        cached = self._tails.get(session_id)  # committed: the cache follows (store/db.py)
         if cached is not None:
             added = _chars(stored)
-            for tokenizer, tail in cached.items():
-                tail.rows += [_counted(m, tokenizer) for m in stored]
-                tail.chars += added
-            self._keep(session_id, cached)
+            self._put(
+                session_id,
+                {
+                    tokenizer: tail.extended([_counted(m, tokenizer) for m in stored], added)
+                    for tokenizer, tail in cached.items()
+                },
+            )
         return stored, totals
 
-    def forget(self, session_id: str) -> None:
-        """Drop the session's cached rows (it was deleted, or a row changed)."""
-        cached = self._tails.pop(session_id, None)
-        if cached is not None:
-            self._cached_chars -= sum(t.chars for t in cached.values())
-
-    def note_empty(self, session_id: str) -> None:
-        """The session was just created: it has no messages yet."""
-        self.forget(session_id)
-        self._keep(session_id, {None: _CachedTail([], True, 0)})
-
     def _cached(self, session_id: str, tokenizer: str, limit: int) -> _CachedTail | None:
-        by_tokenizer = self._tails.get(session_id)
-        if by_tokenizer is None:
+        tails = self._tails.get(session_id)
+        if tails is None:
             return None
-        tail = by_tokenizer.get(tokenizer)
-        every = by_tokenizer.get(None)
+        tail = tails.get(tokenizer)
+        every = tails.get(None)
         if tail is None and every is not None:
-            rows = [_counted(r, tokenizer) for r in every.rows]
-            tail = by_tokenizer[tokenizer] = _CachedTail(rows, every.whole, every.chars)
-            self._cached_chars += every.chars
+            rows = tuple(_counted(r, tokenizer) for r in every.rows)
+            tail = _CachedTail(rows, every.whole, every.chars)
+            self._put(session_id, {**tails, tokenizer: tail})
         if tail is None or (len(tail.rows) < limit and not tail.whole):
             return None
         self._tails.move_to_end(session_id)
         return tail
-
-    def _keep(self, session_id: str, by_tokenizer: _SessionTails) -> None:
-        """Cache ``by_tokenizer`` for the session (not cached now), within the bounds."""
-        for tail in by_tokenizer.values():
-            extra = len(tail.rows) - TAIL_CACHE_ROWS
-            if extra > 0:
-                tail.chars -= _chars(tail.rows[:extra])
-                del tail.rows[:extra]
-                tail.whole = False
-        self._tails[session_id] = by_tokenizer
-        self._cached_chars += sum(t.chars for t in by_tokenizer.values())
-        while self._tails and (
-            len(self._tails) > TAIL_CACHE_SESSIONS or self._cached_chars > TAIL_CACHE_CHARS
-        ):
-            _, dropped = self._tails.popitem(last=False)
-            self._cached_chars -= sum(t.chars for t in dropped.values())
 
     async def get(self, message_id: int) -> StoredMessage | None:
         """The message with all its stored token counts."""
@@ -303,21 +303,27 @@ class ConversationRepo:
         none when the session's newest messages are cached).
 
         Each has ``tokens[tokenizer]`` when that count is stored, and no other count. The
-        rows may be shared with later calls: read them, do not change them.
+        rows are shared with later calls (they are frozen).
         """
         if limit <= 0:
             return []
         cached = self._cached(session_id, tokenizer, limit)
         if cached is not None:
-            return cached.rows[-limit:]
+            return builtins.list(cached.rows[-limit:])
         rows = await self._db.reader.execute_fetchall(TAIL_SQL, (tokenizer, session_id, limit))
-        out = [_stored(row, {} if row[12] is None else {tokenizer: row[12]}) for row in rows]
+        out = [
+            _stored(row, NO_TOKENS if row[12] is None else MappingProxyType({tokenizer: row[12]}))
+            for row in rows
+        ]
         out.reverse()
-        if out:  # a session with no messages may not exist: nothing is cached for it
-            by_tokenizer = self._tails.get(session_id, {})
-            self.forget(session_id)
-            by_tokenizer[tokenizer] = _CachedTail(list(out), len(out) < limit, _chars(out))
-            self._keep(session_id, by_tokenizer)
+        tails = self._tails.get(session_id, {})
+        kept = tails.get(tokenizer)
+        # A session with no messages may not exist: nothing is cached for it. Cached rows
+        # are current: they are replaced only by more of them (a window wider than the
+        # cache keeps what it holds).
+        if out and (kept is None or len(kept.rows) < min(len(out), TAIL_CACHE_ROWS)):
+            tail = _CachedTail.newest_of(out, len(out) < limit)
+            self._put(session_id, {**tails, tokenizer: tail})
         return out
 
     async def save_tokens(
@@ -326,7 +332,8 @@ class ConversationRepo:
         """Store (message_id, tokenizer, tokens) counts; a count already stored is kept.
 
         ``session_id``: the session all the messages belong to, whose cached rows get the
-        counts; without it, every cached row of those tokenizers is dropped.
+        counts; without it, the cached rows of those tokenizers, and those with every
+        count, are dropped.
         """
         batch = list(rows)
         if not batch:
@@ -338,19 +345,26 @@ class ConversationRepo:
                 batch,
             )
         if session_id is None:
-            tokenizers = {name for _, name, _ in batch}
-            for cached_id, by_tokenizer in list(self._tails.items()):
-                if tokenizers & by_tokenizer.keys():
-                    self.forget(cached_id)
+            # Rows with every count (None) may be missing these counts too.
+            stale = {name for _, name, _ in batch} | {None}
+            for cached_id in [k for k, tails in self._tails.items() if stale & tails.keys()]:
+                self._pop(cached_id)
+            return
+        tails = self._tails.get(session_id)
+        if tails is None:
             return
         counts: dict[int, builtins.list[tuple[str, int]]] = {}
         for mid, name, n in batch:
             counts.setdefault(mid, []).append((name, n))
-        for tokenizer, tail in self._tails.get(session_id, {}).items():
-            for row in tail.rows:
-                for name, n in counts.get(row.id, ()):
-                    if tokenizer is None or tokenizer == name:
-                        row.tokens.setdefault(name, n)  # as INSERT OR IGNORE: the first wins
+        self._put(
+            session_id,
+            {
+                tokenizer: replace(
+                    tail, rows=tuple(_with_counts(row, counts, tokenizer) for row in tail.rows)
+                )
+                for tokenizer, tail in tails.items()
+            },
+        )
 
     async def set_collected(self, message_id: int, collected: bool) -> StoredMessage | None:
         """Set or clear ``is_collected``; the updated message, or None if there is none."""
@@ -362,9 +376,26 @@ class ConversationRepo:
             )
         for row in rows:
             updated = _with_all_tokens(row)
-            self.forget(updated.session_id)
+            self._pop(updated.session_id)
             return updated
         return None
+
+
+def _with_counts(
+    row: StoredMessage, counts: Mapping[int, Sequence[tuple[str, int]]], tokenizer: str | None
+) -> StoredMessage:
+    """``row`` with the new ``counts`` of its message that a ``tokenizer`` row shows (None:
+    all); as INSERT OR IGNORE, a count it has already is kept."""
+    new = counts.get(row.id)
+    if new is None:
+        return row
+    tokens = dict(row.tokens)
+    for name, n in new:
+        if tokenizer is None or tokenizer == name:
+            tokens.setdefault(name, n)
+    if len(tokens) == len(row.tokens):
+        return row
+    return replace(row, tokens=token_counts(tokens))
 
 
 async def _insert(
@@ -402,7 +433,7 @@ async def _insert(
                     turn_index=new.turn_index,
                     status=new.status,
                     created_at=now,
-                    tokens=dict(new.tokens),
+                    tokens=token_counts(new.tokens),
                 )
             )
     token_rows = [(item.id, name, count) for item in stored for name, count in item.tokens.items()]

@@ -15,6 +15,15 @@ BEGIN IMMEDIATE. Reads use the same connection: a second one would have to drop 
 cache after every write (about 15 µs per read here). Only while a write transaction is
 open, its body suspended on something else, do reads go to a second, read-only
 connection, so that they never see uncommitted data.
+
+Repositories keep some reads in memory. One rule keeps those caches what the database
+holds: a write changes a cache only after its transaction committed, in the same step
+(no ``await`` that suspends between the end of ``async with db.transaction()`` and the
+change), and a write that raised leaves the cache alone, since the rollback left the
+database as it was. It holds because statements do not suspend: a read that fills a cache
+cannot be overtaken between its statement and storing the result, and no read runs between
+a commit and the code after it. Should statements move to a thread, that would no longer
+hold and the caches would have to change.
 """
 
 from __future__ import annotations
@@ -125,8 +134,9 @@ class Database:
         self._writer = writer
         self._reader = reader
         self._write_lock = asyncio.Lock()
-        # Called with a session's id once it is deleted: repositories that cache a
-        # session's rows drop them.
+        # Called with a session's id once its creation or deletion committed:
+        # repositories that cache a session's rows start or drop them.
+        self.session_created: list[Callable[[str], None]] = []
         self.session_deleted: list[Callable[[str], None]] = []
 
     @classmethod

@@ -171,11 +171,13 @@ class MemoryRepo:
         width, spacing and a final full stop do not count), that one is returned with
         ``False`` and its ``updated_at`` moves to ``now``: stated again, it is current.
         """
-        try:
-            return await self._add(user_id, content, source_session_id, source_message_id, now)
-        finally:
-            # After the commit: a search that read before it may have marked the user.
-            self._without_memories.discard(user_id)
+        added = await self._add(user_id, content, source_session_id, source_message_id, now)
+        self._has_memories(user_id)
+        return added
+
+    def _has_memories(self, user_id: str) -> None:
+        """Called once a write that gave the user memories committed (store/db.py)."""
+        self._without_memories.discard(user_id)
 
     async def _add(
         self,
@@ -234,12 +236,11 @@ class MemoryRepo:
         memories, are handled as ``add`` does. Every content is checked before anything is
         written: one blank content refuses the whole batch.
         """
-        try:
-            return await self._add_many(
-                user_id, contents, source_session_id, source_message_id, now, timestamps
-            )
-        finally:
-            self._without_memories.discard(user_id)  # as in ``add``
+        added = await self._add_many(
+            user_id, contents, source_session_id, source_message_id, now, timestamps
+        )
+        self._has_memories(user_id)
+        return added
 
     async def _add_many(
         self,

@@ -1,10 +1,25 @@
-"""Rows the store reads and writes. Plain dataclasses: no SQL, no grpc."""
+"""Rows the store reads and writes. Plain dataclasses: no SQL, no grpc.
+
+The rows a repository keeps in memory and hands to every caller (messages, compression
+and session summaries, templates, skills) are frozen, their collections tuples and
+read-only mappings: a caller cannot change what the next caller reads. A cache that has to
+change one replaces it.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 from contextd.core.messages import ChatMessage
+
+NO_TOKENS: Mapping[str, int] = MappingProxyType({})
+
+
+def token_counts(counts: Mapping[str, int]) -> Mapping[str, int]:
+    """A read-only copy of ``counts``."""
+    return MappingProxyType(dict(counts)) if counts else NO_TOKENS
 
 
 @dataclass(slots=True)
@@ -21,9 +36,13 @@ class Session:
     message_count: int = 0
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class StoredMessage:
-    """A conversation row: the message plus what the store knows about it."""
+    """A conversation row: the message plus what the store knows about it.
+
+    ``message`` is a core ChatMessage, not frozen (see contextd.core.messages), and like
+    every message never changed: a changed one is a copy.
+    """
 
     id: int
     session_id: str
@@ -35,8 +54,8 @@ class StoredMessage:
     # "" for complete messages; "partial", "cancelled", "error" for interrupted answers.
     status: str = ""
     created_at: float = 0.0
-    # Token counts known for this message, by tokenizer name.
-    tokens: dict[str, int] = field(default_factory=dict)
+    # Token counts known for this message, by tokenizer name (see ``token_counts``).
+    tokens: Mapping[str, int] = field(default_factory=lambda: NO_TOKENS)
 
 
 @dataclass(slots=True)
@@ -50,18 +69,18 @@ class NewMessage:
     tokens: dict[str, int] = field(default_factory=dict)
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class CompressionSummaryRow:
     id: int
     session_id: str
-    message_ids: list[int]
+    message_ids: tuple[int, ...]
     start_message_id: int
     summary: str
     active: bool = True
     created_at: float = 0.0
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class SessionSummary:
     session_id: str
     user_id: str
@@ -91,7 +110,7 @@ class ScoredMemory:
     recency: float
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class PromptTemplate:
     scenario: str
     system_prompt: str  # may contain {{variable}} placeholders
@@ -100,13 +119,13 @@ class PromptTemplate:
     updated_at: float = 0.0
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Skill:
     name: str
     description: str = ""
     prompt: str = ""
-    # Hosts the skill applies to, e.g. ["excel", "word"]; empty means every host.
-    apps: list[str] = field(default_factory=list)
+    # Hosts the skill applies to, e.g. ("excel", "word"); empty means every host.
+    apps: tuple[str, ...] = ()
     enabled: bool = True
     updated_at: float = 0.0
 

@@ -78,6 +78,8 @@ class SessionRepo:
                     now,
                 ),
             )
+        for note in self._db.session_created:
+            note(session.id)
         return session
 
     async def get(self, session_id: str) -> Session | None:

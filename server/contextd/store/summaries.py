@@ -3,7 +3,8 @@
 A session's active compression summary is read by every turn twice (the window, the
 compression check after it) and changes rarely: it is kept in memory per session, set by
 :meth:`SummaryRepo.add_compression` (the table's only writer in this process, the
-database's only writer) and dropped when the session is deleted.
+database's only writer) and dropped when the session is deleted. Every write changes the
+caches once it committed (the rule in store/db.py).
 
 The user's other sessions' summaries (layer [4]) are read by every turn too: each list is
 kept until a summary it may show changes (:meth:`SummaryRepo.upsert_session_summary` of
@@ -36,7 +37,7 @@ def _compression_from_row(row: Any) -> CompressionSummaryRow:
     return CompressionSummaryRow(
         id=cid,
         session_id=session_id,
-        message_ids=[int(m) for m in json.loads(message_ids)],
+        message_ids=tuple(int(m) for m in json.loads(message_ids)),
         start_message_id=start_message_id,
         summary=summary,
         active=bool(active),
@@ -71,7 +72,6 @@ class SummaryRepo:
         Raises SessionNotFoundError when the session does not exist.
         """
         ids = [int(m) for m in message_ids]
-        self._active.pop(session_id, None)  # until the new one is committed
         async with self._db.transaction() as conn:
             await conn.execute(
                 "UPDATE compression_summaries SET active = 0 WHERE session_id = ? AND active = 1",
@@ -91,8 +91,8 @@ class SummaryRepo:
         return added
 
     async def active_compression(self, session_id: str) -> CompressionSummaryRow | None:
-        """The session's active compression summary; shared with later calls: read it,
-        do not change it."""
+        """The session's active compression summary (shared with later calls: it is
+        frozen)."""
         if session_id in self._active:
             self._active.move_to_end(session_id)
             return self._active[session_id]
@@ -107,20 +107,6 @@ class SummaryRepo:
 
     async def upsert_session_summary(self, session_id: str, user_id: str, summary: str) -> None:
         """Set the session's summary. Raises SessionNotFoundError unless the user owns it."""
-        self._summary_changed(session_id, user_id)
-        try:
-            await self._upsert_session_summary(session_id, user_id, summary)
-        finally:
-            # Again after the commit: a read before it may have kept the old summary.
-            self._summary_changed(session_id, user_id)
-
-    def _summary_changed(self, session_id: str, user_id: str) -> None:
-        lists = self._recent.get(user_id)
-        if lists is not None:
-            for key in [k for k in lists if k[0] != session_id]:
-                del lists[key]
-
-    async def _upsert_session_summary(self, session_id: str, user_id: str, summary: str) -> None:
         async with self._db.transaction() as conn:
             cursor = await conn.execute(
                 "INSERT INTO session_summaries (session_id, user_id, summary, updated_at)"
@@ -131,13 +117,18 @@ class SummaryRepo:
             )
             if cursor.rowcount == 0:
                 raise SessionNotFoundError(session_id)
+        # The lists that may show this summary: all but those leaving the session out.
+        lists = self._recent.get(user_id)
+        if lists is not None:
+            for key in [k for k in lists if k[0] != session_id]:
+                del lists[key]
 
     async def recent_session_summaries(
         self, user_id: str, exclude_session_id: str = "", limit: int = 3
     ) -> list[SessionSummary]:
         """The user's most recently updated non-empty session summaries, newest first,
         leaving out ``exclude_session_id`` (the current session), each with its title.
-        The summaries are shared with later calls: read them, do not change them."""
+        The summaries are shared with later calls (they are frozen)."""
         if limit <= 0:
             return []
         lists = self._recent.get(user_id)
