@@ -19,6 +19,7 @@ from typing import Any
 import grpc
 import grpc.aio
 import pytest
+from contextd.app.session_context import MEMORY_HEADER
 from contextd.v1 import chat_pb2 as cpb
 from contextd.v1 import chat_pb2_grpc, memory_pb2_grpc, sessions_pb2_grpc
 from contextd.v1 import context_pb2 as pb
@@ -209,6 +210,29 @@ def wire(message: dict[str, Any]) -> tuple[str, str]:
     if isinstance(content, list):
         content = "".join(block.get("text", "") for block in content if isinstance(block, dict))
     return message["role"], content or ""
+
+
+def system_text(body: dict[str, Any]) -> str:
+    [system] = [m for m in body["messages"] if m["role"] == "system"]
+    return wire(system)[1]
+
+
+def memory_lines(body: dict[str, Any]) -> list[str]:
+    """The memory layer's items in a model call's system message."""
+    system = system_text(body)
+    if MEMORY_HEADER not in system:
+        return []
+    section = system.split(MEMORY_HEADER, 1)[1].split("\n\n", 1)[0]
+    return [line for line in section.splitlines() if line]
+
+
+SISTER = "The user's sister Ana lives in Lisbon"
+
+
+async def add_memories(live: Live, user: str, *contents: str) -> None:
+    for content in contents:
+        added = await live.memories.AddMemory(mpb.AddMemoryRequest(user_id=user, content=content))
+        assert added.created
 
 
 SEED_KEYS = ["ts", "session_id", "turn", "step", "type", "content", "role", "meta"]
@@ -565,6 +589,50 @@ async def test_repeated_memory_search_stops_at_max_steps(openai_live: Live) -> N
         if message.get("tool_calls"):
             answered = {m.get("tool_call_id") for m in fake.bodies()[-1]["messages"]}
             assert {c["id"] for c in message["tool_calls"]} <= answered
+
+
+async def test_memory_layer_follows_the_question_after_a_memory_search(
+    openai_live: Live,
+) -> None:
+    """The step after the server's memory_search recalls what the user asked about."""
+    live, fake = openai_live, openai_live.fake
+    user = new_user()
+    kayak = "The user paddles a red kayak on weekends"
+    await add_memories(live, user, SISTER, kayak)
+    n = len(fake.requests)
+    fake.script(memory_call_reply("kayak"), oa.text_reply(["In Lisbon."]))
+    events = await run_turn(live, request(user, "Where does my sister live?"))
+    done = completed(events)
+    assert done.status == cpb.TURN_STATUS_OK, done.error_message
+    first, second = fake.bodies()[n], fake.bodies()[n + 1]
+    assert second["messages"][-1]["role"] == "tool"
+    assert kayak in second["messages"][-1]["content"]  # the search found the kayak
+    assert memory_lines(first) == [f"- {SISTER}"]
+    assert memory_lines(second) == [f"- {SISTER}"]
+
+
+async def test_memory_layer_follows_the_question_after_the_hosts_results(
+    openai_live: Live,
+) -> None:
+    live, fake = openai_live, openai_live.fake
+    user = new_user()
+    jacket = "The user keeps a rain jacket for windy days"
+    await add_memories(live, user, SISTER, jacket)
+    n = len(fake.requests)
+    fake.script(weather_call_reply("call_w9"), oa.text_reply(["Take the rain jacket."]))
+    question = "What should I pack to visit my sister?"
+    first = await run_turn(live, request(user, question, tools=[WEATHER]))
+    assert completed(first).status == cpb.TURN_STATUS_REQUIRES_ACTION
+    sid = first[0].turn_started.session_id
+    result = cpb.ToolResult(tool_call_id="call_w9", content="rain, windy, 12 C")
+    second = await run_turn(
+        live, request(user, session_id=sid, tools=[WEATHER], tool_results=[result])
+    )
+    assert completed(second).status == cpb.TURN_STATUS_OK
+    continued = fake.bodies()[n + 1]
+    assert wire(continued["messages"][1]) == ("user", question)
+    assert memory_lines(fake.bodies()[n]) == [f"- {SISTER}"]
+    assert memory_lines(continued) == [f"- {SISTER}"]
 
 
 # -- 4. cancel and deadline mid-stream ------------------------------------------

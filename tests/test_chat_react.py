@@ -11,10 +11,10 @@ from typing import Any
 import grpc
 import grpc.aio
 import pytest
-from contextd.app.session_context import MEMORY_HEADER
 from contextd.core.react import REACT_HEADER
+from contextd.core.tokens import TokenizerRegistry
 from contextd.v1 import chat_pb2 as cpb
-from contextd.v1 import chat_pb2_grpc, memory_pb2_grpc, sessions_pb2_grpc
+from contextd.v1 import chat_pb2_grpc, context_pb2_grpc, memory_pb2_grpc, sessions_pb2_grpc
 from contextd.v1 import context_pb2 as pb
 from contextd.v1 import memory_pb2 as mpb
 
@@ -24,16 +24,20 @@ from tests.fakes.helpers import FAKE_KEY
 from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply
 from tests.test_chat_providers import (
     BIG,
+    SISTER,
     WEATHER,
     Live,
+    add_memories,
     check_seed_shape,
     completed,
     deltas,
     exported,
+    memory_lines,
     new_user,
     request,
     run_turn,
     stored,
+    system_text,
     wire,
 )
 
@@ -88,11 +92,6 @@ async def live(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Live]:
 
 def react_request(user: str, text: str = "", session_id: str = "", **extra: Any) -> Any:
     return request(user, text, session_id, tool_protocol=cpb.TOOL_PROTOCOL_REACT, **extra)
-
-
-def system_text(body: dict[str, Any]) -> str:
-    [system] = [m for m in body["messages"] if m["role"] == "system"]
-    return wire(system)[1]
 
 
 STEP0 = '<thought>I should check what they drink.</thought>\n<action tool="memory_search">coffee'
@@ -345,24 +344,6 @@ async def test_native_is_the_default(live: Live) -> None:
     assert REACT_HEADER not in system_text(body)
 
 
-def memory_lines(body: dict[str, Any]) -> list[str]:
-    """The memory layer's items in a model call's system message."""
-    system = system_text(body)
-    if MEMORY_HEADER not in system:
-        return []
-    section = system.split(MEMORY_HEADER, 1)[1].split("\n\n", 1)[0]
-    return [line for line in section.splitlines() if line]
-
-
-SISTER = "The user's sister Ana lives in Lisbon"
-
-
-async def add_memories(live: Live, user: str, *contents: str) -> None:
-    for content in contents:
-        added = await live.memories.AddMemory(mpb.AddMemoryRequest(user_id=user, content=content))
-        assert added.created
-
-
 async def test_memory_layer_follows_the_question_after_a_memory_search(live: Live) -> None:
     """The step after an observation recalls what the user asked about, not what the
     observation says."""
@@ -406,3 +387,111 @@ async def test_memory_layer_follows_the_question_after_the_hosts_result(live: Li
     assert completed(second).status == cpb.TURN_STATUS_OK
     assert memory_lines(fake.bodies()[n]) == [f"- {SISTER}"]
     assert memory_lines(fake.bodies()[n + 1]) == [f"- {SISTER}"]
+
+
+# -- the prompt budget holds the addendum too -------------------------------------
+
+TOKENIZERS = TokenizerRegistry("cl100k_base")
+PACKING = "<final>" + " ".join(f"Tip {k}: roll the shirts, not fold them." for k in range(30))
+
+
+def sent_tokens(body: dict[str, Any], tokenizer: str) -> int:
+    """Tokens of the messages a model call received, counted as the server counts them."""
+    tok = TOKENIZERS.get(tokenizer)
+    return sum(tok.message_overhead + tok.count(wire(m)[1]) for m in body["messages"])
+
+
+async def session_with_history(live: Live, user: str) -> str:
+    """A ReAct session whose first turn left a long answer in its history."""
+    live.fake.script(oa.text_reply([PACKING + "</final>"]))
+    events = await run_turn(live, react_request(user, "How do I pack?"))
+    assert completed(events).status == cpb.TURN_STATUS_OK
+    return live_sid(events)
+
+
+async def between_budget(live: Live, user: str, sid: str, question: str) -> int:
+    """A budget the next turn's context fits whole, but not with the ReAct addendum
+    (some 200 tokens)."""
+    async with grpc.aio.insecure_channel(live.proc.address) as channel:
+        built = await context_pb2_grpc.ContextServiceStub(channel).BuildMessages(
+            pb.BuildMessagesRequest(
+                session=pb.SessionContext(user_id=user, session_id=sid),
+                user_message=question,
+                token_budget=100_000,
+            )
+        )
+    assert built.report.history_kept == 2 and not built.report.dropped
+    return int(built.report.total_tokens) + 50
+
+
+async def test_the_context_leaves_room_for_the_addendum(live: Live) -> None:
+    fake = live.fake
+    user = new_user()
+    sid = await session_with_history(live, user)
+    question = "And shoes?"
+    budget = await between_budget(live, user, sid, question)
+    n = len(fake.requests)
+    fake.script(
+        oa.text_reply(['<action tool="memory_search">shoes</action>']),
+        oa.text_reply(["<final>One pair.</final>"]),
+    )
+    events = await run_turn(live, react_request(user, question, sid, token_budget=budget))
+    assert completed(events).status == cpb.TURN_STATUS_OK
+    start = events[0].turn_started
+    assert start.context.dropped  # the long answer made room for the protocol
+    estimates = [e.usage.usage.prompt_tokens_estimate for e in events if e.HasField("usage")]
+    assert estimates[0] == start.prompt_tokens_estimate
+    bodies = fake.bodies()[n:]
+    assert len(bodies) == 2 and all(REACT_HEADER in system_text(b) for b in bodies)
+    for body, estimate in zip(bodies, estimates, strict=True):
+        assert sent_tokens(body, start.context.tokenizer) == estimate <= budget
+
+
+async def test_refused_when_the_addendum_does_not_fit(live: Live) -> None:
+    fake = live.fake
+    user = new_user()
+    sid = await session_with_history(live, user)
+    question = "And shoes?"
+    budget = await between_budget(live, user, sid, question)
+    before = await stored(live, user, sid)
+    n = len(fake.requests)
+    refuse = cpb.PROMPT_LIMIT_POLICY_REFUSE
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await run_turn(
+            live,
+            react_request(user, question, sid, token_budget=budget, prompt_limit_policy=refuse),
+        )
+    assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert "with the ReAct instructions does not fit" in (err.value.details() or "")
+    assert f"({budget})" in (err.value.details() or "")
+    assert len(fake.requests) == n  # the model was not called
+    assert await stored(live, user, sid) == before  # nor the question stored
+
+    # Natively (no addendum), the same context fits the same budget.
+    fake.script(oa.text_reply(["One pair."]))
+    native = await run_turn(
+        live, request(user, question, sid, token_budget=budget, prompt_limit_policy=refuse)
+    )
+    assert completed(native).status == cpb.TURN_STATUS_OK
+
+
+async def test_an_addendum_over_the_whole_budget(live: Live) -> None:
+    """Trimmed, only the required parts go (over the budget, as native turns do);
+    refused, nothing does."""
+    fake = live.fake
+    user = new_user()
+    sid = await session_with_history(live, user)
+    refuse = cpb.PROMPT_LIMIT_POLICY_REFUSE
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await run_turn(
+            live, react_request(user, "Shoes?", sid, token_budget=100, prompt_limit_policy=refuse)
+        )
+    assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    n = len(fake.requests)
+    fake.script(oa.text_reply(["<final>One pair.</final>"]))
+    events = await run_turn(live, react_request(user, "Shoes?", sid, token_budget=100))
+    assert completed(events).status == cpb.TURN_STATUS_OK
+    start = events[0].turn_started
+    assert start.context.required_over_budget and start.context.history_kept == 0
+    [body] = fake.bodies()[n:]
+    assert sent_tokens(body, start.context.tokenizer) == start.prompt_tokens_estimate > 100

@@ -1,5 +1,6 @@
 """ChatApp's ReAct turns in-process (real SQLite file, the echo provider): what a turn
-computes once, and what each step's memory layer searches with.
+computes once, what each step's memory layer searches with, and how a host's own list
+leaves room for the protocol addendum.
 
 The echo provider quotes the last user message, so a user message (or a host's result)
 holding an ``<action>`` tag makes the model's step that action."""
@@ -26,8 +27,10 @@ from contextd.app.scope import Caller
 from contextd.app.session_context import MEMORY_HEADER, LayerDefaults, SessionContextBuilder
 from contextd.app.sessions import SessionsApp
 from contextd.core import react
-from contextd.core.messages import Role
-from contextd.core.tokens import Tokenizer, TokenizerRegistry
+from contextd.core.build import BuildRequest, build_messages
+from contextd.core.errors import FailedPrecondition
+from contextd.core.messages import ChatMessage, Role
+from contextd.core.tokens import Tokenizer, TokenizerRegistry, message_tokens
 from contextd.providers.base import ModelEvent, ModelRequest, ToolSpec
 from contextd.providers.echo import EchoProvider
 from contextd.store.catalog import CatalogRepo
@@ -200,3 +203,43 @@ async def test_the_question_is_found_however_many_results_the_turn_has(
         assert len(app.provider.requests) == 41
         for request in app.provider.requests:
             assert memory_lines(request) == [f"- {SISTER}"]
+
+
+async def test_a_prebuilt_list_leaves_room_for_the_addendum(tmp_path: Path) -> None:
+    """The host's own list is fitted to the budget less the addendum, or refused."""
+    tips = " ".join(f"Tip {k}: roll the shirts, not fold them." for k in range(30))
+    history = [ChatMessage(Role.USER, "How do I pack?"), ChatMessage(Role.ASSISTANT, tips)]
+    async with in_process(tmp_path) as app:
+        whole = build_messages(
+            BuildRequest(
+                user_message="Shoes?",
+                token_budget=100_000,
+                tokenizer=app.tokenizer,
+                system_prompts=["Be brief."],
+                history=history,
+            )
+        )
+        budget = whole.report.total_tokens + 50  # the addendum is some 200 tokens
+
+        def prebuilt(refuse: bool) -> ChatTurnRequest:
+            return ChatTurnRequest(
+                Caller("alice"),
+                "",
+                "Shoes?",
+                app.tokenizer,
+                messages=[ChatMessage(Role.SYSTEM, "Be brief."), *history],
+                token_budget=budget,
+                refuse_over_limit=refuse,
+                react=True,
+            )
+
+        with pytest.raises(FailedPrecondition, match="with the ReAct instructions"):
+            await app.turn(prebuilt(True))
+        assert not app.provider.requests
+        events = await app.turn(prebuilt(False))
+        assert completed(events).status is TurnStatus.OK
+        start = started(events)
+        assert start.context.history_kept < len(history)
+        [request] = app.provider.requests
+        sent = sum(message_tokens(m, app.tokenizer) for m in request.messages)
+        assert sent == request.prompt_tokens_estimate == start.prompt_tokens_estimate <= budget

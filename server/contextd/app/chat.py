@@ -42,7 +42,7 @@ from contextd.core.build import BuildReport, BuildRequest, BuildResult, build_me
 from contextd.core.errors import FailedPrecondition, Violations
 from contextd.core.messages import ChatMessage, Role, ToolCall
 from contextd.core.pipeline import DropReason, is_blank
-from contextd.core.tokens import Tokenizer
+from contextd.core.tokens import Tokenizer, message_tokens
 from contextd.providers.base import (
     ModelEvent,
     ModelRequest,
@@ -175,7 +175,8 @@ ChatEvent = TurnStarted | DeltaEvent | ToolCallEvent | UsageEvent | TurnComplete
 
 @dataclass(frozen=True, slots=True)
 class _ReactAddendum:
-    """A ReAct turn's system-prompt addendum and its token count: made once per turn."""
+    """A ReAct turn's system-prompt addendum, made once per turn, and the most tokens it
+    adds to a prompt: the turn's context is fitted to the budget less these."""
 
     text: str
     tokens: int
@@ -200,8 +201,8 @@ class _Turn:
     started: float
     tokenizer: str
     step: int = 0
-    # ReAct: the user message the turn answers, also when it goes on after the host's
-    # results; each step's memory layer searches with it, not with the observation.
+    # The user message the turn answers, also when it goes on after tool results or an
+    # observation: every step's memory layer searches with it.
     question: str = ""
     text: str = ""
     step_start: int = 0  # where the current step's text begins in ``text``
@@ -302,22 +303,20 @@ class ChatApp:
         answered: list[ToolCall] = []
         if continuing:
             answered = await self._store_tool_results(req, session, turn)
+            turn.question = await self._turn_question(session, turn.index, req.tokenizer)
         if continuing and req.react:
             # ReAct: the result is an <observation> user message, built like a user
             # message (not stored yet), then stored.
             [(_, content)] = req.tool_results
             observed = react.observation(content)
-            turn.question = await self._turn_question(session, turn.index, req.tokenizer)
-            result = await self._context(
-                req, session, False, user_message=observed, memory_query=turn.question
-            )
+            result = await self._context(req, turn, False, addendum, user_message=observed)
             await self.sessions.conversation.append(
                 session.id,
                 req.caller.user_id,
                 [self._row(turn, ChatMessage(Role.USER, observed))],
             )
         else:
-            result = await self._context(req, session, continuing)
+            result = await self._context(req, turn, continuing, addendum)
         user_id = ""
         if not continuing:
             # The session was read above: store directly, with token counts.
@@ -326,7 +325,9 @@ class ChatApp:
                 session.id, req.caller.user_id, [user_row]
             )
             user_id = str(stored.id)
-        estimate = result.report.total_tokens + (addendum.tokens if addendum else 0)
+        estimate = result.report.total_tokens
+        if addendum is not None:
+            _, estimate = _react_prompt(result, addendum, req.tokenizer)
         await self._event(
             turn,
             "turn_start",
@@ -388,7 +389,7 @@ class ChatApp:
                 return
             await self._run_memory_tools(req, turn, step_text, calls)
             turn.step += 1
-            result = await self._context(req, turn.session, continuing=True)
+            result = await self._context(req, turn, True, None)
 
     def _row(self, turn: _Turn, message: ChatMessage, status: str = "") -> NewMessage:
         """A message of this turn to store, with its token counts."""
@@ -437,8 +438,7 @@ class ChatApp:
         """The ReAct loop: no native tools; each step's text is parsed for tags."""
         host_tools = {t.name for t in req.tools}
         while True:
-            estimate = result.report.total_tokens + addendum.tokens
-            messages = _with_addendum(result.messages, addendum.text)
+            messages, estimate = _react_prompt(result, addendum, req.tokenizer)
             request = self._model_request(req, messages, (), estimate)
             try:
                 stream = self._begin_step(turn, request)
@@ -477,9 +477,7 @@ class ChatApp:
                     yield item
             turn.step += 1
             # The observation is the next step's user message: built, then stored.
-            result = await self._context(
-                req, turn.session, False, user_message=observed, memory_query=turn.question
-            )
+            result = await self._context(req, turn, False, addendum, user_message=observed)
             await self.sessions.conversation.append(
                 turn.session.id,
                 req.caller.user_id,
@@ -689,42 +687,47 @@ class ChatApp:
     async def _context(
         self,
         req: ChatTurnRequest,
-        session: Session,
+        turn: _Turn,
         continuing: bool,
+        addendum: _ReactAddendum | None,
         user_message: str | None = None,
-        memory_query: str | None = None,
     ) -> BuildResult:
-        """``user_message`` stands in for the request's (a ReAct observation) in session
-        mode, ``memory_query`` for what the memory layer searches with (None: the user
-        message); prebuilt mode always builds from the host's list and message."""
+        """The context of the turn's next step. Session mode: ``user_message`` stands in
+        for the request's (a ReAct observation), and the memory layer searches with the
+        turn's question; prebuilt mode always builds from the host's list and message.
+        A ReAct turn's context leaves room for its ``addendum``."""
         if user_message is None:
             user_message = "" if continuing else req.user_message
         budget = min(
             req.token_budget or self.limits.max_prompt_tokens, self.limits.max_prompt_tokens
         )
+        # At least 1: an addendum as large as the budget leaves only the required parts,
+        # over the budget (and so refused under the refuse policy).
+        fitted = max(budget - addendum.tokens, 1) if addendum else budget
         if req.messages:
-            result = _prebuilt(req, budget)
+            result = _prebuilt(req, fitted)
         else:
             build = await self.builder.build(
                 SessionBuildRequest(
                     caller=req.caller,
-                    session_id=session.id,
+                    session_id=turn.session.id,
                     user_message=user_message,
-                    token_budget=budget,
+                    token_budget=fitted,
                     tokenizer=req.tokenizer,
                     scenario=req.scenario,
                     host=req.host,
                     variables=req.variables,
                     memory=req.memory,
                     continuation=continuing,
-                    memory_query=memory_query,
+                    memory_query=turn.question,
                 ),
-                session,
+                turn.session,
             )
             result = build.result
         if req.refuse_over_limit and _trimmed(result.report):
+            what = "the context with the ReAct instructions" if addendum else "the context"
             raise FailedPrecondition(
-                f"the context does not fit max_prompt_tokens ({budget}); the turn was refused"
+                f"{what} does not fit max_prompt_tokens ({budget}); the turn was refused"
             )
         return result
 
@@ -908,7 +911,21 @@ def _react_addendum(req: ChatTurnRequest) -> _ReactAddendum:
     tools = [react.ReactTool(t.name, t.description, t.parameters) for t in req.tools]
     memory = react.ReactTool(MEMORY_TOOL.name, MEMORY_TOOL.description, MEMORY_TOOL.parameters)
     text = react.addendum([*tools, memory])
-    return _ReactAddendum(text, req.tokenizer.count(text))
+    tok = req.tokenizer
+    # Appended to the system message after a blank line, or a system message of its own
+    # when there is none (see _with_addendum).
+    tokens = max(tok.count("\n\n" + text), tok.message_overhead + tok.count(text))
+    return _ReactAddendum(text, tokens)
+
+
+def _react_prompt(
+    result: BuildResult, addendum: _ReactAddendum, tok: Tokenizer
+) -> tuple[list[ChatMessage], int]:
+    """A ReAct step's messages (the context with the addendum) and their token count."""
+    messages = _with_addendum(result.messages, addendum.text)
+    report = result.report
+    # The system message is the only one the addendum changes: count it again.
+    return messages, report.total_tokens - report.system_tokens + message_tokens(messages[0], tok)
 
 
 def _with_addendum(messages: Sequence[ChatMessage], extra: str) -> list[ChatMessage]:

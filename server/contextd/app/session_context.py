@@ -63,8 +63,9 @@ class SessionBuildRequest:
     overflow_policy: OverflowPolicy = OverflowPolicy.KEEP_REQUIRED
     # Continue after tool results stored in the session: no user message.
     continuation: bool = False
-    # What layer [3] searches the memories with; None: the user message. A ReAct step
-    # whose user message is an observation searches with the turn's question instead.
+    # What layer [3] searches the memories with; None: the user message. A chat step
+    # that goes on after tool results or an observation searches with the turn's
+    # question instead.
     memory_query: str | None = None
 
 
