@@ -26,8 +26,8 @@ def test_frames_round_trip(payloads: list[bytes]) -> None:
 @pytest.mark.parametrize(
     ("body", "error"),
     [
-        (b"\x00\x00\x00", "truncated frame header"),
-        (b"\x00\x00\x00\x00\x05abc", "frame of 5 bytes truncated to 3"),
+        (b"\x00\x00\x00", r"ends inside a frame header \(3 of 5 bytes\)"),
+        (b"\x00\x00\x00\x00\x05abc", "frame 1 declares 5 bytes, 3 follow"),
     ],
 )
 def test_truncated_bodies_are_refused(body: bytes, error: str) -> None:

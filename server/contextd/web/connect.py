@@ -14,12 +14,19 @@ from typing import Any
 
 import grpc
 from aiohttp import web
-from google.protobuf import descriptor_pool, json_format, message_factory
+from google.protobuf import json_format, message_factory
 from google.protobuf.descriptor import MethodDescriptor
 from google.rpc import status_pb2
 
 from contextd.web import framing
-from contextd.web.exchange import CallError, Exchange, Metadata, NativeCall, Outcome
+from contextd.web.exchange import (
+    CallError,
+    Exchange,
+    Metadata,
+    NativeCall,
+    Outcome,
+    method_for,
+)
 from contextd.web.metadata import header_pairs, header_value
 
 UNARY_TYPES = {"application/proto": False, "application/json": True}
@@ -52,7 +59,7 @@ def exchange_for(request: web.Request, cors_headers: dict[str, str]) -> ConnectE
     the method (unary types for unary methods, connect+ types for streaming ones)."""
     streaming = request.content_type in STREAM_TYPES
     json_codec = (STREAM_TYPES if streaming else UNARY_TYPES)[request.content_type]
-    method = _method(request.path)
+    method = method_for(request.path)
     if method is not None and (method.server_streaming or method.client_streaming) != streaming:
         return None
     return ConnectExchange(
@@ -77,21 +84,15 @@ class ConnectExchange(Exchange):
 
     def messages(self, body: bytes) -> list[bytes]:
         encoding_header = "connect-content-encoding" if self._streaming else "content-encoding"
-        if self.request.headers.get(encoding_header, "identity") != "identity":
-            raise CallError(grpc.StatusCode.UNIMPLEMENTED, "compressed requests are not supported")
+        encoding = self.request.headers.get(encoding_header, "identity")
+        if encoding != "identity":
+            raise CallError(
+                grpc.StatusCode.UNIMPLEMENTED,
+                f"content encoding {encoding} is not supported; supported: identity",
+            )
         if not self._streaming:
             return [self._decode(body)]
-        try:
-            envelopes = framing.decode_frames(body)
-        except framing.FramingError as error:
-            raise CallError(
-                grpc.StatusCode.INVALID_ARGUMENT, f"malformed envelope: {error}"
-            ) from None
-        if any(flags != framing.MESSAGE for flags, _ in envelopes):
-            raise CallError(
-                grpc.StatusCode.UNIMPLEMENTED, "flagged request envelopes are not supported"
-            )
-        return [self._decode(payload) for _, payload in envelopes]
+        return [self._decode(payload) for payload in framing.request_messages(body, "Connect")]
 
     def deadline(self) -> float | None:
         raw = self.request.headers.get("connect-timeout-ms")
@@ -106,8 +107,7 @@ class ConnectExchange(Exchange):
     async def respond(self, call: NativeCall) -> web.StreamResponse:
         initial = await call.initial_metadata()
         if self._streaming:
-            response = self.response(200, self.request.content_type, header_pairs(initial))
-            await response.prepare(self.request)
+            response = await self._start_stream(initial)
             async for message in call.responses():
                 await response.write(framing.encode_frame(framing.MESSAGE, self._encode(message)))
             await self._end_stream(response, await call.outcome())
@@ -122,29 +122,34 @@ class ConnectExchange(Exchange):
             )
             return await self._unary_error(failure, initial)
         headers = [*header_pairs(initial), *header_pairs(outcome.trailing_metadata, "trailer-")]
-        response = self.response(200, self.request.content_type, headers)
-        await response.prepare(self.request)
-        await response.write(self._encode(messages[0]))
-        await response.write_eof()
-        return response
+        return await self._unary(200, self.request.content_type, headers, self._encode(messages[0]))
 
     async def refuse(self, error: CallError) -> web.StreamResponse:
         if not self._streaming:
             return await self._unary_error(error.outcome(), [])
-        response = self.response(200, self.request.content_type, [])
-        await response.prepare(self.request)
+        response = await self._start_stream([])
         await self._end_stream(response, error.outcome())
+        return response
+
+    async def _unary(
+        self, status: int, content_type: str, headers: list[tuple[str, str]], body: bytes
+    ) -> web.StreamResponse:
+        response = await self.start(status, content_type, headers)
+        await response.write(body)
+        await response.write_eof()
         return response
 
     async def _unary_error(self, outcome: Outcome, initial: Metadata) -> web.StreamResponse:
         trailing = [(k, v) for k, v in outcome.trailing_metadata if k != _DETAILS_KEY]
         headers = [*header_pairs(initial), *header_pairs(trailing, "trailer-")]
         status = _HTTP_STATUS.get(outcome.code, 500)
-        response = self.response(status, "application/json", headers)
-        await response.prepare(self.request)
-        await response.write(json.dumps(_error(outcome)).encode())
-        await response.write_eof()
-        return response
+        return await self._unary(
+            status, "application/json", headers, json.dumps(_error(outcome)).encode()
+        )
+
+    async def _start_stream(self, initial: Metadata) -> web.StreamResponse:
+        # Always 200: a stream's outcome travels in its end-stream envelope.
+        return await self.start(200, self.request.content_type, header_pairs(initial))
 
     async def _end_stream(self, response: web.StreamResponse, outcome: Outcome) -> None:
         end: dict[str, Any] = {}
@@ -181,16 +186,6 @@ class ConnectExchange(Exchange):
         assert self._method is not None  # a JSON request without it was refused
         message = message_factory.GetMessageClass(self._method.output_type).FromString(payload)
         return json_format.MessageToJson(message, indent=None).encode()
-
-
-def _method(path: str) -> MethodDescriptor | None:
-    service, _, name = path.strip("/").partition("/")
-    try:
-        found = descriptor_pool.Default().FindServiceByName(service)
-    except KeyError:
-        return None
-    method: MethodDescriptor | None = found.methods_by_name.get(name)
-    return method
 
 
 def _error(outcome: Outcome) -> dict[str, Any]:

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 import grpc
 import grpc.aio
 from aiohttp import web
+from google.protobuf import descriptor_pool
+from google.protobuf.descriptor import MethodDescriptor
 
 Metadata = list[tuple[str, str | bytes]]
 
@@ -31,6 +33,18 @@ class CallError(Exception):
 
     def outcome(self) -> Outcome:
         return Outcome(self.code, self.message, [])
+
+
+def method_for(path: str) -> MethodDescriptor | None:
+    """The method at ``/package.Service/Method``, if its descriptor is loaded (every
+    service the native server registers is)."""
+    service, _, name = path.strip("/").partition("/")
+    try:
+        found = descriptor_pool.Default().FindServiceByName(service)
+    except KeyError:
+        return None
+    method: MethodDescriptor | None = found.methods_by_name.get(name)
+    return method
 
 
 class NativeCall:
@@ -103,12 +117,15 @@ class Exchange(abc.ABC):
     async def refuse(self, error: CallError) -> web.StreamResponse:
         """Answer with ``error``'s status; nothing was forwarded."""
 
-    def response(
+    async def start(
         self, status: int, content_type: str, headers: Iterable[tuple[str, str]]
     ) -> web.StreamResponse:
+        """Send the response's status and headers (the CORS ones included); the body
+        follows with ``write``."""
         response = web.StreamResponse(status=status)
         response.content_type = content_type
         response.headers.update(self.cors_headers)
         for name, value in headers:
             response.headers.add(name, value)
+        await response.prepare(self.request)
         return response

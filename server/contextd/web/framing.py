@@ -2,7 +2,8 @@
 
 A frame is one flag byte, a 4-byte big-endian length and the payload. Messages carry
 flag 0x00; the status at the end of a response travels in a frame flagged 0x80 whose
-payload is HTTP/1-style ``name: value`` lines.
+payload is HTTP/1-style ``name: value`` lines. Connect's streaming envelopes share the
+layout (its end of stream is flag 0x02), so both protocols read requests here.
 """
 
 from __future__ import annotations
@@ -12,6 +13,10 @@ import binascii
 import re
 import struct
 from collections.abc import Iterable
+
+import grpc
+
+from contextd.web.exchange import CallError
 
 MESSAGE = 0x00
 COMPRESSED = 0x01
@@ -28,7 +33,7 @@ _TIMEOUT_UNITS = {"H": 3600.0, "M": 60.0, "S": 1.0, "m": 1e-3, "u": 1e-6, "n": 1
 
 
 class FramingError(ValueError):
-    """A request body that is not a sequence of whole gRPC-Web frames."""
+    """A request body that is not a sequence of whole frames."""
 
 
 def encode_frame(flags: int, payload: bytes) -> bytes:
@@ -41,14 +46,46 @@ def decode_frames(body: bytes) -> list[tuple[int, bytes]]:
     offset = 0
     while offset < len(body):
         if len(body) - offset < PREFIX_SIZE:
-            raise FramingError("truncated frame header")
+            raise FramingError(
+                f"the body ends inside a frame header ({len(body) - offset} of {PREFIX_SIZE} bytes)"
+            )
         flags, length = _PREFIX.unpack_from(body, offset)
         offset += PREFIX_SIZE
         if len(body) - offset < length:
-            raise FramingError(f"frame of {length} bytes truncated to {len(body) - offset}")
+            raise FramingError(
+                f"frame {len(frames) + 1} declares {length} bytes, {len(body) - offset} follow"
+            )
         frames.append((flags, body[offset : offset + length]))
         offset += length
     return frames
+
+
+def request_messages(body: bytes, protocol: str, *, text: bool = False) -> list[bytes]:
+    """The messages of a framed request body in ``protocol`` (gRPC-Web, base64 first if
+    ``text``, or Connect streaming): whole frames, every one flagged 0x00.
+
+    Anything else is the client's mistake and refused as INVALID_ARGUMENT, saying what
+    is wrong. A compressed frame counts: neither protocol lets a frame be compressed
+    unless the request declares an encoding, and none is accepted here.
+    """
+    try:
+        frames = decode_frames(decode_text(body) if text else body)
+    except FramingError as error:
+        raise CallError(
+            grpc.StatusCode.INVALID_ARGUMENT, f"malformed {protocol} request: {error}"
+        ) from None
+    for number, (flags, _) in enumerate(frames, start=1):
+        if flags != MESSAGE:
+            problem = (
+                "compressed, but no request compression is supported"
+                if flags & COMPRESSED
+                else "request frames must have flags 0x00"
+            )
+            raise CallError(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"malformed {protocol} request: frame {number} has flags 0x{flags:02x}: {problem}",
+            )
+    return [payload for _, payload in frames]
 
 
 def encode_trailers(trailers: Iterable[tuple[str, str]]) -> bytes:

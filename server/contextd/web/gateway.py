@@ -18,7 +18,7 @@ from aiohttp import web
 
 from contextd.web import connect, grpc_web, metadata
 from contextd.web.cors import CorsPolicy
-from contextd.web.exchange import CallError, Exchange, NativeCall
+from contextd.web.exchange import CallError, Exchange, NativeCall, method_for
 
 log = logging.getLogger("contextd.web")
 
@@ -95,6 +95,7 @@ class WebGateway:
         try:
             body = await self._read_body(request, exchange.body_limit(self._max_body))
             messages = exchange.messages(body)
+            _require_a_message(request.path, messages)
             deadline_s = exchange.deadline()
             if deadline_s == 0:
                 # grpc would read a zero timeout as none at all.
@@ -133,6 +134,16 @@ def _exchange(request: web.Request, cors_headers: dict[str, str]) -> Exchange | 
     if request.content_type in connect.UNARY_TYPES or request.content_type in connect.STREAM_TYPES:
         return connect.exchange_for(request, cors_headers)
     return None
+
+
+def _require_a_message(path: str, messages: list[bytes]) -> None:
+    """A method that takes one request message needs it: a call forwarded without one
+    is left waiting by the native server until its deadline, or for good."""
+    method = method_for(path)
+    if not messages and method is not None and not method.client_streaming:
+        raise CallError(
+            grpc.StatusCode.INVALID_ARGUMENT, f"the request holds no message; {path} takes one"
+        )
 
 
 def _call_metadata(request: web.Request) -> grpc.aio.Metadata:

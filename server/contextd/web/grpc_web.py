@@ -29,18 +29,7 @@ class GrpcWebExchange(Exchange):
         return max_body * 4 // 3 + 4 if self._text else max_body
 
     def messages(self, body: bytes) -> list[bytes]:
-        try:
-            frames = framing.decode_frames(framing.decode_text(body) if self._text else body)
-        except framing.FramingError as error:
-            raise CallError(
-                grpc.StatusCode.INTERNAL, f"malformed gRPC-Web request: {error}"
-            ) from None
-        if any(flags != framing.MESSAGE for flags, _ in frames):
-            raise CallError(
-                grpc.StatusCode.UNIMPLEMENTED,
-                "compressed or flagged request frames are not supported",
-            )
-        return [payload for _, payload in frames]
+        return framing.request_messages(body, "gRPC-Web", text=self._text)
 
     def deadline(self) -> float | None:
         raw = self.request.headers.get("grpc-timeout")
@@ -62,9 +51,7 @@ class GrpcWebExchange(Exchange):
         return response
 
     async def _start(self, initial_metadata: Metadata) -> web.StreamResponse:
-        response = self.response(200, self.request.content_type, header_pairs(initial_metadata))
-        await response.prepare(self.request)
-        return response
+        return await self.start(200, self.request.content_type, header_pairs(initial_metadata))
 
     async def _finish(self, response: web.StreamResponse, outcome: Outcome) -> None:
         trailers = [("grpc-status", str(outcome.code.value[0]))]
