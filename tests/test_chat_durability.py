@@ -243,3 +243,26 @@ async def test_sigkill_mid_stream_then_restart(tmp_path: Path) -> None:
             "turn_end",
         ]
         assert all(e["turn"] == 3 for e in after[len(before) :])
+
+
+def test_a_turns_messages_are_stored_with_its_tokenizers_counts(tmp_path: Path) -> None:
+    """A turn whose tokenizer is not the server's default stores its messages counted
+    under it too: the next turn builds with it and never tokenizes them again."""
+    server = start_server(tmp_path, "--default-tokenizer", "estimate")
+    try:
+        with grpc.insecure_channel(server.address) as channel:
+            chat = chat_pb2_grpc.ChatServiceStub(channel)
+            turn = request(f"u-{uuid.uuid4().hex[:8]}", "How long is a marathon?")
+            turn.tokenizer = "cl100k_base"
+            events = list(chat.StreamChat(turn))
+            assert events[-1].turn_completed.status == cpb.TURN_STATUS_OK
+    finally:
+        server.stop()
+    with sqlite3.connect(tmp_path / DB_FILENAME) as db:
+        rows = db.execute(
+            "SELECT c.role, group_concat(t.tokenizer) FROM conversation c "
+            "JOIN message_tokens t ON t.message_id = c.id GROUP BY c.id ORDER BY c.id"
+        ).fetchall()
+    assert [role for role, _ in rows] == ["user", "assistant"]
+    for _, tokenizers in rows:
+        assert set(tokenizers.split(",")) == {"estimate", "cl100k_base"}

@@ -392,8 +392,9 @@ class ChatApp:
             result = await self._context(req, turn, True, None)
 
     def _row(self, turn: _Turn, message: ChatMessage, status: str = "") -> NewMessage:
-        """A message of this turn to store, with its token counts."""
-        return self.sessions.new_message(message, turn.index, status)
+        """A message of this turn to store, with its token counts (the turn's tokenizer's
+        among them: the next turn builds with it)."""
+        return self.sessions.new_message(message, turn.index, status, turn.tokenizer)
 
     def _model_request(
         self,

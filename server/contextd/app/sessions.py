@@ -102,15 +102,17 @@ class SessionsApp:
         rows = [self.new_message(m, turn_index) for m in messages]
         return await self.conversation.append(session_id, caller.user_id, rows)
 
-    def new_message(self, message: ChatMessage, turn_index: int, status: str = "") -> NewMessage:
-        """A row to store, with its counts under the default tokenizer and the estimate,
-        so that building from the session never tokenizes it again."""
-        default = self.tokenizers.get("")
-        estimate = self.tokenizers.get(ESTIMATE)
-        tokens = {
-            default.name: message_tokens(message, default),
-            estimate.name: message_tokens(message, estimate),
-        }
+    def new_message(
+        self, message: ChatMessage, turn_index: int, status: str = "", tokenizer: str = ""
+    ) -> NewMessage:
+        """A row to store, with its counts under the default tokenizer, the estimate and
+        ``tokenizer`` (a chat turn's), so that building from the session never
+        tokenizes it again."""
+        tokens: dict[str, int] = {}
+        for name in ("", ESTIMATE, tokenizer):
+            tok = self.tokenizers.get(name)
+            if tok.name not in tokens:
+                tokens[tok.name] = message_tokens(message, tok)
         return NewMessage(message, turn_index=turn_index, status=status, tokens=tokens)
 
     async def list_messages(
