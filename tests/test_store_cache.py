@@ -104,8 +104,7 @@ async def test_counts_saved_later_reach_the_cached_rows(db: Database) -> None:
     assert [r.tokens for r in await repo.tail(session.id, 5, "new")] == [{}, {}]
     await repo.save_tokens([(first.id, "new", 7), (first.id, "new", 8)], session.id)
     await assert_tail_matches_disk(db, repo, session.id, "new")
-    # Without the session's id, the cached rows of that tokenizer are dropped.
-    await repo.save_tokens([(second.id, "new", 5)])
+    await repo.save_tokens([(second.id, "new", 5)], session.id)
     await assert_tail_matches_disk(db, repo, session.id, "new")
     assert [r.tokens for r in await repo.tail(session.id, 5, "new")] == [{"new": 7}, {"new": 5}]
 
@@ -398,11 +397,9 @@ async def test_a_window_wider_than_the_cache_leaves_the_cached_rows_in_place(
     assert [r.message.content for r in newest] == [f"m{i}" for i in range(3, 8)]
 
 
-async def test_counts_saved_without_a_session_reach_rows_cached_with_every_count(
-    db: Database,
-) -> None:
+async def test_counts_saved_reach_rows_cached_with_every_count(db: Database) -> None:
     repo = ConversationRepo(db)
     session = await SessionRepo(db).create("alice")  # cached with every count
     [stored] = await repo.append(session.id, "alice", [message(Role.USER, "q", cl=1)])
-    await repo.save_tokens([(stored.id, "new", 4)])
+    await repo.save_tokens([(stored.id, "new", 4)], session.id)
     await assert_tail_matches_disk(db, repo, session.id, "new")

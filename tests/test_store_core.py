@@ -426,9 +426,11 @@ async def test_save_tokens_stores_each_count_once(
 ) -> None:
     session = await sessions.create("alice")
     [a, b] = await conversation.append(session.id, "alice", [user("a", cl=7), user("b")])
-    await conversation.save_tokens([(a.id, "cl", 999), (a.id, "est", 2), (b.id, "cl", 3)])
-    await conversation.save_tokens([(b.id, "cl", 4), (b.id, "cl", 5)])
-    await conversation.save_tokens([])
+    await conversation.save_tokens(
+        [(a.id, "cl", 999), (a.id, "est", 2), (b.id, "cl", 3)], session.id
+    )
+    await conversation.save_tokens([(b.id, "cl", 4), (b.id, "cl", 5)], session.id)
+    await conversation.save_tokens([], session.id)
     got_a, got_b = await conversation.get(a.id), await conversation.get(b.id)
     assert got_a is not None and got_a.tokens == {"cl": 7, "est": 2}  # 7 kept, not 999
     assert got_b is not None and got_b.tokens == {"cl": 3}

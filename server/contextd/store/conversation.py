@@ -326,15 +326,9 @@ class ConversationRepo:
             self._put(session_id, {**tails, tokenizer: tail})
         return out
 
-    async def save_tokens(
-        self, rows: Iterable[tuple[int, str, int]], session_id: str | None = None
-    ) -> None:
-        """Store (message_id, tokenizer, tokens) counts; a count already stored is kept.
-
-        ``session_id``: the session all the messages belong to, whose cached rows get the
-        counts; without it, the cached rows of those tokenizers, and those with every
-        count, are dropped.
-        """
+    async def save_tokens(self, rows: Iterable[tuple[int, str, int]], session_id: str) -> None:
+        """Store (message_id, tokenizer, tokens) counts of messages of ``session_id``,
+        whose cached rows get them too; a count already stored is kept."""
         batch = list(rows)
         if not batch:
             return
@@ -344,12 +338,6 @@ class ConversationRepo:
                 " VALUES (?, ?, ?)",
                 batch,
             )
-        if session_id is None:
-            # Rows with every count (None) may be missing these counts too.
-            stale = {name for _, name, _ in batch} | {None}
-            for cached_id in [k for k, tails in self._tails.items() if stale & tails.keys()]:
-                self._pop(cached_id)
-            return
         tails = self._tails.get(session_id)
         if tails is None:
             return
