@@ -985,3 +985,38 @@ async def test_anthropic_tool_use_turn(anthropic_live: Live) -> None:
     assert result["content"][0]["type"] == "tool_result"
     assert result["content"][0]["tool_use_id"] == "toolu_1"
     assert "sunny, 21 C" in json.dumps(result["content"][0])
+
+
+async def test_a_continuation_refused_for_the_prompt_limit_stores_nothing(
+    openai_live: Live,
+) -> None:
+    """The host's tool results are stored only once the turn's context fits: refused,
+    the same results can be sent again (they are still pending)."""
+    live, fake = openai_live, openai_live.fake
+    user = new_user()
+    fake.script(weather_call_reply("call_r1"))
+    first = await run_turn(live, request(user, "Weather in Oslo?", tools=[WEATHER]))
+    assert completed(first).status == cpb.TURN_STATUS_REQUIRES_ACTION
+    sid = first[0].turn_started.session_id
+    before, events_before = await stored(live, user, sid), await exported(live, user, sid)
+    long_result = " ".join(["cloudy with rain showers and a strong westerly wind"] * 40)
+
+    def continuation(**extra: Any) -> Any:
+        results = [cpb.ToolResult(tool_call_id="call_r1", content=long_result)]
+        return request(user, session_id=sid, tools=[WEATHER], tool_results=results, **extra)
+
+    n = len(fake.requests)
+    refuse = cpb.PROMPT_LIMIT_POLICY_REFUSE
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await run_turn(live, continuation(token_budget=200, prompt_limit_policy=refuse))
+    assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert len(fake.requests) == n  # the model was not called
+    assert await stored(live, user, sid) == before
+    assert await exported(live, user, sid) == events_before
+
+    fake.script(oa.text_reply(["Take a coat."]))
+    events = await run_turn(live, continuation())
+    assert completed(events).status == cpb.TURN_STATUS_OK
+    assert events[0].turn_started.turn_index == 1  # the same turn, continued
+    messages = await stored(live, user, sid)
+    assert [m.message.role for m in messages[len(before) :]] == [pb.ROLE_TOOL, pb.ROLE_ASSISTANT]

@@ -296,13 +296,12 @@ class ChatApp:
         if not history and not continuing:
             await self._event(turn, "session_start", meta=self._config_meta(req))
 
-        # A user message: build first (it is not stored yet, so it is not in the
-        # window twice), then store. Tool results: check and store them first, since
-        # a continuation is built from the stored history that ends with them.
-        # Then call the model.
+        # The input (a user message, tool results, an observation) is built into the
+        # context first, not stored yet, then stored: a turn refused for the prompt
+        # limit stores nothing and can be sent again. Then the model is called.
         answered: list[ToolCall] = []
         if continuing:
-            answered = await self._store_tool_results(req, session, turn)
+            answered, results = await self._tool_results(req, session, turn)
             turn.question = await self._turn_question(session, turn.index, req.tokenizer)
         if continuing and req.react:
             # ReAct: the result is an <observation> user message, built like a user
@@ -315,8 +314,12 @@ class ChatApp:
                 req.caller.user_id,
                 [self._row(turn, ChatMessage(Role.USER, observed))],
             )
+        elif continuing:
+            pending = [row.message for row in results]
+            result = await self._context(req, turn, True, addendum, pending=pending)
+            await self.sessions.conversation.append(session.id, req.caller.user_id, results)
         else:
-            result = await self._context(req, turn, continuing, addendum)
+            result = await self._context(req, turn, False, addendum)
         user_id = ""
         if not continuing:
             # The session was read above: store directly, with token counts.
@@ -692,9 +695,11 @@ class ChatApp:
         continuing: bool,
         addendum: _ReactAddendum | None,
         user_message: str | None = None,
+        pending: Sequence[ChatMessage] = (),
     ) -> BuildResult:
         """The context of the turn's next step. Session mode: ``user_message`` stands in
-        for the request's (a ReAct observation), and the memory layer searches with the
+        for the request's (a ReAct observation), ``pending`` are the host's tool results
+        (not stored yet) the history ends with, and the memory layer searches with the
         turn's question; prebuilt mode always builds from the host's list and message.
         A ReAct turn's context leaves room for its ``addendum``."""
         if user_message is None:
@@ -720,6 +725,7 @@ class ChatApp:
                     variables=req.variables,
                     memory=req.memory,
                     continuation=continuing,
+                    pending=pending,
                     memory_query=turn.question,
                 ),
                 turn.session,
@@ -750,11 +756,12 @@ class ChatApp:
             "",
         )
 
-    async def _store_tool_results(
+    async def _tool_results(
         self, req: ChatTurnRequest, session: Session, turn: _Turn
-    ) -> list[ToolCall]:
+    ) -> tuple[list[ToolCall], list[NewMessage]]:
         """The host's results must answer the calls that ended the previous turn; returns
-        the calls they answer, in their order."""
+        the calls they answer, in their order, and the tool messages to store (none in
+        ReAct mode, where the result becomes an observation)."""
         recent = await self.sessions.conversation.tail(session.id, 64, req.tokenizer.name)
         last = next(
             (k for k in range(len(recent) - 1, -1, -1) if recent[k].message.role is Role.ASSISTANT),
@@ -786,18 +793,14 @@ class ChatApp:
                 v.add(f"tool_results[{k}].tool_call_id", "not a pending call of this session")
             answered.add(call_id)  # the same id twice in one request is refused too
         v.raise_if_any()
+        answers = [open_calls[call_id] for call_id, _ in req.tool_results]
         if req.react:
-            # Stored by the caller as an <observation> user message, after the build.
-            return [open_calls[call_id] for call_id, _ in req.tool_results]
-        await self.sessions.conversation.append(
-            session.id,
-            req.caller.user_id,
-            [
-                self._row(turn, ChatMessage(Role.TOOL, content, tool_call_id=call_id))
-                for call_id, content in req.tool_results
-            ],
-        )
-        return [open_calls[call_id] for call_id, _ in req.tool_results]
+            return answers, []
+        rows = [
+            self._row(turn, ChatMessage(Role.TOOL, content, tool_call_id=call_id))
+            for call_id, content in req.tool_results
+        ]
+        return answers, rows
 
     async def _event(
         self,

@@ -61,8 +61,11 @@ class SessionBuildRequest:
     recent_sessions_limit: int = 0
     output_format: OutputFormat = OutputFormat.NEUTRAL
     overflow_policy: OverflowPolicy = OverflowPolicy.KEEP_REQUIRED
-    # Continue after tool results stored in the session: no user message.
+    # Continue after tool results: no user message. The results are the newest stored
+    # messages, or ``pending`` (a chat turn stores them once the context is built, so
+    # that a refused turn stores nothing).
     continuation: bool = False
+    pending: Sequence[ChatMessage] = ()
     # What layer [3] searches the memories with; None: the user message. A chat step
     # that goes on after tool results or an observation searches with the turn's
     # question instead.
@@ -254,17 +257,19 @@ class SessionContextBuilder:
             if active is not None
             else None
         )
+        pending = list(req.pending)
+        pending_counts = [message_tokens(m, tok) for m in pending]
         limit = FIRST_WINDOW
         while True:
             rows = await self.sessions.conversation.tail(session.id, limit, tok.name)
-            counts = await self._counts(session.id, rows, tok)
+            counts = await self._counts(session.id, rows, tok) + pending_counts
             result = build_messages(
                 BuildRequest(
                     user_message=req.user_message,
                     token_budget=req.token_budget,
                     tokenizer=tok,
                     system_prompts=[system],
-                    history=[r.message for r in rows],
+                    history=[*(r.message for r in rows), *pending],
                     compression_summary=summary,
                     output_format=req.output_format,
                     overflow_policy=req.overflow_policy,
