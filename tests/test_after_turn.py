@@ -16,14 +16,18 @@ import grpc
 import pytest
 from contextd.app.after_turn import AfterTurnRunner, AfterTurnSettings
 from contextd.app.chat import FinishedTurn
+from contextd.app.scope import Caller
+from contextd.app.sessions import SessionsApp
 from contextd.config import Settings
 from contextd.core.memory_facts import RULE_METHOD
 from contextd.core.messages import ChatMessage, Role
+from contextd.core.tokens import TokenizerRegistry
 from contextd.providers.base import Finished, ModelEvent, ModelRequest, TextDelta
 from contextd.providers.echo import EchoProvider
 from contextd.providers.errors import ProviderUnavailable
 from contextd.store.conversation import ConversationRepo
 from contextd.store.db import Database
+from contextd.store.events import EventLog
 from contextd.store.memories import MemoryRepo
 from contextd.store.memory_history import MemoryHistoryRepo
 from contextd.store.models import NewMessage, StoredMessage
@@ -265,6 +269,24 @@ async def test_echo_session_summary_is_an_extract(env: Env) -> None:
     other = await env.session()
     [recent] = await env.summaries.recent_session_summaries(USER, other)
     assert recent.session_id == sid and recent.summary == summary
+
+
+async def test_a_summary_the_host_set_is_kept_after_later_turns(env: Env, tmp_path: Path) -> None:
+    runner = env.runner()
+    sid = await env.session()
+    _, first = await env.turn(sid, 1, "Plan the budget", "echo: ok")
+    await run(runner, first)
+    assert "Plan the budget" in await env.session_summary(sid)  # automatic so far
+    events = EventLog(tmp_path / "history")
+    app = SessionsApp(
+        env.sessions, env.conversation, env.summaries, env.memories, TokenizerRegistry(), events
+    )
+    await app.set_session_summary(Caller(USER), sid, "Q3 budget plan")  # SetSessionSummary
+    await events.aclose()
+    _, second = await env.turn(sid, 2, "Add travel costs", "echo: added")
+    await run(runner, second)
+    assert await env.session_summary(sid) == "Q3 budget plan"
+    assert runner.stats.session_summaries == 1  # the second turn's was not written
 
 
 # --- the model path -------------------------------------------------------------------------

@@ -246,19 +246,21 @@ async def test_other_sessions_summaries_follow_every_summary_write_and_delete(
         return [f"{s.title}: {s.summary}" for s in found]
 
     assert await shown(a.id) == []
-    await summaries.upsert_session_summary(b.id, "alice", "b1")
+    await summaries.upsert_session_summary(b.id, "alice", "b1", by_host=True)
     assert await shown(a.id) == ["B: b1"]
     assert await shown(b.id) == []
-    await summaries.upsert_session_summary(a.id, "alice", "a1")  # not in the list without A
+    await summaries.upsert_session_summary(
+        a.id, "alice", "a1", by_host=True
+    )  # not in the list without A
     assert await shown(a.id) == ["B: b1"]
     assert await shown(b.id) == ["A: a1"]
-    await summaries.upsert_session_summary(c.id, "alice", "c1")
-    await summaries.upsert_session_summary(b.id, "alice", "b2")
+    await summaries.upsert_session_summary(c.id, "alice", "c1", by_host=True)
+    await summaries.upsert_session_summary(b.id, "alice", "b2", by_host=True)
     assert await shown(a.id) == ["B: b2", "C: c1"]
     await sessions.delete(b.id)
     assert await shown(a.id) == ["C: c1"]
     with pytest.raises(LookupError):
-        await summaries.upsert_session_summary(c.id, "mallory", "not hers")
+        await summaries.upsert_session_summary(c.id, "mallory", "not hers", by_host=True)
     assert await shown(a.id) == ["C: c1"]
 
 
@@ -312,7 +314,7 @@ async def test_rows_handed_out_by_the_caches_cannot_be_changed(db: Database) -> 
     with pytest.raises(TypeError):
         row.tokens["cl"] = 99  # type: ignore[index]
     await summaries.add_compression(session.id, [row.id], row.id, "s")
-    await summaries.upsert_session_summary(session.id, "alice", "a talk")
+    await summaries.upsert_session_summary(session.id, "alice", "a talk", by_host=True)
     await catalog.upsert_template("s", "v1")
     await catalog.upsert_skill(Skill("k", "d", "p", ("excel",)))
     active = await summaries.active_compression(session.id)
@@ -341,7 +343,7 @@ async def test_failed_writes_leave_every_cache_as_it_was(
     other = await sessions.create("alice", title="Other")
     [first] = await repo.append(session.id, "alice", [message(Role.USER, "q", cl=1)])
     await summaries.add_compression(session.id, [first.id], first.id, "kept")
-    await summaries.upsert_session_summary(other.id, "alice", "other talk")
+    await summaries.upsert_session_summary(other.id, "alice", "other talk", by_host=True)
     await catalog.upsert_skill(Skill("k", "d", "p", ("excel",)))
     tail = await repo.tail(session.id, 5, "cl")
     active = await summaries.active_compression(session.id)
@@ -352,7 +354,7 @@ async def test_failed_writes_leave_every_cache_as_it_was(
     with pytest.raises(LookupError):
         await repo.append(session.id, "mallory", [message(Role.USER, "not hers")])
     with pytest.raises(LookupError):
-        await summaries.upsert_session_summary(other.id, "mallory", "not hers")
+        await summaries.upsert_session_summary(other.id, "mallory", "not hers", by_host=True)
     with pytest.raises(ValueError):
         await memories.add("alice", "   ")
     await refuse_inserts_into(db, "compression_summaries")

@@ -234,7 +234,7 @@ async def test_delete_cascades_to_messages_tokens_and_summaries(db: Database) ->
     for s in (doomed, kept):
         stored = await conversation.append(s.id, "alice", [user("q", x=1), assistant("a", x=2)])
         await summaries.add_compression(s.id, [stored[0].id], stored[0].id, "sum")
-        await summaries.upsert_session_summary(s.id, "alice", "about q")
+        await summaries.upsert_session_summary(s.id, "alice", "about q", by_host=True)
     assert await sessions.delete(doomed.id) is True
     assert await sessions.get(doomed.id) is None
     for table, column in (
@@ -421,6 +421,24 @@ async def test_tail_cost_follows_the_limit_not_the_session_length(
     assert long_steps <= short_steps * 1.2, (short_steps, long_steps)
 
 
+async def test_an_automatic_session_summary_does_not_replace_the_hosts(
+    db: Database, sessions: SessionRepo
+) -> None:
+    summaries = SummaryRepo(db)
+    session = await sessions.create("alice")
+    other = await sessions.create("alice")
+    assert await summaries.upsert_session_summary(session.id, "alice", "auto 1", by_host=False)
+    assert await summaries.upsert_session_summary(session.id, "alice", "auto 2", by_host=False)
+    assert await summaries.upsert_session_summary(session.id, "alice", "host", by_host=True)
+    assert not await summaries.upsert_session_summary(session.id, "alice", "auto 3", by_host=False)
+    assert await summaries.upsert_session_summary(session.id, "alice", "host 2", by_host=True)
+    [recent] = await summaries.recent_session_summaries("alice", other.id)
+    assert recent.summary == "host 2"
+    for by_host in (False, True):
+        with pytest.raises(SessionNotFoundError):
+            await summaries.upsert_session_summary(session.id, "bob", "x", by_host=by_host)
+
+
 async def test_save_tokens_stores_each_count_once(
     sessions: SessionRepo, conversation: ConversationRepo
 ) -> None:
@@ -491,12 +509,14 @@ async def test_session_summaries_of_recent_other_sessions(
     newer = await sessions.create("alice", title="charts")
     empty = await sessions.create("alice", title="nothing yet")
     bobs = await sessions.create("bob", title="bob's")
-    await summaries.upsert_session_summary(older.id, "alice", "v1")
-    await summaries.upsert_session_summary(newer.id, "alice", "made a chart")
-    await summaries.upsert_session_summary(current.id, "alice", "current one")
-    await summaries.upsert_session_summary(bobs.id, "bob", "bob's summary")
-    await summaries.upsert_session_summary(empty.id, "alice", "")
-    await summaries.upsert_session_summary(older.id, "alice", "planned the budget")  # now newest
+    await summaries.upsert_session_summary(older.id, "alice", "v1", by_host=True)
+    await summaries.upsert_session_summary(newer.id, "alice", "made a chart", by_host=True)
+    await summaries.upsert_session_summary(current.id, "alice", "current one", by_host=True)
+    await summaries.upsert_session_summary(bobs.id, "bob", "bob's summary", by_host=True)
+    await summaries.upsert_session_summary(empty.id, "alice", "", by_host=True)
+    await summaries.upsert_session_summary(
+        older.id, "alice", "planned the budget", by_host=True
+    )  # now newest
 
     recent = await summaries.recent_session_summaries("alice", current.id, 5)
     assert [(s.session_id, s.summary, s.title) for s in recent] == [
@@ -510,9 +530,9 @@ async def test_session_summaries_of_recent_other_sessions(
     ]
     assert await summaries.recent_session_summaries("alice", current.id, 0) == []
     with pytest.raises(SessionNotFoundError):
-        await summaries.upsert_session_summary(bobs.id, "alice", "not mine")
+        await summaries.upsert_session_summary(bobs.id, "alice", "not mine", by_host=True)
     with pytest.raises(SessionNotFoundError):
-        await summaries.upsert_session_summary("missing", "alice", "x")
+        await summaries.upsert_session_summary("missing", "alice", "x", by_host=True)
     bob_recent = await summaries.recent_session_summaries("bob", "", 5)
     assert [s.summary for s in bob_recent] == ["bob's summary"]
 

@@ -483,8 +483,10 @@ class AfterTurnRunner:
             summary = extractive_session_summary(
                 first_text, exchange.user.message.content, exchange.answer, s.session_summary_chars
             )
-        await self.summaries.upsert_session_summary(turn.session_id, turn.user_id, summary)
-        self.stats.session_summaries += 1
+        if await self.summaries.upsert_session_summary(
+            turn.session_id, turn.user_id, summary, by_host=False
+        ):
+            self.stats.session_summaries += 1
 
     # --- the model ------------------------------------------------------------------------
 

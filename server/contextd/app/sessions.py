@@ -155,7 +155,9 @@ class SessionsApp:
         if is_blank(summary):
             raise InvalidArgument.one("summary", "the summary text must not be blank")
         await self.get(caller, session_id)
-        await self.summaries.upsert_session_summary(session_id, caller.user_id, summary)
+        await self.summaries.upsert_session_summary(
+            session_id, caller.user_id, summary, by_host=True
+        )
 
     async def collect(
         self, caller: Caller, message_id: str, uncollect: bool, remember: bool

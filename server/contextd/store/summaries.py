@@ -105,23 +105,35 @@ class SummaryRepo:
         self._remember(session_id, active)
         return active
 
-    async def upsert_session_summary(self, session_id: str, user_id: str, summary: str) -> None:
-        """Set the session's summary. Raises SessionNotFoundError unless the user owns it."""
+    async def upsert_session_summary(
+        self, session_id: str, user_id: str, summary: str, by_host: bool
+    ) -> bool:
+        """Set the session's summary; an automatic one (``by_host`` False) does not replace
+        one the host set. Returns whether it was set. Raises SessionNotFoundError unless
+        the user owns the session."""
         async with self._db.transaction() as conn:
             cursor = await conn.execute(
-                "INSERT INTO session_summaries (session_id, user_id, summary, updated_at)"
-                " SELECT id, user_id, ?, ? FROM sessions WHERE id = ? AND user_id = ?"
-                " ON CONFLICT (session_id) DO UPDATE"
-                " SET summary = excluded.summary, updated_at = excluded.updated_at",
-                (summary, time.time(), session_id, user_id),
+                "INSERT INTO session_summaries (session_id, user_id, summary, updated_at,"
+                " set_by_host) SELECT id, user_id, ?, ?, ? FROM sessions WHERE id = ?"
+                " AND user_id = ? ON CONFLICT (session_id) DO UPDATE"
+                " SET summary = excluded.summary, updated_at = excluded.updated_at,"
+                " set_by_host = excluded.set_by_host"
+                " WHERE excluded.set_by_host = 1 OR session_summaries.set_by_host = 0",
+                (summary, time.time(), int(by_host), session_id, user_id),
             )
             if cursor.rowcount == 0:
-                raise SessionNotFoundError(session_id)
+                owned = await conn.execute_fetchall(
+                    "SELECT 1 FROM sessions WHERE id = ? AND user_id = ?", (session_id, user_id)
+                )
+                if not owned:
+                    raise SessionNotFoundError(session_id)
+                return False  # the host's summary stays
         # The lists that may show this summary: all but those leaving the session out.
         lists = self._recent.get(user_id)
         if lists is not None:
             for key in [k for k in lists if k[0] != session_id]:
                 del lists[key]
+        return True
 
     async def recent_session_summaries(
         self, user_id: str, exclude_session_id: str = "", limit: int = 3
