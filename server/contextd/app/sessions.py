@@ -55,10 +55,9 @@ class SessionsApp:
             if not key.strip() or len(key) > MAX_TEXT:
                 v.add(f"metadata[{key!r}]", f"keys must be 1-{MAX_TEXT} non-blank characters")
         v.raise_if_any()
-        session = await self.sessions.create(
+        return await self.sessions.create(
             caller.user_id, scenario, host, title, dict(metadata or {})
         )
-        return session
 
     async def get(self, caller: Caller, session_id: str) -> Session:
         if not session_id:
