@@ -290,14 +290,9 @@ class AfterTurnRunner:
 
     async def _exchange(self, turn: FinishedTurn) -> _Exchange | None:
         """The turn's user message and its answer (the text of its assistant messages)."""
-        limit = 16
-        while True:
-            rows = await self._newest(turn, limit)
-            complete = len(rows) < limit or (rows and rows[0].turn_index < turn.turn_index)
-            if complete or limit >= 1024:
-                break
-            limit *= 4
-        mine = [r for r in rows if r.turn_index == turn.turn_index]
+        mine = await self.conversation.turn_messages(
+            turn.session_id, turn.turn_index, turn.tokenizer
+        )
         user = next((r for r in mine if r.message.role is Role.USER), None)
         if user is None:
             return None

@@ -31,11 +31,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from contextd.app.scope import Caller
-from contextd.app.session_context import (
-    FIRST_WINDOW,
-    SessionBuildRequest,
-    SessionContextBuilder,
-)
+from contextd.app.session_context import SessionBuildRequest, SessionContextBuilder
 from contextd.app.sessions import SessionsApp
 from contextd.core import react
 from contextd.core.build import BuildReport, BuildRequest, BuildResult, build_messages
@@ -740,21 +736,9 @@ class ChatApp:
 
     async def _turn_question(self, session: Session, turn_index: int, tok: Tokenizer) -> str:
         """The user message that began the turn: its first user message (the turn's
-        observations come after it), read back from the newest messages as far as needed."""
-        limit = FIRST_WINDOW
-        while True:
-            rows = await self.sessions.conversation.tail(session.id, limit, tok.name)
-            if len(rows) < limit or rows[0].turn_index < turn_index:
-                break
-            limit *= 4
-        return next(
-            (
-                r.message.content
-                for r in rows
-                if r.turn_index == turn_index and r.message.role is Role.USER
-            ),
-            "",
-        )
+        observations come after it)."""
+        rows = await self.sessions.conversation.turn_messages(session.id, turn_index, tok.name)
+        return next((r.message.content for r in rows if r.message.role is Role.USER), "")
 
     async def _tool_results(
         self, req: ChatTurnRequest, session: Session, turn: _Turn

@@ -326,6 +326,19 @@ class ConversationRepo:
             self._put(session_id, {**tails, tokenizer: tail})
         return out
 
+    async def turn_messages(
+        self, session_id: str, turn_index: int, tokenizer: str, at_most: int = 1024
+    ) -> builtins.list[StoredMessage]:
+        """The messages of turn ``turn_index`` among the session's newest ``at_most``, oldest
+        first (as ``tail`` reads them), read back from the newest only as far as needed."""
+        limit = min(16, at_most)
+        while True:
+            rows = await self.tail(session_id, limit, tokenizer)
+            if len(rows) < limit or rows[0].turn_index < turn_index or limit >= at_most:
+                break
+            limit = min(limit * 4, at_most)
+        return [r for r in rows if r.turn_index == turn_index]
+
     async def save_tokens(self, rows: Iterable[tuple[int, str, int]], session_id: str) -> None:
         """Store (message_id, tokenizer, tokens) counts of messages of ``session_id``,
         whose cached rows get them too; a count already stored is kept."""
