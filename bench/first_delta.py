@@ -1,6 +1,6 @@
 """Time to first delta through contextd, minus the fake provider's time to first byte.
 
-Three processes: this client; a fake OpenAI-compatible server (``tests.fakes``, this
+Three processes: this client; a fake OpenAI-compatible server (``tests.support.fakes``, this
 script with ``--fake``); contextd itself (``python -m contextd serve --provider
 openai --provider-base-url http://127.0.0.1:<fake>/v1``, a fake key in
 ``CONTEXTD_OPENAI_API_KEY``, log level INFO as served). The fake streams a scripted
@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for tests.fakes
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for tests.support.fakes
 
 import grpc
 import grpc.aio
@@ -61,9 +61,9 @@ from aiohttp import web
 from contextd.v1 import chat_pb2 as cpb
 from contextd.v1 import context_pb2 as pb
 
-from tests.fakes.helpers import FAKE_KEY
-from tests.fakes.llm_server import FakeLLMServer, Frame, Reply, StreamReply
-from tests.fakes.openai_sse import split, text_frames
+from tests.support.fakes.helpers import FAKE_KEY
+from tests.support.fakes.llm_server import FakeLLMServer, Frame, Reply, StreamReply
+from tests.support.fakes.openai_sse import split, text_frames
 
 NAME = "first_delta"
 TARGET_MS = 5.0

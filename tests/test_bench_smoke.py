@@ -8,11 +8,12 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parent.parent / "bench"
+from tests.support.paths import ROOT
+
+BENCH = ROOT / "bench"
 SCRIPTS = (
     "build_vs_echo",
     "trim_vs_langchain",

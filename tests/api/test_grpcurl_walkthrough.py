@@ -1,0 +1,159 @@
+"""The README's grpcurl walkthrough, command by command, against a live server.
+
+Each ```sh block of "## Debugging with grpcurl" runs through bash exactly as written
+(line continuations and heredocs included), with the README's address replaced by
+the test server's, grpcurl from this environment on PATH, and the ids bound by
+earlier outputs (`"$SESSION"` and the like) as shell variables. Its exit status and
+output must be what the README shows after it (see tests/readme_walkthrough.py).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+from contextd.v1 import chat_pb2, context_pb2, memory_pb2, prompts_pb2, sessions_pb2
+
+from tests.support import grpcurl
+from tests.support.paths import ROOT
+from tests.support.server import ServerProcess, start_server
+from tests.support.walkthrough import (
+    Mismatch,
+    Step,
+    expected_values,
+    match_json,
+    match_text,
+    parse_stream,
+    read,
+)
+
+README = ROOT / "README.md"
+HEADING = "## Debugging with grpcurl"
+README_ADDRESS = "127.0.0.1:50151"
+GRPCURL_ERROR_BASE = 64  # grpcurl exits with 64 + the gRPC status code
+STEPS = read(README, HEADING)
+
+
+@pytest.fixture(scope="module")
+def walkthrough_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """A server of its own: the walkthrough's outputs assume an empty database."""
+    server = start_server(tmp_path_factory.mktemp("walkthrough"))
+    yield server
+    server.stop()
+
+
+def expected_status(step: Step) -> int:
+    """0, or for an output that shows grpcurl's ERROR block, 64 + the code shown."""
+    shown = re.search(r"^\s*Code: (\w+)$", step.output, re.MULTILINE)
+    if step.output_kind != "text" or not step.output.startswith("ERROR:") or shown is None:
+        return 0
+    name = re.sub(r"(?<!^)(?=[A-Z])", "_", shown[1]).upper()
+    code: int = grpc.StatusCode[name].value[0]
+    return GRPCURL_ERROR_BASE + code
+
+
+def run_step(step: Step, address: str, bound: dict[str, str]) -> None:
+    where = f"README.md line {step.line}"
+    assert step.command.startswith("grpcurl -plaintext "), f"{where}: not a grpcurl command"
+    assert README_ADDRESS in step.command, f"{where}: the command must name {README_ADDRESS}"
+    grpcurl_dir = str(Path(grpcurl.binary()).parent)
+    env = {**os.environ, **bound, "PATH": grpcurl_dir + os.pathsep + os.environ["PATH"]}
+    result = subprocess.run(
+        ["bash", "-c", "set -euo pipefail\n" + step.command.replace(README_ADDRESS, address)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    status = expected_status(step)
+    assert result.returncode == status, (
+        f"{where}: exit status {result.returncode}, the README implies {status}\n{result.stderr}"
+    )
+    try:
+        if step.output_kind == "json":
+            match_json(expected_values(step.output), parse_stream(result.stdout), bound)
+        elif step.output_kind == "text":
+            match_text(step.output, result.stderr if status else result.stdout)
+    except Mismatch as error:
+        raise AssertionError(f"{where}: {error}\n--- actual output ---\n{result.stdout}") from None
+
+
+def test_every_command_runs_and_prints_what_the_readme_shows(
+    walkthrough_server: ServerProcess,
+) -> None:
+    bound: dict[str, str] = {}
+    for step in STEPS:
+        run_step(step, walkthrough_server.address, bound)
+    assert set(bound) >= {"SESSION", "ANSWER", "MEMORY"}
+
+
+def test_the_walkthrough_calls_every_rpc() -> None:
+    modules = (context_pb2, chat_pb2, sessions_pb2, memory_pb2, prompts_pb2)
+    every_rpc = {
+        f"{service.full_name}/{method.name}"
+        for module in modules
+        for service in module.DESCRIPTOR.services_by_name.values()
+        for method in service.methods
+    }
+    called = {
+        word for step in STEPS for word in step.command.split() if word.startswith("contextd.v1.")
+    }
+    assert every_rpc - called == set()
+    commands = " ".join(step.command for step in STEPS)
+    for extra in (" list", " describe contextd.v1.", "grpc.health.v1.Health/Check"):
+        assert extra in commands
+
+
+def test_every_command_shows_its_output() -> None:
+    assert [step.line for step in STEPS if step.output_kind is None] == []
+
+
+def test_the_bad_request_is_expected_to_fail() -> None:
+    assert any(expected_status(step) == GRPCURL_ERROR_BASE + 3 for step in STEPS)
+
+
+# The matcher itself: what it must reject, so that a README drift cannot pass.
+
+
+def test_a_changed_value_fails() -> None:
+    with pytest.raises(Mismatch, match=r"\$.report.total_tokens"):
+        match_json({"report": {"total_tokens": 25}}, {"report": {"total_tokens": 26}}, {})
+
+
+def test_a_field_not_shown_fails_unless_elided() -> None:
+    with pytest.raises(Mismatch, match="not shown"):
+        match_json({"a": 1}, {"a": 1, "b": 2}, {})
+    match_json(*expected_values('{\n  "a": 1,\n  ...\n}'), {"a": 1, "b": 2}, {})
+
+
+def test_a_missing_field_fails_even_when_elided() -> None:
+    with pytest.raises(Mismatch, match="missing"):
+        match_json(*expected_values('{"a": 1,\n...\n}'), {"b": 2}, {})
+
+
+def test_variables_bind_once_and_must_repeat() -> None:
+    bound: dict[str, str] = {}
+    match_json(["$ID", "$ID"], ["x1", "x1"], bound)
+    assert bound == {"ID": "x1"}
+    with pytest.raises(Mismatch, match=r"\$ID is 'x1'"):
+        match_json(["$ID", "$ID"], ["x1", "x2"], {})
+
+
+def test_elided_stream_items_and_text() -> None:
+    expected = expected_values('{"a": 1}\n...\n{"c": "tail ..."}')
+    match_json(expected, [{"a": 1}, {"b": 2}, {"b": 3}, {"c": "tail end"}], {})
+    with pytest.raises(Mismatch):
+        match_json(expected, [{"a": 1}, {"c": "other"}], {})
+    with pytest.raises(Mismatch, match="more items"):
+        match_json([1], [1, 2], {})
+
+
+def test_text_lines_must_appear_in_order() -> None:
+    match_text("ERROR:\n  Code: NotFound", "ERROR:\n  Code: NotFound\n  Message: gone")
+    with pytest.raises(Mismatch):
+        match_text("  Code: NotFound\nERROR:", "ERROR:\n  Code: NotFound")

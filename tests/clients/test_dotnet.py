@@ -1,0 +1,428 @@
+"""Checks of the .NET client (clients/dotnet) that need no .NET SDK.
+
+No .NET SDK can be installed on this project's machines, so `dotnet build` never runs
+here. What runs instead: protoc's own C# generator over every proto (the code Grpc.Tools
+generates at build time), the project files checked against the repository, and the
+wrapper and the VB sample checked against the RPCs and the generated names.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import re
+import shutil
+import subprocess
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import grpc_tools
+import pytest
+from google.protobuf.descriptor import FileDescriptor
+
+from tests.support.paths import ROOT
+
+PROTO_ROOT = ROOT / "protos"
+PROTO_DIR = PROTO_ROOT / "contextd" / "v1"
+DOTNET = ROOT / "clients" / "dotnet"
+LIBRARY = DOTNET / "Contextd.Client"
+WRAPPER = LIBRARY / "ContextdClient.cs"
+SAMPLE = DOTNET / "Contextd.Sample.VB" / "Program.vb"
+README = DOTNET / "README.md"
+REQUIRED_PACKAGES = {
+    "Google.Protobuf",
+    "Grpc.Net.Client",
+    "Grpc.Net.Client.Web",
+    "Grpc.StatusProto",
+    "Grpc.Tools",
+}
+
+
+@dataclass(frozen=True)
+class Rpc:
+    service: str
+    name: str
+    request: str
+    response: str
+    server_streaming: bool
+
+
+@dataclass
+class GeneratedCSharp:
+    """Names protoc's C# generator produced: message classes, their properties, enums."""
+
+    files: dict[str, str] = field(default_factory=dict)
+    properties: dict[str, set[str]] = field(default_factory=dict)
+    enums: dict[str, set[str]] = field(default_factory=dict)
+
+
+def _proto_files() -> list[Path]:
+    return sorted(PROTO_DIR.glob("*.proto"))
+
+
+def _file_descriptors() -> list[FileDescriptor]:
+    # The server's generated modules; test_contract keeps them identical to protos/.
+    return [
+        importlib.import_module(f"contextd.v1.{proto.stem}_pb2").DESCRIPTOR
+        for proto in _proto_files()
+    ]
+
+
+def _rpcs() -> list[Rpc]:
+    return [
+        Rpc(
+            service.name,
+            method.name,
+            method.input_type.name,
+            method.output_type.name,
+            method.server_streaming,
+        )
+        for descriptor in _file_descriptors()
+        for service in descriptor.services_by_name.values()
+        for method in service.methods
+    ]
+
+
+def _csharp_file_name(proto: Path) -> str:
+    """protoc's C# output name: the proto's base name in PascalCase."""
+    return "".join(part[:1].upper() + part[1:] for part in proto.stem.split("_")) + ".cs"
+
+
+def _protoc() -> str:
+    protoc = shutil.which("protoc")
+    if protoc is None:
+        message = "protoc (Debian package protobuf-compiler) is not installed"
+        if os.environ.get("CI"):
+            pytest.fail(message + "; .ci/run installs it")
+        pytest.skip(message)
+    return protoc
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory: pytest.TempPathFactory) -> GeneratedCSharp:
+    out = tmp_path_factory.mktemp("csharp")
+    well_known = Path(grpc_tools.__file__).parent / "_proto"
+    result = subprocess.run(
+        [
+            _protoc(),
+            f"-I{PROTO_ROOT}",
+            f"-I{well_known}",
+            f"--csharp_out={out}",
+            *[str(proto.relative_to(PROTO_ROOT)) for proto in _proto_files()],
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    code = GeneratedCSharp()
+    for path in sorted(out.iterdir()):
+        text = path.read_text()
+        code.files[path.name] = text
+        code.properties.update(_message_properties(text))
+        code.enums.update(_enums(text))
+    return code
+
+
+def _message_properties(text: str) -> dict[str, set[str]]:
+    starts = list(re.finditer(r"public sealed partial class (\w+) : pb::IMessage<\1>", text))
+    found: dict[str, set[str]] = {}
+    for i, start in enumerate(starts):
+        end = starts[i + 1].start() if i + 1 < len(starts) else len(text)
+        body = text[start.end() : end]
+        found[start.group(1)] = set(
+            re.findall(
+                r"^\s*public (?!static |const |sealed |enum )[\w.:<>, ]+ (\w+) \{$", body, re.M
+            )
+        )
+    return found
+
+
+def _enums(text: str) -> dict[str, set[str]]:
+    return {
+        match.group(1): set(re.findall(r"(\w+) = -?\d+", match.group(2)))
+        for match in re.finditer(r"public enum (\w+) \{$(.*?)^\s*\}$", text, re.S | re.M)
+    }
+
+
+# (1) protoc's C# generator accepts every proto, one file each, in the csharp_namespace.
+
+
+def test_protoc_generates_one_csharp_file_per_proto_in_its_namespace(
+    generated: GeneratedCSharp,
+) -> None:
+    descriptors = {d.name.rsplit("/", 1)[-1]: d for d in _file_descriptors()}
+    assert set(generated.files) == {_csharp_file_name(p) for p in _proto_files()}
+    for proto in _proto_files():
+        descriptor = descriptors[proto.name]
+        namespace = descriptor.GetOptions().csharp_namespace
+        assert namespace == "Contextd.V1", f"{proto.name} lacks option csharp_namespace"
+        text = generated.files[_csharp_file_name(proto)]
+        assert re.search(rf"^namespace {re.escape(namespace)} \{{$", text, re.M), proto.name
+        for message in descriptor.message_types_by_name:
+            assert message in generated.properties, f"{message} of {proto.name} not generated"
+
+
+def test_wrapper_imports_the_generated_namespace() -> None:
+    namespaces = {d.GetOptions().csharp_namespace for d in _file_descriptors()}
+    source = WRAPPER.read_text()
+    for namespace in namespaces:
+        assert re.search(rf"^using {re.escape(namespace)};$", source, re.M)
+
+
+def _vb_code() -> dict[str, str]:
+    """The VB sample and every VB snippet of the README, by name."""
+    code = {SAMPLE.name: SAMPLE.read_text()}
+    snippets = re.findall(r"^```vb\n(.*?)^```$", README.read_text(), re.M | re.S)
+    assert len(snippets) >= 8, "the README shows VB per main call"
+    for i, snippet in enumerate(snippets):
+        code[f"README snippet {i + 1}"] = snippet
+    return code
+
+
+def _options_properties() -> set[str]:
+    source = (LIBRARY / "ContextdClientOptions.cs").read_text()
+    return set(re.findall(r"public [\w.<>?, ]+ (\w+) \{ get;", source))
+
+
+@pytest.mark.parametrize("name", list(_vb_code()))
+def test_vb_code_uses_only_generated_types_properties_and_enum_members(
+    generated: GeneratedCSharp, name: str
+) -> None:
+    vb = _vb_code()[name]
+    types = {**generated.properties, "ContextdClientOptions": _options_properties()}
+    # New X With { .A = ..., .B = New Y With { ... } }: every X and each of its .A exists.
+    for match in re.finditer(r"New (\w+) With \{", vb):
+        type_name = match.group(1)
+        assert type_name in types, f"{type_name} is neither a generated message nor the options"
+        for field_name in _initializer_fields(vb, match.end()):
+            assert field_name in types[type_name], f"{type_name} has no {field_name}"
+    for type_name in re.findall(r"New (\w+(?:Request|Response))\(\)", vb):
+        assert type_name in types, f"{type_name} is not a generated message"
+    # Enum members, the oneof case included: TurnStatus.[Error], EventOneofCase.TextDelta.
+    for enum, member in re.findall(r"(?=\b(\w+)\.\[?(\w+)\]?)", vb):
+        if enum in generated.enums:
+            assert member in generated.enums[enum], f"{enum} has no member {member}"
+
+
+def test_vb_code_checks_see_the_sample_requests(generated: GeneratedCSharp) -> None:
+    sample = SAMPLE.read_text()
+    initializers = re.findall(r"New (\w+) With \{", sample)
+    assert set(initializers) >= {
+        "CreateSessionRequest",
+        "SessionContext",
+        "BuildMessagesRequest",
+        "StreamChatRequest",
+        "CollectRequest",
+    }
+    enums = [e for e, _ in re.findall(r"(?=\b(\w+)\.\[?(\w+)\]?)", sample) if e in generated.enums]
+    assert {"EventOneofCase", "TurnStatus", "OutputFormat"} <= set(enums)
+
+
+# Members of .NET and the gRPC packages the VB code uses besides contextd's own names.
+BCL_MEMBERS = {
+    "Add",  # RepeatedField / MapField
+    "AppendText",
+    "Cancel",
+    "CancelKeyPress",
+    "Core",
+    "Count",
+    "Error",
+    "FromMinutes",
+    "FromSeconds",
+    "GetAwaiter",
+    "GetEnvironmentVariable",
+    "GetResult",
+    "GrpcWebText",
+    "InvalidArgument",
+    "IsNullOrEmpty",
+    "Join",
+    "Select",
+    "StatusCode",
+    "Token",
+    "Write",
+    "WriteLine",
+}
+
+
+@pytest.mark.parametrize("name", list(_vb_code()))
+def test_vb_code_reads_only_members_that_exist(generated: GeneratedCSharp, name: str) -> None:
+    """A misspelt response property (`.TotalToken`) is caught here, not only by a compiler."""
+    library = "\n".join(p.read_text() for p in LIBRARY.glob("*.cs"))
+    known = (
+        BCL_MEMBERS
+        | set(re.findall(r"public [\w.<>?, ]+ (\w+)\b", library))
+        | {member for members in generated.properties.values() for member in members}
+        | {member for members in generated.enums.values() for member in members}
+        | set(generated.properties)
+        | set(generated.enums)
+    )
+    code = [line for line in _vb_code()[name].splitlines() if not line.startswith("Imports ")]
+    # Comments go; a quote inside a string literal is not a comment.
+    text = "\n".join(re.sub(r"(^|\s)'[^\"]*$", "", line) for line in code)
+    used = set(re.findall(r"\.\[?([A-Z]\w*)", text))
+    assert used, name
+    assert used <= known, f"{name} uses unknown members {sorted(used - known)}"
+
+
+def _initializer_fields(source: str, start: int) -> list[str]:
+    """The `.Name =` assignments at the top level of a VB `With { ... }` block."""
+    depth, names, i = 1, [], start
+    while depth:
+        char = source[i]
+        if char == "{":
+            depth += 1
+        elif char == "}":
+            depth -= 1
+        elif depth == 1 and char == ".":
+            member = re.match(r"\.(\w+)\s*=", source[i:])
+            if member and not source[i - 1].isalnum():
+                names.append(member.group(1))
+        i += 1
+    return names
+
+
+# (2) The project files are well formed and point at what exists in the repository.
+
+
+def _project_files() -> list[Path]:
+    return sorted(p for ext in ("*.csproj", "*.vbproj", "*.props") for p in DOTNET.rglob(ext))
+
+
+def test_every_project_file_is_well_formed_xml() -> None:
+    files = _project_files()
+    assert {p.name for p in files} >= {"Contextd.Client.csproj", "Contextd.Sample.VB.vbproj"}
+    for path in files:
+        root = ET.parse(path).getroot()
+        assert root.tag == "Project", path
+        for reference in root.iter("ProjectReference"):
+            target = (path.parent / reference.attrib["Include"]).resolve()
+            assert target.is_file(), f"{path.name} references missing {target}"
+
+
+def test_library_generates_stubs_from_the_repository_protos() -> None:
+    project = ET.parse(LIBRARY / "Contextd.Client.csproj").getroot()
+    items = list(project.iter("Protobuf"))
+    assert items, "no <Protobuf> item: Grpc.Tools would generate nothing"
+    covered: set[Path] = set()
+    for item in items:
+        assert item.attrib.get("GrpcServices") == "Client"
+        assert (LIBRARY / item.attrib["ProtoRoot"]).resolve() == PROTO_ROOT
+        covered |= {p.resolve() for p in LIBRARY.glob(item.attrib["Include"])}
+    assert covered == {p.resolve() for p in _proto_files()}
+
+
+def test_library_package_references() -> None:
+    project = ET.parse(LIBRARY / "Contextd.Client.csproj").getroot()
+    references = {ref.attrib["Include"]: ref for ref in project.iter("PackageReference")}
+    assert set(references) >= REQUIRED_PACKAGES
+    for name, ref in references.items():
+        assert re.fullmatch(r"\d+\.\d+\.\d+", ref.attrib.get("Version", "")), name
+    tools = references["Grpc.Tools"]
+    private = tools.attrib.get("PrivateAssets") or tools.findtext("PrivateAssets")
+    assert private == "all", "Grpc.Tools must not flow to the add-in"
+    frameworks = project.findtext("PropertyGroup/TargetFrameworks", "").split(";")
+    assert "netstandard2.0" in frameworks, ".NET Framework 4.8 add-ins need netstandard2.0"
+    # Async streams on netstandard2.0: a C# 8+ compiler and IAsyncEnumerable from a package.
+    language = project.findtext("PropertyGroup/LangVersion", "default")
+    numeric = re.fullmatch(r"\d+(\.\d+)?", language)
+    assert language in {"latest", "preview"} or (numeric and float(language) >= 8), language
+    async_interfaces = [
+        group
+        for group in project.iter("ItemGroup")
+        if "netstandard2.0" in group.attrib.get("Condition", "")
+        for ref in group.iter("PackageReference")
+        if ref.attrib["Include"] == "Microsoft.Bcl.AsyncInterfaces"
+    ]
+    assert async_interfaces, "netstandard2.0 needs Microsoft.Bcl.AsyncInterfaces"
+
+
+def test_solution_lists_every_project_with_its_configurations() -> None:
+    solutions = sorted(DOTNET.rglob("*.sln"))
+    assert solutions
+    for solution in solutions:
+        text = solution.read_text()
+        assert text.lstrip("\ufeff\r\n").startswith(
+            "Microsoft Visual Studio Solution File, Format Version 12.00"
+        )
+        projects = re.findall(
+            r'^Project\("\{[0-9A-F-]{36}\}"\) = "([^"]+)", "([^"]+)", "\{([0-9A-F-]{36})\}"\s*$',
+            text,
+            re.M,
+        )
+        assert text.count("\nProject(") == len(projects) == text.count("\nEndProject")
+        listed = {(solution.parent / path.replace("\\", "/")).resolve() for _, path, _ in projects}
+        on_disk = {p.resolve() for p in _project_files() if p.suffix != ".props"}
+        assert listed == on_disk
+        for _, _, guid in projects:
+            assert f"{{{guid}}}.Debug|Any CPU.Build.0" in text
+            assert f"{{{guid}}}.Release|Any CPU.Build.0" in text
+
+
+# (3) The wrapper covers every RPC, and the README says so.
+
+
+def _wrapped_in_readme() -> dict[tuple[str, str], list[str]]:
+    rows = re.findall(r"^\| `(\w+Service)` \| `(\w+)` \| (.+?) \|$", README.read_text(), re.M)
+    return {(service, rpc): re.findall(r"`(\w+)`", methods) for service, rpc, methods in rows}
+
+
+def _client_fields(source: str) -> dict[str, str]:
+    """Service name -> the wrapper field holding its generated client."""
+    return dict(re.findall(r"private readonly (\w+)\.\1Client (_\w+);", source))
+
+
+def _method_body(source: str, signature: re.Pattern[str]) -> str:
+    match = signature.search(source)
+    assert match, f"no method matching {signature.pattern}"
+    end = source.find("\n\n", match.end())
+    return source[match.start() : end]
+
+
+def test_readme_lists_every_rpc_of_the_protos() -> None:
+    claimed = _wrapped_in_readme()
+    assert set(claimed) == {(rpc.service, rpc.name) for rpc in _rpcs()}
+
+
+def test_wrapper_has_a_method_per_rpc_that_calls_it() -> None:
+    source = WRAPPER.read_text()
+    fields = _client_fields(source)
+    rpcs = _rpcs()
+    assert {rpc.service for rpc in rpcs} == set(fields)
+    for rpc in rpcs:
+        call = f"{fields[rpc.service]}.{rpc.name}"
+        if rpc.server_streaming:
+            signature = re.compile(
+                rf"public IAsyncEnumerable<{rpc.response}> {rpc.name}\({rpc.request} request,"
+            )
+            body = _method_body(source, signature)
+            assert f"{call}(request," in body, f"{rpc.name} does not call {call}"
+        else:
+            signature = re.compile(
+                rf"public Task<{rpc.response}> {rpc.name}Async\({rpc.request} request, "
+                r"CancellationToken cancellationToken = default\)"
+            )
+            body = _method_body(source, signature)
+            assert f"{call}Async(request," in body, f"{rpc.name}Async does not call {call}Async"
+
+
+def test_every_method_the_readme_names_exists_in_the_wrapper() -> None:
+    public = set(re.findall(r"^\s*public (?!sealed )[\w<>?, ]+ (\w+)\(", WRAPPER.read_text(), re.M))
+    for (service, rpc), methods in _wrapped_in_readme().items():
+        assert methods, f"{service}.{rpc} names no method"
+        for method in methods:
+            assert method in public, f"README names {method} for {rpc}; the wrapper has none"
+
+
+def test_vb_code_calls_only_methods_the_wrapper_has() -> None:
+    public = set(re.findall(r"^\s*public (?!sealed )[\w<>?, ]+ (\w+)\(", WRAPPER.read_text(), re.M))
+    calls = {name: set(re.findall(r"\bclient\.(\w+)\(", vb)) for name, vb in _vb_code().items()}
+    assert calls[SAMPLE.name] >= {
+        "CreateSessionAsync",
+        "BuildMessagesAsync",
+        "StreamChatAsync",
+        "CollectAsync",
+    }
+    for name, called in calls.items():
+        assert called <= public, f"{name} calls {called - public}"

@@ -1,0 +1,89 @@
+"""A ChatApp wired in-process to a real SQLite file and a recording echo provider."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from contextd.app.chat import (
+    ChatApp,
+    ChatEvent,
+    ChatLimits,
+    ChatTurnRequest,
+)
+from contextd.app.scope import Caller
+from contextd.app.session_context import LayerDefaults, SessionContextBuilder
+from contextd.app.sessions import SessionsApp
+from contextd.core.tokens import Tokenizer, TokenizerRegistry
+from contextd.providers.base import ModelEvent, ModelRequest, ToolSpec
+from contextd.providers.echo import EchoProvider
+from contextd.store.catalog import CatalogRepo
+from contextd.store.conversation import ConversationRepo
+from contextd.store.db import DB_FILENAME, Database
+from contextd.store.events import EventLog
+from contextd.store.memories import MemoryRepo
+from contextd.store.sessions import SessionRepo
+from contextd.store.summaries import SummaryRepo
+
+
+class RecordingEcho(EchoProvider):
+    """The echo provider, keeping every request it answers."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.requests: list[ModelRequest] = []
+
+    async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
+        self.requests.append(request)
+        async for event in super().stream(request):
+            yield event
+
+
+@dataclass
+class App:
+    chat: ChatApp
+    memories: MemoryRepo
+    provider: RecordingEcho
+    tokenizer: Tokenizer
+
+    def request(
+        self,
+        text: str = "",
+        session_id: str = "",
+        tools: Sequence[ToolSpec] = (),
+        tool_results: Sequence[tuple[str, str]] = (),
+    ) -> ChatTurnRequest:
+        return ChatTurnRequest(
+            Caller("alice"),
+            session_id,
+            text,
+            self.tokenizer,
+            tools=tools,
+            tool_results=tool_results,
+            react=True,
+        )
+
+    async def turn(self, req: ChatTurnRequest) -> list[ChatEvent]:
+        return [event async for event in self.chat.run(req)]
+
+
+@asynccontextmanager
+async def in_process(data_dir: Path) -> AsyncIterator[App]:
+    db = await Database.open(data_dir / DB_FILENAME)
+    tokenizers = TokenizerRegistry("cl100k_base")
+    memories, summaries = MemoryRepo(db), SummaryRepo(db)
+    events = EventLog(data_dir / "history")
+    sessions = SessionsApp(
+        SessionRepo(db), ConversationRepo(db), summaries, memories, tokenizers, events
+    )
+    defaults = LayerDefaults("You are a test.", "", True, 5, 3)
+    builder = SessionContextBuilder(defaults, sessions, CatalogRepo(db), memories, summaries)
+    provider = RecordingEcho()
+    chat = ChatApp(sessions, builder, memories, events, provider, ChatLimits(8000, 6000, 4))
+    try:
+        yield App(chat, memories, provider, tokenizers.get("cl100k_base"))
+    finally:
+        await events.aclose()
+        await db.close()
