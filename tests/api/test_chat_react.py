@@ -1,4 +1,4 @@
-"""StreamChat with tool_protocol REACT (seed 003's tags) through a real contextd process
+"""StreamChat with tool_protocol REACT (the ReAct tags) through a real contextd process
 talking to the fake OpenAI server."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from tests.support.chat_live import (
     WEATHER,
     Live,
     add_memories,
-    check_seed_shape,
+    check_event_shape,
     completed,
     deltas,
     exported,
@@ -145,7 +145,7 @@ async def test_memory_search_in_two_react_steps(live: Live) -> None:
     sid = events[0].turn_started.session_id
     lines = live.history_file(sid).read_text(encoding="utf-8").splitlines()
     log = [json.loads(line) for line in lines]
-    check_seed_shape(log, sid)
+    check_event_shape(log, sid)
     assert log == await exported(live, user, sid)
     turn = log[1:]
     assert [(e["type"], e.get("step")) for e in turn] == [
@@ -254,7 +254,7 @@ async def test_host_tool_action_requires_action_then_continues(live: Live) -> No
     ]
     assert pending.id == f"react_{messages[1].message.id}"
     log = await exported(live, user, sid)
-    check_seed_shape(log, sid)
+    check_event_shape(log, sid)
     assert [(e["type"], e.get("step")) for e in log[1:]] == [
         ("turn_start", None),
         ("assistant", 0),
@@ -297,7 +297,7 @@ async def test_unknown_tool_gets_an_error_observation(live: Live) -> None:
     assert "memory_search" in content
     sid = events[0].turn_started.session_id
     log = await exported(live, user, sid)
-    check_seed_shape(log, sid)
+    check_event_shape(log, sid)
     assert [e["type"] for e in log[1:]] == [
         "turn_start",
         "assistant",

@@ -36,12 +36,12 @@ def test_health_serving(address: str) -> None:
 
 
 def test_assemble_prompt(address: str) -> None:
-    out = grpcurl.call(address, f"{SERVICE}/AssemblePrompt", {"layers": scenarios.LAYERS_S1})
-    scenarios.check_prompt_s1(out["system_prompt"])
-    assert [layer["name"] for layer in out["layers"]] == list(scenarios.LAYERS_S1)
+    out = grpcurl.call(address, f"{SERVICE}/AssemblePrompt", {"layers": scenarios.LAYERS_ALL})
+    scenarios.check_prompt_all_layers(out["system_prompt"])
+    assert [layer["name"] for layer in out["layers"]] == list(scenarios.LAYERS_ALL)
 
 
-def test_build_messages_seed_000_s2(address: str) -> None:
+def test_build_messages_trims_the_oldest_first(address: str) -> None:
     out = grpcurl.call(
         address,
         f"{SERVICE}/BuildMessages",

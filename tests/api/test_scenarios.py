@@ -1,4 +1,5 @@
-"""Seeds 000, 001 and 002 through a real server on a free port, via the Python SDK."""
+"""The acceptance scenarios of the budget rule, the prompt layers and the message pipeline,
+through a real server on a free port, via the Python SDK."""
 
 from __future__ import annotations
 
@@ -37,23 +38,23 @@ def test_estimates(client: ContextClient) -> None:
 
 def test_required_over_budget_can_fail(client: ContextClient) -> None:
     with pytest.raises(ContextdError) as err:
-        build(client, {**scenarios.SEED_000[4].request, "on_overflow": "fail"})
+        build(client, {**scenarios.BUDGET_CASES[4].request, "on_overflow": "fail"})
     assert err.value.code.name == "FAILED_PRECONDITION"
 
 
-def test_prompt_s1(client: ContextClient) -> None:
-    scenarios.check_prompt_s1(client.assemble_prompt(**scenarios.LAYERS_S1).system_prompt)
+def test_prompt_all_layers_in_order(client: ContextClient) -> None:
+    scenarios.check_prompt_all_layers(client.assemble_prompt(**scenarios.LAYERS_ALL).system_prompt)
 
 
-@pytest.mark.parametrize("layers", [scenarios.LAYERS_S2, scenarios.LAYERS_S3])
+@pytest.mark.parametrize("layers", [scenarios.LAYERS_IDENTITY_ONLY, scenarios.LAYERS_BLANKS])
 def test_prompt_blank_layers_skipped(client: ContextClient, layers: dict[str, str]) -> None:
     result = client.assemble_prompt(**layers)
-    scenarios.check_prompt_s2_s3(result.system_prompt)
+    scenarios.check_prompt_identity_only(result.system_prompt)
     assert [x.name for x in result.layers if x.included] == ["identity"]
 
 
-def test_seed_002_claude_adapter(client: ContextClient) -> None:
-    result = build(client, {**scenarios.SEED_002[0].request, "output_format": "anthropic"})
+def test_anthropic_adapter_on_the_pipeline_example(client: ContextClient) -> None:
+    result = build(client, {**scenarios.PIPELINE_CASES[0].request, "output_format": "anthropic"})
     assert result.payload["system"].endswith("用户执行了 ls 命令，查看了目录内容")
     assert [m["role"] for m in result.payload["messages"]] == ["user", "assistant", "user"]
 

@@ -73,7 +73,7 @@ def code_of(call: Any) -> grpc.StatusCode:
     return err.value.code()  # type: ignore[no-any-return]
 
 
-# --- seed 004 -------------------------------------------------------------------------------
+# --- session mode: context layers, stored conversation, Collect -----------------------------------
 
 
 @pytest.fixture(scope="module")
@@ -245,11 +245,11 @@ def test_collect(api: Stubs) -> None:
     assert violations(err.value) == ["message_id"]
 
 
-def test_seed_002_compression_on_a_stored_session(api: Stubs) -> None:
+def test_compression_summary_on_a_stored_session(api: Stubs) -> None:
     uid = new_user()
     session = create(api, uid)
     history = []
-    for m in scenarios.SEED_002_HISTORY:
+    for m in scenarios.PIPELINE_HISTORY:
         history.append(
             pb.Message(
                 role={"user": pb.ROLE_USER, "assistant": pb.ROLE_ASSISTANT, "tool": pb.ROLE_TOOL}[
@@ -268,13 +268,13 @@ def test_seed_002_compression_on_a_stored_session(api: Stubs) -> None:
             session_id=session.id,
             message_ids=ids[:4],
             start_message_id=ids[0],
-            summary=scenarios.SEED_002_SUMMARY["summary"],
+            summary=scenarios.PIPELINE_SUMMARY["summary"],
         )
     )
     reply = build(api, uid, session.id, "继续")
     contents = [m.content for m in reply.messages]
     assert contents[1] == "[Previous conversation summary]\n\n" + str(
-        scenarios.SEED_002_SUMMARY["summary"]
+        scenarios.PIPELINE_SUMMARY["summary"]
     )
     assert contents[2:] == ["再执行 pwd", "", "/home/user", "继续"]
     assert reply.messages[3].tool_calls[0].id == "call_2"

@@ -255,7 +255,7 @@ def estimate(text: str) -> int:
     return max(1, math.ceil(len(text.encode("utf-8")) / 4)) if text else 0
 
 
-def seed_rule(req: BuildRequest) -> list[ChatMessage] | None:
+def budget_rule(req: BuildRequest) -> list[ChatMessage] | None:
     """Seed 000's rule, written out plainly; None when FAIL should raise."""
     system = "\n".join(p for p in req.system_prompts if p.strip())
     left = req.token_budget - estimate(system) - estimate(req.user_message)
@@ -277,8 +277,8 @@ def seed_rule(req: BuildRequest) -> list[ChatMessage] | None:
 
 @PROPERTY_SETTINGS
 @given(plain_requests())
-def test_plain_history_follows_seed_rule(req: BuildRequest) -> None:
-    expected = seed_rule(req)
+def test_plain_history_follows_the_budget_rule(req: BuildRequest) -> None:
+    expected = budget_rule(req)
     if expected is None:
         with pytest.raises(BudgetExceeded):
             build_messages(req)

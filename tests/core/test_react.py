@@ -1,4 +1,4 @@
-"""core.react: seed 003's tag protocol, parsed and described."""
+"""core.react: the ReAct tag protocol, parsed and described."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Seeds 000, 001 and 002 against core/ directly (no server)."""
+"""The acceptance scenarios of the budget rule, the prompt layers and the message pipeline,
+against core/ directly (no server)."""
 
 from __future__ import annotations
 
@@ -27,18 +28,18 @@ def test_estimate_message_tokens(text: str, tokens: int) -> None:
 
 
 def test_required_over_budget_can_fail() -> None:
-    request = {**scenarios.SEED_000[4].request, "on_overflow": "fail"}
+    request = {**scenarios.BUDGET_CASES[4].request, "on_overflow": "fail"}
     with pytest.raises(BudgetExceeded, match="exceed token_budget 120"):
         build(request)
 
 
-def test_prompt_s1_order() -> None:
-    scenarios.check_prompt_s1(assemble_system_prompt(PromptLayers(**scenarios.LAYERS_S1)))
+def test_prompt_all_layers_in_order() -> None:
+    scenarios.check_prompt_all_layers(assemble_system_prompt(PromptLayers(**scenarios.LAYERS_ALL)))
 
 
-@pytest.mark.parametrize("layers", [scenarios.LAYERS_S2, scenarios.LAYERS_S3])
+@pytest.mark.parametrize("layers", [scenarios.LAYERS_IDENTITY_ONLY, scenarios.LAYERS_BLANKS])
 def test_prompt_blank_layers_skipped(layers: dict[str, str]) -> None:
-    scenarios.check_prompt_s2_s3(assemble_system_prompt(PromptLayers(**layers)))
+    scenarios.check_prompt_identity_only(assemble_system_prompt(PromptLayers(**layers)))
 
 
 @pytest.mark.parametrize("identity", ["", "  ", "\n\t"])
@@ -48,8 +49,8 @@ def test_prompt_blank_identity_rejected(identity: str) -> None:
     assert [v.field for v in err.value.violations] == ["layers.identity"]
 
 
-def test_seed_002_claude_adapter_takes_system_apart() -> None:
-    request = {**scenarios.SEED_002[0].request, "output_format": "anthropic"}
+def test_anthropic_adapter_takes_the_system_prompt_apart() -> None:
+    request = {**scenarios.PIPELINE_CASES[0].request, "output_format": "anthropic"}
     _messages, payload, _report = build(request)
     assert payload is not None
     assert payload["system"] == (
@@ -76,8 +77,8 @@ def test_seed_002_claude_adapter_takes_system_apart() -> None:
     ]
 
 
-def test_seed_002_openai_adapter_keeps_messages() -> None:
-    request = {**scenarios.SEED_002[0].request, "output_format": "openai"}
+def test_openai_adapter_keeps_the_messages() -> None:
+    request = {**scenarios.PIPELINE_CASES[0].request, "output_format": "openai"}
     _messages, payload, _report = build(request)
     assert payload is not None
     assert [m["role"] for m in payload["messages"]] == [

@@ -1,4 +1,4 @@
-"""The JSONL event log (seed 003) on real files: format, ordering, torn lines, crashes."""
+"""The JSONL event log (docs/chat.md) on real files: format, ordering, torn lines, crashes."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 from contextd.store.events import EventLog, event_tokens, format_ts
 
-# The example of seed 003, verbatim.
-SEED_003_EXAMPLE = r"""
+# A documented example of a whole session, line by line.
+EVENT_LOG_EXAMPLE = r"""
 {"ts":"2024-05-10T12:00:00Z","session_id":"sess_x","type":"session_start","meta":{"mode":"interactive","model":"deepseek-chat","tokenizer":"cl100k_base"}}
 {"ts":"2024-05-10T12:00:05Z","session_id":"sess_x","turn":1,"type":"turn_start","content":"帮我读 README","meta":{"tokens":{"prompt":12}}}
 {"ts":"2024-05-10T12:00:06Z","session_id":"sess_x","turn":1,"step":0,"type":"assistant","content":"<thought>需要 read...</thought><action tool=\"read\">...","meta":{"tokens":{"prompt":120,"completion":35,"total":155}}}
@@ -50,7 +50,7 @@ async def log(tmp_path: Path) -> AsyncIterator[EventLog]:
     await event_log.aclose()
 
 
-async def test_seed_003_example_through_the_api(log: EventLog) -> None:
+async def test_the_documented_example_through_the_api(log: EventLog) -> None:
     """The example sequence written through append has the example's keys, key order and
     omissions line by line, and the same values but for ts and session_id."""
     sid = new_id()
@@ -97,13 +97,13 @@ async def test_seed_003_example_through_the_api(log: EventLog) -> None:
     last = await log.append(sid, "session_end", ts=t0 + 300.5)
 
     ours = lines_of(log.path(sid))
-    seed = [json.loads(line) for line in SEED_003_EXAMPLE.strip().splitlines()]
-    assert len(ours) == len(seed)
-    for number, (mine, theirs) in enumerate(zip(ours, seed, strict=True), start=1):
+    example = [json.loads(line) for line in EVENT_LOG_EXAMPLE.strip().splitlines()]
+    assert len(ours) == len(example)
+    for number, (mine, theirs) in enumerate(zip(ours, example, strict=True), start=1):
         canonical = [k for k in KEY_ORDER if k in theirs]
         assert list(mine) == canonical, f"line {number}"
         if theirs["type"] != "observation":
-            # The seed's observation line alone puts meta before content; every other
+            # The example's observation line alone puts meta before content; every other
             # line follows the field list's order, which the log always writes.
             assert list(theirs) == canonical, f"line {number}"
         assert {k: v for k, v in mine.items() if k not in ("ts", "session_id")} == {

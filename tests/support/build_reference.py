@@ -90,7 +90,7 @@ def required_messages(
 
 
 def trim_reference(msgs: Sequence[ChatMessage], room: int, tok: Tokenizer) -> int:
-    """Seed 000 over units: start of the longest suffix of whole units that fits in room."""
+    """The budget rule over units: start of the longest suffix of whole units that fits in room."""
     start = len(msgs)
     while start > 0:
         unit = unit_start(msgs, start - 1)

@@ -23,6 +23,7 @@ from tests.support.fakes.llm_server import (
     FakeLLMServer,
     RecordedRequest,
     Reply,
+    StreamReply,
 )
 from tests.support.server import ServerProcess
 
@@ -168,13 +169,13 @@ async def add_memories(live: Live, user: str, *contents: str) -> None:
         assert added.created
 
 
-SEED_KEYS = ["ts", "session_id", "turn", "step", "type", "content", "role", "meta"]
+EVENT_KEYS = ["ts", "session_id", "turn", "step", "type", "content", "role", "meta"]
 
 
-def check_seed_shape(events: list[dict[str, Any]], session_id: str) -> None:
-    """Every line has seed 003's fields, in its order, with their types."""
+def check_event_shape(events: list[dict[str, Any]], session_id: str) -> None:
+    """Every line has the event log's fields, in their order, with their types."""
     for e in events:
-        assert [k for k in SEED_KEYS if k in e] == list(e), f"keys out of order: {e}"
+        assert [k for k in EVENT_KEYS if k in e] == list(e), f"keys out of order: {e}"
         assert e["session_id"] == session_id
         assert isinstance(e["ts"], str) and e["ts"].endswith("Z")
         assert e["type"] in {
@@ -203,3 +204,56 @@ def check_seed_shape(events: list[dict[str, Any]], session_id: str) -> None:
             meta = e["meta"]
             assert {"status", "stepCount", "durationMs", "tokens"} <= set(meta)
             assert isinstance(meta["durationMs"], int) and meta["durationMs"] >= 0
+
+
+WEATHER_ARGS = '{"city": "Paris", "unit": "celsius"}'
+
+
+def weather_call_reply(call_id: str = "call_w1") -> StreamReply:
+    return StreamReply(
+        oa.tool_call_frames([(call_id, "get_weather", WEATHER_ARGS)], pieces=6, usage=(40, 25))
+    )
+
+
+def memory_call_reply(query: str, call_id: str = "call_m1") -> StreamReply:
+    args = json.dumps({"query": query})
+    return StreamReply(oa.tool_call_frames([(call_id, "memory_search", args)], usage=(30, 9)))
+
+
+def slow_text(pieces: list[str], delay: float) -> StreamReply:
+    frames = oa.text_frames(pieces)
+    return StreamReply(frames, frame_delay=delay)
+
+
+async def wait_disconnects(fake: FakeLLMServer, count: int, within: float) -> float:
+    deadline = time.monotonic() + within
+    while len(fake.disconnects) < count:
+        assert time.monotonic() < deadline, "the provider stream was not closed"
+        await asyncio.sleep(0.01)
+    return fake.disconnects[count - 1].at
+
+
+async def check_interrupted(live: Live, user: str, sid: str, text: str, status: str) -> None:
+    async def partial() -> Any:
+        messages = await stored(live, user, sid)
+        return messages if len(messages) == 2 else None
+
+    messages = await eventually(partial)
+    assert messages, "the partial answer was not stored"
+    assert [(m.message.role, m.status) for m in messages] == [
+        (pb.ROLE_USER, ""),
+        (pb.ROLE_ASSISTANT, status),
+    ]
+    assert messages[1].message.content == text
+
+    async def ended() -> Any:
+        events = await exported(live, user, sid)
+        return events if events and events[-1]["type"] == "turn_end" else None
+
+    events = await eventually(ended)
+    assert events, "no turn_end in the event log"
+    check_event_shape(events, sid)
+    assert events[-1]["meta"]["status"] == status
+    assert [e["type"] for e in events] == ["session_start", "turn_start", "turn_end"]
+    # The interrupted call's prompt was sent: the turn counts it.
+    assert events[-1]["meta"]["tokens"]["prompt"] == events[1]["meta"]["tokens"]["prompt"] > 0

@@ -1,4 +1,5 @@
-"""The scenarios of seeds 000, 001 and 002 as data, run against core/ and the live server.
+"""Acceptance scenarios as data, run against core/ and the live server: the budget rule,
+the prompt layers, and the message pipeline.
 
 Each build case is a request in the SDK's plain-dict form plus a check over the
 result's messages (role/content/tool dicts) and report fields.
@@ -30,10 +31,10 @@ def plain(messages: Messages) -> Messages:
     return [{k: v for k, v in m.items() if k not in ("tokens", "id")} for m in messages]
 
 
-# --- seed 000: buildLLMMessages -------------------------------------------------------------
+# --- the budget rule: [system, ...history, user] under a token budget -----------------------------
 
 
-def _s1(messages: Messages, report: Any) -> None:
+def _everything_fits(messages: Messages, report: Any) -> None:
     assert plain(messages) == [
         {"role": "system", "content": "<identity>AI</identity>"},
         {"role": "user", "content": "介绍林默"},
@@ -42,7 +43,7 @@ def _s1(messages: Messages, report: Any) -> None:
     ]
 
 
-def _s2(messages: Messages, report: Any) -> None:
+def _oldest_trimmed(messages: Messages, report: Any) -> None:
     # system and current cost 1 each; the remaining 2 tokens go to the newest history.
     assert plain(messages) == [
         {"role": "system", "content": "S"},
@@ -54,26 +55,26 @@ def _s2(messages: Messages, report: Any) -> None:
     assert report.total_tokens == 4
 
 
-def _s3(messages: Messages, report: Any) -> None:
+def _empty_history(messages: Messages, report: Any) -> None:
     assert plain(messages) == [
         {"role": "system", "content": "system text"},
         {"role": "user", "content": "你好"},
     ]
 
 
-S4_SYSTEM = "s" * 400  # 100 tokens under the estimator
-S4_USER = "u" * 200  # 50 tokens
-S4_HISTORY = [
+REQUIRED_SYSTEM = "s" * 400  # 100 tokens under the estimator
+REQUIRED_USER = "u" * 200  # 50 tokens
+REQUIRED_HISTORY = [
     {"role": "user" if i % 2 == 0 else "assistant", "content": f"history message {i:02d}"}
     for i in range(10)
 ]  # 19 bytes each: 5 tokens
 
 
-def _s4(messages: Messages, report: Any) -> None:
+def _required_kept(messages: Messages, report: Any) -> None:
     # 160 - 100 - 50 = 10 tokens: the two newest history messages (5 each) fit.
-    assert messages[0] == {"role": "system", "content": S4_SYSTEM, "tokens": 100}
-    assert plain(messages[1:-1]) == S4_HISTORY[-2:]
-    assert messages[-1]["role"] == "user" and messages[-1]["content"] == S4_USER
+    assert messages[0] == {"role": "system", "content": REQUIRED_SYSTEM, "tokens": 100}
+    assert plain(messages[1:-1]) == REQUIRED_HISTORY[-2:]
+    assert messages[-1]["role"] == "user" and messages[-1]["content"] == REQUIRED_USER
     assert report.history_kept == 2 and report.total_tokens == 160
     assert not report.required_over_budget
 
@@ -81,16 +82,16 @@ def _s4(messages: Messages, report: Any) -> None:
 def _over(messages: Messages, report: Any) -> None:
     # Rule 4: system + current alone exceed the budget: both kept, all history dropped.
     assert plain(messages) == [
-        {"role": "system", "content": S4_SYSTEM},
-        {"role": "user", "content": S4_USER},
+        {"role": "system", "content": REQUIRED_SYSTEM},
+        {"role": "user", "content": REQUIRED_USER},
     ]
     assert report.required_over_budget
     assert ranges(report) == [(0, 10, "budget")]
 
 
-SEED_000: list[BuildCase] = [
+BUDGET_CASES: list[BuildCase] = [
     BuildCase(
-        "000-S1-standard",
+        "budget-everything-fits",
         {
             "system_prompt": "<identity>AI</identity>",
             "history": [
@@ -101,10 +102,10 @@ SEED_000: list[BuildCase] = [
             "token_budget": 10000,
             "tokenizer": "estimate",
         },
-        _s1,
+        _everything_fits,
     ),
     BuildCase(
-        "000-S2-trim-oldest",
+        "budget-trims-the-oldest",
         {
             "system_prompt": "S",
             "history": [
@@ -117,10 +118,10 @@ SEED_000: list[BuildCase] = [
             "token_budget": 4,
             "tokenizer": "estimate",
         },
-        _s2,
+        _oldest_trimmed,
     ),
     BuildCase(
-        "000-S3-empty-history",
+        "budget-empty-history",
         {
             "system_prompt": "system text",
             "history": [],
@@ -128,25 +129,25 @@ SEED_000: list[BuildCase] = [
             "token_budget": 10000,
             "tokenizer": "estimate",
         },
-        _s3,
+        _empty_history,
     ),
     BuildCase(
-        "000-S4-keep-required",
+        "budget-keeps-system-and-user",
         {
-            "system_prompt": S4_SYSTEM,
-            "history": S4_HISTORY,
-            "user_message": S4_USER,
+            "system_prompt": REQUIRED_SYSTEM,
+            "history": REQUIRED_HISTORY,
+            "user_message": REQUIRED_USER,
             "token_budget": 160,
             "tokenizer": "estimate",
         },
-        _s4,
+        _required_kept,
     ),
     BuildCase(
-        "000-rule4-required-over-budget",
+        "budget-required-over-budget",
         {
-            "system_prompt": S4_SYSTEM,
-            "history": S4_HISTORY,
-            "user_message": S4_USER,
+            "system_prompt": REQUIRED_SYSTEM,
+            "history": REQUIRED_HISTORY,
+            "user_message": REQUIRED_USER,
             "token_budget": 120,
             "tokenizer": "estimate",
         },
@@ -154,12 +155,12 @@ SEED_000: list[BuildCase] = [
     ),
 ]
 
-# estimateMessageTokens: "" -> 0, else max(1, ceil(utf8 bytes / 4)).
+# The estimator: "" -> 0, else max(1, ceil(utf8 bytes / 4)).
 ESTIMATES = [("", 0), ("a", 1), ("abcd", 1), ("abcde", 2), ("你好", 2), ("他的性格？", 4)]
 
-# --- seed 001: assembleSystemPrompt ---------------------------------------------------------
+# --- the six prompt layers, in order, blank ones skipped ------------------------------------------
 
-LAYERS_S1 = {
+LAYERS_ALL = {
     "identity": "<identity>AI</identity>",
     "rules": "规则：不写暴力内容",
     "skill": "你是续写助手，从光标处继续写作",
@@ -167,25 +168,25 @@ LAYERS_S1 = {
     "memory": "用户偏好：简洁风格",
     "context": "当前角色：林默正在调查案件",
 }
-LAYERS_S2 = {"identity": "<identity>AI</identity>"}
-LAYERS_S3 = {"identity": "<identity>AI</identity>", "rules": "  ", "skill": "", "memory": "\n"}
+LAYERS_IDENTITY_ONLY = {"identity": "<identity>AI</identity>"}
+LAYERS_BLANKS = {"identity": "<identity>AI</identity>", "rules": "  ", "skill": "", "memory": "\n"}
 
 
-def check_prompt_s1(prompt: str) -> None:
+def check_prompt_all_layers(prompt: str) -> None:
     marks = ["<identity>", "规则", "续写助手", "Mode: agent", "简洁风格", "林默"]
     positions = [prompt.index(m) for m in marks]
     assert positions == sorted(positions)
-    assert prompt == "\n\n".join(LAYERS_S1.values())
+    assert prompt == "\n\n".join(LAYERS_ALL.values())
 
 
-def check_prompt_s2_s3(prompt: str) -> None:
+def check_prompt_identity_only(prompt: str) -> None:
     assert prompt == "<identity>AI</identity>"
     assert "\n\n\n\n" not in prompt
 
 
-# --- seed 002: RequestMessageBuilder, the whole worked example -----------------------------
+# --- the message pipeline: a worked example with tool calls and a compression summary -------------
 
-SEED_002_HISTORY = [
+PIPELINE_HISTORY = [
     {"id": 1, "role": "user", "content": "执行命令 ls"},
     {
         "id": 2,
@@ -205,15 +206,15 @@ SEED_002_HISTORY = [
     {"id": 7, "role": "tool", "tool_call_id": "call_2", "content": "/home/user"},
     {"id": 8, "role": "assistant", "content": ""},
 ]
-SEED_002_SUMMARY = {
+PIPELINE_SUMMARY = {
     "message_ids": [1, 2, 3, 4],
     "start_message_id": 1,
     "summary": "用户执行了 ls 命令，查看了目录内容",
 }
-SEED_002_PROMPTS = ["You are a helpful assistant.", "Answer in the user's language."]
+PIPELINE_PROMPTS = ["You are a helpful assistant.", "Answer in the user's language."]
 
 
-def _seed_002(messages: Messages, report: Any) -> None:
+def _pipeline_example(messages: Messages, report: Any) -> None:
     assert plain(messages) == [
         {
             "role": "system",
@@ -237,25 +238,25 @@ def _seed_002(messages: Messages, report: Any) -> None:
     assert report.summary_included
 
 
-def _seed_002_orphan(messages: Messages, report: Any) -> None:
+def _orphan_dropped(messages: Messages, report: Any) -> None:
     assert [m["role"] for m in messages] == ["system", "user", "assistant", "user"]
     assert ranges(report) == [(1, 1, "orphaned_tool_result")]
 
 
-SEED_002: list[BuildCase] = [
+PIPELINE_CASES: list[BuildCase] = [
     BuildCase(
-        "002-worked-example",
+        "pipeline-tool-calls-and-summary",
         {
-            "system_prompt": SEED_002_PROMPTS,
-            "history": SEED_002_HISTORY,
-            "compression_summary": SEED_002_SUMMARY,
+            "system_prompt": PIPELINE_PROMPTS,
+            "history": PIPELINE_HISTORY,
+            "compression_summary": PIPELINE_SUMMARY,
             "user_message": "",
             "token_budget": 10000,
         },
-        _seed_002,
+        _pipeline_example,
     ),
     BuildCase(
-        "002-orphaned-tool-message",
+        "pipeline-orphaned-tool-message",
         {
             "system_prompt": "sys",
             "history": [
@@ -266,8 +267,8 @@ SEED_002: list[BuildCase] = [
             "user_message": "next",
             "token_budget": 1000,
         },
-        _seed_002_orphan,
+        _orphan_dropped,
     ),
 ]
 
-BUILD_CASES = SEED_000 + SEED_002
+BUILD_CASES = BUDGET_CASES + PIPELINE_CASES

@@ -1,0 +1,132 @@
+"""AfterTurnRunner on a real SQLite file, with a scripted model for its background requests."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncGenerator
+
+import pytest
+from contextd.app.after_turn import AfterTurnRunner, AfterTurnSettings
+from contextd.app.chat import FinishedTurn
+from contextd.core.messages import ChatMessage, Role
+from contextd.providers.base import Finished, ModelEvent, ModelRequest, TextDelta
+from contextd.providers.echo import EchoProvider
+from contextd.store.conversation import ConversationRepo
+from contextd.store.db import Database
+from contextd.store.memories import MemoryRepo
+from contextd.store.memory_history import MemoryHistoryRepo
+from contextd.store.models import NewMessage, StoredMessage
+from contextd.store.sessions import SessionRepo
+from contextd.store.summaries import SummaryRepo
+
+USER = "alice"
+
+
+class ScriptedProvider:
+    """A model that answers each kind of background request from a script.
+
+    ``facts``, ``compression`` and ``summary`` are the replies (an exception is raised
+    instead of replying); ``gate``, when given, holds every call until it is set.
+    """
+
+    name = "fake"
+    default_model = "fake-model"
+
+    def __init__(
+        self,
+        facts: str | Exception = '{"facts": []}',
+        summary: str | Exception = "A summary by the model.",
+        compression: str | Exception = "A compression by the model.",
+        gate: asyncio.Event | None = None,
+    ) -> None:
+        self.replies = {"facts": facts, "summary": summary, "compression": compression}
+        self.gate = gate
+        self.requests: list[tuple[str, ModelRequest]] = []
+
+    @staticmethod
+    def kind(request: ModelRequest) -> str:
+        system = request.messages[0].content
+        if "extract long-term memories" in system:
+            return "facts"
+        if "compress the earlier part" in system:
+            return "compression"
+        return "summary"
+
+    async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
+        kind = self.kind(request)
+        self.requests.append((kind, request))
+        if self.gate is not None:
+            await self.gate.wait()
+        reply = self.replies[kind]
+        if isinstance(reply, Exception):
+            raise reply
+        for i in range(0, len(reply), 7):
+            yield TextDelta(reply[i : i + 7])
+        yield Finished("stop", "stop")
+
+    async def aclose(self) -> None:
+        return None
+
+    def prompts(self, kind: str) -> list[str]:
+        return [r.messages[-1].content for k, r in self.requests if k == kind]
+
+
+class Env:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self.sessions = SessionRepo(db)
+        self.conversation = ConversationRepo(db)
+        self.memories = MemoryRepo(db)
+        self.summaries = SummaryRepo(db)
+        self.history = MemoryHistoryRepo(db)
+        self.runners: list[AfterTurnRunner] = []
+
+    def runner(self, provider: object | None = None, **settings: object) -> AfterTurnRunner:
+        runner = AfterTurnRunner(
+            provider or EchoProvider(),  # type: ignore[arg-type]
+            self.memories,
+            self.summaries,
+            self.conversation,
+            self.history,
+            AfterTurnSettings(**settings),  # type: ignore[arg-type]
+        )
+        self.runners.append(runner)
+        return runner
+
+    async def session(self, user: str = USER) -> str:
+        return (await self.sessions.create(user)).id
+
+    async def turn(
+        self, session_id: str, index: int, text: str, answer: str = "OK.", user: str = USER
+    ) -> tuple[StoredMessage, FinishedTurn]:
+        stored = await self.conversation.append(
+            session_id,
+            user,
+            [
+                NewMessage(ChatMessage(Role.USER, text), turn_index=index),
+                NewMessage(ChatMessage(Role.ASSISTANT, answer), turn_index=index),
+            ],
+        )
+        return stored[0], FinishedTurn(session_id, user, index)
+
+    async def contents(self, user: str = USER) -> list[str]:
+        memories, _ = await self.memories.list(user, 200)
+        return sorted(m.content for m in memories)
+
+    async def session_summary(self, session_id: str) -> str | None:
+        rows = list(
+            await self.db.reader.execute_fetchall(
+                "SELECT summary FROM session_summaries WHERE session_id = ?", (session_id,)
+            )
+        )
+        return str(rows[0][0]) if rows else None
+
+
+async def run(runner: AfterTurnRunner, turn: FinishedTurn) -> None:
+    runner.schedule(turn)
+    await runner.idle()
+
+
+def after_turn_records(caplog: pytest.LogCaptureFixture, level: int) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if r.name == "contextd.after_turn" and r.levelno >= level]
