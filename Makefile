@@ -23,7 +23,7 @@ run: $(VENV)/.run-deps
 
 # Two npm projects, each installed from its lock file and built with `npm run build`:
 # the Node client (generate, type-check, lint, compile) and the Office add-in page
-# for tests/test_browser_grpc_web.py (generate, lint, bundle).
+# for tests/web/test_browser.py (generate, lint, bundle).
 NODE_CLIENT := clients/node
 NODE_BUILT := $(NODE_CLIENT)/dist/.built
 BROWSER_HARNESS := tests/browser

@@ -1,10 +1,10 @@
-"""The README's grpcurl walkthrough, command by command, against a live server.
+"""The grpcurl walkthrough of docs/grpcurl.md, command by command, against a live server.
 
-Each ```sh block of "## Debugging with grpcurl" runs through bash exactly as written
-(line continuations and heredocs included), with the README's address replaced by
+Each ```sh block of its "## Walkthrough" runs through bash exactly as written
+(line continuations and heredocs included), with the walkthrough's address replaced by
 the test server's, grpcurl from this environment on PATH, and the ids bound by
 earlier outputs (`"$SESSION"` and the like) as shell variables. Its exit status and
-output must be what the README shows after it (see tests/readme_walkthrough.py).
+output must be what the walkthrough shows after it (see tests/readme_walkthrough.py).
 """
 
 from __future__ import annotations
@@ -32,11 +32,11 @@ from tests.support.walkthrough import (
     read,
 )
 
-README = ROOT / "README.md"
-HEADING = "## Debugging with grpcurl"
+WALKTHROUGH = ROOT / "docs" / "grpcurl.md"
+HEADING = "## Walkthrough"
 README_ADDRESS = "127.0.0.1:50151"
 GRPCURL_ERROR_BASE = 64  # grpcurl exits with 64 + the gRPC status code
-STEPS = read(README, HEADING)
+STEPS = read(WALKTHROUGH, HEADING)
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +58,7 @@ def expected_status(step: Step) -> int:
 
 
 def run_step(step: Step, address: str, bound: dict[str, str]) -> None:
-    where = f"README.md line {step.line}"
+    where = f"docs/grpcurl.md line {step.line}"
     assert step.command.startswith("grpcurl -plaintext "), f"{where}: not a grpcurl command"
     assert README_ADDRESS in step.command, f"{where}: the command must name {README_ADDRESS}"
     grpcurl_dir = str(Path(grpcurl.binary()).parent)
@@ -72,7 +72,7 @@ def run_step(step: Step, address: str, bound: dict[str, str]) -> None:
     )
     status = expected_status(step)
     assert result.returncode == status, (
-        f"{where}: exit status {result.returncode}, the README implies {status}\n{result.stderr}"
+        f"{where}: exit status {result.returncode}, the doc implies {status}\n{result.stderr}"
     )
     try:
         if step.output_kind == "json":
@@ -117,7 +117,7 @@ def test_the_bad_request_is_expected_to_fail() -> None:
     assert any(expected_status(step) == GRPCURL_ERROR_BASE + 3 for step in STEPS)
 
 
-# The matcher itself: what it must reject, so that a README drift cannot pass.
+# The matcher itself: what it must reject, so that a walkthrough drift cannot pass.
 
 
 def test_a_changed_value_fails() -> None:

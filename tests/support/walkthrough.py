@@ -1,4 +1,4 @@
-"""Reads the README's grpcurl walkthrough: its commands and the outputs shown after them.
+"""Reads the grpcurl walkthrough (docs/grpcurl.md): its commands and the outputs shown after them.
 
 A walkthrough section is a run of fenced blocks: each ```sh block holds one command,
 and the ```json or ```text block that follows it (if any) is the output it prints.
@@ -32,7 +32,7 @@ class Mismatch(AssertionError):
 
 @dataclass(frozen=True)
 class Step:
-    line: int  # README line of the command's opening fence
+    line: int  # line of the command's opening fence in docs/grpcurl.md
     command: str
     output_kind: str | None  # "json", "text" or None (no output shown)
     output: str
@@ -64,7 +64,7 @@ def steps(readme: str, heading: str) -> list[Step]:
         elif fence is not None:
             body.append(line)
     if fence is not None:
-        raise ValueError(f"README.md line {opened}: unclosed code fence")
+        raise ValueError(f"docs/grpcurl.md line {opened}: unclosed code fence")
 
     out: list[Step] = []
     for index, (line, language, text) in enumerate(blocks):
@@ -75,9 +75,11 @@ def steps(readme: str, heading: str) -> list[Step]:
             else:
                 out.append(Step(line, text, None, ""))
         elif language not in OUTPUT_FENCES:
-            raise ValueError(f"README.md line {line}: unexpected ```{language} block")
+            raise ValueError(f"docs/grpcurl.md line {line}: unexpected ```{language} block")
         elif index == 0 or blocks[index - 1][1] != "sh":
-            raise ValueError(f"README.md line {line}: an output block with no command before it")
+            raise ValueError(
+                f"docs/grpcurl.md line {line}: an output block with no command before it"
+            )
     return out
 
 
