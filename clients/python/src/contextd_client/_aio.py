@@ -310,7 +310,8 @@ class AsyncContextClient:
         return str(response.summary_id)
 
     async def set_session_summary(self, user_id: str, session_id: str, summary: str) -> None:
-        """Set the short summary the user's other sessions see (layer [4])."""
+        """Set the short summary the user's other sessions see in their recent_sessions
+        context layer."""
         request = records.session_summary_request(user_id, session_id, summary)
         await self._call(self.session_stub.SetSessionSummary, request)
 

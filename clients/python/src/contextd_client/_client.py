@@ -141,9 +141,9 @@ class ContextClient:
         the call fail with FAILED_PRECONDITION when the system prompt and the user
         message alone exceed the budget. ``session`` (``{"user_id", "session_id",
         "scenario", "host", "variables", "memory", ...}``) builds from a stored session
-        instead: the system message from the server's layers [0]-[4], the history
-        from the session's window; leave ``system_prompt``, ``layers``, ``history``
-        and ``compression_summary`` out then.
+        instead: the system message from the server's context layers (system, scenario,
+        session, memory, recent_sessions), the history from the session's window; leave
+        ``system_prompt``, ``layers``, ``history`` and ``compression_summary`` out then.
         """
         request = context_calls.build_messages_request(
             user_message,
@@ -329,7 +329,8 @@ class ContextClient:
         return str(self._call(self.session_stub.AddCompressionSummary, request).summary_id)
 
     def set_session_summary(self, user_id: str, session_id: str, summary: str) -> None:
-        """Set the short summary the user's other sessions see (layer [4])."""
+        """Set the short summary the user's other sessions see in their recent_sessions
+        context layer."""
         request = records.session_summary_request(user_id, session_id, summary)
         self._call(self.session_stub.SetSessionSummary, request)
 
