@@ -33,7 +33,7 @@ from contextd.core.memory_facts import (
     rule_replaces,
     session_summary_messages,
 )
-from contextd.core.memory_facts import _script_counts as _script_counts
+from contextd.core.memory_facts.text import script_counts
 from contextd.core.messages import Role
 from hypothesis import given
 from hypothesis import strategies as st
@@ -503,4 +503,4 @@ def test_script_counts_count_each_script(text: str) -> None:
 
     han = count(0x4E00, 0x9FFF) + count(0x3400, 0x4DBF) + count(0xF900, 0xFAFF)
     latin = sum(ch.isascii() and ch.isalpha() for ch in text)
-    assert _script_counts(text) == (han, count(0x3040, 0x30FF), count(0xAC00, 0xD7AF), latin)
+    assert script_counts(text) == (han, count(0x3040, 0x30FF), count(0xAC00, 0xD7AF), latin)

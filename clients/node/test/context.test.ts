@@ -13,7 +13,7 @@ function turns(...contents: string[]) {
 }
 
 describe("ContextService.assemblePrompt", () => {
-  it("joins the six layers in order and skips blank ones (seed 001 S1, S3)", async () => {
+  it("joins the six layers in order and skips blank ones", async () => {
     const all = await client.context.assemblePrompt({
       layers: {
         identity: "<identity>AI</identity>",
@@ -53,7 +53,7 @@ describe("ContextService.assemblePrompt", () => {
 });
 
 describe("ContextService.buildMessages", () => {
-  it("keeps system, history and user message in order under a large budget (seed 000 S1)", async () => {
+  it("keeps system, history and user message in order under a large budget", async () => {
     const built = await client.context.buildMessages({
       systemPrompts: ["<identity>AI</identity>"],
       history: turns("介绍林默", "林默是28岁侦探"),
@@ -73,7 +73,7 @@ describe("ContextService.buildMessages", () => {
     assert.equal(built.report?.historyKept, 2);
   });
 
-  it("drops the oldest history first to fit the budget (seed 000 S2)", async () => {
+  it("drops the oldest history first to fit the budget", async () => {
     const built = await client.context.buildMessages({
       systemPrompts: ["S"],
       history: turns("AAAA", "BBBB", "CCCC", "DDDD"),
@@ -95,7 +95,7 @@ describe("ContextService.buildMessages", () => {
     );
   });
 
-  it("answers system and user message for an empty history (seed 000 S3)", async () => {
+  it("answers system and user message for an empty history", async () => {
     const built = await client.context.buildMessages({
       systemPrompts: ["system text"],
       userMessage: "你好",
@@ -111,7 +111,7 @@ describe("ContextService.buildMessages", () => {
     );
   });
 
-  it("always keeps system and user message, then the newest history that fits (seed 000 S4)", async () => {
+  it("always keeps system and user message, then the newest history that fits", async () => {
     const history = Array.from({ length: 10 }, (_, i) => ({
       role: i % 2 ? Role.ASSISTANT : Role.USER,
       content: `history message ${String(i).padStart(2, "0")}`, // 19 bytes: 5 tokens

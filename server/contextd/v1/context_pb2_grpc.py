@@ -78,7 +78,8 @@ class ContextServiceServicer:
 
     def BuildMessages(self, request, context):
         """Builds [system, ...history, user] under a token budget, from an inline history
-        or, in session mode, from a stored session with the layers [0]-[6].
+        or, in session mode, from a stored session and its context layers (see
+        SessionContext).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -28,7 +28,7 @@ if _version_not_supported:
 
 class PromptServiceStub:
     """PromptService manages the server-wide prompt templates (one per scenario) and
-    skills that session-mode BuildMessages assembles into layer [1].
+    skills that session-mode BuildMessages assembles into the scenario context layer.
     """
 
     def __init__(self, channel):
@@ -71,7 +71,7 @@ class PromptServiceStub:
 
 class PromptServiceServicer:
     """PromptService manages the server-wide prompt templates (one per scenario) and
-    skills that session-mode BuildMessages assembles into layer [1].
+    skills that session-mode BuildMessages assembles into the scenario context layer.
     """
 
     def UpsertTemplate(self, request, context):
@@ -154,7 +154,7 @@ def add_PromptServiceServicer_to_server(servicer, server):
  # This class is part of an EXPERIMENTAL API.
 class PromptService:
     """PromptService manages the server-wide prompt templates (one per scenario) and
-    skills that session-mode BuildMessages assembles into layer [1].
+    skills that session-mode BuildMessages assembles into the scenario context layer.
     """
 
     @staticmethod

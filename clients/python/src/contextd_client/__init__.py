@@ -21,9 +21,11 @@ from __future__ import annotations
 
 from ._aio import AsyncContextClient
 from ._chat import AsyncChatStream, ChatStream
+from ._chat_calls import ToolLike, ToolResultLike
 from ._client import DEFAULT_TARGET, ContextClient, Metadata
-from ._convert import MessageLike, OutputFormat, OverflowPolicy, ToolLike, ToolResultLike
+from ._context_calls import OutputFormat, OverflowPolicy
 from ._errors import ContextdError, FieldViolation, InvalidResponseError
+from ._messages import MessageLike
 from ._pb import chat_pb2 as cpb
 from ._pb import chat_pb2_grpc as cpb_grpc
 from ._pb import context_pb2 as pb

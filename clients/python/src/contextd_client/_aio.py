@@ -9,12 +9,15 @@ from typing import Any
 import grpc
 import grpc.aio
 
-from . import _convert as convert
+from . import _chat_calls as chat_calls
+from . import _context_calls as context_calls
 from . import _records as records
 from ._chat import AsyncChatStream
+from ._chat_calls import ToolLike, ToolResultLike
 from ._client import DEFAULT_TARGET, Metadata, call_metadata
-from ._convert import MessageLike, OutputFormat, OverflowPolicy, ToolLike, ToolResultLike
+from ._context_calls import OutputFormat, OverflowPolicy
 from ._errors import ContextdError
+from ._messages import MessageLike
 from ._pb import chat_pb2_grpc, memory_pb2_grpc, prompts_pb2_grpc, sessions_pb2_grpc
 from ._pb import context_pb2_grpc as pb_grpc
 from ._pb import prompts_pb2 as ppb
@@ -101,10 +104,10 @@ class AsyncContextClient:
         tokenizer: str = "",
     ) -> AssembledPrompt:
         """Join the six layers in order, skipping blank ones, and count their tokens."""
-        request = convert.assemble_prompt_request(
+        request = context_calls.assemble_prompt_request(
             identity, rules, skill, mode, memory, context, tokenizer
         )
-        return convert.assembled_prompt(await self._call(self.stub.AssemblePrompt, request))
+        return context_calls.assembled_prompt(await self._call(self.stub.AssemblePrompt, request))
 
     async def build_messages(
         self,
@@ -124,7 +127,7 @@ class AsyncContextClient:
 
         See :meth:`ContextClient.build_messages`.
         """
-        request = convert.build_messages_request(
+        request = context_calls.build_messages_request(
             user_message,
             token_budget=token_budget,
             system_prompt=system_prompt,
@@ -137,7 +140,7 @@ class AsyncContextClient:
         )
         if session is not None:
             request.session.CopyFrom(records.session_context_to_pb(session))
-        return convert.build_result(await self._call(self.stub.BuildMessages, request))
+        return context_calls.build_result(await self._call(self.stub.BuildMessages, request))
 
     async def count_tokens(
         self,
@@ -147,13 +150,13 @@ class AsyncContextClient:
         tokenizer: str = "",
     ) -> TokenCount:
         """Count tokens of texts and of message dicts (with per-message overhead)."""
-        request = convert.count_tokens_request(texts, messages, tokenizer)
-        return convert.token_count(await self._call(self.stub.CountTokens, request))
+        request = context_calls.count_tokens_request(texts, messages, tokenizer)
+        return context_calls.token_count(await self._call(self.stub.CountTokens, request))
 
     async def list_tokenizers(self) -> TokenizerList:
         """The tokenizers the server knows, whether each is available, and the default."""
-        request = convert.list_tokenizers_request()
-        return convert.tokenizer_list(await self._call(self.stub.ListTokenizers, request))
+        request = context_calls.list_tokenizers_request()
+        return context_calls.tokenizer_list(await self._call(self.stub.ListTokenizers, request))
 
     async def collect(
         self, user_id: str, message_id: str, *, remember: bool = False, uncollect: bool = False
@@ -195,7 +198,7 @@ class AsyncContextClient:
 
         See :meth:`ContextClient.stream_chat` and :class:`AsyncChatStream`.
         """
-        request = convert.stream_chat_request(
+        request = chat_calls.stream_chat_request(
             user_message,
             user_id=user_id,
             session_id=session_id,
@@ -232,15 +235,15 @@ class AsyncContextClient:
         metadata: Mapping[str, str] | None = None,
     ) -> dict[str, Any]:
         """Start a new, empty session of ``user_id``; returns it as a session dict."""
-        request = convert.create_session_request(user_id, scenario, host, title, metadata)
+        request = records.create_session_request(user_id, scenario, host, title, metadata)
         response = await self._call(self.session_stub.CreateSession, request)
-        return convert.session_from_pb(response.session)
+        return records.session_from_pb(response.session)
 
     async def get_session(self, user_id: str, session_id: str) -> dict[str, Any]:
         """A session of ``user_id`` as a dict (NOT_FOUND, or PERMISSION_DENIED if not theirs)."""
-        request = convert.get_session_request(user_id, session_id)
+        request = records.get_session_request(user_id, session_id)
         response = await self._call(self.session_stub.GetSession, request)
-        return convert.session_from_pb(response.session)
+        return records.session_from_pb(response.session)
 
     async def list_sessions(self, user_id: str, *, page_size: int = 0) -> list[dict[str, Any]]:
         """Every session of ``user_id``, most recently active first (all pages read)."""
@@ -249,7 +252,7 @@ class AsyncContextClient:
         while True:
             request = records.list_sessions_request(user_id, page_size, token)
             response = await self._call(self.session_stub.ListSessions, request)
-            out.extend(convert.session_from_pb(s) for s in response.sessions)
+            out.extend(records.session_from_pb(s) for s in response.sessions)
             token = response.next_page_token
             if not token:
                 return out
@@ -270,7 +273,7 @@ class AsyncContextClient:
         """Store messages at the end of a session, in one transaction; returns them stored."""
         request = records.append_messages_request(user_id, session_id, messages, turn_index)
         response = await self._call(self.session_stub.AppendMessages, request)
-        return [convert.session_message_from_pb(m) for m in response.messages]
+        return [records.session_message_from_pb(m) for m in response.messages]
 
     async def list_messages(
         self, user_id: str, session_id: str, *, page_size: int = 0
@@ -279,9 +282,9 @@ class AsyncContextClient:
         out: list[dict[str, Any]] = []
         token = ""
         while True:
-            request = convert.list_messages_request(user_id, session_id, page_size, token)
+            request = records.list_messages_request(user_id, session_id, page_size, token)
             response = await self._call(self.session_stub.ListMessages, request)
-            out.extend(convert.session_message_from_pb(m) for m in response.messages)
+            out.extend(records.session_message_from_pb(m) for m in response.messages)
             token = response.next_page_token
             if not token:
                 return out
@@ -307,7 +310,8 @@ class AsyncContextClient:
         return str(response.summary_id)
 
     async def set_session_summary(self, user_id: str, session_id: str, summary: str) -> None:
-        """Set the short summary the user's other sessions see (layer [4])."""
+        """Set the short summary the user's other sessions see in their recent_sessions
+        context layer."""
         request = records.session_summary_request(user_id, session_id, summary)
         await self._call(self.session_stub.SetSessionSummary, request)
 
@@ -315,14 +319,14 @@ class AsyncContextClient:
         self, user_id: str, session_id: str, *, after: int = 0
     ) -> AsyncIterator[dict[str, Any]]:
         """The session's event log as an async iterator of dicts (no ``await``)."""
-        request = convert.export_events_request(user_id, session_id, after)
+        request = records.export_events_request(user_id, session_id, after)
         return self._export_events(request)
 
     async def _export_events(self, request: Any) -> AsyncIterator[dict[str, Any]]:
         call = self.session_stub.ExportEvents(request, timeout=self.timeout, metadata=self.metadata)
         try:
             async for response in call:
-                yield convert.event_from_json(response)
+                yield records.event_from_json(response)
         except grpc.RpcError as error:
             raise ContextdError.from_rpc_error(error) from error
         finally:

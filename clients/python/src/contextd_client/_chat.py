@@ -11,7 +11,7 @@ from typing import Any, cast
 import grpc
 import grpc.aio
 
-from . import _convert as convert
+from . import _chat_calls as chat_calls
 from ._errors import ContextdError, InvalidResponseError
 from ._types import ChatEvent, TextDelta, TurnCompleted, TurnStarted
 
@@ -101,7 +101,7 @@ class ChatStream(_TurnState, Iterator[ChatEvent]):
                 # KeyboardInterrupt (or SystemExit) while waiting: nobody reads on.
                 self.cancel()
                 raise
-            event = convert.chat_event(response)
+            event = chat_calls.chat_event(response)
             if event is not None:  # None: an event kind of a newer server
                 self._record(event)
                 return event
@@ -189,7 +189,7 @@ class AsyncChatStream(_TurnState, AsyncIterator[ChatEvent]):
             if response is _EOF:
                 self._done = True
                 break
-            event = convert.chat_event(cast(Any, response))
+            event = chat_calls.chat_event(cast(Any, response))
             if event is not None:  # None: an event kind of a newer server
                 self._record(event)
                 return event

@@ -8,11 +8,14 @@ from typing import Any, TypeAlias
 
 import grpc
 
-from . import _convert as convert
+from . import _chat_calls as chat_calls
+from . import _context_calls as context_calls
 from . import _records as records
 from ._chat import ChatStream
-from ._convert import MessageLike, OutputFormat, OverflowPolicy, ToolLike, ToolResultLike
+from ._chat_calls import ToolLike, ToolResultLike
+from ._context_calls import OutputFormat, OverflowPolicy
 from ._errors import ContextdError
+from ._messages import MessageLike
 from ._pb import chat_pb2_grpc, memory_pb2_grpc, prompts_pb2_grpc, sessions_pb2_grpc
 from ._pb import context_pb2_grpc as pb_grpc
 from ._pb import prompts_pb2 as ppb
@@ -111,10 +114,10 @@ class ContextClient:
         tokenizer: str = "",
     ) -> AssembledPrompt:
         """Join the six layers in order, skipping blank ones, and count their tokens."""
-        request = convert.assemble_prompt_request(
+        request = context_calls.assemble_prompt_request(
             identity, rules, skill, mode, memory, context, tokenizer
         )
-        return convert.assembled_prompt(self._call(self.stub.AssemblePrompt, request))
+        return context_calls.assembled_prompt(self._call(self.stub.AssemblePrompt, request))
 
     def build_messages(
         self,
@@ -138,11 +141,11 @@ class ContextClient:
         the call fail with FAILED_PRECONDITION when the system prompt and the user
         message alone exceed the budget. ``session`` (``{"user_id", "session_id",
         "scenario", "host", "variables", "memory", ...}``) builds from a stored session
-        instead: the system message from the server's layers [0]-[4], the history
-        from the session's window; leave ``system_prompt``, ``layers``, ``history``
-        and ``compression_summary`` out then.
+        instead: the system message from the server's context layers (system, scenario,
+        session, memory, recent_sessions), the history from the session's window; leave
+        ``system_prompt``, ``layers``, ``history`` and ``compression_summary`` out then.
         """
-        request = convert.build_messages_request(
+        request = context_calls.build_messages_request(
             user_message,
             token_budget=token_budget,
             system_prompt=system_prompt,
@@ -155,7 +158,7 @@ class ContextClient:
         )
         if session is not None:
             request.session.CopyFrom(records.session_context_to_pb(session))
-        return convert.build_result(self._call(self.stub.BuildMessages, request))
+        return context_calls.build_result(self._call(self.stub.BuildMessages, request))
 
     def count_tokens(
         self,
@@ -165,13 +168,13 @@ class ContextClient:
         tokenizer: str = "",
     ) -> TokenCount:
         """Count tokens of texts and of message dicts (with per-message overhead)."""
-        request = convert.count_tokens_request(texts, messages, tokenizer)
-        return convert.token_count(self._call(self.stub.CountTokens, request))
+        request = context_calls.count_tokens_request(texts, messages, tokenizer)
+        return context_calls.token_count(self._call(self.stub.CountTokens, request))
 
     def list_tokenizers(self) -> TokenizerList:
         """The tokenizers the server knows, whether each is available, and the default."""
-        request = convert.list_tokenizers_request()
-        return convert.tokenizer_list(self._call(self.stub.ListTokenizers, request))
+        request = context_calls.list_tokenizers_request()
+        return context_calls.tokenizer_list(self._call(self.stub.ListTokenizers, request))
 
     def collect(
         self, user_id: str, message_id: str, *, remember: bool = False, uncollect: bool = False
@@ -217,7 +220,7 @@ class ContextClient:
         in seconds; ``...`` means the client's timeout, ``None`` none. Requests the
         server refuses raise :class:`ContextdError` when the first event is read.
         """
-        request = convert.stream_chat_request(
+        request = chat_calls.stream_chat_request(
             user_message,
             user_id=user_id,
             session_id=session_id,
@@ -254,13 +257,13 @@ class ContextClient:
         metadata: Mapping[str, str] | None = None,
     ) -> dict[str, Any]:
         """Start a new, empty session of ``user_id``; returns it as a session dict."""
-        request = convert.create_session_request(user_id, scenario, host, title, metadata)
-        return convert.session_from_pb(self._call(self.session_stub.CreateSession, request).session)
+        request = records.create_session_request(user_id, scenario, host, title, metadata)
+        return records.session_from_pb(self._call(self.session_stub.CreateSession, request).session)
 
     def get_session(self, user_id: str, session_id: str) -> dict[str, Any]:
         """A session of ``user_id`` as a dict (NOT_FOUND, or PERMISSION_DENIED if not theirs)."""
-        request = convert.get_session_request(user_id, session_id)
-        return convert.session_from_pb(self._call(self.session_stub.GetSession, request).session)
+        request = records.get_session_request(user_id, session_id)
+        return records.session_from_pb(self._call(self.session_stub.GetSession, request).session)
 
     def list_sessions(self, user_id: str, *, page_size: int = 0) -> list[dict[str, Any]]:
         """Every session of ``user_id``, most recently active first (all pages read)."""
@@ -269,7 +272,7 @@ class ContextClient:
         while True:
             request = records.list_sessions_request(user_id, page_size, token)
             response = self._call(self.session_stub.ListSessions, request)
-            out.extend(convert.session_from_pb(s) for s in response.sessions)
+            out.extend(records.session_from_pb(s) for s in response.sessions)
             token = response.next_page_token
             if not token:
                 return out
@@ -290,7 +293,7 @@ class ContextClient:
         """Store messages at the end of a session, in one transaction; returns them stored."""
         request = records.append_messages_request(user_id, session_id, messages, turn_index)
         response = self._call(self.session_stub.AppendMessages, request)
-        return [convert.session_message_from_pb(m) for m in response.messages]
+        return [records.session_message_from_pb(m) for m in response.messages]
 
     def list_messages(
         self, user_id: str, session_id: str, *, page_size: int = 0
@@ -299,9 +302,9 @@ class ContextClient:
         out: list[dict[str, Any]] = []
         token = ""
         while True:
-            request = convert.list_messages_request(user_id, session_id, page_size, token)
+            request = records.list_messages_request(user_id, session_id, page_size, token)
             response = self._call(self.session_stub.ListMessages, request)
-            out.extend(convert.session_message_from_pb(m) for m in response.messages)
+            out.extend(records.session_message_from_pb(m) for m in response.messages)
             token = response.next_page_token
             if not token:
                 return out
@@ -326,7 +329,8 @@ class ContextClient:
         return str(self._call(self.session_stub.AddCompressionSummary, request).summary_id)
 
     def set_session_summary(self, user_id: str, session_id: str, summary: str) -> None:
-        """Set the short summary the user's other sessions see (layer [4])."""
+        """Set the short summary the user's other sessions see in their recent_sessions
+        context layer."""
         request = records.session_summary_request(user_id, session_id, summary)
         self._call(self.session_stub.SetSessionSummary, request)
 
@@ -334,14 +338,14 @@ class ContextClient:
         self, user_id: str, session_id: str, *, after: int = 0
     ) -> Iterator[dict[str, Any]]:
         """The session's event log, oldest first, one dict per event (skipping ``after``)."""
-        request = convert.export_events_request(user_id, session_id, after)
+        request = records.export_events_request(user_id, session_id, after)
         return self._export_events(request)
 
     def _export_events(self, request: Any) -> Iterator[dict[str, Any]]:
         call = self.session_stub.ExportEvents(request, timeout=self.timeout, metadata=self.metadata)
         try:
             for response in call:
-                yield convert.event_from_json(response)
+                yield records.event_from_json(response)
         except grpc.RpcError as error:
             raise ContextdError.from_rpc_error(error) from error
         finally:

@@ -1,24 +1,18 @@
 """Requests and results of the stored-data calls: Collect, sessions, memories, prompts.
 
-Results are plain dicts, like the session dicts of ``_convert``; timestamps are aware
-UTC datetimes (``None`` when unset).
+Results are plain dicts; timestamps are aware UTC datetimes (``None`` when unset).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any, cast
 
-from ._convert import (
-    _MEMORY_MODES,
-    MessageLike,
-    _ident,
-    _int,
-    _text,
-    _time,
-    _type_name,
-    messages_to_pb,
-)
+from ._errors import InvalidResponseError
+from ._fields import _MEMORY_MODES, _ident, _int, _text, _type_name
+from ._messages import MessageLike, message_from_pb, messages_to_pb
 from ._pb import context_pb2 as pb
 from ._pb import memory_pb2 as mpb
 from ._pb import prompts_pb2 as ppb
@@ -35,6 +29,13 @@ def _ids(values: object, where: str) -> list[str]:
     if isinstance(values, str) or not isinstance(values, Sequence):
         raise TypeError(f"{where} must be a sequence of ids, not {_type_name(values)}")
     return [_ident(value, f"{where}[{i}]") for i, value in enumerate(values)]
+
+
+def _time(message: Any, name: str) -> datetime | None:
+    """A Timestamp field as an aware UTC datetime; ``None`` when unset."""
+    if not message.HasField(name):
+        return None
+    return cast(datetime, getattr(message, name).ToDatetime(tzinfo=UTC))
 
 
 # Session mode of BuildMessages -----------------------------------------------------
@@ -154,6 +155,93 @@ def session_summary_request(
 ) -> spb.SetSessionSummaryRequest:
     return spb.SetSessionSummaryRequest(
         **session_ref(user_id, session_id), summary=_text(summary, "summary")
+    )
+
+
+def session_from_pb(session: spb.Session) -> dict[str, Any]:
+    return {
+        "id": session.id,
+        "user_id": session.user_id,
+        "scenario": session.scenario,
+        "host": session.host,
+        "title": session.title,
+        "metadata": dict(session.metadata),
+        "create_time": _time(session, "create_time"),
+        "update_time": _time(session, "update_time"),
+        "message_count": session.message_count,
+    }
+
+
+def session_message_from_pb(stored: spb.SessionMessage) -> dict[str, Any]:
+    """A stored message: the message dict plus where and how it is stored."""
+    out = message_from_pb(stored.message)
+    out.update(
+        session_id=stored.session_id,
+        seq=stored.seq,
+        turn_index=stored.turn_index,
+        is_collected=stored.is_collected,
+        status=stored.status,
+        create_time=_time(stored, "create_time"),
+    )
+    return out
+
+
+def create_session_request(
+    user_id: str,
+    scenario: str,
+    host: str,
+    title: str,
+    metadata: Mapping[str, str] | None,
+) -> spb.CreateSessionRequest:
+    if metadata is not None and not isinstance(metadata, Mapping):
+        raise TypeError(f"metadata must be a mapping, not {_type_name(metadata)}")
+    return spb.CreateSessionRequest(
+        user_id=_ident(user_id, "user_id"),
+        scenario=_text(scenario, "scenario"),
+        host=_text(host, "host"),
+        title=_text(title, "title"),
+        metadata={
+            _text(k, "metadata key"): _text(v, f"metadata[{k!r}]")
+            for k, v in (metadata or {}).items()
+        },
+    )
+
+
+def event_from_json(response: spb.ExportEventsResponse) -> dict[str, Any]:
+    """One event of the log, decoded; a line that is not a JSON object is a server bug."""
+    try:
+        parsed = json.loads(response.json)
+    except (ValueError, RecursionError) as error:
+        raise InvalidResponseError(
+            f"ExportEventsResponse.json is not valid JSON ({error})"
+        ) from error
+    if not isinstance(parsed, dict):
+        raise InvalidResponseError("ExportEventsResponse.json is not a JSON object")
+    return parsed
+
+
+def get_session_request(user_id: str, session_id: str) -> spb.GetSessionRequest:
+    return spb.GetSessionRequest(
+        user_id=_ident(user_id, "user_id"), session_id=_ident(session_id, "session_id")
+    )
+
+
+def list_messages_request(
+    user_id: str, session_id: str, page_size: int, page_token: str = ""
+) -> spb.ListMessagesRequest:
+    return spb.ListMessagesRequest(
+        user_id=_ident(user_id, "user_id"),
+        session_id=_ident(session_id, "session_id"),
+        page_size=_int(page_size, "page_size"),
+        page_token=page_token,
+    )
+
+
+def export_events_request(user_id: str, session_id: str, after: int) -> spb.ExportEventsRequest:
+    return spb.ExportEventsRequest(
+        user_id=_ident(user_id, "user_id"),
+        session_id=_ident(session_id, "session_id"),
+        after=_int(after, "after"),
     )
 
 

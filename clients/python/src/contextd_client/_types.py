@@ -98,7 +98,8 @@ class BuildReport:
     removed_tool_calls: list[RemovedToolCall] = field(default_factory=list)
     # Filled when the request gave layers.
     layers: list[LayerInfo] = field(default_factory=list)
-    # Session-mode builds (chat turns): what each of the layers [0]-[6] contributed.
+    # Session-mode builds (chat turns): what each context layer contributed, from system
+    # to user_message.
     context_layers: list[ContextLayerInfo] = field(default_factory=list)
 
 

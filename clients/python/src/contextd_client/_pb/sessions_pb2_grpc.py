@@ -140,7 +140,8 @@ class SessionServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def SetSessionSummary(self, request, context):
-        """Sets the short summary of a session that other sessions of the user see (layer [4]).
+        """Sets the short summary of a session that other sessions of the user see (in the
+        recent_sessions context layer).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

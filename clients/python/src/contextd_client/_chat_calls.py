@@ -1,0 +1,192 @@
+"""Requests and events of a chat turn (StreamChat)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any, TypeAlias, cast
+
+from ._context_calls import build_report
+from ._fields import _MEMORY_MODES, _enum_name, _ident, _int, _sequence, _text, _type_name
+from ._messages import MessageLike, messages_to_pb
+from ._pb import chat_pb2 as cpb
+from ._pb import context_pb2 as pb
+from ._types import (
+    ChatEvent,
+    TextDelta,
+    TokenUsage,
+    ToolCallEvent,
+    TurnCompleted,
+    TurnStarted,
+    Usage,
+)
+
+#: A tool the model may call: ``{"name", "description", "parameters"}`` (parameters a
+#: JSON schema dict or its JSON text), OpenAI's ``{"type": "function", "function": {...}}``,
+#: or a generated ``cpb.ToolDefinition``.
+ToolLike: TypeAlias = Mapping[str, Any] | cpb.ToolDefinition
+#: ``{"tool_call_id", "content"}`` or a generated ``cpb.ToolResult``.
+ToolResultLike: TypeAlias = Mapping[str, Any] | cpb.ToolResult
+
+
+def _json_object_text(value: object, where: str) -> str:
+    """A JSON schema: a mapping (encoded here), its JSON text as given, or None for ""."""
+    if value is None or isinstance(value, str):
+        return value or ""
+    if not isinstance(value, Mapping):
+        raise TypeError(f"{where} must be a mapping or JSON text, not {_type_name(value)}")
+    try:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    except (TypeError, ValueError) as error:
+        raise TypeError(f"{where} cannot be encoded as JSON: {error}") from error
+
+
+def tool_to_pb(tool: object, where: str) -> cpb.ToolDefinition:
+    if isinstance(tool, cpb.ToolDefinition):
+        return tool
+    if not isinstance(tool, Mapping):
+        raise TypeError(f"{where} must be a mapping, not {_type_name(tool)}")
+    source: Mapping[str, Any] = tool
+    function = tool.get("function")
+    if function is not None:
+        if not isinstance(function, Mapping):
+            raise TypeError(f"{where}.function must be a mapping, not {_type_name(function)}")
+        source = function
+    return cpb.ToolDefinition(
+        name=_text(source.get("name"), f"{where}.name"),
+        description=_text(source.get("description"), f"{where}.description"),
+        parameters_json=_json_object_text(source.get("parameters"), f"{where}.parameters"),
+    )
+
+
+def tool_result_to_pb(result: object, where: str) -> cpb.ToolResult:
+    if isinstance(result, cpb.ToolResult):
+        return result
+    if not isinstance(result, Mapping):
+        raise TypeError(f"{where} must be a mapping, not {_type_name(result)}")
+    return cpb.ToolResult(
+        tool_call_id=_ident(result.get("tool_call_id"), f"{where}.tool_call_id"),
+        content=_text(result.get("content"), f"{where}.content"),
+    )
+
+
+def stream_chat_request(
+    user_message: str,
+    *,
+    user_id: str,
+    session_id: str,
+    scenario: str,
+    host: str,
+    variables: Mapping[str, str] | None,
+    memory: bool | None,
+    messages: Sequence[MessageLike],
+    tools: Sequence[ToolLike],
+    tool_results: Sequence[ToolResultLike],
+    token_budget: int,
+    tokenizer: str,
+    model: str | None,
+    temperature: float | None,
+    max_output_tokens: int | None,
+    stop: Sequence[str],
+    refuse_over_limit: bool,
+    title: str,
+) -> cpb.StreamChatRequest:
+    if memory not in _MEMORY_MODES:
+        raise TypeError(f"memory must be True, False or None, not {memory!r}")
+    if variables is not None and not isinstance(variables, Mapping):
+        raise TypeError(f"variables must be a mapping, not {_type_name(variables)}")
+    session = pb.SessionContext(
+        user_id=_ident(user_id, "user_id"),
+        session_id=_ident(session_id, "session_id"),
+        scenario=_text(scenario, "scenario"),
+        host=_text(host, "host"),
+        variables={
+            _text(k, "variables key"): _text(v, f"variables[{k!r}]")
+            for k, v in (variables or {}).items()
+        },
+        memory=cast(pb.MemoryMode, _MEMORY_MODES[memory]),
+    )
+    request = cpb.StreamChatRequest(
+        session=session,
+        user_message=_text(user_message, "user_message"),
+        messages=messages_to_pb(messages, "messages"),
+        tools=[
+            tool_to_pb(t, f"tools[{i}]")
+            for i, t in enumerate(_sequence(tools, "tools", "tool mappings"))
+        ],
+        tool_results=[
+            tool_result_to_pb(r, f"tool_results[{i}]")
+            for i, r in enumerate(_sequence(tool_results, "tool_results", "result mappings"))
+        ],
+        token_budget=_int(token_budget, "token_budget"),
+        tokenizer=_text(tokenizer, "tokenizer"),
+        title=_text(title, "title"),
+    )
+    stops = [stop] if isinstance(stop, str) else _sequence(stop, "stop", "strings")
+    if model or temperature is not None or max_output_tokens or stops:
+        options = cpb.ModelOptions(
+            model=_text(model, "model"),
+            max_output_tokens=0
+            if max_output_tokens is None
+            else _int(max_output_tokens, "max_output_tokens"),
+            stop=[_text(x, f"stop[{i}]") for i, x in enumerate(stops)],
+        )
+        if temperature is not None:
+            if isinstance(temperature, bool) or not isinstance(temperature, int | float):
+                raise TypeError(f"temperature must be a number, not {_type_name(temperature)}")
+            options.temperature = float(temperature)
+        request.model.CopyFrom(options)
+    if refuse_over_limit:
+        request.prompt_limit_policy = cpb.PROMPT_LIMIT_POLICY_REFUSE
+    return request
+
+
+def token_usage(usage: cpb.TokenUsage) -> TokenUsage:
+    return TokenUsage(usage.prompt_tokens, usage.completion_tokens, usage.prompt_tokens_estimate)
+
+
+def turn_status(status: int) -> str:
+    """TURN_STATUS_OK -> "ok"; a number this client does not know -> "unknown(N)"."""
+    return _enum_name(cpb.TurnStatus, status, "TURN_STATUS_")
+
+
+def _tool_call_dict(call: pb.ToolCall) -> dict[str, str]:
+    return {"id": call.id, "name": call.name, "arguments": call.arguments}
+
+
+def chat_event(response: cpb.StreamChatResponse) -> ChatEvent | None:
+    """The event of one StreamChat response; ``None`` for a kind this client does not know."""
+    kind = response.WhichOneof("event")
+    if kind == "text_delta":
+        return TextDelta(response.text_delta.text, response.text_delta.step)
+    if kind == "tool_call":
+        call = response.tool_call.call
+        return ToolCallEvent(call.id, call.name, call.arguments, response.tool_call.step)
+    if kind == "usage":
+        return Usage(token_usage(response.usage.usage), response.usage.step)
+    if kind == "turn_started":
+        started = response.turn_started
+        return TurnStarted(
+            session_id=started.session_id,
+            turn_index=started.turn_index,
+            user_message_id=started.user_message_id,
+            prompt_tokens_estimate=started.prompt_tokens_estimate,
+            prompt_tokens_warning=started.prompt_tokens_warning,
+            context=build_report(started.context),
+            provider=started.provider,
+            model=started.model,
+        )
+    if kind == "turn_completed":
+        done = response.turn_completed
+        return TurnCompleted(
+            assistant_message_id=done.assistant_message_id,
+            final_text=done.final_text,
+            status=turn_status(done.status),
+            error_message=done.error_message,
+            step_usage=token_usage(done.step_usage),
+            turn_usage=token_usage(done.turn_usage),
+            session_usage=token_usage(done.session_usage),
+            duration_ms=done.duration_ms,
+            pending_tool_calls=[_tool_call_dict(c) for c in done.pending_tool_calls],
+        )
+    return None
