@@ -38,12 +38,12 @@ class Settings:
     shutdown_grace: float = _setting(10.0, "seconds in-flight calls get on SIGINT/SIGTERM")
     log_level: str = _setting("INFO", "DEBUG, INFO, WARNING or ERROR")
     system_identity: str = _setting(
-        "You are a helpful assistant.", "layer [0] of session-mode builds: who the model is"
+        "You are a helpful assistant.", "session mode's system layer: who the model is"
     )
-    system_rules: str = _setting("", "layer [0] of session-mode builds: rules for every answer")
-    memory_enabled: bool = _setting(True, "use memories [3] and recent sessions [4] (true/false)")
-    memory_limit: int = _setting(5, "memories considered for layer [3]")
-    recent_sessions_limit: int = _setting(3, "other sessions' summaries considered for [4]")
+    system_rules: str = _setting("", "session mode's system layer: rules for every answer")
+    memory_enabled: bool = _setting(True, "fill the memory and recent_sessions layers (true/false)")
+    memory_limit: int = _setting(5, "memories considered for the memory layer")
+    recent_sessions_limit: int = _setting(3, "other sessions' summaries for recent_sessions")
     memory_half_life_days: float = _setting(30.0, "days for a memory's recency weight to halve")
     provider: str = _setting("echo", "model provider: echo (offline), openai or anthropic")
     provider_model: str = _setting("", "model name; empty for the provider's default")

