@@ -133,7 +133,7 @@ class Env:
         return stored[0], FinishedTurn(session_id, user, index)
 
     async def contents(self, user: str = USER) -> list[str]:
-        memories, _ = await self.memories.list(user, 200)
+        memories, _ = await self.memories.list_memories(user, 200)
         return sorted(m.content for m in memories)
 
     async def session_summary(self, session_id: str) -> str | None:
@@ -194,10 +194,10 @@ async def test_duplicates_are_not_stored_twice(env: Env) -> None:
     sid = await env.session()
     _, first = await env.turn(sid, 1, "I like green tea.")
     await run(runner, first)
-    [before] = (await env.memories.list(USER))[0]
+    [before] = (await env.memories.list_memories(USER))[0]
     _, second = await env.turn(sid, 2, "Honestly, i like green tea!")
     await run(runner, second)
-    [after] = (await env.memories.list(USER))[0]
+    [after] = (await env.memories.list_memories(USER))[0]
     assert after.id == before.id and after.content == "I like green tea"
     assert after.updated_at >= before.updated_at
     assert len(await env.history.for_user(USER)) == 1  # only the add
@@ -209,11 +209,11 @@ async def test_fallback_replacement_keeps_the_old_text_in_history(env: Env) -> N
     sid = await env.session()
     _, first = await env.turn(sid, 1, "我叫小明")
     await run(runner, first)
-    [original] = (await env.memories.list(USER))[0]
+    [original] = (await env.memories.list_memories(USER))[0]
     user_message, second = await env.turn(sid, 2, "其实我的名字是小红")
     await run(runner, second)
 
-    [memory] = (await env.memories.list(USER))[0]
+    [memory] = (await env.memories.list_memories(USER))[0]
     assert (memory.id, memory.content) == (original.id, "我叫小红")  # in place, same id
     assert memory.source_message_id == user_message.id
     add, update = await env.history.for_memory(memory.id)
@@ -386,7 +386,7 @@ async def test_deleting_a_memory_deletes_its_history(env: Env) -> None:
     await run(runner, turn)
     _, turn = await env.turn(turn.session_id, 2, "我叫小红")
     await run(runner, turn)
-    [memory] = (await env.memories.list(USER))[0]
+    [memory] = (await env.memories.list_memories(USER))[0]
     assert len(await env.history.for_memory(memory.id)) == 2
     assert await env.memories.delete(memory.id)
     assert await env.history.for_memory(memory.id) == []
@@ -414,7 +414,7 @@ async def test_bad_model_answers_fall_back_to_rules(
     _, turn = await env.turn(await env.session(), 1, "My name is Alice")
     with caplog.at_level(logging.WARNING, "contextd.after_turn"):
         await run(runner, turn)
-    [memory] = (await env.memories.list(USER))[0]
+    [memory] = (await env.memories.list_memories(USER))[0]
     assert memory.content == "My name is Alice"
     [change] = await env.history.for_memory(memory.id)
     assert change.method == RULE_METHOD
@@ -507,7 +507,7 @@ async def test_compression_past_the_threshold_with_the_fallback(env: Env) -> Non
     await run(runner, turn)
     first = await env.summaries.active_compression(sid)
     assert first is not None
-    all_ids = tuple(m.id for m in (await env.conversation.list(sid))[0])
+    all_ids = tuple(m.id for m in (await env.conversation.list_messages(sid))[0])
     assert first.message_ids == all_ids[:6] and first.start_message_id == all_ids[0]
     assert first.summary.startswith("(extract, not a model summary: 6 earlier messages)")
     assert "- user: question 1" in first.summary and "- assistant: answer 3" in first.summary
@@ -518,7 +518,7 @@ async def test_compression_past_the_threshold_with_the_fallback(env: Env) -> Non
         await run(runner, turn)
     second = await env.summaries.active_compression(sid)
     assert second is not None and second.id != first.id
-    all_ids = tuple(m.id for m in (await env.conversation.list(sid))[0])
+    all_ids = tuple(m.id for m in (await env.conversation.list_messages(sid))[0])
     assert second.message_ids == all_ids[:12] and second.start_message_id == all_ids[0]
     assert "question 1" in second.summary  # the previous summary is folded in
     assert "question 6" in second.summary and "question 7" not in second.summary

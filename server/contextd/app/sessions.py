@@ -73,7 +73,7 @@ class SessionsApp:
     ) -> tuple[list[Session], str]:
         size = page_size(size, 50, 200)
         try:
-            return await self.sessions.list(caller.user_id, size, token)
+            return await self.sessions.list_sessions(caller.user_id, size, token)
         except ValueError as error:
             raise bad_page_token(error) from None
 
@@ -120,7 +120,7 @@ class SessionsApp:
         size = page_size(size, 100, 500)
         await self.get(caller, session_id)
         try:
-            return await self.conversation.list(session_id, size, token)
+            return await self.conversation.list_messages(session_id, size, token)
         except ValueError as error:
             raise bad_page_token(error) from None
 

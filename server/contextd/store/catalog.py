@@ -7,7 +7,6 @@ since this class is the tables' only writer in this process, the database's only
 
 from __future__ import annotations
 
-import builtins
 import json
 import time
 from typing import Any
@@ -80,7 +79,7 @@ class CatalogRepo:
         self._templates[scenario] = template
         return template
 
-    async def list_templates(self) -> builtins.list[PromptTemplate]:
+    async def list_templates(self) -> list[PromptTemplate]:
         rows = await self._db.reader.execute_fetchall(
             f"SELECT {_TEMPLATE_COLUMNS} FROM prompt_templates ORDER BY scenario"
         )
@@ -128,9 +127,7 @@ class CatalogRepo:
         self._changed()
         return _skill_from_row(next(iter(rows)))
 
-    async def list_skills(
-        self, app: str | None = None, enabled_only: bool = False
-    ) -> builtins.list[Skill]:
+    async def list_skills(self, app: str | None = None, enabled_only: bool = False) -> list[Skill]:
         """Skills by name. With ``app``, only those whose apps include it (ignoring ASCII
         case: "Excel" finds "excel") or whose apps list is empty (every app). The skills
         are shared with later calls (they are frozen)."""

@@ -13,7 +13,6 @@ no rows.
 
 from __future__ import annotations
 
-import builtins
 import json
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -104,7 +103,7 @@ class ConversationRepo:
 
     async def append(
         self, session_id: str, user_id: str, messages: Sequence[NewMessage]
-    ) -> builtins.list[StoredMessage]:
+    ) -> list[StoredMessage]:
         """Store ``messages`` at the end of the session, in one transaction.
 
         Seqs continue from the session's current last one; each message's ``tokens`` are
@@ -121,7 +120,7 @@ class ConversationRepo:
         user_id: str,
         messages: Sequence[NewMessage],
         usage: UsageTotals,
-    ) -> tuple[builtins.list[StoredMessage], UsageTotals]:
+    ) -> tuple[list[StoredMessage], UsageTotals]:
         """``append``, and add a turn's usage (prompt, completion, estimate) to the
         session's in the same transaction; returns the messages and the session's totals."""
         stored, totals = await self._append(session_id, user_id, messages, usage)
@@ -134,7 +133,7 @@ class ConversationRepo:
         user_id: str,
         messages: Sequence[NewMessage],
         usage: UsageTotals | None,
-    ) -> tuple[builtins.list[StoredMessage], UsageTotals | None]:
+    ) -> tuple[list[StoredMessage], UsageTotals | None]:
         for new in messages:
             if new.message.role not in STORED_ROLES:
                 raise ValueError(
@@ -161,9 +160,9 @@ class ConversationRepo:
             return _with_all_tokens(row)
         return None
 
-    async def list(
+    async def list_messages(
         self, session_id: str, page_size: int = 0, page_token: str = ""
-    ) -> tuple[builtins.list[StoredMessage], str]:
+    ) -> tuple[list[StoredMessage], str]:
         """A page of the session's messages, oldest first, with all their token counts."""
         limit = page_limit(page_size)
         after = -1
@@ -188,12 +187,10 @@ class ConversationRepo:
         rows = self._tails.all_rows(session_id)
         if rows is not None:
             return rows[0] if rows else None
-        page, _ = await self.list(session_id, 1)
+        page, _ = await self.list_messages(session_id, 1)
         return page[0] if page else None
 
-    async def tail(
-        self, session_id: str, limit: int, tokenizer: str
-    ) -> builtins.list[StoredMessage]:
+    async def tail(self, session_id: str, limit: int, tokenizer: str) -> list[StoredMessage]:
         """The newest ``limit`` messages in chronological order (one indexed query, or
         none when the session's newest messages are cached).
 
@@ -204,7 +201,7 @@ class ConversationRepo:
             return []
         cached = self._tails.newest(session_id, tokenizer, limit)
         if cached is not None:
-            return builtins.list(cached[-limit:])
+            return list(cached[-limit:])
         rows = await self._db.reader.execute_fetchall(TAIL_SQL, (tokenizer, session_id, limit))
         out = [
             _stored(row, NO_TOKENS if row[12] is None else MappingProxyType({tokenizer: row[12]}))
@@ -216,7 +213,7 @@ class ConversationRepo:
 
     async def turn_messages(
         self, session_id: str, turn_index: int, tokenizer: str, at_most: int = 1024
-    ) -> builtins.list[StoredMessage]:
+    ) -> list[StoredMessage]:
         """The messages of turn ``turn_index`` among the session's newest ``at_most``, oldest
         first (as ``tail`` reads them), read back from the newest only as far as needed."""
         limit = min(16, at_most)
@@ -258,10 +255,10 @@ class ConversationRepo:
 
 async def _insert(
     conn: Connection, session_id: str, user_id: str, messages: Sequence[NewMessage]
-) -> builtins.list[StoredMessage]:
+) -> list[StoredMessage]:
     """Insert the messages and their token counts inside the caller's transaction."""
     now = time.time()
-    stored: builtins.list[StoredMessage] = []
+    stored: list[StoredMessage] = []
     for start in range(0, len(messages), _INSERT_CHUNK):
         chunk = messages[start : start + _INSERT_CHUNK]
         sql, params = _insert_statement(session_id, user_id, chunk, now)
@@ -305,7 +302,7 @@ async def _insert(
 
 def _insert_statement(
     session_id: str, user_id: str, chunk: Sequence[NewMessage], now: float
-) -> tuple[str, builtins.list[object]]:
+) -> tuple[str, list[object]]:
     """One INSERT ... RETURNING for a chunk of messages, seqs following the session's last.
 
     The new rows come from a VALUES list joined to the session row (so nothing is inserted
@@ -313,7 +310,7 @@ def _insert_statement(
     read before any row is written.
     """
     values = ", ".join(["(?, ?, ?, ?, ?, ?, ?)"] * len(chunk))
-    params: builtins.list[object] = [session_id]
+    params: list[object] = [session_id]
     for ordinal, new in enumerate(chunk):
         m = new.message
         params += [

@@ -26,7 +26,6 @@ handful of ``executemany`` calls.
 from __future__ import annotations
 
 import asyncio
-import builtins
 import hashlib
 import json
 import math
@@ -402,9 +401,9 @@ class MemoryRepo:
         )
         return int(rows[0][0])
 
-    async def list(
+    async def list_memories(
         self, user_id: str, page_size: int = 0, page_token: str = ""
-    ) -> tuple[builtins.list[Memory], str]:
+    ) -> tuple[list[Memory], str]:
         """A page of the user's memories, newest first, and the next page's token ("" at the
         end). ``page_size`` 0 means the default; a token from another listing is refused."""
         limit = page_limit(page_size)
@@ -430,7 +429,7 @@ class MemoryRepo:
 
     async def search(
         self, user_id: str, query: str, limit: int = 10, now: float | None = None
-    ) -> builtins.list[ScoredMemory]:
+    ) -> list[ScoredMemory]:
         """The user's memories that best match ``query``, best first (see module docstring).
 
         A query without usable terms (only punctuation, say) finds nothing; FTS5 syntax in

@@ -11,7 +11,6 @@ runner does: a rebuild for a new terms version rewrites every entry anyway.
 
 from __future__ import annotations
 
-import builtins
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -217,7 +216,7 @@ class MemoryHistoryRepo:
         )
         return memory_from_row(rows[0])
 
-    async def for_memory(self, memory_id: int) -> builtins.list[MemoryChange]:
+    async def for_memory(self, memory_id: int) -> list[MemoryChange]:
         """The memory's history, oldest first."""
         rows = await self._db.reader.execute_fetchall(
             f"SELECT {_COLUMNS} FROM memory_history WHERE memory_id = ? ORDER BY id",
@@ -225,7 +224,7 @@ class MemoryHistoryRepo:
         )
         return [_change_from_row(row) for row in rows]
 
-    async def for_user(self, user_id: str, limit: int = 100) -> builtins.list[MemoryChange]:
+    async def for_user(self, user_id: str, limit: int = 100) -> list[MemoryChange]:
         """The user's newest ``limit`` history rows, newest first."""
         rows = await self._db.reader.execute_fetchall(
             f"SELECT {_COLUMNS} FROM memory_history WHERE user_id = ? ORDER BY id DESC LIMIT ?",

@@ -91,7 +91,7 @@ class SessionRepo:
             return session_from_row(row)
         return None
 
-    async def list(
+    async def list_sessions(
         self, user_id: str, page_size: int = 0, page_token: str = ""
     ) -> tuple[list[Session], str]:
         """A page of the user's sessions, most recently updated first (ties: id descending).

@@ -13,7 +13,7 @@ CREATE TABLE sessions (
     message_count INTEGER NOT NULL DEFAULT 0
 );
 
--- A user's sessions, newest first: SessionRepo.list pages on the key (updated_at, id).
+-- A user's sessions, newest first: SessionRepo.list_sessions pages on the key (updated_at, id).
 CREATE INDEX sessions_user_updated ON sessions (user_id, updated_at DESC, id DESC);
 
 CREATE TABLE conversation (

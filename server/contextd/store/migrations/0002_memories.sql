@@ -14,7 +14,7 @@ CREATE TABLE memories (
     UNIQUE (user_id, content_hash)
 );
 
--- A user's memories, newest first: MemoryRepo.list pages on the key (created_at, id).
+-- A user's memories, newest first: MemoryRepo.list_memories pages on the key (created_at, id).
 CREATE INDEX memories_user_created ON memories (user_id, created_at DESC, id DESC);
 
 -- The search index, rowid = memories.id. Each row holds the memory's terms
