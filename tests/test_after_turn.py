@@ -101,7 +101,7 @@ class Env:
         self.conversation = ConversationRepo(db)
         self.memories = MemoryRepo(db)
         self.summaries = SummaryRepo(db)
-        self.history = MemoryHistoryRepo(db)
+        self.history = MemoryHistoryRepo(db, self.memories)
         self.runners: list[AfterTurnRunner] = []
 
     def runner(self, provider: object | None = None, **settings: object) -> AfterTurnRunner:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -11,6 +12,7 @@ from contextd.core.search_terms import TERMS_VERSION
 from contextd.store import memories as memories_module
 from contextd.store.db import Database
 from contextd.store.memories import MemoryRepo, choose_terms, match_expression
+from contextd.store.memory_history import MemoryHistoryRepo
 from contextd.store.models import ScoredMemory
 
 DAY = 86400.0
@@ -470,3 +472,23 @@ async def test_memories_survive_reopening_the_database(tmp_path: Path) -> None:
         assert contents(await MemoryRepo(second).search("alice", "咖啡")) == ["我每天早上都喝咖啡"]
     finally:
         await second.close()
+
+
+async def test_a_replacement_whose_history_row_fails_changes_no_memory(
+    db: Database, repo: MemoryRepo
+) -> None:
+    history = MemoryHistoryRepo(db, repo)
+    memory, _ = await repo.add("alice", "I live in Paris", now=NOW)
+    async with db.transaction() as conn:
+        await conn.execute(
+            "CREATE TRIGGER refuse_history BEFORE INSERT ON memory_history"
+            " BEGIN SELECT RAISE(ABORT, 'refused'); END"
+        )
+    with pytest.raises(sqlite3.IntegrityError):
+        await history.replace(memory.id, "alice", "I live in Paris", "I live in Oslo", "x")
+    # The memory, its index entry and its history roll back together.
+    assert await repo.get(memory.id) == memory
+    assert contents(await repo.search("alice", "Paris", now=NOW)) == ["I live in Paris"]
+    assert await repo.search("alice", "Oslo", now=NOW) == []
+    assert await history.for_memory(memory.id) == []
+    await fts_integrity(db)
