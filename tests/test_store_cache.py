@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+from contextd.core.errors import SessionNotFound
 from contextd.core.messages import ChatMessage, Role, ToolCall
 from contextd.store import tail_cache
 from contextd.store.catalog import CatalogRepo
@@ -130,7 +131,7 @@ async def test_a_failed_append_leaves_nothing_stale(db: Database) -> None:
     session = await SessionRepo(db).create("alice")
     await repo.append(session.id, "alice", [message(Role.USER, "q", cl=1)])
     await repo.tail(session.id, 5, "cl")
-    with pytest.raises(LookupError):
+    with pytest.raises(SessionNotFound):
         await repo.append(session.id, "mallory", [message(Role.USER, "not hers")])
     await assert_tail_matches_disk(db, repo, session.id)
 
@@ -163,7 +164,7 @@ async def test_an_answer_and_its_usage_are_stored_together(db: Database) -> None
     )
     assert [m.message.content for m in stored] == ["a"] and totals == (10, 2, 9)
     assert await repo.append_with_usage(session.id, "alice", [], (1, 1, 1)) == ([], (11, 3, 10))
-    with pytest.raises(LookupError):  # another user's session: neither is written
+    with pytest.raises(SessionNotFound):  # another user's session: neither is written
         await repo.append_with_usage(session.id, "mallory", [message(Role.USER, "x")], (5, 5, 5))
     assert await repo.append_with_usage(session.id, "alice", [], (0, 0, 0)) == ([], (11, 3, 10))
     assert len(await repo.tail(session.id, 10, "cl")) == 1
@@ -259,7 +260,7 @@ async def test_other_sessions_summaries_follow_every_summary_write_and_delete(
     assert await shown(a.id) == ["B: b2", "C: c1"]
     await sessions.delete(b.id)
     assert await shown(a.id) == ["C: c1"]
-    with pytest.raises(LookupError):
+    with pytest.raises(SessionNotFound):
         await summaries.upsert_session_summary(c.id, "mallory", "not hers", by_host=True)
     assert await shown(a.id) == ["C: c1"]
 
@@ -351,9 +352,9 @@ async def test_failed_writes_leave_every_cache_as_it_was(
     skills = await catalog.list_skills("excel")
     assert await memories.search("alice", "coffee") == []
 
-    with pytest.raises(LookupError):
+    with pytest.raises(SessionNotFound):
         await repo.append(session.id, "mallory", [message(Role.USER, "not hers")])
-    with pytest.raises(LookupError):
+    with pytest.raises(SessionNotFound):
         await summaries.upsert_session_summary(other.id, "mallory", "not hers", by_host=True)
     with pytest.raises(ValueError):
         await memories.add("alice", "   ")
@@ -405,3 +406,17 @@ async def test_counts_saved_reach_rows_cached_with_every_count(db: Database) -> 
     [stored] = await repo.append(session.id, "alice", [message(Role.USER, "q", cl=1)])
     await repo.save_tokens([(stored.id, "new", 4)], session.id)
     await assert_tail_matches_disk(db, repo, session.id, "new")
+
+
+async def test_counts_of_messages_deleted_meanwhile_are_left_out(db: Database) -> None:
+    sessions, repo = SessionRepo(db), ConversationRepo(db)
+    session = await sessions.create("alice")
+    other = await sessions.create("alice")
+    [gone] = await repo.append(session.id, "alice", [message(Role.USER, "q")])
+    [kept] = await repo.append(other.id, "alice", [message(Role.USER, "q")])
+    await sessions.delete(session.id)  # after its rows were read for counting
+    await repo.save_tokens([(gone.id, "new", 3)], session.id)
+    await repo.save_tokens([(kept.id, "new", 4)], other.id)
+    assert await repo.tail(session.id, 5, "new") == []
+    assert [r.tokens for r in await repo.tail(other.id, 5, "new")] == [{"new": 4}]
+    await assert_tail_matches_disk(db, repo, other.id, "new")

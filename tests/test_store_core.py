@@ -11,13 +11,14 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from contextd.core.errors import SessionNotFound
 from contextd.core.messages import ChatMessage, Role, ToolCall
 from contextd.store.catalog import CatalogRepo
 from contextd.store.conversation import TAIL_SQL, ConversationRepo
 from contextd.store.db import Database
 from contextd.store.models import NewMessage, Session, Skill
 from contextd.store.paging import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
-from contextd.store.sessions import SessionNotFoundError, SessionRepo
+from contextd.store.sessions import SessionRepo
 from contextd.store.summaries import SummaryRepo
 
 
@@ -319,9 +320,9 @@ async def test_append_refuses_missing_or_foreign_sessions_and_system_messages(
 ) -> None:
     session = await sessions.create("alice")
     assert await conversation.append(session.id, "alice", []) == []
-    with pytest.raises(SessionNotFoundError, match="not found"):
+    with pytest.raises(SessionNotFound, match="no session with id"):
         await conversation.append("missing", "alice", [user("x", t=1)])
-    with pytest.raises(SessionNotFoundError):
+    with pytest.raises(SessionNotFound):
         await conversation.append(session.id, "mallory", [user("x", t=1)])
     with pytest.raises(ValueError, match="system message cannot be stored"):
         await conversation.append(
@@ -435,7 +436,7 @@ async def test_an_automatic_session_summary_does_not_replace_the_hosts(
     [recent] = await summaries.recent_session_summaries("alice", other.id)
     assert recent.summary == "host 2"
     for by_host in (False, True):
-        with pytest.raises(SessionNotFoundError):
+        with pytest.raises(SessionNotFound):
             await summaries.upsert_session_summary(session.id, "bob", "x", by_host=by_host)
 
 
@@ -495,7 +496,7 @@ async def test_compression_summaries_keep_one_active(db: Database, sessions: Ses
         "SELECT id, active FROM compression_summaries ORDER BY id"
     )
     assert [tuple(r) for r in rows] == [(first.id, 0), (second.id, 1)]
-    with pytest.raises(SessionNotFoundError):
+    with pytest.raises(SessionNotFound):
         await summaries.add_compression("missing", [1], 1, "x")
     assert await summaries.active_compression(session.id) == second  # rolled back
 
@@ -529,9 +530,9 @@ async def test_session_summaries_of_recent_other_sessions(
         older.id
     ]
     assert await summaries.recent_session_summaries("alice", current.id, 0) == []
-    with pytest.raises(SessionNotFoundError):
+    with pytest.raises(SessionNotFound):
         await summaries.upsert_session_summary(bobs.id, "alice", "not mine", by_host=True)
-    with pytest.raises(SessionNotFoundError):
+    with pytest.raises(SessionNotFound):
         await summaries.upsert_session_summary("missing", "alice", "x", by_host=True)
     bob_recent = await summaries.recent_session_summaries("bob", "", 5)
     assert [s.summary for s in bob_recent] == ["bob's summary"]

@@ -7,7 +7,7 @@ from typing import Any
 
 from contextd.app.pagination import bad_page_token, page_size
 from contextd.app.scope import Caller, parse_id
-from contextd.core.errors import InvalidArgument, NotFound, Violations
+from contextd.core.errors import InvalidArgument, NotFound, SessionNotFound, Violations
 from contextd.core.messages import ChatMessage, Role
 from contextd.core.pipeline import is_blank, validate_history
 from contextd.core.tokens import ESTIMATE, TokenizerRegistry, message_tokens
@@ -64,7 +64,7 @@ class SessionsApp:
             raise InvalidArgument.one("session_id", "required")
         session = await self.sessions.get(session_id)
         if session is None:
-            raise NotFound(f"no session with id {session_id!r}")
+            raise SessionNotFound(session_id)
         caller.check_owner(session.user_id, "the session")
         return session
 

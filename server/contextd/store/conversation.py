@@ -19,11 +19,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
+from contextd.core.errors import SessionNotFound
 from contextd.core.messages import ChatMessage, Role, ToolCall
 from contextd.store.db import Connection, Database
 from contextd.store.models import NO_TOKENS, NewMessage, StoredMessage, token_counts
 from contextd.store.paging import decode_token, encode_token, page_limit
-from contextd.store.sessions import SessionNotFoundError, UsageTotals, add_usage
+from contextd.store.sessions import UsageTotals, add_usage
 from contextd.store.tail_cache import TailCache
 
 STORED_ROLES = frozenset({Role.USER, Role.ASSISTANT, Role.TOOL})
@@ -108,7 +109,7 @@ class ConversationRepo:
 
         Seqs continue from the session's current last one; each message's ``tokens`` are
         stored with it; the session's ``updated_at`` and ``message_count`` follow (a trigger
-        of the schema does that in the same statement). Raises SessionNotFoundError when the
+        of the schema does that in the same statement). Raises SessionNotFound when the
         session does not exist or belongs to another user, ValueError for a system message.
         """
         stored, _ = await self._append(session_id, user_id, messages, None)
@@ -226,15 +227,17 @@ class ConversationRepo:
 
     async def save_tokens(self, rows: Iterable[tuple[int, str, int]], session_id: str) -> None:
         """Store (message_id, tokenizer, tokens) counts of messages of ``session_id``,
-        whose cached rows get them too; a count already stored is kept."""
+        whose cached rows get them too; a count already stored is kept. The count of a
+        message deleted since it was read (with its session) is left out, not an error:
+        counts only spare tokenizing again."""
         batch = list(rows)
         if not batch:
             return
         async with self._db.transaction() as conn:
             await conn.executemany(
                 "INSERT OR IGNORE INTO message_tokens (message_id, tokenizer, tokens)"
-                " VALUES (?, ?, ?)",
-                batch,
+                " SELECT id, ?, ? FROM conversation WHERE id = ?",
+                [(name, n, mid) for mid, name, n in batch],
             )
         self._tails.counts_saved(session_id, batch)
 
@@ -264,7 +267,7 @@ async def _insert(
         sql, params = _insert_statement(session_id, user_id, chunk, now)
         rows = await conn.execute_fetchall(sql, params)
         if not rows:  # the join on sessions found no such session of this user
-            raise SessionNotFoundError(session_id)
+            raise SessionNotFound(session_id)
         # The chunk's seqs are contiguous from its first one, in the chunk's order.
         ids = {seq: mid for mid, seq in rows}
         first = min(ids)

@@ -19,9 +19,9 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
+from contextd.core.errors import SessionNotFound
 from contextd.store.db import Database
 from contextd.store.models import CompressionSummaryRow, SessionSummary
-from contextd.store.sessions import SessionNotFoundError
 
 # Sessions whose active compression summary (or its absence) is kept in memory.
 ACTIVE_CACHE_SESSIONS = 1024
@@ -69,7 +69,7 @@ class SummaryRepo:
     ) -> CompressionSummaryRow:
         """Store a new active compression summary; the session's earlier ones become inactive.
 
-        Raises SessionNotFoundError when the session does not exist.
+        Raises SessionNotFound when the session does not exist.
         """
         ids = [int(m) for m in message_ids]
         async with self._db.transaction() as conn:
@@ -85,7 +85,7 @@ class SummaryRepo:
                 (json.dumps(ids), start_message_id, summary, time.time(), session_id),
             )
             if not rows:
-                raise SessionNotFoundError(session_id)
+                raise SessionNotFound(session_id)
         added = _compression_from_row(next(iter(rows)))
         self._remember(session_id, added)
         return added
@@ -109,7 +109,7 @@ class SummaryRepo:
         self, session_id: str, user_id: str, summary: str, by_host: bool
     ) -> bool:
         """Set the session's summary; an automatic one (``by_host`` False) does not replace
-        one the host set. Returns whether it was set. Raises SessionNotFoundError unless
+        one the host set. Returns whether it was set. Raises SessionNotFound unless
         the user owns the session."""
         async with self._db.transaction() as conn:
             cursor = await conn.execute(
@@ -126,7 +126,7 @@ class SummaryRepo:
                     "SELECT 1 FROM sessions WHERE id = ? AND user_id = ?", (session_id, user_id)
                 )
                 if not owned:
-                    raise SessionNotFoundError(session_id)
+                    raise SessionNotFound(session_id)
                 return False  # the host's summary stays
         # The lists that may show this summary: all but those leaving the session out.
         lists = self._recent.get(user_id)
