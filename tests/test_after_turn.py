@@ -22,7 +22,13 @@ from contextd.config import Settings
 from contextd.core.memory_facts import RULE_METHOD
 from contextd.core.messages import ChatMessage, Role
 from contextd.core.tokens import TokenizerRegistry
-from contextd.providers.base import Finished, ModelEvent, ModelRequest, TextDelta
+from contextd.providers.base import (
+    LANGUAGE_MODEL,
+    Finished,
+    ModelEvent,
+    ModelRequest,
+    TextDelta,
+)
 from contextd.providers.echo import EchoProvider
 from contextd.providers.errors import ProviderUnavailable
 from contextd.store.conversation import ConversationRepo
@@ -54,6 +60,7 @@ class ScriptedProvider:
 
     name = "fake"
     default_model = "fake-model"
+    capabilities = LANGUAGE_MODEL
 
     def __init__(
         self,

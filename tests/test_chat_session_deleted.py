@@ -18,7 +18,14 @@ import grpc.aio
 import pytest
 from contextd import server as contextd_server
 from contextd.config import Settings
-from contextd.providers.base import Finished, ModelEvent, ModelRequest, TextDelta, Usage
+from contextd.providers.base import (
+    Capabilities,
+    Finished,
+    ModelEvent,
+    ModelRequest,
+    TextDelta,
+    Usage,
+)
 from contextd.store.db import Database
 from contextd.v1 import chat_pb2 as cpb
 from contextd.v1 import chat_pb2_grpc, memory_pb2_grpc, sessions_pb2_grpc
@@ -33,6 +40,7 @@ class HeldProvider:
 
     name = "held"
     default_model = "held-model"
+    capabilities = Capabilities(follows_instructions=False)  # its answer is fixed
 
     def __init__(self) -> None:
         self.streaming = asyncio.Event()

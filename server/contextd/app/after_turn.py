@@ -89,7 +89,7 @@ class AfterTurnSettings:
     memories: bool = True  # extract facts into the user's memories
     session_summary: bool = True  # refresh the session's summary (layer [4])
     compression: bool = True  # write compression summaries (seed 002)
-    use_model: bool | None = None  # None: whenever the provider is not "echo"
+    use_model: bool | None = None  # None: when the provider follows instructions
     max_facts: int = 5  # facts kept per turn
     max_fact_chars: int = 200
     related_memories: int = 10  # existing memories the extraction sees
@@ -179,7 +179,7 @@ class AfterTurnRunner:
         self.history = history
         self.settings = settings or AfterTurnSettings()
         use = self.settings.use_model
-        self.use_model = provider.name != "echo" if use is None else use
+        self.use_model = provider.capabilities.follows_instructions if use is None else use
         self.stats = AfterTurnStats()
         self._tasks: set[asyncio.Task[None]] = set()
         self._locks: dict[str, _SessionLock] = {}
