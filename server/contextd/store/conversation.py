@@ -71,8 +71,8 @@ def _tool_calls(text: str | None) -> tuple[ToolCall, ...]:
     return tuple(ToolCall(c["id"], c["name"], c.get("arguments", "")) for c in json.loads(text))
 
 
-# Role by stored value: a dict lookup costs a tenth of Role(value), and a tail read makes
-# up to TAIL_CACHE_ROWS (store/tail_cache.py) messages.
+# Role by stored value: a dict lookup is much cheaper than Role(value), and a tail read
+# makes up to TAIL_CACHE_ROWS (store/tail_cache.py) messages.
 _ROLES = {role.value: role for role in Role}
 
 
@@ -81,8 +81,8 @@ def _stored(row: Any, tokens: Mapping[str, int]) -> StoredMessage:
         row[:12]
     )
     message = ChatMessage(_ROLES[role], content, _tool_calls(calls), call_id, str(mid))
-    # Positional arguments, in the order of the fields: keyword arguments would cost a fifth
-    # of building a row, as much as its being frozen does.
+    # Positional arguments, in the order of the fields: keyword arguments would make
+    # building a row noticeably slower, for every row a tail read makes.
     return StoredMessage(
         mid, session_id, user_id, seq, message, turn, bool(collected), status, at, tokens
     )

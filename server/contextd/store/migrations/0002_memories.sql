@@ -24,7 +24,7 @@ CREATE INDEX memories_user_created ON memories (user_id, created_at DESC, id DES
 -- punctuation, so it keeps every term as one token, exactly as Python made it.
 -- * Per-user terms: a query for one user reads only that user's posting lists. A shared
 --   "user token" ANDed into the query costs a seek in a list as long as the user's
---   memories for every hit (measured: p50 4-6 ms at 100,000 memories, against 0.3-1 ms).
+--   memories for every hit (bench/README.md, memory_search.py, has the measurements).
 -- * Contentless: the terms are not stored a second time (10 MB instead of 47 MB of index
 --   for 105,000 memories). A delete must therefore give the terms again; MemoryRepo
 --   recomputes them from the content. Delete memories only through MemoryRepo.
