@@ -272,7 +272,7 @@ async def test_echo_session_summary_is_an_extract(env: Env) -> None:
     assert summary == (
         "（摘录，未经模型总结）开始：「我想学做红烧肉」；最近：「需要多久？」 → 「大约一个小时」"
     )
-    # Layer [4] of the user's other sessions reads it.
+    # The recent_sessions layer of the user's other sessions reads it.
     other = await env.session()
     [recent] = await env.summaries.recent_session_summaries(USER, other)
     assert recent.session_id == sid and recent.summary == summary

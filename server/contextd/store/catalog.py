@@ -1,4 +1,5 @@
-"""Server-wide catalog for layer [1]: prompt templates per scenario, and skills per host app.
+"""Server-wide catalog for the ``scenario`` layer: prompt templates per scenario, and skills
+per host app.
 
 Every session-mode build reads the skills (and the scenario's template): reads are kept in
 memory and all of them dropped by any write once it committed (the rule in store/db.py),

@@ -1,7 +1,7 @@
 """The event log: one JSONL file per session, history_dir/<session_id>.jsonl.
 
-Every line is one event in the format of seed 003 (keys in this order, a None field
-left out): ts, session_id, turn, step, type, content, role, meta.
+Every line is one JSON event with these keys, in this order, a None field left out: ts,
+session_id, turn, step, type, content, role, meta.
 
 ``append`` encodes its line and writes it with one ``os.write`` on the event loop's
 thread, before it returns: a session's lines land in the order ``append`` was called and

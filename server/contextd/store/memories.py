@@ -1,4 +1,4 @@
-"""Memories: a user's atomic facts, deduplicated, searchable in Chinese and English (seed 004).
+"""Memories: a user's atomic facts, deduplicated, searchable in Chinese and English.
 
 Search is SQLite FTS5 over terms made by ``contextd.core.search_terms`` (see migration
 0002_memories.sql for the index layout and why). A search:

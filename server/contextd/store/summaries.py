@@ -1,4 +1,5 @@
-"""Summaries: a session's compression summary (seed 002) and per-session summaries (layer [4]).
+"""Summaries: a session's compression summary (it stands in for the older messages it folded)
+and per-session summaries (the ``recent_sessions`` layer of the user's other sessions).
 
 A session's active compression summary is read by every turn twice (the window, the
 compression check after it) and changes rarely: it is kept in memory per session, set by
@@ -6,9 +7,10 @@ compression check after it) and changes rarely: it is kept in memory per session
 database's only writer) and dropped when the session is deleted. Every write changes the
 caches once it committed (the rule in store/db.py).
 
-The user's other sessions' summaries (layer [4]) are read by every turn too: each list is
-kept until a summary it may show changes (:meth:`SummaryRepo.upsert_session_summary` of
-another of the user's sessions than the one it leaves out) or a session is deleted.
+The user's other sessions' summaries (``recent_sessions``) are read by every turn too:
+each list is kept until a summary it may show changes
+(:meth:`SummaryRepo.upsert_session_summary` of another of the user's sessions than the one
+it leaves out) or a session is deleted.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
--- 0002_memories: a user's atomic memories (seed 004, layer [3]) and their full-text index.
+-- 0002_memories: a user's atomic memories (memory layer) and their full-text index.
 -- Memories belong to a user, not to a session: they outlive the session they came from, so
 -- source_session_id / source_message_id are provenance only, without foreign keys.
 
