@@ -208,7 +208,7 @@ def _add_services(
         memories,
         summaries,
         sessions.conversation,
-        MemoryHistoryRepo(db),
+        MemoryHistoryRepo(db, memories),
         AfterTurnSettings.from_settings(settings),
     )
     chat = ChatApp(

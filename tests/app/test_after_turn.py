@@ -49,10 +49,10 @@ async def test_duplicates_are_not_stored_twice(env: Env) -> None:
     sid = await env.session()
     _, first = await env.turn(sid, 1, "I like green tea.")
     await run(runner, first)
-    [before] = (await env.memories.list(USER))[0]
+    [before] = (await env.memories.list_memories(USER))[0]
     _, second = await env.turn(sid, 2, "Honestly, i like green tea!")
     await run(runner, second)
-    [after] = (await env.memories.list(USER))[0]
+    [after] = (await env.memories.list_memories(USER))[0]
     assert after.id == before.id and after.content == "I like green tea"
     assert after.updated_at >= before.updated_at
     assert len(await env.history.for_user(USER)) == 1  # only the add
@@ -64,11 +64,11 @@ async def test_fallback_replacement_keeps_the_old_text_in_history(env: Env) -> N
     sid = await env.session()
     _, first = await env.turn(sid, 1, "我叫小明")
     await run(runner, first)
-    [original] = (await env.memories.list(USER))[0]
+    [original] = (await env.memories.list_memories(USER))[0]
     user_message, second = await env.turn(sid, 2, "其实我的名字是小红")
     await run(runner, second)
 
-    [memory] = (await env.memories.list(USER))[0]
+    [memory] = (await env.memories.list_memories(USER))[0]
     assert (memory.id, memory.content) == (original.id, "我叫小红")  # in place, same id
     assert memory.source_message_id == user_message.id
     add, update = await env.history.for_memory(memory.id)
@@ -120,7 +120,7 @@ async def test_echo_session_summary_is_an_extract(env: Env) -> None:
     assert summary == (
         "（摘录，未经模型总结）开始：「我想学做红烧肉」；最近：「需要多久？」 → 「大约一个小时」"
     )
-    # Layer [4] of the user's other sessions reads it.
+    # The recent_sessions layer of the user's other sessions reads it.
     other = await env.session()
     [recent] = await env.summaries.recent_session_summaries(USER, other)
     assert recent.session_id == sid and recent.summary == summary
@@ -241,7 +241,7 @@ async def test_deleting_a_memory_deletes_its_history(env: Env) -> None:
     await run(runner, turn)
     _, turn = await env.turn(turn.session_id, 2, "我叫小红")
     await run(runner, turn)
-    [memory] = (await env.memories.list(USER))[0]
+    [memory] = (await env.memories.list_memories(USER))[0]
     assert len(await env.history.for_memory(memory.id)) == 2
     assert await env.memories.delete(memory.id)
     assert await env.history.for_memory(memory.id) == []
@@ -269,7 +269,7 @@ async def test_bad_model_answers_fall_back_to_rules(
     _, turn = await env.turn(await env.session(), 1, "My name is Alice")
     with caplog.at_level(logging.WARNING, "contextd.after_turn"):
         await run(runner, turn)
-    [memory] = (await env.memories.list(USER))[0]
+    [memory] = (await env.memories.list_memories(USER))[0]
     assert memory.content == "My name is Alice"
     [change] = await env.history.for_memory(memory.id)
     assert change.method == RULE_METHOD

@@ -42,7 +42,7 @@ async def test_compression_past_the_threshold_with_the_fallback(env: Env) -> Non
     await run(runner, turn)
     first = await env.summaries.active_compression(sid)
     assert first is not None
-    all_ids = tuple(m.id for m in (await env.conversation.list(sid))[0])
+    all_ids = tuple(m.id for m in (await env.conversation.list_messages(sid))[0])
     assert first.message_ids == all_ids[:6] and first.start_message_id == all_ids[0]
     assert first.summary.startswith("(extract, not a model summary: 6 earlier messages)")
     assert "- user: question 1" in first.summary and "- assistant: answer 3" in first.summary
@@ -53,7 +53,7 @@ async def test_compression_past_the_threshold_with_the_fallback(env: Env) -> Non
         await run(runner, turn)
     second = await env.summaries.active_compression(sid)
     assert second is not None and second.id != first.id
-    all_ids = tuple(m.id for m in (await env.conversation.list(sid))[0])
+    all_ids = tuple(m.id for m in (await env.conversation.list_messages(sid))[0])
     assert second.message_ids == all_ids[:12] and second.start_message_id == all_ids[0]
     assert "question 1" in second.summary  # the previous summary is folded in
     assert "question 6" in second.summary and "question 7" not in second.summary

@@ -1,7 +1,7 @@
 """``contextd chat``: --once, piped stdin and the REPL in a pseudo-terminal.
 
 Against the live echo server (``address``), and against the scripted fake server of
-``tests.test_sdk_chat`` for what echo cannot do (slow turns to cancel with Ctrl-C, tool
+``tests.clients.test_python_chat`` for what echo cannot do (slow turns to cancel with Ctrl-C, tool
 calls, error statuses). The REPL runs in a real pseudo-terminal (stdlib ``pty``): it
 is the session leader with the terminal as its controlling terminal, so Ctrl-C typed
 into the terminal reaches it as SIGINT, as it would from a user's shell.

@@ -39,6 +39,7 @@ async def test_make_provider_defaults(
         assert isinstance(provider, cls)
         assert provider.name == name
         assert provider.default_model == model
+        assert provider.capabilities.follows_instructions == (name != "echo")
         if isinstance(provider, OpenAIProvider | AnthropicProvider):
             assert provider.base_url == base_url
         assert FAKE_KEY not in repr(provider)

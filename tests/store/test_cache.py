@@ -12,8 +12,9 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+from contextd.core.errors import SessionNotFound
 from contextd.core.messages import ChatMessage, Role, ToolCall
-from contextd.store import conversation as conversation_module
+from contextd.store import tail_cache
 from contextd.store.catalog import CatalogRepo
 from contextd.store.conversation import ConversationRepo
 from contextd.store.db import Connection, Database
@@ -130,14 +131,14 @@ async def test_a_failed_append_leaves_nothing_stale(db: Database) -> None:
     session = await SessionRepo(db).create("alice")
     await repo.append(session.id, "alice", [message(Role.USER, "q", cl=1)])
     await repo.tail(session.id, 5, "cl")
-    with pytest.raises(LookupError):
+    with pytest.raises(SessionNotFound):
         await repo.append(session.id, "mallory", [message(Role.USER, "not hers")])
     await assert_tail_matches_disk(db, repo, session.id)
 
 
 async def test_the_cache_keeps_to_its_bounds(db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(conversation_module, "TAIL_CACHE_ROWS", 5)
-    monkeypatch.setattr(conversation_module, "TAIL_CACHE_SESSIONS", 2)
+    monkeypatch.setattr(tail_cache, "TAIL_CACHE_ROWS", 5)
+    monkeypatch.setattr(tail_cache, "TAIL_CACHE_SESSIONS", 2)
     sessions = SessionRepo(db)
     repo = ConversationRepo(db)
     ids = []
@@ -149,7 +150,7 @@ async def test_the_cache_keeps_to_its_bounds(db: Database, monkeypatch: pytest.M
         await assert_tail_matches_disk(db, repo, session_id)
     # Only the newest rows of the most recently used sessions stay.
     assert [r.message.content for r in await repo.tail(ids[0], 2, "cl")] == ["m6", "m7"]
-    monkeypatch.setattr(conversation_module, "TAIL_CACHE_CHARS", 1)
+    monkeypatch.setattr(tail_cache, "TAIL_CACHE_CHARS", 1)
     await repo.append(ids[1], "alice", [message(Role.USER, "too big to keep")])
     await assert_tail_matches_disk(db, repo, ids[1])
 
@@ -163,7 +164,7 @@ async def test_an_answer_and_its_usage_are_stored_together(db: Database) -> None
     )
     assert [m.message.content for m in stored] == ["a"] and totals == (10, 2, 9)
     assert await repo.append_with_usage(session.id, "alice", [], (1, 1, 1)) == ([], (11, 3, 10))
-    with pytest.raises(LookupError):  # another user's session: neither is written
+    with pytest.raises(SessionNotFound):  # another user's session: neither is written
         await repo.append_with_usage(session.id, "mallory", [message(Role.USER, "x")], (5, 5, 5))
     assert await repo.append_with_usage(session.id, "alice", [], (0, 0, 0)) == ([], (11, 3, 10))
     assert len(await repo.tail(session.id, 10, "cl")) == 1
@@ -259,7 +260,7 @@ async def test_other_sessions_summaries_follow_every_summary_write_and_delete(
     assert await shown(a.id) == ["B: b2", "C: c1"]
     await sessions.delete(b.id)
     assert await shown(a.id) == ["C: c1"]
-    with pytest.raises(LookupError):
+    with pytest.raises(SessionNotFound):
         await summaries.upsert_session_summary(c.id, "mallory", "not hers", by_host=True)
     assert await shown(a.id) == ["C: c1"]
 
@@ -351,9 +352,9 @@ async def test_failed_writes_leave_every_cache_as_it_was(
     skills = await catalog.list_skills("excel")
     assert await memories.search("alice", "coffee") == []
 
-    with pytest.raises(LookupError):
+    with pytest.raises(SessionNotFound):
         await repo.append(session.id, "mallory", [message(Role.USER, "not hers")])
-    with pytest.raises(LookupError):
+    with pytest.raises(SessionNotFound):
         await summaries.upsert_session_summary(other.id, "mallory", "not hers", by_host=True)
     with pytest.raises(ValueError):
         await memories.add("alice", "   ")
@@ -379,7 +380,7 @@ async def test_failed_writes_leave_every_cache_as_it_was(
 async def test_a_window_wider_than_the_cache_leaves_the_cached_rows_in_place(
     db: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(conversation_module, "TAIL_CACHE_ROWS", 5)
+    monkeypatch.setattr(tail_cache, "TAIL_CACHE_ROWS", 5)
     repo = ConversationRepo(db)
     session = await SessionRepo(db).create("alice")
     await repo.append(session.id, "alice", [message(Role.USER, f"m{i}", cl=i) for i in range(8)])
@@ -405,3 +406,17 @@ async def test_counts_saved_reach_rows_cached_with_every_count(db: Database) -> 
     [stored] = await repo.append(session.id, "alice", [message(Role.USER, "q", cl=1)])
     await repo.save_tokens([(stored.id, "new", 4)], session.id)
     await assert_tail_matches_disk(db, repo, session.id, "new")
+
+
+async def test_counts_of_messages_deleted_meanwhile_are_left_out(db: Database) -> None:
+    sessions, repo = SessionRepo(db), ConversationRepo(db)
+    session = await sessions.create("alice")
+    other = await sessions.create("alice")
+    [gone] = await repo.append(session.id, "alice", [message(Role.USER, "q")])
+    [kept] = await repo.append(other.id, "alice", [message(Role.USER, "q")])
+    await sessions.delete(session.id)  # after its rows were read for counting
+    await repo.save_tokens([(gone.id, "new", 3)], session.id)
+    await repo.save_tokens([(kept.id, "new", 4)], other.id)
+    assert await repo.tail(session.id, 5, "new") == []
+    assert [r.tokens for r in await repo.tail(other.id, 5, "new")] == [{"new": 4}]
+    await assert_tail_matches_disk(db, repo, other.id, "new")

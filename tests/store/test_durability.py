@@ -63,7 +63,7 @@ async def test_concurrent_writers_lose_nothing(tmp_path: Path) -> None:
         all_ids = [i for ids in written for i in ids]
         assert len(set(all_ids)) == WRITERS * MESSAGES_PER_WRITER
         for k, session in enumerate(made):
-            stored, token = await conversation.list(session.id, 100)
+            stored, token = await conversation.list_messages(session.id, 100)
             assert token == ""
             assert [m.seq for m in stored] == list(range(MESSAGES_PER_WRITER))
             assert [m.message.content for m in stored] == [
@@ -161,7 +161,7 @@ async def test_acknowledged_messages_survive_sigkill(tmp_path: Path) -> None:
             assert rows == []
             conversation, sessions = ConversationRepo(db), SessionRepo(db)
             for sid, ids in written.items():
-                stored, _ = await conversation.list(sid, 1000)
+                stored, _ = await conversation.list_messages(sid, 1000)
                 present = {m.id for m in stored}
                 missing = [i for i in ids if i not in present]
                 assert not missing, f"round {round_}: acknowledged ids lost: {missing[:10]}"

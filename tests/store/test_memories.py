@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -11,6 +12,7 @@ from contextd.core.search_terms import TERMS_VERSION
 from contextd.store import memories as memories_module
 from contextd.store.db import Database
 from contextd.store.memories import MemoryRepo, choose_terms, match_expression
+from contextd.store.memory_history import MemoryHistoryRepo
 from contextd.store.models import ScoredMemory
 
 DAY = 86400.0
@@ -328,7 +330,7 @@ async def test_users_never_see_each_others_memories(repo: MemoryRepo) -> None:
     assert [h.memory.user_id for h in hits] == ["alice"]
     assert await repo.search("alice", "coffee") == []
     assert await repo.count("alice") == 1 and await repo.count("bob") == 3
-    page, _ = await repo.list("alice")
+    page, _ = await repo.list_memories("alice")
     assert [m.user_id for m in page] == ["alice"]
     assert await repo.search("nobody", "咖啡") == []
     assert await repo.count("nobody") == 0
@@ -373,7 +375,7 @@ async def test_list_pages_newest_first(repo: MemoryRepo) -> None:
     token = ""
     pages = 0
     while True:
-        page, token = await repo.list("alice", page_size=3, page_token=token)
+        page, token = await repo.list_memories("alice", page_size=3, page_token=token)
         pages += 1
         seen += [m.content for m in page]
         if not token:
@@ -384,9 +386,9 @@ async def test_list_pages_newest_first(repo: MemoryRepo) -> None:
 
 async def test_list_pages_through_equal_times_by_id(repo: MemoryRepo) -> None:
     await repo.add_many("alice", [f"fact {i}" for i in range(5)], now=NOW)
-    first, token = await repo.list("alice", page_size=2)
-    second, token2 = await repo.list("alice", page_size=2, page_token=token)
-    third, token3 = await repo.list("alice", page_size=2, page_token=token2)
+    first, token = await repo.list_memories("alice", page_size=2)
+    second, token2 = await repo.list_memories("alice", page_size=2, page_token=token)
+    third, token3 = await repo.list_memories("alice", page_size=2, page_token=token2)
     ids = [m.id for m in first + second + third]
     assert ids == sorted(ids, reverse=True) and len(set(ids)) == 5
     assert token3 == ""
@@ -395,16 +397,16 @@ async def test_list_pages_through_equal_times_by_id(repo: MemoryRepo) -> None:
 async def test_list_refuses_bad_tokens_and_sizes(repo: MemoryRepo) -> None:
     await repo.add_many("alice", ["a1", "a2", "a3"])
     await repo.add_many("bob", ["b1", "b2", "b3"])
-    _, token = await repo.list("alice", page_size=1)
+    _, token = await repo.list_memories("alice", page_size=1)
     assert token
     for bad in ("garbage", "!!!", "eyJ4IjoxfQ"):
         with pytest.raises(ValueError, match="page token"):
-            await repo.list("alice", page_token=bad)
+            await repo.list_memories("alice", page_token=bad)
     with pytest.raises(ValueError, match="page token"):
-        await repo.list("bob", page_token=token)
+        await repo.list_memories("bob", page_token=token)
     with pytest.raises(ValueError, match="page_size"):
-        await repo.list("alice", page_size=-1)
-    page, next_token = await repo.list("alice")  # 0 = the default size
+        await repo.list_memories("alice", page_size=-1)
+    page, next_token = await repo.list_memories("alice")  # 0 = the default size
     assert len(page) == 3 and next_token == ""
 
 
@@ -470,3 +472,23 @@ async def test_memories_survive_reopening_the_database(tmp_path: Path) -> None:
         assert contents(await MemoryRepo(second).search("alice", "咖啡")) == ["我每天早上都喝咖啡"]
     finally:
         await second.close()
+
+
+async def test_a_replacement_whose_history_row_fails_changes_no_memory(
+    db: Database, repo: MemoryRepo
+) -> None:
+    history = MemoryHistoryRepo(db, repo)
+    memory, _ = await repo.add("alice", "I live in Paris", now=NOW)
+    async with db.transaction() as conn:
+        await conn.execute(
+            "CREATE TRIGGER refuse_history BEFORE INSERT ON memory_history"
+            " BEGIN SELECT RAISE(ABORT, 'refused'); END"
+        )
+    with pytest.raises(sqlite3.IntegrityError):
+        await history.replace(memory.id, "alice", "I live in Paris", "I live in Oslo", "x")
+    # The memory, its index entry and its history roll back together.
+    assert await repo.get(memory.id) == memory
+    assert contents(await repo.search("alice", "Paris", now=NOW)) == ["I live in Paris"]
+    assert await repo.search("alice", "Oslo", now=NOW) == []
+    assert await history.for_memory(memory.id) == []
+    await fts_integrity(db)

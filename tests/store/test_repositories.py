@@ -11,13 +11,14 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from contextd.core.errors import SessionNotFound
 from contextd.core.messages import ChatMessage, Role, ToolCall
 from contextd.store.catalog import CatalogRepo
 from contextd.store.conversation import TAIL_SQL, ConversationRepo
 from contextd.store.db import Database
 from contextd.store.models import NewMessage, Session, Skill
 from contextd.store.paging import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
-from contextd.store.sessions import SessionNotFoundError, SessionRepo
+from contextd.store.sessions import SessionRepo
 from contextd.store.summaries import SummaryRepo
 
 
@@ -136,7 +137,7 @@ async def make_sessions(sessions: SessionRepo, user_id: str, n: int) -> list[Ses
 async def all_pages(sessions: SessionRepo, user_id: str, size: int) -> list[list[str]]:
     pages, token = [], ""
     while True:
-        page, token = await sessions.list(user_id, size, token)
+        page, token = await sessions.list_sessions(user_id, size, token)
         pages.append([s.id for s in page])
         if not token:
             return pages
@@ -163,12 +164,12 @@ async def test_list_sessions_ties_on_updated_at_are_ordered_by_id(db: Database) 
 
 async def test_list_sessions_is_stable_under_inserts(sessions: SessionRepo) -> None:
     newest_first = [s.id for s in await make_sessions(sessions, "alice", 6)]
-    page, token = await sessions.list("alice", 2)
+    page, token = await sessions.list_sessions("alice", 2)
     seen = [s.id for s in page]
     for _ in range(3):  # newer sessions sort before the token's position
         await sessions.create("alice")
     while token:
-        page, token = await sessions.list("alice", 2, token)
+        page, token = await sessions.list_sessions("alice", 2, token)
         seen += [s.id for s in page]
     assert seen == newest_first
 
@@ -178,7 +179,7 @@ async def test_a_session_with_a_new_message_moves_to_the_front(
 ) -> None:
     oldest = (await make_sessions(sessions, "alice", 3))[-1]
     await conversation.append(oldest.id, "alice", [user("hello")])
-    page, _ = await sessions.list("alice", 10)
+    page, _ = await sessions.list_sessions("alice", 10)
     assert page[0].id == oldest.id
     assert page[0].message_count == 1
     assert page[0].updated_at > oldest.updated_at
@@ -186,14 +187,14 @@ async def test_a_session_with_a_new_message_moves_to_the_front(
 
 async def test_list_sessions_page_size_bounds(sessions: SessionRepo) -> None:
     await make_sessions(sessions, "alice", DEFAULT_PAGE_SIZE + 1)
-    page, token = await sessions.list("alice", 0)  # 0 means the default
+    page, token = await sessions.list_sessions("alice", 0)  # 0 means the default
     assert len(page) == DEFAULT_PAGE_SIZE and token
-    page, token = await sessions.list("alice", MAX_PAGE_SIZE + 5)  # clamped to the maximum
+    page, token = await sessions.list_sessions("alice", MAX_PAGE_SIZE + 5)  # clamped to the maximum
     assert len(page) == DEFAULT_PAGE_SIZE + 1 and token == ""
-    page, _ = await sessions.list("alice", 1)
+    page, _ = await sessions.list_sessions("alice", 1)
     assert len(page) == 1
     with pytest.raises(ValueError, match="page_size must be >= 0"):
-        await sessions.list("alice", -1)
+        await sessions.list_sessions("alice", -1)
 
 
 async def test_bad_page_tokens_are_refused_clearly(
@@ -201,10 +202,10 @@ async def test_bad_page_tokens_are_refused_clearly(
 ) -> None:
     await make_sessions(sessions, "alice", 3)
     await make_sessions(sessions, "bob", 3)
-    _, alice_token = await sessions.list("alice", 1)
+    _, alice_token = await sessions.list_sessions("alice", 1)
     session = await sessions.create("carol")
     await conversation.append(session.id, "carol", [user("a"), user("b")])
-    _, messages_token = await conversation.list(session.id, 1)
+    _, messages_token = await conversation.list_messages(session.id, 1)
     assert alice_token and messages_token
 
     def encoded(value: object) -> str:
@@ -213,18 +214,18 @@ async def test_bad_page_tokens_are_refused_clearly(
     garbage = ["%%%", "bm90IGpzb24", encoded({"a": 1}), encoded(["sessions"]), "é"]
     for token in garbage:
         with pytest.raises(ValueError, match="invalid page token"):
-            await sessions.list("alice", 1, token)
+            await sessions.list_sessions("alice", 1, token)
     with pytest.raises(ValueError, match="belongs to another sessions listing"):
-        await sessions.list("bob", 1, alice_token)
+        await sessions.list_sessions("bob", 1, alice_token)
     with pytest.raises(ValueError, match="not a token of a sessions listing"):
-        await sessions.list("alice", 1, messages_token)
+        await sessions.list_sessions("alice", 1, messages_token)
     with pytest.raises(ValueError, match="not a token of a messages listing"):
-        await conversation.list(session.id, 1, alice_token)
+        await conversation.list_messages(session.id, 1, alice_token)
     # Right kind and listing, but a position of the wrong shape.
     forged = json.loads(base64.urlsafe_b64decode(alice_token + "=="))
     forged[2] = "yesterday"
     with pytest.raises(ValueError, match="malformed position"):
-        await sessions.list("alice", 1, encoded(forged).rstrip("="))
+        await sessions.list_sessions("alice", 1, encoded(forged).rstrip("="))
 
 
 async def test_delete_cascades_to_messages_tokens_and_summaries(db: Database) -> None:
@@ -319,9 +320,9 @@ async def test_append_refuses_missing_or_foreign_sessions_and_system_messages(
 ) -> None:
     session = await sessions.create("alice")
     assert await conversation.append(session.id, "alice", []) == []
-    with pytest.raises(SessionNotFoundError, match="not found"):
+    with pytest.raises(SessionNotFound, match="no session with id"):
         await conversation.append("missing", "alice", [user("x", t=1)])
-    with pytest.raises(SessionNotFoundError):
+    with pytest.raises(SessionNotFound):
         await conversation.append(session.id, "mallory", [user("x", t=1)])
     with pytest.raises(ValueError, match="system message cannot be stored"):
         await conversation.append(
@@ -342,17 +343,17 @@ async def test_list_messages_oldest_first_in_pages(
     stored = await conversation.append(session.id, "alice", [user(f"m{i}", t=i) for i in range(5)])
     seen, token, pages = [], "", 0
     while True:
-        page, token = await conversation.list(session.id, 2, token)
+        page, token = await conversation.list_messages(session.id, 2, token)
         seen += page
         pages += 1
         if not token:
             break
     assert seen == stored and pages == 3
-    page, token = await conversation.list(session.id, 5)
+    page, token = await conversation.list_messages(session.id, 5)
     assert page == stored and token == ""
-    assert await conversation.list("missing", 5) == ([], "")
+    assert await conversation.list_messages("missing", 5) == ([], "")
     with pytest.raises(ValueError, match="page_size"):
-        await conversation.list(session.id, -3)
+        await conversation.list_messages(session.id, -3)
 
 
 async def test_tail_returns_the_newest_messages_with_one_tokenizer(
@@ -435,7 +436,7 @@ async def test_an_automatic_session_summary_does_not_replace_the_hosts(
     [recent] = await summaries.recent_session_summaries("alice", other.id)
     assert recent.summary == "host 2"
     for by_host in (False, True):
-        with pytest.raises(SessionNotFoundError):
+        with pytest.raises(SessionNotFound):
             await summaries.upsert_session_summary(session.id, "bob", "x", by_host=by_host)
 
 
@@ -495,7 +496,7 @@ async def test_compression_summaries_keep_one_active(db: Database, sessions: Ses
         "SELECT id, active FROM compression_summaries ORDER BY id"
     )
     assert [tuple(r) for r in rows] == [(first.id, 0), (second.id, 1)]
-    with pytest.raises(SessionNotFoundError):
+    with pytest.raises(SessionNotFound):
         await summaries.add_compression("missing", [1], 1, "x")
     assert await summaries.active_compression(session.id) == second  # rolled back
 
@@ -529,9 +530,9 @@ async def test_session_summaries_of_recent_other_sessions(
         older.id
     ]
     assert await summaries.recent_session_summaries("alice", current.id, 0) == []
-    with pytest.raises(SessionNotFoundError):
+    with pytest.raises(SessionNotFound):
         await summaries.upsert_session_summary(bobs.id, "alice", "not mine", by_host=True)
-    with pytest.raises(SessionNotFoundError):
+    with pytest.raises(SessionNotFound):
         await summaries.upsert_session_summary("missing", "alice", "x", by_host=True)
     bob_recent = await summaries.recent_session_summaries("bob", "", 5)
     assert [s.summary for s in bob_recent] == ["bob's summary"]

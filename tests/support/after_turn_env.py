@@ -10,7 +10,7 @@ import pytest
 from contextd.app.after_turn import AfterTurnRunner, AfterTurnSettings
 from contextd.app.chat import FinishedTurn
 from contextd.core.messages import ChatMessage, Role
-from contextd.providers.base import Finished, ModelEvent, ModelRequest, TextDelta
+from contextd.providers.base import LANGUAGE_MODEL, Finished, ModelEvent, ModelRequest, TextDelta
 from contextd.providers.echo import EchoProvider
 from contextd.store.conversation import ConversationRepo
 from contextd.store.db import Database
@@ -32,6 +32,7 @@ class ScriptedProvider:
 
     name = "fake"
     default_model = "fake-model"
+    capabilities = LANGUAGE_MODEL
 
     def __init__(
         self,
@@ -79,7 +80,7 @@ class Env:
         self.conversation = ConversationRepo(db)
         self.memories = MemoryRepo(db)
         self.summaries = SummaryRepo(db)
-        self.history = MemoryHistoryRepo(db)
+        self.history = MemoryHistoryRepo(db, self.memories)
         self.runners: list[AfterTurnRunner] = []
 
     def runner(self, provider: object | None = None, **settings: object) -> AfterTurnRunner:
@@ -111,7 +112,7 @@ class Env:
         return stored[0], FinishedTurn(session_id, user, index)
 
     async def contents(self, user: str = USER) -> list[str]:
-        memories, _ = await self.memories.list(user, 200)
+        memories, _ = await self.memories.list_memories(user, 200)
         return sorted(m.content for m in memories)
 
     async def session_summary(self, session_id: str) -> str | None:

@@ -1,26 +1,28 @@
-"""Background work after a chat turn: atomic memories and summaries (seed 004, seed 002).
+"""Background work after a chat turn: atomic memories, compression and session summaries.
 
 ``ChatApp`` calls :meth:`AfterTurnRunner.schedule` when a turn ends with status ok; it
 creates a task and returns at once, so the turn's completed event never waits for it. Per
 turn, in this order, each part on its own (one failing does not stop the others):
 
 1. Memories: facts about the user from the turn's user message and answer
-   (``core.memory_facts``). With a model (any provider but the offline echo) the model
-   extracts them, given the user's related memories, and may name one each replaces; with
-   the echo provider, or when the model fails or answers badly, simple first-person
-   patterns in the user's message do. New facts are added (``MemoryRepo`` deduplicates: a
-   fact the user already has is only refreshed); a replacement is made in place, the old
-   text kept in ``memory_history`` (``MemoryHistoryRepo.replace``: same memory id, so
-   hosts' ids stay valid and layer [3] never shows both the old and the new text). Every
-   extracted memory gets a history row naming its method (``rule-fallback`` or
-   ``llm:<model>``), source session and source message (the turn's user message).
-2. Compression (seed 002): when more than ``compress_after_messages`` of the session's
-   messages are not covered by its active compression summary, all but the newest
+   (``core.memory_facts``). With a provider that follows instructions (its
+   ``capabilities``; the offline echo does not) the model extracts them, given the user's
+   related memories, and may name one each replaces; otherwise, or when the model fails
+   or answers badly, simple first-person patterns in the user's message do. New facts are
+   added (``MemoryRepo`` deduplicates: a fact the user already has is only refreshed); a
+   replacement is made in place, the old text kept in ``memory_history``
+   (``MemoryHistoryRepo.replace``: same memory id, so hosts' ids stay valid and the
+   ``memory`` layer never shows both the old and the new text). Every extracted memory
+   gets a history row naming its method (``rule-fallback`` or ``llm:<model>``), source
+   session and source message (the turn's user message).
+2. Compression: when more than ``compress_after_messages`` of the session's messages are
+   not covered by its active compression summary, all but the newest
    ``compress_keep_last`` (cut at a user message) are folded, with the previous summary,
    into a new one (``SummaryRepo.add_compression``; the old one becomes inactive).
-3. Session summary (layer [4]): rewritten from the session's first user message, its
-   compression summary and its newest messages; without a model, an extract of the first
-   user message and the latest exchange, labelled as such.
+3. Session summary (the ``recent_sessions`` layer of the user's other sessions shows it):
+   rewritten from the session's first user message, its compression summary and its
+   newest messages; without a model, an extract of the first user message and the latest
+   exchange, labelled as such.
 
 Work for one session runs in turn order (a lock per session); at most
 ``max_concurrency`` turns are worked on at once; past ``max_pending`` waiting turns, new
@@ -29,8 +31,8 @@ never reaches the chat. :meth:`AfterTurnRunner.aclose` waits for the work in pro
 shutdown (up to ``shutdown_timeout``, then cancels it); :meth:`AfterTurnRunner.idle`
 waits until nothing is pending.
 
-The session's event log (seed 003) is not written: its event types describe a turn, and
-this work happens after the turn's ``turn_end``. Its record is ``memory_history``.
+The session's event log is not written: its event types describe a turn, and this work
+happens after the turn's ``turn_end``. Its record is ``memory_history``.
 """
 
 from __future__ import annotations
@@ -87,9 +89,9 @@ SUMMARY_RECENT_MESSAGES = 12
 @dataclass(frozen=True, slots=True)
 class AfterTurnSettings:
     memories: bool = True  # extract facts into the user's memories
-    session_summary: bool = True  # refresh the session's summary (layer [4])
-    compression: bool = True  # write compression summaries (seed 002)
-    use_model: bool | None = None  # None: whenever the provider is not "echo"
+    session_summary: bool = True  # refresh the session's summary (recent_sessions layer)
+    compression: bool = True  # write compression summaries
+    use_model: bool | None = None  # None: when the provider follows instructions
     max_facts: int = 5  # facts kept per turn
     max_fact_chars: int = 200
     related_memories: int = 10  # existing memories the extraction sees
@@ -124,8 +126,9 @@ class AfterTurnSettings:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> AfterTurnSettings:
-        """Memories and session summaries follow ``memory_enabled`` (layers [3] and [4]
-        read them); compression is always on; model calls get ``provider_timeout``."""
+        """Memories and session summaries follow ``memory_enabled`` (the ``memory`` and
+        ``recent_sessions`` layers read them); compression is always on; model calls get
+        ``provider_timeout``."""
         return cls(
             memories=settings.memory_enabled,
             session_summary=settings.memory_enabled,
@@ -179,7 +182,7 @@ class AfterTurnRunner:
         self.history = history
         self.settings = settings or AfterTurnSettings()
         use = self.settings.use_model
-        self.use_model = provider.name != "echo" if use is None else use
+        self.use_model = provider.capabilities.follows_instructions if use is None else use
         self.stats = AfterTurnStats()
         self._tasks: set[asyncio.Task[None]] = set()
         self._locks: dict[str, _SessionLock] = {}

@@ -43,7 +43,7 @@ class MemoriesApp:
     ) -> tuple[list[Memory], str]:
         size = page_size(size, 50, 200)
         try:
-            return await self.memories.list(caller.user_id, size, token)
+            return await self.memories.list_memories(caller.user_id, size, token)
         except ValueError as error:
             raise bad_page_token(error) from None
 

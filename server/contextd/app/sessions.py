@@ -7,7 +7,7 @@ from typing import Any
 
 from contextd.app.pagination import bad_page_token, page_size
 from contextd.app.scope import Caller, parse_id
-from contextd.core.errors import InvalidArgument, NotFound, Violations
+from contextd.core.errors import InvalidArgument, NotFound, SessionNotFound, Violations
 from contextd.core.messages import ChatMessage, Role
 from contextd.core.pipeline import is_blank, validate_history
 from contextd.core.tokens import ESTIMATE, TokenizerRegistry, message_tokens
@@ -64,7 +64,7 @@ class SessionsApp:
             raise InvalidArgument.one("session_id", "required")
         session = await self.sessions.get(session_id)
         if session is None:
-            raise NotFound(f"no session with id {session_id!r}")
+            raise SessionNotFound(session_id)
         caller.check_owner(session.user_id, "the session")
         return session
 
@@ -73,7 +73,7 @@ class SessionsApp:
     ) -> tuple[list[Session], str]:
         size = page_size(size, 50, 200)
         try:
-            return await self.sessions.list(caller.user_id, size, token)
+            return await self.sessions.list_sessions(caller.user_id, size, token)
         except ValueError as error:
             raise bad_page_token(error) from None
 
@@ -120,7 +120,7 @@ class SessionsApp:
         size = page_size(size, 100, 500)
         await self.get(caller, session_id)
         try:
-            return await self.conversation.list(session_id, size, token)
+            return await self.conversation.list_messages(session_id, size, token)
         except ValueError as error:
             raise bad_page_token(error) from None
 

@@ -1,4 +1,4 @@
-"""Domain errors raised by core/ and app/; api/ maps them to gRPC status codes."""
+"""Domain errors raised by core/, app/ and store/; api/ maps them to gRPC status codes."""
 
 from __future__ import annotations
 
@@ -32,6 +32,15 @@ class InvalidArgument(ContextdError):
 
 class NotFound(ContextdError):
     """The named resource does not exist."""
+
+
+class SessionNotFound(NotFound):
+    """The session does not exist (or, to a write that names a user, is not the user's):
+    never made, or deleted, also while a chat turn on it was running."""
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(f"no session with id {session_id!r}")
+        self.session_id = session_id
 
 
 class PermissionDenied(ContextdError):

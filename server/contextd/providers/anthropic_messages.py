@@ -45,6 +45,7 @@ from contextd.providers._sdk import (
     stream_events,
 )
 from contextd.providers.base import (
+    LANGUAGE_MODEL,
     Finished,
     ModelEvent,
     ModelRequest,
@@ -218,6 +219,7 @@ class AnthropicProvider:
     """
 
     name = "anthropic"
+    capabilities = LANGUAGE_MODEL
 
     def __init__(
         self,

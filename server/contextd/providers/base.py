@@ -68,11 +68,26 @@ class Finished:
 ModelEvent = TextDelta | ToolCallReady | Usage | Finished
 
 
+@dataclass(frozen=True, slots=True)
+class Capabilities:
+    """What a provider can be asked for besides a chat turn's answer."""
+
+    # Its answers follow the instructions it is given, so the work after a turn may have
+    # it extract memories and write summaries. A provider whose answers only reflect its
+    # input (echo) says False, and that work uses its rules instead.
+    follows_instructions: bool
+
+
+# A language model behind an API.
+LANGUAGE_MODEL = Capabilities(follows_instructions=True)
+
+
 class Provider(Protocol):
     """Streams one model call. Raises ProviderError subclasses (providers/errors.py)."""
 
     name: str
     default_model: str
+    capabilities: Capabilities
 
     def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]: ...
 

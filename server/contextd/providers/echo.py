@@ -23,7 +23,14 @@ import re
 from collections.abc import AsyncGenerator
 
 from contextd.core.messages import Role
-from contextd.providers.base import Finished, ModelEvent, ModelRequest, TextDelta, Usage
+from contextd.providers.base import (
+    Capabilities,
+    Finished,
+    ModelEvent,
+    ModelRequest,
+    TextDelta,
+    Usage,
+)
 
 _WORD = re.compile(r"\s*\S+\s*")
 
@@ -50,6 +57,8 @@ def split_chunks(text: str, words_per_chunk: int) -> list[str]:
 
 class EchoProvider:
     name = "echo"
+    # Its answer only quotes the request: no memories or summaries can come of it.
+    capabilities = Capabilities(follows_instructions=False)
 
     def __init__(
         self, *, chunk_delay: float = 0.0, words_per_chunk: int = 3, model: str = "echo"

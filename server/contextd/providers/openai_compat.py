@@ -53,6 +53,7 @@ from contextd.providers._sdk import (
     stream_events,
 )
 from contextd.providers.base import (
+    LANGUAGE_MODEL,
     Finished,
     ModelEvent,
     ModelRequest,
@@ -216,6 +217,7 @@ class OpenAIProvider:
     """
 
     name = "openai"
+    capabilities = LANGUAGE_MODEL
 
     def __init__(
         self,

@@ -1,4 +1,5 @@
-"""Server-wide catalog for layer [1]: prompt templates per scenario, and skills per host app.
+"""Server-wide catalog for the ``scenario`` layer: prompt templates per scenario, and skills
+per host app.
 
 Every session-mode build reads the skills (and the scenario's template): reads are kept in
 memory and all of them dropped by any write once it committed (the rule in store/db.py),
@@ -7,7 +8,6 @@ since this class is the tables' only writer in this process, the database's only
 
 from __future__ import annotations
 
-import builtins
 import json
 import time
 from typing import Any
@@ -80,7 +80,7 @@ class CatalogRepo:
         self._templates[scenario] = template
         return template
 
-    async def list_templates(self) -> builtins.list[PromptTemplate]:
+    async def list_templates(self) -> list[PromptTemplate]:
         rows = await self._db.reader.execute_fetchall(
             f"SELECT {_TEMPLATE_COLUMNS} FROM prompt_templates ORDER BY scenario"
         )
@@ -128,9 +128,7 @@ class CatalogRepo:
         self._changed()
         return _skill_from_row(next(iter(rows)))
 
-    async def list_skills(
-        self, app: str | None = None, enabled_only: bool = False
-    ) -> builtins.list[Skill]:
+    async def list_skills(self, app: str | None = None, enabled_only: bool = False) -> list[Skill]:
         """Skills by name. With ``app``, only those whose apps include it (ignoring ASCII
         case: "Excel" finds "excel") or whose apps list is empty (every app). The skills
         are shared with later calls (they are frozen)."""

@@ -5,38 +5,29 @@ the message, so the rolling window (:meth:`ConversationRepo.tail`) reads counts 
 tokenizing, and costs in the number of messages it returns, not in the session's length.
 
 Every chat turn reads its session's newest messages two or three times (its number, the
-window, the work after the turn). :class:`ConversationRepo` keeps them in memory per
-session and tokenizer, as :meth:`~ConversationRepo.tail` would read them: this process is
-the database's only writer, and every write to a conversation goes through this class
-(once it committed, new messages and counts are added to the cached rows, a collected flag
-or a deleted session drops them: the rule in store/db.py), so the cached rows are what a
-query would return. A session created through SessionRepo starts cached, with no rows.
+window, the work after the turn). :class:`ConversationRepo` keeps them in memory
+(store/tail_cache.py, which has the rule that keeps them current) and tells that cache of
+every write once it committed. A session created through SessionRepo starts cached, with
+no rows.
 """
 
 from __future__ import annotations
 
-import builtins
 import json
 import time
-from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Any
 
+from contextd.core.errors import SessionNotFound
 from contextd.core.messages import ChatMessage, Role, ToolCall
 from contextd.store.db import Connection, Database
 from contextd.store.models import NO_TOKENS, NewMessage, StoredMessage, token_counts
 from contextd.store.paging import decode_token, encode_token, page_limit
-from contextd.store.sessions import SessionNotFoundError, UsageTotals, add_usage
+from contextd.store.sessions import UsageTotals, add_usage
+from contextd.store.tail_cache import TailCache
 
 STORED_ROLES = frozenset({Role.USER, Role.ASSISTANT, Role.TOOL})
-
-# The tail cache's bounds: sessions kept, newest rows kept per session and tokenizer,
-# characters of message content kept in all (the least recently used sessions go first).
-TAIL_CACHE_SESSIONS = 512
-TAIL_CACHE_ROWS = 256
-TAIL_CACHE_CHARS = 32_000_000
 
 # Rows per INSERT statement: 7 parameters a row, 3,500 in all, far below SQLite's 32,766.
 _INSERT_CHUNK = 500
@@ -80,8 +71,8 @@ def _tool_calls(text: str | None) -> tuple[ToolCall, ...]:
     return tuple(ToolCall(c["id"], c["name"], c.get("arguments", "")) for c in json.loads(text))
 
 
-# Role by stored value: a dict lookup costs a tenth of Role(value), and a tail read makes
-# up to TAIL_CACHE_ROWS messages.
+# Role by stored value: a dict lookup is much cheaper than Role(value), and a tail read
+# makes up to TAIL_CACHE_ROWS (store/tail_cache.py) messages.
 _ROLES = {role.value: role for role in Role}
 
 
@@ -90,8 +81,8 @@ def _stored(row: Any, tokens: Mapping[str, int]) -> StoredMessage:
         row[:12]
     )
     message = ChatMessage(_ROLES[role], content, _tool_calls(calls), call_id, str(mid))
-    # Positional arguments, in the order of the fields: keyword arguments would cost a fifth
-    # of building a row, as much as its being frozen does.
+    # Positional arguments, in the order of the fields: keyword arguments would make
+    # building a row noticeably slower, for every row a tail read makes.
     return StoredMessage(
         mid, session_id, user_id, seq, message, turn, bool(collected), status, at, tokens
     )
@@ -101,96 +92,24 @@ def _with_all_tokens(row: Any) -> StoredMessage:
     return _stored(row, token_counts(json.loads(row[12])) if row[12] else NO_TOKENS)
 
 
-def _chars(rows: Iterable[StoredMessage]) -> int:
-    return sum(len(r.message.content) for r in rows)
-
-
-def _counted(stored: StoredMessage, tokenizer: str | None) -> StoredMessage:
-    """``stored`` as ``tail`` reads it: with ``tokenizer``'s count only (None: every count)."""
-    if tokenizer is None:
-        return stored
-    count = stored.tokens.get(tokenizer)
-    if len(stored.tokens) == (count is not None):  # no other count: already as read
-        return stored
-    s = stored
-    tokens = NO_TOKENS if count is None else MappingProxyType({tokenizer: count})
-    return StoredMessage(
-        s.id, s.session_id, s.user_id, s.seq, s.message, s.turn_index, s.is_collected, s.status,
-        s.created_at, tokens,
-    )  # fmt: skip
-
-
-@dataclass(frozen=True, slots=True)
-class _CachedTail:
-    """A session's newest rows (oldest first), as ``tail`` reads them with one tokenizer,
-    or (tokenizer None) with every count stored for them; ``whole``: they are all of the
-    session's messages; ``chars``: their content's length."""
-
-    rows: tuple[StoredMessage, ...]
-    whole: bool
-    chars: int
-
-    @classmethod
-    def newest_of(cls, rows: Sequence[StoredMessage], whole: bool) -> _CachedTail:
-        """The newest TAIL_CACHE_ROWS of ``rows`` (oldest first; ``whole``: all there are)."""
-        kept = tuple(rows[-TAIL_CACHE_ROWS:])
-        return cls(kept, whole and len(kept) == len(rows), _chars(kept))
-
-    def extended(self, added: Sequence[StoredMessage], added_chars: int) -> _CachedTail:
-        """These rows followed by ``added``, trimmed to the newest TAIL_CACHE_ROWS."""
-        rows = self.rows + tuple(added)
-        extra = len(rows) - TAIL_CACHE_ROWS
-        if extra <= 0:
-            return _CachedTail(rows, self.whole, self.chars + added_chars)
-        chars = self.chars + added_chars - _chars(rows[:extra])
-        return _CachedTail(rows[extra:], False, chars)
-
-
-# A session's cached rows by tokenizer. None: rows with all their counts, kept for a
-# session created by this process (all its rows were written here); any tokenizer's rows
-# are made from them. Never changed once cached: a change caches a new mapping.
-_SessionTails = Mapping[str | None, _CachedTail]
-
-
 class ConversationRepo:
     """Conversation rows, the newest of each session kept in memory (see the module
-    docstring). ``_put`` and ``_pop`` are the only ways in and out of that cache."""
+    docstring)."""
 
     def __init__(self, db: Database) -> None:
         self._db = db
-        # session id -> tokenizer -> its newest rows; least recently used session first.
-        self._tails: OrderedDict[str, _SessionTails] = OrderedDict()
-        self._cached_chars = 0
-        db.session_created.append(self._note_empty)
-        db.session_deleted.append(self._pop)
-
-    def _put(self, session_id: str, tails: _SessionTails) -> None:
-        """Cache ``tails`` as the session's rows (in place of any), then drop the least
-        recently used sessions while the cache is over its bounds."""
-        self._pop(session_id)
-        self._tails[session_id] = tails
-        self._cached_chars += sum(t.chars for t in tails.values())
-        while len(self._tails) > TAIL_CACHE_SESSIONS or self._cached_chars > TAIL_CACHE_CHARS:
-            self._pop(next(iter(self._tails)))
-
-    def _pop(self, session_id: str) -> None:
-        """Drop the session's cached rows (it was deleted, or a row changed), if any."""
-        tails = self._tails.pop(session_id, None)
-        if tails is not None:
-            self._cached_chars -= sum(t.chars for t in tails.values())
-
-    def _note_empty(self, session_id: str) -> None:
-        """The session was just created: it has no messages yet."""
-        self._put(session_id, {None: _CachedTail((), True, 0)})
+        self._tails = TailCache()
+        db.session_created.append(self._tails.created)
+        db.session_deleted.append(self._tails.drop)
 
     async def append(
         self, session_id: str, user_id: str, messages: Sequence[NewMessage]
-    ) -> builtins.list[StoredMessage]:
+    ) -> list[StoredMessage]:
         """Store ``messages`` at the end of the session, in one transaction.
 
         Seqs continue from the session's current last one; each message's ``tokens`` are
         stored with it; the session's ``updated_at`` and ``message_count`` follow (a trigger
-        of the schema does that in the same statement). Raises SessionNotFoundError when the
+        of the schema does that in the same statement). Raises SessionNotFound when the
         session does not exist or belongs to another user, ValueError for a system message.
         """
         stored, _ = await self._append(session_id, user_id, messages, None)
@@ -202,7 +121,7 @@ class ConversationRepo:
         user_id: str,
         messages: Sequence[NewMessage],
         usage: UsageTotals,
-    ) -> tuple[builtins.list[StoredMessage], UsageTotals]:
+    ) -> tuple[list[StoredMessage], UsageTotals]:
         """``append``, and add a turn's usage (prompt, completion, estimate) to the
         session's in the same transaction; returns the messages and the session's totals."""
         stored, totals = await self._append(session_id, user_id, messages, usage)
@@ -215,7 +134,7 @@ class ConversationRepo:
         user_id: str,
         messages: Sequence[NewMessage],
         usage: UsageTotals | None,
-    ) -> tuple[builtins.list[StoredMessage], UsageTotals | None]:
+    ) -> tuple[list[StoredMessage], UsageTotals | None]:
         for new in messages:
             if new.message.role not in STORED_ROLES:
                 raise ValueError(
@@ -229,32 +148,8 @@ class ConversationRepo:
             stored = await _insert(conn, session_id, user_id, messages)
             if usage is not None:
                 totals = await add_usage(conn, session_id, *usage)
-        cached = self._tails.get(session_id)  # committed: the cache follows (store/db.py)
-        if cached is not None:
-            added = _chars(stored)
-            self._put(
-                session_id,
-                {
-                    tokenizer: tail.extended([_counted(m, tokenizer) for m in stored], added)
-                    for tokenizer, tail in cached.items()
-                },
-            )
+        self._tails.appended(session_id, stored)
         return stored, totals
-
-    def _cached(self, session_id: str, tokenizer: str, limit: int) -> _CachedTail | None:
-        tails = self._tails.get(session_id)
-        if tails is None:
-            return None
-        tail = tails.get(tokenizer)
-        every = tails.get(None)
-        if tail is None and every is not None:
-            rows = tuple(_counted(r, tokenizer) for r in every.rows)
-            tail = _CachedTail(rows, every.whole, every.chars)
-            self._put(session_id, {**tails, tokenizer: tail})
-        if tail is None or (len(tail.rows) < limit and not tail.whole):
-            return None
-        self._tails.move_to_end(session_id)
-        return tail
 
     async def get(self, message_id: int) -> StoredMessage | None:
         """The message with all its stored token counts."""
@@ -266,9 +161,9 @@ class ConversationRepo:
             return _with_all_tokens(row)
         return None
 
-    async def list(
+    async def list_messages(
         self, session_id: str, page_size: int = 0, page_token: str = ""
-    ) -> tuple[builtins.list[StoredMessage], str]:
+    ) -> tuple[list[StoredMessage], str]:
         """A page of the session's messages, oldest first, with all their token counts."""
         limit = page_limit(page_size)
         after = -1
@@ -290,15 +185,13 @@ class ConversationRepo:
     async def first(self, session_id: str) -> StoredMessage | None:
         """The session's first message: from the cached rows when they are all of the
         session's (with the counts they have), else read with all its counts."""
-        for tail in self._tails.get(session_id, {}).values():
-            if tail.whole:
-                return tail.rows[0] if tail.rows else None
-        page, _ = await self.list(session_id, 1)
+        rows = self._tails.all_rows(session_id)
+        if rows is not None:
+            return rows[0] if rows else None
+        page, _ = await self.list_messages(session_id, 1)
         return page[0] if page else None
 
-    async def tail(
-        self, session_id: str, limit: int, tokenizer: str
-    ) -> builtins.list[StoredMessage]:
+    async def tail(self, session_id: str, limit: int, tokenizer: str) -> list[StoredMessage]:
         """The newest ``limit`` messages in chronological order (one indexed query, or
         none when the session's newest messages are cached).
 
@@ -307,28 +200,21 @@ class ConversationRepo:
         """
         if limit <= 0:
             return []
-        cached = self._cached(session_id, tokenizer, limit)
+        cached = self._tails.newest(session_id, tokenizer, limit)
         if cached is not None:
-            return builtins.list(cached.rows[-limit:])
+            return list(cached[-limit:])
         rows = await self._db.reader.execute_fetchall(TAIL_SQL, (tokenizer, session_id, limit))
         out = [
             _stored(row, NO_TOKENS if row[12] is None else MappingProxyType({tokenizer: row[12]}))
             for row in rows
         ]
         out.reverse()
-        tails = self._tails.get(session_id, {})
-        kept = tails.get(tokenizer)
-        # A session with no messages may not exist: nothing is cached for it. Cached rows
-        # are current: they are replaced only by more of them (a window wider than the
-        # cache keeps what it holds).
-        if out and (kept is None or len(kept.rows) < min(len(out), TAIL_CACHE_ROWS)):
-            tail = _CachedTail.newest_of(out, len(out) < limit)
-            self._put(session_id, {**tails, tokenizer: tail})
+        self._tails.read(session_id, tokenizer, out, limit)
         return out
 
     async def turn_messages(
         self, session_id: str, turn_index: int, tokenizer: str, at_most: int = 1024
-    ) -> builtins.list[StoredMessage]:
+    ) -> list[StoredMessage]:
         """The messages of turn ``turn_index`` among the session's newest ``at_most``, oldest
         first (as ``tail`` reads them), read back from the newest only as far as needed."""
         limit = min(16, at_most)
@@ -341,31 +227,19 @@ class ConversationRepo:
 
     async def save_tokens(self, rows: Iterable[tuple[int, str, int]], session_id: str) -> None:
         """Store (message_id, tokenizer, tokens) counts of messages of ``session_id``,
-        whose cached rows get them too; a count already stored is kept."""
+        whose cached rows get them too; a count already stored is kept. The count of a
+        message deleted since it was read (with its session) is left out, not an error:
+        counts only spare tokenizing again."""
         batch = list(rows)
         if not batch:
             return
         async with self._db.transaction() as conn:
             await conn.executemany(
                 "INSERT OR IGNORE INTO message_tokens (message_id, tokenizer, tokens)"
-                " VALUES (?, ?, ?)",
-                batch,
+                " SELECT id, ?, ? FROM conversation WHERE id = ?",
+                [(name, n, mid) for mid, name, n in batch],
             )
-        tails = self._tails.get(session_id)
-        if tails is None:
-            return
-        counts: dict[int, builtins.list[tuple[str, int]]] = {}
-        for mid, name, n in batch:
-            counts.setdefault(mid, []).append((name, n))
-        self._put(
-            session_id,
-            {
-                tokenizer: replace(
-                    tail, rows=tuple(_with_counts(row, counts, tokenizer) for row in tail.rows)
-                )
-                for tokenizer, tail in tails.items()
-            },
-        )
+        self._tails.counts_saved(session_id, batch)
 
     async def set_collected(self, message_id: int, collected: bool) -> StoredMessage | None:
         """Set or clear ``is_collected``; the updated message, or None if there is none."""
@@ -377,40 +251,23 @@ class ConversationRepo:
             )
         for row in rows:
             updated = _with_all_tokens(row)
-            self._pop(updated.session_id)
+            self._tails.drop(updated.session_id)
             return updated
         return None
 
 
-def _with_counts(
-    row: StoredMessage, counts: Mapping[int, Sequence[tuple[str, int]]], tokenizer: str | None
-) -> StoredMessage:
-    """``row`` with the new ``counts`` of its message that a ``tokenizer`` row shows (None:
-    all); as INSERT OR IGNORE, a count it has already is kept."""
-    new = counts.get(row.id)
-    if new is None:
-        return row
-    tokens = dict(row.tokens)
-    for name, n in new:
-        if tokenizer is None or tokenizer == name:
-            tokens.setdefault(name, n)
-    if len(tokens) == len(row.tokens):
-        return row
-    return replace(row, tokens=token_counts(tokens))
-
-
 async def _insert(
     conn: Connection, session_id: str, user_id: str, messages: Sequence[NewMessage]
-) -> builtins.list[StoredMessage]:
+) -> list[StoredMessage]:
     """Insert the messages and their token counts inside the caller's transaction."""
     now = time.time()
-    stored: builtins.list[StoredMessage] = []
+    stored: list[StoredMessage] = []
     for start in range(0, len(messages), _INSERT_CHUNK):
         chunk = messages[start : start + _INSERT_CHUNK]
         sql, params = _insert_statement(session_id, user_id, chunk, now)
         rows = await conn.execute_fetchall(sql, params)
         if not rows:  # the join on sessions found no such session of this user
-            raise SessionNotFoundError(session_id)
+            raise SessionNotFound(session_id)
         # The chunk's seqs are contiguous from its first one, in the chunk's order.
         ids = {seq: mid for mid, seq in rows}
         first = min(ids)
@@ -448,7 +305,7 @@ async def _insert(
 
 def _insert_statement(
     session_id: str, user_id: str, chunk: Sequence[NewMessage], now: float
-) -> tuple[str, builtins.list[object]]:
+) -> tuple[str, list[object]]:
     """One INSERT ... RETURNING for a chunk of messages, seqs following the session's last.
 
     The new rows come from a VALUES list joined to the session row (so nothing is inserted
@@ -456,7 +313,7 @@ def _insert_statement(
     read before any row is written.
     """
     values = ", ".join(["(?, ?, ?, ?, ?, ?, ?)"] * len(chunk))
-    params: builtins.list[object] = [session_id]
+    params: list[object] = [session_id]
     for ordinal, new in enumerate(chunk):
         m = new.message
         params += [

@@ -1,20 +1,20 @@
 """The SQLite database: one file, WAL, versioned forward-only migrations.
 
 Statements run on the event loop's thread, through plain sqlite3 connections. A thread
-hop per statement (aiosqlite's model) costs 260–320 µs of wall time and ~150 µs of CPU;
-the statements of a request cost 3–50 µs each, so a hop would be most of the work
-(bench/README.md has the figures). The price is that a statement blocks the loop while
-it runs: repositories keep statements indexed and bounded (pages, limits), and this
-process is the file's only writer, so no statement waits on a lock.
+hop per statement (aiosqlite's model) costs several times what a request's statements
+cost themselves, so a hop would be most of the work (bench/README.md, "Measured costs
+behind the code"). The price is that a statement blocks the loop while it runs:
+repositories keep statements indexed and bounded (pages, limits), and this process is
+the file's only writer, so no statement waits on a lock.
 
 ``Connection`` keeps an awaitable API (``await conn.execute_fetchall(...)``): callers do
 not change if a statement ever has to move to a thread.
 
 Writes go through one connection, serialized by an asyncio lock and opened with
 BEGIN IMMEDIATE. Reads use the same connection: a second one would have to drop its page
-cache after every write (about 15 µs per read here). Only while a write transaction is
-open, its body suspended on something else, do reads go to a second, read-only
-connection, so that they never see uncommitted data.
+cache after every write, and the next read would pay for it. Only while a write
+transaction is open, its body suspended on something else, do reads go to a second,
+read-only connection, so that they never see uncommitted data.
 
 Repositories keep some reads in memory. One rule keeps those caches what the database
 holds: a write changes a cache only after its transaction committed, in the same step

@@ -1,14 +1,15 @@
 """The event log: one JSONL file per session, history_dir/<session_id>.jsonl.
 
-Every line is one event in the format of seed 003 (keys in this order, a None field
-left out): ts, session_id, turn, step, type, content, role, meta.
+Every line is one JSON event with these keys, in this order, a None field left out: ts,
+session_id, turn, step, type, content, role, meta.
 
 ``append`` encodes its line and writes it with one ``os.write`` on the event loop's
 thread, before it returns: a session's lines land in the order ``append`` was called and
-never interleave, with no lock and no queue. An append costs a few system calls
-(open, fstat, a one-byte pread, write, close; about 20 µs); a hand-off to a writer
-thread and back cost more than that in CPU alone, and its Python code competed with the
-event loop for the GIL. The price: a stalled disk stalls the event loop.
+never interleave, with no lock and no queue. An append is a few system calls (open,
+fstat, a one-byte pread, write, close); a hand-off to a writer thread and back cost more
+than that in CPU alone (bench/README.md, "Measured costs behind the code"), and its
+Python code competed with the event loop for the GIL. The price: a stalled disk stalls
+the event loop.
 
 A line is handed to the kernel (a raw fd, no user-space buffer) before its
 ``append`` returns: an appended event survives a crash of the process (SIGKILL

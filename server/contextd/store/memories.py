@@ -1,4 +1,4 @@
-"""Memories: a user's atomic facts, deduplicated, searchable in Chinese and English (seed 004).
+"""Memories: a user's atomic facts, deduplicated, searchable in Chinese and English.
 
 Search is SQLite FTS5 over terms made by ``contextd.core.search_terms`` (see migration
 0002_memories.sql for the index layout and why). A search:
@@ -26,13 +26,13 @@ handful of ``executemany`` calls.
 from __future__ import annotations
 
 import asyncio
-import builtins
 import hashlib
 import json
 import math
 import sqlite3
 import time
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from contextd.core.search_terms import TERMS_VERSION, content_hash, index_terms, query_terms
@@ -123,6 +123,34 @@ def _clean(content: str) -> str:
     return text
 
 
+async def _unindex(conn: Connection, memory_id: int, user_id: str, content: str) -> None:
+    # A contentless FTS5 table forgets a row only when given its terms again.
+    await conn.execute(
+        "INSERT INTO memories_fts (memories_fts, rowid, terms) VALUES ('delete', ?, ?)",
+        (memory_id, fts_terms(user_id, content)),
+    )
+
+
+async def _touch(conn: Connection, memory_id: int, ts: float) -> Memory:
+    """Refresh the memory's ``updated_at`` (stated again, it is current)."""
+    rows = await conn.execute_fetchall(
+        f"UPDATE memories SET updated_at = max(updated_at, ?) WHERE id = ? RETURNING {_COLUMNS}",
+        (ts, memory_id),
+    )
+    return memory_from_row(rows[0])
+
+
+@dataclass(frozen=True, slots=True)
+class Rewrite:
+    """What :meth:`MemoryRepo.rewrite` did: the memory as it was, the memory that now holds
+    the text, and ``action``: "update" (the text changed in place), "merge" (``old`` was
+    deleted: ``memory`` already said it) or "" (the same memory: only refreshed)."""
+
+    old: Memory
+    memory: Memory
+    action: str
+
+
 # Memoryless users remembered at most (the set is emptied when full).
 WITHOUT_MEMORIES_KEPT = 100_000
 
@@ -192,7 +220,7 @@ class MemoryRepo:
         text = _clean(content)
         digest = content_hash(text)
         ts = time.time() if now is None else now
-        await self._ensure_index()
+        await self.ensure_index()
         async with self._db.transaction() as conn:
             rows = list(
                 await conn.execute_fetchall(
@@ -268,7 +296,7 @@ class MemoryRepo:
             )
         if not batch:
             return 0
-        await self._ensure_index()
+        await self.ensure_index()
         async with self._db.transaction() as conn:
             rows = list(await conn.execute_fetchall("SELECT COALESCE(MAX(id), 0) FROM memories"))
             before = int(rows[0][0])
@@ -298,7 +326,7 @@ class MemoryRepo:
 
     async def delete(self, memory_id: int) -> bool:
         """Delete a memory and its index entry; False if there was none."""
-        await self._ensure_index()
+        await self.ensure_index()
         async with self._db.transaction() as conn:
             rows = list(
                 await conn.execute_fetchall(
@@ -308,12 +336,60 @@ class MemoryRepo:
             if not rows:
                 return False
             user_id, content = rows[0]
-            # A contentless FTS5 table forgets a row only when given its terms again.
-            await conn.execute(
-                "INSERT INTO memories_fts (memories_fts, rowid, terms) VALUES ('delete', ?, ?)",
-                (memory_id, fts_terms(user_id, content)),
-            )
+            await _unindex(conn, memory_id, user_id, content)
         return True
+
+    async def rewrite(
+        self,
+        conn: Connection,
+        memory_id: int,
+        user_id: str,
+        expected_content: str,
+        new_content: str,
+        source_session_id: str,
+        source_message_id: int,
+        ts: float,
+    ) -> Rewrite | None:
+        """Give the user's memory ``memory_id`` the text ``new_content``, inside the
+        caller's write transaction (begun after :meth:`ensure_index`); what was done.
+
+        None (and nothing written) when the memory is gone, is another user's, or no longer
+        says ``expected_content`` (compared as ``add`` dedups): someone changed it since it
+        was read. When the user already has ``new_content`` as another memory, that one
+        stays (refreshed) and this one is deleted: a "merge". The same memory in other words
+        is only refreshed. Otherwise the text changes in place (an "update"), its provenance
+        becoming the given source; ``created_at`` stays.
+        """
+        text = _clean(new_content)
+        new_hash = content_hash(text)
+        rows = await conn.execute_fetchall(
+            f"SELECT {_COLUMNS}, content_hash FROM memories WHERE id = ? AND user_id = ?",
+            (memory_id, user_id),
+        )
+        if not rows or rows[0][7] != content_hash(expected_content):
+            return None
+        old = memory_from_row(rows[0])
+        if rows[0][7] == new_hash:
+            return Rewrite(old, await _touch(conn, old.id, ts), "")
+        others = await conn.execute_fetchall(
+            "SELECT id FROM memories WHERE user_id = ? AND content_hash = ?", (user_id, new_hash)
+        )
+        if others:
+            await conn.execute("DELETE FROM memories WHERE id = ?", (old.id,))
+            await _unindex(conn, old.id, user_id, old.content)
+            return Rewrite(old, await _touch(conn, int(others[0][0]), ts), "merge")
+        updated = await conn.execute_fetchall(
+            "UPDATE memories SET content = ?, content_hash = ?, source_session_id = ?,"
+            " source_message_id = ?, updated_at = max(updated_at, ?)"
+            f" WHERE id = ? RETURNING {_COLUMNS}",
+            (text, new_hash, source_session_id, source_message_id, ts, old.id),
+        )
+        await _unindex(conn, old.id, user_id, old.content)
+        await conn.execute(
+            "INSERT INTO memories_fts (rowid, terms) VALUES (?, ?)",
+            (old.id, fts_terms(user_id, text)),
+        )
+        return Rewrite(old, memory_from_row(updated[0]), "update")
 
     async def reindex(self) -> int:
         """Rebuild the search index from the memories; returns how many were indexed.
@@ -349,8 +425,9 @@ class MemoryRepo:
         )
         return count
 
-    async def _ensure_index(self) -> None:
-        """Once per repository: rebuild the index if another terms version built it."""
+    async def ensure_index(self) -> None:
+        """Once per repository: rebuild the index if another terms version built it. Call
+        it before a transaction that calls :meth:`rewrite` (it may write itself)."""
         if self._index_checked:
             return
         async with self._index_lock:
@@ -402,9 +479,9 @@ class MemoryRepo:
         )
         return int(rows[0][0])
 
-    async def list(
+    async def list_memories(
         self, user_id: str, page_size: int = 0, page_token: str = ""
-    ) -> tuple[builtins.list[Memory], str]:
+    ) -> tuple[list[Memory], str]:
         """A page of the user's memories, newest first, and the next page's token ("" at the
         end). ``page_size`` 0 means the default; a token from another listing is refused."""
         limit = page_limit(page_size)
@@ -430,7 +507,7 @@ class MemoryRepo:
 
     async def search(
         self, user_id: str, query: str, limit: int = 10, now: float | None = None
-    ) -> builtins.list[ScoredMemory]:
+    ) -> list[ScoredMemory]:
         """The user's memories that best match ``query``, best first (see module docstring).
 
         A query without usable terms (only punctuation, say) finds nothing; FTS5 syntax in
@@ -444,7 +521,7 @@ class MemoryRepo:
         terms = query_terms(query)
         if not terms:
             return []
-        await self._ensure_index()
+        await self.ensure_index()
         key = user_key(user_id)
         keyed = [key + t for t in terms]
         reader = self._db.reader

@@ -1,29 +1,21 @@
 """The memory history: where memories written after a turn came from and how they changed.
 
-Rows are described in migration 0004_memory_history.sql. :meth:`MemoryHistoryRepo.replace`
-is the one write here that touches the memories themselves: it replaces a memory's text in
-place, its search-index entry and the history row in one transaction, so an old text is
-never lost without its history row. It changes the index exactly as ``MemoryRepo`` does
-(``fts_terms`` of the old text out, of the new text in); call it after the repository has
-checked its index version (any ``MemoryRepo.search`` or ``add`` does), as the after-turn
-runner does: a rebuild for a new terms version rewrites every entry anyway.
+Rows are described in migration 0004_memory_history.sql. This repository writes only them:
+:meth:`MemoryHistoryRepo.replace` has ``MemoryRepo.rewrite`` change the memory (its text
+and search-index entry) and records the change in the same transaction, so an old text is
+never lost without its history row.
 """
 
 from __future__ import annotations
 
-import builtins
 import time
 from dataclasses import dataclass
 from typing import Any
 
-from contextd.core.search_terms import content_hash
 from contextd.store.db import Connection, Database
-from contextd.store.memories import fts_terms, memory_from_row
+from contextd.store.memories import MemoryRepo
 from contextd.store.models import Memory
 
-_MEMORY_COLUMNS = (
-    "id, user_id, content, source_session_id, source_message_id, created_at, updated_at"
-)
 _COLUMNS = (
     "id, memory_id, user_id, action, old_content, new_content, replaced_memory_id, method,"
     " source_session_id, source_message_id, changed_at"
@@ -83,8 +75,9 @@ async def _insert(
 
 
 class MemoryHistoryRepo:
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, memories: MemoryRepo) -> None:
         self._db = db
+        self._memories = memories
 
     async def record_add(
         self, memory: Memory, method: str, *, now: float | None = None
@@ -121,103 +114,43 @@ class MemoryHistoryRepo:
         in the history; one transaction.
 
         None (and nothing written) when the memory is gone, is another user's, or no longer
-        says ``expected_content`` (compared as MemoryRepo dedups): someone changed it since
-        it was read. When the user already has ``new_content`` as another memory, that one
-        stays (refreshed) and the replaced one is deleted, recorded as a "merge". The
-        memory's provenance becomes the given source; ``created_at`` stays.
+        says ``expected_content``: someone changed it since it was read. When the user
+        already has ``new_content`` as another memory, that one stays (refreshed) and the
+        replaced one is deleted, recorded as a "merge". See ``MemoryRepo.rewrite``.
         """
-        text = new_content.strip()
-        if not text:
-            raise ValueError("memory content must not be blank")
-        new_hash = content_hash(text)
         ts = time.time() if now is None else now
+        await self._memories.ensure_index()
         async with self._db.transaction() as conn:
-            rows = list(
-                await conn.execute_fetchall(
-                    f"SELECT {_MEMORY_COLUMNS}, content_hash FROM memories"
-                    " WHERE id = ? AND user_id = ?",
-                    (memory_id, user_id),
-                )
+            done = await self._memories.rewrite(
+                conn,
+                memory_id,
+                user_id,
+                expected_content,
+                new_content,
+                source_session_id,
+                source_message_id,
+                ts,
             )
-            if not rows or rows[0][7] != content_hash(expected_content):
+            if done is None:
                 return None
-            old = memory_from_row(rows[0])
-            if rows[0][7] == new_hash:  # the same memory in other words: only refreshed
-                refreshed = await self._touch(conn, old.id, ts)
-                return Replacement(refreshed, None)
-            others = list(
-                await conn.execute_fetchall(
-                    "SELECT id FROM memories WHERE user_id = ? AND content_hash = ?",
-                    (user_id, new_hash),
-                )
-            )
-            if others:
-                survivor_id = int(others[0][0])
-                await conn.execute("DELETE FROM memories WHERE id = ?", (old.id,))
-                await self._unindex(conn, old)
-                survivor = await self._touch(conn, survivor_id, ts)
-                change = await _insert(
-                    conn,
-                    survivor.id,
-                    user_id,
-                    "merge",
-                    old.content,
-                    survivor.content,
-                    old.id,
-                    method,
-                    source_session_id,
-                    source_message_id,
-                    ts,
-                )
-                return Replacement(survivor, change)
-            updated = list(
-                await conn.execute_fetchall(
-                    "UPDATE memories SET content = ?, content_hash = ?, source_session_id = ?,"
-                    " source_message_id = ?, updated_at = max(updated_at, ?)"
-                    f" WHERE id = ? RETURNING {_MEMORY_COLUMNS}",
-                    (text, new_hash, source_session_id, source_message_id, ts, old.id),
-                )
-            )
-            await self._unindex(conn, old)
-            await conn.execute(
-                "INSERT INTO memories_fts (rowid, terms) VALUES (?, ?)",
-                (old.id, fts_terms(user_id, text)),
-            )
+            if not done.action:  # the same memory in other words: only refreshed
+                return Replacement(done.memory, None)
             change = await _insert(
                 conn,
-                old.id,
+                done.memory.id,
                 user_id,
-                "update",
-                old.content,
-                text,
-                0,
+                done.action,
+                done.old.content,
+                done.memory.content,
+                done.old.id if done.action == "merge" else 0,
                 method,
                 source_session_id,
                 source_message_id,
                 ts,
             )
-            return Replacement(memory_from_row(updated[0]), change)
+        return Replacement(done.memory, change)
 
-    @staticmethod
-    async def _unindex(conn: Connection, memory: Memory) -> None:
-        # A contentless FTS5 table forgets a row only when given its terms again.
-        await conn.execute(
-            "INSERT INTO memories_fts (memories_fts, rowid, terms) VALUES ('delete', ?, ?)",
-            (memory.id, fts_terms(memory.user_id, memory.content)),
-        )
-
-    @staticmethod
-    async def _touch(conn: Connection, memory_id: int, ts: float) -> Memory:
-        rows = list(
-            await conn.execute_fetchall(
-                "UPDATE memories SET updated_at = max(updated_at, ?) WHERE id = ?"
-                f" RETURNING {_MEMORY_COLUMNS}",
-                (ts, memory_id),
-            )
-        )
-        return memory_from_row(rows[0])
-
-    async def for_memory(self, memory_id: int) -> builtins.list[MemoryChange]:
+    async def for_memory(self, memory_id: int) -> list[MemoryChange]:
         """The memory's history, oldest first."""
         rows = await self._db.reader.execute_fetchall(
             f"SELECT {_COLUMNS} FROM memory_history WHERE memory_id = ? ORDER BY id",
@@ -225,7 +158,7 @@ class MemoryHistoryRepo:
         )
         return [_change_from_row(row) for row in rows]
 
-    async def for_user(self, user_id: str, limit: int = 100) -> builtins.list[MemoryChange]:
+    async def for_user(self, user_id: str, limit: int = 100) -> list[MemoryChange]:
         """The user's newest ``limit`` history rows, newest first."""
         rows = await self._db.reader.execute_fetchall(
             f"SELECT {_COLUMNS} FROM memory_history WHERE user_id = ? ORDER BY id DESC LIMIT ?",

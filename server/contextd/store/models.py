@@ -29,7 +29,7 @@ class Session:
     scenario: str = ""
     host: str = ""
     title: str = ""
-    # Free-form key/value metadata shown to the model as layer [2].
+    # Free-form key/value metadata shown to the model in the ``session`` layer.
     metadata: dict[str, str] = field(default_factory=dict)
     created_at: float = 0.0
     updated_at: float = 0.0

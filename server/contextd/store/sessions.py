@@ -8,18 +8,10 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
+from contextd.core.errors import SessionNotFound
 from contextd.store.db import Connection, Database
 from contextd.store.models import Session
 from contextd.store.paging import decode_token, encode_token, page_limit
-
-
-class SessionNotFoundError(LookupError):
-    """The session does not exist (or does not belong to the user a write named)."""
-
-    def __init__(self, session_id: str) -> None:
-        super().__init__(f"session {session_id!r} not found")
-        self.session_id = session_id
-
 
 _COLUMNS = "id, user_id, scenario, host, title, metadata, created_at, updated_at, message_count"
 
@@ -91,7 +83,7 @@ class SessionRepo:
             return session_from_row(row)
         return None
 
-    async def list(
+    async def list_sessions(
         self, user_id: str, page_size: int = 0, page_token: str = ""
     ) -> tuple[list[Session], str]:
         """A page of the user's sessions, most recently updated first (ties: id descending).
@@ -138,7 +130,7 @@ async def add_usage(
     conn: Connection, session_id: str, prompt: int, completion: int, estimate: int
 ) -> UsageTotals:
     """Add one turn's usage inside the caller's write transaction; return the session's
-    totals. Raises SessionNotFoundError."""
+    totals. Raises SessionNotFound."""
     rows = await conn.execute_fetchall(
         "UPDATE sessions SET prompt_tokens = prompt_tokens + ?,"
         " completion_tokens = completion_tokens + ?,"
@@ -148,5 +140,5 @@ async def add_usage(
     )
     row = rows[0] if rows else None
     if row is None:
-        raise SessionNotFoundError(session_id)
+        raise SessionNotFound(session_id)
     return int(row[0]), int(row[1]), int(row[2])

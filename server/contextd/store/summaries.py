@@ -1,4 +1,5 @@
-"""Summaries: a session's compression summary (seed 002) and per-session summaries (layer [4]).
+"""Summaries: a session's compression summary (it stands in for the older messages it folded)
+and per-session summaries (the ``recent_sessions`` layer of the user's other sessions).
 
 A session's active compression summary is read by every turn twice (the window, the
 compression check after it) and changes rarely: it is kept in memory per session, set by
@@ -6,9 +7,10 @@ compression check after it) and changes rarely: it is kept in memory per session
 database's only writer) and dropped when the session is deleted. Every write changes the
 caches once it committed (the rule in store/db.py).
 
-The user's other sessions' summaries (layer [4]) are read by every turn too: each list is
-kept until a summary it may show changes (:meth:`SummaryRepo.upsert_session_summary` of
-another of the user's sessions than the one it leaves out) or a session is deleted.
+The user's other sessions' summaries (``recent_sessions``) are read by every turn too:
+each list is kept until a summary it may show changes
+(:meth:`SummaryRepo.upsert_session_summary` of another of the user's sessions than the one
+it leaves out) or a session is deleted.
 """
 
 from __future__ import annotations
@@ -19,9 +21,9 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
+from contextd.core.errors import SessionNotFound
 from contextd.store.db import Database
 from contextd.store.models import CompressionSummaryRow, SessionSummary
-from contextd.store.sessions import SessionNotFoundError
 
 # Sessions whose active compression summary (or its absence) is kept in memory.
 ACTIVE_CACHE_SESSIONS = 1024
@@ -69,7 +71,7 @@ class SummaryRepo:
     ) -> CompressionSummaryRow:
         """Store a new active compression summary; the session's earlier ones become inactive.
 
-        Raises SessionNotFoundError when the session does not exist.
+        Raises SessionNotFound when the session does not exist.
         """
         ids = [int(m) for m in message_ids]
         async with self._db.transaction() as conn:
@@ -85,7 +87,7 @@ class SummaryRepo:
                 (json.dumps(ids), start_message_id, summary, time.time(), session_id),
             )
             if not rows:
-                raise SessionNotFoundError(session_id)
+                raise SessionNotFound(session_id)
         added = _compression_from_row(next(iter(rows)))
         self._remember(session_id, added)
         return added
@@ -109,7 +111,7 @@ class SummaryRepo:
         self, session_id: str, user_id: str, summary: str, by_host: bool
     ) -> bool:
         """Set the session's summary; an automatic one (``by_host`` False) does not replace
-        one the host set. Returns whether it was set. Raises SessionNotFoundError unless
+        one the host set. Returns whether it was set. Raises SessionNotFound unless
         the user owns the session."""
         async with self._db.transaction() as conn:
             cursor = await conn.execute(
@@ -126,7 +128,7 @@ class SummaryRepo:
                     "SELECT 1 FROM sessions WHERE id = ? AND user_id = ?", (session_id, user_id)
                 )
                 if not owned:
-                    raise SessionNotFoundError(session_id)
+                    raise SessionNotFound(session_id)
                 return False  # the host's summary stays
         # The lists that may show this summary: all but those leaving the session out.
         lists = self._recent.get(user_id)

@@ -7,13 +7,13 @@ CREATE TABLE sessions (
     scenario      TEXT NOT NULL DEFAULT '',
     host          TEXT NOT NULL DEFAULT '',
     title         TEXT NOT NULL DEFAULT '',
-    metadata      TEXT NOT NULL DEFAULT '{}',  -- JSON object of string values (layer [2])
+    metadata      TEXT NOT NULL DEFAULT '{}',  -- JSON object of string values (session layer)
     created_at    REAL NOT NULL,
     updated_at    REAL NOT NULL,
     message_count INTEGER NOT NULL DEFAULT 0
 );
 
--- A user's sessions, newest first: SessionRepo.list pages on the key (updated_at, id).
+-- A user's sessions, newest first: SessionRepo.list_sessions pages on the key (updated_at, id).
 CREATE INDEX sessions_user_updated ON sessions (user_id, updated_at DESC, id DESC);
 
 CREATE TABLE conversation (
@@ -55,7 +55,7 @@ CREATE TABLE message_tokens (
     PRIMARY KEY (message_id, tokenizer)
 ) WITHOUT ROWID;
 
--- Seed 002: a summary that stands in for the messages it compressed; one active per session.
+-- A summary that stands in for the messages it compressed; one active per session.
 CREATE TABLE compression_summaries (
     id               INTEGER PRIMARY KEY AUTOINCREMENT,
     session_id       TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
@@ -70,7 +70,7 @@ CREATE INDEX compression_summaries_session ON compression_summaries (session_id,
 CREATE UNIQUE INDEX compression_summaries_one_active
     ON compression_summaries (session_id) WHERE active = 1;
 
--- Layer [4]: a summary per session, read for the user's recent other sessions.
+-- A summary per session, read for the user's recent other sessions (recent_sessions layer).
 CREATE TABLE session_summaries (
     session_id TEXT PRIMARY KEY REFERENCES sessions (id) ON DELETE CASCADE,
     user_id    TEXT NOT NULL,
@@ -80,7 +80,7 @@ CREATE TABLE session_summaries (
 
 CREATE INDEX session_summaries_user_updated ON session_summaries (user_id, updated_at DESC);
 
--- Layer [1]: the system prompt per scenario (server-wide, not per user).
+-- The scenario layer's prompt per scenario (server-wide, not per user).
 CREATE TABLE prompt_templates (
     scenario      TEXT PRIMARY KEY,
     system_prompt TEXT NOT NULL,
@@ -89,7 +89,7 @@ CREATE TABLE prompt_templates (
     updated_at    REAL NOT NULL
 );
 
--- Layer [1]: skills (server-wide); apps is a JSON list of hosts, [] meaning every host.
+-- The scenario layer's skills (server-wide); apps is a JSON list of hosts, [] meaning every host.
 CREATE TABLE skills (
     name        TEXT PRIMARY KEY,
     description TEXT NOT NULL DEFAULT '',

@@ -1,4 +1,4 @@
--- 0002_memories: a user's atomic memories (seed 004, layer [3]) and their full-text index.
+-- 0002_memories: a user's atomic memories (memory layer) and their full-text index.
 -- Memories belong to a user, not to a session: they outlive the session they came from, so
 -- source_session_id / source_message_id are provenance only, without foreign keys.
 
@@ -14,7 +14,7 @@ CREATE TABLE memories (
     UNIQUE (user_id, content_hash)
 );
 
--- A user's memories, newest first: MemoryRepo.list pages on the key (created_at, id).
+-- A user's memories, newest first: MemoryRepo.list_memories pages on the key (created_at, id).
 CREATE INDEX memories_user_created ON memories (user_id, created_at DESC, id DESC);
 
 -- The search index, rowid = memories.id. Each row holds the memory's terms
@@ -24,7 +24,7 @@ CREATE INDEX memories_user_created ON memories (user_id, created_at DESC, id DES
 -- punctuation, so it keeps every term as one token, exactly as Python made it.
 -- * Per-user terms: a query for one user reads only that user's posting lists. A shared
 --   "user token" ANDed into the query costs a seek in a list as long as the user's
---   memories for every hit (measured: p50 4-6 ms at 100,000 memories, against 0.3-1 ms).
+--   memories for every hit (bench/README.md, memory_search.py, has the measurements).
 -- * Contentless: the terms are not stored a second time (10 MB instead of 47 MB of index
 --   for 105,000 memories). A delete must therefore give the terms again; MemoryRepo
 --   recomputes them from the content. Delete memories only through MemoryRepo.

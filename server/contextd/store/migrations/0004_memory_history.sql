@@ -1,5 +1,5 @@
 -- 0004_memory_history: where each memory written after a chat turn came from, and how it
--- changed (seed 004's atomic-memory writes, contextd.app.after_turn).
+-- changed (the atomic-memory writes of contextd.app.after_turn).
 --
 -- memory_id is the memory as it is now. Rows:
 --   add    a memory extracted from a turn: new_content is its text, old_content ''.

@@ -1,0 +1,197 @@
+"""The newest messages of each session, kept in memory as ``ConversationRepo.tail`` reads them.
+
+Coherence rule: a cache changes only after its transaction commits, in the same step (no
+``await`` that suspends between the end of ``async with db.transaction()`` and the call
+here), and a write that raised leaves it alone, since the rollback left the database as it
+was (store/db.py says why this holds). With this process the database's only writer and
+every write to a conversation made by ConversationRepo, which tells this cache of each one
+once it committed (new messages and counts are added to the kept rows, a changed row or a
+deleted session drops them), the kept rows are what a query would return.
+
+Rows are kept per session and tokenizer. A session created by this process starts kept
+with no rows and every count (the ``None`` tokenizer): all its rows are written here, and
+any tokenizer's rows are made from those.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from types import MappingProxyType
+
+from contextd.store.models import NO_TOKENS, StoredMessage, token_counts
+
+# The cache's bounds: sessions kept, newest rows kept per session and tokenizer, characters
+# of message content kept in all (the least recently used sessions go first).
+TAIL_CACHE_SESSIONS = 512
+TAIL_CACHE_ROWS = 256
+TAIL_CACHE_CHARS = 32_000_000
+
+
+def _chars(rows: Iterable[StoredMessage]) -> int:
+    return sum(len(r.message.content) for r in rows)
+
+
+def _counted(stored: StoredMessage, tokenizer: str | None) -> StoredMessage:
+    """``stored`` as ``tail`` reads it: with ``tokenizer``'s count only (None: every count)."""
+    if tokenizer is None:
+        return stored
+    count = stored.tokens.get(tokenizer)
+    if len(stored.tokens) == (count is not None):  # no other count: already as read
+        return stored
+    s = stored
+    tokens = NO_TOKENS if count is None else MappingProxyType({tokenizer: count})
+    return StoredMessage(
+        s.id, s.session_id, s.user_id, s.seq, s.message, s.turn_index, s.is_collected, s.status,
+        s.created_at, tokens,
+    )  # fmt: skip
+
+
+def _with_counts(
+    row: StoredMessage, counts: Mapping[int, Sequence[tuple[str, int]]], tokenizer: str | None
+) -> StoredMessage:
+    """``row`` with the new ``counts`` of its message that a ``tokenizer`` row shows (None:
+    all); as INSERT OR IGNORE, a count it has already is kept."""
+    new = counts.get(row.id)
+    if new is None:
+        return row
+    tokens = dict(row.tokens)
+    for name, n in new:
+        if tokenizer is None or tokenizer == name:
+            tokens.setdefault(name, n)
+    if len(tokens) == len(row.tokens):
+        return row
+    return replace(row, tokens=token_counts(tokens))
+
+
+@dataclass(frozen=True, slots=True)
+class _CachedTail:
+    """A session's newest rows (oldest first), as ``tail`` reads them with one tokenizer,
+    or (tokenizer None) with every count stored for them; ``whole``: they are all of the
+    session's messages; ``chars``: their content's length."""
+
+    rows: tuple[StoredMessage, ...]
+    whole: bool
+    chars: int
+
+    @classmethod
+    def newest_of(cls, rows: Sequence[StoredMessage], whole: bool) -> _CachedTail:
+        """The newest TAIL_CACHE_ROWS of ``rows`` (oldest first; ``whole``: all there are)."""
+        kept = tuple(rows[-TAIL_CACHE_ROWS:])
+        return cls(kept, whole and len(kept) == len(rows), _chars(kept))
+
+    def extended(self, added: Sequence[StoredMessage], added_chars: int) -> _CachedTail:
+        """These rows followed by ``added``, trimmed to the newest TAIL_CACHE_ROWS."""
+        rows = self.rows + tuple(added)
+        extra = len(rows) - TAIL_CACHE_ROWS
+        if extra <= 0:
+            return _CachedTail(rows, self.whole, self.chars + added_chars)
+        chars = self.chars + added_chars - _chars(rows[:extra])
+        return _CachedTail(rows[extra:], False, chars)
+
+
+# A session's cached rows by tokenizer (None: with every count, see the module docstring).
+# Never changed once cached: a change caches a new mapping.
+_SessionTails = Mapping[str | None, _CachedTail]
+
+
+class TailCache:
+    """The kept rows; ``_put`` and ``drop`` are the only ways in and out."""
+
+    def __init__(self) -> None:
+        # session id -> tokenizer -> its newest rows; least recently used session first.
+        self._tails: OrderedDict[str, _SessionTails] = OrderedDict()
+        self._chars = 0
+
+    def _put(self, session_id: str, tails: _SessionTails) -> None:
+        """Keep ``tails`` as the session's rows (in place of any), then drop the least
+        recently used sessions while the cache is over its bounds."""
+        self.drop(session_id)
+        self._tails[session_id] = tails
+        self._chars += sum(t.chars for t in tails.values())
+        while len(self._tails) > TAIL_CACHE_SESSIONS or self._chars > TAIL_CACHE_CHARS:
+            self.drop(next(iter(self._tails)))
+
+    def drop(self, session_id: str) -> None:
+        """Forget the session's rows (it was deleted, or one of its rows changed), if any."""
+        tails = self._tails.pop(session_id, None)
+        if tails is not None:
+            self._chars -= sum(t.chars for t in tails.values())
+
+    def created(self, session_id: str) -> None:
+        """The session's creation committed: it has no messages yet."""
+        self._put(session_id, {None: _CachedTail((), True, 0)})
+
+    def newest(
+        self, session_id: str, tokenizer: str, limit: int
+    ) -> tuple[StoredMessage, ...] | None:
+        """The session's kept rows when they answer a read of its newest ``limit`` (all
+        its rows, or at least ``limit`` of them), else None: the database has to."""
+        tails = self._tails.get(session_id)
+        if tails is None:
+            return None
+        tail = tails.get(tokenizer)
+        every = tails.get(None)
+        if tail is None and every is not None:
+            rows = tuple(_counted(r, tokenizer) for r in every.rows)
+            tail = _CachedTail(rows, every.whole, every.chars)
+            self._put(session_id, {**tails, tokenizer: tail})
+        if tail is None or (len(tail.rows) < limit and not tail.whole):
+            return None
+        self._tails.move_to_end(session_id)
+        return tail.rows
+
+    def all_rows(self, session_id: str) -> tuple[StoredMessage, ...] | None:
+        """Every message of the session, with the counts they were kept with, when the
+        kept rows are all of them; else None."""
+        for tail in self._tails.get(session_id, {}).values():
+            if tail.whole:
+                return tail.rows
+        return None
+
+    def read(
+        self, session_id: str, tokenizer: str, rows: Sequence[StoredMessage], limit: int
+    ) -> None:
+        """``rows`` (oldest first) were just read as the session's newest ``limit``."""
+        tails = self._tails.get(session_id, {})
+        kept = tails.get(tokenizer)
+        # A session with no messages may not exist: nothing is kept for it. Kept rows are
+        # current: they are replaced only by more of them (a window wider than the cache
+        # keeps what it holds).
+        if rows and (kept is None or len(kept.rows) < min(len(rows), TAIL_CACHE_ROWS)):
+            tail = _CachedTail.newest_of(rows, len(rows) < limit)
+            self._put(session_id, {**tails, tokenizer: tail})
+
+    def appended(self, session_id: str, stored: Sequence[StoredMessage]) -> None:
+        """``stored`` (with all their counts) were committed at the end of the session."""
+        cached = self._tails.get(session_id)
+        if cached is None:
+            return
+        added = _chars(stored)
+        self._put(
+            session_id,
+            {
+                tokenizer: tail.extended([_counted(m, tokenizer) for m in stored], added)
+                for tokenizer, tail in cached.items()
+            },
+        )
+
+    def counts_saved(self, session_id: str, batch: Iterable[tuple[int, str, int]]) -> None:
+        """(message_id, tokenizer, tokens) counts of the session's messages were committed
+        (a count already stored kept)."""
+        tails = self._tails.get(session_id)
+        if tails is None:
+            return
+        counts: dict[int, list[tuple[str, int]]] = {}
+        for mid, name, n in batch:
+            counts.setdefault(mid, []).append((name, n))
+        self._put(
+            session_id,
+            {
+                tokenizer: replace(
+                    tail, rows=tuple(_with_counts(row, counts, tokenizer) for row in tail.rows)
+                )
+                for tokenizer, tail in tails.items()
+            },
+        )
