@@ -256,7 +256,7 @@ def estimate(text: str) -> int:
 
 
 def budget_rule(req: BuildRequest) -> list[ChatMessage] | None:
-    """Seed 000's rule, written out plainly; None when FAIL should raise."""
+    """The budget rule, written out plainly; None when FAIL should raise."""
     system = "\n".join(p for p in req.system_prompts if p.strip())
     left = req.token_budget - estimate(system) - estimate(req.user_message)
     if left < 0 and req.overflow_policy is OverflowPolicy.FAIL:
