@@ -204,6 +204,8 @@ class ChatApp:
             answers = await tools.answer_inline(outcome)
             for event in answers.events:
                 yield event
+            # The next step begins with building its context: a turn that ends there
+            # counts it.
             turn.step += 1
             request = await tools.next_request(answers)
 
@@ -213,8 +215,9 @@ class ChatApp:
         memory = MemorySearch(self.memories, turn)
         max_tokens = self.limits.max_prompt_tokens
         if not req.react:
-            contexts = StepContexts(self.builder, max_tokens, req, turn, 0, "the context")
+            contexts = StepContexts(self.builder, max_tokens, req, turn)
             return NativeTools(req, turn, contexts, memory)
+        # The addendum is made once per turn; every context leaves room for it.
         addendum = ReactAddendum.for_request(req)
         contexts = StepContexts(
             self.builder, max_tokens, req, turn, addendum.tokens, REFUSED_SUBJECT

@@ -25,8 +25,8 @@ class StepContexts:
         max_prompt_tokens: int,
         req: ChatTurnRequest,
         turn: Turn,
-        reserved_tokens: int,
-        subject: str,
+        reserved_tokens: int = 0,
+        subject: str = "the context",
     ) -> None:
         self._builder = builder
         self._max_prompt_tokens = max_prompt_tokens
