@@ -1,0 +1,51 @@
+"""StreamChat: one chat turn, from the user's message to the stored answer.
+
+A turn is one user input to a final answer; a step is one model call. The user
+message (or the host's tool results) is stored before the model is called; the
+assistant message when the turn ends, with a status when it ends early. Every turn
+writes its events (turn start, each model call, actions and observations, the final
+answer, turn end) to the session's JSONL log.
+
+Where things are:
+
+- ``chat_app``: ``ChatApp.run``, the turn's start and its one step loop;
+- ``tool_protocol``: how a turn offers tools, the strategy the loop asks after each
+  step; ``native_tools`` (the provider's tool calling) and ``react_tags`` (the ReAct
+  tag protocol of ``core.react``, for models without it) implement it;
+- ``memory_tool``: the server-side ``memory_search`` tool both protocols answer inline;
+- ``step_context``: the context each step is sent;
+- ``turn``: one turn's state, stored messages and logged events;
+- ``events`` and ``request``: what a turn reports and what it is asked.
+"""
+
+from contextd.app.chat.chat_app import ChatApp
+from contextd.app.chat.events import (
+    ChatEvent,
+    DeltaEvent,
+    FinishedTurn,
+    TokenUsage,
+    ToolCallEvent,
+    TurnCompleted,
+    TurnStarted,
+    TurnStatus,
+    UsageEvent,
+)
+from contextd.app.chat.memory_tool import MEMORY_TOOL
+from contextd.app.chat.request import ChatLimits, ChatTurnRequest, ModelOptions
+
+__all__ = [
+    "MEMORY_TOOL",
+    "ChatApp",
+    "ChatEvent",
+    "ChatLimits",
+    "ChatTurnRequest",
+    "DeltaEvent",
+    "FinishedTurn",
+    "ModelOptions",
+    "TokenUsage",
+    "ToolCallEvent",
+    "TurnCompleted",
+    "TurnStarted",
+    "TurnStatus",
+    "UsageEvent",
+]

@@ -1,0 +1,287 @@
+"""StreamChat's use case: one chat turn, from the user's message to the stored answer."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import weakref
+from collections.abc import AsyncGenerator, Callable
+from typing import Any
+
+from contextd.app.chat.events import (
+    ChatEvent,
+    DeltaEvent,
+    FinishedTurn,
+    ToolCallEvent,
+    TurnStarted,
+    TurnStatus,
+    UsageEvent,
+)
+from contextd.app.chat.memory_tool import MemorySearch
+from contextd.app.chat.native_tools import NativeTools
+from contextd.app.chat.react_tags import REFUSED_SUBJECT, ReactAddendum, ReactTags
+from contextd.app.chat.request import ChatLimits, ChatTurnRequest, validate
+from contextd.app.chat.step_context import StepContexts
+from contextd.app.chat.tool_protocol import FinalAnswer, HostAction, ToolProtocol, ToolUse
+from contextd.app.chat.turn import Turn
+from contextd.app.session_context import SessionContextBuilder
+from contextd.app.sessions import SessionsApp
+from contextd.core.errors import Violations
+from contextd.core.messages import ChatMessage, Role, ToolCall
+from contextd.providers.base import (
+    ModelEvent,
+    ModelRequest,
+    Provider,
+    TextDelta,
+    ToolCallReady,
+    Usage,
+)
+from contextd.providers.errors import ProviderError, ProviderRateLimited
+from contextd.store.events import EventLog
+from contextd.store.memories import MemoryRepo
+from contextd.store.models import Session
+
+# How far back a continuing turn looks for the calls the host's results answer.
+_RECENT_FOR_OPEN_CALLS = 64
+
+
+class ChatApp:
+    def __init__(
+        self,
+        sessions: SessionsApp,
+        builder: SessionContextBuilder,
+        memories: MemoryRepo,
+        events: EventLog,
+        provider: Provider,
+        limits: ChatLimits,
+        after_turn: Callable[[FinishedTurn], None] | None = None,
+    ) -> None:
+        self.sessions = sessions
+        self.builder = builder
+        self.memories = memories
+        self.events = events
+        self.provider = provider
+        self.limits = limits
+        self.after_turn = after_turn
+        # One turn at a time per session: a turn reads the history, numbers itself and
+        # appends; two at once would share a turn index and interleave their messages.
+        self._session_locks: weakref.WeakValueDictionary[str, asyncio.Lock] = (
+            weakref.WeakValueDictionary()
+        )
+
+    async def run(self, req: ChatTurnRequest) -> AsyncGenerator[ChatEvent, None]:
+        """One turn as a stream of events. Errors before TurnStarted raise; later ones
+        end the stream with a TurnCompleted whose status says what happened. Turns of
+        one session run one after the other, in the order they arrived."""
+        validate(req)
+        lock: contextlib.AbstractAsyncContextManager[object] = contextlib.nullcontext()
+        if req.session_id:
+            lock = self._session_locks.get(req.session_id) or asyncio.Lock()
+            self._session_locks[req.session_id] = lock
+        # Every text delta passes each generator between the provider and the caller:
+        # this one iterates the steps itself, and the steps the provider's stream.
+        async with lock:
+            started, turn, tools, request = await self._start(req)
+            try:
+                yield started
+                # aclosing: closed here (a GeneratorExit at the yield), the steps and the
+                # provider's stream close before the partial answer is stored.
+                steps = self._steps(turn, tools, request)
+                async with contextlib.aclosing(steps):
+                    async for event in steps:
+                        yield event
+            except BaseException as error:
+                # A client cancel, a passed deadline or a bug: keep what was said, go on.
+                cancelled = isinstance(error, asyncio.CancelledError | GeneratorExit)
+                status = TurnStatus.CANCELLED if cancelled else TurnStatus.ERROR
+                reason = (
+                    "the call was cancelled or its deadline passed" if cancelled else repr(error)
+                )
+                if not turn.completed:  # a close at the last event leaves nothing to store
+                    turn.count_step()  # the prompt was sent all the same
+                    await asyncio.shield(turn.store_partial(status, reason))
+                raise
+
+    async def _start(
+        self, req: ChatTurnRequest
+    ) -> tuple[TurnStarted, Turn, ToolProtocol[Any], ModelRequest]:
+        """Everything before the model is called: the context, the stored input, the
+        turn's first events; the first step's model request."""
+        session = await self._session(req)
+        history = await self.sessions.conversation.tail(session.id, 1, req.tokenizer.name)
+        continuing = bool(req.tool_results)
+        index = (history[-1].turn_index if history else 0) + (0 if continuing else 1)
+        turn = Turn(
+            session,
+            max(index, 1),
+            req.caller.user_id,
+            req.tokenizer.name,
+            req.user_message,
+            self.sessions,
+            self.events,
+            self.after_turn,
+        )
+        if not history and not continuing:
+            await turn.event("session_start", meta=self._config_meta(req))
+        tools = self._tool_protocol(req, turn)
+
+        # The input (a user message, tool results, an observation) is built into the
+        # context first, not stored yet, then stored: a turn refused for the prompt
+        # limit stores nothing and can be sent again. Then the model is called.
+        answered: list[ToolCall] = []
+        user_message_id = ""
+        if continuing:
+            answered = await self._answered_calls(req, tools, session)
+            turn.question = await self._turn_question(turn)
+            context = await tools.take_host_results()
+        else:
+            context = await tools.contexts.for_user_message(req.user_message)
+            # The session was read above: store directly, with token counts.
+            [stored] = await turn.store([turn.row(ChatMessage(Role.USER, req.user_message))])
+            user_message_id = str(stored.id)
+        request = tools.model_request(context)
+        estimate = request.prompt_tokens_estimate
+        await turn.event(
+            "turn_start",
+            content=req.user_message,
+            role="user",
+            meta={"tokens": {"prompt": estimate}, "continuing": continuing},
+        )
+        for call, (_, content) in zip(answered, req.tool_results, strict=True):
+            await turn.event(
+                "observation",
+                content=content,
+                meta={"tool": call.name, "tool_call_id": call.id},
+            )
+        started = TurnStarted(
+            session.id,
+            turn.index,
+            user_message_id,
+            estimate,
+            estimate > self.limits.warn_prompt_tokens,
+            context.report,
+            self.provider.name,
+            req.model.model or self.provider.default_model,
+        )
+        return started, turn, tools, request
+
+    async def _steps(
+        self, turn: Turn, tools: ToolProtocol[ToolUse], request: ModelRequest
+    ) -> AsyncGenerator[ChatEvent, None]:
+        """Model calls until an answer, a host tool call or the step limit; ``tools``
+        reads what each step asks for."""
+        while True:
+            calls: list[ToolCall] = []
+            # The model step, inline: a generator per step would be one more for every
+            # text delta to pass.
+            try:
+                turn.begin_step(request.prompt_tokens_estimate)
+                stream = self.provider.stream(request)
+                try:
+                    async with contextlib.aclosing(stream):
+                        async for model_event in stream:
+                            event = _chat_event(turn, model_event, calls)
+                            if event is not None:
+                                yield event
+                finally:
+                    turn.count_step()
+            except ProviderError as error:
+                yield await turn.store_partial(TurnStatus.ERROR, _error_text(error))
+                return
+            await turn.log_step()
+            outcome = tools.read_step(turn.step_text, calls)
+            if isinstance(outcome, FinalAnswer):
+                yield await turn.answer(outcome.text, outcome.final_text)
+                return
+            if isinstance(outcome, HostAction):
+                for event in await tools.require_action(outcome):
+                    yield event
+                return
+            if turn.step + 1 >= self.limits.max_steps:
+                yield await tools.stop_at_step_limit(outcome)
+                return
+            answers = await tools.answer_inline(outcome)
+            for event in answers.events:
+                yield event
+            # The next step begins with building its context: a turn that ends there
+            # counts it.
+            turn.step += 1
+            request = await tools.next_request(answers)
+
+    def _tool_protocol(self, req: ChatTurnRequest, turn: Turn) -> ToolProtocol[Any]:
+        """The turn's way of offering tools. (Any: the step loop never looks into a
+        protocol's own reading of a step's tool use.)"""
+        memory = MemorySearch(self.memories, turn)
+        max_tokens = self.limits.max_prompt_tokens
+        if not req.react:
+            contexts = StepContexts(self.builder, max_tokens, req, turn)
+            return NativeTools(req, turn, contexts, memory)
+        # The addendum is made once per turn; every context leaves room for it.
+        addendum = ReactAddendum.for_request(req)
+        contexts = StepContexts(
+            self.builder, max_tokens, req, turn, addendum.tokens, REFUSED_SUBJECT
+        )
+        return ReactTags(req, turn, contexts, memory, addendum)
+
+    async def _session(self, req: ChatTurnRequest) -> Session:
+        if req.session_id:
+            return await self.sessions.get(req.caller, req.session_id)
+        return await self.sessions.create(req.caller, req.scenario, req.host, req.title)
+
+    async def _answered_calls(
+        self, req: ChatTurnRequest, tools: ToolProtocol[Any], session: Session
+    ) -> list[ToolCall]:
+        """The calls the host's results answer, in their order: each must be a call that
+        ended the previous turn and has no result yet."""
+        recent = await self.sessions.conversation.tail(
+            session.id, _RECENT_FOR_OPEN_CALLS, req.tokenizer.name
+        )
+        open_calls = tools.open_calls(recent)
+        v = Violations()
+        seen: set[str] = set()
+        for k, (call_id, _) in enumerate(req.tool_results):
+            if call_id not in open_calls or call_id in seen:
+                v.add(f"tool_results[{k}].tool_call_id", "not a pending call of this session")
+            seen.add(call_id)  # the same id twice in one request is refused too
+        v.raise_if_any()
+        return [open_calls[call_id] for call_id, _ in req.tool_results]
+
+    async def _turn_question(self, turn: Turn) -> str:
+        """The user message that began the turn: its first user message (the turn's
+        observations come after it)."""
+        rows = await self.sessions.conversation.turn_messages(
+            turn.session.id, turn.index, turn.tokenizer
+        )
+        return next((r.message.content for r in rows if r.message.role is Role.USER), "")
+
+    def _config_meta(self, req: ChatTurnRequest) -> dict[str, object]:
+        return {
+            "mode": "prebuilt" if req.messages else "session",
+            "provider": self.provider.name,
+            "model": req.model.model or self.provider.default_model,
+            "tokenizer": req.tokenizer.name,
+        }
+
+
+def _chat_event(turn: Turn, event: ModelEvent, calls: list[ToolCall]) -> ChatEvent | None:
+    """A model event into the turn (tool calls into ``calls``); what the caller sees of it."""
+    if isinstance(event, TextDelta):
+        turn.text += event.text
+        return DeltaEvent(event.text, turn.step)
+    if isinstance(event, ToolCallReady):
+        calls.append(event.call)
+        return ToolCallEvent(event.call, turn.step)
+    if isinstance(event, Usage):
+        turn.step_usage.prompt_tokens = event.prompt_tokens
+        turn.step_usage.completion_tokens = event.completion_tokens
+        return UsageEvent(turn.step_usage, turn.step)
+    return None
+
+
+def _error_text(error: ProviderError) -> str:
+    """The provider's error for the host, with the wait it asked for when it said."""
+    text = str(error)
+    if isinstance(error, ProviderRateLimited) and error.retry_after is not None:
+        text += f"; retry after {math.ceil(error.retry_after)} s"
+    return text

@@ -1,0 +1,86 @@
+"""What a chat turn tells its caller as it runs, and what the work after it needs."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+from contextd.core.build import BuildReport
+from contextd.core.messages import ToolCall
+
+
+class TurnStatus(StrEnum):
+    OK = "ok"
+    REQUIRES_ACTION = "requires_action"
+    MAX_STEPS = "max_steps"
+    CANCELLED = "cancelled"
+    ERROR = "error"
+
+
+@dataclass(slots=True)
+class TokenUsage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    prompt_tokens_estimate: int = 0
+
+    def add(self, other: TokenUsage) -> None:
+        self.prompt_tokens += other.prompt_tokens
+        self.completion_tokens += other.completion_tokens
+        self.prompt_tokens_estimate += other.prompt_tokens_estimate
+
+
+@dataclass(frozen=True, slots=True)
+class TurnStarted:
+    session_id: str
+    turn_index: int
+    user_message_id: str
+    prompt_tokens_estimate: int
+    prompt_tokens_warning: bool
+    context: BuildReport
+    provider: str
+    model: str
+
+
+@dataclass(frozen=True, slots=True)
+class DeltaEvent:
+    text: str
+    step: int
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallEvent:
+    call: ToolCall
+    step: int
+
+
+@dataclass(frozen=True, slots=True)
+class UsageEvent:
+    usage: TokenUsage
+    step: int
+
+
+@dataclass(frozen=True, slots=True)
+class TurnCompleted:
+    assistant_message_id: str
+    final_text: str
+    status: TurnStatus
+    error_message: str
+    step_usage: TokenUsage
+    turn_usage: TokenUsage
+    session_usage: TokenUsage
+    duration_ms: int
+    pending_tool_calls: Sequence[ToolCall] = ()
+
+
+ChatEvent = TurnStarted | DeltaEvent | ToolCallEvent | UsageEvent | TurnCompleted
+
+
+@dataclass(frozen=True, slots=True)
+class FinishedTurn:
+    """A turn that completed with status ok: what background work after it needs."""
+
+    session_id: str
+    user_id: str
+    turn_index: int
+    tokenizer: str = ""  # the turn's tokenizer: the stored counts read with its messages

@@ -1,0 +1,122 @@
+"""Tools offered with the provider's own tool calling."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+
+from contextd.app.chat.events import ChatEvent, TurnCompleted, TurnStatus
+from contextd.app.chat.memory_tool import MEMORY_TOOL, MemorySearch
+from contextd.app.chat.request import ChatTurnRequest
+from contextd.app.chat.step_context import StepContexts
+from contextd.app.chat.tool_protocol import (
+    FinalAnswer,
+    HostAction,
+    InlineAction,
+    InlineAnswers,
+    StepOutcome,
+    ToolProtocol,
+)
+from contextd.app.chat.turn import Turn
+from contextd.core.build import BuildResult
+from contextd.core.messages import ChatMessage, Role, ToolCall
+from contextd.providers.base import ModelRequest
+from contextd.store.models import StoredMessage
+
+StepCalls = tuple[ToolCall, ...]
+
+
+class NativeTools(ToolProtocol[StepCalls]):
+    """Every step is sent the host's tools and ``memory_search``; the model's calls
+    stream as they come. A step whose calls are all memory searches is answered here:
+    the calls and their results are stored as tool messages and the turn goes on. A
+    call of a host tool ends the turn; the host's results come back as tool messages."""
+
+    def __init__(
+        self, req: ChatTurnRequest, turn: Turn, contexts: StepContexts, memory: MemorySearch
+    ) -> None:
+        super().__init__(req, turn, contexts, memory)
+        self._tools = (*req.tools, MEMORY_TOOL)
+
+    def model_request(self, context: BuildResult) -> ModelRequest:
+        return self._model_request(context.messages, self._tools, context.report.total_tokens)
+
+    def open_calls(self, recent: Sequence[StoredMessage]) -> Mapping[str, ToolCall]:
+        last = next(
+            (k for k in range(len(recent) - 1, -1, -1) if recent[k].message.role is Role.ASSISTANT),
+            None,
+        )
+        if last is None:
+            return {}
+        # The host-side calls of the last answer, less those results stored since answered.
+        answered = {m.message.tool_call_id for m in recent[last + 1 :]}
+        return {
+            c.id: c
+            for c in recent[last].message.tool_calls
+            if c.name != MEMORY_TOOL.name and c.id not in answered
+        }
+
+    async def take_host_results(self) -> BuildResult:
+        turn = self.turn
+        rows = [
+            turn.row(ChatMessage(Role.TOOL, content, tool_call_id=call_id))
+            for call_id, content in self.req.tool_results
+        ]
+        context = await self.contexts.for_continuation([row.message for row in rows])
+        await turn.store(rows)
+        return context
+
+    def read_step(self, text: str, calls: Sequence[ToolCall]) -> StepOutcome[StepCalls]:
+        if not calls:
+            # The turn's answer is all its steps' text.
+            return FinalAnswer(text, self.turn.text)
+        if any(c.name != MEMORY_TOOL.name for c in calls):
+            return HostAction(text, tuple(calls))
+        return InlineAction(text, tuple(calls))
+
+    async def require_action(self, action: HostAction[StepCalls]) -> Sequence[ChatEvent]:
+        """The step's calls were streamed already; the host runs those of its tools."""
+        turn = self.turn
+        host_calls = [c for c in action.tool_use if c.name != MEMORY_TOOL.name]
+        stored = await turn.store_answer(ChatMessage(Role.ASSISTANT, action.text, action.tool_use))
+        for call in host_calls:
+            await turn.event(
+                "action",
+                step=turn.step,
+                meta={"tool": call.name, "input": call.arguments, "tool_call_id": call.id},
+            )
+        status = TurnStatus.REQUIRES_ACTION
+        return (await turn.complete(stored, status, turn.text, pending=host_calls),)
+
+    async def stop_at_step_limit(self, action: InlineAction[StepCalls]) -> TurnCompleted:
+        turn = self.turn
+        stored = await turn.store_answer(ChatMessage(Role.ASSISTANT, action.text, action.tool_use))
+        return await turn.complete(stored, TurnStatus.MAX_STEPS, turn.text)
+
+    async def answer_inline(self, action: InlineAction[StepCalls]) -> InlineAnswers:
+        """Store the calls, run each memory search, store the results (as a host would)."""
+        turn = self.turn
+        await turn.store_step(ChatMessage(Role.ASSISTANT, action.text, action.tool_use))
+        results: list[str] = []
+        for call in action.tool_use:
+            details = {"tool": call.name, "input": call.arguments}
+            results.append(await self.memory.answer(_argument(call, "query"), details))
+        await turn.store(
+            [
+                turn.row(ChatMessage(Role.TOOL, result, tool_call_id=call.id))
+                for call, result in zip(action.tool_use, results, strict=True)
+            ]
+        )
+        return InlineAnswers((), results)
+
+    async def next_request(self, answers: InlineAnswers) -> ModelRequest:
+        # The results are stored: the history the context is built from ends with them.
+        return self.model_request(await self.contexts.for_continuation())
+
+
+def _argument(call: ToolCall, name: str) -> str:
+    try:
+        value = json.loads(call.arguments or "{}").get(name, "")
+    except (ValueError, AttributeError):
+        return ""
+    return str(value)

@@ -1,0 +1,76 @@
+"""What a chat turn is asked to do: the request, its model options, the server's limits."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from contextd.app.chat.memory_tool import MEMORY_TOOL
+from contextd.app.scope import Caller
+from contextd.core.errors import Violations
+from contextd.core.messages import ChatMessage
+from contextd.core.pipeline import is_blank
+from contextd.core.tokens import Tokenizer
+from contextd.providers.base import ToolSpec
+
+
+@dataclass(frozen=True, slots=True)
+class ChatLimits:
+    max_prompt_tokens: int
+    warn_prompt_tokens: int
+    max_steps: int
+
+
+@dataclass(frozen=True, slots=True)
+class ModelOptions:
+    model: str = ""
+    temperature: float | None = None
+    max_output_tokens: int | None = None
+    stop: Sequence[str] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ChatTurnRequest:
+    caller: Caller
+    session_id: str  # "" starts a new session
+    user_message: str
+    tokenizer: Tokenizer
+    scenario: str = ""
+    host: str = ""
+    variables: Mapping[str, str] = field(default_factory=dict)
+    memory: bool | None = None
+    # Prebuilt mode: the host's own list (system messages first, then history).
+    messages: Sequence[ChatMessage] = ()
+    tools: Sequence[ToolSpec] = ()
+    tool_results: Sequence[tuple[str, str]] = ()  # (tool_call_id, content)
+    token_budget: int = 0
+    refuse_over_limit: bool = False
+    model: ModelOptions = ModelOptions()
+    title: str = ""
+    # Offer the tools with the ReAct tag protocol (core.react) instead of the
+    # provider's native tool calling, for models without it.
+    react: bool = False
+
+
+def validate(req: ChatTurnRequest) -> None:
+    """Refuse a request no turn can run, naming every offending field."""
+    v = Violations()
+    if req.tool_results and not req.session_id:
+        v.add("session.session_id", "tool results continue a stored session: give its id")
+    if req.tool_results and not is_blank(req.user_message):
+        v.add("user_message", "send either a user message or tool results")
+    if not req.tool_results and is_blank(req.user_message):
+        v.add("user_message", "required")
+    if req.token_budget < 0:
+        v.add("token_budget", "must not be negative")
+    for k, (call_id, _) in enumerate(req.tool_results):
+        if not call_id:
+            v.add(f"tool_results[{k}].tool_call_id", "required")
+    names = set()
+    for k, tool in enumerate(req.tools):
+        if tool.name == MEMORY_TOOL.name or tool.name in names:
+            v.add(f"tools[{k}].name", f"duplicate or reserved tool name {tool.name!r}")
+        names.add(tool.name)
+    if req.messages and req.tool_results:
+        v.add("messages", "prebuilt messages cannot continue a stored turn")
+    v.raise_if_any()

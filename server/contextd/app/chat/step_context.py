@@ -1,0 +1,104 @@
+"""The context each model step of a turn is sent, fitted to the turn's prompt budget."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from contextd.app.chat.request import ChatTurnRequest
+from contextd.app.chat.turn import Turn
+from contextd.app.session_context import SessionBuildRequest, SessionContextBuilder
+from contextd.core.build import BuildReport, BuildRequest, BuildResult, build_messages
+from contextd.core.errors import FailedPrecondition
+from contextd.core.messages import ChatMessage, Role
+from contextd.core.pipeline import DropReason
+
+
+class StepContexts:
+    """Builds a turn's step contexts. Session mode builds from the stored session;
+    prebuilt mode always from the host's list and message. ``reserved_tokens`` are
+    left free in every context for what the tool protocol adds to the prompt;
+    ``subject`` names what did not fit when a turn is refused for its size."""
+
+    def __init__(
+        self,
+        builder: SessionContextBuilder,
+        max_prompt_tokens: int,
+        req: ChatTurnRequest,
+        turn: Turn,
+        reserved_tokens: int = 0,
+        subject: str = "the context",
+    ) -> None:
+        self._builder = builder
+        self._max_prompt_tokens = max_prompt_tokens
+        self._req = req
+        self._turn = turn
+        self._reserved_tokens = reserved_tokens
+        self._subject = subject
+
+    async def for_user_message(self, user_message: str) -> BuildResult:
+        """A step that answers ``user_message``: the request's, or a ReAct observation
+        standing in for it."""
+        return await self._build(user_message, (), continuation=False)
+
+    async def for_continuation(self, pending: Sequence[ChatMessage] = ()) -> BuildResult:
+        """A step that goes on after tool results, stored or ``pending`` (the host's,
+        stored once the context is built): the history ends with them."""
+        return await self._build("", pending, continuation=True)
+
+    async def _build(
+        self, user_message: str, pending: Sequence[ChatMessage], *, continuation: bool
+    ) -> BuildResult:
+        req = self._req
+        budget = min(req.token_budget or self._max_prompt_tokens, self._max_prompt_tokens)
+        fitted = budget
+        if self._reserved_tokens:
+            # At least 1: a reserve as large as the budget leaves only the required
+            # parts, over the budget (and so refused under the refuse policy).
+            fitted = max(budget - self._reserved_tokens, 1)
+        if req.messages:
+            result = _prebuilt(req, fitted)
+        else:
+            turn = self._turn
+            build = await self._builder.build(
+                SessionBuildRequest(
+                    caller=req.caller,
+                    session_id=turn.session.id,
+                    user_message=user_message,
+                    token_budget=fitted,
+                    tokenizer=req.tokenizer,
+                    scenario=req.scenario,
+                    host=req.host,
+                    variables=req.variables,
+                    memory=req.memory,
+                    continuation=continuation,
+                    pending=pending,
+                    memory_query=turn.question,
+                ),
+                turn.session,
+            )
+            result = build.result
+        if req.refuse_over_limit and _trimmed(result.report):
+            raise FailedPrecondition(
+                f"{self._subject} does not fit max_prompt_tokens ({budget}); the turn was refused"
+            )
+        return result
+
+
+def _prebuilt(req: ChatTurnRequest, budget: int) -> BuildResult:
+    """The host's own list: leading system messages are the system prompt."""
+    systems = 0
+    while systems < len(req.messages) and req.messages[systems].role is Role.SYSTEM:
+        systems += 1
+    return build_messages(
+        BuildRequest(
+            user_message=req.user_message,
+            token_budget=budget,
+            tokenizer=req.tokenizer,
+            system_prompts=[m.content for m in req.messages[:systems]],
+            history=req.messages[systems:],
+        )
+    )
+
+
+def _trimmed(report: BuildReport) -> bool:
+    return report.required_over_budget or any(d.reason is DropReason.BUDGET for d in report.dropped)

@@ -1,0 +1,132 @@
+"""How a turn offers tools to the model: the strategy behind the turn's one step loop.
+
+After each model step the loop asks the protocol what the step's output asks for
+(``read_step``) and goes on with the answer:
+
+- ``FinalAnswer``: the turn ends ok with it;
+- ``HostAction``: a tool the host runs; the protocol ends the turn waiting for the
+  host's results (``require_action``), which a later request brings
+  (``open_calls``, ``take_host_results``);
+- ``InlineAction``: only tools answered within the turn (``memory_search``); the
+  protocol answers them (``answer_inline``) and makes the next step's request with
+  their results (``next_request``), or, at the step limit, ends the turn
+  (``stop_at_step_limit``).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from contextd.app.chat.events import ChatEvent, TurnCompleted
+from contextd.app.chat.memory_tool import MemorySearch
+from contextd.app.chat.request import ChatTurnRequest
+from contextd.app.chat.step_context import StepContexts
+from contextd.app.chat.turn import Turn
+from contextd.core.build import BuildResult
+from contextd.core.messages import ChatMessage, ToolCall
+from contextd.providers.base import ModelRequest, ToolSpec
+from contextd.store.models import StoredMessage
+
+# A step's tool use as its protocol reads it: native calls, or one ReAct action.
+ToolUse = TypeVar("ToolUse")
+
+
+@dataclass(frozen=True, slots=True)
+class FinalAnswer:
+    """The step answers the user."""
+
+    text: str  # the answer to store and log
+    final_text: str  # what the turn's TurnCompleted reports
+
+
+@dataclass(frozen=True, slots=True)
+class HostAction(Generic[ToolUse]):
+    """The step calls a tool the host runs."""
+
+    text: str  # the step's text
+    tool_use: ToolUse
+
+
+@dataclass(frozen=True, slots=True)
+class InlineAction(Generic[ToolUse]):
+    """The step calls only tools answered within the turn."""
+
+    text: str  # the step's text
+    tool_use: ToolUse
+
+
+StepOutcome = FinalAnswer | HostAction[ToolUse] | InlineAction[ToolUse]
+
+
+@dataclass(frozen=True, slots=True)
+class InlineAnswers:
+    """What a step's inline tools answered: the events that show the caller their
+    calls, and their results, one per call."""
+
+    events: Sequence[ChatEvent]
+    results: Sequence[str]
+
+
+class ToolProtocol(ABC, Generic[ToolUse]):
+    """One turn's way of offering tools. ``contexts`` builds its steps' contexts (with
+    room for what the protocol adds to the prompt); ``memory`` answers memory searches."""
+
+    def __init__(
+        self, req: ChatTurnRequest, turn: Turn, contexts: StepContexts, memory: MemorySearch
+    ) -> None:
+        self.req = req
+        self.turn = turn
+        self.contexts = contexts
+        self.memory = memory
+
+    @abstractmethod
+    def model_request(self, context: BuildResult) -> ModelRequest:
+        """The model call of a step with ``context``."""
+
+    @abstractmethod
+    def open_calls(self, recent: Sequence[StoredMessage]) -> Mapping[str, ToolCall]:
+        """The host's calls that ended the session's last turn and have no result yet,
+        by id; ``recent``: the session's newest messages, oldest first."""
+
+    @abstractmethod
+    async def take_host_results(self) -> BuildResult:
+        """The turn's first context, built with the request's tool results (they answer
+        open calls), which are stored then."""
+
+    @abstractmethod
+    def read_step(self, text: str, calls: Sequence[ToolCall]) -> StepOutcome[ToolUse]:
+        """What the step's output asks for; ``calls``: the native calls it streamed."""
+
+    @abstractmethod
+    async def require_action(self, action: HostAction[ToolUse]) -> Sequence[ChatEvent]:
+        """End the turn waiting for the host's results: the turn's last events, its
+        TurnCompleted last."""
+
+    @abstractmethod
+    async def stop_at_step_limit(self, action: InlineAction[ToolUse]) -> TurnCompleted:
+        """End the turn at the step limit, its inline tools not run."""
+
+    @abstractmethod
+    async def answer_inline(self, action: InlineAction[ToolUse]) -> InlineAnswers:
+        """Run the step's inline tools."""
+
+    @abstractmethod
+    async def next_request(self, answers: InlineAnswers) -> ModelRequest:
+        """The next step's model call, its context built with the inline answers."""
+
+    def _model_request(
+        self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec], estimate: int
+    ) -> ModelRequest:
+        options = self.req.model
+        return ModelRequest(
+            messages=messages,
+            model=options.model,
+            temperature=options.temperature,
+            max_output_tokens=options.max_output_tokens,
+            stop=options.stop,
+            tools=tools,
+            prompt_tokens_estimate=estimate,
+        )

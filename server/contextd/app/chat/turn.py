@@ -1,0 +1,225 @@
+"""One turn in progress: what it has done so far, and how it is stored and logged."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+
+from contextd.app.chat.events import FinishedTurn, TokenUsage, TurnCompleted, TurnStatus
+from contextd.app.sessions import SessionsApp
+from contextd.core.messages import ChatMessage, Role, ToolCall
+from contextd.core.pipeline import is_blank
+from contextd.store.events import EventLog, event_tokens
+from contextd.store.models import NewMessage, Session, StoredMessage
+
+
+class Turn:
+    """One user input to a final answer; a step is one model call. Holds enough to
+    store the turn whatever ends it: its input is stored before the model is called,
+    its answer (with the turn's usage) when it ends, with a status when it ends early."""
+
+    __slots__ = (
+        "_after_turn",
+        "_events",
+        "_sessions",
+        "completed",
+        "index",
+        "question",
+        "session",
+        "session_usage",
+        "started",
+        "step",
+        "step_counted",
+        "step_start",
+        "step_usage",
+        "text",
+        "tokenizer",
+        "usage",
+        "user_id",
+    )
+
+    def __init__(
+        self,
+        session: Session,
+        index: int,
+        user_id: str,
+        tokenizer: str,
+        question: str,
+        sessions: SessionsApp,
+        events: EventLog,
+        after_turn: Callable[[FinishedTurn], None] | None,
+    ) -> None:
+        self.session = session
+        self.index = index
+        self.user_id = user_id  # the caller's: the stored messages are theirs
+        self.tokenizer = tokenizer
+        # The user message the turn answers, also when it goes on after tool results or
+        # an observation: every step's memory layer searches with it.
+        self.question = question
+        self.started = time.monotonic()
+        self.step = 0
+        self.text = ""  # every step's text, as streamed
+        self.step_start = 0  # where the current step's text begins in ``text``
+        self.usage = TokenUsage()
+        self.step_usage = TokenUsage()
+        self.step_counted = True  # step_usage is in usage
+        # The session's usage totals once the turn's usage is stored (with its answer).
+        self.session_usage: TokenUsage | None = None
+        self.completed = False  # its TurnCompleted is made: nothing is left to store
+        self._sessions = sessions
+        self._events = events
+        self._after_turn = after_turn
+
+    # The steps.
+
+    def begin_step(self, prompt_tokens_estimate: int) -> None:
+        """A model call starts: its usage is counted into the turn's once it ends
+        (``count_step``), however it ends."""
+        self.step_usage = TokenUsage(prompt_tokens_estimate=prompt_tokens_estimate)
+        self.step_counted = False
+        self.step_start = len(self.text)
+
+    def count_step(self) -> None:
+        """Add the current step's usage to the turn's, once."""
+        if not self.step_counted:
+            self.usage.add(self.step_usage)
+            self.step_counted = True
+
+    @property
+    def step_text(self) -> str:
+        return self.text[self.step_start :]
+
+    async def log_step(self) -> None:
+        """Log the model call that just ended."""
+        await self.event(
+            "assistant",
+            step=self.step,
+            content=self.step_text,
+            role="assistant",
+            meta={"tokens": _tokens(self.step_usage)},
+        )
+
+    # Storing messages.
+
+    def row(self, message: ChatMessage, status: str = "") -> NewMessage:
+        """A message of this turn to store, with its token counts (the turn's
+        tokenizer's among them: the next turn builds with it)."""
+        return self._sessions.new_message(message, self.index, status, self.tokenizer)
+
+    async def store(self, rows: Sequence[NewMessage]) -> list[StoredMessage]:
+        return await self._sessions.conversation.append(self.session.id, self.user_id, rows)
+
+    async def store_step(self, message: ChatMessage) -> StoredMessage:
+        """An assistant message the turn goes on after (its tool calls answered here)."""
+        [stored] = await self.store([self.row(message)])
+        return stored
+
+    async def store_answer(self, message: ChatMessage, status: str = "") -> StoredMessage | None:
+        """The turn's last assistant message (none when it is blank) and its usage, in
+        one transaction: the turn's last write but the event log's."""
+        rows = []
+        if not is_blank(message.content) or message.tool_calls:
+            rows.append(self.row(message, status))
+        u = self.usage
+        stored, totals = await self._sessions.conversation.append_with_usage(
+            self.session.id,
+            self.user_id,
+            rows,
+            (u.prompt_tokens, u.completion_tokens, u.prompt_tokens_estimate),
+        )
+        self.session_usage = TokenUsage(*totals)
+        return stored[0] if stored else None
+
+    # Ending the turn.
+
+    async def answer(self, text: str, final_text: str) -> TurnCompleted:
+        """The step answered the user: store ``text`` and end the turn ok, reporting
+        ``final_text``."""
+        stored = await self.store_answer(ChatMessage(Role.ASSISTANT, text))
+        await self.event(
+            "final",
+            step=self.step,
+            content=text,
+            role="assistant",
+            meta={"tokens": _tokens(self.usage)},
+        )
+        return await self.complete(stored, TurnStatus.OK, final_text)
+
+    async def store_partial(self, status: TurnStatus, error: str) -> TurnCompleted:
+        """Keep what the model said in the step that broke off, marked with its status
+        (earlier steps' text is stored with their tool calls), unless the turn's answer
+        was stored already and only its end is missing."""
+        stored = None
+        if self.session_usage is None:
+            message = ChatMessage(Role.ASSISTANT, self.step_text)
+            stored = await self.store_answer(message, status.value)
+        return await self.complete(stored, status, self.text, error=error)
+
+    async def complete(
+        self,
+        stored: StoredMessage | None,
+        status: TurnStatus,
+        final_text: str,
+        *,
+        pending: Sequence[ToolCall] = (),
+        error: str = "",
+    ) -> TurnCompleted:
+        """The turn's end, once its answer and usage are stored: logged, handed to the
+        work after the turn when it is ok, and reported."""
+        u = self.usage
+        totals = self.session_usage
+        assert totals is not None, "every turn stores its answer and usage before it ends"
+        duration = int((time.monotonic() - self.started) * 1000)
+        meta: dict[str, object] = {
+            "status": status.value,
+            "stepCount": self.step + 1,
+            "durationMs": duration,
+            "tokens": _tokens(u),
+        }
+        if error:
+            meta["errorMessage"] = error
+        await self.event("turn_end", meta=meta)
+        if self._after_turn is not None and status is TurnStatus.OK:
+            # Memory extraction and summaries run in the background: the completed
+            # event does not wait for them.
+            self._after_turn(
+                FinishedTurn(self.session.id, self.session.user_id, self.index, self.tokenizer)
+            )
+        self.completed = True
+        return TurnCompleted(
+            assistant_message_id=str(stored.id) if stored else "",
+            final_text=final_text,
+            status=status,
+            error_message=error,
+            step_usage=self.step_usage,
+            turn_usage=u,
+            session_usage=totals,
+            duration_ms=duration,
+            pending_tool_calls=tuple(pending),
+        )
+
+    # The session's event log.
+
+    async def event(
+        self,
+        type: str,
+        *,
+        step: int | None = None,
+        content: str | None = None,
+        role: str | None = None,
+        meta: dict[str, object] | None = None,
+    ) -> None:
+        await self._events.append(
+            self.session.id,
+            type,
+            turn=None if type == "session_start" else self.index,
+            step=step,
+            content=content,
+            role=role,
+            meta=meta,
+        )
+
+
+def _tokens(u: TokenUsage) -> dict[str, int]:
+    prompt = u.prompt_tokens or u.prompt_tokens_estimate
+    return event_tokens(prompt, u.completion_tokens)
