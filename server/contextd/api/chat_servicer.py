@@ -44,7 +44,7 @@ _REFUSE_OVER_LIMIT = {
     cpb.PROMPT_LIMIT_POLICY_TRIM: False,
     cpb.PROMPT_LIMIT_POLICY_REFUSE: True,
 }
-# Whether the turn uses seed 003's ReAct tags (else native tool calling).
+# Whether the turn uses the ReAct tags (else native tool calling).
 _REACT = {
     cpb.TOOL_PROTOCOL_UNSPECIFIED: False,
     cpb.TOOL_PROTOCOL_NATIVE: False,
