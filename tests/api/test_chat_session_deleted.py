@@ -62,6 +62,7 @@ class HeldProvider:
 class Live:
     provider: HeldProvider
     db: Database
+    data_dir: Path
     chat: Any
     sessions: Any
     memories: Any
@@ -77,6 +78,7 @@ async def live(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator
             yield Live(
                 provider,
                 running.db,
+                tmp_path,
                 chat_pb2_grpc.ChatServiceStub(channel),
                 sessions_pb2_grpc.SessionServiceStub(channel),
                 memory_pb2_grpc.MemoryServiceStub(channel),
@@ -173,6 +175,8 @@ async def test_a_session_deleted_while_its_turn_streams_ends_the_turn_not_found(
         [(count,)] = await live.db.reader.execute_fetchall(sql, (doomed,))
         assert count == 0, table
     assert await rows(live.db, doomed) == before
+    # Its event log too: the turn's later events did not write it anew.
+    assert not (live.data_dir / "history" / f"{doomed}.jsonl").exists()
 
     # The other session goes on as before.
     turn = [

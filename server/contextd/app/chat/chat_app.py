@@ -27,7 +27,7 @@ from contextd.app.chat.tool_protocol import FinalAnswer, HostAction, ToolProtoco
 from contextd.app.chat.turn import Turn
 from contextd.app.session_context import SessionContextBuilder
 from contextd.app.sessions import SessionsApp
-from contextd.core.errors import Violations
+from contextd.core.errors import SessionNotFound, Violations
 from contextd.core.messages import ChatMessage, Role, ToolCall
 from contextd.providers.base import (
     ModelEvent,
@@ -91,6 +91,11 @@ class ChatApp:
                 async with contextlib.aclosing(steps):
                     async for event in steps:
                         yield event
+            except SessionNotFound:
+                # Deleted while the turn ran: nothing more is stored, and the events the
+                # turn logged after the deletion must not leave a log behind it.
+                await asyncio.shield(self.events.delete(turn.session.id))
+                raise
             except BaseException as error:
                 # A client cancel, a passed deadline or a bug: keep what was said, go on.
                 cancelled = isinstance(error, asyncio.CancelledError | GeneratorExit)
