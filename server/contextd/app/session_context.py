@@ -1,11 +1,13 @@
-"""Session-mode BuildMessages: the layers [0]-[6] of a stored conversation.
+"""Session-mode BuildMessages: the context layers of a stored conversation.
 
-[0] the server's identity and rules, [1] the scenario's template and the host's
-skills, [2] the session's metadata, [3] the user's memories relevant to the
-message, [4] summaries of the user's recent other sessions: together the system
-message. [5] the session's latest messages (with its compression summary) and
-[6] the user message follow. Over the budget [5] goes first, oldest first, then
-[4], then [3] lowest ranked first; [0], [1], [2] and [6] always stay.
+In order (docs/context.md): ``system`` (the server's identity and rules),
+``scenario`` (the scenario's template and the host's skills), ``session`` (the
+session's metadata), ``memory`` (the user's memories relevant to the message) and
+``recent_sessions`` (summaries of the user's other recent sessions) make the system
+message; ``window`` (the session's latest messages, with its compression summary)
+and ``user_message`` follow. Over the budget the window goes first, oldest first,
+then recent_sessions, then memory lowest ranked first; system, scenario, session
+and user_message always stay.
 """
 
 from __future__ import annotations
@@ -66,7 +68,7 @@ class SessionBuildRequest:
     # that a refused turn stores nothing).
     continuation: bool = False
     pending: Sequence[ChatMessage] = ()
-    # What layer [3] searches the memories with; None: the user message. A chat step
+    # What the memory layer searches with; None: the user message. A chat step
     # that goes on after tool results or an observation searches with the turn's
     # question instead.
     memory_query: str | None = None
@@ -90,7 +92,7 @@ class SessionBuild:
 
 @dataclass(slots=True)
 class _Section:
-    """Items of layer [3] or [4], best first; ``kept`` of them fit the budget."""
+    """Items of the memory or recent_sessions layer, best first; ``kept`` of them fit the budget."""
 
     layer: ContextLayer
     header: str
@@ -147,7 +149,7 @@ class SessionContextBuilder:
         available = (
             req.token_budget - message_tokens(ChatMessage(Role.SYSTEM, fixed), tok) - user_tokens
         )
-        for section in (memory, recent):  # [3] before [4]: [4] is dropped first
+        for section in (memory, recent):  # memory first: recent_sessions is dropped first
             available = _fit(section, available, tok)
 
         window_layer = ContextLayer("window")
@@ -229,7 +231,7 @@ class SessionContextBuilder:
                 session.id,
                 req.recent_sessions_limit or self.defaults.recent_sessions_limit,
             )
-        except Exception as error:  # degrade, never fail the build: seed 004
+        except Exception as error:  # degrade: a memory failure never fails the build
             log.warning("memory unavailable, building without it", exc_info=True)
             memory.layer.note = recent.layer.note = f"memory unavailable: {type(error).__name__}"
             return memory, recent
