@@ -5,31 +5,30 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
 
 import grpc
 import grpc.aio
 import pytest
 from contextd.v1 import chat_pb2_grpc, memory_pb2_grpc, sessions_pb2_grpc
 
-from tests.support.chat_live import (
-    BIG,
-    Live,
-    anthropic_fake,
-    openai_fake,
-)
+from tests.support.chat_live import BIG, ChatFake, Live, anthropic_fake, openai_fake
 from tests.support.fakes.helpers import FAKE_KEY
 from tests.support.server import start_server
 
 
-@pytest.fixture(scope="module")
-async def openai_live(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Live]:
-    fake = openai_fake()
+@asynccontextmanager
+async def live_server(
+    data_dir: Path, fake: ChatFake, provider: str, model: str
+) -> AsyncIterator[Live]:
+    """``contextd serve --provider PROVIDER`` talking to ``fake``, and stubs for it."""
     async with fake:
         proc = start_server(
-            tmp_path_factory.mktemp("chat-openai"),
-            *("--provider", "openai", "--provider-base-url", fake.url),
-            *("--provider-model", "gpt-test", "--provider-timeout", "10"),
-            env={"CONTEXTD_OPENAI_API_KEY": FAKE_KEY},
+            data_dir,
+            *("--provider", provider, "--provider-base-url", fake.url),
+            *("--provider-model", model, "--provider-timeout", "10"),
+            env={f"CONTEXTD_{provider.upper()}_API_KEY": FAKE_KEY},
         )
         try:
             async with grpc.aio.insecure_channel(proc.address, options=BIG) as channel:
@@ -48,25 +47,14 @@ async def openai_live(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator
 
 
 @pytest.fixture(scope="module")
+async def openai_live(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Live]:
+    data_dir = tmp_path_factory.mktemp("chat-openai")
+    async with live_server(data_dir, openai_fake(), "openai", "gpt-test") as live:
+        yield live
+
+
+@pytest.fixture(scope="module")
 async def anthropic_live(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Live]:
-    fake = anthropic_fake()
-    async with fake:
-        proc = start_server(
-            tmp_path_factory.mktemp("chat-anthropic"),
-            *("--provider", "anthropic", "--provider-base-url", fake.url),
-            *("--provider-model", "claude-test", "--provider-timeout", "10"),
-            env={"CONTEXTD_ANTHROPIC_API_KEY": FAKE_KEY},
-        )
-        try:
-            async with grpc.aio.insecure_channel(proc.address, options=BIG) as channel:
-                yield Live(
-                    fake,
-                    proc,
-                    chat_pb2_grpc.ChatServiceStub(channel),
-                    sessions_pb2_grpc.SessionServiceStub(channel),
-                    memory_pb2_grpc.MemoryServiceStub(channel),
-                )
-        finally:
-            # In a thread: the fake, in this loop, must keep serving the server's
-            # background model calls while it shuts down.
-            assert await asyncio.to_thread(proc.stop) == 0
+    data_dir = tmp_path_factory.mktemp("chat-anthropic")
+    async with live_server(data_dir, anthropic_fake(), "anthropic", "claude-test") as live:
+        yield live
