@@ -12,6 +12,7 @@ from contextd.core.errors import (
     InvalidArgument,
     NotFound,
     PermissionDenied,
+    Unauthenticated,
     Unavailable,
 )
 
@@ -41,6 +42,8 @@ def status_for(error: ContextdError) -> grpc.Status:
         return _status(code_pb2.NOT_FOUND, str(error), None)
     if isinstance(error, PermissionDenied):
         return _status(code_pb2.PERMISSION_DENIED, str(error), None)
+    if isinstance(error, Unauthenticated):
+        return _status(code_pb2.UNAUTHENTICATED, str(error), None)
     if isinstance(error, Unavailable):
         return _status(code_pb2.UNAVAILABLE, str(error), None)
     return _status(code_pb2.INTERNAL, str(error), None)

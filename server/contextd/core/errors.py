@@ -47,6 +47,15 @@ class PermissionDenied(ContextdError):
     """The resource belongs to another user."""
 
 
+class Unauthenticated(ContextdError):
+    """The call carries no credential the server accepts. Missing, malformed, unknown,
+    expired and revoked credentials all get the same message, so a caller learns
+    nothing about which keys exist."""
+
+    def __init__(self) -> None:
+        super().__init__("a valid credential is required")
+
+
 class Unavailable(ContextdError):
     """A dependency (the store, a provider) cannot serve the request right now."""
 
