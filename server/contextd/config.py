@@ -68,6 +68,21 @@ class Settings:
         "browser origins allowed on the web port, comma-separated "
         "(e.g. https://localhost:3000); * for any; empty for none",
     )
+    jwt_jwks: str = _setting(
+        "", "with --auth jwt: the token signing keys (JWKS), a file path or an https URL"
+    )
+    jwt_issuer: str = _setting(
+        "", "with --auth jwt: the tokens' issuer (iss), comma-separated for several"
+    )
+    jwt_audience: str = _setting(
+        "", "with --auth jwt: the tokens' audience (aud), comma-separated for several"
+    )
+    jwt_user_claim: str = _setting(
+        "sub", "with --auth jwt: the claim naming the user; oid for Microsoft Entra ID"
+    )
+    jwt_tenant_claim: str = _setting(
+        "tid", "with --auth jwt: the claim naming the tenant; empty: all in the default tenant"
+    )
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None, **overrides: object) -> Settings:
