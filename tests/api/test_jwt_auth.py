@@ -232,6 +232,12 @@ async def test_a_token_signed_by_a_key_outside_the_jwks_is_refused(
     await rejected(auth, rsa2.sign(claims()))  # rsa-2 is not published
 
 
+async def test_a_token_with_a_critical_header_it_does_not_know_is_refused(
+    auth: JwtAuthenticator, rsa1: SigningKey
+) -> None:
+    await rejected(auth, rsa1.sign(claims(), crit=["x-unknown"], **{"x-unknown": 1}))
+
+
 async def test_a_token_without_a_kid_is_refused(auth: JwtAuthenticator, rsa1: SigningKey) -> None:
     await rejected(auth, jwt.encode(claims(), rsa1.private, algorithm="RS256"))
 

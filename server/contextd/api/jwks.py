@@ -2,10 +2,10 @@
 
 The set is read when first needed, again (in the background) once it is older than
 ``max_age``, and again when a token names a key id the set does not have (the
-provider rotated its keys). No two reads start less than ``min_interval`` apart, whatever the tokens
-say, so tokens with made-up key ids cannot make the server fetch in a loop. A read
-that fails keeps the keys of the last good one: the provider being down for a while
-does not lock out tokens signed with keys already known.
+provider rotated its keys). No two reads start less than ``min_interval`` apart,
+whatever the tokens say, so tokens with made-up key ids cannot make the server fetch
+in a loop. A read that fails keeps the keys of the last good one: the provider being
+down for a while does not lock out tokens signed with keys already known.
 """
 
 from __future__ import annotations
