@@ -189,9 +189,8 @@ async def test_a_missing_user_claim_is_refused(
     auth = JwtAuthenticator.from_settings(settings(idp.url, jwt_user_claim="upn"), clock=clock)
     await rejected(auth, rsa1.sign(claims()))
     await rejected(auth, rsa1.sign(claims(upn=["a", "b"])))
-    assert (await auth.authenticate(rsa1.sign(claims(upn="ann@example.test")))).user_id == (
-        "ann@example.test"
-    )
+    identity = await auth.authenticate(rsa1.sign(claims(upn="ann@example.test")))
+    assert identity.user_id == "ann@example.test"
 
 
 async def test_hs256_signed_with_the_public_key_is_refused(
@@ -199,6 +198,9 @@ async def test_hs256_signed_with_the_public_key_is_refused(
 ) -> None:
     await rejected(auth, forged_hs256(rsa1, claims()))
     assert idp.reads == 0, "a refused algorithm must not cause a JWKS read"
+    # Also with the key at hand: its algorithm is RS256, whatever the token says.
+    await auth.authenticate(rsa1.sign(claims()))
+    await rejected(auth, forged_hs256(rsa1, claims()))
 
 
 async def test_alg_none_is_refused(
