@@ -33,7 +33,8 @@ class ContextServicer(pb_grpc.ContextServiceServicer):  # type: ignore[misc]
     async def BuildMessages(
         self, request: pb.BuildMessagesRequest, context: Context
     ) -> pb.BuildMessagesResponse:
-        # Read once: the response copies the messages kept as they are from these.
+        # Read once, as a slice (the cheapest copy): the response copies the messages
+        # kept as they are from these.
         history_pb = request.history[:]
         built = await self._app.build(convert.build_from_pb(request, history_pb))
         return convert.build_response_to_pb(built, history_pb)
