@@ -180,9 +180,9 @@ def _add_services(
         recent_sessions_limit=settings.recent_sessions_limit,
     )
     builder = SessionContextBuilder(defaults, sessions, catalog, memories, summaries)
-    context = ContextApp(tokenizers, settings.max_history_messages)
+    context = ContextApp(tokenizers, settings.max_history_messages, builder)
     context_pb2_grpc.add_ContextServiceServicer_to_server(
-        ContextServicer(context, sessions, builder), server
+        ContextServicer(context, sessions), server
     )
     sessions_pb2_grpc.add_SessionServiceServicer_to_server(
         SessionServicer(sessions, tokenizers.default), server

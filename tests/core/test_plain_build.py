@@ -11,9 +11,10 @@ import pytest
 from contextd.core.build import BuildRequest, BuildResult, build_messages
 from contextd.core.errors import BudgetExceeded, FailedPrecondition, InvalidArgument, Violations
 from contextd.core.formats import OutputFormat
+from contextd.core.inline_request import InlineRequest
 from contextd.core.messages import ChatMessage, Role
 from contextd.core.pipeline import is_blank, validate_history
-from contextd.core.plain_build import PlainRequest, PlainResult, build_plain
+from contextd.core.plain_build import PlainResult, build_plain
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -48,14 +49,14 @@ def rows_of(history: list[ChatMessage] | tuple[ChatMessage, ...]) -> list[ApiRow
     ]
 
 
-def plain_request(req: BuildRequest) -> PlainRequest:
-    return PlainRequest(
+def plain_request(req: BuildRequest) -> InlineRequest:
+    return InlineRequest(
         rows_of(list(req.history)),
         ROLES,
         req.system_prompts,
         req.user_message,
         req.token_budget,
-        req.tokenizer,
+        req.tokenizer.name,
     )
 
 
@@ -127,7 +128,7 @@ def plain_requests(draw: st.DrawFn) -> BuildRequest:
 def check_both_ways(req: BuildRequest) -> None:
     """The shortcut answers exactly the plain case, and then as the general way does."""
     result = general(req)
-    plain = build_plain(plain_request(req))
+    plain = build_plain(plain_request(req), req.tokenizer)
     assert (plain is not None) == is_plain_case(req, result)
     if plain is not None:
         assert result is not None
@@ -157,7 +158,7 @@ def test_plain_request_is_answered_by_the_shortcut() -> None:
     ]
     tok = TOKENIZERS["cl100k_base"]
     req = BuildRequest("third question", 22, tok, system_prompts=["Be brief."], history=history)
-    plain = build_plain(plain_request(req))
+    plain = build_plain(plain_request(req), req.tokenizer)
     assert plain is not None
     assert plain.kept_from == 2  # each message costs 3 + 2 tokens; two fit beside the rest
     assert_same(req, plain, build_messages(req))
@@ -175,13 +176,14 @@ def test_plain_request_is_answered_by_the_shortcut() -> None:
 )
 def test_anything_else_goes_the_general_way(change: dict[str, object]) -> None:
     req = BuildRequest("question", 100, TOKENIZERS["cl100k_base"], system_prompts=["Be brief."])
-    assert build_plain(plain_request(replace(req, **change))) is None  # type: ignore[arg-type]
+    changed = replace(req, **change)  # type: ignore[arg-type]
+    assert build_plain(plain_request(changed), req.tokenizer) is None
 
 
 def test_unknown_role_number_goes_the_general_way() -> None:
     req = BuildRequest("question", 100, TOKENIZERS["cl100k_base"])
     rows = [ApiRow("", 9, "text", (), "")]
-    assert build_plain(replace(plain_request(req), history=rows)) is None
+    assert build_plain(replace(plain_request(req), history=rows), req.tokenizer) is None
 
 
 # --- through the servicer: the shortcut's response is the general way's, byte for byte ---
@@ -209,10 +211,10 @@ def _servicer(shortcut: bool) -> Any:
     from contextd.app.context import ContextApp
     from contextd.core.tokens import TokenizerRegistry
 
-    app = ContextApp(TokenizerRegistry(), 1000)
+    app = ContextApp(TokenizerRegistry(), 1000, None)  # type: ignore[arg-type]
     if not shortcut:
         app.build_plain = lambda request: None  # type: ignore[method-assign]
-    return ContextServicer(app, None, None)  # type: ignore[arg-type]
+    return ContextServicer(app, None)  # type: ignore[arg-type]
 
 
 SHORTCUT, GENERAL = _servicer(True), _servicer(False)

@@ -6,7 +6,6 @@ from contextd.api import convert
 from contextd.api.types import Context
 from contextd.app.context import ContextApp
 from contextd.app.scope import Caller
-from contextd.app.session_context import SessionContextBuilder
 from contextd.app.sessions import SessionsApp
 from contextd.core.errors import Violations
 from contextd.v1 import context_pb2 as pb
@@ -14,12 +13,9 @@ from contextd.v1 import context_pb2_grpc as pb_grpc
 
 
 class ContextServicer(pb_grpc.ContextServiceServicer):  # type: ignore[misc]
-    def __init__(
-        self, app: ContextApp, sessions: SessionsApp, builder: SessionContextBuilder
-    ) -> None:
+    def __init__(self, app: ContextApp, sessions: SessionsApp) -> None:
         self._app = app
         self._sessions = sessions
-        self._builder = builder
 
     async def AssemblePrompt(
         self, request: pb.AssemblePromptRequest, context: Context
@@ -37,34 +33,11 @@ class ContextServicer(pb_grpc.ContextServiceServicer):  # type: ignore[misc]
     async def BuildMessages(
         self, request: pb.BuildMessagesRequest, context: Context
     ) -> pb.BuildMessagesResponse:
-        if request.HasField("session"):
-            return await self._build_for_session(request)
-        history_pb = request.history[:]  # a slice costs half of list()
-        plain = convert.plain_request_from_pb(request, history_pb, self._app.tokenizers)
-        if plain is not None:
-            built = self._app.build_plain(plain)
-            if built is not None:
-                return convert.plain_response_to_pb(built, history_pb, request.user_message)
-        violations = Violations()
-        tokenizer = self._app.tokenizer_or_placeholder(request.tokenizer, violations)
-        build = convert.build_request_from_pb(request, history_pb, tokenizer, violations)
-        if violations:
-            self._app.reject(build, violations)
-        result = self._app.build_messages(build)
-        return convert.build_response_to_pb(result, history_pb)
-
-    async def _build_for_session(
-        self, request: pb.BuildMessagesRequest
-    ) -> pb.BuildMessagesResponse:
-        violations = Violations()
-        convert.check_session_mode(request, violations)
-        tokenizer = self._app.tokenizer_or_placeholder(request.tokenizer, violations)
-        build = convert.session_build_from_pb(request, tokenizer, violations)
-        violations.raise_if_any()
-        session_build = await self._builder.build(build)
-        response = convert.build_response_to_pb(session_build.result)
-        response.report.context_layers.extend(convert.context_layers_to_pb(session_build.layers))
-        return response
+        # Read once, as a slice (the cheapest copy): the response copies the messages
+        # kept as they are from these.
+        history_pb = request.history[:]
+        built = await self._app.build(convert.build_from_pb(request, history_pb))
+        return convert.build_response_to_pb(built, history_pb)
 
     async def Collect(self, request: pb.CollectRequest, context: Context) -> pb.CollectResponse:
         stored, memory_id = await self._sessions.collect(

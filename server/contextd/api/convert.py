@@ -4,18 +4,19 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from typing import Any
 
+from contextd.app.context import BuiltMessages, SessionModeRequest
 from contextd.app.scope import Caller
-from contextd.app.session_context import ContextLayer, SessionBuildRequest
-from contextd.core.build import BuildReport, BuildRequest, BuildResult, OverflowPolicy
-from contextd.core.errors import ContextdError, InvalidArgument, Violations
+from contextd.app.session_context import ContextLayer, SessionBuild, SessionBuildRequest
+from contextd.core.build import BuildReport, BuildResult, OverflowPolicy
+from contextd.core.errors import FieldViolation, InvalidArgument, Violations
 from contextd.core.formats import OutputFormat
-from contextd.core.messages import ChatMessage, CompressionSummary, Role, ToolCall
+from contextd.core.inline_request import ApiMessage, InlineRequest, chat_messages
+from contextd.core.messages import ChatMessage, CompressionSummary, Role
 from contextd.core.pipeline import DropReason
-from contextd.core.plain_build import PlainRequest, PlainResult
+from contextd.core.plain_build import PlainResult
 from contextd.core.prompt import LayerReport, PromptLayers
-from contextd.core.tokens import Tokenizer, TokenizerRegistry
+from contextd.core.tokens import Tokenizer
 from contextd.v1 import context_pb2 as pb
 
 _ROLE_TO_PB: dict[Role, pb.Role] = {
@@ -31,7 +32,6 @@ _FORMATS = {
     pb.OUTPUT_FORMAT_OPENAI: OutputFormat.OPENAI,
     pb.OUTPUT_FORMAT_ANTHROPIC: OutputFormat.ANTHROPIC,
 }
-_NEUTRAL_FORMATS = (pb.OUTPUT_FORMAT_UNSPECIFIED, pb.OUTPUT_FORMAT_NEUTRAL)
 _POLICIES = {
     pb.OVERFLOW_POLICY_UNSPECIFIED: OverflowPolicy.KEEP_REQUIRED,
     pb.OVERFLOW_POLICY_KEEP_REQUIRED: OverflowPolicy.KEEP_REQUIRED,
@@ -58,92 +58,123 @@ def layers_from_pb(layers: pb.PromptLayers) -> PromptLayers:
 
 
 def messages_from_pb(
-    messages: Iterable[Any], field: str, violations: Violations
+    messages: Iterable[ApiMessage], field: str, violations: Violations
 ) -> list[ChatMessage]:
-    out: list[ChatMessage] = []
-    roles = _ROLES
-    for i, m in enumerate(messages):
-        role = roles.get(m.role)
-        if role is None:
-            violations.add(f"{field}[{i}].role", f"unknown role {m.role}; use a ROLE_* value")
-            role = Role.USER
-        calls = m.tool_calls
-        out.append(
-            ChatMessage(
-                role,
-                m.content,
-                tuple(ToolCall(c.id, c.name, c.arguments) for c in calls) if calls else (),
-                m.tool_call_id,
-                m.id,
-            )
-        )
-    return out
+    return chat_messages(messages, _ROLES, field, violations)
 
 
-def _format_and_policy(
-    req: pb.BuildMessagesRequest, violations: Violations
-) -> tuple[OutputFormat, OverflowPolicy]:
-    """The output format and overflow policy of either mode (an unknown value is recorded
-    and stands in as the default, so the rest of the request can still be checked)."""
+def build_from_pb(
+    req: pb.BuildMessagesRequest, history_pb: Sequence[pb.Message]
+) -> InlineRequest | SessionModeRequest:
+    """BuildMessages' request for ``ContextApp.build``. ``history_pb`` is ``req.history[:]``,
+    which the caller keeps to build the response from (each read of a repeated field
+    element makes a new Python object). The history stays as received: the app reads it
+    the way the request needs."""
+    if req.HasField("session"):
+        return _session_build_from_pb(req)
     output_format = _FORMATS.get(req.output_format)
-    if output_format is None:
-        violations.add("output_format", f"unknown output format {req.output_format}")
     policy = _POLICIES.get(req.overflow_policy)
-    if policy is None:
-        violations.add("overflow_policy", f"unknown overflow policy {req.overflow_policy}")
-    return output_format or OutputFormat.NEUTRAL, policy or OverflowPolicy.KEEP_REQUIRED
-
-
-def build_request_from_pb(
-    req: pb.BuildMessagesRequest,
-    history_pb: Sequence[pb.Message],
-    tokenizer: Tokenizer,
-    violations: Violations,
-) -> BuildRequest:
-    """The inline-mode request; ``history_pb`` is ``req.history[:]``, which the caller
-    keeps to build the response from (``result.sources`` index it; each read of a
-    repeated field element makes a new Python object)."""
-    output_format, policy = _format_and_policy(req, violations)
+    violations: Sequence[FieldViolation] = ()
+    if output_format is None or policy is None:  # not in the common case: no call for it
+        output_format, policy, violations = _format_and_policy(req)
     summary = None
     if req.HasField("compression_summary"):
         s = req.compression_summary
         summary = CompressionSummary(tuple(s.message_ids), s.start_message_id, s.summary)
-    return BuildRequest(
-        user_message=req.user_message,
-        token_budget=req.token_budget,
-        tokenizer=tokenizer,
-        system_prompts=req.system_prompts[:],
-        layers=layers_from_pb(req.layers) if req.HasField("layers") else None,
-        history=messages_from_pb(history_pb, "history", violations),
-        compression_summary=summary,
-        output_format=output_format,
-        overflow_policy=policy,
+    return InlineRequest(
+        history_pb,
+        _ROLES,
+        req.system_prompts[:],
+        req.user_message,
+        req.token_budget,
+        req.tokenizer,
+        layers_from_pb(req.layers) if req.HasField("layers") else None,
+        summary,
+        output_format,
+        policy,
+        violations,
     )
 
 
-def plain_request_from_pb(
-    req: pb.BuildMessagesRequest, history_pb: Sequence[pb.Message], tokenizers: TokenizerRegistry
-) -> PlainRequest | None:
-    """The request for ``build_plain`` when its shape allows it (neutral output, no
-    layers, no summary, a known tokenizer and policy); None otherwise."""
-    if (
-        req.output_format not in _NEUTRAL_FORMATS
-        or req.overflow_policy not in _POLICIES
-        or req.HasField("layers")
-        or req.HasField("compression_summary")
-    ):
-        return None
+def _format_and_policy(
+    req: pb.BuildMessagesRequest,
+) -> tuple[OutputFormat, OverflowPolicy, list[FieldViolation]]:
+    """The output format and overflow policy of either mode; an unknown value is recorded
+    and stands in as the default, so that the rest of the request can still be checked."""
+    violations: list[FieldViolation] = []
+    output_format = _FORMATS.get(req.output_format)
+    if output_format is None:
+        output_format = OutputFormat.NEUTRAL
+        violations.append(
+            FieldViolation("output_format", f"unknown output format {req.output_format}")
+        )
+    policy = _POLICIES.get(req.overflow_policy)
+    if policy is None:
+        policy = OverflowPolicy.KEEP_REQUIRED
+        violations.append(
+            FieldViolation("overflow_policy", f"unknown overflow policy {req.overflow_policy}")
+        )
+    return output_format, policy, violations
+
+
+_MEMORY_MODES = {
+    pb.MEMORY_MODE_UNSPECIFIED: None,
+    pb.MEMORY_MODE_ON: True,
+    pb.MEMORY_MODE_OFF: False,
+}
+
+
+def _session_build_from_pb(req: pb.BuildMessagesRequest) -> SessionModeRequest:
+    # Session mode builds from the store: the inline fields must stay empty.
+    inline = [name for name in ("system_prompts", "history") if getattr(req, name)]
+    inline += [name for name in ("layers", "compression_summary") if req.HasField(name)]
+    s = req.session
+    output_format, policy, violations = _format_and_policy(req)
+    if s.memory not in _MEMORY_MODES:
+        violations.append(FieldViolation("session.memory", f"unknown memory mode {s.memory}"))
+    caller = Caller("")
     try:
-        tokenizer = tokenizers.get(req.tokenizer)
-    except ContextdError:
-        return None  # the general way reports it
-    return PlainRequest(
-        history_pb, _ROLES, req.system_prompts[:], req.user_message, req.token_budget, tokenizer
-    )
+        caller = Caller.of(s.user_id, "session.user_id")
+    except InvalidArgument as error:
+        violations.extend(error.violations)
+
+    def request(tokenizer: Tokenizer) -> SessionBuildRequest:
+        return SessionBuildRequest(
+            caller=caller,
+            session_id=s.session_id,
+            user_message=req.user_message,
+            token_budget=req.token_budget,
+            tokenizer=tokenizer,
+            scenario=s.scenario,
+            host=s.host,
+            variables=dict(s.variables),
+            memory=_MEMORY_MODES.get(s.memory),
+            memory_limit=s.memory_limit,
+            recent_sessions_limit=s.recent_sessions_limit,
+            output_format=output_format,
+            overflow_policy=policy,
+        )
+
+    return SessionModeRequest(req.tokenizer, inline, violations, request)
 
 
-def plain_response_to_pb(
-    result: PlainResult, history_pb: Sequence[pb.Message], user_message: str
+def build_response_to_pb(
+    built: BuiltMessages, history_pb: Sequence[pb.Message]
+) -> pb.BuildMessagesResponse:
+    """BuildMessages' response, whichever way it was built. Messages passed through
+    unchanged are copied from the request's ``history_pb``: cheaper than filling anew."""
+    if isinstance(built, PlainResult):
+        return _plain_response_to_pb(built, history_pb)
+    if isinstance(built, SessionBuild):
+        # Its sources are positions in the stored session, not in the request.
+        response = _result_to_pb(built.result, None)
+        response.report.context_layers.extend(context_layers_to_pb(built.layers))
+        return response
+    return _result_to_pb(built, history_pb)
+
+
+def _plain_response_to_pb(
+    result: PlainResult, history_pb: Sequence[pb.Message]
 ) -> pb.BuildMessagesResponse:
     response = pb.BuildMessagesResponse()
     fill_report(response.report, result.report)
@@ -160,8 +191,32 @@ def plain_response_to_pb(
         copy.tokens = tokens
     user = add()
     user.role = pb.ROLE_USER
-    user.content = user_message
+    user.content = result.user_message
     user.tokens = report.user_message_tokens
+    return response
+
+
+def _result_to_pb(
+    result: BuildResult, history_pb: Sequence[pb.Message] | None
+) -> pb.BuildMessagesResponse:
+    response = pb.BuildMessagesResponse()
+    fill_report(response.report, result.report)
+    if result.payload is not None:
+        response.payload_json = json.dumps(
+            result.payload, ensure_ascii=False, allow_nan=False, separators=(",", ":")
+        )
+    add = response.messages.add
+    if history_pb is None:
+        for m, n in zip(result.messages, result.message_tokens, strict=True):
+            fill_message(add(), m, n)
+        return response
+    for m, n, source in zip(result.messages, result.message_tokens, result.sources, strict=True):
+        if source is None:
+            fill_message(add(), m, n)
+        else:
+            copy = add()
+            copy.CopyFrom(history_pb[source])
+            copy.tokens = n
     return response
 
 
@@ -217,78 +272,6 @@ def fill_report(out: pb.BuildReport, r: BuildReport) -> None:
         out.removed_tool_calls.add(index=c.index, tool_call_id=c.tool_call_id)
     if r.layers:
         out.layers.extend(layer_reports_to_pb(r.layers))
-
-
-def build_response_to_pb(
-    result: BuildResult, history_pb: Sequence[pb.Message] | None = None
-) -> pb.BuildMessagesResponse:
-    """The response. Given the request's history messages, the messages passed through
-    unchanged (``result.sources``) are copied from them: cheaper than filling anew."""
-    response = pb.BuildMessagesResponse()
-    fill_report(response.report, result.report)
-    if result.payload is not None:
-        response.payload_json = json.dumps(
-            result.payload, ensure_ascii=False, allow_nan=False, separators=(",", ":")
-        )
-    add = response.messages.add
-    if history_pb is None:
-        for m, n in zip(result.messages, result.message_tokens, strict=True):
-            fill_message(add(), m, n)
-        return response
-    for m, n, source in zip(result.messages, result.message_tokens, result.sources, strict=True):
-        if source is None:
-            fill_message(add(), m, n)
-        else:
-            copy = add()
-            copy.CopyFrom(history_pb[source])
-            copy.tokens = n
-    return response
-
-
-def check_session_mode(req: pb.BuildMessagesRequest, violations: Violations) -> None:
-    """Session mode builds from the store: the inline fields must stay empty."""
-    for name in ("system_prompts", "history"):
-        if getattr(req, name):
-            violations.add(name, "must be empty in session mode")
-    for name in ("layers", "compression_summary"):
-        if req.HasField(name):
-            violations.add(name, "must be empty in session mode")
-
-
-_MEMORY_MODES = {
-    pb.MEMORY_MODE_UNSPECIFIED: None,
-    pb.MEMORY_MODE_ON: True,
-    pb.MEMORY_MODE_OFF: False,
-}
-
-
-def session_build_from_pb(
-    req: pb.BuildMessagesRequest, tokenizer: Tokenizer, violations: Violations
-) -> SessionBuildRequest:
-    s = req.session
-    output_format, policy = _format_and_policy(req, violations)
-    if s.memory not in _MEMORY_MODES:
-        violations.add("session.memory", f"unknown memory mode {s.memory}")
-    caller = None
-    try:
-        caller = Caller.of(s.user_id, "session.user_id")
-    except InvalidArgument as error:
-        violations.extend(error.violations)
-    return SessionBuildRequest(
-        caller=caller or Caller(""),
-        session_id=s.session_id,
-        user_message=req.user_message,
-        token_budget=req.token_budget,
-        tokenizer=tokenizer,
-        scenario=s.scenario,
-        host=s.host,
-        variables=dict(s.variables),
-        memory=_MEMORY_MODES.get(s.memory),
-        memory_limit=s.memory_limit,
-        recent_sessions_limit=s.recent_sessions_limit,
-        output_format=output_format,
-        overflow_policy=policy,
-    )
 
 
 def context_layers_to_pb(layers: list[ContextLayer]) -> list[pb.ContextLayerReport]:

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import NoReturn
+from typing import TypeAlias
 
+from contextd.app.session_context import SessionBuild, SessionBuildRequest, SessionContextBuilder
 from contextd.core.build import BuildRequest, BuildResult, build_messages, validate_build_request
-from contextd.core.errors import InvalidArgument, Violations
+from contextd.core.errors import ContextdError, FieldViolation, InvalidArgument, Violations
+from contextd.core.inline_request import InlineRequest, chat_messages
 from contextd.core.messages import ChatMessage
-from contextd.core.plain_build import PlainRequest, PlainResult, build_plain
+from contextd.core.plain_build import PlainResult, build_plain
 from contextd.core.prompt import LayerReport, PromptLayers, assemble_system_prompt, report_layers
 from contextd.core.tokens import (
     EstimateTokenizer,
@@ -18,6 +20,23 @@ from contextd.core.tokens import (
     TokenizerRegistry,
     message_tokens,
 )
+
+
+@dataclass(frozen=True, slots=True)
+class SessionModeRequest:
+    """BuildMessages in session mode (from the stored conversation), as the transport
+    read it."""
+
+    tokenizer: str
+    # Inline-mode fields the request set; session mode takes all of that from the store.
+    inline_fields: Sequence[str]
+    violations: Sequence[FieldViolation]  # as in InlineRequest
+    # The request, given the tokenizer once it is resolved.
+    request: Callable[[Tokenizer], SessionBuildRequest]
+
+
+# What BuildMessages answers, by the way it was built.
+BuiltMessages: TypeAlias = PlainResult | BuildResult | SessionBuild
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,9 +59,15 @@ class TokenCounts:
 
 
 class ContextApp:
-    def __init__(self, tokenizers: TokenizerRegistry, max_history_messages: int) -> None:
+    def __init__(
+        self,
+        tokenizers: TokenizerRegistry,
+        max_history_messages: int,
+        sessions: SessionContextBuilder,
+    ) -> None:
         self.tokenizers = tokenizers
         self.max_history_messages = max_history_messages
+        self._sessions = sessions
 
     def tokenizer(self, name: str) -> Tokenizer:
         return self.tokenizers.get(name)
@@ -56,29 +81,63 @@ class ContextApp:
             violations.extend(error.violations)
             return EstimateTokenizer()
 
-    def reject(self, request: BuildRequest, violations: Violations) -> NoReturn:
-        """Raise InvalidArgument with ``violations`` and every other bad field of ``request``."""
-        validate_build_request(request, violations)
-        violations.raise_if_any()
-        raise AssertionError("reject() called without violations")
-
     def assemble_prompt(self, layers: PromptLayers, tokenizer: str) -> AssembledPrompt:
         text = assemble_system_prompt(layers)
         tok = self.tokenizers.get(tokenizer)
         return AssembledPrompt(text, report_layers(layers, tok), tok.count(text), tok.name)
 
-    def build_messages(self, request: BuildRequest) -> BuildResult:
+    async def build(self, request: InlineRequest | SessionModeRequest) -> BuiltMessages:
+        """BuildMessages, the one place that picks the way: from the stored session, the
+        plain shortcut when the request is that case, or the general build."""
+        if isinstance(request, SessionModeRequest):
+            return await self._build_for_session(request)
+        plain = self.build_plain(request)
+        if plain is not None:
+            return plain
+        return self._build_general(request)
+
+    def build_plain(self, request: InlineRequest) -> PlainResult | None:
+        """The common case's shortcut; None when the request is not that case."""
         if len(request.history) > self.max_history_messages:
+            return None
+        try:
+            tokenizer = self.tokenizers.get(request.tokenizer)
+        except ContextdError:
+            return None  # the general way reports it
+        return build_plain(request, tokenizer)
+
+    def _build_general(self, request: InlineRequest) -> BuildResult:
+        violations = Violations()
+        tokenizer = self.tokenizer_or_placeholder(request.tokenizer, violations)
+        violations.extend(request.violations)
+        build = BuildRequest(
+            user_message=request.user_message,
+            token_budget=request.token_budget,
+            tokenizer=tokenizer,
+            system_prompts=request.system_prompts,
+            layers=request.layers,
+            history=chat_messages(request.history, request.roles, "history", violations),
+            compression_summary=request.compression_summary,
+            output_format=request.output_format,
+            overflow_policy=request.overflow_policy,
+        )
+        if violations:
+            validate_build_request(build, violations)  # to name every other bad field too
+            violations.raise_if_any()
+        if len(build.history) > self.max_history_messages:
             raise InvalidArgument.one(
                 "history", f"at most {self.max_history_messages} messages per request"
             )
-        return build_messages(request)
+        return build_messages(build)
 
-    def build_plain(self, request: PlainRequest) -> PlainResult | None:
-        """The common case's shortcut; None means: call ``build_messages``."""
-        if len(request.history) > self.max_history_messages:
-            return None
-        return build_plain(request)
+    async def _build_for_session(self, request: SessionModeRequest) -> SessionBuild:
+        violations = Violations()
+        for name in request.inline_fields:
+            violations.add(name, "must be empty in session mode")
+        tokenizer = self.tokenizer_or_placeholder(request.tokenizer, violations)
+        violations.extend(request.violations)
+        violations.raise_if_any()
+        return await self._sessions.build(request.request(tokenizer))
 
     def count_tokens(
         self, tokenizer: str, texts: Sequence[str], messages: Sequence[ChatMessage]

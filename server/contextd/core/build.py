@@ -1,28 +1,31 @@
-"""Seed 000's budget rule over seed 002's pipeline: the message list a model sees.
+"""The message list a model sees: the budget rule applied over the message pipeline.
 
 Order: [system prompt] [compression summary] [history ...] [user message].
 System prompt and user message are always kept; without a user message, the
 history must end with tool results, and that last call and its results are kept
 instead (a continuation after the host ran tools). The summary is kept while it
-fits beside them. History is then kept newest first, a tool call and its results
-as one unit, until the next older unit would not fit; everything older is
-dropped. Tokens are counted only for the messages trimming looks at, so the cost
-follows what is kept, not the history length.
+fits beside them. The rest of the budget goes to the newest history, by the rule
+in ``core/fit.py``; everything older is dropped.
+
+``build_messages`` reads as its steps: validate the request; prepare the history
+(the pipeline's repairs and the compression summary, as units newest first); pin
+the end that always stays; fit the summary, then the history; render the list and
+its report.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
 from contextd.core.errors import BudgetExceeded, FailedPrecondition, InvalidArgument, Violations
+from contextd.core.fit import KeptHistory, fit_newest, fit_units
 from contextd.core.formats import JsonObject, OutputFormat, render
 from contextd.core.messages import ChatMessage, CompressionSummary, Role
 from contextd.core.pipeline import (
     DroppedRange,
     DropReason,
-    Entry,
     RemovedToolCall,
     Unit,
     dropped_ranges,
@@ -42,7 +45,7 @@ class OverflowPolicy(StrEnum):
 
 
 # BuildRequest and BuildResult are never mutated; not frozen because a frozen
-# dataclass takes three times as long to create, and every call creates both.
+# dataclass is slower to create (bench/README.md), and every call creates both.
 @dataclass(slots=True)
 class BuildRequest:
     user_message: str
@@ -123,130 +126,200 @@ def system_text(req: BuildRequest) -> str:
 
 
 def join_system_prompts(prompts: Sequence[str]) -> str:
-    # Seed 002 joins several system prompts with a single newline.
+    # Several system prompts become one, a single newline apart; blank ones are left out.
     return "\n".join([p for p in prompts if not is_blank(p)])
 
 
-@dataclass(slots=True)
-class _Kept:
-    """History kept so far with its token counts, newest message first."""
-
-    entries: list[Entry] = field(default_factory=list)
-    tokens: list[int] = field(default_factory=list)
-
-    def add(self, unit: Unit, counts: list[int]) -> None:
-        if len(unit) == 1:
-            self.entries.append(unit[0])
-            self.tokens.append(counts[0])
-        else:
-            self.entries.extend(reversed(unit))
-            self.tokens.extend(reversed(counts))
-
-    def oldest_first(self) -> tuple[list[Entry], list[int]]:
-        self.entries.reverse()
-        self.tokens.reverse()
-        return self.entries, self.tokens
-
-
-# Enum members read once: a lookup on the class costs ~50 ns, and these are per call.
+# Enum members read once: looked up on the class per call, they show up in the
+# BuildMessages benchmark.
 _SYSTEM, _USER, _TOOL = Role.SYSTEM, Role.USER, Role.TOOL
 _NEUTRAL, _ANTHROPIC = OutputFormat.NEUTRAL, OutputFormat.ANTHROPIC
 
 
+@dataclass(slots=True)
+class _Fitted:
+    """The history kept, oldest first."""
+
+    indices: Sequence[int]  # in the request history
+    messages: Sequence[ChatMessage]
+    tokens: list[int]
+    sources: Sequence[int | None]  # as ``BuildResult.sources``
+    # Request history below this index went for the budget, unless dropped for a
+    # reason of its own.
+    budget_end: int
+
+
 def build_messages(req: BuildRequest) -> BuildResult:
+    """Validate, prepare the history, pin what always stays, fit the rest, render."""
     plain = validate_build_request(req)
     tok = req.tokenizer
     report = BuildReport(tok.name, req.token_budget)
-    if req.layers is not None:
-        report.layers = report_layers(req.layers, tok)
+    system_msg = _system_message(req, report)
 
-    system = system_text(req)
-    system_msg = None
-    if system:
-        system_msg = ChatMessage(_SYSTEM, system)
-        report.system_tokens = message_tokens(system_msg, tok)
-
-    known = req.history_tokens
-    overhead, count = tok.message_overhead, tok.count
-
-    def unit_tokens(unit: Unit) -> list[int]:
-        if known is not None:
-            return [known[i] for i, _ in unit]
-        if len(unit) == 1 and not unit[0][1].tool_calls:
-            return [overhead + count(unit[0][1].content)]  # message_tokens, inlined: hot
-        return [message_tokens(m, tok) for _, m in unit]
-
+    # Prepare: the pipeline repairs the history and applies the compression summary
+    # as fitting asks for units, newest first.
     dropped: list[tuple[int, DropReason]] = []
     units = units_newest_first(
         req.history, req.compression_summary, dropped, report.removed_tool_calls
     )
-    kept = _Kept()
+    unit_tokens = _unit_counter(req)
 
-    # The pinned end: the user message, or, to continue after tool results, the
-    # newest tool call with its results.
-    user_msg: ChatMessage | None = None
-    pinned = 0
+    kept = KeptHistory()
+    user_msg = _pin_end(req, report, units, unit_tokens, kept)
+    pinned = len(kept.entries)
+    available = _room(req, report, sum(kept.tokens), user_msg is not None)
+    summary_msg, available = _fit_summary(req, report, available)
+    if plain and user_msg and req.history_tokens is None and req.compression_summary is None:
+        fitted = _fit_plain(req.history, available, tok)
+    else:
+        fitted = _fit_repaired(req.history, units, available, unit_tokens, kept)
+    if req.output_format is _ANTHROPIC:
+        fitted = _user_first(fitted, pinned, dropped)
+    return _result(req, report, dropped, system_msg, summary_msg, fitted, user_msg)
+
+
+def _system_message(req: BuildRequest, report: BuildReport) -> ChatMessage | None:
+    """The system prompt (its layers reported), or None when there is none."""
+    if req.layers is not None:
+        report.layers = report_layers(req.layers, req.tokenizer)
+    system = system_text(req)
+    if not system:
+        return None
+    system_msg = ChatMessage(_SYSTEM, system)
+    report.system_tokens = message_tokens(system_msg, req.tokenizer)
+    return system_msg
+
+
+def _unit_counter(req: BuildRequest) -> Callable[[Unit], list[int]]:
+    """Token counts of a unit's messages: the request's known counts, or counted."""
+    known = req.history_tokens
+    if known is not None:
+        return lambda unit: [known[i] for i, _ in unit]
+    tok = req.tokenizer
+    overhead, count = tok.message_overhead, tok.count
+
+    def counted(unit: Unit) -> list[int]:
+        if len(unit) == 1 and not unit[0][1].tool_calls:
+            return [overhead + count(unit[0][1].content)]  # message_tokens, inlined: hot
+        return [message_tokens(m, tok) for _, m in unit]
+
+    return counted
+
+
+def _pin_end(
+    req: BuildRequest,
+    report: BuildReport,
+    units: Iterator[Unit],
+    unit_tokens: Callable[[Unit], list[int]],
+    kept: KeptHistory,
+) -> ChatMessage | None:
+    """The end that always stays: the user message, or, to continue after tool results,
+    the newest tool call with its results (added to ``kept``; None is returned)."""
     if not is_blank(req.user_message):
         user_msg = ChatMessage(_USER, req.user_message)
-        report.user_message_tokens = message_tokens(user_msg, tok)
-    else:
-        tail = next(units, None)
-        if tail is None or tail[-1][1].role is not _TOOL:
-            raise InvalidArgument.one(
-                "user_message",
-                "required unless the history ends with tool results to continue from",
-            )
-        kept.add(tail, unit_tokens(tail))
-        pinned = len(tail)
+        report.user_message_tokens = message_tokens(user_msg, req.tokenizer)
+        return user_msg
+    tail = next(units, None)
+    if tail is None or tail[-1][1].role is not _TOOL:
+        raise InvalidArgument.one(
+            "user_message",
+            "required unless the history ends with tool results to continue from",
+        )
+    kept.add(tail, unit_tokens(tail))
+    return None
 
-    available = req.token_budget - report.system_tokens - report.user_message_tokens
-    if pinned:
-        available -= sum(kept.tokens)
+
+def _room(req: BuildRequest, report: BuildReport, pinned_tokens: int, has_user: bool) -> int:
+    """The budget left beside the system prompt and the pinned end; below zero, the
+    overflow policy decides whether to go on with the required messages alone."""
+    required = report.system_tokens + report.user_message_tokens + pinned_tokens
+    available = req.token_budget - required
     if available < 0:
         report.required_over_budget = True
         if req.overflow_policy is OverflowPolicy.FAIL:
-            what = "user message" if user_msg else "continued tool results"
+            what = "user message" if has_user else "continued tool results"
             raise BudgetExceeded(
                 f"system prompt ({report.system_tokens} tokens) and {what} "
-                f"({req.token_budget - report.system_tokens - available} tokens) "
+                f"({required - report.system_tokens} tokens) "
                 f"exceed token_budget {req.token_budget}"
             )
+    return available
 
-    summary_msg = None
-    if req.compression_summary is not None:
-        summary_msg = summary_message(req.compression_summary)
-        summary_tokens = message_tokens(summary_msg, tok)
-        if summary_tokens <= available:
-            available -= summary_tokens
-            report.summary_tokens = summary_tokens
-            report.summary_included = True
-        else:
-            summary_msg = None
 
-    kept_indices: Sequence[int]
-    kept_messages: Sequence[ChatMessage]
-    fit_plain = plain and known is None and req.compression_summary is None and user_msg
-    if fit_plain:
-        history = req.history
-        newest_first = (m.content for m in reversed(history))
-        budget_end, counts = fit_newest(newest_first, len(history), available, tok)
-        kept_indices = range(budget_end, len(req.history))
-        kept_messages = req.history[budget_end:]
-    else:
-        budget_end = _fill(units, available, unit_tokens, kept)
-        entries, counts = kept.oldest_first()
-        kept_indices = [i for i, _ in entries]
-        kept_messages = [m for _, m in entries]
-    if req.output_format is _ANTHROPIC:
-        start = _user_first(kept_indices, kept_messages, pinned, dropped)
-        kept_indices, kept_messages, counts = (
-            kept_indices[start:],
-            kept_messages[start:],
-            counts[start:],
-        )
-    report.history_tokens = sum(counts)
-    report.history_kept = len(kept_messages)
-    report.dropped = dropped_ranges(dropped, budget_end)
+def _fit_summary(
+    req: BuildRequest, report: BuildReport, available: int
+) -> tuple[ChatMessage | None, int]:
+    """The compression summary's message when it fits, and the budget left after it."""
+    if req.compression_summary is None:
+        return None, available
+    summary_msg = summary_message(req.compression_summary)
+    tokens = message_tokens(summary_msg, req.tokenizer)
+    if tokens > available:
+        return None, available
+    report.summary_tokens = tokens
+    report.summary_included = True
+    return summary_msg, available - tokens
+
+
+def _fit_plain(history: Sequence[ChatMessage], available: int, tok: Tokenizer) -> _Fitted:
+    """A plain history needs no units: its messages are fitted as they are."""
+    newest_first = (m.content for m in reversed(history))
+    start, counts = fit_newest(newest_first, len(history), available, tok)
+    indices = range(start, len(history))
+    return _Fitted(indices, history[start:], counts, indices, start)
+
+
+def _fit_repaired(
+    history: Sequence[ChatMessage],
+    units: Iterator[Unit],
+    available: int,
+    unit_tokens: Callable[[Unit], list[int]],
+    kept: KeptHistory,
+) -> _Fitted:
+    budget_end = fit_units(units, available, unit_tokens, kept)
+    entries, counts = kept.oldest_first()
+    # A repaired message (tool calls removed) is not the request's any more.
+    sources = [i if m is history[i] else None for i, m in entries]
+    return _Fitted([i for i, _ in entries], [m for _, m in entries], counts, sources, budget_end)
+
+
+def _user_first(fitted: _Fitted, pinned: int, dropped: list[tuple[int, DropReason]]) -> _Fitted:
+    """Anthropic needs the first turn to be the user's: the kept history without its
+    leading non-user messages (recorded in ``dropped``)."""
+    messages = fitted.messages
+    start = 0
+    while start < len(messages) and messages[start].role is not _USER:
+        if start >= len(messages) - pinned:
+            raise FailedPrecondition(
+                "the Anthropic format needs a user message before the continued tool call, "
+                "and none is in the history within the budget"
+            )
+        dropped.append((fitted.indices[start], DropReason.LEADING_ASSISTANT))
+        start += 1
+    if not start:
+        return fitted
+    return _Fitted(
+        fitted.indices[start:],
+        messages[start:],
+        fitted.tokens[start:],
+        fitted.sources[start:],
+        fitted.budget_end,
+    )
+
+
+def _result(
+    req: BuildRequest,
+    report: BuildReport,
+    dropped: list[tuple[int, DropReason]],
+    system_msg: ChatMessage | None,
+    summary_msg: ChatMessage | None,
+    fitted: _Fitted,
+    user_msg: ChatMessage | None,
+) -> BuildResult:
+    """The message list in order, its tokens and sources, the payload and the report."""
+    report.history_tokens = sum(fitted.tokens)
+    report.history_kept = len(fitted.messages)
+    report.dropped = dropped_ranges(dropped, fitted.budget_end)
     if len(report.removed_tool_calls) > 1:
         report.removed_tool_calls.sort(key=lambda r: r.index)
 
@@ -258,78 +331,12 @@ def build_messages(req: BuildRequest) -> BuildResult:
             messages.append(msg)
             tokens.append(n)
             sources.append(None)
-    messages.extend(kept_messages)
-    tokens.extend(counts)
-    if fit_plain:
-        sources.extend(kept_indices)
-    else:  # a repaired message is not the request's any more
-        history = req.history
-        pairs = zip(kept_indices, kept_messages, strict=True)
-        sources.extend([i if m is history[i] else None for i, m in pairs])
+    messages.extend(fitted.messages)
+    tokens.extend(fitted.tokens)
+    sources.extend(fitted.sources)
     if user_msg is not None:
         messages.append(user_msg)
         tokens.append(report.user_message_tokens)
         sources.append(None)
     payload = None if req.output_format is _NEUTRAL else render(req.output_format, messages)
     return BuildResult(messages, tokens, sources, payload, report)
-
-
-def _fill(
-    units: Iterator[Unit], available: int, unit_tokens: Callable[[Unit], list[int]], kept: _Kept
-) -> int:
-    """Keep the newest units that fit; return the end of the budget-dropped index range."""
-    for unit in units:
-        counts = unit_tokens(unit)
-        cost = sum(counts)
-        if cost > available:
-            budget_end = unit[-1][0] + 1
-            # Older units are only classified, never tokenized.
-            for _ in units:
-                pass
-            return budget_end
-        available -= cost
-        kept.add(unit, counts)
-    return 0
-
-
-def fit_newest(
-    newest_first: Iterable[str], size: int, available: int, tok: Tokenizer
-) -> tuple[int, list[int]]:
-    """``_fill`` for a plain history of ``size`` messages (each a unit of its own, nothing
-    to repair), given by its texts newest first, read only as far as they fit: the
-    common case, without the pipeline's per-unit machinery. Returns the index of the
-    oldest kept message and the kept messages' token counts, oldest first."""
-    costs: list[int] = []
-    add = costs.append
-    known, count, overhead = tok.known_counts.get, tok.count, tok.message_overhead
-    start = size
-    for text in newest_first:
-        tokens = known(text)
-        cost = overhead + (count(text) if tokens is None else tokens)
-        if cost > available:
-            break
-        available -= cost
-        add(cost)
-        start -= 1
-    costs.reverse()
-    return start, costs
-
-
-def _user_first(
-    indices: Sequence[int],
-    messages: Sequence[ChatMessage],
-    pinned: int,
-    dropped: list[tuple[int, DropReason]],
-) -> int:
-    """Anthropic needs the first turn to be the user's: the number of leading kept
-    messages to drop (recorded in ``dropped``)."""
-    start = 0
-    while start < len(messages) and messages[start].role is not Role.USER:
-        if start >= len(messages) - pinned:
-            raise FailedPrecondition(
-                "the Anthropic format needs a user message before the continued tool call, "
-                "and none is in the history within the budget"
-            )
-        dropped.append((indices[start], DropReason.LEADING_ASSISTANT))
-        start += 1
-    return start

@@ -1,12 +1,12 @@
-"""The message pipeline of seed 002, in one pass from the newest message back.
+"""The message pipeline: a history's checks and repairs, in one pass from the newest back.
 
-Seed 002 describes five steps: apply the compression summary, drop empty
-assistant messages, drop orphaned tool messages, insert the system prompt,
-validate. contextd also removes tool calls nobody answered (both provider APIs
-reject them) and groups each assistant call with its results so that trimming
-keeps or drops them together. All of this happens in a single walk from the
-newest message back, yielding one unit at a time, so the budget trimmer can stop
-tokenizing as soon as the budget is full; only cheap checks touch older messages.
+Before a history goes to a model, the compression summary replaces the messages it
+covers, blank messages and tool results that answer no preceding call are dropped,
+and tool calls nobody answered are removed (both provider APIs reject them); each
+assistant call is grouped with its results so that trimming keeps or drops them
+together. All of this happens in a single walk from the newest message back,
+yielding one unit at a time, so the budget trimmer can stop tokenizing as soon as
+the budget is full; only cheap checks touch older messages.
 """
 
 from __future__ import annotations
@@ -81,7 +81,8 @@ def validate_history(
     seen_message_ids: set[str] = set()
     seen_call_ids: set[str] = set()
     plain = True
-    user, assistant = Role.USER, Role.ASSISTANT  # an enum member lookup costs ~0.1 µs
+    # Read once: per message, enum member lookups show up in the BuildMessages benchmark.
+    user, assistant = Role.USER, Role.ASSISTANT
     for i, msg in enumerate(history):
         message_id = msg.id
         if message_id:
