@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import logging
 import signal
 from collections.abc import Awaitable, Callable, Sequence
@@ -16,6 +17,8 @@ from grpc_health.v1 import _async as health_aio  # health.aio re-exports this mo
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from contextd.api.api_key_auth import ApiKeyAuthenticator
+from contextd.api.auth import Authenticator
 from contextd.api.chat_servicer import ChatServicer
 from contextd.api.context_servicer import ContextServicer
 from contextd.api.interceptors import GuardInterceptor
@@ -30,6 +33,7 @@ from contextd.app.sessions import SessionsApp
 from contextd.config import Settings
 from contextd.core.tokens import TokenizerRegistry
 from contextd.providers.registry import api_key_from_env, make_provider
+from contextd.store.api_keys import ApiKeyRepo
 from contextd.store.catalog import CatalogRepo
 from contextd.store.conversation import ConversationRepo
 from contextd.store.data_lock import DataDirInUse, DataDirLock
@@ -64,6 +68,11 @@ SERVICE_NAMES = (
     prompts_pb2.DESCRIPTOR.services_by_name["PromptService"].full_name,
 )
 
+# Each ``--auth`` mode but none: how to make its authenticator once the database is open.
+AUTH_MODES: dict[str, Callable[[Settings, Database], Authenticator]] = {
+    "api-key": lambda settings, db: ApiKeyAuthenticator(ApiKeyRepo(db)),
+}
+
 
 @dataclass
 class RunningServer:
@@ -95,6 +104,7 @@ async def start(
     tokenizers = TokenizerRegistry(settings.default_tokenizer)
     tokenizers.get(settings.default_tokenizer)  # fail at start-up, not on the first call
     cors = _cors_policy(settings) if settings.web_port >= 0 else None  # before anything starts
+    _check_auth_settings(settings)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     # Whatever started is undone in reverse if a later step fails; once everything
     # runs, RunningServer.stop() owns the undoing.
@@ -107,7 +117,7 @@ async def start(
         db = await Database.open(settings.data_dir / DB_FILENAME, settings.sqlite_synchronous)
         undo.push_async_callback(db.close)
         server = grpc.aio.server(
-            interceptors=[GuardInterceptor()],
+            interceptors=[_guard(settings, db)],
             options=[
                 ("grpc.max_receive_message_length", settings.max_message_bytes),
                 ("grpc.max_send_message_length", settings.max_message_bytes),
@@ -139,6 +149,39 @@ async def start(
         log.info("listening", extra={"address": f"{settings.host}:{port}"})
         undo.pop_all()
     return RunningServer(server, health_servicer, port, settings, db, closers, lock, web)
+
+
+def _check_auth_settings(settings: Settings) -> None:
+    if settings.auth != "none" and settings.auth not in AUTH_MODES:
+        modes = ", ".join(("none", *AUTH_MODES))
+        raise SystemExit(f"--auth {settings.auth!r} is not a mode; choose one of {modes}")
+    if settings.auth != "none" or settings.allow_unauthenticated:
+        return
+    exposed = [h for h in (settings.host, settings.web_host) if h and not _is_loopback(h)]
+    if exposed:
+        raise SystemExit(
+            f"refusing to listen on {exposed[0]} with --auth none: anyone who reaches it "
+            "could act as any user. Use --auth api-key, a loopback address, or "
+            "--allow-unauthenticated if something in front of contextd checks callers."
+        )
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:  # a host name: it may resolve to anything
+        return False
+
+
+def _guard(settings: Settings, db: Database) -> GuardInterceptor:
+    if settings.auth == "none":
+        return GuardInterceptor()
+    open_services = [health.SERVICE_NAME]
+    if not settings.auth_protect_reflection:
+        open_services.append(reflection.SERVICE_NAME)
+    return GuardInterceptor(AUTH_MODES[settings.auth](settings, db), open_services)
 
 
 def _cors_policy(settings: Settings) -> CorsPolicy:

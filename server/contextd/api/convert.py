@@ -6,6 +6,7 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from contextd.api.auth import caller_for
 from contextd.app.scope import Caller
 from contextd.app.session_context import ContextLayer, SessionBuildRequest
 from contextd.core.build import BuildReport, BuildRequest, BuildResult, OverflowPolicy
@@ -271,7 +272,7 @@ def session_build_from_pb(
         violations.add("session.memory", f"unknown memory mode {s.memory}")
     caller = None
     try:
-        caller = Caller.of(s.user_id, "session.user_id")
+        caller = caller_for(s.user_id, "session.user_id")
     except InvalidArgument as error:
         violations.extend(error.violations)
     return SessionBuildRequest(
