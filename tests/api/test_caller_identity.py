@@ -83,7 +83,7 @@ class _Keys:
 async def test_api_keys_prove_their_user_until_revoked_or_expired() -> None:
     now = [1000.0]
     keys = _Keys()
-    auth = ApiKeyAuthenticator(keys, clock=lambda: now[0])
+    auth = ApiKeyAuthenticator(keys, clock=lambda: now[0], monotonic=lambda: now[0])
     parts = new_key()
     keys.rows[parts.key_id] = _Key(hash_secret(parts.secret), expires_at=2000.0)
     assert await auth.authenticate(parts.token) == Identity("alice", "default", False, parts.key_id)
@@ -92,11 +92,18 @@ async def test_api_keys_prove_their_user_until_revoked_or_expired() -> None:
         now[0] = 1000.0 + step
         await auth.authenticate(parts.token)
     assert keys.marked == [(parts.key_id, 1000.0), (parts.key_id, 1061.0)]
-    now[0] = 2000.0
+    # A revocation, written elsewhere, counts once the cached row is half a second old.
+    keys.rows[parts.key_id] = _Key(hash_secret(parts.secret), revoked=True)
+    now[0] = 1061.4
+    await auth.authenticate(parts.token)
+    now[0] = 1061.5
     with pytest.raises(Unauthenticated):
         await auth.authenticate(parts.token)
-    now[0] = 1500.0
-    keys.rows[parts.key_id].revoked = True
+    # An expiry counts on the dot, cached row or not.
+    keys.rows[parts.key_id] = _Key(hash_secret(parts.secret), expires_at=2000.0)
+    now[0] = 1999.9
+    await auth.authenticate(parts.token)
+    now[0] = 2000.0
     with pytest.raises(Unauthenticated):
         await auth.authenticate(parts.token)
     for bad in ("garbage", new_key().token, f"ctxd_{parts.key_id}_{new_key().secret}"):
