@@ -16,7 +16,11 @@ ENV PATH=/opt/contextd/bin:$PATH \
     CONTEXTD_HOST=0.0.0.0 \
     CONTEXTD_PORT=50151 \
     CONTEXTD_DATA_DIR=/data \
+    CONTEXTD_ALLOW_UNAUTHENTICATED=true \
     PYTHONUNBUFFERED=1
+# CONTEXTD_ALLOW_UNAUTHENTICATED: the container listens on 0.0.0.0 to be reachable
+# through its published port, which --auth none otherwise refuses; any deployment
+# others can reach sets CONTEXTD_AUTH=api-key (docs/security.md).
 USER contextd
 WORKDIR /data
 VOLUME ["/data"]

@@ -11,18 +11,25 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 
+if TYPE_CHECKING:
+    from contextd.server import RunningServer
+
 
 async def serve(
-    log_level: str, handlers: Sequence[grpc.GenericRpcHandler[Any, Any]], **settings: Any
+    log_level: str,
+    handlers: Sequence[grpc.GenericRpcHandler[Any, Any]],
+    setup: Callable[[RunningServer], Awaitable[None]] | None = None,
+    **settings: Any,
 ) -> None:
-    """Run contextd plus ``handlers`` on a free port; print it; stop when stdin closes."""
+    """Run contextd plus ``handlers`` on a free port; print it; stop when stdin closes.
+    ``setup`` runs once the server started, before the port is printed."""
     from contextd import logs
     from contextd.config import Settings
     from contextd.server import start
@@ -40,6 +47,8 @@ async def serve(
         running = await start(
             Settings(port=0, data_dir=Path(tmp), **settings), extra_handlers=handlers
         )
+        if setup is not None:
+            await setup(running)
         print(f"PORT {running.port}", flush=True)
         threading.Thread(target=wait_for_eof, daemon=True).start()
         await stop.wait()
@@ -91,12 +100,12 @@ class ServerChild:
             self.process.wait()
 
 
-def spawn_server(script: str, log_level: str) -> ServerChild:
-    """Start ``script --serve`` and wait for the port it prints."""
+def spawn_server(script: str, log_level: str, *args: str) -> ServerChild:
+    """Start ``script --serve ARGS`` and wait for the port it prints."""
     # The server's log lines go to a scratch file: written like a real log, shown on failure.
     with tempfile.TemporaryFile(mode="w+", prefix="contextd-bench-log-") as log_file:
         process = subprocess.Popen(
-            [sys.executable, script, "--serve", "--log-level", log_level],
+            [sys.executable, script, "--serve", "--log-level", log_level, *args],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=log_file,  # the child keeps its own descriptor after this one closes

@@ -22,6 +22,7 @@ SCRIPTS = (
     "session_build",
     "stream_vs_grpc",
     "first_delta",
+    "auth_cost",
 )
 
 

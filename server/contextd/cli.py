@@ -6,7 +6,7 @@ import argparse
 import asyncio
 import sys
 
-from contextd import __version__, chat_cli, logs
+from contextd import __version__, chat_cli, keys_cli, logs
 from contextd.config import Settings, add_arguments
 
 
@@ -33,6 +33,13 @@ def _parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     chat_cli.add_arguments(chat)
+    keys = commands.add_parser(
+        "keys",
+        help="create, list and revoke API keys for --auth api-key (also while serving)",
+        description=keys_cli.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    keys_cli.add_arguments(keys)
     return parser
 
 
@@ -66,6 +73,8 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(_health(args.address, args.timeout))
     elif args.command == "chat":
         sys.exit(chat_cli.run(args))
+    elif args.command == "keys":
+        sys.exit(keys_cli.run(args))
 
 
 if __name__ == "__main__":

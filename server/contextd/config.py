@@ -68,6 +68,17 @@ class Settings:
         "browser origins allowed on the web port, comma-separated "
         "(e.g. https://localhost:3000); * for any; empty for none",
     )
+    auth: str = _setting(
+        "none",
+        "who may call: none (anyone who reaches the port), api-key (a bearer key made "
+        "with `contextd keys create`) or jwt (an OpenID Connect token, see --jwt-*)",
+    )
+    allow_unauthenticated: bool = _setting(
+        False, "let --auth none listen on an address other than loopback"
+    )
+    auth_protect_reflection: bool = _setting(
+        False, "reflection needs a credential too (health stays open)"
+    )
     jwt_jwks: str = _setting(
         "", "with --auth jwt: the token signing keys (JWKS), a file path or an https URL"
     )
@@ -130,10 +141,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """One flag per setting, ``--data-dir`` for ``data_dir``; unset flags stay None."""
     for f in fields(Settings):
         default = f.default if f.default is not MISSING else "$XDG_DATA_HOME/contextd"
+        is_bool = _FIELD_TYPES[f.name] == "bool"
         parser.add_argument(
             "--" + f.name.replace("_", "-"),
             dest=f.name,
             metavar=_FIELD_TYPES[f.name].upper(),
             type=_converter(f.name),
+            # A bool flag alone means true: ``--allow-unauthenticated``.
+            nargs="?" if is_bool else None,
+            const=True if is_bool else None,
             help=f"{f.metadata['help']} (default: {default}; env {ENV_PREFIX}{f.name.upper()})",
         )

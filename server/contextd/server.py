@@ -16,6 +16,8 @@ from grpc_health.v1 import _async as health_aio  # health.aio re-exports this mo
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from contextd.api.auth import Authenticator
+from contextd.api.auth_modes import authenticator_factory
 from contextd.api.chat_servicer import ChatServicer
 from contextd.api.context_servicer import ContextServicer
 from contextd.api.interceptors import GuardInterceptor
@@ -95,6 +97,7 @@ async def start(
     tokenizers = TokenizerRegistry(settings.default_tokenizer)
     tokenizers.get(settings.default_tokenizer)  # fail at start-up, not on the first call
     cors = _cors_policy(settings) if settings.web_port >= 0 else None  # before anything starts
+    authenticator = authenticator_factory(settings)  # before anything starts
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     # Whatever started is undone in reverse if a later step fails; once everything
     # runs, RunningServer.stop() owns the undoing.
@@ -107,7 +110,7 @@ async def start(
         db = await Database.open(settings.data_dir / DB_FILENAME, settings.sqlite_synchronous)
         undo.push_async_callback(db.close)
         server = grpc.aio.server(
-            interceptors=[GuardInterceptor()],
+            interceptors=[_guard(settings, authenticator(db) if authenticator else None)],
             options=[
                 ("grpc.max_receive_message_length", settings.max_message_bytes),
                 ("grpc.max_send_message_length", settings.max_message_bytes),
@@ -139,6 +142,15 @@ async def start(
         log.info("listening", extra={"address": f"{settings.host}:{port}"})
         undo.pop_all()
     return RunningServer(server, health_servicer, port, settings, db, closers, lock, web)
+
+
+def _guard(settings: Settings, authenticator: Authenticator | None) -> GuardInterceptor:
+    if authenticator is None:
+        return GuardInterceptor()
+    open_services = [health.SERVICE_NAME]
+    if not settings.auth_protect_reflection:
+        open_services.append(reflection.SERVICE_NAME)
+    return GuardInterceptor(authenticator, open_services)
 
 
 def _cors_policy(settings: Settings) -> CorsPolicy:

@@ -7,6 +7,7 @@ import json
 from collections.abc import AsyncIterator
 
 from contextd.api import convert
+from contextd.api.auth import caller_for
 from contextd.api.types import Context
 from contextd.app.chat import (
     ChatApp,
@@ -73,7 +74,7 @@ class ChatServicer(chat_pb2_grpc.ChatServiceServicer):  # type: ignore[misc]
         v = Violations()
         caller = Caller("")
         try:
-            caller = Caller.of(request.session.user_id, "session.user_id")
+            caller = caller_for(request.session.user_id, "session.user_id")
         except InvalidArgument as error:
             v.extend(error.violations)
         tokenizer = self._context.tokenizer_or_placeholder(request.tokenizer, v)

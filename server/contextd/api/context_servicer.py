@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from contextd.api import convert
+from contextd.api.auth import caller_for
 from contextd.api.types import Context
 from contextd.app.context import ContextApp
-from contextd.app.scope import Caller
 from contextd.app.sessions import SessionsApp
 from contextd.core.errors import Violations
 from contextd.v1 import context_pb2 as pb
@@ -41,7 +41,7 @@ class ContextServicer(pb_grpc.ContextServiceServicer):  # type: ignore[misc]
 
     async def Collect(self, request: pb.CollectRequest, context: Context) -> pb.CollectResponse:
         stored, memory_id = await self._sessions.collect(
-            Caller.of(request.user_id), request.message_id, request.uncollect, request.remember
+            caller_for(request.user_id), request.message_id, request.uncollect, request.remember
         )
         return pb.CollectResponse(
             message_id=str(stored.id), is_collected=stored.is_collected, memory_id=memory_id

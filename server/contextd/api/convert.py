@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 
+from contextd.api.auth import caller_for
 from contextd.app.context import BuiltMessages, SessionModeRequest
 from contextd.app.scope import Caller
 from contextd.app.session_context import ContextLayer, SessionBuild, SessionBuildRequest
@@ -134,7 +135,7 @@ def _session_build_from_pb(req: pb.BuildMessagesRequest) -> SessionModeRequest:
         violations.append(FieldViolation("session.memory", f"unknown memory mode {s.memory}"))
     caller = Caller("")
     try:
-        caller = Caller.of(s.user_id, "session.user_id")
+        caller = caller_for(s.user_id, "session.user_id")
     except InvalidArgument as error:
         violations.extend(error.violations)
 

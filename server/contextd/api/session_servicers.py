@@ -6,10 +6,10 @@ import json
 from collections.abc import AsyncIterator
 
 from contextd.api import convert, records
+from contextd.api.auth import caller_for
 from contextd.api.types import Context
 from contextd.app.memories import MemoriesApp
 from contextd.app.prompts import PromptsApp
-from contextd.app.scope import Caller
 from contextd.app.sessions import SessionsApp
 from contextd.core.errors import Violations
 from contextd.v1 import memory_pb2 as mpb
@@ -28,7 +28,7 @@ class SessionServicer(sessions_pb2_grpc.SessionServiceServicer):  # type: ignore
         self, request: spb.CreateSessionRequest, context: Context
     ) -> spb.CreateSessionResponse:
         session = await self._app.create(
-            Caller.of(request.user_id),
+            caller_for(request.user_id),
             request.scenario,
             request.host,
             request.title,
@@ -39,14 +39,14 @@ class SessionServicer(sessions_pb2_grpc.SessionServiceServicer):  # type: ignore
     async def GetSession(
         self, request: spb.GetSessionRequest, context: Context
     ) -> spb.GetSessionResponse:
-        session = await self._app.get(Caller.of(request.user_id), request.session_id)
+        session = await self._app.get(caller_for(request.user_id), request.session_id)
         return spb.GetSessionResponse(session=records.session_to_pb(session))
 
     async def ListSessions(
         self, request: spb.ListSessionsRequest, context: Context
     ) -> spb.ListSessionsResponse:
         sessions, token = await self._app.list_sessions(
-            Caller.of(request.user_id), request.page_size, request.page_token
+            caller_for(request.user_id), request.page_size, request.page_token
         )
         return spb.ListSessionsResponse(
             sessions=[records.session_to_pb(s) for s in sessions], next_page_token=token
@@ -55,13 +55,13 @@ class SessionServicer(sessions_pb2_grpc.SessionServiceServicer):  # type: ignore
     async def DeleteSession(
         self, request: spb.DeleteSessionRequest, context: Context
     ) -> spb.DeleteSessionResponse:
-        await self._app.delete(Caller.of(request.user_id), request.session_id)
+        await self._app.delete(caller_for(request.user_id), request.session_id)
         return spb.DeleteSessionResponse()
 
     async def AppendMessages(
         self, request: spb.AppendMessagesRequest, context: Context
     ) -> spb.AppendMessagesResponse:
-        caller = Caller.of(request.user_id)
+        caller = caller_for(request.user_id)
         violations = Violations()
         messages = convert.messages_from_pb(request.messages, "messages", violations)
         violations.raise_if_any()
@@ -74,7 +74,7 @@ class SessionServicer(sessions_pb2_grpc.SessionServiceServicer):  # type: ignore
         self, request: spb.ListMessagesRequest, context: Context
     ) -> spb.ListMessagesResponse:
         messages, token = await self._app.list_messages(
-            Caller.of(request.user_id), request.session_id, request.page_size, request.page_token
+            caller_for(request.user_id), request.session_id, request.page_size, request.page_token
         )
         return spb.ListMessagesResponse(
             messages=[records.stored_message_to_pb(m, self._tokenizer) for m in messages],
@@ -85,7 +85,7 @@ class SessionServicer(sessions_pb2_grpc.SessionServiceServicer):  # type: ignore
         self, request: spb.AddCompressionSummaryRequest, context: Context
     ) -> spb.AddCompressionSummaryResponse:
         row = await self._app.add_compression_summary(
-            Caller.of(request.user_id),
+            caller_for(request.user_id),
             request.session_id,
             list(request.message_ids),
             request.start_message_id,
@@ -97,14 +97,14 @@ class SessionServicer(sessions_pb2_grpc.SessionServiceServicer):  # type: ignore
         self, request: spb.SetSessionSummaryRequest, context: Context
     ) -> spb.SetSessionSummaryResponse:
         await self._app.set_session_summary(
-            Caller.of(request.user_id), request.session_id, request.summary
+            caller_for(request.user_id), request.session_id, request.summary
         )
         return spb.SetSessionSummaryResponse()
 
     async def ExportEvents(
         self, request: spb.ExportEventsRequest, context: Context
     ) -> AsyncIterator[spb.ExportEventsResponse]:
-        caller = Caller.of(request.user_id)
+        caller = caller_for(request.user_id)
         async for event in self._app.events(caller, request.session_id, request.after):
             yield spb.ExportEventsResponse(
                 json=json.dumps(event, ensure_ascii=False, separators=(",", ":")),
@@ -120,7 +120,7 @@ class MemoryServicer(memory_pb2_grpc.MemoryServiceServicer):  # type: ignore[mis
         self, request: mpb.AddMemoryRequest, context: Context
     ) -> mpb.AddMemoryResponse:
         memory, created = await self._app.add(
-            Caller.of(request.user_id),
+            caller_for(request.user_id),
             request.content,
             request.source_session_id,
             request.source_message_id,
@@ -130,14 +130,14 @@ class MemoryServicer(memory_pb2_grpc.MemoryServiceServicer):  # type: ignore[mis
     async def SearchMemories(
         self, request: mpb.SearchMemoriesRequest, context: Context
     ) -> mpb.SearchMemoriesResponse:
-        found = await self._app.search(Caller.of(request.user_id), request.query, request.limit)
+        found = await self._app.search(caller_for(request.user_id), request.query, request.limit)
         return mpb.SearchMemoriesResponse(results=[records.scored_memory_to_pb(s) for s in found])
 
     async def ListMemories(
         self, request: mpb.ListMemoriesRequest, context: Context
     ) -> mpb.ListMemoriesResponse:
         memories, token = await self._app.list_memories(
-            Caller.of(request.user_id), request.page_size, request.page_token
+            caller_for(request.user_id), request.page_size, request.page_token
         )
         return mpb.ListMemoriesResponse(
             memories=[records.memory_to_pb(m) for m in memories], next_page_token=token
@@ -146,7 +146,7 @@ class MemoryServicer(memory_pb2_grpc.MemoryServiceServicer):  # type: ignore[mis
     async def DeleteMemory(
         self, request: mpb.DeleteMemoryRequest, context: Context
     ) -> mpb.DeleteMemoryResponse:
-        await self._app.delete(Caller.of(request.user_id), request.memory_id)
+        await self._app.delete(caller_for(request.user_id), request.memory_id)
         return mpb.DeleteMemoryResponse()
 
 

@@ -1,7 +1,8 @@
 """Who is calling, and the one place that decides what they may touch.
 
-For now the user id comes in each request; binding it to an authenticated caller
-changes only how a Caller is made (api/), not the checks here.
+api/ makes the Caller (``api.auth.caller_for``): from the request's user id, or, when
+the server checks credentials, from the identity the call's credential proves. The
+checks here are the same either way.
 """
 
 from __future__ import annotations

@@ -1,0 +1,59 @@
+"""The ``--auth`` modes: checked when the server starts, before anything listens, and
+turned into the guard's authenticator once the database is open."""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Callable
+
+from contextd.api.api_key_auth import ApiKeyAuthenticator
+from contextd.api.auth import Authenticator
+from contextd.api.jwt_auth import JwtAuthenticator
+from contextd.config import Settings
+from contextd.store.api_keys import ApiKeyRepo
+from contextd.store.db import Database
+
+MODES = ("none", "api-key", "jwt")
+
+# What a mode needs to check credentials, given the open database.
+AuthenticatorFactory = Callable[[Database], Authenticator]
+
+
+def authenticator_factory(settings: Settings) -> AuthenticatorFactory | None:
+    """The authenticator ``settings.auth`` asks for; None for ``none``. A setting that
+    cannot work stops the start with SystemExit and a message naming the flag."""
+    if settings.auth == "none":
+        _refuse_exposed(settings)
+        return None
+    if settings.auth == "api-key":
+        return lambda db: ApiKeyAuthenticator(ApiKeyRepo(db))
+    if settings.auth == "jwt":
+        try:
+            tokens = JwtAuthenticator.from_settings(settings)
+        except ValueError as error:
+            raise SystemExit(str(error)) from None
+        return lambda db: tokens
+    raise SystemExit(f"--auth {settings.auth!r} is not a mode; choose one of {', '.join(MODES)}")
+
+
+def _refuse_exposed(settings: Settings) -> None:
+    """Without credentials, anyone who reaches the port is any user: only loopback is
+    allowed unless ``--allow-unauthenticated`` says something in front checks callers."""
+    if settings.allow_unauthenticated:
+        return
+    exposed = [h for h in (settings.host, settings.web_host) if h and not is_loopback(h)]
+    if exposed:
+        raise SystemExit(
+            f"refusing to listen on {exposed[0]} with --auth none: anyone who reaches it "
+            "could act as any user. Use --auth api-key or jwt, a loopback address, or "
+            "--allow-unauthenticated if something in front of contextd checks callers."
+        )
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:  # a host name: it may resolve to anything
+        return False
