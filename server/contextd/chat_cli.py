@@ -105,6 +105,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_tls_arguments(parser: argparse.ArgumentParser) -> None:
+    """How a client command reaches a server that serves TLS (also ``contextd health``)."""
+    parser.add_argument(
+        "--tls-ca",
+        default="",
+        metavar="FILE",
+        help="connect over TLS, trusting the PEM CA certificates in FILE",
+    )
+    parser.add_argument(
+        "--tls-cert",
+        default="",
+        metavar="FILE",
+        help="PEM client certificate for a server that requires one (mutual TLS)",
+    )
+    parser.add_argument("--tls-key", default="", metavar="FILE", help="private key of --tls-cert")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="contextd chat",

@@ -26,6 +26,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     health.add_argument("--address", default="127.0.0.1:50151", help="host:port of the server")
     health.add_argument("--timeout", type=float, default=3.0, help="seconds to wait")
+    chat_cli.add_tls_arguments(health)
     chat = commands.add_parser(
         "chat",
         help="chat with a server from the terminal (needs the Python SDK, clients/python)",
@@ -36,11 +37,20 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _health(address: str, timeout: float) -> int:
+def _health(args: argparse.Namespace) -> int:
     import grpc
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-    with grpc.insecure_channel(address) as channel:
+    from contextd.tls import client_credentials
+
+    address, timeout = args.address, args.timeout
+    credentials = client_credentials(args.tls_ca, args.tls_cert, args.tls_key)
+    channel = (
+        grpc.insecure_channel(address)
+        if credentials is None
+        else grpc.secure_channel(address, credentials)
+    )
+    with channel:
         try:
             reply = health_pb2_grpc.HealthStub(channel).Check(
                 health_pb2.HealthCheckRequest(), timeout=timeout
@@ -63,7 +73,7 @@ def main(argv: list[str] | None = None) -> None:
 
         asyncio.run(server.serve(settings))
     elif args.command == "health":
-        sys.exit(_health(args.address, args.timeout))
+        sys.exit(_health(args))
     elif args.command == "chat":
         sys.exit(chat_cli.run(args))
 

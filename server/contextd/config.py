@@ -69,6 +69,14 @@ class Settings:
         "(e.g. https://localhost:3000); * for any; empty for none",
     )
 
+    tls_cert: str = _setting(
+        "", "PEM certificate chain: both ports serve TLS (with --tls-key); empty for plain text"
+    )
+    tls_key: str = _setting("", "PEM private key of --tls-cert (unencrypted)")
+    tls_client_ca: str = _setting(
+        "", "PEM CA certificates: clients must present a certificate it signed (mutual TLS)"
+    )
+
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None, **overrides: object) -> Settings:
         env = os.environ if environ is None else environ
