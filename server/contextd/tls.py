@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ipaddress
 import ssl
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import grpc
@@ -24,7 +24,7 @@ class ServerTls:
     must chain to when mutual TLS is on."""
 
     cert_chain: bytes
-    private_key: bytes
+    private_key: bytes = field(repr=False)  # a secret: kept out of any log line
     client_ca: bytes | None
     ssl_context: ssl.SSLContext
 

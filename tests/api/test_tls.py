@@ -15,7 +15,7 @@ import pytest
 from contextd.config import Settings
 from contextd.server import start
 from contextd.store.data_lock import DataDirLock
-from contextd.tls import is_loopback, plaintext_exposed_hosts
+from contextd.tls import ServerTls, is_loopback, plaintext_exposed_hosts
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from tests.support.server import ServerProcess, start_server
@@ -222,3 +222,9 @@ def test_no_warning_with_tls(
         tls_key=str(certs.server.key),
     )
     assert start_warnings(caplog, settings) == []
+
+
+def test_the_private_key_stays_out_of_the_repr(certs: Certificates) -> None:
+    tls = ServerTls.load(str(certs.server.cert), str(certs.server.key))
+    assert tls is not None and tls.private_key == certs.server.key.read_bytes()
+    assert "PRIVATE KEY" not in repr(tls)
