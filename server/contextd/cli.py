@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 
 from contextd import __version__, chat_cli, logs
@@ -69,6 +70,9 @@ def main(argv: list[str] | None = None) -> None:
         options = {k: v for k, v in vars(args).items() if k != "command"}
         settings = Settings.from_env(**options)
         logs.configure(settings.log_level)
+        # gRPC's C core writes its own plain-text lines to standard error, one per
+        # refused TLS handshake among them; only its errors go among the JSON lines.
+        os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
         from contextd import server  # imported late: grpc start-up cost only when serving
 
         asyncio.run(server.serve(settings))

@@ -85,13 +85,14 @@ def tls_flags(certs: Certificates, *, mutual: bool) -> list[str]:
 @contextmanager
 def tls_server(data_dir: Path, certs: Certificates, *, mutual: bool) -> Iterator[ServerProcess]:
     """A server with TLS (``mutual``: and client certificates) on both ports; it must
-    stop cleanly and log no error."""
+    stop cleanly, log no error, and only JSON lines (refused handshakes included)."""
     proc = start_server(data_dir, "--web-port", "0", *tls_flags(certs, mutual=mutual))
     try:
         yield proc
     finally:
         assert proc.stop() == 0
         assert not [e for e in proc.log_lines if e.get("level") == "ERROR"]
+        assert [e for e in proc.log_lines if "level" not in e] == []  # not JSON
 
 
 def web_url(proc: ServerProcess, path: str) -> str:
