@@ -103,6 +103,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-v", "--verbose", action="store_true", help="print token usage after each turn"
     )
+    add_tls_arguments(parser)
+
+
+def add_tls_arguments(parser: argparse.ArgumentParser) -> None:
+    """How a client command reaches a server that serves TLS (also ``contextd health``)."""
+    parser.add_argument(
+        "--tls-ca",
+        default="",
+        metavar="FILE",
+        help="connect over TLS, trusting the PEM CA certificates in FILE",
+    )
+    parser.add_argument(
+        "--tls-cert",
+        default="",
+        metavar="FILE",
+        help="PEM client certificate for a server that requires one (mutual TLS)",
+    )
+    parser.add_argument("--tls-key", default="", metavar="FILE", help="private key of --tls-cert")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -396,6 +414,8 @@ def _run(args: argparse.Namespace, interrupts: _Interrupts, stdin: TextIO) -> in
         return EXIT_USAGE
     import grpc
 
+    from contextd.tls import client_credentials
+
     question: str | None = args.question
     if args.once is not None:
         if args.once and args.question:
@@ -404,7 +424,13 @@ def _run(args: argparse.Namespace, interrupts: _Interrupts, stdin: TextIO) -> in
         if not question or not question.strip():
             return _usage('--once needs a question: contextd chat --once "your question"')
     interactive = args.once is None and stdin.isatty()
-    client = contextd_client.ContextClient(args.address, timeout=SESSION_CALL_TIMEOUT)
+    try:
+        credentials = client_credentials(args.tls_ca, args.tls_cert, args.tls_key)
+    except SystemExit as error:  # a missing or unreadable file: a usage error here
+        return _usage(str(error))
+    client = contextd_client.ContextClient(
+        args.address, timeout=SESSION_CALL_TIMEOUT, credentials=credentials
+    )
     chat = _Chat(
         client,
         args,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 
 from contextd import __version__, chat_cli, keys_cli, logs
@@ -26,6 +27,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     health.add_argument("--address", default="127.0.0.1:50151", help="host:port of the server")
     health.add_argument("--timeout", type=float, default=3.0, help="seconds to wait")
+    chat_cli.add_tls_arguments(health)
     chat = commands.add_parser(
         "chat",
         help="chat with a server from the terminal (needs the Python SDK, clients/python)",
@@ -43,11 +45,20 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _health(address: str, timeout: float) -> int:
+def _health(args: argparse.Namespace) -> int:
     import grpc
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-    with grpc.insecure_channel(address) as channel:
+    from contextd.tls import client_credentials
+
+    address, timeout = args.address, args.timeout
+    credentials = client_credentials(args.tls_ca, args.tls_cert, args.tls_key)
+    channel = (
+        grpc.insecure_channel(address)
+        if credentials is None
+        else grpc.secure_channel(address, credentials)
+    )
+    with channel:
         try:
             reply = health_pb2_grpc.HealthStub(channel).Check(
                 health_pb2.HealthCheckRequest(), timeout=timeout
@@ -66,11 +77,14 @@ def main(argv: list[str] | None = None) -> None:
         options = {k: v for k, v in vars(args).items() if k != "command"}
         settings = Settings.from_env(**options)
         logs.configure(settings.log_level)
+        # gRPC's C core writes its own plain-text lines to standard error, one per
+        # refused TLS handshake among them; only its errors go among the JSON lines.
+        os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
         from contextd import server  # imported late: grpc start-up cost only when serving
 
         asyncio.run(server.serve(settings))
     elif args.command == "health":
-        sys.exit(_health(args.address, args.timeout))
+        sys.exit(_health(args))
     elif args.command == "chat":
         sys.exit(chat_cli.run(args))
     elif args.command == "keys":

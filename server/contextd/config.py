@@ -95,6 +95,21 @@ class Settings:
         "tid", "with --auth jwt: the claim naming the tenant; empty: all in the default tenant"
     )
 
+    tls_cert: str = _setting(
+        "", "PEM certificate chain: both ports serve TLS (with --tls-key); empty for plain text"
+    )
+    tls_key: str = _setting("", "PEM private key of --tls-cert (unencrypted)")
+    tls_client_ca: str = _setting(
+        "", "PEM CA certificates: clients must present a certificate it signed (mutual TLS)"
+    )
+
+    def listen_hosts(self) -> list[str]:
+        """The addresses the server listens on: the native port's, and the web port's
+        when it is on."""
+        if self.web_port < 0:
+            return [self.host]
+        return [self.host, self.web_host or self.host]
+
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None, **overrides: object) -> Settings:
         env = os.environ if environ is None else environ

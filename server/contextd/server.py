@@ -5,9 +5,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import shutil
 import signal
+import tempfile
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -30,6 +33,7 @@ from contextd.app.prompts import PromptsApp
 from contextd.app.session_context import LayerDefaults, SessionContextBuilder
 from contextd.app.sessions import SessionsApp
 from contextd.config import Settings
+from contextd.core.network import exposed_hosts
 from contextd.core.tokens import TokenizerRegistry
 from contextd.providers.registry import api_key_from_env, make_provider
 from contextd.store.catalog import CatalogRepo
@@ -41,6 +45,7 @@ from contextd.store.memories import MemoryRepo
 from contextd.store.memory_history import MemoryHistoryRepo
 from contextd.store.sessions import SessionRepo
 from contextd.store.summaries import SummaryRepo
+from contextd.tls import ServerTls
 from contextd.v1 import (
     chat_pb2,
     chat_pb2_grpc,
@@ -98,6 +103,13 @@ async def start(
     tokenizers.get(settings.default_tokenizer)  # fail at start-up, not on the first call
     cors = _cors_policy(settings) if settings.web_port >= 0 else None  # before anything starts
     authenticator = authenticator_factory(settings)  # before anything starts
+    tls = ServerTls.load(settings.tls_cert, settings.tls_key, settings.tls_client_ca)
+    for host in exposed_hosts(settings.listen_hosts()) if tls is None else []:
+        log.warning(
+            f"listening on {host} without TLS: anyone on the network can read and alter "
+            "the calls; use --tls-cert and --tls-key",
+            extra={"address": host},
+        )
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     # Whatever started is undone in reverse if a later step fails; once everything
     # runs, RunningServer.stop() owns the undoing.
@@ -127,8 +139,17 @@ async def start(
         if extra_handlers:
             server.add_generic_rpc_handlers(tuple(extra_handlers))
         address = f"{settings.host}:{settings.port}"
+        web_target = ""
+        if tls is not None and cors is not None:
+            web_target, remove_socket = _private_socket(server)
+            undo.push_async_callback(remove_socket)
+            closers.append(remove_socket)
         try:
-            port = server.add_insecure_port(address)
+            port = (
+                server.add_insecure_port(address)
+                if tls is None
+                else server.add_secure_port(address, tls.grpc_credentials())
+            )
         except RuntimeError:  # grpc's only word on it; its log line says why
             port = 0
         if port == 0:
@@ -136,10 +157,14 @@ async def start(
         await server.start()
         undo.push_async_callback(server.stop, 0)
         # Started and logged before "listening", so whoever waits for that line finds it.
-        web = await _start_web(settings, cors, port) if cors is not None else None
+        web = (
+            await _start_web(settings, cors, web_target or _loopback_target(settings, port), tls)
+            if cors is not None
+            else None
+        )
         for name in ("", *SERVICE_NAMES):
             await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-        log.info("listening", extra={"address": f"{settings.host}:{port}"})
+        log.info("listening", extra={"address": f"{settings.host}:{port}", "tls": tls is not None})
         undo.pop_all()
     return RunningServer(server, health_servicer, port, settings, db, closers, lock, web)
 
@@ -160,16 +185,46 @@ def _cors_policy(settings: Settings) -> CorsPolicy:
         raise SystemExit(str(error)) from None
 
 
-async def _start_web(settings: Settings, cors: CorsPolicy, native_port: int) -> WebGateway:
-    # The native port seen from this process: a wildcard address is reached on loopback.
+def _loopback_target(settings: Settings, native_port: int) -> str:
+    """The native port seen from this process: a wildcard address is reached on loopback."""
     loopback = {"0.0.0.0": "127.0.0.1", "::": "[::1]", "[::]": "[::1]", "": "127.0.0.1"}
-    target = f"{loopback.get(settings.host, settings.host)}:{native_port}"
+    return f"{loopback.get(settings.host, settings.host)}:{native_port}"
+
+
+def _private_socket(server: grpc.aio.Server) -> tuple[str, Callable[[], Awaitable[None]]]:
+    """A plain-text listener for the web port's forwarded calls, on a Unix socket in a
+    directory only this user can enter. With TLS on, the gateway cannot use the native
+    port: under mutual TLS it would need a client certificate of its own, and the TLS
+    was already ended (and the client's certificate checked) on the web port. Returns
+    the target and what removes the directory."""
+    directory = Path(tempfile.mkdtemp(prefix="contextd-"))  # mode 0700
+
+    async def remove() -> None:
+        shutil.rmtree(directory, ignore_errors=True)
+
+    target = f"unix:{directory / 'native.sock'}"
+    if server.add_insecure_port(target) == 0:
+        shutil.rmtree(directory, ignore_errors=True)
+        raise SystemExit(f"cannot listen on {target} for the web port")
+    return target, remove
+
+
+async def _start_web(
+    settings: Settings, cors: CorsPolicy, target: str, tls: ServerTls | None
+) -> WebGateway:
     gateway = WebGateway(
-        target, cors, settings.max_message_bytes, shutdown_timeout=settings.shutdown_grace + 5
+        target,
+        cors,
+        settings.max_message_bytes,
+        shutdown_timeout=settings.shutdown_grace + 5,
+        ssl_context=tls.ssl_context if tls is not None else None,
     )
     host = settings.web_host or settings.host
     port = await gateway.start(host, settings.web_port)
-    log.info("grpc-web listening", extra={"address": f"{host}:{port}", "target": target})
+    log.info(
+        "grpc-web listening",
+        extra={"address": f"{host}:{port}", "target": target, "tls": tls is not None},
+    )
     return gateway
 
 

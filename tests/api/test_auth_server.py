@@ -33,6 +33,7 @@ def _serve_exits(data_dir: Path, *args: str) -> str:
         ("--host", "0.0.0.0"),
         ("--host", "::"),
         ("--host", "contextd.example.com"),
+        ("--host", ""),  # every interface
         ("--web-port", "0", "--web-host", "0.0.0.0"),
     ],
 )

@@ -3,13 +3,13 @@ turned into the guard's authenticator once the database is open."""
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Callable
 
 from contextd.api.api_key_auth import ApiKeyAuthenticator
 from contextd.api.auth import Authenticator
 from contextd.api.jwt_auth import JwtAuthenticator
 from contextd.config import Settings
+from contextd.core.network import exposed_hosts
 from contextd.store.api_keys import ApiKeyRepo
 from contextd.store.db import Database
 
@@ -41,19 +41,10 @@ def _refuse_exposed(settings: Settings) -> None:
     allowed unless ``--allow-unauthenticated`` says something in front checks callers."""
     if settings.allow_unauthenticated:
         return
-    exposed = [h for h in (settings.host, settings.web_host) if h and not is_loopback(h)]
+    exposed = exposed_hosts(settings.listen_hosts())
     if exposed:
         raise SystemExit(
             f"refusing to listen on {exposed[0]} with --auth none: anyone who reaches it "
             "could act as any user. Use --auth api-key or jwt, a loopback address, or "
             "--allow-unauthenticated if something in front of contextd checks callers."
         )
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:  # a host name: it may resolve to anything
-        return False

@@ -11,7 +11,6 @@ down for a while does not lock out tokens signed with keys already known.
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import json
 import logging
 import time
@@ -23,6 +22,8 @@ from urllib.parse import urlsplit
 import aiohttp
 from jwt import PyJWK
 from jwt.exceptions import PyJWTError
+
+from contextd.core.network import is_loopback
 
 log = logging.getLogger("contextd.jwt")
 
@@ -84,7 +85,7 @@ def jwks_source(location: str, timeout: float = 10.0) -> JwksSource:
     if scheme == "https":
         return JwksUrl(location, timeout)
     if scheme == "http":
-        if not _is_loopback(urlsplit(location).hostname or ""):
+        if not is_loopback(urlsplit(location).hostname or ""):
             raise ValueError(f"--jwt-jwks {location!r}: use https (http only for loopback)")
         return JwksUrl(location, timeout)
     if "://" in location:
@@ -93,15 +94,6 @@ def jwks_source(location: str, timeout: float = 10.0) -> JwksSource:
     if not path.is_file():
         raise ValueError(f"--jwt-jwks {location!r}: no such file")
     return JwksFile(path)
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def parse_jwks(data: bytes) -> dict[str, PyJWK]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import ssl
 
 import grpc
 import grpc.aio
@@ -31,12 +32,19 @@ _BODY_SLACK = 64 * 1024
 
 
 class WebGateway:
-    """Serve gRPC-Web and Connect for the native server at ``target``."""
+    """Serve gRPC-Web and Connect for the native server at ``target``; over HTTPS with
+    ``ssl_context`` (which also says whether clients must present a certificate)."""
 
     def __init__(
-        self, target: str, cors: CorsPolicy, max_message_bytes: int, shutdown_timeout: float
+        self,
+        target: str,
+        cors: CorsPolicy,
+        max_message_bytes: int,
+        shutdown_timeout: float,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self._cors = cors
+        self._ssl_context = ssl_context
         self._max_body = max_message_bytes + _BODY_SLACK
         # No size limits of its own: the native server enforces --max-message-bytes on
         # requests and responses, with its own status.
@@ -60,7 +68,7 @@ class WebGateway:
         """Listen; return the bound port (``port`` 0 picks a free one)."""
         await self._runner.setup()
         try:
-            await web.TCPSite(self._runner, host, port).start()
+            await web.TCPSite(self._runner, host, port, ssl_context=self._ssl_context).start()
         except OSError as error:
             await self.aclose()
             raise SystemExit(f"cannot listen for the web port on {host}:{port}: {error}") from None

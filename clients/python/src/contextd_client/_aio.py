@@ -28,11 +28,12 @@ from ._types import AssembledPrompt, BuildResult, TokenCount, TokenizerList
 class AsyncContextClient:
     """Asyncio client of contextd; the same methods as ContextClient.
 
-    Connects to ``target`` over an insecure ``grpc.aio`` channel that :meth:`close`
-    closes, or uses ``channel`` as given (``target`` is then ignored and the caller
-    closes the channel). ``timeout`` is the deadline of each call in seconds
-    (``None``: none); ``metadata`` is sent with every call. Every failed call
-    raises :class:`ContextdError`.
+    Connects to ``target`` over a ``grpc.aio`` channel that :meth:`close` closes: a
+    TLS channel with ``credentials`` (``grpc.ssl_channel_credentials(...)``), else an
+    insecure one. Or uses ``channel`` as given (``target`` and ``credentials`` are
+    then ignored and the caller closes the channel). ``timeout`` is the deadline of
+    each call in seconds (``None``: none); ``metadata`` is sent with every call.
+    Every failed call raises :class:`ContextdError`.
     """
 
     def __init__(
@@ -42,13 +43,18 @@ class AsyncContextClient:
         timeout: float | None = 30.0,
         channel: grpc.aio.Channel | None = None,
         metadata: Metadata | None = None,
+        credentials: grpc.ChannelCredentials | None = None,
     ) -> None:
         self.target = target
         self.timeout = timeout
         self.metadata = call_metadata(metadata)
         self._owns_channel = channel is None
         self._channel: grpc.aio.Channel = (
-            grpc.aio.insecure_channel(target) if channel is None else channel
+            channel
+            if channel is not None
+            else grpc.aio.insecure_channel(target)
+            if credentials is None
+            else grpc.aio.secure_channel(target, credentials)
         )
         self._closed = False
         #: The generated ContextServiceStub; its methods return awaitable calls.

@@ -40,11 +40,12 @@ def call_metadata(metadata: Metadata | None) -> CallMetadata | None:
 class ContextClient:
     """Synchronous client of contextd: ContextService, chat turns and session helpers.
 
-    Connects to ``target`` over an insecure channel that :meth:`close` closes, or
-    uses ``channel`` as given (``target`` is then ignored and the caller closes the
-    channel). ``timeout`` is the deadline of each call in seconds (``None``: none);
-    ``metadata`` is sent with every call. Every failed call raises
-    :class:`ContextdError`.
+    Connects to ``target`` over a channel that :meth:`close` closes: a TLS channel
+    with ``credentials`` (``grpc.ssl_channel_credentials(...)``), else an insecure one.
+    Or uses ``channel`` as given (``target`` and ``credentials`` are then ignored and
+    the caller closes the channel). ``timeout`` is the deadline of each call in
+    seconds (``None``: none); ``metadata`` is sent with every call. Every failed call
+    raises :class:`ContextdError`.
     """
 
     def __init__(
@@ -54,12 +55,19 @@ class ContextClient:
         timeout: float | None = 30.0,
         channel: grpc.Channel | None = None,
         metadata: Metadata | None = None,
+        credentials: grpc.ChannelCredentials | None = None,
     ) -> None:
         self.target = target
         self.timeout = timeout
         self.metadata = call_metadata(metadata)
         self._owns_channel = channel is None
-        self._channel: grpc.Channel = grpc.insecure_channel(target) if channel is None else channel
+        self._channel: grpc.Channel = (
+            channel
+            if channel is not None
+            else grpc.insecure_channel(target)
+            if credentials is None
+            else grpc.secure_channel(target, credentials)
+        )
         self._closed = False
         #: The generated ContextServiceStub, for calls the helpers do not cover.
         self.stub = pb_grpc.ContextServiceStub(self._channel)
