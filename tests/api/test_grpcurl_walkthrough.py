@@ -4,7 +4,9 @@ Each ```sh block of its "## Walkthrough" runs through bash exactly as written
 (line continuations and heredocs included), with the walkthrough's address replaced by
 the test server's, grpcurl from this environment on PATH, and the ids bound by
 earlier outputs (`"$SESSION"` and the like) as shell variables. Its exit status and
-output must be what the walkthrough shows after it (see tests/readme_walkthrough.py).
+output must be what the walkthrough shows after it (see tests/support/walkthrough.py).
+It runs once against a server as `make run` starts it, and once with `--auth api-key`,
+each command carrying the key of the user it names.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import os
 import re
 import subprocess
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
@@ -20,6 +23,7 @@ import pytest
 from contextd.v1 import chat_pb2, context_pb2, memory_pb2, prompts_pb2, sessions_pb2
 
 from tests.support import grpcurl
+from tests.support.auth import create_key
 from tests.support.paths import ROOT
 from tests.support.server import ServerProcess, start_server
 from tests.support.walkthrough import (
@@ -35,15 +39,40 @@ from tests.support.walkthrough import (
 WALKTHROUGH = ROOT / "docs" / "grpcurl.md"
 HEADING = "## Walkthrough"
 README_ADDRESS = "127.0.0.1:50151"
+WALKTHROUGH_USER = "ada"
+USER_ID = re.compile(r'"user_id": "(\w+)"')
 GRPCURL_ERROR_BASE = 64  # grpcurl exits with 64 + the gRPC status code
 STEPS = read(WALKTHROUGH, HEADING)
 
 
-@pytest.fixture(scope="module")
-def walkthrough_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    """A server of its own: the walkthrough's outputs assume an empty database."""
-    server = start_server(tmp_path_factory.mktemp("walkthrough"))
-    yield server
+@dataclass(frozen=True)
+class Walkthrough:
+    server: ServerProcess
+    keys: dict[str, str]  # user -> API key; empty when the server checks no credentials
+
+    def command(self, step: Step) -> str:
+        """The step as run: with a key, the bearer header of the user the request names
+        (the first user id in it, else the walkthrough's own user) after ``-plaintext``."""
+        if not self.keys:
+            return step.command
+        named = USER_ID.search(step.command)
+        token = self.keys[named[1] if named else WALKTHROUGH_USER]
+        header = f"-H 'authorization: Bearer {token}'"
+        return step.command.replace("grpcurl -plaintext ", f"grpcurl -plaintext {header} ", 1)
+
+
+@pytest.fixture(scope="module", params=["none", "api-key"])
+def walkthrough(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Walkthrough]:
+    """A server of its own (the walkthrough's outputs assume an empty database), once as
+    `make run` starts it and once with --auth api-key and a key for each user."""
+    data_dir = tmp_path_factory.mktemp("walkthrough")
+    keys: dict[str, str] = {}
+    if request.param == "api-key":
+        keys = {user: create_key(data_dir, user) for user in ("ada", "bob")}
+    server = start_server(data_dir, "--auth", request.param)
+    yield Walkthrough(server, keys)
     server.stop()
 
 
@@ -57,14 +86,14 @@ def expected_status(step: Step) -> int:
     return GRPCURL_ERROR_BASE + code
 
 
-def run_step(step: Step, address: str, bound: dict[str, str]) -> None:
+def run_step(step: Step, command: str, address: str, bound: dict[str, str]) -> None:
     where = f"docs/grpcurl.md line {step.line}"
     assert step.command.startswith("grpcurl -plaintext "), f"{where}: not a grpcurl command"
     assert README_ADDRESS in step.command, f"{where}: the command must name {README_ADDRESS}"
     grpcurl_dir = str(Path(grpcurl.binary()).parent)
     env = {**os.environ, **bound, "PATH": grpcurl_dir + os.pathsep + os.environ["PATH"]}
     result = subprocess.run(
-        ["bash", "-c", "set -euo pipefail\n" + step.command.replace(README_ADDRESS, address)],
+        ["bash", "-c", "set -euo pipefail\n" + command.replace(README_ADDRESS, address)],
         capture_output=True,
         text=True,
         env=env,
@@ -83,12 +112,10 @@ def run_step(step: Step, address: str, bound: dict[str, str]) -> None:
         raise AssertionError(f"{where}: {error}\n--- actual output ---\n{result.stdout}") from None
 
 
-def test_every_command_runs_and_prints_what_the_readme_shows(
-    walkthrough_server: ServerProcess,
-) -> None:
+def test_every_command_runs_and_prints_what_the_readme_shows(walkthrough: Walkthrough) -> None:
     bound: dict[str, str] = {}
     for step in STEPS:
-        run_step(step, walkthrough_server.address, bound)
+        run_step(step, walkthrough.command(step), walkthrough.server.address, bound)
     assert set(bound) >= {"SESSION", "ANSWER", "MEMORY"}
 
 
