@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from contextd.app.pagination import bad_page_token, page_size
-from contextd.app.scope import Caller, parse_id
+from contextd.app.scope import Caller, is_stored_id, parse_id
 from contextd.core.errors import InvalidArgument, NotFound, Violations
 from contextd.core.pipeline import is_blank
 from contextd.store.memories import MemoryRepo
@@ -25,7 +25,7 @@ class MemoriesApp:
             v.add("content", "a memory needs text")
         elif len(content) > MAX_MEMORY_CHARS:
             v.add("content", f"at most {MAX_MEMORY_CHARS} characters")
-        if source_message_id and not source_message_id.isdigit():
+        if source_message_id and not is_stored_id(source_message_id):
             v.add("source_message_id", "a stored message id (digits)")
         v.raise_if_any()
         return await self.memories.add(

@@ -31,10 +31,20 @@ class Caller:
             raise PermissionDenied(f"{what} belongs to another user")
 
 
+# ASCII digits only: str.isdigit() also takes '²', '①', '١' or '𝟙', and int() reads some
+# of those as another id. 18 digits stay within SQLite's 64-bit integers.
+_STORED_ID = re.compile(r"[0-9]{1,18}")
+
+
+def is_stored_id(value: str) -> bool:
+    """Whether ``value`` can be a stored id's string form."""
+    return _STORED_ID.fullmatch(value) is not None
+
+
 def parse_id(value: str, field: str, what: str) -> int:
     """A numeric stored id from its string form; a malformed one names the field."""
     if not value:
         raise InvalidArgument.one(field, f"a {what} id is required")
-    if not value.isdigit() or len(value) > 18:
-        raise NotFound(f"no {what} with id {value!r}")
+    if not is_stored_id(value):
+        raise NotFound(f"no {what} with id {value[:40]!r}")
     return int(value)
