@@ -8,11 +8,22 @@ checks here are the same either way.
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass
 
 from contextd.core.errors import InvalidArgument, NotFound, PermissionDenied
 
-_USER_ID = re.compile(r"[^\s]{1,128}")
+_PRINTABLE_ASCII = re.compile(r"[!-~]{1,128}")
+# Characters a user id may not hold: spaces, controls (NUL...), format characters
+# (bidi overrides, zero-width joiners) that make two ids look alike, and code points
+# that are private, surrogates or unassigned.
+_HIDDEN = frozenset({"Zs", "Zl", "Zp", "Cc", "Cf", "Cs", "Co", "Cn"})
+
+
+def is_user_id(value: str) -> bool:
+    if _PRINTABLE_ASCII.fullmatch(value):  # the common case, without a look per character
+        return True
+    return 0 < len(value) <= 128 and all(unicodedata.category(c) not in _HIDDEN for c in value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,8 +32,10 @@ class Caller:
 
     @classmethod
     def of(cls, user_id: str, field: str = "user_id") -> Caller:
-        if not _USER_ID.fullmatch(user_id):
-            raise InvalidArgument.one(field, "required: 1-128 characters without spaces")
+        if not is_user_id(user_id):
+            raise InvalidArgument.one(
+                field, "required: 1-128 visible characters, no spaces, controls or format marks"
+            )
         return cls(user_id)
 
     def check_owner(self, owner_user_id: str, what: str) -> None:
