@@ -63,6 +63,15 @@ class Settings:
         "-1 off, 0 any free port",
     )
     web_host: str = _setting("", "address for the web port; empty for the same as --host")
+    web_max_connections: int = _setting(
+        1000, "web port connections open at once; more are answered 503"
+    )
+    web_body_timeout: float = _setting(
+        30.0, "seconds a request body may take to arrive on the web port"
+    )
+    web_max_buffered_bytes: int = _setting(
+        256 * 1024 * 1024, "request bytes the web port holds for all calls together"
+    )
     cors_origins: str = _setting(
         "",
         "browser origins allowed on the web port, comma-separated "

@@ -60,6 +60,7 @@ from contextd.v1 import (
 )
 from contextd.web.cors import CorsPolicy
 from contextd.web.gateway import WebGateway
+from contextd.web.limits import WebLimits
 
 log = logging.getLogger("contextd.server")
 
@@ -218,6 +219,11 @@ async def _start_web(
         settings.max_message_bytes,
         shutdown_timeout=settings.shutdown_grace + 5,
         ssl_context=tls.ssl_context if tls is not None else None,
+        limits=WebLimits(
+            settings.web_max_connections,
+            settings.web_body_timeout,
+            settings.web_max_buffered_bytes,
+        ),
     )
     host = settings.web_host or settings.host
     port = await gateway.start(host, settings.web_port)

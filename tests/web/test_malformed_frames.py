@@ -197,18 +197,27 @@ async def test_connect_stream_without_a_message(http: aiohttp.ClientSession, web
     await assert_connect_serves(http, web)
 
 
-async def test_extra_messages_are_left_to_the_native_server(
-    http: aiohttp.ClientSession, web: str
+@pytest.mark.parametrize("text", [False, True])
+async def test_extra_messages_are_refused(
+    http: aiohttp.ClientSession, web: str, text: bool
 ) -> None:
-    """Whole frames beyond the one a unary method takes are framing done right: they
-    are forwarded, and grpc answers as for a native client (the first one counts)."""
-    alone = await call(http, web, COUNT_TOKENS, COUNT)
-    doubled = frame(COUNT) + frame(pb.CountTokensRequest(texts=["a b c d"]).SerializeToString())
-    async with http.post(
-        method_url(web, COUNT_TOKENS), data=doubled, headers=request_headers()
-    ) as response:
-        messages, trailers = parse_body(await response.read(), text=False)
-    assert trailers["grpc-status"] == "0"
-    assert [pb.CountTokensResponse.FromString(m) for m in messages] == alone.decode(
-        pb.CountTokensResponse
+    """Whole frames beyond the one a unary method takes are refused, not half-read (the
+    native server would answer the first and drop the rest)."""
+    second = pb.CountTokensRequest(texts=["a b c d"]).SerializeToString()
+    body = frame(COUNT) + frame(second)
+    code, message = await grpc_web_post(
+        http, web, base64.b64encode(body) if text else body, text=text
     )
+    assert code == grpc.StatusCode.INVALID_ARGUMENT
+    assert message == f"the request holds 2 messages; /{COUNT_TOKENS} takes one"
+    await assert_grpc_web_serves(http, web)
+
+
+async def test_connect_stream_with_two_messages(http: aiohttp.ClientSession, web: str) -> None:
+    export = spb.ExportEventsRequest(user_id="u", session_id="1").SerializeToString()
+    end = await connect_stream_post(http, web, frame(export) + frame(export))
+    assert end["error"] == {
+        "code": "invalid_argument",
+        "message": f"the request holds 2 messages; /{EXPORT_EVENTS} takes one",
+    }
+    await assert_connect_serves(http, web)

@@ -20,12 +20,14 @@ from aiohttp import web
 from contextd.web import connect, grpc_web, metadata
 from contextd.web.cors import CorsPolicy
 from contextd.web.exchange import CallError, Exchange, NativeCall, method_for
+from contextd.web.limits import BodyBudget, WebLimits, capped_connections
 
 log = logging.getLogger("contextd.web")
 
 _METHOD_PATH = re.compile(r"/[A-Za-z_][\w.]*/[A-Za-z_]\w*")
 _SUPPORTED = ", ".join([*grpc_web.CONTENT_TYPES, *connect.UNARY_TYPES, *connect.STREAM_TYPES])
 _READ_CHUNK = 64 * 1024
+_DEFAULT_LIMITS = WebLimits()
 # Room for frame headers on top of the largest message, so an oversized message still
 # reaches the native server and fails there exactly as it would natively.
 _BODY_SLACK = 64 * 1024
@@ -42,10 +44,14 @@ class WebGateway:
         max_message_bytes: int,
         shutdown_timeout: float,
         ssl_context: ssl.SSLContext | None = None,
+        limits: WebLimits = _DEFAULT_LIMITS,
     ) -> None:
         self._cors = cors
         self._ssl_context = ssl_context
         self._max_body = max_message_bytes + _BODY_SLACK
+        self._limits = limits
+        self._budget = BodyBudget(limits.max_buffered)
+        self._listener: asyncio.Server | None = None
         # No size limits of its own: the native server enforces --max-message-bytes on
         # requests and responses, with its own status.
         self._channel = grpc.aio.insecure_channel(
@@ -67,16 +73,23 @@ class WebGateway:
     async def start(self, host: str, port: int) -> int:
         """Listen; return the bound port (``port`` 0 picks a free one)."""
         await self._runner.setup()
+        assert self._runner.server is not None
+        # Its own listener instead of aiohttp's TCPSite, to refuse connections over the cap.
+        accept = capped_connections(self._runner.server, self._limits.max_connections)
         try:
-            await web.TCPSite(self._runner, host, port, ssl_context=self._ssl_context).start()
+            self._listener = await asyncio.get_running_loop().create_server(
+                accept, host or None, port, ssl=self._ssl_context, reuse_address=True
+            )
         except OSError as error:
             await self.aclose()
             raise SystemExit(f"cannot listen for the web port on {host}:{port}: {error}") from None
-        return int(self._runner.addresses[0][1])
+        return int(self._listener.sockets[0].getsockname()[1])
 
     async def aclose(self) -> None:
         """Refuse new connections, give the calls in flight up to ``shutdown_timeout``
         (they end when the native server stops), then close the channel."""
+        if self._listener is not None:
+            self._listener.close()
         await self._runner.cleanup()
         await self._channel.close(None)
 
@@ -100,6 +113,7 @@ class WebGateway:
         exchange = _exchange(request, cors_headers)
         if exchange is None:
             return web.Response(status=415, text=f"content types: {_SUPPORTED}\n")
+        body: bytes | None = None
         try:
             body = await self._read_body(request, exchange.body_limit(self._max_body))
             messages = exchange.messages(body)
@@ -110,6 +124,10 @@ class WebGateway:
                 raise CallError(grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded")
             call_metadata = _call_metadata(request)
         except CallError as error:
+            # aiohttp drains what is left of an unread body (for a few seconds at most)
+            # so that the client can read this answer.
+            if body is not None:
+                self._budget.give_back(len(body))
             return await exchange.refuse(error)
         call = NativeCall(self._channel, request.path, messages, deadline_s, call_metadata)
         try:
@@ -121,18 +139,37 @@ class WebGateway:
             raise asyncio.CancelledError from None
         finally:
             call.cancel()
+            self._budget.give_back(len(body))
 
     async def _read_body(self, request: web.Request, limit: int) -> bytes:
+        """The whole body, counted in the shared budget (given back by the caller once
+        the call ends) and within ``body_timeout``."""
         too_large = CallError(
             grpc.StatusCode.RESOURCE_EXHAUSTED, f"request body larger than {limit} bytes"
         )
         if (request.content_length or 0) > limit:
             raise too_large
         body = bytearray()
-        while chunk := await request.content.read(_READ_CHUNK):
-            body += chunk
-            if len(body) > limit:
-                raise too_large
+        try:
+            async with asyncio.timeout(self._limits.body_timeout):
+                while chunk := await request.content.read(_READ_CHUNK):
+                    if not self._budget.take(len(chunk)):
+                        raise CallError(
+                            grpc.StatusCode.RESOURCE_EXHAUSTED,
+                            "the web port holds too many request bytes; retry shortly",
+                        )
+                    body += chunk
+                    if len(body) > limit:
+                        raise too_large
+        except TimeoutError:
+            self._budget.give_back(len(body))
+            raise CallError(
+                grpc.StatusCode.DEADLINE_EXCEEDED,
+                f"the request body did not arrive within {self._limits.body_timeout:g} s",
+            ) from None
+        except BaseException:
+            self._budget.give_back(len(body))
+            raise
         return bytes(body)
 
 
@@ -145,12 +182,20 @@ def _exchange(request: web.Request, cors_headers: dict[str, str]) -> Exchange | 
 
 
 def _require_a_message(path: str, messages: list[bytes]) -> None:
-    """A method that takes one request message needs it: a call forwarded without one
-    is left waiting by the native server until its deadline, or for good."""
+    """A method that takes one request message needs exactly one: a call forwarded
+    without one is left waiting by the native server until its deadline, or for good."""
     method = method_for(path)
-    if not messages and method is not None and not method.client_streaming:
+    if method is None or method.client_streaming:
+        return
+    if not messages:
         raise CallError(
             grpc.StatusCode.INVALID_ARGUMENT, f"the request holds no message; {path} takes one"
+        )
+    if len(messages) > 1:
+        # The native server would read the first and drop the rest unread.
+        raise CallError(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            f"the request holds {len(messages)} messages; {path} takes one",
         )
 
 
