@@ -20,7 +20,7 @@ class ContextServicer(pb_grpc.ContextServiceServicer):  # type: ignore[misc]
     async def AssemblePrompt(
         self, request: pb.AssemblePromptRequest, context: Context
     ) -> pb.AssemblePromptResponse:
-        result = self._app.assemble_prompt(
+        result = await self._app.assemble_prompt(
             convert.layers_from_pb(request.layers), request.tokenizer
         )
         return pb.AssemblePromptResponse(
@@ -53,7 +53,8 @@ class ContextServicer(pb_grpc.ContextServiceServicer):  # type: ignore[misc]
         violations = Violations()
         messages = convert.messages_from_pb(request.messages, "messages", violations)
         violations.raise_if_any()
-        counts = self._app.count_tokens(request.tokenizer, request.texts, messages)
+        # A slice reads each text once: every read of a repeated field makes a new str.
+        counts = await self._app.count_tokens(request.tokenizer, request.texts[:], messages)
         return pb.CountTokensResponse(
             tokenizer=counts.tokenizer,
             text_tokens=counts.text_tokens,

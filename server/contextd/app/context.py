@@ -6,12 +6,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeAlias
 
+from contextd.app.offload import Offload
 from contextd.app.session_context import SessionBuild, SessionBuildRequest, SessionContextBuilder
 from contextd.core.build import BuildRequest, BuildResult, build_messages, validate_build_request
 from contextd.core.errors import ContextdError, FieldViolation, InvalidArgument, Violations
 from contextd.core.inline_request import InlineRequest, chat_messages
 from contextd.core.messages import ChatMessage
-from contextd.core.plain_build import PlainResult, build_plain
+from contextd.core.plain_build import PlainResult, fit_plain, plain_texts
 from contextd.core.prompt import LayerReport, PromptLayers, assemble_system_prompt, report_layers
 from contextd.core.tokens import (
     EstimateTokenizer,
@@ -68,6 +69,7 @@ class ContextApp:
         self.tokenizers = tokenizers
         self.max_history_messages = max_history_messages
         self._sessions = sessions
+        self._offload = Offload()
 
     def tokenizer(self, name: str) -> Tokenizer:
         return self.tokenizers.get(name)
@@ -81,22 +83,24 @@ class ContextApp:
             violations.extend(error.violations)
             return EstimateTokenizer()
 
-    def assemble_prompt(self, layers: PromptLayers, tokenizer: str) -> AssembledPrompt:
+    async def assemble_prompt(self, layers: PromptLayers, tokenizer: str) -> AssembledPrompt:
         text = assemble_system_prompt(layers)
         tok = self.tokenizers.get(tokenizer)
-        return AssembledPrompt(text, report_layers(layers, tok), tok.count(text), tok.name)
+        return await self._offload.run_if(2 * len(text), _assembled, text, layers, tok)
 
     async def build(self, request: InlineRequest | SessionModeRequest) -> BuiltMessages:
         """BuildMessages, the one place that picks the way: from the stored session, the
         plain shortcut when the request is that case, or the general build."""
         if isinstance(request, SessionModeRequest):
             return await self._build_for_session(request)
-        plain = self.build_plain(request)
+        plain = await self._build_plain(request)
         if plain is not None:
             return plain
-        return self._build_general(request)
+        build = self._general_request(request)
+        chars = sum(len(m.content) for m in build.history) + len(build.user_message)
+        return await self._offload.run_if(chars, build_messages, build)
 
-    def build_plain(self, request: InlineRequest) -> PlainResult | None:
+    async def _build_plain(self, request: InlineRequest) -> PlainResult | None:
         """The common case's shortcut; None when the request is not that case."""
         if len(request.history) > self.max_history_messages:
             return None
@@ -104,9 +108,14 @@ class ContextApp:
             tokenizer = self.tokenizers.get(request.tokenizer)
         except ContextdError:
             return None  # the general way reports it
-        return build_plain(request, tokenizer)
+        texts = plain_texts(request)
+        if texts is None:
+            return None
+        chars = sum(map(len, texts)) + len(request.user_message)
+        return await self._offload.run_if(chars, fit_plain, request, texts, tokenizer)
 
-    def _build_general(self, request: InlineRequest) -> BuildResult:
+    def _general_request(self, request: InlineRequest) -> BuildRequest:
+        """The request of the general build, checked in full (every bad field named)."""
         violations = Violations()
         tokenizer = self.tokenizer_or_placeholder(request.tokenizer, violations)
         violations.extend(request.violations)
@@ -128,7 +137,7 @@ class ContextApp:
             raise InvalidArgument.one(
                 "history", f"at most {self.max_history_messages} messages per request"
             )
-        return build_messages(build)
+        return build
 
     async def _build_for_session(self, request: SessionModeRequest) -> SessionBuild:
         violations = Violations()
@@ -139,13 +148,22 @@ class ContextApp:
         violations.raise_if_any()
         return await self._sessions.build(request.request(tokenizer))
 
-    def count_tokens(
+    async def count_tokens(
         self, tokenizer: str, texts: Sequence[str], messages: Sequence[ChatMessage]
     ) -> TokenCounts:
         tok = self.tokenizers.get(tokenizer)
-        return TokenCounts(
-            tok.name, [tok.count(t) for t in texts], [message_tokens(m, tok) for m in messages]
-        )
+        chars = sum(map(len, texts)) + sum(len(m.content) for m in messages)
+        return await self._offload.run_if(chars, _counted, tok, texts, messages)
 
     def list_tokenizers(self) -> tuple[list[TokenizerInfo], str]:
         return self.tokenizers.describe(), self.tokenizers.default
+
+
+def _assembled(text: str, layers: PromptLayers, tok: Tokenizer) -> AssembledPrompt:
+    return AssembledPrompt(text, report_layers(layers, tok), tok.count(text), tok.name)
+
+
+def _counted(tok: Tokenizer, texts: Sequence[str], messages: Sequence[ChatMessage]) -> TokenCounts:
+    return TokenCounts(
+        tok.name, [tok.count(t) for t in texts], [message_tokens(m, tok) for m in messages]
+    )

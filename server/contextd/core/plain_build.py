@@ -41,6 +41,13 @@ _NEUTRAL = OutputFormat.NEUTRAL  # read once, as the enum members below
 def build_plain(req: InlineRequest, tok: Tokenizer) -> PlainResult | None:
     """``build_messages`` for a plain request, or None when the request is not one;
     ``tok`` is the request's tokenizer."""
+    texts = plain_texts(req)
+    return None if texts is None else fit_plain(req, texts, tok)
+
+
+def plain_texts(req: InlineRequest) -> list[str] | None:
+    """The history's texts when the request is the plain case, else None: the cheap
+    half of ``build_plain``, reading each message once and counting nothing."""
     if (
         req.violations
         or req.output_format is not _NEUTRAL
@@ -50,9 +57,11 @@ def build_plain(req: InlineRequest, tok: Tokenizer) -> PlainResult | None:
         or is_blank(req.user_message)
     ):
         return None
-    texts = _plain_texts(req.history, req.roles)
-    if texts is None:
-        return None
+    return _plain_texts(req.history, req.roles)
+
+
+def fit_plain(req: InlineRequest, texts: Sequence[str], tok: Tokenizer) -> PlainResult | None:
+    """The counting half of ``build_plain``, given ``plain_texts(req)``."""
     system = join_system_prompts(req.system_prompts)
     overhead = tok.message_overhead
     system_tokens = overhead + tok.count(system) if system else 0

@@ -71,7 +71,9 @@ class TiktokenTokenizer:
         self, name: str, encoding: tiktoken.Encoding, cache_chars: int = 8_000_000
     ) -> None:
         self.name = name
+        self.encoding = encoding
         self._encode = encoding.encode_ordinary
+        self._count_large = _large_text_counter(encoding)
         self._cache: dict[str, int] = {}
         self.known_counts: Mapping[str, int] = self._cache  # emptied in place when full
         self._cache_chars = cache_chars
@@ -82,8 +84,10 @@ class TiktokenTokenizer:
             return 0
         tokens = self._cache.get(text)
         if tokens is None:
-            tokens = len(self._encode(text))
             size = len(text)
+            if size > self.max_cached_text:
+                return self._count_large(text)
+            tokens = len(self._encode(text))
             if size <= self.max_cached_text and self._cache_chars:
                 if self._cached_chars + size > self._cache_chars:
                     self._cache.clear()
@@ -91,6 +95,27 @@ class TiktokenTokenizer:
                 self._cache[text] = tokens
                 self._cached_chars += size
         return tokens
+
+
+def _large_text_counter(encoding: tiktoken.Encoding) -> Callable[[str], int]:
+    """Counts a long text without a list of its tokens, the GIL released throughout.
+
+    ``encode_ordinary`` holds the GIL while it makes a Python int per token (tens of
+    milliseconds for megabytes of text), which stalls the event loop even when the count
+    runs on another thread. tiktoken's ``encode_to_numpy`` avoids that through a buffer,
+    but needs numpy; the buffer is read here without it. Tests hold both counts equal;
+    where the buffer is missing (another tiktoken), the list is made as before.
+    """
+    core = getattr(encoding, "_core_bpe", None)
+    to_buffer = getattr(core, "encode_to_tiktoken_buffer", None)
+    if to_buffer is None:
+        return lambda text: len(encoding.encode_ordinary(text))
+    no_special: frozenset[str] = frozenset()  # as encode_ordinary: special tokens are text
+
+    def count(text: str) -> int:
+        return memoryview(to_buffer(text, no_special)).nbytes // 4  # uint32 tokens
+
+    return count
 
 
 def message_tokens(message: ChatMessage, tokenizer: Tokenizer) -> int:
