@@ -193,6 +193,20 @@ def test_invalid_credential_arguments(arguments: dict[str, object], message: str
             client_class("127.0.0.1:1", **arguments)  # type: ignore[arg-type]
 
 
+def test_the_sync_client_refuses_an_async_token_provider(keyed: KeyedServer) -> None:
+    async def fetch() -> str:
+        return keyed.alice
+
+    with pytest.raises(ValueError, match="AsyncContextClient takes an async one"):
+        ContextClient(keyed.address, token=fetch)  # type: ignore[arg-type]
+    # A callable hiding its awaitable is caught at the call, before anything is sent.
+    with (
+        ContextClient(keyed.address, timeout=10, token=lambda: fetch()) as client,  # type: ignore[arg-type,return-value]
+        pytest.raises(ValueError, match="not an awaitable"),
+    ):
+        client.list_sessions("")
+
+
 def test_the_key_is_not_in_the_repr() -> None:
     with ContextClient("127.0.0.1:1", api_key="ctxd_secret") as client:
         assert "secret" not in repr(client)

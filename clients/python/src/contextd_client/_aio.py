@@ -61,7 +61,7 @@ class AsyncContextClient:
         self.target = target
         self.timeout = timeout
         self.metadata = call_metadata(metadata)
-        check_credentials(api_key, token, self.metadata)
+        check_credentials(api_key, token, self.metadata, sync=False)
         self._key = None if api_key is None else bearer(api_key, "api_key")
         self._token = token
         self._owns_channel = channel is None

@@ -11,6 +11,7 @@ for both clients; TLS still protects the token on the wire when the channel has 
 
 from __future__ import annotations
 
+import inspect
 import re
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeAlias
@@ -41,12 +42,19 @@ def bearer(token: object, source: str) -> MetadataPair:
     return ("authorization", f"Bearer {token}")
 
 
-def check_credentials(api_key: str | None, token: object, metadata: CallMetadata | None) -> None:
+_SYNC_ONLY = "the sync client needs a token provider that returns the token, not an awaitable"
+
+
+def check_credentials(
+    api_key: str | None, token: object, metadata: CallMetadata | None, *, sync: bool
+) -> None:
     """Refuse ambiguous or malformed credential arguments with a ValueError."""
     if api_key is not None and token is not None:
         raise ValueError("give either api_key or token, not both")
     if token is not None and not callable(token):
         raise ValueError("token must be a callable returning the current token")
+    if sync and inspect.iscoroutinefunction(token):
+        raise ValueError(f"{_SYNC_ONLY} (AsyncContextClient takes an async one)")
     if (api_key is not None or token is not None) and any(
         key.lower() == "authorization" for key, _ in metadata or ()
     ):
@@ -64,7 +72,12 @@ def with_pair(metadata: CallMetadata | None, pair: MetadataPair | None) -> CallM
 
 def token_pair(provider: Callable[[], Any]) -> MetadataPair:
     """Ask a sync provider for the current token."""
-    return bearer(provider(), "the token provider's result")
+    token = provider()
+    if inspect.isawaitable(token):
+        if inspect.iscoroutine(token):
+            token.close()  # never to be awaited: no "never awaited" warning
+        raise ValueError(_SYNC_ONLY)
+    return bearer(token, "the token provider's result")
 
 
 async def async_token_pair(provider: Callable[[], Any]) -> MetadataPair:
