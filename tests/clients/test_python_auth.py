@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -153,6 +154,26 @@ async def test_async_stream_with_an_async_provider_cancelled_before_it_starts(
         assert stream.cancel() is False
         assert [e async for e in stream] == []
     assert provider.calls == 0  # never asked: the turn never started
+
+
+async def test_async_stream_cancelled_by_another_task_while_the_token_is_awaited(
+    keyed: KeyedServer,
+) -> None:
+    asked = asyncio.Event()
+
+    async def slow_sign_in() -> str:
+        asked.set()
+        await asyncio.sleep(0.3)
+        return keyed.alice
+
+    async with AsyncContextClient(keyed.address, timeout=10, token=slow_sign_in) as client:
+        stream = client.stream_chat("Hi!", user_id="")
+        reader = asyncio.create_task(anext(stream, None))
+        await asked.wait()
+        stream.cancel()
+        assert await reader is None  # the stream just ends
+        assert stream.cancelled and stream.call.cancelled()
+        assert await client.list_sessions("") is not None  # the client still works
 
 
 @pytest.mark.parametrize("kind", ["sync", "async"])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 from collections.abc import AsyncIterator, Coroutine, Iterator
 from types import TracebackType
 from typing import Any, cast
@@ -158,15 +159,21 @@ class _StartingCall:
     ) -> None:
         self._stream = stream
         self._start = start
+        self._cancelled = False
 
     async def read(self) -> object:
         call = await self._start
         self._stream._call = call
+        if self._cancelled:  # cancelled from another task while the token was awaited
+            call.cancel()
         return await call.read()
 
     def cancel(self) -> bool:
-        # Not started (or its start failed): nothing runs on the server.
-        self._start.close()
+        """No call to cancel yet: a start not begun never runs, one under way is
+        cancelled as soon as its call exists."""
+        self._cancelled = True
+        if inspect.getcoroutinestate(self._start) == inspect.CORO_CREATED:
+            self._start.close()
         return False
 
 
