@@ -15,11 +15,17 @@ Answers go to stdout; the session line outside the REPL, tool calls, warnings an
 errors go to stderr, so `contextd chat --once "..." > answer.txt` keeps only the
 answer.
 
+For a server started with --auth api-key, give a key of `contextd keys create` with
+--api-key or, better (other users of the machine can read a command line), the
+environment variable CONTEXTD_API_KEY. The session then belongs to the key's user
+unless --user names one. The key is never printed, not even in error messages.
+
 Exit status: 0 when every turn ended ok (the REPL: when it is left with /exit or
 Ctrl-D, whatever the turns did); 1 when a turn (--once or piped) did not end ok:
 status error, max_steps, requires_action or cancelled, or a turn the server refused;
 2 for usage and connection errors: bad arguments, the SDK not installed, the server
-unreachable, the --session to resume not found or not the user's; 130 when Ctrl-C
+unreachable, the credentials refused, the --session to resume not found or not
+the user's; 130 when Ctrl-C
 interrupts --once or piped mode.
 """
 
@@ -80,8 +86,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--user",
-        default=os.environ.get("USER") or "local",
-        help="user id the session belongs to (default: $USER, else 'local')",
+        default=None,
+        help="user id the session belongs to (default: with an API key the key's user,"
+        " else $USER, else 'local')",
+    )
+    # The default comes from the environment but is never shown: --help must not print it.
+    parser.add_argument(
+        "--api-key",
+        default=os.environ.get("CONTEXTD_API_KEY") or None,
+        metavar="KEY",
+        help="API key for a server started with --auth api-key (default: $CONTEXTD_API_KEY)",
     )
     parser.add_argument("--session", default="", help="resume this session instead of a new one")
     parser.add_argument("--scenario", default="", help="scenario whose prompt template applies")
@@ -428,9 +442,18 @@ def _run(args: argparse.Namespace, interrupts: _Interrupts, stdin: TextIO) -> in
         credentials = client_credentials(args.tls_ca, args.tls_cert, args.tls_key)
     except SystemExit as error:  # a missing or unreadable file: a usage error here
         return _usage(str(error))
-    client = contextd_client.ContextClient(
-        args.address, timeout=SESSION_CALL_TIMEOUT, credentials=credentials
-    )
+    if args.user is None:
+        # Empty: the caller, i.e. the key's user (a different user would be refused).
+        args.user = "" if args.api_key else os.environ.get("USER") or "local"
+    try:
+        client = contextd_client.ContextClient(
+            args.address,
+            timeout=SESSION_CALL_TIMEOUT,
+            credentials=credentials,
+            api_key=args.api_key,
+        )
+    except ValueError as error:  # a malformed key; the message never contains it
+        return _usage(f"--api-key/CONTEXTD_API_KEY: {error}")
     chat = _Chat(
         client,
         args,
@@ -445,8 +468,14 @@ def _run(args: argparse.Namespace, interrupts: _Interrupts, stdin: TextIO) -> in
         except contextd_client.ContextdError as error:
             if error.code == grpc.StatusCode.NOT_FOUND:
                 chat.note(f"error: session {args.session} not found")
-            elif error.code == grpc.StatusCode.PERMISSION_DENIED:
-                chat.note(f"error: session {args.session} is not a session of user {args.user}")
+            elif error.code == grpc.StatusCode.PERMISSION_DENIED and args.session:
+                owner = f"user {args.user}" if args.user else "the key's user"
+                chat.note(f"error: session {args.session} is not a session of {owner}")
+            elif error.code == grpc.StatusCode.UNAUTHENTICATED:
+                chat.note(
+                    f"error: contextd at {args.address} refused the credentials: give a valid"
+                    " key with --api-key or CONTEXTD_API_KEY"
+                )
             else:
                 chat.error(error, "cannot start the session")
             return EXIT_USAGE

@@ -426,3 +426,70 @@ def test_vb_code_calls_only_methods_the_wrapper_has() -> None:
     }
     for name, called in calls.items():
         assert called <= public, f"{name} calls {called - public}"
+
+
+# (4) Credentials: the options, the grpc-dotnet members they go through, and the sample.
+
+CREDENTIALS = LIBRARY / "BearerCredentials.cs"
+# Public API of Grpc.Core.Api / Grpc.Net.Client the credentials code may use, as grpc-dotnet
+# documents it: CallCredentials.FromInterceptor(AsyncAuthInterceptor),
+# ChannelCredentials.Create(ChannelCredentials, CallCredentials), .SecureSsl, .Insecure,
+# AuthInterceptorContext.CancellationToken, and the GrpcChannelOptions properties.
+GRPC_MEMBERS = {
+    "CallCredentials": {"FromInterceptor", "Compose"},
+    "ChannelCredentials": {"Create", "SecureSsl", "Insecure"},
+    "context": {"CancellationToken", "MethodName", "ServiceUrl"},
+    "channelOptions": {
+        "Credentials",
+        "UnsafeUseInsecureChannelCallCredentials",
+        "HttpHandler",
+        "HttpVersion",
+        "HttpVersionPolicy",
+        "MaxReceiveMessageSize",
+        "ThrowOperationCanceledOnCancellation",
+    },
+}
+
+
+def test_credential_options_have_their_types() -> None:
+    source = (LIBRARY / "ContextdClientOptions.cs").read_text()
+    assert re.search(r"^\s*public string\? ApiKey \{ get; set; \}$", source, re.M)
+    assert re.search(
+        r"^\s*public Func<CancellationToken, Task<string>>\? TokenProvider \{ get; set; \}$",
+        source,
+        re.M,
+    )
+
+
+def test_credentials_use_only_known_grpc_dotnet_members() -> None:
+    code = {path.name: path.read_text() for path in (CREDENTIALS, WRAPPER)}
+    for name, source in code.items():
+        for owner, members in GRPC_MEMBERS.items():
+            used = set(re.findall(rf"\b{owner}\.(\w+)", source))
+            assert used <= members, f"{name}: {owner} has no {sorted(used - members)}"
+    credentials = code[CREDENTIALS.name]
+    for needed in (
+        "CallCredentials.FromInterceptor(",
+        "ChannelCredentials.Create(",
+        "ChannelCredentials.SecureSsl",
+        "ChannelCredentials.Insecure",
+        "channelOptions.Credentials = ",
+        "channelOptions.UnsafeUseInsecureChannelCallCredentials = !secure;",
+        'metadata.Add("authorization", ',
+        '"Bearer "',
+        "context.CancellationToken",
+    ):
+        assert needed in credentials, needed
+    # The credentials go on the options before the channel is made from them.
+    wrapper = code[WRAPPER.name]
+    apply = wrapper.index("BearerCredentials.Apply(options, url, channelOptions);")
+    assert apply < wrapper.index("GrpcChannel.ForAddress(url, channelOptions)")
+
+
+def test_vb_code_shows_both_credentials_and_the_sample_reads_the_key_from_the_environment() -> None:
+    sample = SAMPLE.read_text()
+    assert 'Environment.GetEnvironmentVariable("CONTEXTD_API_KEY")' in sample
+    assert re.search(r"^\s*options\.ApiKey = apiKey$", sample, re.M)
+    readme = "\n".join(_vb_code().values())
+    assert ".TokenProvider = Function(" in readme
+    assert ".ApiKey = " in readme

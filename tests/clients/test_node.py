@@ -12,6 +12,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.support.grpc_web import web_address
+from tests.support.keyed_server import KeyedServer, keyed_server
 from tests.support.paths import ROOT
 from tests.support.server import ServerProcess, start_server
 
@@ -27,7 +29,14 @@ def node_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProc
     assert not [e for e in proc.log_lines if e.get("level") == "ERROR"]
 
 
-def test_node_client_against_a_live_server(node_server: ServerProcess) -> None:
+@pytest.fixture(scope="module")
+def keyed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KeyedServer]:
+    """For the credential tests (test/auth.test.ts): a server with --auth api-key."""
+    with keyed_server(tmp_path_factory.mktemp("node-keys"), "--web-port", "0") as server:
+        yield server
+
+
+def test_node_client_against_a_live_server(node_server: ServerProcess, keyed: KeyedServer) -> None:
     npm = shutil.which("npm")
     assert shutil.which("node") and npm, "node and npm must be installed (Node 20 or later)"
     assert (CLIENT / "dist" / "test").is_dir(), (
@@ -35,7 +44,15 @@ def test_node_client_against_a_live_server(node_server: ServerProcess) -> None:
         "clients/node"
     )
     [web] = [str(e["address"]) for e in node_server.logs("grpc-web listening")]
-    env = {**os.environ, "CONTEXTD_ADDRESS": node_server.address, "CONTEXTD_WEB_ADDRESS": web}
+    env = {
+        **os.environ,
+        "CONTEXTD_ADDRESS": node_server.address,
+        "CONTEXTD_WEB_ADDRESS": web,
+        "CONTEXTD_AUTH_ADDRESS": keyed.address,
+        "CONTEXTD_AUTH_WEB_ADDRESS": web_address(keyed.proc),
+        "CONTEXTD_AUTH_KEY_ALICE": keyed.alice,
+        "CONTEXTD_AUTH_KEY_BOB": keyed.bob,
+    }
     result = subprocess.run(
         [npm, "test"],
         cwd=CLIENT,

@@ -95,17 +95,20 @@ async def page_server(tls: ssl.SSLContext) -> AsyncIterator[str]:
 
 @dataclass(frozen=True)
 class PageVisit:
-    """A page to open: its scenario, the page's origin, contextd's web port, the user."""
+    """A page to open: its scenario, the page's origin, contextd's web port, the user, and
+    the bearer token the page sends (in the URL's fragment, which no server receives)."""
 
     scenario: str
     origin: str
     endpoint: str
     user: str
+    token: str = ""
 
     @property
     def url(self) -> str:
         query = f"scenario={self.scenario}&endpoint=http://{self.endpoint}&user={self.user}"
-        return f"{self.origin}/taskpane.html?{query}"
+        fragment = f"#token={self.token}" if self.token else ""
+        return f"{self.origin}/taskpane.html?{query}{fragment}"
 
 
 @dataclass(frozen=True)

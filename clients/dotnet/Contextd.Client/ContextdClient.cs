@@ -233,7 +233,9 @@ namespace Contextd.Client
             {
                 channelOptions.HttpHandler = options.HttpHandler;
             }
-            return GrpcChannel.ForAddress(WithScheme(target), channelOptions);
+            var url = WithScheme(target);
+            BearerCredentials.Apply(options, url, channelOptions);
+            return GrpcChannel.ForAddress(url, channelOptions);
         }
 
         // contextd's own tools print host:port; the .NET channel needs a URL.

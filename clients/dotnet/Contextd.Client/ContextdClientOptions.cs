@@ -1,6 +1,8 @@
 using System;
 using System.Collections.Generic;
 using System.Net.Http;
+using System.Threading;
+using System.Threading.Tasks;
 using Grpc.Net.Client.Web;
 
 namespace Contextd.Client
@@ -50,8 +52,8 @@ namespace Contextd.Client
         public int MaxReceiveMessageSize { get; set; } = 16 * 1024 * 1024;
 
         /// <summary>
-        /// Headers sent with every call, for a proxy in front of contextd (contextd itself reads
-        /// none today: every request names its user id). Keys must be lowercase.
+        /// Headers sent with every call, for a proxy in front of contextd. Keys must be lowercase.
+        /// The credential goes in <see cref="ApiKey"/> or <see cref="TokenProvider"/>, not here.
         /// </summary>
         public IDictionary<string, string> Headers { get; } = new Dictionary<string, string>();
 
@@ -60,5 +62,19 @@ namespace Contextd.Client
         /// <c>Nothing</c> for the platform default. The client disposes it.
         /// </summary>
         public HttpMessageHandler? HttpHandler { get; set; }
+
+        /// <summary>
+        /// An API key (<c>contextd keys create</c>) for a server started with <c>--auth api-key</c>,
+        /// sent as <c>authorization: Bearer</c> with every call. Read it from the environment or a
+        /// secret store. Give this or <see cref="TokenProvider"/>, not both.
+        /// </summary>
+        public string? ApiKey { get; set; }
+
+        /// <summary>
+        /// Returns the current token (for example an Office SSO access token, for a server started
+        /// with <c>--auth jwt</c>), asked before every call so a refreshed token is used at once;
+        /// cache it inside if fetching is slow. Sent as <c>authorization: Bearer</c>.
+        /// </summary>
+        public Func<CancellationToken, Task<string>>? TokenProvider { get; set; }
     }
 }

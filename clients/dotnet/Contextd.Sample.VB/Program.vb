@@ -9,7 +9,9 @@
 '   CONTEXTD_ADDRESS           gRPC address, default 127.0.0.1:50151
 '   CONTEXTD_GRPC_WEB_ADDRESS  when set, talk gRPC-Web (HTTP/1.1) to this address instead,
 '                              as a .NET Framework 4.8 add-in must
-'   CONTEXTD_USER              user id, default vb-sample
+'   CONTEXTD_USER              user id, default vb-sample (with a key: the key's user)
+'   CONTEXTD_API_KEY           an API key of `contextd keys create`, for a server started
+'                              with --auth api-key (kept out of the source and the output)
 ' Ctrl+C cancels the turn being streamed.
 
 Imports System.Threading
@@ -26,12 +28,19 @@ Module Program
     Private Async Function RunAsync() As Task(Of Integer)
         Dim address = If(Environment.GetEnvironmentVariable("CONTEXTD_ADDRESS"), "127.0.0.1:50151")
         Dim webAddress = Environment.GetEnvironmentVariable("CONTEXTD_GRPC_WEB_ADDRESS")
-        Dim userId = If(Environment.GetEnvironmentVariable("CONTEXTD_USER"), "vb-sample")
+        Dim apiKey = Environment.GetEnvironmentVariable("CONTEXTD_API_KEY")
+        ' With a key, an empty user id means the key's own user.
+        Dim defaultUser = If(String.IsNullOrEmpty(apiKey), "vb-sample", "")
+        Dim userId = If(Environment.GetEnvironmentVariable("CONTEXTD_USER"), defaultUser)
 
         Dim options As New ContextdClientOptions With {
             .Timeout = TimeSpan.FromSeconds(30),
             .StreamTimeout = TimeSpan.FromMinutes(5)
         }
+        If Not String.IsNullOrEmpty(apiKey) Then
+            ' Sent as "authorization: Bearer <key>" with every call.
+            options.ApiKey = apiKey
+        End If
         If Not String.IsNullOrEmpty(webAddress) Then
             ' The gRPC-Web switch: HTTP/1.1, so it works on .NET Framework 4.8.
             options.UseGrpcWeb = True

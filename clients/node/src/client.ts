@@ -3,6 +3,7 @@ import * as https from "node:https";
 import type { DescService } from "@bufbuild/protobuf";
 import {
   Code,
+  ConnectError,
   createClient,
   type CallOptions,
   type Client,
@@ -30,7 +31,21 @@ export interface ContextdClientOptions {
   timeoutMs?: number | null;
   /** Headers (gRPC metadata) sent with every call; a call's own `headers` win. */
   metadata?: HeadersInit;
+  /**
+   * An API key (`contextd keys create`), sent as `authorization: Bearer <key>` with
+   * every call. Give this or `token`, not both.
+   */
+  apiKey?: string;
+  /**
+   * Returns the current token (or a promise of it), asked before every call so a
+   * refreshed token is used at once: for example Office's `getAccessToken`. Sent as
+   * `authorization: Bearer <token>`.
+   */
+  token?: TokenProvider;
 }
+
+/** Gives the bearer token of the next call: a string, or a promise of one. */
+export type TokenProvider = () => string | Promise<string>;
 
 /**
  * A connection to contextd. One property per service; every unary RPC returns a
@@ -52,11 +67,15 @@ export class ContextdClient {
   constructor(address: string = DEFAULT_ADDRESS, options: ContextdClientOptions = {}) {
     this.baseUrl = /^https?:\/\//.test(address) ? address : `http://${address}`;
     const defaultTimeoutMs = options.timeoutMs === undefined ? 30_000 : (options.timeoutMs ?? undefined);
-    const common = {
-      baseUrl: this.baseUrl,
-      defaultTimeoutMs,
-      interceptors: options.metadata ? [sendMetadata(new Headers(options.metadata))] : [],
-    };
+    const interceptors: Interceptor[] = [];
+    const credential = tokenSource(options);
+    if (credential) {
+      interceptors.push(sendBearer(credential));
+    }
+    if (options.metadata) {
+      interceptors.push(sendMetadata(new Headers(options.metadata)));
+    }
+    const common = { baseUrl: this.baseUrl, defaultTimeoutMs, interceptors };
     let transport: Transport;
     if (options.transport === "grpc-web") {
       const agent = this.baseUrl.startsWith("https:")
@@ -80,6 +99,69 @@ export class ContextdClient {
   close(): void {
     this.closeConnection();
   }
+}
+
+// API keys and JWTs are printable ASCII without spaces; anything else (a "Bearer "
+// pasted along, a newline read from a file) is refused here with a precise message
+// rather than by the server with a generic UNAUTHENTICATED.
+const TOKEN = /^[\x21-\x7e]+$/;
+
+function checkedToken(token: unknown, source: string): string {
+  if (typeof token !== "string" || !TOKEN.test(token)) {
+    throw new TypeError(
+      `${source} must be a non-empty string of printable characters without spaces ` +
+        "(the key or token itself, without 'Bearer ')",
+    );
+  }
+  return token;
+}
+
+/** Where the calls' bearer token comes from, if anywhere; invalid options throw TypeError. */
+function tokenSource(options: ContextdClientOptions): TokenProvider | undefined {
+  const { apiKey, token } = options;
+  if (apiKey !== undefined && token !== undefined) {
+    throw new TypeError("give either apiKey or token, not both");
+  }
+  if (token !== undefined && typeof token !== "function") {
+    throw new TypeError("token must be a function returning the current token");
+  }
+  if ((apiKey !== undefined || token !== undefined) && new Headers(options.metadata).has("authorization")) {
+    throw new TypeError("metadata already has an authorization header; drop it or the apiKey/token");
+  }
+  if (apiKey !== undefined) {
+    const key = checkedToken(apiKey, "apiKey");
+    return () => key;
+  }
+  return token;
+}
+
+/**
+ * Sets `authorization: Bearer <token>` on every call (a call's own `authorization`
+ * header wins), asking the provider each time. A provider that throws or returns a
+ * malformed token fails the call with UNAUTHENTICATED (its cause: a ConnectError
+ * whose cause is the provider's error).
+ */
+function sendBearer(token: TokenProvider): Interceptor {
+  return (next) => async (request) => {
+    if (!request.header.has("authorization")) {
+      let current: string;
+      try {
+        current = checkedToken(await token(), "the token provider's result");
+      } catch (error) {
+        const reason = error instanceof Error ? error.message : String(error);
+        // Connect passes a ConnectError through with its code (anything else becomes UNKNOWN).
+        throw new ConnectError(
+          `no token to send: ${reason}`,
+          Code.Unauthenticated,
+          undefined,
+          undefined,
+          error,
+        );
+      }
+      request.header.set("authorization", `Bearer ${current}`);
+    }
+    return next(request);
+  };
 }
 
 function sendMetadata(metadata: Headers): Interceptor {

@@ -1,4 +1,4 @@
-export { ContextdClient, DEFAULT_ADDRESS, type ContextdClientOptions } from "./client.js";
+export { ContextdClient, DEFAULT_ADDRESS, type ContextdClientOptions, type TokenProvider } from "./client.js";
 export { ContextdError, type FieldViolation, type StatusName } from "./errors.js";
 export { Code, type CallOptions } from "@connectrpc/connect";
 export * from "./gen/contextd/v1/chat_pb.js";

@@ -56,3 +56,16 @@ export async function eventually<T>(probe: () => Promise<T | undefined>, withinM
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
 }
+
+/** A second live server, started with `--auth api-key`, and keys of two of its users. */
+export const AUTH = {
+  address: process.env["CONTEXTD_AUTH_ADDRESS"] ?? "",
+  webAddress: process.env["CONTEXTD_AUTH_WEB_ADDRESS"] ?? "",
+  alice: process.env["CONTEXTD_AUTH_KEY_ALICE"] ?? "",
+  bob: process.env["CONTEXTD_AUTH_KEY_BOB"] ?? "",
+};
+/** Why the credential tests are skipped, or false when they run. */
+export const AUTH_SKIP =
+  AUTH.address && AUTH.webAddress && AUTH.alice && AUTH.bob
+    ? false
+    : "no server with --auth api-key (CONTEXTD_AUTH_ADDRESS, CONTEXTD_AUTH_WEB_ADDRESS, CONTEXTD_AUTH_KEY_ALICE/BOB unset)";

@@ -27,6 +27,9 @@ interface NetworkRecord {
   url: string;
   status?: number;
   allowOrigin?: string;
+  /** A preflight's Access-Control-Request-Headers, and the answer's Allow-Headers. */
+  requestHeaders?: string;
+  allowHeaders?: string;
   failure?: string;
   corsError?: string;
 }
@@ -68,10 +71,14 @@ async function visit(
   cdp.on("Network.requestWillBeSent", (event) => {
     const target = new URL(event.request.url);
     if (target.protocol.startsWith("http") && target.origin !== origin) {
+      const sent = Object.fromEntries(
+        Object.entries(event.request.headers).map(([name, value]) => [name.toLowerCase(), value]),
+      );
       network.set(event.requestId, {
         type: event.type ?? "",
         method: event.request.method,
         url: event.request.url,
+        requestHeaders: sent["access-control-request-headers"],
       });
     }
   });
@@ -84,6 +91,7 @@ async function visit(
       record.type = event.type; // "Preflight" shows only here
       record.status = event.response.status;
       record.allowOrigin = headers["access-control-allow-origin"];
+      record.allowHeaders = headers["access-control-allow-headers"];
     }
   });
   cdp.on("Network.loadingFailed", (event) => {

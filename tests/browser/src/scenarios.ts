@@ -221,3 +221,28 @@ export async function refusedOrigin(c: Clients, user: string): Promise<void> {
   await expectError(() => c.sessions.createSession({ userId: user, title: "Not allowed" }));
   await expectError(() => c.memories.addMemory({ userId: user, content: "I live in Porto." }));
 }
+
+/**
+ * For a server started with --auth api-key: with a bearer token the token's user is the
+ * caller, so no request names a user; without one every call must fail UNAUTHENTICATED.
+ * Failures are recorded, not thrown, so both runs record the same three calls.
+ */
+export async function signedIn(c: Clients, _user: string): Promise<void> {
+  let sessionId = "";
+  await settle(async () => {
+    const { session } = await c.sessions.createSession({ title: "Signed in" });
+    sessionId = session?.id ?? "";
+  });
+  await settle(() =>
+    drain(c.chat.streamChat({ session: { sessionId }, userMessage: "Who am I?" })),
+  );
+  await settle(() => c.sessions.listSessions({}));
+}
+
+async function settle(call: () => Promise<unknown>): Promise<void> {
+  try {
+    await call();
+  } catch {
+    // the recorder kept the error
+  }
+}

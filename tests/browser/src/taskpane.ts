@@ -2,11 +2,14 @@
 // runs the scenario named in the page's query, and publishes what happened as
 // window.contextdReport for the test (and as a list on the page, for a person).
 //
-// Query: ?scenario=tour|aborted-turn|refused-origin&endpoint=<web port URL>&user=<user id>
+// Query: ?scenario=tour|aborted-turn|refused-origin|signed-in&endpoint=<web port URL>&user=<user id>
+// Fragment (never sent to the page's server): #token=<bearer token>, sent to contextd as
+// the Authorization header of every call when given.
+import type { Interceptor } from "@connectrpc/connect";
 import { createGrpcWebTransport } from "@connectrpc/connect-web";
 
 import { recorder, type CallRecord } from "./recorder";
-import { abortedTurn, clients, refusedOrigin, tour, type Clients } from "./scenarios";
+import { abortedTurn, clients, refusedOrigin, signedIn, tour, type Clients } from "./scenarios";
 
 export interface Report {
   scenario: string;
@@ -26,7 +29,20 @@ const scenarios: Record<string, (c: Clients, user: string) => Promise<void>> = {
   tour,
   "aborted-turn": abortedTurn,
   "refused-origin": refusedOrigin,
+  "signed-in": signedIn,
 };
+
+/**
+ * Sets `Authorization: Bearer <token>` on every call, asking `token` each time, as an add-in
+ * does with Office's `OfficeRuntime.auth.getAccessToken()` (which refreshes the token).
+ * The browser asks for the header in each CORS preflight (Access-Control-Request-Headers).
+ */
+function bearer(token: () => Promise<string>): Interceptor {
+  return (next) => async (request) => {
+    request.header.set("Authorization", `Bearer ${await token()}`);
+    return next(request);
+  };
+}
 
 function render(report: Report): void {
   const list = document.getElementById("calls");
@@ -62,10 +78,15 @@ async function main(): Promise<void> {
     if (run === undefined) {
       throw new Error(`unknown scenario ${JSON.stringify(scenario)}`);
     }
+    const token = new URLSearchParams(window.location.hash.slice(1)).get("token");
+    const interceptors = [recorder(report.calls)];
+    if (token) {
+      interceptors.push(bearer(async () => token));
+    }
     const transport = createGrpcWebTransport({
       baseUrl: query.get("endpoint") ?? "",
       useBinaryFormat: true,
-      interceptors: [recorder(report.calls)],
+      interceptors,
     });
     await run(clients(transport), query.get("user") ?? "");
   } catch (reason) {

@@ -24,6 +24,7 @@ from ._chat import AsyncChatStream, ChatStream
 from ._chat_calls import ToolLike, ToolResultLike
 from ._client import DEFAULT_TARGET, ContextClient, Metadata
 from ._context_calls import OutputFormat, OverflowPolicy
+from ._credentials import AsyncTokenProvider, TokenProvider
 from ._errors import ContextdError, FieldViolation, InvalidResponseError
 from ._messages import MessageLike
 from ._pb import chat_pb2 as cpb
@@ -66,6 +67,7 @@ __all__ = [
     "AssembledPrompt",
     "AsyncChatStream",
     "AsyncContextClient",
+    "AsyncTokenProvider",
     "BuildReport",
     "BuildResult",
     "ChatEvent",
@@ -84,6 +86,7 @@ __all__ = [
     "RemovedToolCall",
     "TextDelta",
     "TokenCount",
+    "TokenProvider",
     "TokenUsage",
     "TokenizerInfo",
     "TokenizerList",

@@ -14,8 +14,15 @@ from . import _context_calls as context_calls
 from . import _records as records
 from ._chat import AsyncChatStream
 from ._chat_calls import ToolLike, ToolResultLike
-from ._client import DEFAULT_TARGET, Metadata, call_metadata
+from ._client import DEFAULT_TARGET, CallMetadata, Metadata, call_metadata
 from ._context_calls import OutputFormat, OverflowPolicy
+from ._credentials import (
+    AsyncTokenProvider,
+    async_token_pair,
+    bearer,
+    check_credentials,
+    with_pair,
+)
 from ._errors import ContextdError
 from ._messages import MessageLike
 from ._pb import chat_pb2_grpc, memory_pb2_grpc, prompts_pb2_grpc, sessions_pb2_grpc
@@ -34,6 +41,10 @@ class AsyncContextClient:
     then ignored and the caller closes the channel). ``timeout`` is the deadline of
     each call in seconds (``None``: none); ``metadata`` is sent with every call.
     Every failed call raises :class:`ContextdError`.
+
+    Credentials: either ``api_key``, or ``token``, a callable returning the current
+    token (or an awaitable of it, e.g. an ``async def``), called before every call;
+    with ``token``, a :meth:`stream_chat` call starts when its first event is read.
     """
 
     def __init__(
@@ -44,10 +55,15 @@ class AsyncContextClient:
         channel: grpc.aio.Channel | None = None,
         metadata: Metadata | None = None,
         credentials: grpc.ChannelCredentials | None = None,
+        api_key: str | None = None,
+        token: AsyncTokenProvider | None = None,
     ) -> None:
         self.target = target
         self.timeout = timeout
         self.metadata = call_metadata(metadata)
+        check_credentials(api_key, token, self.metadata, sync=False)
+        self._key = None if api_key is None else bearer(api_key, "api_key")
+        self._token = token
         self._owns_channel = channel is None
         self._channel: grpc.aio.Channel = (
             channel
@@ -89,9 +105,16 @@ class AsyncContextClient:
     def __repr__(self) -> str:
         return f"AsyncContextClient({self.target!r}, timeout={self.timeout!r})"
 
+    async def _metadata(self) -> CallMetadata | None:
+        """``metadata`` with the credential; a provider's token is asked for now."""
+        if self._token is None:
+            return with_pair(self.metadata, self._key)
+        return with_pair(self.metadata, await async_token_pair(self._token))
+
     async def _call(self, method: Callable[..., Any], request: Any) -> Any:
+        metadata = await self._metadata()
         try:
-            return await method(request, timeout=self.timeout, metadata=self.metadata)
+            return await method(request, timeout=self.timeout, metadata=metadata)
         except grpc.RpcError as error:
             raise ContextdError.from_rpc_error(error) from error
 
@@ -224,10 +247,23 @@ class AsyncContextClient:
             refuse_over_limit=refuse_over_limit,
             title=title,
         )
-        call = self.chat_stub.StreamChat(
-            request, timeout=self._timeout(timeout), metadata=self.metadata
+        deadline = self._timeout(timeout)
+        if self._token is not None:
+            # The token may have to be awaited: the call starts at the first read.
+            return AsyncChatStream(start=self._start_chat(request, deadline))
+        metadata = with_pair(self.metadata, self._key)
+        return AsyncChatStream(
+            self.chat_stub.StreamChat(request, timeout=deadline, metadata=metadata)
         )
-        return AsyncChatStream(call)
+
+    async def _start_chat(
+        self, request: Any, deadline: float | None
+    ) -> grpc.aio.UnaryStreamCall[Any, Any]:
+        metadata = await self._metadata()
+        call: grpc.aio.UnaryStreamCall[Any, Any] = self.chat_stub.StreamChat(
+            request, timeout=deadline, metadata=metadata
+        )
+        return call
 
     # Sessions -----------------------------------------------------------------------
 
@@ -329,7 +365,8 @@ class AsyncContextClient:
         return self._export_events(request)
 
     async def _export_events(self, request: Any) -> AsyncIterator[dict[str, Any]]:
-        call = self.session_stub.ExportEvents(request, timeout=self.timeout, metadata=self.metadata)
+        metadata = await self._metadata()
+        call = self.session_stub.ExportEvents(request, timeout=self.timeout, metadata=metadata)
         try:
             async for response in call:
                 yield records.event_from_json(response)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Iterator
+import inspect
+from collections.abc import AsyncIterator, Coroutine, Iterator
 from types import TracebackType
 from typing import Any, cast
 
@@ -144,6 +145,38 @@ class ChatStream(_TurnState, Iterator[ChatEvent]):
             self.cancel()
 
 
+class _StartingCall:
+    """Stands in for a StreamChat call whose token a provider still has to give.
+
+    The first read awaits the start (token, then call) and puts the real call in the
+    stream's place, so every later read goes to the call directly.
+    """
+
+    def __init__(
+        self,
+        stream: AsyncChatStream,
+        start: Coroutine[Any, Any, grpc.aio.UnaryStreamCall[Any, Any]],
+    ) -> None:
+        self._stream = stream
+        self._start = start
+        self._cancelled = False
+
+    async def read(self) -> object:
+        call = await self._start
+        self._stream._call = call
+        if self._cancelled:  # cancelled from another task while the token was awaited
+            call.cancel()
+        return await call.read()
+
+    def cancel(self) -> bool:
+        """No call to cancel yet: a start not begun never runs, one under way is
+        cancelled as soon as its call exists."""
+        self._cancelled = True
+        if inspect.getcoroutinestate(self._start) == inspect.CORO_CREATED:
+            self._start.close()
+        return False
+
+
 class AsyncChatStream(_TurnState, AsyncIterator[ChatEvent]):
     """The events of one chat turn for asyncio: an async iterator over a StreamChat call.
 
@@ -155,13 +188,28 @@ class AsyncChatStream(_TurnState, AsyncIterator[ChatEvent]):
     :class:`ContextdError`.
     """
 
-    def __init__(self, call: grpc.aio.UnaryStreamCall[Any, Any]) -> None:
+    def __init__(
+        self,
+        call: grpc.aio.UnaryStreamCall[Any, Any] | None = None,
+        *,
+        start: Coroutine[Any, Any, grpc.aio.UnaryStreamCall[Any, Any]] | None = None,
+    ) -> None:
+        """Over ``call``, or over the call ``start`` makes once the first event is read."""
         super().__init__()
-        self._call = call
+        self._call: grpc.aio.UnaryStreamCall[Any, Any] | _StartingCall
+        if call is not None and start is None:
+            self._call = call
+        elif start is not None and call is None:
+            self._call = _StartingCall(self, start)
+        else:
+            raise ValueError("give either call or start")
 
     @property
     def call(self) -> grpc.aio.UnaryStreamCall[Any, Any]:
-        """The underlying ``grpc.aio`` call."""
+        """The underlying ``grpc.aio`` call (with a token provider, it exists once the
+        first event was read: RuntimeError before)."""
+        if isinstance(self._call, _StartingCall):
+            raise RuntimeError("the call starts when the first event is read")
         return self._call
 
     def __aiter__(self) -> AsyncChatStream:

@@ -14,6 +14,7 @@ from . import _records as records
 from ._chat import ChatStream
 from ._chat_calls import ToolLike, ToolResultLike
 from ._context_calls import OutputFormat, OverflowPolicy
+from ._credentials import TokenProvider, bearer, check_credentials, token_pair, with_pair
 from ._errors import ContextdError
 from ._messages import MessageLike
 from ._pb import chat_pb2_grpc, memory_pb2_grpc, prompts_pb2_grpc, sessions_pb2_grpc
@@ -46,6 +47,11 @@ class ContextClient:
     the caller closes the channel). ``timeout`` is the deadline of each call in
     seconds (``None``: none); ``metadata`` is sent with every call. Every failed call
     raises :class:`ContextdError`.
+
+    Credentials (for a server started with ``--auth api-key`` or ``--auth jwt``): either
+    ``api_key``, or ``token``, a callable returning the current token that is called
+    before every call (so a refreshed token is used as soon as it returns it). Either
+    is sent as ``authorization: Bearer <token>``; they combine with ``credentials``.
     """
 
     def __init__(
@@ -56,10 +62,15 @@ class ContextClient:
         channel: grpc.Channel | None = None,
         metadata: Metadata | None = None,
         credentials: grpc.ChannelCredentials | None = None,
+        api_key: str | None = None,
+        token: TokenProvider | None = None,
     ) -> None:
         self.target = target
         self.timeout = timeout
         self.metadata = call_metadata(metadata)
+        check_credentials(api_key, token, self.metadata, sync=True)
+        self._key = None if api_key is None else bearer(api_key, "api_key")
+        self._token = token
         self._owns_channel = channel is None
         self._channel: grpc.Channel = (
             channel
@@ -101,9 +112,16 @@ class ContextClient:
     def __repr__(self) -> str:
         return f"ContextClient({self.target!r}, timeout={self.timeout!r})"
 
+    def _metadata(self) -> CallMetadata | None:
+        """``metadata`` with the credential; a provider's token is asked for now."""
+        return with_pair(
+            self.metadata, self._key if self._token is None else token_pair(self._token)
+        )
+
     def _call(self, method: Callable[..., Any], request: Any) -> Any:
+        metadata = self._metadata()
         try:
-            return method(request, timeout=self.timeout, metadata=self.metadata)
+            return method(request, timeout=self.timeout, metadata=metadata)
         except grpc.RpcError as error:
             raise ContextdError.from_rpc_error(error) from error
 
@@ -249,7 +267,7 @@ class ContextClient:
             title=title,
         )
         call = self.chat_stub.StreamChat(
-            request, timeout=self._timeout(timeout), metadata=self.metadata
+            request, timeout=self._timeout(timeout), metadata=self._metadata()
         )
         return ChatStream(call)
 
@@ -350,7 +368,9 @@ class ContextClient:
         return self._export_events(request)
 
     def _export_events(self, request: Any) -> Iterator[dict[str, Any]]:
-        call = self.session_stub.ExportEvents(request, timeout=self.timeout, metadata=self.metadata)
+        call = self.session_stub.ExportEvents(
+            request, timeout=self.timeout, metadata=self._metadata()
+        )
         try:
             for response in call:
                 yield records.event_from_json(response)
