@@ -210,7 +210,7 @@ def _limits(settings: Settings, web: bool) -> Limits:
         exempt_services=(health.SERVICE_NAME,),
         # The web port forwards every browser's call from one address: it vouches for
         # the browser's address with this secret, so calls keyed by address stay apart.
-        web_peer_secret=secrets.token_urlsafe(24) if web and rate else "",
+        web_peer_secret=secrets.token_urlsafe(24) if web and rate is not None else "",
     )
 
 

@@ -43,7 +43,9 @@ class RateLimiter:
         # Least recently used first, so dropping idle buckets looks only at the front.
         self._buckets: OrderedDict[Hashable, _Bucket] = OrderedDict()
 
-    def __len__(self) -> int:
+    @property
+    def tracked(self) -> int:
+        """Buckets held (for tests of the memory bound)."""
         return len(self._buckets)
 
     def take(self, key: Hashable) -> None:
@@ -84,7 +86,9 @@ class TurnSlots:
         # Only users with a turn running: an entry goes when its count drops to zero.
         self._running: Counter[Hashable] = Counter()
 
-    def __len__(self) -> int:
+    @property
+    def tracked(self) -> int:
+        """Users with a turn running."""
         return len(self._running)
 
     def acquire(self, user: Hashable) -> None:

@@ -117,7 +117,8 @@ class WebGateway:
             call_metadata = _call_metadata(request)
             if self._peer is not None:
                 key, secret = self._peer
-                call_metadata.delete_all(key)
+                if key in call_metadata:  # sent by the client: not believed, replaced
+                    call_metadata.delete_all(key)
                 call_metadata.add(key, f"{secret} {request.remote or ''}")
         except CallError as error:
             return await exchange.refuse(error)
