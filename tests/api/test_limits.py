@@ -266,3 +266,32 @@ async def test_a_refused_turn_stores_nothing(turns: tuple[ChatFake, Any, Any]) -
     sessions = sessions_pb2_grpc.SessionServiceStub(channel)
     listed = await sessions.ListSessions(spb.ListSessionsRequest(user_id=user))
     assert len(listed.sessions) == 2  # the cancelled turn's and the last one's
+
+
+async def test_naming_another_user_takes_none_of_their_turns(tmp_path: Path) -> None:
+    alice, bob = create_key(tmp_path, "alice"), create_key(tmp_path, "bob")
+    async with openai_fake() as fake:
+        proc = start_server(
+            tmp_path,
+            *("--auth", "api-key", "--provider", "openai", "--provider-base-url", fake.url),
+            *("--provider-model", "gpt-test", "--max-concurrent-turns", "1"),
+            env={"CONTEXTD_OPENAI_API_KEY": FAKE_KEY},
+        )
+        try:
+            async with grpc.aio.insecure_channel(proc.address) as channel:
+                chat = chat_pb2_grpc.ChatServiceStub(channel)
+                fake.script(hanging_reply())
+                call = chat.StreamChat(request("", "Take your time"), metadata=bearer(bob))
+                async for event in call:
+                    if event.WhichOneof("event") == "text_delta":
+                        break
+                # Bob's slot is taken; Alice naming Bob is denied for that, not counted.
+                with pytest.raises(grpc.aio.AioRpcError) as error:
+                    [e async for e in chat.StreamChat(request("bob", "hi"), metadata=bearer(alice))]
+                assert error.value.code() == grpc.StatusCode.PERMISSION_DENIED
+                fake.script(oa.text_reply(["Hi."]))
+                own = [e async for e in chat.StreamChat(request("", "hi"), metadata=bearer(alice))]
+                assert own[-1].turn_completed.status == cpb.TURN_STATUS_OK
+                call.cancel()
+        finally:
+            assert await asyncio.to_thread(proc.stop) == 0

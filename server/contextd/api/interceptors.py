@@ -28,7 +28,7 @@ import grpc
 import grpc.aio
 
 from contextd.api.audit import AuditPlan, plan_for
-from contextd.api.auth import Authenticator, bearer_token, current_identity
+from contextd.api.auth import Authenticator, bearer_token, caller_for, current_identity
 from contextd.api.errors import status_for
 from contextd.api.limits import RateLimiter, TurnSlots
 from contextd.api.types import Context, Handler
@@ -96,11 +96,7 @@ class _Call:
         if method.rate is not None:
             method.rate.take(self._rate_key(context))
         if method.turns is not None and self.user is not None:
-            user = self.user or (self.identity.user_id if self.identity else "")
-            if user:  # else the servicer refuses the request as it is
-                tenant = self.identity.tenant_id if self.identity else DEFAULT_TENANT
-                method.turns.acquire((tenant, user))
-                self.turn = (tenant, user)
+            self._take_turn(method.turns)
 
     async def authenticate(self, authenticator: Authenticator, context: Context) -> None:
         """Prove the caller's identity from the call's bearer token (raises Unauthenticated)."""
@@ -109,6 +105,18 @@ class _Call:
             raise Unauthenticated()
         self.identity = await authenticator.authenticate(token)
         current_identity.set(self.identity)
+
+    def _take_turn(self, turns: TurnSlots) -> None:
+        """Count the call as a turn of the user it acts as, by the same rule as the
+        servicer, so nobody can take another user's slots by naming them."""
+        assert self.method.audit is not None and self.user is not None
+        try:
+            caller = caller_for(self.user, ".".join(self.method.audit.user_path))
+        except ContextdError:
+            return  # the servicer refuses the request as it is, with every reason
+        tenant = self.identity.tenant_id if self.identity else DEFAULT_TENANT
+        turns.acquire((tenant, caller.user_id))
+        self.turn = (tenant, caller.user_id)
 
     def _rate_key(self, context: Context) -> Hashable:
         """Whose requests a call counts as: its credential's; without one (``--auth
