@@ -138,7 +138,8 @@ def test_a_service_credential_is_logged_with_the_user_it_acts_for(server: Audite
 def test_a_streamed_chat_turn_and_export_events(server: Audited) -> None:
     auth = bearer(server.alice)
     chat = chat_pb2_grpc.ChatServiceStub(server.channel)
-    request = cpb.StreamChatRequest(session=pb.SessionContext(), user_message="hello")
+    # No session at all: a turn of the key's user on a new session, audited as such.
+    request = cpb.StreamChatRequest(user_message="hello")
     events = list(chat.StreamChat(request, metadata=auth))
     sid = events[0].turn_started.session_id
     assert events[-1].WhichOneof("event") == "turn_completed"

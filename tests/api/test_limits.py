@@ -289,6 +289,11 @@ async def test_naming_another_user_takes_none_of_their_turns(tmp_path: Path) -> 
                 with pytest.raises(grpc.aio.AioRpcError) as error:
                     [e async for e in chat.StreamChat(request("bob", "hi"), metadata=bearer(alice))]
                 assert error.value.code() == grpc.StatusCode.PERMISSION_DENIED
+                # Bob's own second turn is refused, also when it leaves the session out.
+                with pytest.raises(grpc.aio.AioRpcError) as error:
+                    bare = cpb.StreamChatRequest(user_message="again")
+                    [e async for e in chat.StreamChat(bare, metadata=bearer(bob))]
+                assert error.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
                 fake.script(oa.text_reply(["Hi."]))
                 own = [e async for e in chat.StreamChat(request("", "hi"), metadata=bearer(alice))]
                 assert own[-1].turn_completed.status == cpb.TURN_STATUS_OK

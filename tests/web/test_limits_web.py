@@ -13,11 +13,12 @@ import pytest
 from contextd.v1 import context_pb2 as pb
 from contextd.v1 import sessions_pb2 as spb
 from contextd.v1 import sessions_pb2_grpc
-from google.rpc import error_details_pb2
+from google.protobuf.message import Message
 
 from tests.support.auth import bearer, create_key
 from tests.support.grpc_web import Reply, call, web_address
 from tests.support.server import ServerProcess, start_server
+from tests.support.status import retry_delay
 from tests.support.web_port import CTX
 
 RATE = ("--rate-limit", "1", "--rate-limit-burst", "3")
@@ -28,25 +29,17 @@ async def exhaust(
     http: aiohttp.ClientSession,
     address: str,
     method: str,
-    request: object,
+    request: Message,
     headers: dict[str, str] | None = None,
 ) -> Reply:
     """Web calls until one is refused (the first three must pass); the refusal."""
     for passed in range(10):
-        reply = await call(http, address, method, request, headers=headers)  # type: ignore[arg-type]
+        reply = await call(http, address, method, request, headers=headers)
         if reply.code != grpc.StatusCode.OK:
             assert passed >= 3, f"refused after {passed} calls, the burst is 3"
             assert reply.code == grpc.StatusCode.RESOURCE_EXHAUSTED, reply.message
             return reply
     raise AssertionError("never refused")
-
-
-def retry_delay(reply: Reply) -> float:
-    for detail in reply.status().details:
-        info = error_details_pb2.RetryInfo()
-        if detail.Unpack(info):
-            return info.retry_delay.ToNanoseconds() / 1e9
-    raise AssertionError("no RetryInfo")
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +59,7 @@ async def test_web_calls_count_per_credential(keyed: tuple[ServerProcess, str, s
     as_alice = {"Authorization": f"Bearer {alice}"}
     async with aiohttp.ClientSession() as http:
         refused = await exhaust(http, address, LIST_SESSIONS, spb.ListSessionsRequest(), as_alice)
-        delay = retry_delay(refused)
+        delay = retry_delay(refused.status())
         assert 0 < delay <= 1.0
         assert "rate limit" in refused.message
         # Bob's calls through the same web port have their own bucket.

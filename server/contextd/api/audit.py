@@ -5,9 +5,10 @@ request and response descriptors once per method, so an RPC added later is cover
 without a line of its own:
 
 - a call is on user data when its request names a user: a ``user_id`` field, or a
-  ``user_id`` in a singular message field (``session.user_id``). When that user sits in
-  a message field the call is audited only if the request sets that message, so
-  BuildMessages without a session (it names no user) costs one ``HasField``;
+  ``user_id`` in a singular message field (``session.user_id``). A unary call that
+  leaves that message unset names no user (BuildMessages without a session is a plain
+  build) and costs one ``HasField``; a streamed one is on user data either way
+  (StreamChat without a session is a turn of the credential's user);
 - its resource ids are the request's ``*_id`` and ``*_ids`` fields, at the top and in
   singular message fields (``session_id``, ``session.session_id``, ``message_ids``);
   ``user_id`` is logged as the user and ``tool_call_id`` is a model's id, not a stored
@@ -47,12 +48,14 @@ class AuditPlan:
     user_path: tuple[str, ...]
     resources: tuple[_Field, ...]
     returned: tuple[_Field, ...]
+    # The call is on user data even when the message holding the user is unset.
+    unset_names_caller: bool
 
     def user_named(self, request: Any) -> str | None:
-        """The user the request names ("" when the field is empty); None when the
-        request names no user, so the call is not on user data."""
+        """The user the request names ("" when the field is empty: the caller); None
+        when the request names no user, so the call is not on user data."""
         if len(self.user_path) == 2:
-            if not request.HasField(self.user_path[0]):
+            if not self.unset_names_caller and not request.HasField(self.user_path[0]):
                 return None
             return str(getattr(getattr(request, self.user_path[0]), _USER))
         return str(getattr(request, _USER))
@@ -94,7 +97,8 @@ def plan_for(method: str) -> AuditPlan | None:
     if user_path is None:
         return None
     returned = () if found.server_streaming else tuple(_id_fields(found.output_type, "id"))
-    return AuditPlan(user_path, tuple(_id_fields(request, "")), returned)
+    resources = tuple(_id_fields(request, ""))
+    return AuditPlan(user_path, resources, returned, unset_names_caller=found.server_streaming)
 
 
 def _user_path(message: Descriptor) -> tuple[str, ...] | None:
