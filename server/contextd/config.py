@@ -111,6 +111,17 @@ class Settings:
     tls_client_ca: str = _setting(
         "", "PEM CA certificates: clients must present a certificate it signed (mutual TLS)"
     )
+    rate_limit: float = _setting(
+        0.0,
+        "requests per second per credential (with --auth none: per user the request names, "
+        "else per client address); 0 for no limit",
+    )
+    rate_limit_burst: float = _setting(
+        0.0, "requests a credential may make at once above --rate-limit; 0 for twice the rate"
+    )
+    max_concurrent_turns: int = _setting(
+        0, "StreamChat turns one user may have running at once; 0 for no limit"
+    )
 
     def listen_hosts(self) -> list[str]:
         """The addresses the server listens on: the native port's, and the web port's

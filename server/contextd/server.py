@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import secrets
 import shutil
 import signal
 import tempfile
@@ -23,7 +24,8 @@ from contextd.api.auth import Authenticator
 from contextd.api.auth_modes import authenticator_factory
 from contextd.api.chat_servicer import ChatServicer
 from contextd.api.context_servicer import ContextServicer
-from contextd.api.interceptors import GuardInterceptor
+from contextd.api.interceptors import WEB_PEER_KEY, GuardInterceptor, Limits
+from contextd.api.limits import RateLimiter, TurnSlots
 from contextd.api.session_servicers import MemoryServicer, PromptServicer, SessionServicer
 from contextd.app.after_turn import AfterTurnRunner, AfterTurnSettings
 from contextd.app.chat import ChatApp, ChatLimits
@@ -104,6 +106,7 @@ async def start(
     tokenizers.get(settings.default_tokenizer)  # fail at start-up, not on the first call
     cors = _cors_policy(settings) if settings.web_port >= 0 else None  # before anything starts
     authenticator = authenticator_factory(settings)  # before anything starts
+    limits = _limits(settings, web=cors is not None)  # before anything starts
     tls = ServerTls.load(settings.tls_cert, settings.tls_key, settings.tls_client_ca)
     for host in exposed_hosts(settings.listen_hosts()) if tls is None else []:
         log.warning(
@@ -123,7 +126,7 @@ async def start(
         db = await Database.open(settings.data_dir / DB_FILENAME, settings.sqlite_synchronous)
         undo.push_async_callback(db.close)
         server = grpc.aio.server(
-            interceptors=[_guard(settings, authenticator(db) if authenticator else None)],
+            interceptors=[_guard(settings, authenticator(db) if authenticator else None, limits)],
             options=[
                 ("grpc.max_receive_message_length", settings.max_message_bytes),
                 ("grpc.max_send_message_length", settings.max_message_bytes),
@@ -159,7 +162,13 @@ async def start(
         undo.push_async_callback(server.stop, 0)
         # Started and logged before "listening", so whoever waits for that line finds it.
         web = (
-            await _start_web(settings, cors, web_target or _loopback_target(settings, port), tls)
+            await _start_web(
+                settings,
+                cors,
+                web_target or _loopback_target(settings, port),
+                tls,
+                limits.web_peer_secret,
+            )
             if cors is not None
             else None
         )
@@ -170,13 +179,40 @@ async def start(
     return RunningServer(server, health_servicer, port, settings, db, closers, lock, web)
 
 
-def _guard(settings: Settings, authenticator: Authenticator | None) -> GuardInterceptor:
+def _guard(
+    settings: Settings, authenticator: Authenticator | None, limits: Limits
+) -> GuardInterceptor:
     if authenticator is None:
-        return GuardInterceptor()
+        return GuardInterceptor(limits=limits)
     open_services = [health.SERVICE_NAME]
     if not settings.auth_protect_reflection:
         open_services.append(reflection.SERVICE_NAME)
-    return GuardInterceptor(authenticator, open_services)
+    return GuardInterceptor(authenticator, open_services, limits)
+
+
+def _limits(settings: Settings, web: bool) -> Limits:
+    if settings.rate_limit < 0 or settings.rate_limit_burst < 0:
+        raise SystemExit("--rate-limit and --rate-limit-burst must not be negative")
+    if settings.max_concurrent_turns < 0:
+        raise SystemExit("--max-concurrent-turns must not be negative")
+    rate = None
+    if settings.rate_limit > 0:
+        burst = settings.rate_limit_burst or 2 * settings.rate_limit
+        if burst < 1:
+            raise SystemExit("--rate-limit-burst must be at least 1 (one request)")
+        rate = RateLimiter(settings.rate_limit, burst)
+    turns = TurnSlots(settings.max_concurrent_turns) if settings.max_concurrent_turns else None
+    return Limits(
+        rate,
+        turns,
+        turn_methods=frozenset(
+            {f"/{chat_pb2.DESCRIPTOR.services_by_name['ChatService'].full_name}/StreamChat"}
+        ),
+        exempt_services=(health.SERVICE_NAME,),
+        # The web port forwards every browser's call from one address: it vouches for
+        # the browser's address with this secret, so calls keyed by address stay apart.
+        web_peer_secret=secrets.token_urlsafe(24) if web and rate is not None else "",
+    )
 
 
 def _cors_policy(settings: Settings) -> CorsPolicy:
@@ -211,7 +247,7 @@ def _private_socket(server: grpc.aio.Server) -> tuple[str, Callable[[], Awaitabl
 
 
 async def _start_web(
-    settings: Settings, cors: CorsPolicy, target: str, tls: ServerTls | None
+    settings: Settings, cors: CorsPolicy, target: str, tls: ServerTls | None, peer_secret: str
 ) -> WebGateway:
     gateway = WebGateway(
         target,
@@ -224,6 +260,8 @@ async def _start_web(
             settings.web_body_timeout,
             settings.web_max_buffered_bytes,
         ),
+        peer_key=WEB_PEER_KEY if peer_secret else "",
+        peer_secret=peer_secret,
     )
     host = settings.web_host or settings.host
     port = await gateway.start(host, settings.web_port)

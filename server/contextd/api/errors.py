@@ -12,6 +12,7 @@ from contextd.core.errors import (
     InvalidArgument,
     NotFound,
     PermissionDenied,
+    ResourceExhausted,
     Unauthenticated,
     Unavailable,
 )
@@ -44,6 +45,10 @@ def status_for(error: ContextdError) -> grpc.Status:
         return _status(code_pb2.PERMISSION_DENIED, str(error), None)
     if isinstance(error, Unauthenticated):
         return _status(code_pb2.UNAUTHENTICATED, str(error), None)
+    if isinstance(error, ResourceExhausted):
+        retry = error_details_pb2.RetryInfo()
+        retry.retry_delay.FromNanoseconds(max(1, round(error.retry_after_s * 1e9)))
+        return _status(code_pb2.RESOURCE_EXHAUSTED, str(error), retry)
     if isinstance(error, Unavailable):
         return _status(code_pb2.UNAVAILABLE, str(error), None)
     return _status(code_pb2.INTERNAL, str(error), None)

@@ -1,48 +1,102 @@
-"""One interceptor for every RPC: checks the caller's credential, maps errors to status
-codes and logs one line per call.
+"""One interceptor for every RPC: checks the caller's credential and limits, maps errors
+to status codes, logs one line per call and an audit line per call on user data.
 
 With an authenticator (``--auth`` other than none), every method except the open ones
 (health, and reflection unless it is protected) needs a bearer credential; the check
 runs here, before the servicer, so an RPC added later is covered without a line of its
 own. The identity it proves goes to ``api.auth.current_identity`` for the servicer.
-No exception leaves a handler as UNKNOWN: domain errors get their documented
-code, anything else becomes INTERNAL with an id that points into the server log.
+Limits (``--rate-limit``, ``--max-concurrent-turns``) are checked next, also before the
+servicer, so a refused call does no work. No exception leaves a handler as UNKNOWN:
+domain errors get their documented code, anything else becomes INTERNAL with an id that
+points into the server log.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hmac
 import inspect
 import logging
 import time
 import uuid
-from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Hashable, Sequence
+from dataclasses import dataclass
 from typing import Any, cast
 
 import grpc
 import grpc.aio
 
-from contextd.api.auth import Authenticator, bearer_token, current_identity
+from contextd.api.audit import AuditPlan, plan_for
+from contextd.api.auth import Authenticator, bearer_token, caller_for, current_identity
 from contextd.api.errors import status_for
+from contextd.api.limits import RateLimiter, TurnSlots
 from contextd.api.types import Context, Handler
 from contextd.core.errors import ContextdError, Unauthenticated
-from contextd.core.identity import Identity
+from contextd.core.identity import DEFAULT_TENANT, Identity
 
 log = logging.getLogger("contextd.rpc")
 
 Unary = Callable[[Any, Context], Awaitable[Any]]
 Streaming = Callable[[Any, Context], AsyncGenerator[Any, None] | Awaitable[None]]
 
+# Metadata the web port adds to each call it forwards: "<secret> <browser's address>".
+# Only a value with the server's secret is believed, so a native caller cannot pose as
+# another address.
+WEB_PEER_KEY = "contextd-web-peer"
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """The per-caller limits; None for a limit that is off."""
+
+    rate: RateLimiter | None = None
+    turns: TurnSlots | None = None
+    # Methods whose calls are chat turns, counted by ``turns``.
+    turn_methods: frozenset[str] = frozenset()
+    # Services never limited (health).
+    exempt_services: tuple[str, ...] = ()
+    # The secret of WEB_PEER_KEY values; empty when no web port forwards calls.
+    web_peer_secret: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class _Method:
+    """What the interceptor does for one method, worked out once per method name."""
+
+    name: str
+    authenticator: Authenticator | None
+    audit: AuditPlan | None
+    rate: RateLimiter | None
+    turns: TurnSlots | None
+    web_peer_secret: str
+
 
 class _Call:
-    """Timing and outcome of one RPC, logged when it ends."""
+    """Admission, timing and outcome of one RPC, logged when it ends."""
 
-    def __init__(self, method: str) -> None:
+    def __init__(self, method: _Method, request: Any) -> None:
         self.method = method
+        self.request = request
         self.code = grpc.StatusCode.OK
         self.started = time.perf_counter()
         self.identity: Identity | None = None
+        # The user the request names ("" for the caller); None: not a call on user data.
+        self.user: str | None = None
+        self.response: Any = None
+        self.turn: Hashable | None = None
+
+    async def admit(self, context: Context) -> None:
+        """Authenticate, then apply the limits; raises when the call may not run."""
+        method = self.method
+        if method.audit is not None:
+            self.user = method.audit.user_named(self.request)
+        if method.authenticator is not None:
+            await self.authenticate(method.authenticator, context)
+        if method.rate is not None:
+            method.rate.take(self._rate_key(context))
+        if method.turns is not None and self.user is not None:
+            self._take_turn(method.turns)
 
     async def authenticate(self, authenticator: Authenticator, context: Context) -> None:
         """Prove the caller's identity from the call's bearer token (raises Unauthenticated)."""
@@ -51,6 +105,28 @@ class _Call:
             raise Unauthenticated()
         self.identity = await authenticator.authenticate(token)
         current_identity.set(self.identity)
+
+    def _take_turn(self, turns: TurnSlots) -> None:
+        """Count the call as a turn of the user it acts as, by the same rule as the
+        servicer, so nobody can take another user's slots by naming them."""
+        assert self.method.audit is not None and self.user is not None
+        try:
+            caller = caller_for(self.user, ".".join(self.method.audit.user_path))
+        except ContextdError:
+            return  # the servicer refuses the request as it is, with every reason
+        tenant = self.identity.tenant_id if self.identity else DEFAULT_TENANT
+        turns.acquire((tenant, caller.user_id))
+        self.turn = (tenant, caller.user_id)
+
+    def _rate_key(self, context: Context) -> Hashable:
+        """Whose requests a call counts as: its credential's; without one (``--auth
+        none``, an open method) the user the request names, else the address it came
+        from."""
+        if self.identity is not None:
+            return ("credential", self.identity.tenant_id, self.identity.credential_id)
+        if self.user:
+            return ("user", self.user)
+        return ("peer", _peer_address(context, self.method.web_peer_secret))
 
     async def fail(self, error: BaseException, context: Context) -> None:
         """Record the outcome of ``error`` and abort the call accordingly (always raises)."""
@@ -66,13 +142,17 @@ class _Call:
             self.code = status.code
             await context.abort(status.code, status.details, status.trailing_metadata)
         incident = uuid.uuid4().hex[:12]
-        log.exception("unhandled error in %s (incident %s)", self.method, incident)
+        log.exception("unhandled error in %s (incident %s)", self.method.name, incident)
         self.code = grpc.StatusCode.INTERNAL
         await context.abort(grpc.StatusCode.INTERNAL, f"internal error (incident {incident})")
 
-    def log(self) -> None:
+    def end(self) -> None:
+        """Free the call's turn slot and write its log lines."""
+        method = self.method
+        if self.turn is not None and method.turns is not None:
+            method.turns.release(self.turn)
         extra: dict[str, object] = {
-            "method": self.method,
+            "method": method.name,
             "code": self.code.name,
             "ms": round((time.perf_counter() - self.started) * 1000, 3),
         }
@@ -80,31 +160,47 @@ class _Call:
             extra["credential"] = self.identity.credential_id
             extra["user"] = self.identity.user_id
         log.info("rpc", extra=extra)
+        if self.user is not None and method.audit is not None:
+            method.audit.write(
+                method.name, self.user, self.identity, self.code, self.request, self.response
+            )
 
 
-def _guard_unary(method: str, behavior: Unary, authenticator: Authenticator | None) -> Unary:
+def _peer_address(context: Context, web_peer_secret: str) -> str:
+    """The caller's address without its port (a new connection is the same caller); for
+    a call the web port forwarded, the browser's address the web port vouches for."""
+    if web_peer_secret:
+        for key, value in context.invocation_metadata() or ():
+            if key == WEB_PEER_KEY and isinstance(value, str):
+                secret, _, address = value.partition(" ")
+                if hmac.compare_digest(secret.encode(), web_peer_secret.encode()):
+                    return "web:" + address
+    peer = context.peer() or ""
+    if peer.startswith(("ipv4:", "ipv6:")):
+        return peer.rsplit(":", 1)[0]
+    return peer
+
+
+def _guard_unary(method: _Method, behavior: Unary) -> Unary:
     async def handler(request: Any, context: Context) -> Any:
-        call = _Call(method)
+        call = _Call(method, request)
         try:
-            if authenticator is not None:
-                await call.authenticate(authenticator, context)
-            return await behavior(request, context)
+            await call.admit(context)
+            call.response = await behavior(request, context)
+            return call.response
         except BaseException as error:
             await call.fail(error, context)
         finally:
-            call.log()
+            call.end()
 
     return handler
 
 
-def _guard_stream(
-    method: str, behavior: Streaming, authenticator: Authenticator | None
-) -> Streaming:
+def _guard_stream(method: _Method, behavior: Streaming) -> Streaming:
     async def handler(request: Any, context: Context) -> AsyncGenerator[Any, None]:
-        call = _Call(method)
+        call = _Call(method, request)
         try:
-            if authenticator is not None:
-                await call.authenticate(authenticator, context)
+            await call.admit(context)
             produced = behavior(request, context)
             if inspect.isawaitable(produced):
                 # A handler that streams with context.write() (grpc's health Watch does).
@@ -118,18 +214,39 @@ def _guard_stream(
         except BaseException as error:
             await call.fail(error, context)
         finally:
-            call.log()
+            call.end()
 
     return handler
 
 
 class GuardInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
     def __init__(
-        self, authenticator: Authenticator | None = None, open_services: Sequence[str] = ()
+        self,
+        authenticator: Authenticator | None = None,
+        open_services: Sequence[str] = (),
+        limits: Limits | None = None,
     ) -> None:
         """``open_services``: full service names whose methods need no credential."""
         self._authenticator = authenticator
         self._open_prefixes = tuple(f"/{name}/" for name in open_services)
+        self._limits = limits or Limits()
+        self._exempt_prefixes = tuple(f"/{name}/" for name in self._limits.exempt_services)
+        self._methods: dict[str, _Method] = {}
+
+    def _method(self, name: str) -> _Method:
+        found = self._methods.get(name)
+        if found is None:
+            limits = self._limits
+            exempt = name.startswith(self._exempt_prefixes)
+            found = self._methods[name] = _Method(
+                name,
+                None if name.startswith(self._open_prefixes) else self._authenticator,
+                plan_for(name),
+                None if exempt else limits.rate,
+                limits.turns if name in limits.turn_methods else None,
+                limits.web_peer_secret,
+            )
+        return found
 
     async def intercept_service(
         self,
@@ -139,20 +256,19 @@ class GuardInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
         handler = await continuation(handler_call_details)
         if handler is None:
             return handler
-        method = handler_call_details.method
-        authenticator = None if method.startswith(self._open_prefixes) else self._authenticator
+        method = self._method(handler_call_details.method)
         # grpc's handlers are namedtuples; the stubs type them for the sync API.
         raw: Any = handler
         if raw.unary_unary is not None:
-            unary = _guard_unary(method, raw.unary_unary, authenticator)
+            unary = _guard_unary(method, raw.unary_unary)
             return cast(Handler, raw._replace(unary_unary=unary))
         if raw.unary_stream is not None:
-            streaming = _guard_stream(method, raw.unary_stream, authenticator)
+            streaming = _guard_stream(method, raw.unary_stream)
             return cast(Handler, raw._replace(unary_stream=streaming))
         if raw.stream_stream is not None:
-            streaming = _guard_stream(method, raw.stream_stream, authenticator)
+            streaming = _guard_stream(method, raw.stream_stream)
             return cast(Handler, raw._replace(stream_stream=streaming))
         if raw.stream_unary is not None:
-            unary = _guard_unary(method, raw.stream_unary, authenticator)
+            unary = _guard_unary(method, raw.stream_unary)
             return cast(Handler, raw._replace(stream_unary=unary))
         return handler

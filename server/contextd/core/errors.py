@@ -56,6 +56,15 @@ class Unauthenticated(ContextdError):
         super().__init__("a valid credential is required")
 
 
+class ResourceExhausted(ContextdError):
+    """The caller is over a limit (request rate, turns at once); worth retrying after
+    ``retry_after_s`` seconds."""
+
+    def __init__(self, message: str, retry_after_s: float) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
 class Unavailable(ContextdError):
     """A dependency (the store, a provider) cannot serve the request right now."""
 

@@ -45,8 +45,14 @@ class WebGateway:
         shutdown_timeout: float,
         ssl_context: ssl.SSLContext | None = None,
         limits: WebLimits = _DEFAULT_LIMITS,
+        peer_key: str = "",
+        peer_secret: str = "",
     ) -> None:
+        """``peer_key``, ``peer_secret``: when given, each forwarded call carries
+        ``peer_key: <peer_secret> <client address>``, so the native server can tell the
+        web port's callers apart (it believes only a value with the secret)."""
         self._cors = cors
+        self._peer = (peer_key, peer_secret) if peer_key and peer_secret else None
         self._ssl_context = ssl_context
         self._max_body = max_message_bytes + _BODY_SLACK
         self._limits = limits
@@ -123,6 +129,11 @@ class WebGateway:
                 # grpc would read a zero timeout as none at all.
                 raise CallError(grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded")
             call_metadata = _call_metadata(request)
+            if self._peer is not None:
+                key, secret = self._peer
+                if key in call_metadata:  # sent by the client: not believed, replaced
+                    call_metadata.delete_all(key)
+                call_metadata.add(key, f"{secret} {request.remote or ''}")
         except CallError as error:
             # aiohttp drains what is left of an unread body (for a few seconds at most)
             # so that the client can read this answer.
