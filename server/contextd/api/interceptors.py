@@ -31,6 +31,7 @@ from contextd.api.audit import AuditPlan, plan_for
 from contextd.api.auth import Authenticator, bearer_token, caller_for, current_identity
 from contextd.api.errors import status_for
 from contextd.api.limits import RateLimiter, TurnSlots
+from contextd.api.request_parsing import RequestParser, deferring
 from contextd.api.types import Context, Handler
 from contextd.core.errors import ContextdError, Unauthenticated
 from contextd.core.identity import DEFAULT_TENANT, Identity
@@ -181,13 +182,15 @@ def _peer_address(context: Context, web_peer_secret: str) -> str:
     return peer
 
 
-def _guard_unary(method: _Method, behavior: Unary) -> Unary:
+def _guard_unary(method: _Method, behavior: Unary, parser: RequestParser) -> Unary:
     async def handler(request: Any, context: Context) -> Any:
         call = _Call(method, request)
         try:
-            await call.admit(context)
-            call.response = await behavior(request, context)
-            return call.response
+            async with parser.whole_call(request) as request:
+                call.request = request
+                await call.admit(context)
+                call.response = await behavior(request, context)
+                return call.response
         except BaseException as error:
             await call.fail(error, context)
         finally:
@@ -196,10 +199,11 @@ def _guard_unary(method: _Method, behavior: Unary) -> Unary:
     return handler
 
 
-def _guard_stream(method: _Method, behavior: Streaming) -> Streaming:
+def _guard_stream(method: _Method, behavior: Streaming, parser: RequestParser) -> Streaming:
     async def handler(request: Any, context: Context) -> AsyncGenerator[Any, None]:
         call = _Call(method, request)
         try:
+            request = call.request = await parser.ready(request)
             await call.admit(context)
             produced = behavior(request, context)
             if inspect.isawaitable(produced):
@@ -232,6 +236,7 @@ class GuardInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
         self._limits = limits or Limits()
         self._exempt_prefixes = tuple(f"/{name}/" for name in self._limits.exempt_services)
         self._methods: dict[str, _Method] = {}
+        self._parser = RequestParser()
 
     def _method(self, name: str) -> _Method:
         found = self._methods.get(name)
@@ -259,16 +264,25 @@ class GuardInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
         method = self._method(handler_call_details.method)
         # grpc's handlers are namedtuples; the stubs type them for the sync API.
         raw: Any = handler
+        parser = self._parser
         if raw.unary_unary is not None:
-            unary = _guard_unary(method, raw.unary_unary)
-            return cast(Handler, raw._replace(unary_unary=unary))
+            unary = _guard_unary(method, raw.unary_unary, parser)
+            return cast(Handler, _deferring(raw)._replace(unary_unary=unary))
         if raw.unary_stream is not None:
-            streaming = _guard_stream(method, raw.unary_stream)
-            return cast(Handler, raw._replace(unary_stream=streaming))
+            streaming = _guard_stream(method, raw.unary_stream, parser)
+            return cast(Handler, _deferring(raw)._replace(unary_stream=streaming))
+        # Streamed requests (reflection) arrive message by message, each parsed by grpc.
         if raw.stream_stream is not None:
-            streaming = _guard_stream(method, raw.stream_stream)
+            streaming = _guard_stream(method, raw.stream_stream, parser)
             return cast(Handler, raw._replace(stream_stream=streaming))
         if raw.stream_unary is not None:
-            unary = _guard_unary(method, raw.stream_unary)
+            unary = _guard_unary(method, raw.stream_unary, parser)
             return cast(Handler, raw._replace(stream_unary=unary))
         return handler
+
+
+def _deferring(raw: Any) -> Any:
+    """The handler with its request deserializer wrapped by ``request_parsing.deferring``."""
+    if raw.request_deserializer is None:
+        return raw
+    return raw._replace(request_deserializer=deferring(raw.request_deserializer))
