@@ -314,7 +314,7 @@ class AfterTurnRunner:
         existing: list[ExistingMemory] = []
         method = RULE_METHOD
         if self.use_model:
-            existing = await self._related(turn.user_id, [user_text])
+            existing = await self._related(turn, [user_text])
             facts = await self._model_facts(turn, user_text, exchange.answer, existing)
             method = llm_method(self.provider.default_model)
         if facts is None:
@@ -324,7 +324,7 @@ class AfterTurnRunner:
             )
             if not facts:
                 return
-            existing = await self._related(turn.user_id, [f.text for f in facts])
+            existing = await self._related(turn, [f.text for f in facts])
             facts = [Fact(f.text, rule_replaces(f.text, existing)) for f in facts]
         decisions = reconcile(facts, existing)
         for decision in decisions:
@@ -339,11 +339,13 @@ class AfterTurnRunner:
                 },
             )
 
-    async def _related(self, user_id: str, queries: Sequence[str]) -> list[ExistingMemory]:
-        """The user's memories most related to ``queries``, each once, best first."""
+    async def _related(self, turn: FinishedTurn, queries: Sequence[str]) -> list[ExistingMemory]:
+        """The turn's user's memories most related to ``queries``, each once, best first."""
         found: dict[int, ExistingMemory] = {}
+        limit = self.settings.related_memories
         for query in queries:
-            for hit in await self.memories.search(user_id, query, self.settings.related_memories):
+            hits = await self.memories.search(turn.user_id, query, limit, tenant_id=turn.tenant_id)
+            for hit in hits:
                 found.setdefault(hit.memory.id, ExistingMemory(hit.memory.id, hit.memory.content))
         return list(found.values())
 
@@ -390,12 +392,15 @@ class AfterTurnRunner:
                 method,
                 session_id,
                 message_id,
+                tenant_id=turn.tenant_id,
             )
             if done is not None:
                 self.stats.facts_updated += 1
                 return
             # The memory changed or went away since it was read: the fact is simply new.
-        memory, created = await self.memories.add(turn.user_id, text, session_id, message_id)
+        memory, created = await self.memories.add(
+            turn.user_id, text, session_id, message_id, tenant_id=turn.tenant_id
+        )
         if created:
             self.stats.facts_added += 1
             await self.history.record_add(memory, method)
@@ -482,7 +487,7 @@ class AfterTurnRunner:
                 first_text, exchange.user.message.content, exchange.answer, s.session_summary_chars
             )
         if await self.summaries.upsert_session_summary(
-            turn.session_id, turn.user_id, summary, by_host=False
+            turn.session_id, turn.user_id, summary, by_host=False, tenant_id=turn.tenant_id
         ):
             self.stats.session_summaries += 1
 
@@ -514,4 +519,9 @@ def _line(row: StoredMessage) -> Line:
 
 
 def _ids(turn: FinishedTurn) -> dict[str, object]:
-    return {"session_id": turn.session_id, "user_id": turn.user_id, "turn": turn.turn_index}
+    return {
+        "session_id": turn.session_id,
+        "tenant_id": turn.tenant_id,
+        "user_id": turn.user_id,
+        "turn": turn.turn_index,
+    }

@@ -20,6 +20,7 @@ from types import MappingProxyType
 from typing import Any
 
 from contextd.core.errors import SessionNotFound
+from contextd.core.identity import DEFAULT_TENANT
 from contextd.core.messages import ChatMessage, Role, ToolCall
 from contextd.store.db import Connection, Database
 from contextd.store.models import NO_TOKENS, NewMessage, StoredMessage, token_counts
@@ -103,16 +104,22 @@ class ConversationRepo:
         db.session_deleted.append(self._tails.drop)
 
     async def append(
-        self, session_id: str, user_id: str, messages: Sequence[NewMessage]
+        self,
+        session_id: str,
+        user_id: str,
+        messages: Sequence[NewMessage],
+        *,
+        tenant_id: str = DEFAULT_TENANT,
     ) -> list[StoredMessage]:
         """Store ``messages`` at the end of the session, in one transaction.
 
         Seqs continue from the session's current last one; each message's ``tokens`` are
         stored with it; the session's ``updated_at`` and ``message_count`` follow (a trigger
         of the schema does that in the same statement). Raises SessionNotFound when the
-        session does not exist or belongs to another user, ValueError for a system message.
+        session does not exist or belongs to another user (of the tenant, or another
+        tenant), ValueError for a system message.
         """
-        stored, _ = await self._append(session_id, user_id, messages, None)
+        stored, _ = await self._append(session_id, (tenant_id, user_id), messages, None)
         return stored
 
     async def append_with_usage(
@@ -121,17 +128,19 @@ class ConversationRepo:
         user_id: str,
         messages: Sequence[NewMessage],
         usage: UsageTotals,
+        *,
+        tenant_id: str = DEFAULT_TENANT,
     ) -> tuple[list[StoredMessage], UsageTotals]:
         """``append``, and add a turn's usage (prompt, completion, estimate) to the
         session's in the same transaction; returns the messages and the session's totals."""
-        stored, totals = await self._append(session_id, user_id, messages, usage)
+        stored, totals = await self._append(session_id, (tenant_id, user_id), messages, usage)
         assert totals is not None
         return stored, totals
 
     async def _append(
         self,
         session_id: str,
-        user_id: str,
+        owner: tuple[str, str],
         messages: Sequence[NewMessage],
         usage: UsageTotals | None,
     ) -> tuple[list[StoredMessage], UsageTotals | None]:
@@ -145,17 +154,21 @@ class ConversationRepo:
             return [], None
         totals = None
         async with self._db.transaction() as conn:
-            stored = await _insert(conn, session_id, user_id, messages)
+            stored = await _insert(conn, session_id, owner, messages)
             if usage is not None:
                 totals = await add_usage(conn, session_id, *usage)
         self._tails.appended(session_id, stored)
         return stored, totals
 
-    async def get(self, message_id: int) -> StoredMessage | None:
-        """The message with all its stored token counts."""
+    async def get(
+        self, message_id: int, *, tenant_id: str = DEFAULT_TENANT
+    ) -> StoredMessage | None:
+        """The tenant's message with all its stored token counts (None for another
+        tenant's: the caller checks the user)."""
         rows = await self._db.reader.execute_fetchall(
-            f"SELECT {_COLUMNS}, {_ALL_TOKENS} FROM conversation c WHERE c.id = ?",
-            (message_id,),
+            f"SELECT {_COLUMNS}, {_ALL_TOKENS} FROM conversation c"
+            " WHERE c.id = ? AND c.tenant_id = ?",
+            (message_id, tenant_id),
         )
         for row in rows:
             return _with_all_tokens(row)
@@ -257,14 +270,16 @@ class ConversationRepo:
 
 
 async def _insert(
-    conn: Connection, session_id: str, user_id: str, messages: Sequence[NewMessage]
+    conn: Connection, session_id: str, owner: tuple[str, str], messages: Sequence[NewMessage]
 ) -> list[StoredMessage]:
-    """Insert the messages and their token counts inside the caller's transaction."""
+    """Insert the messages and their token counts inside the caller's transaction;
+    ``owner`` is the session's (tenant_id, user_id)."""
+    user_id = owner[1]
     now = time.time()
     stored: list[StoredMessage] = []
     for start in range(0, len(messages), _INSERT_CHUNK):
         chunk = messages[start : start + _INSERT_CHUNK]
-        sql, params = _insert_statement(session_id, user_id, chunk, now)
+        sql, params = _insert_statement(session_id, owner, chunk, now)
         rows = await conn.execute_fetchall(sql, params)
         if not rows:  # the join on sessions found no such session of this user
             raise SessionNotFound(session_id)
@@ -304,13 +319,13 @@ async def _insert(
 
 
 def _insert_statement(
-    session_id: str, user_id: str, chunk: Sequence[NewMessage], now: float
+    session_id: str, owner: tuple[str, str], chunk: Sequence[NewMessage], now: float
 ) -> tuple[str, list[object]]:
     """One INSERT ... RETURNING for a chunk of messages, seqs following the session's last.
 
     The new rows come from a VALUES list joined to the session row (so nothing is inserted
-    when the session is missing or another user's) and to the session's current last seq,
-    read before any row is written.
+    when the session is missing or another user's, of its tenant or another) and to the
+    session's current last seq, read before any row is written.
     """
     values = ", ".join(["(?, ?, ?, ?, ?, ?, ?)"] * len(chunk))
     params: list[object] = [session_id]
@@ -325,17 +340,17 @@ def _insert_statement(
             new.turn_index,
             new.status,
         ]
-    params += [now, now, session_id, user_id]
+    params += [now, now, session_id, *owner]
     sql = (
         "WITH base(next_seq) AS MATERIALIZED ("
         "  SELECT COALESCE(MAX(seq), -1) + 1 FROM conversation WHERE session_id = ?),"
         f" batch(ordinal, role, content, tool_calls, tool_call_id, turn_index, status) AS"
         f" (VALUES {values})"
-        " INSERT INTO conversation (session_id, user_id, seq, role, content, tool_calls,"
-        "  tool_call_id, turn_index, status, created_at, updated_at)"
-        " SELECT s.id, s.user_id, base.next_seq + b.ordinal, b.role, b.content,"
+        " INSERT INTO conversation (session_id, tenant_id, user_id, seq, role, content,"
+        "  tool_calls, tool_call_id, turn_index, status, created_at, updated_at)"
+        " SELECT s.id, s.tenant_id, s.user_id, base.next_seq + b.ordinal, b.role, b.content,"
         "  b.tool_calls, b.tool_call_id, b.turn_index, b.status, ?, ?"
-        " FROM batch b, base, sessions s WHERE s.id = ? AND s.user_id = ?"
+        " FROM batch b, base, sessions s WHERE s.id = ? AND s.tenant_id = ? AND s.user_id = ?"
         " RETURNING id, seq"
     )
     return sql, params
