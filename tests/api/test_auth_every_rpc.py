@@ -8,12 +8,12 @@ PERMISSION_DENIED from every RPC whose request carries a user id; the RPCs witho
 (token counting, plain builds, prompt templates and skills) touch no user's data and
 serve any valid key.
 
-A service key of another tenant acts inside its own tenant only, even when it names a
-user of the same name: every RPC given ids of the key owner's tenant (a session, message
-or memory, filled in by field name) answers NOT_FOUND, as if they did not exist; one that
-names a user and no such id (creating, listing, searching) serves the service's own
-tenant, and nothing of the other tenant appears in its answer; one without a user is
-served as for any key.
+A service key of another tenant, on either port, acts inside its own tenant only, even
+when it names a user of the same name: every RPC given ids of the key owner's tenant (a
+session, message or memory, filled in by field name) answers NOT_FOUND, as if they did
+not exist; one that names a user and no such id (creating, listing, searching) serves
+the service's own tenant (OK), and nothing of the other tenant appears in its answer;
+one without a user is served as for any key.
 """
 
 from __future__ import annotations
@@ -289,6 +289,23 @@ async def test_web_rpcs_without_a_user_serve_any_key(
 ) -> None:
     code, _ = await call_web(http, server.web, rpc, rpc.request(), bearer(server.keys.bob))
     assert code not in FAILED_AUTH
+
+
+@pytest.mark.parametrize("rpc", RPCS, ids=str)
+async def test_web_another_tenants_service_key_stays_in_its_tenant(
+    server: AuthServer, http: aiohttp.ClientSession, alices: StoredIds, rpc: Rpc
+) -> None:
+    request, names_ids = with_ids(rpc, alices, "alice", "zebra marmalade")
+    token = server.keys.other_tenant_service
+    headers = {"Origin": ORIGIN, "Authorization": f"Bearer {token}"}
+    reply = await call(http, server.web, rpc.path, request, headers=headers)
+    if rpc.user_id_field:
+        assert reply.code == OTHER_TENANT_GETS[names_ids], reply.message
+    else:
+        assert reply.code not in FAILED_AUTH
+    seen = b"".join(reply.messages)
+    for secret in (SECRET_QUESTION, SECRET_MEMORY, alices.session_id):
+        assert secret.encode() not in seen
 
 
 async def test_a_browser_preflight_allows_the_authorization_header(

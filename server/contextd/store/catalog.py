@@ -32,7 +32,7 @@ _SKILLS_OF_TENANT = (
     "(tenant_id = :tenant OR (tenant_id = 'default' AND NOT EXISTS ("
     " SELECT 1 FROM skills o WHERE o.tenant_id = :tenant AND o.name = skills.name)))"
 )
-# Different reads kept (scenarios and hosts asked for); past this, all are dropped.
+# Different reads kept (tenants, scenarios and hosts asked for); past this, all are dropped.
 READ_CACHE_ENTRIES = 256
 
 
