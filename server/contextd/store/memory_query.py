@@ -32,7 +32,13 @@ def choose_terms(frequency: dict[str, int], budget: int) -> list[str]:
 
 def search_sql(columns: str) -> str:
     """The ranking statement of a search, returning ``columns`` of the memories and then
-    relevance, recency and score (the steps are in store/memories.py's docstring)."""
+    relevance, recency and score (the steps are in store/memories.py's docstring).
+
+    The owner is checked on the scored candidates, outside ``scored``: a condition on
+    ``memories`` inside the join makes SQLite build a Bloom filter over every row of the
+    table on each search, most of a search's time (bench/README.md). Only a collision of
+    two users' index keys could bring another user's row that far.
+    """
     m_columns = ", ".join(f"m.{c.strip()}" for c in columns.split(","))
     return f"""
 WITH hits AS MATERIALIZED (
@@ -50,18 +56,18 @@ candidates AS (
 best AS (
     SELECT max(s) AS top FROM hits
 ),
-scored AS (
+scored AS MATERIALIZED (
     SELECT {m_columns},
            CASE WHEN best.top > 0 THEN c.s / best.top ELSE 1.0 END AS relevance,
            pow(0.5, max(0.0, :now - m.updated_at) / :half_life) AS recency
     FROM candidates AS c
     JOIN memories AS m ON m.id = c.id
     JOIN best
-    WHERE m.tenant_id = :tenant_id AND m.user_id = :user_id
 )
 SELECT {columns}, relevance, recency,
        (1.0 - :weight) * relevance + :weight * recency AS score
 FROM scored
+WHERE tenant_id = :tenant_id AND user_id = :user_id
 ORDER BY score DESC, updated_at DESC, id DESC
 LIMIT :limit
 """
