@@ -191,6 +191,20 @@ async def test_sessions_and_messages_stay_in_their_tenant(db: Database) -> None:
     found = await conversation.get(stored.id, tenant_id=A)
     assert found is not None and found.message.content == "in A"
 
+    # The newest rows are kept per (tenant, session): another tenant's read of the same
+    # id finds neither kept rows nor stored ones, and keeps nothing.
+    assert [m.message.content for m in await conversation.tail(mine.id, 5, "cl", tenant_id=A)] == [
+        "in A"
+    ]
+    assert await conversation.tail(mine.id, 5, "cl", tenant_id=B) == []
+    assert await conversation.first(mine.id, tenant_id=B) is None
+    assert (await conversation.list_messages(mine.id, tenant_id=B))[0] == []
+    assert await conversation.set_collected(stored.id, True, tenant_id=B) is None
+    assert not await sessions.delete(mine.id, tenant_id=B)
+    assert await sessions.get(mine.id, tenant_id=A) is not None
+    assert await sessions.delete(mine.id, tenant_id=A)
+    assert await conversation.tail(mine.id, 5, "cl", tenant_id=A) == []
+
 
 async def test_session_summaries_stay_in_their_tenant(db: Database) -> None:
     sessions, summaries = SessionRepo(db), SummaryRepo(db)

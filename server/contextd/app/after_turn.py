@@ -289,12 +289,14 @@ class AfterTurnRunner:
 
     async def _newest(self, turn: FinishedTurn, limit: int) -> list[StoredMessage]:
         # The turn's tokenizer: the rows its build read are still in memory.
-        return await self.conversation.tail(turn.session_id, limit, turn.tokenizer)
+        return await self.conversation.tail(
+            turn.session_id, limit, turn.tokenizer, tenant_id=turn.tenant_id
+        )
 
     async def _exchange(self, turn: FinishedTurn) -> _Exchange | None:
         """The turn's user message and its answer (the text of its assistant messages)."""
         mine = await self.conversation.turn_messages(
-            turn.session_id, turn.turn_index, turn.tokenizer
+            turn.session_id, turn.turn_index, turn.tokenizer, tenant_id=turn.tenant_id
         )
         user = next((r for r in mine if r.message.role is Role.USER), None)
         if user is None:
@@ -461,7 +463,8 @@ class AfterTurnRunner:
 
     async def _summarize(self, turn: FinishedTurn, exchange: _Exchange, compressed: str) -> None:
         s = self.settings
-        first = await self.conversation.first(turn.session_id) or exchange.user
+        first = await self.conversation.first(turn.session_id, tenant_id=turn.tenant_id)
+        first = first or exchange.user
         first_text = first.message.content
         summary = ""
         if self.use_model:

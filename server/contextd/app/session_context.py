@@ -268,8 +268,10 @@ class SessionContextBuilder:
         pending_counts = [message_tokens(m, tok) for m in pending]
         limit = FIRST_WINDOW
         while True:
-            rows = await self.sessions.conversation.tail(session.id, limit, tok.name)
-            counts = await self._counts(session.id, rows, tok) + pending_counts
+            rows = await self.sessions.conversation.tail(
+                session.id, limit, tok.name, tenant_id=session.tenant_id
+            )
+            counts = await self._counts(session, rows, tok) + pending_counts
             result = build_messages(
                 BuildRequest(
                     user_message=req.user_message,
@@ -296,7 +298,7 @@ class SessionContextBuilder:
             limit *= 4
 
     async def _counts(
-        self, session_id: str, rows: Sequence[StoredMessage], tok: Tokenizer
+        self, session: Session, rows: Sequence[StoredMessage], tok: Tokenizer
     ) -> list[int]:
         """Stored counts, counting (and storing) the ones this tokenizer has not seen."""
         counts: list[int] = []
@@ -308,7 +310,9 @@ class SessionContextBuilder:
                 missing.append((row.id, tok.name, n))
             counts.append(n)
         if missing:
-            await self.sessions.conversation.save_tokens(missing, session_id)
+            await self.sessions.conversation.save_tokens(
+                missing, session.id, tenant_id=session.tenant_id
+            )
         return counts
 
 

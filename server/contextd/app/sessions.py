@@ -82,7 +82,7 @@ class SessionsApp:
 
     async def delete(self, caller: Caller, session_id: str) -> None:
         await self.get(caller, session_id)
-        await self.sessions.delete(session_id)
+        await self.sessions.delete(session_id, tenant_id=caller.tenant_id)
         await self.event_log.delete(session_id, tenant_id=caller.tenant_id)
 
     async def append(
@@ -125,7 +125,9 @@ class SessionsApp:
         size = page_size(size, 100, 500)
         await self.get(caller, session_id)
         try:
-            return await self.conversation.list_messages(session_id, size, token)
+            return await self.conversation.list_messages(
+                session_id, size, token, tenant_id=caller.tenant_id
+            )
         except ValueError as error:
             raise bad_page_token(error) from None
 
@@ -177,7 +179,9 @@ class SessionsApp:
             raise InvalidArgument.one("remember", "cannot remember an answer being uncollected")
         if remember and is_blank(stored.message.content):
             raise InvalidArgument.one("remember", "the answer has no text to remember")
-        updated = await self.conversation.set_collected(stored.id, not uncollect)
+        updated = await self.conversation.set_collected(
+            stored.id, not uncollect, tenant_id=caller.tenant_id
+        )
         if updated is None:  # deleted between the two calls
             raise NotFound(f"no message with id {message_id!r}")
         memory_id = ""

@@ -83,7 +83,7 @@ class SessionRepo:
                 ),
             )
         for note in self._db.session_created:
-            note(session.id)
+            note(tenant_id, session.id)
         return session
 
     async def get(self, session_id: str, *, tenant_id: str = DEFAULT_TENANT) -> Session | None:
@@ -131,13 +131,16 @@ class SessionRepo:
         last = sessions[-1]
         return sessions, encode_token("sessions", user_id, [last.updated_at, last.id])
 
-    async def delete(self, session_id: str) -> bool:
-        """Delete the session with its messages, token counts and summaries (not memories)."""
+    async def delete(self, session_id: str, *, tenant_id: str = DEFAULT_TENANT) -> bool:
+        """Delete the tenant's session with its messages, token counts and summaries (not
+        memories)."""
         async with self._db.transaction() as conn:
-            cursor = await conn.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
+            cursor = await conn.execute(
+                "DELETE FROM sessions WHERE id = ? AND tenant_id = ?", (session_id, tenant_id)
+            )
             deleted = cursor.rowcount > 0
         for forget in self._db.session_deleted:
-            forget(session_id)
+            forget(tenant_id, session_id)
         return deleted
 
 

@@ -60,7 +60,7 @@ class SummaryRepo:
         )
         db.session_deleted.append(self._forget)
 
-    def _forget(self, session_id: str) -> None:
+    def _forget(self, tenant_id: str, session_id: str) -> None:
         self._active.pop(session_id, None)
         self._recent.clear()  # its summary may be in any list of its user's
 
