@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from contextd.config import Settings
-from contextd.core.identity import DEFAULT_TENANT
+from contextd.core.identity import DEFAULT_TENANT, TENANT_ID_RULE, is_tenant_id
 from contextd.store.api_keys import ApiKey, ApiKeyRepo
 from contextd.store.db import DB_FILENAME, Database
 
@@ -75,6 +75,9 @@ async def _run(args: argparse.Namespace) -> int:
 async def _create(keys: ApiKeyRepo, args: argparse.Namespace) -> int:
     if args.expires_days is not None and args.expires_days <= 0:
         print("--expires-days must be positive", file=sys.stderr)
+        return 2
+    if not is_tenant_id(args.tenant):
+        print(f"--tenant: {TENANT_ID_RULE}", file=sys.stderr)
         return 2
     expires_at = None if args.expires_days is None else time.time() + args.expires_days * _DAY_S
     key, parts = await keys.create(

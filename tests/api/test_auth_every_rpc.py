@@ -7,6 +7,13 @@ usable credential. A key of another user that names the key owner's user id gets
 PERMISSION_DENIED from every RPC whose request carries a user id; the RPCs without one
 (token counting, plain builds, prompt templates and skills) touch no user's data and
 serve any valid key.
+
+A service key of another tenant, on either port, acts inside its own tenant only, even
+when it names a user of the same name: every RPC given ids of the key owner's tenant (a
+session, message or memory, filled in by field name) answers NOT_FOUND, as if they did
+not exist; one that names a user and no such id (creating, listing, searching) serves
+the service's own tenant (OK), and nothing of the other tenant appears in its answer;
+one without a user is served as for any key.
 """
 
 from __future__ import annotations
@@ -18,9 +25,19 @@ from dataclasses import dataclass
 import aiohttp
 import grpc
 import pytest
+from contextd.v1 import memory_pb2, memory_pb2_grpc, sessions_pb2, sessions_pb2_grpc
 from google.protobuf.message import Message
 
-from tests.support.auth import Rpc, bearer, create_key, every_rpc, key_id, keys_command
+from tests.support.auth import (
+    Rpc,
+    StoredIds,
+    bearer,
+    create_key,
+    every_rpc,
+    key_id,
+    keys_command,
+    with_ids,
+)
 from tests.support.grpc_web import call, method_url, web_address
 from tests.support.server import ServerProcess, start_server
 
@@ -39,6 +56,7 @@ class Keys:
     service: str
     expired: str
     revoked: str
+    other_tenant_service: str
 
 
 @dataclass
@@ -64,6 +82,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AuthServer]:
         service=create_key(data_dir, "backend", "--service"),
         expired=expired,
         revoked=revoked,
+        other_tenant_service=create_key(data_dir, "backend", "--service", "--tenant", "globex"),
     )
     time.sleep(max(0.0, 1.0 - (time.monotonic() - made)))
     proc = start_server(data_dir, "--auth", "api-key", "--web-port", "0", "--cors-origins", ORIGIN)
@@ -98,22 +117,34 @@ def call_native(
     address: str, rpc: Rpc, request: Message, metadata: list[tuple[str, str]]
 ) -> tuple[grpc.StatusCode, str]:
     """The status of one call of ``rpc``, whichever its streaming kind."""
+    code, details, _ = call_native_answers(address, rpc, request, metadata)
+    return code, details
+
+
+def call_native_answers(
+    address: str, rpc: Rpc, request: Message, metadata: list[tuple[str, str]]
+) -> tuple[grpc.StatusCode, str, list[bytes]]:
+    """The status of one call of ``rpc`` and the serialized messages it answered."""
     path = "/" + rpc.path
     serialize, keep = (lambda m: m.SerializeToString()), (lambda b: b)
     method = rpc.method
+    answers: list[bytes] = []
     with grpc.insecure_channel(address) as channel:
         try:
             if method.client_streaming and method.server_streaming:
-                list(channel.stream_stream(path, serialize, keep)(iter([request]), 10, metadata))
+                stream = channel.stream_stream(path, serialize, keep)(iter([request]), 10, metadata)
+                answers.extend(stream)
             elif method.client_streaming:
-                channel.stream_unary(path, serialize, keep)(iter([request]), 10, metadata)
+                answers.append(
+                    channel.stream_unary(path, serialize, keep)(iter([request]), 10, metadata)
+                )
             elif method.server_streaming:
-                list(channel.unary_stream(path, serialize, keep)(request, 10, metadata))
+                answers.extend(channel.unary_stream(path, serialize, keep)(request, 10, metadata))
             else:
-                channel.unary_unary(path, serialize, keep)(request, 10, metadata)
+                answers.append(channel.unary_unary(path, serialize, keep)(request, 10, metadata))
         except grpc.RpcError as error:
-            return error.code(), error.details() or ""
-    return grpc.StatusCode.OK, ""
+            return error.code(), error.details() or "", answers
+    return grpc.StatusCode.OK, "", answers
 
 
 @pytest.fixture
@@ -175,6 +206,59 @@ def test_native_service_key_acts_for_any_user(server: AuthServer, rpc: Rpc) -> N
     assert code not in FAILED_AUTH
 
 
+# -- another tenant's service key ---------------------------------------------------------
+
+# Words only alice of the default tenant wrote: no other tenant's answer may contain them.
+SECRET_QUESTION = "which zebra ate the marmalade"
+SECRET_MEMORY = "alice keeps a zebra named marmalade"
+OTHER_TENANT_GETS = {True: grpc.StatusCode.NOT_FOUND, False: grpc.StatusCode.OK}
+
+
+@pytest.fixture
+def alices(server: AuthServer) -> StoredIds:
+    """A new session with messages and a new memory of alice, of the default tenant."""
+    auth = bearer(server.keys.alice)
+    with grpc.insecure_channel(server.proc.address) as channel:
+        sessions = sessions_pb2_grpc.SessionServiceStub(channel)
+        session = sessions.CreateSession(sessions_pb2.CreateSessionRequest(), metadata=auth)
+        appended = sessions.AppendMessages(
+            sessions_pb2.AppendMessagesRequest(
+                session_id=session.session.id,
+                messages=[
+                    {"role": 2, "content": f"{SECRET_QUESTION} {time.monotonic_ns()}"},
+                    {"role": 3, "content": "the striped one"},
+                ],
+            ),
+            metadata=auth,
+        )
+        memory = memory_pb2_grpc.MemoryServiceStub(channel).AddMemory(
+            memory_pb2.AddMemoryRequest(content=f"{SECRET_MEMORY} {time.monotonic_ns()}"),
+            metadata=auth,
+        )
+    return StoredIds(session.session.id, appended.messages[1].message.id, memory.memory.id)
+
+
+@pytest.mark.parametrize("rpc", RPCS, ids=str)
+def test_native_another_tenants_service_key_stays_in_its_tenant(
+    server: AuthServer, alices: StoredIds, rpc: Rpc
+) -> None:
+    request, names_ids = with_ids(rpc, alices, "alice", "zebra marmalade")
+    code, details, answers = call_native_answers(
+        server.proc.address, rpc, request, bearer(server.keys.other_tenant_service)
+    )
+    if rpc.user_id_field:
+        assert code == OTHER_TENANT_GETS[names_ids], details
+    else:
+        assert code not in FAILED_AUTH
+    seen = b"".join(answers)
+    for secret in (SECRET_QUESTION, SECRET_MEMORY, alices.session_id):
+        assert secret.encode() not in seen
+    # The same request with alice's own key reaches her resources (the ids are real).
+    if names_ids:
+        own, details = call_native(server.proc.address, rpc, request, bearer(server.keys.alice))
+        assert own != grpc.StatusCode.NOT_FOUND, details
+
+
 # -- web port -----------------------------------------------------------------------------
 
 
@@ -205,6 +289,23 @@ async def test_web_rpcs_without_a_user_serve_any_key(
 ) -> None:
     code, _ = await call_web(http, server.web, rpc, rpc.request(), bearer(server.keys.bob))
     assert code not in FAILED_AUTH
+
+
+@pytest.mark.parametrize("rpc", RPCS, ids=str)
+async def test_web_another_tenants_service_key_stays_in_its_tenant(
+    server: AuthServer, http: aiohttp.ClientSession, alices: StoredIds, rpc: Rpc
+) -> None:
+    request, names_ids = with_ids(rpc, alices, "alice", "zebra marmalade")
+    token = server.keys.other_tenant_service
+    headers = {"Origin": ORIGIN, "Authorization": f"Bearer {token}"}
+    reply = await call(http, server.web, rpc.path, request, headers=headers)
+    if rpc.user_id_field:
+        assert reply.code == OTHER_TENANT_GETS[names_ids], reply.message
+    else:
+        assert reply.code not in FAILED_AUTH
+    seen = b"".join(reply.messages)
+    for secret in (SECRET_QUESTION, SECRET_MEMORY, alices.session_id):
+        assert secret.encode() not in seen
 
 
 async def test_a_browser_preflight_allows_the_authorization_header(

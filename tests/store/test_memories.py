@@ -339,7 +339,7 @@ async def test_users_never_see_each_others_memories(repo: MemoryRepo) -> None:
 async def test_isolation_holds_even_if_user_keys_collide(
     repo: MemoryRepo, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(memories_module, "user_key", lambda user_id: "0" * 16)
+    monkeypatch.setattr(memories_module, "user_key", lambda *owner: "0" * 16)
     await repo.add("alice", "我每天早上都喝咖啡")
     await repo.add("bob", "我也喝咖啡")
     assert contents(await repo.search("alice", "咖啡")) == ["我每天早上都喝咖啡"]

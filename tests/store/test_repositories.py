@@ -383,7 +383,7 @@ async def test_tail_query_plan_uses_the_session_seq_index(
     async with db.transaction() as conn:
         await conn.execute("ANALYZE")  # the plan must hold with statistics too
     rows = await db.reader.execute_fetchall(
-        "EXPLAIN QUERY PLAN " + TAIL_SQL, ("cl", session.id, 10)
+        "EXPLAIN QUERY PLAN " + TAIL_SQL, ("cl", session.id, "default", 10)
     )
     plan = [str(r[3]) for r in rows]
     assert any("USING INDEX conversation_session_seq (session_id=?)" in p for p in plan), plan
@@ -403,7 +403,7 @@ def vm_steps(path: Path, session_id: str, limit: int) -> int:
     conn = sqlite3.connect(path)
     try:
         conn.set_progress_handler(tick, 1)
-        rows = conn.execute(TAIL_SQL, ("cl", session_id, limit)).fetchall()
+        rows = conn.execute(TAIL_SQL, ("cl", session_id, "default", limit)).fetchall()
         assert len(rows) == limit
     finally:
         conn.close()

@@ -93,3 +93,66 @@ def every_rpc() -> Iterator[Rpc]:
         for service in module.DESCRIPTOR.services_by_name.values():
             for method in service.methods:
                 yield Rpc(method)
+
+
+@dataclass(frozen=True)
+class StoredIds:
+    """Resources stored for one user of one tenant, named the way requests name them."""
+
+    session_id: str
+    message_id: str
+    memory_id: str
+
+
+# Fields that name a stored resource, by field name, and what they are set to.
+_ID_FIELDS = {
+    "session_id": lambda ids: ids.session_id,
+    "message_id": lambda ids: ids.message_id,
+    "start_message_id": lambda ids: ids.message_id,
+    "memory_id": lambda ids: ids.memory_id,
+}
+# Fields a request needs to get past validation, so that its ids are looked up.
+_TEXT_FIELDS = {"user_message": "hello", "summary": "a summary", "content": "a note"}
+_NUMBER_FIELDS = {"token_budget": 4096}
+
+
+def with_ids(rpc: Rpc, ids: StoredIds, user_id: str, query: str) -> tuple[Message, bool]:
+    """``rpc``'s request naming ``user_id`` and, in every field that names a stored
+    resource (at the top level or in a sub-message such as ``session``), one of ``ids``;
+    with the text a valid request needs, and ``query`` as a search query. Returns the
+    request and whether it names any of ``ids``."""
+    request = rpc.request(user_id)
+    named = _fill(request, ids, query, top=True)
+    return request, named
+
+
+def _fill(message: Message, ids: StoredIds, query: str, top: bool) -> bool:
+    named = False
+    for field in message.DESCRIPTOR.fields:
+        name = field.name
+        if name in _ID_FIELDS and not field.is_repeated:
+            setattr(message, name, _ID_FIELDS[name](ids))
+            named = True
+        elif name == "message_ids" and field.is_repeated:
+            getattr(message, name).append(ids.message_id)
+            named = True
+        elif name in _TEXT_FIELDS and not field.is_repeated and field.message_type is None:
+            setattr(message, name, _TEXT_FIELDS[name])
+        elif name in _NUMBER_FIELDS and not field.is_repeated:
+            setattr(message, name, _NUMBER_FIELDS[name])
+        elif name == "query":
+            setattr(message, name, query)
+        elif (
+            name == "messages"
+            and field.is_repeated
+            and "session_id" in (f.name for f in message.DESCRIPTOR.fields)
+        ):
+            getattr(message, name).add(role=2, content="hello")  # ROLE_USER
+        elif (
+            top
+            and field.message_type is not None
+            and not field.is_repeated
+            and "session_id" in field.message_type.fields_by_name
+        ):
+            named = _fill(getattr(message, name), ids, query, top=False) or named
+    return named

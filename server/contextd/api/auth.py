@@ -16,7 +16,7 @@ from typing import Protocol
 
 from contextd.app.scope import Caller
 from contextd.core.errors import PermissionDenied
-from contextd.core.identity import Identity
+from contextd.core.identity import DEFAULT_TENANT, Identity
 
 # None: the server runs with ``--auth none``, or the method needs no credential.
 current_identity: ContextVar[Identity | None] = ContextVar("current_identity", default=None)
@@ -48,16 +48,24 @@ def bearer_token(metadata: Iterable[tuple[str, str | bytes]] | None) -> str | No
 def caller_for(user_id: str, field: str = "user_id") -> Caller:
     """The caller a request acts as, from its ``user_id`` field and the call's identity.
 
-    Without an identity (``--auth none``) the field names the caller and is required.
-    With one, an empty field means the identity's user and the same user is fine; another
+    Without an identity (``--auth none``) the field names the caller, who is in the
+    default tenant, and is required. With one, the caller is always in the identity's
+    tenant: an empty field means the identity's user and the same user is fine; another
     user is PERMISSION_DENIED, except for a service credential, which may act for any
-    user (there are no tenants yet to bound it).
+    user of its own tenant (the field names a user of that tenant, never of another).
     """
     identity = current_identity.get()
     if identity is None:
         return Caller.of(user_id, field)
     if not user_id or user_id == identity.user_id:
-        return Caller(identity.user_id)
+        return Caller(identity.user_id, identity.tenant_id)
     if identity.service:
-        return Caller.of(user_id, field)
+        return Caller.of(user_id, field, identity.tenant_id)
     raise PermissionDenied(f"{field} names another user than the credential's")
+
+
+def caller_tenant() -> str:
+    """The tenant a call naming no user acts in (templates and skills): the identity's,
+    or the default tenant without one (``--auth none``)."""
+    identity = current_identity.get()
+    return DEFAULT_TENANT if identity is None else identity.tenant_id

@@ -34,7 +34,7 @@ from contextd.api.limits import RateLimiter, TurnSlots
 from contextd.api.request_parsing import RequestParser, deferring
 from contextd.api.types import Context, Handler
 from contextd.core.errors import ContextdError, Unauthenticated
-from contextd.core.identity import DEFAULT_TENANT, Identity
+from contextd.core.identity import Identity
 
 log = logging.getLogger("contextd.rpc")
 
@@ -115,9 +115,8 @@ class _Call:
             caller = caller_for(self.user, ".".join(self.method.audit.user_path))
         except ContextdError:
             return  # the servicer refuses the request as it is, with every reason
-        tenant = self.identity.tenant_id if self.identity else DEFAULT_TENANT
-        turns.acquire((tenant, caller.user_id))
-        self.turn = (tenant, caller.user_id)
+        turns.acquire((caller.tenant_id, caller.user_id))
+        self.turn = (caller.tenant_id, caller.user_id)
 
     def _rate_key(self, context: Context) -> Hashable:
         """Whose requests a call counts as: its credential's; without one (``--auth

@@ -21,7 +21,7 @@ import jwt
 from contextd.api.jwks import ALLOWED_ALGORITHMS, JwksCache, jwks_source
 from contextd.config import Settings
 from contextd.core.errors import Unauthenticated
-from contextd.core.identity import DEFAULT_TENANT, Identity
+from contextd.core.identity import DEFAULT_TENANT, TENANT_ID_RULE, Identity, is_tenant_id
 
 log = logging.getLogger("contextd.jwt")
 
@@ -104,6 +104,9 @@ class JwtAuthenticator:
     def _identity(self, claims: Mapping[str, Any]) -> Identity:
         user = _text_claim(claims, self.user_claim)
         tenant = _text_claim(claims, self.tenant_claim) if self.tenant_claim else DEFAULT_TENANT
+        if not is_tenant_id(tenant):
+            # It would name a directory of event logs: only plain names are tenants.
+            raise _Rejected(f"claim {self.tenant_claim!r} is not a tenant id ({TENANT_ID_RULE})")
         # The subject, never the token: it is what logs may name.
         return Identity(user, tenant, credential_id="jwt:" + _text_claim(claims, "sub"))
 

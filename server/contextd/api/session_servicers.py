@@ -6,7 +6,7 @@ import json
 from collections.abc import AsyncIterator
 
 from contextd.api import convert, records
-from contextd.api.auth import caller_for
+from contextd.api.auth import caller_for, caller_tenant
 from contextd.api.types import Context
 from contextd.app.memories import MemoriesApp
 from contextd.app.prompts import PromptsApp
@@ -158,36 +158,36 @@ class PromptServicer(prompts_pb2_grpc.PromptServiceServicer):  # type: ignore[mi
         self, request: ppb.UpsertTemplateRequest, context: Context
     ) -> ppb.UpsertTemplateResponse:
         template = await self._app.upsert_template(
-            request.scenario, request.system_prompt, not request.disabled
+            caller_tenant(), request.scenario, request.system_prompt, not request.disabled
         )
         return ppb.UpsertTemplateResponse(template=records.template_to_pb(template))
 
     async def ListTemplates(
         self, request: ppb.ListTemplatesRequest, context: Context
     ) -> ppb.ListTemplatesResponse:
-        templates = await self._app.list_templates()
+        templates = await self._app.list_templates(caller_tenant())
         return ppb.ListTemplatesResponse(templates=[records.template_to_pb(t) for t in templates])
 
     async def DeleteTemplate(
         self, request: ppb.DeleteTemplateRequest, context: Context
     ) -> ppb.DeleteTemplateResponse:
-        await self._app.delete_template(request.scenario)
+        await self._app.delete_template(caller_tenant(), request.scenario)
         return ppb.DeleteTemplateResponse()
 
     async def UpsertSkill(
         self, request: ppb.UpsertSkillRequest, context: Context
     ) -> ppb.UpsertSkillResponse:
-        skill = await self._app.upsert_skill(records.skill_from_pb(request.skill))
+        skill = await self._app.upsert_skill(caller_tenant(), records.skill_from_pb(request.skill))
         return ppb.UpsertSkillResponse(skill=records.skill_to_pb(skill))
 
     async def ListSkills(
         self, request: ppb.ListSkillsRequest, context: Context
     ) -> ppb.ListSkillsResponse:
-        skills = await self._app.list_skills(request.app, request.enabled_only)
+        skills = await self._app.list_skills(caller_tenant(), request.app, request.enabled_only)
         return ppb.ListSkillsResponse(skills=[records.skill_to_pb(s) for s in skills])
 
     async def DeleteSkill(
         self, request: ppb.DeleteSkillRequest, context: Context
     ) -> ppb.DeleteSkillResponse:
-        await self._app.delete_skill(request.name)
+        await self._app.delete_skill(caller_tenant(), request.name)
         return ppb.DeleteSkillResponse()

@@ -289,12 +289,14 @@ class AfterTurnRunner:
 
     async def _newest(self, turn: FinishedTurn, limit: int) -> list[StoredMessage]:
         # The turn's tokenizer: the rows its build read are still in memory.
-        return await self.conversation.tail(turn.session_id, limit, turn.tokenizer)
+        return await self.conversation.tail(
+            turn.session_id, limit, turn.tokenizer, tenant_id=turn.tenant_id
+        )
 
     async def _exchange(self, turn: FinishedTurn) -> _Exchange | None:
         """The turn's user message and its answer (the text of its assistant messages)."""
         mine = await self.conversation.turn_messages(
-            turn.session_id, turn.turn_index, turn.tokenizer
+            turn.session_id, turn.turn_index, turn.tokenizer, tenant_id=turn.tenant_id
         )
         user = next((r for r in mine if r.message.role is Role.USER), None)
         if user is None:
@@ -314,7 +316,7 @@ class AfterTurnRunner:
         existing: list[ExistingMemory] = []
         method = RULE_METHOD
         if self.use_model:
-            existing = await self._related(turn.user_id, [user_text])
+            existing = await self._related(turn, [user_text])
             facts = await self._model_facts(turn, user_text, exchange.answer, existing)
             method = llm_method(self.provider.default_model)
         if facts is None:
@@ -324,7 +326,7 @@ class AfterTurnRunner:
             )
             if not facts:
                 return
-            existing = await self._related(turn.user_id, [f.text for f in facts])
+            existing = await self._related(turn, [f.text for f in facts])
             facts = [Fact(f.text, rule_replaces(f.text, existing)) for f in facts]
         decisions = reconcile(facts, existing)
         for decision in decisions:
@@ -339,11 +341,13 @@ class AfterTurnRunner:
                 },
             )
 
-    async def _related(self, user_id: str, queries: Sequence[str]) -> list[ExistingMemory]:
-        """The user's memories most related to ``queries``, each once, best first."""
+    async def _related(self, turn: FinishedTurn, queries: Sequence[str]) -> list[ExistingMemory]:
+        """The turn's user's memories most related to ``queries``, each once, best first."""
         found: dict[int, ExistingMemory] = {}
+        limit = self.settings.related_memories
         for query in queries:
-            for hit in await self.memories.search(user_id, query, self.settings.related_memories):
+            hits = await self.memories.search(turn.user_id, query, limit, tenant_id=turn.tenant_id)
+            for hit in hits:
                 found.setdefault(hit.memory.id, ExistingMemory(hit.memory.id, hit.memory.content))
         return list(found.values())
 
@@ -390,12 +394,15 @@ class AfterTurnRunner:
                 method,
                 session_id,
                 message_id,
+                tenant_id=turn.tenant_id,
             )
             if done is not None:
                 self.stats.facts_updated += 1
                 return
             # The memory changed or went away since it was read: the fact is simply new.
-        memory, created = await self.memories.add(turn.user_id, text, session_id, message_id)
+        memory, created = await self.memories.add(
+            turn.user_id, text, session_id, message_id, tenant_id=turn.tenant_id
+        )
         if created:
             self.stats.facts_added += 1
             await self.history.record_add(memory, method)
@@ -456,7 +463,8 @@ class AfterTurnRunner:
 
     async def _summarize(self, turn: FinishedTurn, exchange: _Exchange, compressed: str) -> None:
         s = self.settings
-        first = await self.conversation.first(turn.session_id) or exchange.user
+        first = await self.conversation.first(turn.session_id, tenant_id=turn.tenant_id)
+        first = first or exchange.user
         first_text = first.message.content
         summary = ""
         if self.use_model:
@@ -482,7 +490,7 @@ class AfterTurnRunner:
                 first_text, exchange.user.message.content, exchange.answer, s.session_summary_chars
             )
         if await self.summaries.upsert_session_summary(
-            turn.session_id, turn.user_id, summary, by_host=False
+            turn.session_id, turn.user_id, summary, by_host=False, tenant_id=turn.tenant_id
         ):
             self.stats.session_summaries += 1
 
@@ -514,4 +522,9 @@ def _line(row: StoredMessage) -> Line:
 
 
 def _ids(turn: FinishedTurn) -> dict[str, object]:
-    return {"session_id": turn.session_id, "user_id": turn.user_id, "turn": turn.turn_index}
+    return {
+        "session_id": turn.session_id,
+        "tenant_id": turn.tenant_id,
+        "user_id": turn.user_id,
+        "turn": turn.turn_index,
+    }

@@ -29,26 +29,35 @@ class MemoriesApp:
             v.add("source_message_id", "a stored message id (digits)")
         v.raise_if_any()
         return await self.memories.add(
-            caller.user_id, content, source_session_id, int(source_message_id or 0)
+            caller.user_id,
+            content,
+            source_session_id,
+            int(source_message_id or 0),
+            tenant_id=caller.tenant_id,
         )
 
     async def search(self, caller: Caller, query: str, limit: int) -> list[ScoredMemory]:
         limit = page_size(limit, 10, 100, field="limit")
         if len(query) > MAX_QUERY_CHARS:
             raise InvalidArgument.one("query", f"at most {MAX_QUERY_CHARS} characters")
-        return await self.memories.search(caller.user_id, query, limit)
+        return await self.memories.search(caller.user_id, query, limit, tenant_id=caller.tenant_id)
 
     async def list_memories(
         self, caller: Caller, size: int, token: str
     ) -> tuple[list[Memory], str]:
         size = page_size(size, 50, 200)
         try:
-            return await self.memories.list_memories(caller.user_id, size, token)
+            return await self.memories.list_memories(
+                caller.user_id, size, token, tenant_id=caller.tenant_id
+            )
         except ValueError as error:
             raise bad_page_token(error) from None
 
     async def delete(self, caller: Caller, memory_id: str) -> None:
-        memory = await self.memories.get(parse_id(memory_id, "memory_id", "memory"))
+        # Another tenant's memory is not found: its existence is not revealed.
+        memory = await self.memories.get(
+            parse_id(memory_id, "memory_id", "memory"), tenant_id=caller.tenant_id
+        )
         if memory is None:
             raise NotFound(f"no memory with id {memory_id!r}")
         caller.check_owner(memory.user_id, "the memory")

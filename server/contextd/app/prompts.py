@@ -1,4 +1,8 @@
-"""Server-wide prompt templates (one per scenario) and skills."""
+"""Prompt templates (one per scenario) and skills, per tenant.
+
+The default tenant's are the server-wide defaults, which every tenant reads unless it
+wrote its own of the same name (store/catalog.py); a tenant changes only its own.
+"""
 
 from __future__ import annotations
 
@@ -20,7 +24,7 @@ class PromptsApp:
         self.catalog = catalog
 
     async def upsert_template(
-        self, scenario: str, system_prompt: str, enabled: bool
+        self, tenant_id: str, scenario: str, system_prompt: str, enabled: bool
     ) -> PromptTemplate:
         v = Violations()
         if not _NAME.fullmatch(scenario):
@@ -30,18 +34,20 @@ class PromptsApp:
         elif len(system_prompt) > MAX_PROMPT_CHARS:
             v.add("system_prompt", f"at most {MAX_PROMPT_CHARS} characters")
         v.raise_if_any()
-        return await self.catalog.upsert_template(scenario, system_prompt, enabled)
+        return await self.catalog.upsert_template(
+            scenario, system_prompt, enabled, tenant_id=tenant_id
+        )
 
-    async def list_templates(self) -> list[PromptTemplate]:
-        return await self.catalog.list_templates()
+    async def list_templates(self, tenant_id: str) -> list[PromptTemplate]:
+        return await self.catalog.list_templates(tenant_id=tenant_id)
 
-    async def delete_template(self, scenario: str) -> None:
+    async def delete_template(self, tenant_id: str, scenario: str) -> None:
         if not scenario:
             raise InvalidArgument.one("scenario", "required")
-        if not await self.catalog.delete_template(scenario):
+        if not await self.catalog.delete_template(scenario, tenant_id=tenant_id):
             raise NotFound(f"no template for scenario {scenario!r}")
 
-    async def upsert_skill(self, skill: Skill) -> Skill:
+    async def upsert_skill(self, tenant_id: str, skill: Skill) -> Skill:
         v = Violations()
         if not _NAME.fullmatch(skill.name):
             v.add("skill.name", "1-64 letters, digits, '_', '-' or '.'")
@@ -54,14 +60,16 @@ class PromptsApp:
                 v.add(f"skill.apps[{i}]", "1-64 letters, digits, '_', '-' or '.'")
         v.raise_if_any()
         return await self.catalog.upsert_skill(
-            replace(skill, apps=tuple(a.lower() for a in skill.apps))
+            replace(skill, apps=tuple(a.lower() for a in skill.apps)), tenant_id=tenant_id
         )
 
-    async def list_skills(self, app: str, enabled_only: bool) -> Sequence[Skill]:
-        return await self.catalog.list_skills(app.lower() or None, enabled_only)
+    async def list_skills(self, tenant_id: str, app: str, enabled_only: bool) -> Sequence[Skill]:
+        return await self.catalog.list_skills(
+            app.lower() or None, enabled_only, tenant_id=tenant_id
+        )
 
-    async def delete_skill(self, name: str) -> None:
+    async def delete_skill(self, tenant_id: str, name: str) -> None:
         if not name:
             raise InvalidArgument.one("name", "required")
-        if not await self.catalog.delete_skill(name):
+        if not await self.catalog.delete_skill(name, tenant_id=tenant_id):
             raise NotFound(f"no skill named {name!r}")

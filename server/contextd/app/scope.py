@@ -3,6 +3,11 @@
 api/ makes the Caller (``api.auth.caller_for``): from the request's user id, or, when
 the server checks credentials, from the identity the call's credential proves. The
 checks here are the same either way.
+
+A user is a user of a tenant: "bob" of one tenant and "bob" of another are two users.
+Repositories read and write only the caller's tenant, so a resource of another tenant
+is not found (NOT_FOUND, never revealing that it exists); one of another user of the
+same tenant is PERMISSION_DENIED.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ import unicodedata
 from dataclasses import dataclass
 
 from contextd.core.errors import InvalidArgument, NotFound, PermissionDenied
+from contextd.core.identity import DEFAULT_TENANT
 
 _PRINTABLE_ASCII = re.compile(r"[!-~]{1,128}")
 # Characters a user id may not hold: spaces, controls (NUL...), format characters
@@ -29,14 +35,15 @@ def is_user_id(value: str) -> bool:
 @dataclass(frozen=True, slots=True)
 class Caller:
     user_id: str
+    tenant_id: str = DEFAULT_TENANT
 
     @classmethod
-    def of(cls, user_id: str, field: str = "user_id") -> Caller:
+    def of(cls, user_id: str, field: str = "user_id", tenant_id: str = DEFAULT_TENANT) -> Caller:
         if not is_user_id(user_id):
             raise InvalidArgument.one(
                 field, "required: 1-128 visible characters, no spaces, controls or format marks"
             )
-        return cls(user_id)
+        return cls(user_id, tenant_id)
 
     def check_owner(self, owner_user_id: str, what: str) -> None:
         """PERMISSION_DENIED unless the caller owns the resource."""

@@ -133,7 +133,9 @@ class SessionContextBuilder:
         system_layer = ContextLayer("system")
         base = _join([self.defaults.identity, self.defaults.rules])
         _mark(system_layer, base, tok)
-        scenario_layer, scenario_text = await self._scenario(scenario, host, req.variables)
+        scenario_layer, scenario_text = await self._scenario(
+            req.caller.tenant_id, scenario, host, req.variables
+        )
         scenario_layer.tokens = tok.count(scenario_text)
         session_layer = ContextLayer("session")
         session_text = _session_text(session)
@@ -190,18 +192,19 @@ class SessionContextBuilder:
         return SessionBuild(result, layers)
 
     async def _scenario(
-        self, scenario: str, host: str, variables: Mapping[str, str]
+        self, tenant_id: str, scenario: str, host: str, variables: Mapping[str, str]
     ) -> tuple[ContextLayer, str]:
         layer = ContextLayer("scenario")
         v = Violations()
         parts: list[str] = []
         if scenario:
-            template = await self.catalog.get_template(scenario)
+            template = await self.catalog.get_template(scenario, tenant_id=tenant_id)
             if template is None or not template.enabled:
                 layer.note = f"no enabled prompt template for scenario {scenario!r}"
             else:
                 parts.append(render(template.system_prompt, variables, v, "session.variables"))
-        skills = [s for s in await self.catalog.list_skills(host or None, True) if _for(s, host)]
+        listed = await self.catalog.list_skills(host or None, True, tenant_id=tenant_id)
+        skills = [s for s in listed if _for(s, host)]
         if skills:
             texts = [_skill_text(s, variables, v) for s in skills]
             parts.append("## Skills\n\n" + "\n\n".join(texts))
@@ -225,11 +228,13 @@ class SessionContextBuilder:
                 req.caller.user_id,
                 req.user_message if req.memory_query is None else req.memory_query,
                 req.memory_limit or self.defaults.memory_limit,
+                tenant_id=req.caller.tenant_id,
             )
             others = await self.summaries.recent_session_summaries(
                 req.caller.user_id,
                 session.id,
                 req.recent_sessions_limit or self.defaults.recent_sessions_limit,
+                tenant_id=req.caller.tenant_id,
             )
         except Exception as error:  # degrade: a memory failure never fails the build
             log.warning("memory unavailable, building without it", exc_info=True)
@@ -263,8 +268,10 @@ class SessionContextBuilder:
         pending_counts = [message_tokens(m, tok) for m in pending]
         limit = FIRST_WINDOW
         while True:
-            rows = await self.sessions.conversation.tail(session.id, limit, tok.name)
-            counts = await self._counts(session.id, rows, tok) + pending_counts
+            rows = await self.sessions.conversation.tail(
+                session.id, limit, tok.name, tenant_id=session.tenant_id
+            )
+            counts = await self._counts(session, rows, tok) + pending_counts
             result = build_messages(
                 BuildRequest(
                     user_message=req.user_message,
@@ -291,7 +298,7 @@ class SessionContextBuilder:
             limit *= 4
 
     async def _counts(
-        self, session_id: str, rows: Sequence[StoredMessage], tok: Tokenizer
+        self, session: Session, rows: Sequence[StoredMessage], tok: Tokenizer
     ) -> list[int]:
         """Stored counts, counting (and storing) the ones this tokenizer has not seen."""
         counts: list[int] = []
@@ -303,7 +310,9 @@ class SessionContextBuilder:
                 missing.append((row.id, tok.name, n))
             counts.append(n)
         if missing:
-            await self.sessions.conversation.save_tokens(missing, session_id)
+            await self.sessions.conversation.save_tokens(
+                missing, session.id, tenant_id=session.tenant_id
+            )
         return counts
 
 

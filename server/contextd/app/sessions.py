@@ -56,13 +56,14 @@ class SessionsApp:
                 v.add(f"metadata[{key!r}]", f"keys must be 1-{MAX_TEXT} non-blank characters")
         v.raise_if_any()
         return await self.sessions.create(
-            caller.user_id, scenario, host, title, dict(metadata or {})
+            caller.user_id, scenario, host, title, dict(metadata or {}), tenant_id=caller.tenant_id
         )
 
     async def get(self, caller: Caller, session_id: str) -> Session:
         if not session_id:
             raise InvalidArgument.one("session_id", "required")
-        session = await self.sessions.get(session_id)
+        # Another tenant's session is not found: its existence is not revealed.
+        session = await self.sessions.get(session_id, tenant_id=caller.tenant_id)
         if session is None:
             raise SessionNotFound(session_id)
         caller.check_owner(session.user_id, "the session")
@@ -73,14 +74,16 @@ class SessionsApp:
     ) -> tuple[list[Session], str]:
         size = page_size(size, 50, 200)
         try:
-            return await self.sessions.list_sessions(caller.user_id, size, token)
+            return await self.sessions.list_sessions(
+                caller.user_id, size, token, tenant_id=caller.tenant_id
+            )
         except ValueError as error:
             raise bad_page_token(error) from None
 
     async def delete(self, caller: Caller, session_id: str) -> None:
         await self.get(caller, session_id)
-        await self.sessions.delete(session_id)
-        await self.event_log.delete(session_id)
+        await self.sessions.delete(session_id, tenant_id=caller.tenant_id)
+        await self.event_log.delete(session_id, tenant_id=caller.tenant_id)
 
     async def append(
         self, caller: Caller, session_id: str, messages: Sequence[ChatMessage], turn_index: int = 0
@@ -99,7 +102,9 @@ class SessionsApp:
         v.raise_if_any()
         await self.get(caller, session_id)
         rows = [self.new_message(m, turn_index) for m in messages]
-        return await self.conversation.append(session_id, caller.user_id, rows)
+        return await self.conversation.append(
+            session_id, caller.user_id, rows, tenant_id=caller.tenant_id
+        )
 
     def new_message(
         self, message: ChatMessage, turn_index: int, status: str = "", tokenizer: str = ""
@@ -120,7 +125,9 @@ class SessionsApp:
         size = page_size(size, 100, 500)
         await self.get(caller, session_id)
         try:
-            return await self.conversation.list_messages(session_id, size, token)
+            return await self.conversation.list_messages(
+                session_id, size, token, tenant_id=caller.tenant_id
+            )
         except ValueError as error:
             raise bad_page_token(error) from None
 
@@ -155,7 +162,7 @@ class SessionsApp:
             raise InvalidArgument.one("summary", "the summary text must not be blank")
         await self.get(caller, session_id)
         await self.summaries.upsert_session_summary(
-            session_id, caller.user_id, summary, by_host=True
+            session_id, caller.user_id, summary, by_host=True, tenant_id=caller.tenant_id
         )
 
     async def collect(
@@ -172,13 +179,19 @@ class SessionsApp:
             raise InvalidArgument.one("remember", "cannot remember an answer being uncollected")
         if remember and is_blank(stored.message.content):
             raise InvalidArgument.one("remember", "the answer has no text to remember")
-        updated = await self.conversation.set_collected(stored.id, not uncollect)
+        updated = await self.conversation.set_collected(
+            stored.id, not uncollect, tenant_id=caller.tenant_id
+        )
         if updated is None:  # deleted between the two calls
             raise NotFound(f"no message with id {message_id!r}")
         memory_id = ""
         if remember:
             memory, _ = await self.memories.add(
-                caller.user_id, stored.message.content, stored.session_id, stored.id
+                caller.user_id,
+                stored.message.content,
+                stored.session_id,
+                stored.id,
+                tenant_id=caller.tenant_id,
             )
             memory_id = str(memory.id)
         return updated, memory_id
@@ -190,11 +203,14 @@ class SessionsApp:
         if after < 0:
             raise InvalidArgument.one("after", "must not be negative")
         await self.get(caller, session_id)
-        async for event in self.event_log.read(session_id, after_line=after):
+        async for event in self.event_log.read(
+            session_id, after_line=after, tenant_id=caller.tenant_id
+        ):
             yield event
 
     async def _message(self, caller: Caller, message_id: str, field: str) -> StoredMessage:
-        stored = await self.conversation.get(parse_id(message_id, field, "message"))
+        message = parse_id(message_id, field, "message")
+        stored = await self.conversation.get(message, tenant_id=caller.tenant_id)
         if stored is None:
             raise NotFound(f"no message with id {message_id!r}")
         caller.check_owner(stored.user_id, "the message")

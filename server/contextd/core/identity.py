@@ -6,9 +6,20 @@ this value travels, never the credential.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 DEFAULT_TENANT = "default"
+
+# A tenant id names a directory of event logs (store/events.py), so it is a plain name:
+# no separator, no leading dot ("..", hidden files), nothing a path could interpret.
+_TENANT_ID = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,127}")
+TENANT_ID_RULE = "1-128 letters, digits, '_', '-' or '.', not starting with '.'"
+
+
+def is_tenant_id(value: str) -> bool:
+    """True when ``value`` is a well-formed tenant id (see ``TENANT_ID_RULE``)."""
+    return _TENANT_ID.fullmatch(value) is not None
 
 
 @dataclass(frozen=True, slots=True)

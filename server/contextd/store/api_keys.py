@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from contextd.core.api_keys import KeyParts, hash_secret, new_key
-from contextd.core.identity import DEFAULT_TENANT
+from contextd.core.identity import DEFAULT_TENANT, TENANT_ID_RULE, is_tenant_id
 from contextd.store.db import Database
 
 _COLUMNS = (
@@ -59,7 +59,11 @@ class ApiKeyRepo:
         name: str = "",
         expires_at: float | None = None,
     ) -> tuple[ApiKey, KeyParts]:
-        """A new key and its parts; the secret exists only in what this returns."""
+        """A new key and its parts; the secret exists only in what this returns.
+
+        Raises ValueError for a malformed tenant id (it would name a directory)."""
+        if not is_tenant_id(tenant_id):
+            raise ValueError(f"tenant id: {TENANT_ID_RULE}")
         parts = new_key()
         key = ApiKey(
             parts.key_id,

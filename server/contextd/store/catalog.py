@@ -1,5 +1,9 @@
-"""Server-wide catalog for the ``scenario`` layer: prompt templates per scenario, and skills
-per host app.
+"""The catalog for the ``scenario`` layer: prompt templates per scenario, and skills per
+host app, per tenant.
+
+The default tenant's templates and skills are the server-wide defaults. Another tenant
+reads its own row of a name when it has one, else the default; it writes and deletes only
+its own rows, so deleting its override brings the default back.
 
 Every session-mode build reads the skills (and the scenario's template): reads are kept in
 memory and all of them dropped by any write once it committed (the rule in store/db.py),
@@ -12,12 +16,23 @@ import json
 import time
 from typing import Any
 
+from contextd.core.identity import DEFAULT_TENANT
 from contextd.store.db import Database
 from contextd.store.models import PromptTemplate, Skill
 
 _TEMPLATE_COLUMNS = "scenario, system_prompt, version, enabled, updated_at"
 _SKILL_COLUMNS = "name, description, prompt, apps, enabled, updated_at"
-# Different reads kept (scenarios and hosts asked for); past this, all are dropped.
+# A tenant's own rows, and the defaults it has no row of the same name for.
+_TEMPLATES_OF_TENANT = (
+    "(tenant_id = :tenant OR (tenant_id = 'default' AND NOT EXISTS ("
+    " SELECT 1 FROM prompt_templates o WHERE o.tenant_id = :tenant"
+    " AND o.scenario = prompt_templates.scenario)))"
+)
+_SKILLS_OF_TENANT = (
+    "(tenant_id = :tenant OR (tenant_id = 'default' AND NOT EXISTS ("
+    " SELECT 1 FROM skills o WHERE o.tenant_id = :tenant AND o.name = skills.name)))"
+)
+# Different reads kept (tenants, scenarios and hosts asked for); past this, all are dropped.
 READ_CACHE_ENTRIES = 256
 
 
@@ -34,8 +49,8 @@ def _skill_from_row(row: Any) -> Skill:
 class CatalogRepo:
     def __init__(self, db: Database) -> None:
         self._db = db
-        self._templates: dict[str, PromptTemplate | None] = {}
-        self._skills: dict[tuple[str | None, bool], tuple[Skill, ...]] = {}
+        self._templates: dict[tuple[str, str], PromptTemplate | None] = {}
+        self._skills: dict[tuple[str, str | None, bool], tuple[Skill, ...]] = {}
 
     def _changed(self) -> None:
         self._templates.clear()
@@ -44,68 +59,89 @@ class CatalogRepo:
     # --- prompt templates ---------------------------------------------------------------
 
     async def upsert_template(
-        self, scenario: str, system_prompt: str, enabled: bool = True
+        self,
+        scenario: str,
+        system_prompt: str,
+        enabled: bool = True,
+        *,
+        tenant_id: str = DEFAULT_TENANT,
     ) -> PromptTemplate:
-        """Create (version 1) or change the scenario's template; each change adds 1 to its
-        version, while writing what is already stored changes nothing."""
+        """Create (version 1) or change the tenant's template of the scenario; each change
+        adds 1 to its version, while writing what is already stored changes nothing."""
         async with self._db.transaction() as conn:
             rows = await conn.execute_fetchall(
-                f"INSERT INTO prompt_templates ({_TEMPLATE_COLUMNS}) VALUES (?, ?, 1, ?, ?)"
-                " ON CONFLICT (scenario) DO UPDATE SET system_prompt = excluded.system_prompt,"
+                f"INSERT INTO prompt_templates (tenant_id, {_TEMPLATE_COLUMNS})"
+                " VALUES (?, ?, ?, 1, ?, ?)"
+                " ON CONFLICT (tenant_id, scenario) DO UPDATE"
+                "  SET system_prompt = excluded.system_prompt,"
                 "  enabled = excluded.enabled, version = version + 1,"
                 "  updated_at = excluded.updated_at"
                 " WHERE system_prompt IS NOT excluded.system_prompt"
                 "  OR enabled IS NOT excluded.enabled"
                 f" RETURNING {_TEMPLATE_COLUMNS}",
-                (scenario, system_prompt, int(enabled), time.time()),
+                (tenant_id, scenario, system_prompt, int(enabled), time.time()),
             )
             if not rows:  # unchanged
                 rows = await conn.execute_fetchall(
-                    f"SELECT {_TEMPLATE_COLUMNS} FROM prompt_templates WHERE scenario = ?",
-                    (scenario,),
+                    f"SELECT {_TEMPLATE_COLUMNS} FROM prompt_templates"
+                    " WHERE tenant_id = ? AND scenario = ?",
+                    (tenant_id, scenario),
                 )
         self._changed()
         return _template_from_row(next(iter(rows)))
 
-    async def get_template(self, scenario: str) -> PromptTemplate | None:
-        """The scenario's template (shared with later calls: it is frozen)."""
-        if scenario in self._templates:
-            return self._templates[scenario]
+    async def get_template(
+        self, scenario: str, *, tenant_id: str = DEFAULT_TENANT
+    ) -> PromptTemplate | None:
+        """The tenant's template of the scenario, else the default one (shared with later
+        calls: it is frozen)."""
+        key = (tenant_id, scenario)
+        if key in self._templates:
+            return self._templates[key]
         rows = await self._db.reader.execute_fetchall(
-            f"SELECT {_TEMPLATE_COLUMNS} FROM prompt_templates WHERE scenario = ?", (scenario,)
+            f"SELECT {_TEMPLATE_COLUMNS} FROM prompt_templates"
+            " WHERE scenario = ? AND tenant_id IN (?, 'default')"
+            " ORDER BY tenant_id = 'default' LIMIT 1",
+            (scenario, tenant_id),
         )
         template = next((_template_from_row(row) for row in rows), None)
         if len(self._templates) >= READ_CACHE_ENTRIES:
             self._templates.clear()
-        self._templates[scenario] = template
+        self._templates[key] = template
         return template
 
-    async def list_templates(self) -> list[PromptTemplate]:
+    async def list_templates(self, *, tenant_id: str = DEFAULT_TENANT) -> list[PromptTemplate]:
+        """The templates the tenant reads: its own, and the defaults it did not override."""
         rows = await self._db.reader.execute_fetchall(
-            f"SELECT {_TEMPLATE_COLUMNS} FROM prompt_templates ORDER BY scenario"
+            f"SELECT {_TEMPLATE_COLUMNS} FROM prompt_templates"
+            f" WHERE {_TEMPLATES_OF_TENANT} ORDER BY scenario",
+            {"tenant": tenant_id},
         )
         return [_template_from_row(row) for row in rows]
 
-    async def delete_template(self, scenario: str) -> bool:
+    async def delete_template(self, scenario: str, *, tenant_id: str = DEFAULT_TENANT) -> bool:
+        """Delete the tenant's own template of the scenario (never a default for another
+        tenant); False when it has none."""
         async with self._db.transaction() as conn:
             cursor = await conn.execute(
-                "DELETE FROM prompt_templates WHERE scenario = ?", (scenario,)
+                "DELETE FROM prompt_templates WHERE tenant_id = ? AND scenario = ?",
+                (tenant_id, scenario),
             )
         self._changed()
         return cursor.rowcount > 0
 
     # --- skills -------------------------------------------------------------------------
 
-    async def upsert_skill(self, skill: Skill) -> Skill:
-        """Create or replace the skill named ``skill.name``; the stored skill is returned
-        (``updated_at`` moves only when something changed)."""
+    async def upsert_skill(self, skill: Skill, *, tenant_id: str = DEFAULT_TENANT) -> Skill:
+        """Create or replace the tenant's skill named ``skill.name``; the stored skill is
+        returned (``updated_at`` moves only when something changed)."""
         if not skill.name:
             raise ValueError("a skill needs a name")
         apps = json.dumps(list(skill.apps), ensure_ascii=False)
         async with self._db.transaction() as conn:
             rows = await conn.execute_fetchall(
-                f"INSERT INTO skills ({_SKILL_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)"
-                " ON CONFLICT (name) DO UPDATE SET description = excluded.description,"
+                f"INSERT INTO skills (tenant_id, {_SKILL_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT (tenant_id, name) DO UPDATE SET description = excluded.description,"
                 "  prompt = excluded.prompt, apps = excluded.apps, enabled = excluded.enabled,"
                 "  updated_at = excluded.updated_at"
                 " WHERE description IS NOT excluded.description"
@@ -113,6 +149,7 @@ class CatalogRepo:
                 "  OR enabled IS NOT excluded.enabled"
                 f" RETURNING {_SKILL_COLUMNS}",
                 (
+                    tenant_id,
                     skill.name,
                     skill.description,
                     skill.prompt,
@@ -123,26 +160,35 @@ class CatalogRepo:
             )
             if not rows:  # unchanged
                 rows = await conn.execute_fetchall(
-                    f"SELECT {_SKILL_COLUMNS} FROM skills WHERE name = ?", (skill.name,)
+                    f"SELECT {_SKILL_COLUMNS} FROM skills WHERE tenant_id = ? AND name = ?",
+                    (tenant_id, skill.name),
                 )
         self._changed()
         return _skill_from_row(next(iter(rows)))
 
-    async def list_skills(self, app: str | None = None, enabled_only: bool = False) -> list[Skill]:
-        """Skills by name. With ``app``, only those whose apps include it (ignoring ASCII
-        case: "Excel" finds "excel") or whose apps list is empty (every app). The skills
-        are shared with later calls (they are frozen)."""
-        key = (app, enabled_only)
+    async def list_skills(
+        self,
+        app: str | None = None,
+        enabled_only: bool = False,
+        *,
+        tenant_id: str = DEFAULT_TENANT,
+    ) -> list[Skill]:
+        """The tenant's skills (its own, and the defaults it did not override) by name.
+        With ``app``, only those whose apps include it (ignoring ASCII case: "Excel" finds
+        "excel") or whose apps list is empty (every app). The skills are shared with later
+        calls (they are frozen). A tenant's override decides for its name: a disabled or
+        other-app override hides the default."""
+        key = (tenant_id, app, enabled_only)
         cached = self._skills.get(key)
         if cached is not None:
             return list(cached)
         rows = await self._db.reader.execute_fetchall(
             f"SELECT {_SKILL_COLUMNS} FROM skills"
-            " WHERE (? = 0 OR enabled = 1)"
-            "  AND (? IS NULL OR json_array_length(apps) = 0"
-            "   OR EXISTS (SELECT 1 FROM json_each(skills.apps) WHERE lower(value) = lower(?)))"
+            f" WHERE {_SKILLS_OF_TENANT} AND (:enabled_only = 0 OR enabled = 1)"
+            "  AND (:app IS NULL OR json_array_length(apps) = 0"
+            "   OR EXISTS (SELECT 1 FROM json_each(skills.apps) WHERE lower(value) = lower(:app)))"
             " ORDER BY name",
-            (int(enabled_only), app, app),
+            {"tenant": tenant_id, "enabled_only": int(enabled_only), "app": app},
         )
         skills = [_skill_from_row(row) for row in rows]
         if len(self._skills) >= READ_CACHE_ENTRIES:
@@ -150,8 +196,12 @@ class CatalogRepo:
         self._skills[key] = tuple(skills)
         return skills
 
-    async def delete_skill(self, name: str) -> bool:
+    async def delete_skill(self, name: str, *, tenant_id: str = DEFAULT_TENANT) -> bool:
+        """Delete the tenant's own skill (never a default for another tenant); False when
+        it has none."""
         async with self._db.transaction() as conn:
-            cursor = await conn.execute("DELETE FROM skills WHERE name = ?", (name,))
+            cursor = await conn.execute(
+                "DELETE FROM skills WHERE tenant_id = ? AND name = ?", (tenant_id, name)
+            )
         self._changed()
         return cursor.rowcount > 0

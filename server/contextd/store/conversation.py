@@ -9,6 +9,9 @@ window, the work after the turn). :class:`ConversationRepo` keeps them in memory
 (store/tail_cache.py, which has the rule that keeps them current) and tells that cache of
 every write once it committed. A session created through SessionRepo starts cached, with
 no rows.
+
+Every read names the session's tenant (the default one unless given): stored rows and
+kept ones are found only within it, kept rows being keyed by (tenant, session).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from types import MappingProxyType
 from typing import Any
 
 from contextd.core.errors import SessionNotFound
+from contextd.core.identity import DEFAULT_TENANT
 from contextd.core.messages import ChatMessage, Role, ToolCall
 from contextd.store.db import Connection, Database
 from contextd.store.models import NO_TOKENS, NewMessage, StoredMessage, token_counts
@@ -44,11 +48,11 @@ _ALL_TOKENS = (
 
 # The rolling window, newest first: conversation_session_seq searched backwards from the
 # session's last seq, stopping after ``limit`` rows; each row joined to its one count by the
-# message_tokens primary key. Parameters: tokenizer, session_id, limit.
+# message_tokens primary key. Parameters: tokenizer, session_id, tenant_id, limit.
 TAIL_SQL = (
     f"SELECT {_COLUMNS}, t.tokens FROM conversation c"
     " LEFT JOIN message_tokens t ON t.message_id = c.id AND t.tokenizer = ?"
-    " WHERE c.session_id = ? ORDER BY c.seq DESC LIMIT ?"
+    " WHERE c.session_id = ? AND c.tenant_id = ? ORDER BY c.seq DESC LIMIT ?"
 )
 # The same columns from an UPDATE ... RETURNING, which cannot alias its table.
 _RETURNING = _COLUMNS.replace("c.", "conversation.") + _ALL_TOKENS.replace(
@@ -99,20 +103,26 @@ class ConversationRepo:
     def __init__(self, db: Database) -> None:
         self._db = db
         self._tails = TailCache()
-        db.session_created.append(self._tails.created)
-        db.session_deleted.append(self._tails.drop)
+        db.session_created.append(lambda tenant_id, sid: self._tails.created((tenant_id, sid)))
+        db.session_deleted.append(lambda tenant_id, sid: self._tails.drop((tenant_id, sid)))
 
     async def append(
-        self, session_id: str, user_id: str, messages: Sequence[NewMessage]
+        self,
+        session_id: str,
+        user_id: str,
+        messages: Sequence[NewMessage],
+        *,
+        tenant_id: str = DEFAULT_TENANT,
     ) -> list[StoredMessage]:
         """Store ``messages`` at the end of the session, in one transaction.
 
         Seqs continue from the session's current last one; each message's ``tokens`` are
         stored with it; the session's ``updated_at`` and ``message_count`` follow (a trigger
         of the schema does that in the same statement). Raises SessionNotFound when the
-        session does not exist or belongs to another user, ValueError for a system message.
+        session does not exist or belongs to another user (of the tenant, or another
+        tenant), ValueError for a system message.
         """
-        stored, _ = await self._append(session_id, user_id, messages, None)
+        stored, _ = await self._append(session_id, (tenant_id, user_id), messages, None)
         return stored
 
     async def append_with_usage(
@@ -121,17 +131,19 @@ class ConversationRepo:
         user_id: str,
         messages: Sequence[NewMessage],
         usage: UsageTotals,
+        *,
+        tenant_id: str = DEFAULT_TENANT,
     ) -> tuple[list[StoredMessage], UsageTotals]:
         """``append``, and add a turn's usage (prompt, completion, estimate) to the
         session's in the same transaction; returns the messages and the session's totals."""
-        stored, totals = await self._append(session_id, user_id, messages, usage)
+        stored, totals = await self._append(session_id, (tenant_id, user_id), messages, usage)
         assert totals is not None
         return stored, totals
 
     async def _append(
         self,
         session_id: str,
-        user_id: str,
+        owner: tuple[str, str],
         messages: Sequence[NewMessage],
         usage: UsageTotals | None,
     ) -> tuple[list[StoredMessage], UsageTotals | None]:
@@ -145,26 +157,36 @@ class ConversationRepo:
             return [], None
         totals = None
         async with self._db.transaction() as conn:
-            stored = await _insert(conn, session_id, user_id, messages)
+            stored = await _insert(conn, session_id, owner, messages)
             if usage is not None:
                 totals = await add_usage(conn, session_id, *usage)
-        self._tails.appended(session_id, stored)
+        self._tails.appended((owner[0], session_id), stored)
         return stored, totals
 
-    async def get(self, message_id: int) -> StoredMessage | None:
-        """The message with all its stored token counts."""
+    async def get(
+        self, message_id: int, *, tenant_id: str = DEFAULT_TENANT
+    ) -> StoredMessage | None:
+        """The tenant's message with all its stored token counts (None for another
+        tenant's: the caller checks the user)."""
         rows = await self._db.reader.execute_fetchall(
-            f"SELECT {_COLUMNS}, {_ALL_TOKENS} FROM conversation c WHERE c.id = ?",
-            (message_id,),
+            f"SELECT {_COLUMNS}, {_ALL_TOKENS} FROM conversation c"
+            " WHERE c.id = ? AND c.tenant_id = ?",
+            (message_id, tenant_id),
         )
         for row in rows:
             return _with_all_tokens(row)
         return None
 
     async def list_messages(
-        self, session_id: str, page_size: int = 0, page_token: str = ""
+        self,
+        session_id: str,
+        page_size: int = 0,
+        page_token: str = "",
+        *,
+        tenant_id: str = DEFAULT_TENANT,
     ) -> tuple[list[StoredMessage], str]:
-        """A page of the session's messages, oldest first, with all their token counts."""
+        """A page of the (tenant's) session's messages, oldest first, with all their token
+        counts."""
         limit = page_limit(page_size)
         after = -1
         if page_token:
@@ -173,8 +195,8 @@ class ConversationRepo:
             after = last_seq
         rows = await self._db.reader.execute_fetchall(
             f"SELECT {_COLUMNS}, {_ALL_TOKENS} FROM conversation c"
-            " WHERE c.session_id = ? AND c.seq > ? ORDER BY c.seq LIMIT ?",
-            (session_id, after, limit + 1),
+            " WHERE c.session_id = ? AND c.tenant_id = ? AND c.seq > ? ORDER BY c.seq LIMIT ?",
+            (session_id, tenant_id, after, limit + 1),
         )
         items = [_with_all_tokens(row) for row in rows]
         if len(items) <= limit:
@@ -182,16 +204,20 @@ class ConversationRepo:
         del items[limit:]
         return items, encode_token("messages", session_id, [items[-1].seq])
 
-    async def first(self, session_id: str) -> StoredMessage | None:
+    async def first(
+        self, session_id: str, *, tenant_id: str = DEFAULT_TENANT
+    ) -> StoredMessage | None:
         """The session's first message: from the cached rows when they are all of the
         session's (with the counts they have), else read with all its counts."""
-        rows = self._tails.all_rows(session_id)
+        rows = self._tails.all_rows((tenant_id, session_id))
         if rows is not None:
             return rows[0] if rows else None
-        page, _ = await self.list_messages(session_id, 1)
+        page, _ = await self.list_messages(session_id, 1, tenant_id=tenant_id)
         return page[0] if page else None
 
-    async def tail(self, session_id: str, limit: int, tokenizer: str) -> list[StoredMessage]:
+    async def tail(
+        self, session_id: str, limit: int, tokenizer: str, *, tenant_id: str = DEFAULT_TENANT
+    ) -> list[StoredMessage]:
         """The newest ``limit`` messages in chronological order (one indexed query, or
         none when the session's newest messages are cached).
 
@@ -200,32 +226,47 @@ class ConversationRepo:
         """
         if limit <= 0:
             return []
-        cached = self._tails.newest(session_id, tokenizer, limit)
+        key = (tenant_id, session_id)
+        cached = self._tails.newest(key, tokenizer, limit)
         if cached is not None:
             return list(cached[-limit:])
-        rows = await self._db.reader.execute_fetchall(TAIL_SQL, (tokenizer, session_id, limit))
+        rows = await self._db.reader.execute_fetchall(
+            TAIL_SQL, (tokenizer, session_id, tenant_id, limit)
+        )
         out = [
             _stored(row, NO_TOKENS if row[12] is None else MappingProxyType({tokenizer: row[12]}))
             for row in rows
         ]
         out.reverse()
-        self._tails.read(session_id, tokenizer, out, limit)
+        self._tails.read(key, tokenizer, out, limit)
         return out
 
     async def turn_messages(
-        self, session_id: str, turn_index: int, tokenizer: str, at_most: int = 1024
+        self,
+        session_id: str,
+        turn_index: int,
+        tokenizer: str,
+        at_most: int = 1024,
+        *,
+        tenant_id: str = DEFAULT_TENANT,
     ) -> list[StoredMessage]:
         """The messages of turn ``turn_index`` among the session's newest ``at_most``, oldest
         first (as ``tail`` reads them), read back from the newest only as far as needed."""
         limit = min(16, at_most)
         while True:
-            rows = await self.tail(session_id, limit, tokenizer)
+            rows = await self.tail(session_id, limit, tokenizer, tenant_id=tenant_id)
             if len(rows) < limit or rows[0].turn_index < turn_index or limit >= at_most:
                 break
             limit = min(limit * 4, at_most)
         return [r for r in rows if r.turn_index == turn_index]
 
-    async def save_tokens(self, rows: Iterable[tuple[int, str, int]], session_id: str) -> None:
+    async def save_tokens(
+        self,
+        rows: Iterable[tuple[int, str, int]],
+        session_id: str,
+        *,
+        tenant_id: str = DEFAULT_TENANT,
+    ) -> None:
         """Store (message_id, tokenizer, tokens) counts of messages of ``session_id``,
         whose cached rows get them too; a count already stored is kept. The count of a
         message deleted since it was read (with its session) is left out, not an error:
@@ -239,32 +280,37 @@ class ConversationRepo:
                 " SELECT id, ?, ? FROM conversation WHERE id = ?",
                 [(name, n, mid) for mid, name, n in batch],
             )
-        self._tails.counts_saved(session_id, batch)
+        self._tails.counts_saved((tenant_id, session_id), batch)
 
-    async def set_collected(self, message_id: int, collected: bool) -> StoredMessage | None:
-        """Set or clear ``is_collected``; the updated message, or None if there is none."""
+    async def set_collected(
+        self, message_id: int, collected: bool, *, tenant_id: str = DEFAULT_TENANT
+    ) -> StoredMessage | None:
+        """Set or clear ``is_collected`` of the tenant's message; the updated message, or
+        None if there is none."""
         async with self._db.transaction() as conn:
             rows = await conn.execute_fetchall(
-                "UPDATE conversation SET is_collected = ?, updated_at = ? WHERE id = ?"
-                f" RETURNING {_RETURNING}",
-                (int(collected), time.time(), message_id),
+                "UPDATE conversation SET is_collected = ?, updated_at = ?"
+                f" WHERE id = ? AND tenant_id = ? RETURNING {_RETURNING}",
+                (int(collected), time.time(), message_id, tenant_id),
             )
         for row in rows:
             updated = _with_all_tokens(row)
-            self._tails.drop(updated.session_id)
+            self._tails.drop((tenant_id, updated.session_id))
             return updated
         return None
 
 
 async def _insert(
-    conn: Connection, session_id: str, user_id: str, messages: Sequence[NewMessage]
+    conn: Connection, session_id: str, owner: tuple[str, str], messages: Sequence[NewMessage]
 ) -> list[StoredMessage]:
-    """Insert the messages and their token counts inside the caller's transaction."""
+    """Insert the messages and their token counts inside the caller's transaction;
+    ``owner`` is the session's (tenant_id, user_id)."""
+    user_id = owner[1]
     now = time.time()
     stored: list[StoredMessage] = []
     for start in range(0, len(messages), _INSERT_CHUNK):
         chunk = messages[start : start + _INSERT_CHUNK]
-        sql, params = _insert_statement(session_id, user_id, chunk, now)
+        sql, params = _insert_statement(session_id, owner, chunk, now)
         rows = await conn.execute_fetchall(sql, params)
         if not rows:  # the join on sessions found no such session of this user
             raise SessionNotFound(session_id)
@@ -304,13 +350,13 @@ async def _insert(
 
 
 def _insert_statement(
-    session_id: str, user_id: str, chunk: Sequence[NewMessage], now: float
+    session_id: str, owner: tuple[str, str], chunk: Sequence[NewMessage], now: float
 ) -> tuple[str, list[object]]:
     """One INSERT ... RETURNING for a chunk of messages, seqs following the session's last.
 
     The new rows come from a VALUES list joined to the session row (so nothing is inserted
-    when the session is missing or another user's) and to the session's current last seq,
-    read before any row is written.
+    when the session is missing or another user's, of its tenant or another) and to the
+    session's current last seq, read before any row is written.
     """
     values = ", ".join(["(?, ?, ?, ?, ?, ?, ?)"] * len(chunk))
     params: list[object] = [session_id]
@@ -325,17 +371,17 @@ def _insert_statement(
             new.turn_index,
             new.status,
         ]
-    params += [now, now, session_id, user_id]
+    params += [now, now, session_id, *owner]
     sql = (
         "WITH base(next_seq) AS MATERIALIZED ("
         "  SELECT COALESCE(MAX(seq), -1) + 1 FROM conversation WHERE session_id = ?),"
         f" batch(ordinal, role, content, tool_calls, tool_call_id, turn_index, status) AS"
         f" (VALUES {values})"
-        " INSERT INTO conversation (session_id, user_id, seq, role, content, tool_calls,"
-        "  tool_call_id, turn_index, status, created_at, updated_at)"
-        " SELECT s.id, s.user_id, base.next_seq + b.ordinal, b.role, b.content,"
+        " INSERT INTO conversation (session_id, tenant_id, user_id, seq, role, content,"
+        "  tool_calls, tool_call_id, turn_index, status, created_at, updated_at)"
+        " SELECT s.id, s.tenant_id, s.user_id, base.next_seq + b.ordinal, b.role, b.content,"
         "  b.tool_calls, b.tool_call_id, b.turn_index, b.status, ?, ?"
-        " FROM batch b, base, sessions s WHERE s.id = ? AND s.user_id = ?"
+        " FROM batch b, base, sessions s WHERE s.id = ? AND s.tenant_id = ? AND s.user_id = ?"
         " RETURNING id, seq"
     )
     return sql, params

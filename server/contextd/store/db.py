@@ -134,10 +134,10 @@ class Database:
         self._writer = writer
         self._reader = reader
         self._write_lock = asyncio.Lock()
-        # Called with a session's id once its creation or deletion committed:
-        # repositories that cache a session's rows start or drop them.
-        self.session_created: list[Callable[[str], None]] = []
-        self.session_deleted: list[Callable[[str], None]] = []
+        # Called with a session's tenant id and id once its creation or deletion
+        # committed: repositories that cache a session's rows start or drop them.
+        self.session_created: list[Callable[[str, str], None]] = []
+        self.session_deleted: list[Callable[[str, str], None]] = []
 
     @classmethod
     async def open(cls, path: Path, synchronous: str = "NORMAL") -> Database:

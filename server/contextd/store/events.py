@@ -1,4 +1,6 @@
-"""The event log: one JSONL file per session, history_dir/<session_id>.jsonl.
+"""The event log: one JSONL file per session, history_dir/<session_id>.jsonl for the
+default tenant's sessions and history_dir/tenants/<tenant_id>/<session_id>.jsonl for
+another tenant's (tenant ids are plain names, core/identity.py, checked again here).
 
 Every line is one JSON event with these keys, in this order, a None field left out: ts,
 session_id, turn, step, type, content, role, meta.
@@ -32,6 +34,8 @@ import time
 from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import Any
+
+from contextd.core.identity import DEFAULT_TENANT, TENANT_ID_RULE, is_tenant_id
 
 EVENT_TYPES = frozenset(
     {
@@ -98,10 +102,28 @@ class EventLog:
         self.history_dir = history_dir
         history_dir.mkdir(parents=True, exist_ok=True)
         self._closed = False
-        self._dir = os.fspath(history_dir)  # joined as text: cheaper than a Path per event
+        # Joined as text: cheaper than a Path per event. Tenant -> its directory, made
+        # on its first append.
+        self._dirs = {DEFAULT_TENANT: os.fspath(history_dir)}
 
-    def path(self, session_id: str) -> Path:
-        return self.history_dir / f"{check_session_id(session_id)}.jsonl"
+    def tenant_dir(self, tenant_id: str) -> Path:
+        """Where the tenant's files are: history_dir itself for the default tenant."""
+        if tenant_id == DEFAULT_TENANT:
+            return self.history_dir
+        if not is_tenant_id(tenant_id):
+            raise ValueError(f"tenant_id: {TENANT_ID_RULE}, got {tenant_id!r}")
+        return self.history_dir / "tenants" / tenant_id
+
+    def path(self, session_id: str, tenant_id: str = DEFAULT_TENANT) -> Path:
+        return self.tenant_dir(tenant_id) / f"{check_session_id(session_id)}.jsonl"
+
+    def _dir_for_append(self, tenant_id: str) -> str:
+        found = self._dirs.get(tenant_id)
+        if found is None:
+            path = self.tenant_dir(tenant_id)
+            path.mkdir(parents=True, exist_ok=True)
+            found = self._dirs[tenant_id] = os.fspath(path)
+        return found
 
     async def append(
         self,
@@ -114,8 +136,10 @@ class EventLog:
         role: str | None = None,
         meta: dict[str, Any] | None = None,
         ts: float | None = None,
+        tenant_id: str = DEFAULT_TENANT,
     ) -> dict[str, Any]:
-        """Write one event and return it once its line is with the kernel."""
+        """Write one event of the tenant's session and return it once its line is with
+        the kernel."""
         check_session_id(session_id)
         if type not in EVENT_TYPES:
             raise ValueError(f"type must be one of {sorted(EVENT_TYPES)}, got {type!r}")
@@ -145,7 +169,7 @@ class EventLog:
         data = (_ENCODER.encode(event) + "\n").encode("utf-8")
 
         self._check_open()
-        _write(f"{self._dir}/{session_id}.jsonl", data)
+        _write(f"{self._dir_for_append(tenant_id)}/{session_id}.jsonl", data)
         return event
 
     def _check_open(self) -> None:
@@ -153,7 +177,7 @@ class EventLog:
             raise RuntimeError("the event log is closed")
 
     async def read(
-        self, session_id: str, *, after_line: int = 0
+        self, session_id: str, *, after_line: int = 0, tenant_id: str = DEFAULT_TENANT
     ) -> AsyncGenerator[dict[str, Any], None]:
         """Yield the session's events in order, skipping the first ``after_line`` lines.
 
@@ -162,7 +186,7 @@ class EventLog:
         ``after_line`` plus the number of events received as the next ``after_line``.
         Validation happens at the first iteration, as with any async generator.
         """
-        path = self.path(session_id)
+        path = self.path(session_id, tenant_id)
         if isinstance(after_line, bool) or not isinstance(after_line, int) or after_line < 0:
             raise ValueError(f"after_line must be an integer >= 0, got {after_line!r}")
         cursor = _ReadCursor(path, skip=after_line)
@@ -173,10 +197,10 @@ class EventLog:
             for event in events:
                 yield event
 
-    async def delete(self, session_id: str) -> bool:
-        """Remove the session's file; True if there was one. An append after this starts
-        a new file."""
-        path = self.path(session_id)
+    async def delete(self, session_id: str, *, tenant_id: str = DEFAULT_TENANT) -> bool:
+        """Remove the tenant's session's file; True if there was one. An append after this
+        starts a new file."""
+        path = self.path(session_id, tenant_id)
         self._check_open()
         return _unlink(path)
 

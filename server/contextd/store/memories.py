@@ -1,5 +1,7 @@
 """Memories: a user's atomic facts, deduplicated, searchable in Chinese and English.
 
+A user is (tenant_id, user_id): reads and writes name both, index terms are keyed by both.
+
 Search is SQLite FTS5 over terms made by ``contextd.core.search_terms`` (see migration
 0002_memories.sql for the index layout and why). A search:
 
@@ -35,8 +37,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from contextd.core.identity import DEFAULT_TENANT
 from contextd.core.search_terms import TERMS_VERSION, content_hash, index_terms, query_terms
 from contextd.store.db import Connection, Database
+from contextd.store.memory_query import choose_terms, match_expression, search_sql
 from contextd.store.models import Memory, ScoredMemory
 from contextd.store.paging import decode_token, encode_token, page_limit
 
@@ -51,60 +55,35 @@ CANDIDATES_PER_RESULT = 5
 MIN_CANDIDATES = 50
 _REINDEX_BATCH = 5000
 
-_COLUMNS = "id, user_id, content, source_session_id, source_message_id, created_at, updated_at"
-_M_COLUMNS = ", ".join(f"m.{c.strip()}" for c in _COLUMNS.split(","))
-
-_SEARCH_SQL = f"""
-WITH hits AS MATERIALIZED (
-    SELECT rowid AS id, -bm25(memories_fts) AS s
-    FROM memories_fts
-    WHERE memories_fts MATCH :match
-    ORDER BY rowid DESC
-    LIMIT :max_ranked
-),
-candidates AS (
-    SELECT id, s FROM (SELECT id, s FROM hits ORDER BY s DESC, id DESC LIMIT :candidates)
-    UNION
-    SELECT id, s FROM (SELECT id, s FROM hits ORDER BY id DESC LIMIT :candidates)
-),
-best AS (
-    SELECT max(s) AS top FROM hits
-),
-scored AS (
-    SELECT {_M_COLUMNS},
-           CASE WHEN best.top > 0 THEN c.s / best.top ELSE 1.0 END AS relevance,
-           pow(0.5, max(0.0, :now - m.updated_at) / :half_life) AS recency
-    FROM candidates AS c
-    JOIN memories AS m ON m.id = c.id
-    JOIN best
-    WHERE m.user_id = :user_id
+_COLUMNS = (
+    "id, user_id, content, source_session_id, source_message_id, created_at, updated_at, tenant_id"
 )
-SELECT {_COLUMNS}, relevance, recency,
-       (1.0 - :weight) * relevance + :weight * recency AS score
-FROM scored
-ORDER BY score DESC, updated_at DESC, id DESC
-LIMIT :limit
-"""
+_SEARCH_SQL = search_sql(_COLUMNS)
 
 
-def user_key(user_id: str) -> str:
-    """The 16 hex digits that prefix every index term of ``user_id``'s memories."""
-    return hashlib.blake2b(user_id.encode("utf-8"), digest_size=8).hexdigest()
+def user_key(user_id: str, tenant_id: str = DEFAULT_TENANT) -> str:
+    """The 16 hex digits that prefix every index term of the user's memories.
+
+    The default tenant's keys are those of the index before tenants existed (no rebuild);
+    another tenant's are a hash keyed by the tenant, so the same user id in two tenants
+    has two keys. Searches also filter on the tenant: a key collision could cost time,
+    never show another user's memory.
+    """
+    data = user_id.encode("utf-8")
+    if tenant_id == DEFAULT_TENANT:
+        return hashlib.blake2b(data, digest_size=8).hexdigest()
+    tenant = hashlib.blake2b(tenant_id.encode("utf-8"), digest_size=32).digest()
+    return hashlib.blake2b(data, digest_size=8, key=tenant).hexdigest()
 
 
-def fts_terms(user_id: str, content: str) -> str:
+def fts_terms(user_id: str, content: str, tenant_id: str = DEFAULT_TENANT) -> str:
     """The ``memories_fts.terms`` value of a memory: its terms, user-prefixed, space-separated."""
-    key = user_key(user_id)
+    key = user_key(user_id, tenant_id)
     return " ".join(key + term for term in index_terms(content))
 
 
-def match_expression(terms: Iterable[str]) -> str:
-    """An FTS5 query that matches any of ``terms``, each quoted (never read as FTS5 syntax)."""
-    return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
-
-
 def memory_from_row(row: Any) -> Memory:
-    mid, user_id, content, session_id, message_id, created_at, updated_at = row[:7]
+    mid, user_id, content, session_id, message_id, created_at, updated_at, tenant = row[:8]
     return Memory(
         id=mid,
         user_id=user_id,
@@ -113,6 +92,7 @@ def memory_from_row(row: Any) -> Memory:
         source_message_id=message_id,
         created_at=created_at,
         updated_at=updated_at,
+        tenant_id=tenant,
     )
 
 
@@ -123,11 +103,11 @@ def _clean(content: str) -> str:
     return text
 
 
-async def _unindex(conn: Connection, memory_id: int, user_id: str, content: str) -> None:
+async def _unindex(conn: Connection, memory: Memory) -> None:
     # A contentless FTS5 table forgets a row only when given its terms again.
     await conn.execute(
         "INSERT INTO memories_fts (memories_fts, rowid, terms) VALUES ('delete', ?, ?)",
-        (memory_id, fts_terms(user_id, content)),
+        (memory.id, fts_terms(memory.user_id, memory.content, memory.tenant_id)),
     )
 
 
@@ -156,7 +136,8 @@ WITHOUT_MEMORIES_KEPT = 100_000
 
 
 class MemoryRepo:
-    """A user's memories. ``get`` and ``delete`` take no user: the caller checks ownership."""
+    """A user's memories. ``get`` takes the tenant and no user, ``delete`` neither: the
+    caller checks ownership."""
 
     def __init__(
         self,
@@ -178,9 +159,10 @@ class MemoryRepo:
         self._max_ranked = max_ranked
         self._index_checked = False
         self._index_lock = asyncio.Lock()
-        # Users found to have no memory at all: their searches need no query. Only
-        # ``add`` and ``add_many`` give a user memories; each takes the user out of it.
-        self._without_memories: set[str] = set()
+        # Users (tenant id, user id) found to have no memory at all: their searches need
+        # no query. Only ``add`` and ``add_many`` give a user memories; each takes the user
+        # out of it.
+        self._without_memories: set[tuple[str, str]] = set()
 
     # --- writes -------------------------------------------------------------------------
 
@@ -191,6 +173,7 @@ class MemoryRepo:
         source_session_id: str = "",
         source_message_id: int = 0,
         *,
+        tenant_id: str = DEFAULT_TENANT,
         now: float | None = None,
     ) -> tuple[Memory, bool]:
         """Store a memory; ``(memory, True)`` if new.
@@ -199,22 +182,24 @@ class MemoryRepo:
         width, spacing and a final full stop do not count), that one is returned with
         ``False`` and its ``updated_at`` moves to ``now``: stated again, it is current.
         """
-        added = await self._add(user_id, content, source_session_id, source_message_id, now)
-        self._has_memories(user_id)
+        owner = (tenant_id, user_id)
+        added = await self._add(owner, content, source_session_id, source_message_id, now)
+        self._has_memories(owner)
         return added
 
-    def _has_memories(self, user_id: str) -> None:
+    def _has_memories(self, owner: tuple[str, str]) -> None:
         """Called once a write that gave the user memories committed (store/db.py)."""
-        self._without_memories.discard(user_id)
+        self._without_memories.discard(owner)
 
     async def _add(
         self,
-        user_id: str,
+        owner: tuple[str, str],
         content: str,
         source_session_id: str,
         source_message_id: int,
         now: float | None,
     ) -> tuple[Memory, bool]:
+        tenant_id, user_id = owner
         if not user_id:
             raise ValueError("user_id must not be empty")
         text = _clean(content)
@@ -224,25 +209,37 @@ class MemoryRepo:
         async with self._db.transaction() as conn:
             rows = list(
                 await conn.execute_fetchall(
-                    "INSERT INTO memories (user_id, content, content_hash, source_session_id,"
-                    " source_message_id, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
-                    " ON CONFLICT (user_id, content_hash) DO NOTHING RETURNING id",
-                    (user_id, text, digest, source_session_id, source_message_id, ts, ts),
+                    "INSERT INTO memories (tenant_id, user_id, content, content_hash,"
+                    " source_session_id, source_message_id, created_at, updated_at)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+                    " ON CONFLICT (tenant_id, user_id, content_hash) DO NOTHING RETURNING id",
+                    (
+                        tenant_id,
+                        user_id,
+                        text,
+                        digest,
+                        source_session_id,
+                        source_message_id,
+                        ts,
+                        ts,
+                    ),
                 )
             )
             if rows:
                 mid = int(rows[0][0])
                 await conn.execute(
                     "INSERT INTO memories_fts (rowid, terms) VALUES (?, ?)",
-                    (mid, fts_terms(user_id, text)),
+                    (mid, fts_terms(user_id, text, tenant_id)),
                 )
-                memory = Memory(mid, user_id, text, source_session_id, source_message_id, ts, ts)
+                memory = Memory(
+                    mid, user_id, text, source_session_id, source_message_id, ts, ts, tenant_id
+                )
                 return memory, True
             existing = list(
                 await conn.execute_fetchall(
-                    "UPDATE memories SET updated_at = max(updated_at, ?)"
-                    f" WHERE user_id = ? AND content_hash = ? RETURNING {_COLUMNS}",
-                    (ts, user_id, digest),
+                    "UPDATE memories SET updated_at = max(updated_at, ?) WHERE tenant_id = ?"
+                    f" AND user_id = ? AND content_hash = ? RETURNING {_COLUMNS}",
+                    (ts, tenant_id, user_id, digest),
                 )
             )
         return memory_from_row(existing[0]), False
@@ -256,6 +253,7 @@ class MemoryRepo:
         source_message_id: int = 0,
         now: float | None = None,
         timestamps: Sequence[float] | None = None,
+        tenant_id: str = DEFAULT_TENANT,
     ) -> int:
         """Store many memories of one user in one transaction; returns how many were new.
 
@@ -264,21 +262,23 @@ class MemoryRepo:
         memories, are handled as ``add`` does. Every content is checked before anything is
         written: one blank content refuses the whole batch.
         """
+        owner = (tenant_id, user_id)
         added = await self._add_many(
-            user_id, contents, source_session_id, source_message_id, now, timestamps
+            owner, contents, source_session_id, source_message_id, now, timestamps
         )
-        self._has_memories(user_id)
+        self._has_memories(owner)
         return added
 
     async def _add_many(
         self,
-        user_id: str,
+        owner: tuple[str, str],
         contents: Iterable[str],
         source_session_id: str,
         source_message_id: int,
         now: float | None,
         timestamps: Sequence[float] | None,
     ) -> int:
+        tenant_id, user_id = owner
         if not user_id:
             raise ValueError("user_id must not be empty")
         texts = [_clean(c) for c in contents]
@@ -301,21 +301,21 @@ class MemoryRepo:
             rows = list(await conn.execute_fetchall("SELECT COALESCE(MAX(id), 0) FROM memories"))
             before = int(rows[0][0])
             await conn.executemany(
-                "INSERT INTO memories (user_id, content, content_hash, source_session_id,"
-                " source_message_id, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
-                " ON CONFLICT (user_id, content_hash)"
+                "INSERT INTO memories (tenant_id, user_id, content, content_hash,"
+                " source_session_id, source_message_id, created_at, updated_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (tenant_id, user_id, content_hash)"
                 " DO UPDATE SET updated_at = max(updated_at, excluded.updated_at)",
                 [
-                    (user_id, text, digest, source_session_id, source_message_id, created, updated)
+                    (*owner, text, digest, source_session_id, source_message_id, created, updated)
                     for digest, (text, created, updated) in batch.items()
                 ],
             )
             # New rows have ids above every id that existed before; only they get index rows.
             await conn.executemany(
                 "INSERT INTO memories_fts (rowid, terms) SELECT id, ? FROM memories"
-                " WHERE user_id = ? AND content_hash = ? AND id > ?",
+                " WHERE tenant_id = ? AND user_id = ? AND content_hash = ? AND id > ?",
                 [
-                    (fts_terms(user_id, text), user_id, digest, before)
+                    (fts_terms(user_id, text, tenant_id), tenant_id, user_id, digest, before)
                     for digest, (text, _, _) in batch.items()
                 ],
             )
@@ -330,13 +330,12 @@ class MemoryRepo:
         async with self._db.transaction() as conn:
             rows = list(
                 await conn.execute_fetchall(
-                    "DELETE FROM memories WHERE id = ? RETURNING user_id, content", (memory_id,)
+                    f"DELETE FROM memories WHERE id = ? RETURNING {_COLUMNS}", (memory_id,)
                 )
             )
             if not rows:
                 return False
-            user_id, content = rows[0]
-            await _unindex(conn, memory_id, user_id, content)
+            await _unindex(conn, memory_from_row(rows[0]))
         return True
 
     async def rewrite(
@@ -349,8 +348,10 @@ class MemoryRepo:
         source_session_id: str,
         source_message_id: int,
         ts: float,
+        *,
+        tenant_id: str = DEFAULT_TENANT,
     ) -> Rewrite | None:
-        """Give the user's memory ``memory_id`` the text ``new_content``, inside the
+        """Give the (tenant's) user's memory ``memory_id`` the text ``new_content``, inside the
         caller's write transaction (begun after :meth:`ensure_index`); what was done.
 
         None (and nothing written) when the memory is gone, is another user's, or no longer
@@ -363,20 +364,22 @@ class MemoryRepo:
         text = _clean(new_content)
         new_hash = content_hash(text)
         rows = await conn.execute_fetchall(
-            f"SELECT {_COLUMNS}, content_hash FROM memories WHERE id = ? AND user_id = ?",
-            (memory_id, user_id),
+            f"SELECT {_COLUMNS}, content_hash FROM memories"
+            " WHERE id = ? AND tenant_id = ? AND user_id = ?",
+            (memory_id, tenant_id, user_id),
         )
-        if not rows or rows[0][7] != content_hash(expected_content):
+        if not rows or rows[0][8] != content_hash(expected_content):
             return None
         old = memory_from_row(rows[0])
-        if rows[0][7] == new_hash:
+        if rows[0][8] == new_hash:
             return Rewrite(old, await _touch(conn, old.id, ts), "")
         others = await conn.execute_fetchall(
-            "SELECT id FROM memories WHERE user_id = ? AND content_hash = ?", (user_id, new_hash)
+            "SELECT id FROM memories WHERE tenant_id = ? AND user_id = ? AND content_hash = ?",
+            (tenant_id, user_id, new_hash),
         )
         if others:
             await conn.execute("DELETE FROM memories WHERE id = ?", (old.id,))
-            await _unindex(conn, old.id, user_id, old.content)
+            await _unindex(conn, old)
             return Rewrite(old, await _touch(conn, int(others[0][0]), ts), "merge")
         updated = await conn.execute_fetchall(
             "UPDATE memories SET content = ?, content_hash = ?, source_session_id = ?,"
@@ -384,10 +387,10 @@ class MemoryRepo:
             f" WHERE id = ? RETURNING {_COLUMNS}",
             (text, new_hash, source_session_id, source_message_id, ts, old.id),
         )
-        await _unindex(conn, old.id, user_id, old.content)
+        await _unindex(conn, old)
         await conn.execute(
             "INSERT INTO memories_fts (rowid, terms) VALUES (?, ?)",
-            (old.id, fts_terms(user_id, text)),
+            (old.id, fts_terms(user_id, text, tenant_id)),
         )
         return Rewrite(old, memory_from_row(updated[0]), "update")
 
@@ -408,7 +411,8 @@ class MemoryRepo:
         while True:
             rows = list(
                 await conn.execute_fetchall(
-                    "SELECT id, user_id, content FROM memories WHERE id > ? ORDER BY id LIMIT ?",
+                    "SELECT id, user_id, content, tenant_id FROM memories WHERE id > ?"
+                    " ORDER BY id LIMIT ?",
                     (last, _REINDEX_BATCH),
                 )
             )
@@ -416,7 +420,10 @@ class MemoryRepo:
                 break
             await conn.executemany(
                 "INSERT INTO memories_fts (rowid, terms) VALUES (?, ?)",
-                [(mid, fts_terms(user_id, content)) for mid, user_id, content in rows],
+                [
+                    (mid, fts_terms(user_id, content, tenant))
+                    for mid, user_id, content, tenant in rows
+                ],
             )
             count += len(rows)
             last = int(rows[-1][0])
@@ -463,24 +470,32 @@ class MemoryRepo:
 
     # --- reads --------------------------------------------------------------------------
 
-    async def get(self, memory_id: int) -> Memory | None:
+    async def get(self, memory_id: int, *, tenant_id: str = DEFAULT_TENANT) -> Memory | None:
+        """The tenant's memory (None for another tenant's: the caller checks the user)."""
         rows = list(
             await self._db.reader.execute_fetchall(
-                f"SELECT {_COLUMNS} FROM memories WHERE id = ?", (memory_id,)
+                f"SELECT {_COLUMNS} FROM memories WHERE id = ? AND tenant_id = ?",
+                (memory_id, tenant_id),
             )
         )
         return memory_from_row(rows[0]) if rows else None
 
-    async def count(self, user_id: str) -> int:
+    async def count(self, user_id: str, *, tenant_id: str = DEFAULT_TENANT) -> int:
         rows = list(
             await self._db.reader.execute_fetchall(
-                "SELECT COUNT(*) FROM memories WHERE user_id = ?", (user_id,)
+                "SELECT COUNT(*) FROM memories WHERE tenant_id = ? AND user_id = ?",
+                (tenant_id, user_id),
             )
         )
         return int(rows[0][0])
 
     async def list_memories(
-        self, user_id: str, page_size: int = 0, page_token: str = ""
+        self,
+        user_id: str,
+        page_size: int = 0,
+        page_token: str = "",
+        *,
+        tenant_id: str = DEFAULT_TENANT,
     ) -> tuple[list[Memory], str]:
         """A page of the user's memories, newest first, and the next page's token ("" at the
         end). ``page_size`` 0 means the default; a token from another listing is refused."""
@@ -488,15 +503,15 @@ class MemoryRepo:
         if page_token:
             created_at, last_id = decode_token(page_token, "memories", user_id, (float, int))
             rows = await self._db.reader.execute_fetchall(
-                f"SELECT {_COLUMNS} FROM memories WHERE user_id = ? AND (created_at, id) < (?, ?)"
-                " ORDER BY created_at DESC, id DESC LIMIT ?",
-                (user_id, created_at, last_id, limit + 1),
+                f"SELECT {_COLUMNS} FROM memories WHERE tenant_id = ? AND user_id = ?"
+                " AND (created_at, id) < (?, ?) ORDER BY created_at DESC, id DESC LIMIT ?",
+                (tenant_id, user_id, created_at, last_id, limit + 1),
             )
         else:
             rows = await self._db.reader.execute_fetchall(
-                f"SELECT {_COLUMNS} FROM memories WHERE user_id = ?"
+                f"SELECT {_COLUMNS} FROM memories WHERE tenant_id = ? AND user_id = ?"
                 " ORDER BY created_at DESC, id DESC LIMIT ?",
-                (user_id, limit + 1),
+                (tenant_id, user_id, limit + 1),
             )
         memories = [memory_from_row(r) for r in rows]
         if len(memories) <= limit:
@@ -506,9 +521,15 @@ class MemoryRepo:
         return memories, encode_token("memories", user_id, [last.created_at, last.id])
 
     async def search(
-        self, user_id: str, query: str, limit: int = 10, now: float | None = None
+        self,
+        user_id: str,
+        query: str,
+        limit: int = 10,
+        now: float | None = None,
+        *,
+        tenant_id: str = DEFAULT_TENANT,
     ) -> list[ScoredMemory]:
-        """The user's memories that best match ``query``, best first (see module docstring).
+        """The (tenant's) user's memories best matching ``query``, best first (see above).
 
         A query without usable terms (only punctuation, say) finds nothing; FTS5 syntax in
         it (quotes, ``*``, ``AND``, ``NEAR``, parentheses) is plain text.
@@ -516,13 +537,14 @@ class MemoryRepo:
         if limit < 1:
             raise ValueError(f"limit must be >= 1, got {limit}")
         limit = min(limit, MAX_SEARCH_LIMIT)
-        if not user_id or user_id in self._without_memories:
+        owner = (tenant_id, user_id)
+        if not user_id or owner in self._without_memories:
             return []
         terms = query_terms(query)
         if not terms:
             return []
         await self.ensure_index()
-        key = user_key(user_id)
+        key = user_key(user_id, tenant_id)
         keyed = [key + t for t in terms]
         reader = self._db.reader
         frequency = {
@@ -536,11 +558,12 @@ class MemoryRepo:
         chosen = choose_terms(frequency, self._max_ranked)
         if not chosen:
             if not frequency and not await reader.execute_fetchall(
-                "SELECT 1 FROM memories WHERE user_id = ? LIMIT 1", (user_id,)
+                "SELECT 1 FROM memories WHERE tenant_id = ? AND user_id = ? LIMIT 1",
+                (tenant_id, user_id),
             ):
                 if len(self._without_memories) >= WITHOUT_MEMORIES_KEPT:
                     self._without_memories.clear()
-                self._without_memories.add(user_id)
+                self._without_memories.add(owner)
             return []
         rows = await reader.execute_fetchall(
             _SEARCH_SQL,
@@ -549,6 +572,7 @@ class MemoryRepo:
                 "max_ranked": self._max_ranked,
                 "now": time.time() if now is None else now,
                 "half_life": self._half_life,
+                "tenant_id": tenant_id,
                 "user_id": user_id,
                 "weight": self._weight,
                 "limit": limit,
@@ -558,27 +582,9 @@ class MemoryRepo:
         return [
             ScoredMemory(
                 memory=memory_from_row(row),
-                score=float(row[9]),
-                relevance=float(row[7]),
-                recency=float(row[8]),
+                score=float(row[10]),
+                relevance=float(row[8]),
+                recency=float(row[9]),
             )
             for row in rows
         ]
-
-
-def choose_terms(frequency: dict[str, int], budget: int) -> list[str]:
-    """The rarest terms whose memories add up to at most ``budget`` (at least one term).
-
-    ``frequency`` maps each term to how many memories contain it; terms absent from it (no
-    memory has them) are never chosen.
-    """
-    chosen: list[str] = []
-    total = 0
-    for term, docs in sorted(frequency.items(), key=lambda item: (item[1], item[0])):
-        if docs <= 0:
-            continue
-        if chosen and total + docs > budget:
-            break
-        chosen.append(term)
-        total += docs
-    return chosen

@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from contextd.core.identity import DEFAULT_TENANT
 from contextd.store.db import Connection, Database
 from contextd.store.memories import MemoryRepo
 from contextd.store.models import Memory
@@ -62,13 +63,26 @@ async def _insert(
     session_id: str,
     message_id: int,
     ts: float,
+    tenant_id: str,
 ) -> MemoryChange:
     rows = list(
         await conn.execute_fetchall(
-            "INSERT INTO memory_history (memory_id, user_id, action, old_content, new_content,"
-            " replaced_memory_id, method, source_session_id, source_message_id, changed_at)"
-            f" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING {_COLUMNS}",
-            (memory_id, user_id, action, old, new, replaced, method, session_id, message_id, ts),
+            "INSERT INTO memory_history (memory_id, tenant_id, user_id, action, old_content,"
+            " new_content, replaced_memory_id, method, source_session_id, source_message_id,"
+            f" changed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING {_COLUMNS}",
+            (
+                memory_id,
+                tenant_id,
+                user_id,
+                action,
+                old,
+                new,
+                replaced,
+                method,
+                session_id,
+                message_id,
+                ts,
+            ),
         )
     )
     return _change_from_row(rows[0])
@@ -96,6 +110,7 @@ class MemoryHistoryRepo:
                 memory.source_session_id,
                 memory.source_message_id,
                 time.time() if now is None else now,
+                memory.tenant_id,
             )
 
     async def replace(
@@ -108,10 +123,11 @@ class MemoryHistoryRepo:
         source_session_id: str = "",
         source_message_id: int = 0,
         *,
+        tenant_id: str = DEFAULT_TENANT,
         now: float | None = None,
     ) -> Replacement | None:
-        """Replace the user's memory ``memory_id`` with ``new_content``, keeping the old text
-        in the history; one transaction.
+        """Replace the (tenant's) user's memory ``memory_id`` with ``new_content``, keeping
+        the old text in the history; one transaction.
 
         None (and nothing written) when the memory is gone, is another user's, or no longer
         says ``expected_content``: someone changed it since it was read. When the user
@@ -130,6 +146,7 @@ class MemoryHistoryRepo:
                 source_session_id,
                 source_message_id,
                 ts,
+                tenant_id=tenant_id,
             )
             if done is None:
                 return None
@@ -147,6 +164,7 @@ class MemoryHistoryRepo:
                 source_session_id,
                 source_message_id,
                 ts,
+                tenant_id,
             )
         return Replacement(done.memory, change)
 
@@ -158,10 +176,13 @@ class MemoryHistoryRepo:
         )
         return [_change_from_row(row) for row in rows]
 
-    async def for_user(self, user_id: str, limit: int = 100) -> list[MemoryChange]:
-        """The user's newest ``limit`` history rows, newest first."""
+    async def for_user(
+        self, user_id: str, limit: int = 100, *, tenant_id: str = DEFAULT_TENANT
+    ) -> list[MemoryChange]:
+        """The (tenant's) user's newest ``limit`` history rows, newest first."""
         rows = await self._db.reader.execute_fetchall(
-            f"SELECT {_COLUMNS} FROM memory_history WHERE user_id = ? ORDER BY id DESC LIMIT ?",
-            (user_id, limit),
+            f"SELECT {_COLUMNS} FROM memory_history WHERE tenant_id = ? AND user_id = ?"
+            " ORDER BY id DESC LIMIT ?",
+            (tenant_id, user_id, limit),
         )
         return [_change_from_row(row) for row in rows]

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from contextd.core.identity import DEFAULT_TENANT
 from contextd.core.messages import ChatMessage
 
 NO_TOKENS: Mapping[str, int] = MappingProxyType({})
@@ -34,6 +35,8 @@ class Session:
     created_at: float = 0.0
     updated_at: float = 0.0
     message_count: int = 0
+    # The owner is (tenant_id, user_id): user ids are unique only within a tenant.
+    tenant_id: str = DEFAULT_TENANT
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +101,7 @@ class Memory:
     source_message_id: int = 0
     created_at: float = 0.0
     updated_at: float = 0.0
+    tenant_id: str = DEFAULT_TENANT
 
 
 @dataclass(slots=True)

@@ -1,4 +1,8 @@
-"""Sessions: create, read, list a user's sessions newest first, delete with everything in them."""
+"""Sessions: create, read, list a user's sessions newest first, delete with everything in them.
+
+A user is (tenant_id, user_id); every read names the tenant, so a session of another
+tenant is never found, whatever its id.
+"""
 
 from __future__ import annotations
 
@@ -9,15 +13,18 @@ from collections.abc import Mapping
 from typing import Any
 
 from contextd.core.errors import SessionNotFound
+from contextd.core.identity import DEFAULT_TENANT
 from contextd.store.db import Connection, Database
 from contextd.store.models import Session
 from contextd.store.paging import decode_token, encode_token, page_limit
 
-_COLUMNS = "id, user_id, scenario, host, title, metadata, created_at, updated_at, message_count"
+_COLUMNS = (
+    "id, user_id, scenario, host, title, metadata, created_at, updated_at, message_count, tenant_id"
+)
 
 
 def session_from_row(row: Any) -> Session:
-    sid, user_id, scenario, host, title, metadata, created_at, updated_at, count = row
+    sid, user_id, scenario, host, title, metadata, created_at, updated_at, count, tenant = row
     return Session(
         id=sid,
         user_id=user_id,
@@ -28,6 +35,7 @@ def session_from_row(row: Any) -> Session:
         created_at=created_at,
         updated_at=updated_at,
         message_count=count,
+        tenant_id=tenant,
     )
 
 
@@ -42,6 +50,8 @@ class SessionRepo:
         host: str = "",
         title: str = "",
         metadata: Mapping[str, str] | None = None,
+        *,
+        tenant_id: str = DEFAULT_TENANT,
     ) -> Session:
         if not user_id:
             raise ValueError("user_id must not be empty")
@@ -55,10 +65,11 @@ class SessionRepo:
             metadata=dict(metadata or {}),
             created_at=now,
             updated_at=now,
+            tenant_id=tenant_id,
         )
         async with self._db.transaction() as conn:
             await conn.execute(
-                f"INSERT INTO sessions ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0)",
+                f"INSERT INTO sessions ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?)",
                 (
                     session.id,
                     user_id,
@@ -68,23 +79,30 @@ class SessionRepo:
                     json.dumps(session.metadata, ensure_ascii=False),
                     now,
                     now,
+                    tenant_id,
                 ),
             )
         for note in self._db.session_created:
-            note(session.id)
+            note(tenant_id, session.id)
         return session
 
-    async def get(self, session_id: str) -> Session | None:
-        """The session whoever owns it: the caller checks ownership."""
+    async def get(self, session_id: str, *, tenant_id: str = DEFAULT_TENANT) -> Session | None:
+        """The tenant's session whichever of its users owns it: the caller checks the user."""
         rows = await self._db.reader.execute_fetchall(
-            f"SELECT {_COLUMNS} FROM sessions WHERE id = ?", (session_id,)
+            f"SELECT {_COLUMNS} FROM sessions WHERE id = ? AND tenant_id = ?",
+            (session_id, tenant_id),
         )
         for row in rows:
             return session_from_row(row)
         return None
 
     async def list_sessions(
-        self, user_id: str, page_size: int = 0, page_token: str = ""
+        self,
+        user_id: str,
+        page_size: int = 0,
+        page_token: str = "",
+        *,
+        tenant_id: str = DEFAULT_TENANT,
     ) -> tuple[list[Session], str]:
         """A page of the user's sessions, most recently updated first (ties: id descending).
 
@@ -96,15 +114,15 @@ class SessionRepo:
         if page_token:
             updated_at, last_id = decode_token(page_token, "sessions", user_id, (float, str))
             rows = await self._db.reader.execute_fetchall(
-                f"SELECT {_COLUMNS} FROM sessions WHERE user_id = ? AND (updated_at, id) < (?, ?)"
-                " ORDER BY updated_at DESC, id DESC LIMIT ?",
-                (user_id, updated_at, last_id, limit + 1),
+                f"SELECT {_COLUMNS} FROM sessions WHERE tenant_id = ? AND user_id = ?"
+                " AND (updated_at, id) < (?, ?) ORDER BY updated_at DESC, id DESC LIMIT ?",
+                (tenant_id, user_id, updated_at, last_id, limit + 1),
             )
         else:
             rows = await self._db.reader.execute_fetchall(
-                f"SELECT {_COLUMNS} FROM sessions WHERE user_id = ?"
+                f"SELECT {_COLUMNS} FROM sessions WHERE tenant_id = ? AND user_id = ?"
                 " ORDER BY updated_at DESC, id DESC LIMIT ?",
-                (user_id, limit + 1),
+                (tenant_id, user_id, limit + 1),
             )
         sessions = [session_from_row(row) for row in rows]
         if len(sessions) <= limit:
@@ -113,13 +131,16 @@ class SessionRepo:
         last = sessions[-1]
         return sessions, encode_token("sessions", user_id, [last.updated_at, last.id])
 
-    async def delete(self, session_id: str) -> bool:
-        """Delete the session with its messages, token counts and summaries (not memories)."""
+    async def delete(self, session_id: str, *, tenant_id: str = DEFAULT_TENANT) -> bool:
+        """Delete the tenant's session with its messages, token counts and summaries (not
+        memories)."""
         async with self._db.transaction() as conn:
-            cursor = await conn.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
+            cursor = await conn.execute(
+                "DELETE FROM sessions WHERE id = ? AND tenant_id = ?", (session_id, tenant_id)
+            )
             deleted = cursor.rowcount > 0
         for forget in self._db.session_deleted:
-            forget(session_id)
+            forget(tenant_id, session_id)
         return deleted
 
 

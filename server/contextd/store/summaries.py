@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from contextd.core.errors import SessionNotFound
+from contextd.core.identity import DEFAULT_TENANT
 from contextd.store.db import Database
 from contextd.store.models import CompressionSummaryRow, SessionSummary
 
@@ -52,11 +53,14 @@ class SummaryRepo:
         self._db = db
         # session id -> its active compression summary, None when it has none.
         self._active: OrderedDict[str, CompressionSummaryRow | None] = OrderedDict()
-        # user id -> (session left out, limit) -> recent_session_summaries' answer.
-        self._recent: OrderedDict[str, dict[tuple[str, int], list[SessionSummary]]] = OrderedDict()
+        # (tenant id, user id) -> (session left out, limit) -> recent_session_summaries'
+        # answer.
+        self._recent: OrderedDict[tuple[str, str], dict[tuple[str, int], list[SessionSummary]]] = (
+            OrderedDict()
+        )
         db.session_deleted.append(self._forget)
 
-    def _forget(self, session_id: str) -> None:
+    def _forget(self, tenant_id: str, session_id: str) -> None:
         self._active.pop(session_id, None)
         self._recent.clear()  # its summary may be in any list of its user's
 
@@ -108,64 +112,77 @@ class SummaryRepo:
         return active
 
     async def upsert_session_summary(
-        self, session_id: str, user_id: str, summary: str, by_host: bool
+        self,
+        session_id: str,
+        user_id: str,
+        summary: str,
+        by_host: bool,
+        *,
+        tenant_id: str = DEFAULT_TENANT,
     ) -> bool:
         """Set the session's summary; an automatic one (``by_host`` False) does not replace
         one the host set. Returns whether it was set. Raises SessionNotFound unless
-        the user owns the session."""
+        the user of the tenant owns the session."""
         async with self._db.transaction() as conn:
             cursor = await conn.execute(
-                "INSERT INTO session_summaries (session_id, user_id, summary, updated_at,"
-                " set_by_host) SELECT id, user_id, ?, ?, ? FROM sessions WHERE id = ?"
-                " AND user_id = ? ON CONFLICT (session_id) DO UPDATE"
+                "INSERT INTO session_summaries (session_id, tenant_id, user_id, summary,"
+                " updated_at, set_by_host) SELECT id, tenant_id, user_id, ?, ?, ? FROM sessions"
+                " WHERE id = ? AND tenant_id = ? AND user_id = ? ON CONFLICT (session_id) DO UPDATE"
                 " SET summary = excluded.summary, updated_at = excluded.updated_at,"
                 " set_by_host = excluded.set_by_host"
                 " WHERE excluded.set_by_host = 1 OR session_summaries.set_by_host = 0",
-                (summary, time.time(), int(by_host), session_id, user_id),
+                (summary, time.time(), int(by_host), session_id, tenant_id, user_id),
             )
             if cursor.rowcount == 0:
                 owned = await conn.execute_fetchall(
-                    "SELECT 1 FROM sessions WHERE id = ? AND user_id = ?", (session_id, user_id)
+                    "SELECT 1 FROM sessions WHERE id = ? AND tenant_id = ? AND user_id = ?",
+                    (session_id, tenant_id, user_id),
                 )
                 if not owned:
                     raise SessionNotFound(session_id)
                 return False  # the host's summary stays
         # The lists that may show this summary: all but those leaving the session out.
-        lists = self._recent.get(user_id)
+        lists = self._recent.get((tenant_id, user_id))
         if lists is not None:
             for key in [k for k in lists if k[0] != session_id]:
                 del lists[key]
         return True
 
     async def recent_session_summaries(
-        self, user_id: str, exclude_session_id: str = "", limit: int = 3
+        self,
+        user_id: str,
+        exclude_session_id: str = "",
+        limit: int = 3,
+        *,
+        tenant_id: str = DEFAULT_TENANT,
     ) -> list[SessionSummary]:
         """The user's most recently updated non-empty session summaries, newest first,
         leaving out ``exclude_session_id`` (the current session), each with its title.
         The summaries are shared with later calls (they are frozen)."""
         if limit <= 0:
             return []
-        lists = self._recent.get(user_id)
+        owner = (tenant_id, user_id)
+        lists = self._recent.get(owner)
         key = (exclude_session_id, limit)
         if lists is not None and key in lists:
-            self._recent.move_to_end(user_id)
+            self._recent.move_to_end(owner)
             return list(lists[key])
         rows = await self._db.reader.execute_fetchall(
             "SELECT ss.session_id, ss.user_id, ss.summary, ss.updated_at, s.title"
             " FROM session_summaries ss JOIN sessions s ON s.id = ss.session_id"
-            " WHERE ss.user_id = ? AND ss.session_id != ? AND ss.summary != ''"
-            " ORDER BY ss.updated_at DESC LIMIT ?",
-            (user_id, exclude_session_id, limit),
+            " WHERE ss.tenant_id = ? AND ss.user_id = ? AND ss.session_id != ?"
+            " AND ss.summary != '' ORDER BY ss.updated_at DESC LIMIT ?",
+            (tenant_id, user_id, exclude_session_id, limit),
         )
         found = [
             SessionSummary(session_id=sid, user_id=uid, summary=summary, updated_at=at, title=title)
             for sid, uid, summary, at, title in rows
         ]
-        lists = self._recent.setdefault(user_id, {})
+        lists = self._recent.setdefault(owner, {})
         if len(lists) >= RECENT_CACHE_LISTS:
             lists.clear()
         lists[key] = found
-        self._recent.move_to_end(user_id)
+        self._recent.move_to_end(owner)
         if len(self._recent) > RECENT_CACHE_USERS:
             self._recent.popitem(last=False)
         return list(found)

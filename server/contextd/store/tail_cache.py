@@ -8,7 +8,8 @@ every write to a conversation made by ConversationRepo, which tells this cache o
 once it committed (new messages and counts are added to the kept rows, a changed row or a
 deleted session drops them), the kept rows are what a query would return.
 
-Rows are kept per session and tokenizer. A session created by this process starts kept
+Rows are kept per session, keyed by (tenant id, session id), and tokenizer. A session
+created by this process starts kept
 with no rows and every count (the ``None`` tokenizer): all its rows are written here, and
 any tokenizer's rows are made from those.
 """
@@ -94,41 +95,45 @@ class _CachedTail:
 # A session's cached rows by tokenizer (None: with every count, see the module docstring).
 # Never changed once cached: a change caches a new mapping.
 _SessionTails = Mapping[str | None, _CachedTail]
+# A session's key: (tenant id, session id). A read names its tenant, and finds only rows
+# kept for that tenant.
+SessionKey = tuple[str, str]
 
 
 class TailCache:
     """The kept rows; ``_put`` and ``drop`` are the only ways in and out."""
 
     def __init__(self) -> None:
-        # session id -> tokenizer -> its newest rows; least recently used session first.
-        self._tails: OrderedDict[str, _SessionTails] = OrderedDict()
+        # (tenant id, session id) -> tokenizer -> its newest rows; least recently used
+        # session first.
+        self._tails: OrderedDict[SessionKey, _SessionTails] = OrderedDict()
         self._chars = 0
 
-    def _put(self, session_id: str, tails: _SessionTails) -> None:
+    def _put(self, key: SessionKey, tails: _SessionTails) -> None:
         """Keep ``tails`` as the session's rows (in place of any), then drop the least
         recently used sessions while the cache is over its bounds."""
-        self.drop(session_id)
-        self._tails[session_id] = tails
+        self.drop(key)
+        self._tails[key] = tails
         self._chars += sum(t.chars for t in tails.values())
         while len(self._tails) > TAIL_CACHE_SESSIONS or self._chars > TAIL_CACHE_CHARS:
             self.drop(next(iter(self._tails)))
 
-    def drop(self, session_id: str) -> None:
+    def drop(self, key: SessionKey) -> None:
         """Forget the session's rows (it was deleted, or one of its rows changed), if any."""
-        tails = self._tails.pop(session_id, None)
+        tails = self._tails.pop(key, None)
         if tails is not None:
             self._chars -= sum(t.chars for t in tails.values())
 
-    def created(self, session_id: str) -> None:
+    def created(self, key: SessionKey) -> None:
         """The session's creation committed: it has no messages yet."""
-        self._put(session_id, {None: _CachedTail((), True, 0)})
+        self._put(key, {None: _CachedTail((), True, 0)})
 
     def newest(
-        self, session_id: str, tokenizer: str, limit: int
+        self, key: SessionKey, tokenizer: str, limit: int
     ) -> tuple[StoredMessage, ...] | None:
         """The session's kept rows when they answer a read of its newest ``limit`` (all
         its rows, or at least ``limit`` of them), else None: the database has to."""
-        tails = self._tails.get(session_id)
+        tails = self._tails.get(key)
         if tails is None:
             return None
         tail = tails.get(tokenizer)
@@ -136,58 +141,58 @@ class TailCache:
         if tail is None and every is not None:
             rows = tuple(_counted(r, tokenizer) for r in every.rows)
             tail = _CachedTail(rows, every.whole, every.chars)
-            self._put(session_id, {**tails, tokenizer: tail})
+            self._put(key, {**tails, tokenizer: tail})
         if tail is None or (len(tail.rows) < limit and not tail.whole):
             return None
-        self._tails.move_to_end(session_id)
+        self._tails.move_to_end(key)
         return tail.rows
 
-    def all_rows(self, session_id: str) -> tuple[StoredMessage, ...] | None:
+    def all_rows(self, key: SessionKey) -> tuple[StoredMessage, ...] | None:
         """Every message of the session, with the counts they were kept with, when the
         kept rows are all of them; else None."""
-        for tail in self._tails.get(session_id, {}).values():
+        for tail in self._tails.get(key, {}).values():
             if tail.whole:
                 return tail.rows
         return None
 
     def read(
-        self, session_id: str, tokenizer: str, rows: Sequence[StoredMessage], limit: int
+        self, key: SessionKey, tokenizer: str, rows: Sequence[StoredMessage], limit: int
     ) -> None:
         """``rows`` (oldest first) were just read as the session's newest ``limit``."""
-        tails = self._tails.get(session_id, {})
+        tails = self._tails.get(key, {})
         kept = tails.get(tokenizer)
         # A session with no messages may not exist: nothing is kept for it. Kept rows are
         # current: they are replaced only by more of them (a window wider than the cache
         # keeps what it holds).
         if rows and (kept is None or len(kept.rows) < min(len(rows), TAIL_CACHE_ROWS)):
             tail = _CachedTail.newest_of(rows, len(rows) < limit)
-            self._put(session_id, {**tails, tokenizer: tail})
+            self._put(key, {**tails, tokenizer: tail})
 
-    def appended(self, session_id: str, stored: Sequence[StoredMessage]) -> None:
+    def appended(self, key: SessionKey, stored: Sequence[StoredMessage]) -> None:
         """``stored`` (with all their counts) were committed at the end of the session."""
-        cached = self._tails.get(session_id)
+        cached = self._tails.get(key)
         if cached is None:
             return
         added = _chars(stored)
         self._put(
-            session_id,
+            key,
             {
                 tokenizer: tail.extended([_counted(m, tokenizer) for m in stored], added)
                 for tokenizer, tail in cached.items()
             },
         )
 
-    def counts_saved(self, session_id: str, batch: Iterable[tuple[int, str, int]]) -> None:
+    def counts_saved(self, key: SessionKey, batch: Iterable[tuple[int, str, int]]) -> None:
         """(message_id, tokenizer, tokens) counts of the session's messages were committed
         (a count already stored kept)."""
-        tails = self._tails.get(session_id)
+        tails = self._tails.get(key)
         if tails is None:
             return
         counts: dict[int, list[tuple[str, int]]] = {}
         for mid, name, n in batch:
             counts.setdefault(mid, []).append((name, n))
         self._put(
-            session_id,
+            key,
             {
                 tokenizer: replace(
                     tail, rows=tuple(_with_counts(row, counts, tokenizer) for row in tail.rows)

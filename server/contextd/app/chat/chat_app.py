@@ -114,7 +114,9 @@ class ChatApp:
         """Everything before the model is called: the context, the stored input, the
         turn's first events; the first step's model request."""
         session = await self._session(req)
-        history = await self.sessions.conversation.tail(session.id, 1, req.tokenizer.name)
+        history = await self.sessions.conversation.tail(
+            session.id, 1, req.tokenizer.name, tenant_id=session.tenant_id
+        )
         continuing = bool(req.tool_results)
         index = (history[-1].turn_index if history else 0) + (0 if continuing else 1)
         turn = Turn(
@@ -240,7 +242,7 @@ class ChatApp:
         """The calls the host's results answer, in their order: each must be a call that
         ended the previous turn and has no result yet."""
         recent = await self.sessions.conversation.tail(
-            session.id, _RECENT_FOR_OPEN_CALLS, req.tokenizer.name
+            session.id, _RECENT_FOR_OPEN_CALLS, req.tokenizer.name, tenant_id=session.tenant_id
         )
         open_calls = tools.open_calls(recent)
         v = Violations()
@@ -256,7 +258,7 @@ class ChatApp:
         """The user message that began the turn: its first user message (the turn's
         observations come after it)."""
         rows = await self.sessions.conversation.turn_messages(
-            turn.session.id, turn.index, turn.tokenizer
+            turn.session.id, turn.index, turn.tokenizer, tenant_id=turn.session.tenant_id
         )
         return next((r.message.content for r in rows if r.message.role is Role.USER), "")
 

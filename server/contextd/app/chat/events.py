@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from contextd.core.build import BuildReport
+from contextd.core.identity import DEFAULT_TENANT
 from contextd.core.messages import ToolCall
 
 
@@ -84,3 +85,4 @@ class FinishedTurn:
     user_id: str
     turn_index: int
     tokenizer: str = ""  # the turn's tokenizer: the stored counts read with its messages
+    tenant_id: str = DEFAULT_TENANT  # the user's tenant: user ids are unique only in one

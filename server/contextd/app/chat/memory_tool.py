@@ -33,7 +33,9 @@ class MemorySearch:
         observation go to the event log. Returns the observation: one fact a line."""
         turn = self._turn
         await turn.event("action", step=turn.step, meta=dict(action))
-        found = await self._memories.search(turn.user_id, query, MEMORY_RESULTS)
+        found = await self._memories.search(
+            turn.user_id, query, MEMORY_RESULTS, tenant_id=turn.session.tenant_id
+        )
         observation = "\n".join(f"- {m.memory.content}" for m in found) or "(nothing found)"
         await turn.event(
             "observation", step=turn.step, content=observation, meta={"tool": MEMORY_TOOL.name}

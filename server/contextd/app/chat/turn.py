@@ -107,7 +107,9 @@ class Turn:
         return self._sessions.new_message(message, self.index, status, self.tokenizer)
 
     async def store(self, rows: Sequence[NewMessage]) -> list[StoredMessage]:
-        return await self._sessions.conversation.append(self.session.id, self.user_id, rows)
+        return await self._sessions.conversation.append(
+            self.session.id, self.user_id, rows, tenant_id=self.session.tenant_id
+        )
 
     async def store_step(self, message: ChatMessage) -> StoredMessage:
         """An assistant message the turn goes on after (its tool calls answered here)."""
@@ -126,6 +128,7 @@ class Turn:
             self.user_id,
             rows,
             (u.prompt_tokens, u.completion_tokens, u.prompt_tokens_estimate),
+            tenant_id=self.session.tenant_id,
         )
         self.session_usage = TokenUsage(*totals)
         return stored[0] if stored else None
@@ -183,7 +186,13 @@ class Turn:
             # Memory extraction and summaries run in the background: the completed
             # event does not wait for them.
             self._after_turn(
-                FinishedTurn(self.session.id, self.session.user_id, self.index, self.tokenizer)
+                FinishedTurn(
+                    self.session.id,
+                    self.session.user_id,
+                    self.index,
+                    self.tokenizer,
+                    self.session.tenant_id,
+                )
             )
         self.completed = True
         return TurnCompleted(
@@ -217,6 +226,7 @@ class Turn:
             content=content,
             role=role,
             meta=meta,
+            tenant_id=self.session.tenant_id,
         )
 
 
