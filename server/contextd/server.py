@@ -25,6 +25,7 @@ from contextd.api.chat_servicer import ChatServicer
 from contextd.api.context_servicer import ContextServicer
 from contextd.api.interceptors import GuardInterceptor
 from contextd.api.session_servicers import MemoryServicer, PromptServicer, SessionServicer
+from contextd.api.user_servicer import UserServicer
 from contextd.app.after_turn import AfterTurnRunner, AfterTurnSettings
 from contextd.app.chat import ChatApp, ChatLimits
 from contextd.app.context import ContextApp
@@ -32,6 +33,7 @@ from contextd.app.memories import MemoriesApp
 from contextd.app.prompts import PromptsApp
 from contextd.app.session_context import LayerDefaults, SessionContextBuilder
 from contextd.app.sessions import SessionsApp
+from contextd.app.users import UsersApp
 from contextd.config import Settings
 from contextd.core.network import exposed_hosts
 from contextd.core.tokens import TokenizerRegistry
@@ -41,10 +43,12 @@ from contextd.store.conversation import ConversationRepo
 from contextd.store.data_lock import DataDirInUse, DataDirLock
 from contextd.store.db import DB_FILENAME, Database
 from contextd.store.events import EventLog
+from contextd.store.log_removals import LogRemovals
 from contextd.store.memories import MemoryRepo
 from contextd.store.memory_history import MemoryHistoryRepo
 from contextd.store.sessions import SessionRepo
 from contextd.store.summaries import SummaryRepo
+from contextd.store.users import UserRepo
 from contextd.tls import ServerTls
 from contextd.v1 import (
     chat_pb2,
@@ -57,6 +61,8 @@ from contextd.v1 import (
     prompts_pb2_grpc,
     sessions_pb2,
     sessions_pb2_grpc,
+    users_pb2,
+    users_pb2_grpc,
 )
 from contextd.web.cors import CorsPolicy
 from contextd.web.gateway import WebGateway
@@ -69,6 +75,7 @@ SERVICE_NAMES = (
     sessions_pb2.DESCRIPTOR.services_by_name["SessionService"].full_name,
     memory_pb2.DESCRIPTOR.services_by_name["MemoryService"].full_name,
     prompts_pb2.DESCRIPTOR.services_by_name["PromptService"].full_name,
+    users_pb2.DESCRIPTOR.services_by_name["UserService"].full_name,
 )
 
 
@@ -288,6 +295,10 @@ def _add_services(
         after_turn=after_turn.schedule,
     )
     chat_pb2_grpc.add_ChatServiceServicer_to_server(ChatServicer(chat, context), server)
+    # Event logs of deleted sessions wait in notes here until their deletion committed.
+    removals = LogRemovals(db, events, settings.data_dir / "log-removals")
+    users = UsersApp(UserRepo(db, memories, removals), removals, after_turn.cancel_user)
+    users_pb2_grpc.add_UserServiceServicer_to_server(UserServicer(users), server)
     return [after_turn.aclose, provider.aclose, events.aclose]
 
 

@@ -1,0 +1,36 @@
+"""DeleteUser's use case: erase everything stored for a user."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from contextd.app.scope import Caller
+from contextd.core.errors import InvalidArgument
+from contextd.store.log_removals import LogRemovals
+from contextd.store.users import Erased, UserRepo
+
+
+class UsersApp:
+    def __init__(
+        self,
+        users: UserRepo,
+        removals: LogRemovals,
+        stop_background_work: Callable[[str], None] | None = None,
+    ) -> None:
+        self.users = users
+        self.removals = removals
+        # Cancels the user's after-turn work, so that none of it writes memories again
+        # once they are erased.
+        self.stop_background_work = stop_background_work
+
+    async def delete(self, caller: Caller, confirm_user_id: str) -> Erased:
+        """Erase the caller's user. ``confirm_user_id`` must name that user again: an
+        empty request, which means the caller, erases nothing by accident."""
+        if confirm_user_id != caller.user_id:
+            raise InvalidArgument.one(
+                "confirm_user_id", "must repeat the id of the user being deleted"
+            )
+        if self.stop_background_work is not None:
+            self.stop_background_work(caller.user_id)
+        await self.removals.sweep()  # what an erasure cut short by a crash left behind
+        return await self.users.erase(caller.user_id)

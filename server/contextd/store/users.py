@@ -1,0 +1,96 @@
+"""A user as a whole: erase every row stored for them, in one write transaction.
+
+Sessions go with everything in them (messages, token counts, compression and session
+summaries cascade from ``sessions``), then the user's memories with their search index
+entries and history, then the user's API keys. The sessions' event logs are files:
+``LogRemovals`` removes them once the transaction committed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from contextd.store.db import Connection, Database
+from contextd.store.log_removals import LogRemovals
+from contextd.store.memories import MemoryRepo, fts_terms
+
+
+@dataclass(frozen=True, slots=True)
+class Erased:
+    """How many of each were deleted."""
+
+    sessions: int = 0
+    messages: int = 0
+    summaries: int = 0  # compression summaries and session summaries
+    memories: int = 0
+    memory_history: int = 0
+    event_logs: int = 0
+    api_keys: int = 0
+
+
+class UserRepo:
+    def __init__(self, db: Database, memories: MemoryRepo, removals: LogRemovals) -> None:
+        self._db = db
+        self._memories = memories
+        self._removals = removals
+
+    async def erase(self, user_id: str) -> Erased:
+        """Delete everything stored for ``user_id``; all counts 0 when nothing was left."""
+        if not user_id:
+            raise ValueError("user_id must not be empty")
+        await self._memories.ensure_index()  # the index entries are removed by their terms
+        async with self._db.transaction() as conn:
+            session_ids = [
+                str(row[0])
+                for row in await conn.execute_fetchall(
+                    "SELECT id FROM sessions WHERE user_id = ?", (user_id,)
+                )
+            ]
+            messages, summaries = await _session_contents(conn, user_id)
+            await conn.execute("DELETE FROM sessions WHERE user_id = ?", (user_id,))
+            history, memories = await _erase_memories(conn, user_id)
+            keys = await conn.execute("DELETE FROM api_keys WHERE user_id = ?", (user_id,))
+            note = self._removals.note(session_ids)  # the last step before the commit
+        self._forget_sessions(session_ids)
+        return Erased(
+            sessions=len(session_ids),
+            messages=messages,
+            summaries=summaries,
+            memories=memories,
+            memory_history=history,
+            event_logs=await self._removals.finish(note),
+            api_keys=keys.rowcount,
+        )
+
+    def _forget_sessions(self, session_ids: Sequence[str]) -> None:
+        """Drop the deleted sessions from the repositories' caches (after the commit)."""
+        for session_id in session_ids:
+            for forget in self._db.session_deleted:
+                forget(session_id)
+
+
+async def _session_contents(conn: Connection, user_id: str) -> tuple[int, int]:
+    """How many messages and summaries the user's sessions hold."""
+    rows = await conn.execute_fetchall(
+        "WITH mine AS (SELECT id FROM sessions WHERE user_id = :user)"
+        " SELECT (SELECT COUNT(*) FROM conversation WHERE session_id IN mine),"
+        " (SELECT COUNT(*) FROM compression_summaries WHERE session_id IN mine)"
+        " + (SELECT COUNT(*) FROM session_summaries WHERE session_id IN mine)",
+        {"user": user_id},
+    )
+    return int(rows[0][0]), int(rows[0][1])
+
+
+async def _erase_memories(conn: Connection, user_id: str) -> tuple[int, int]:
+    """Delete the user's memory history, memories and their index entries; the counts."""
+    history = await conn.execute("DELETE FROM memory_history WHERE user_id = ?", (user_id,))
+    memories = await conn.execute_fetchall(
+        "DELETE FROM memories WHERE user_id = ? RETURNING id, content", (user_id,)
+    )
+    # The index is contentless: it forgets a row only when given its terms again.
+    await conn.executemany(
+        "INSERT INTO memories_fts (memories_fts, rowid, terms) VALUES ('delete', ?, ?)",
+        [(memory_id, fts_terms(user_id, content)) for memory_id, content in memories],
+    )
+    return history.rowcount, len(memories)
