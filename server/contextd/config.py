@@ -102,6 +102,11 @@ class Settings:
     tls_client_ca: str = _setting(
         "", "PEM CA certificates: clients must present a certificate it signed (mutual TLS)"
     )
+    retention_days: float = _setting(
+        0.0,
+        "purge sessions without activity for this many days, with their messages, "
+        "summaries and event logs (memories stay); 0 keeps them forever",
+    )
 
     def listen_hosts(self) -> list[str]:
         """The addresses the server listens on: the native port's, and the web port's

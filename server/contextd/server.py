@@ -31,6 +31,7 @@ from contextd.app.chat import ChatApp, ChatLimits
 from contextd.app.context import ContextApp
 from contextd.app.memories import MemoriesApp
 from contextd.app.prompts import PromptsApp
+from contextd.app.retention import RetentionPurger, check_days
 from contextd.app.session_context import LayerDefaults, SessionContextBuilder
 from contextd.app.sessions import SessionsApp
 from contextd.app.users import UsersApp
@@ -46,6 +47,7 @@ from contextd.store.events import EventLog
 from contextd.store.log_removals import LogRemovals
 from contextd.store.memories import MemoryRepo
 from contextd.store.memory_history import MemoryHistoryRepo
+from contextd.store.retention import SessionPurge
 from contextd.store.sessions import SessionRepo
 from contextd.store.summaries import SummaryRepo
 from contextd.store.users import UserRepo
@@ -110,6 +112,10 @@ async def start(
     tokenizers.get(settings.default_tokenizer)  # fail at start-up, not on the first call
     cors = _cors_policy(settings) if settings.web_port >= 0 else None  # before anything starts
     authenticator = authenticator_factory(settings)  # before anything starts
+    try:
+        check_days(settings.retention_days)
+    except ValueError as error:
+        raise SystemExit(str(error)) from None
     tls = ServerTls.load(settings.tls_cert, settings.tls_key, settings.tls_client_ca)
     for host in exposed_hosts(settings.listen_hosts()) if tls is None else []:
         log.warning(
@@ -299,7 +305,24 @@ def _add_services(
     removals = LogRemovals(db, events, settings.data_dir / "log-removals")
     users = UsersApp(UserRepo(db, memories, removals), removals, after_turn.cancel_user)
     users_pb2_grpc.add_UserServiceServicer_to_server(UserServicer(users), server)
-    return [after_turn.aclose, provider.aclose, events.aclose]
+    closers: list[Callable[[], Awaitable[None]]] = [
+        after_turn.aclose,
+        provider.aclose,
+        events.aclose,
+    ]
+    if settings.retention_days > 0:
+        # A session with a turn or after-turn work in progress waits for a later pass.
+        retention = RetentionPurger(
+            SessionPurge(db, removals),
+            removals,
+            settings.retention_days,
+            busy=lambda session_id: (
+                chat.turn_running(session_id) or after_turn.working_on(session_id)
+            ),
+        )
+        retention.start()
+        closers.insert(0, retention.aclose)  # stopped first: it writes to the database
+    return closers
 
 
 async def serve(settings: Settings) -> None:

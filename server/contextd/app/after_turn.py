@@ -230,6 +230,10 @@ class AfterTurnRunner:
         if mine:
             log.info("after-turn work cancelled: its user is erased", extra={"turns": len(mine)})
 
+    def working_on(self, session_id: str) -> bool:
+        """Whether work for a turn of the session is pending."""
+        return session_id in self._locks
+
     @property
     def pending(self) -> int:
         return len(self._tasks)
