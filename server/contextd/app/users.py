@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 from contextd.app.scope import Caller
 from contextd.core.errors import InvalidArgument
@@ -30,7 +31,11 @@ class UsersApp:
             raise InvalidArgument.one(
                 "confirm_user_id", "must repeat the id of the user being deleted"
             )
+        await self.removals.sweep()  # what an erasure cut short by a crash left behind
+        erased, note = await self.users.erase(caller.user_id)
+        # Right after the commit, with no await in between: work for a turn that ended
+        # before it is cancelled before it can write again; work for a later turn finds
+        # no session and does nothing.
         if self.stop_background_work is not None:
             self.stop_background_work(caller.user_id)
-        await self.removals.sweep()  # what an erasure cut short by a crash left behind
-        return await self.users.erase(caller.user_id)
+        return replace(erased, event_logs=await self.removals.finish(note))

@@ -3,7 +3,8 @@
 Sessions go with everything in them (messages, token counts, compression and session
 summaries cascade from ``sessions``), then the user's memories with their search index
 entries and history, then the user's API keys. The sessions' event logs are files:
-``LogRemovals`` removes them once the transaction committed.
+``LogRemovals`` removes them once the transaction committed. Every statement finds the
+user's rows by ``user_id`` (or their sessions'), the one condition a scope would add to.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from contextd.store.db import Connection, Database
-from contextd.store.log_removals import LogRemovals
+from contextd.store.log_removals import LogRemovals, Note
 from contextd.store.memories import MemoryRepo, fts_terms
 
 
@@ -35,8 +36,11 @@ class UserRepo:
         self._memories = memories
         self._removals = removals
 
-    async def erase(self, user_id: str) -> Erased:
-        """Delete everything stored for ``user_id``; all counts 0 when nothing was left."""
+    async def erase(self, user_id: str) -> tuple[Erased, Note | None]:
+        """Delete every row stored for ``user_id``; all counts 0 when nothing was left.
+
+        Returns as soon as the transaction committed, with the note of the event logs
+        still to remove (``LogRemovals.finish``; ``event_logs`` is counted then)."""
         if not user_id:
             raise ValueError("user_id must not be empty")
         await self._memories.ensure_index()  # the index entries are removed by their terms
@@ -53,15 +57,15 @@ class UserRepo:
             keys = await conn.execute("DELETE FROM api_keys WHERE user_id = ?", (user_id,))
             note = self._removals.note(session_ids)  # the last step before the commit
         self._forget_sessions(session_ids)
-        return Erased(
+        erased = Erased(
             sessions=len(session_ids),
             messages=messages,
             summaries=summaries,
             memories=memories,
             memory_history=history,
-            event_logs=await self._removals.finish(note),
             api_keys=keys.rowcount,
         )
+        return erased, note
 
     def _forget_sessions(self, session_ids: Sequence[str]) -> None:
         """Drop the deleted sessions from the repositories' caches (after the commit)."""
