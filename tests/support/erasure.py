@@ -134,7 +134,9 @@ async def fill(stubs: Stubs, user: str, metadata: Any = ()) -> list[str]:
             spb.CreateSessionRequest(user_id=user, title=title), metadata=metadata
         )
         ids.append(created.session.id)
-        turn = await chat_turn(stubs, user, created.session.id, f"{user}: I drink green tea")
+        turn = await chat_turn(
+            stubs, user, created.session.id, f"{user}: I drink green tea", metadata
+        )
         assert turn[-1].turn_completed.status == cpb.TURN_STATUS_OK
     listed = await stubs.sessions.ListMessages(
         spb.ListMessagesRequest(user_id=user, session_id=ids[0]), metadata=metadata
