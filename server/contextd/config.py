@@ -122,6 +122,11 @@ class Settings:
     max_concurrent_turns: int = _setting(
         0, "StreamChat turns one user may have running at once; 0 for no limit"
     )
+    retention_days: float = _setting(
+        0.0,
+        "purge sessions without activity for this many days, with their messages, "
+        "summaries and event logs (memories stay); 0 keeps them forever",
+    )
 
     def listen_hosts(self) -> list[str]:
         """The addresses the server listens on: the native port's, and the web port's

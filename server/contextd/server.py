@@ -27,13 +27,16 @@ from contextd.api.context_servicer import ContextServicer
 from contextd.api.interceptors import WEB_PEER_KEY, GuardInterceptor, Limits
 from contextd.api.limits import RateLimiter, TurnSlots
 from contextd.api.session_servicers import MemoryServicer, PromptServicer, SessionServicer
+from contextd.api.user_servicer import UserServicer
 from contextd.app.after_turn import AfterTurnRunner, AfterTurnSettings
 from contextd.app.chat import ChatApp, ChatLimits
 from contextd.app.context import ContextApp
 from contextd.app.memories import MemoriesApp
 from contextd.app.prompts import PromptsApp
+from contextd.app.retention import RetentionPurger, check_days
 from contextd.app.session_context import LayerDefaults, SessionContextBuilder
 from contextd.app.sessions import SessionsApp
+from contextd.app.users import UsersApp
 from contextd.config import Settings
 from contextd.core.network import exposed_hosts
 from contextd.core.tokens import TokenizerRegistry
@@ -43,10 +46,13 @@ from contextd.store.conversation import ConversationRepo
 from contextd.store.data_lock import DataDirInUse, DataDirLock
 from contextd.store.db import DB_FILENAME, Database
 from contextd.store.events import EventLog
+from contextd.store.log_removals import LogRemovals
 from contextd.store.memories import MemoryRepo
 from contextd.store.memory_history import MemoryHistoryRepo
+from contextd.store.retention import SessionPurge
 from contextd.store.sessions import SessionRepo
 from contextd.store.summaries import SummaryRepo
+from contextd.store.users import UserRepo
 from contextd.tls import ServerTls
 from contextd.v1 import (
     chat_pb2,
@@ -59,6 +65,8 @@ from contextd.v1 import (
     prompts_pb2_grpc,
     sessions_pb2,
     sessions_pb2_grpc,
+    users_pb2,
+    users_pb2_grpc,
 )
 from contextd.web.cors import CorsPolicy
 from contextd.web.gateway import WebGateway
@@ -72,6 +80,7 @@ SERVICE_NAMES = (
     sessions_pb2.DESCRIPTOR.services_by_name["SessionService"].full_name,
     memory_pb2.DESCRIPTOR.services_by_name["MemoryService"].full_name,
     prompts_pb2.DESCRIPTOR.services_by_name["PromptService"].full_name,
+    users_pb2.DESCRIPTOR.services_by_name["UserService"].full_name,
 )
 
 
@@ -107,6 +116,10 @@ async def start(
     cors = _cors_policy(settings) if settings.web_port >= 0 else None  # before anything starts
     authenticator = authenticator_factory(settings)  # before anything starts
     limits = _limits(settings, web=cors is not None)  # before anything starts
+    try:
+        check_days(settings.retention_days)
+    except ValueError as error:
+        raise SystemExit(str(error)) from None
     tls = ServerTls.load(settings.tls_cert, settings.tls_key, settings.tls_client_ca)
     for host in exposed_hosts(settings.listen_hosts()) if tls is None else []:
         log.warning(
@@ -332,7 +345,28 @@ def _add_services(
         after_turn=after_turn.schedule,
     )
     chat_pb2_grpc.add_ChatServiceServicer_to_server(ChatServicer(chat, context), server)
-    return [after_turn.aclose, provider.aclose, events.aclose]
+    # Event logs of deleted sessions wait in notes here until their deletion committed.
+    removals = LogRemovals(db, events, settings.data_dir / "log-removals")
+    users = UsersApp(UserRepo(db, memories, removals), removals, after_turn.cancel_user)
+    users_pb2_grpc.add_UserServiceServicer_to_server(UserServicer(users), server)
+    closers: list[Callable[[], Awaitable[None]]] = [
+        after_turn.aclose,
+        provider.aclose,
+        events.aclose,
+    ]
+    if settings.retention_days > 0:
+        # A session with a turn or after-turn work in progress waits for a later pass.
+        retention = RetentionPurger(
+            SessionPurge(db, removals),
+            removals,
+            settings.retention_days,
+            busy=lambda session_id: (
+                chat.turn_running(session_id) or after_turn.working_on(session_id)
+            ),
+        )
+        retention.start()
+        closers.insert(0, retention.aclose)  # stopped first: it writes to the database
+    return closers
 
 
 async def serve(settings: Settings) -> None:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import grpc
 import pytest
-from contextd.v1 import chat_pb2, context_pb2, memory_pb2, prompts_pb2, sessions_pb2
+from contextd.v1 import chat_pb2, context_pb2, memory_pb2, prompts_pb2, sessions_pb2, users_pb2
 
 from tests.support import grpcurl
 from tests.support.auth import create_key
@@ -120,7 +120,7 @@ def test_every_command_runs_and_prints_what_the_readme_shows(walkthrough: Walkth
 
 
 def test_the_walkthrough_calls_every_rpc() -> None:
-    modules = (context_pb2, chat_pb2, sessions_pb2, memory_pb2, prompts_pb2)
+    modules = (context_pb2, chat_pb2, sessions_pb2, memory_pb2, prompts_pb2, users_pb2)
     every_rpc = {
         f"{service.full_name}/{method.name}"
         for module in modules

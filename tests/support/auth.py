@@ -123,6 +123,11 @@ def with_ids(rpc: Rpc, ids: StoredIds, user_id: str, query: str) -> tuple[Messag
     request and whether it names any of ``ids``."""
     request = rpc.request(user_id)
     named = _fill(request, ids, query, top=True)
+    confirm = request.DESCRIPTOR.fields_by_name.get("confirm_user_id")
+    if confirm is not None:  # DeleteUser: the user named, once more
+        request.MergeFrom(
+            message_factory.GetMessageClass(rpc.method.input_type)(**{confirm.name: user_id})
+        )
     return request, named
 
 

@@ -24,6 +24,7 @@ from contextd.v1 import (
     prompts_pb2,
     sessions_pb2,
     sessions_pb2_grpc,
+    users_pb2,
 )
 
 from tests.support.browser_harness import (
@@ -115,7 +116,7 @@ def events(page: PageResult, method: str) -> list[tuple[str, dict[str, Any]]]:
 
 
 def all_rpcs() -> set[str]:
-    files = (context_pb2, chat_pb2, sessions_pb2, memory_pb2, prompts_pb2)
+    files = (context_pb2, chat_pb2, sessions_pb2, memory_pb2, prompts_pb2, users_pb2)
     return {
         f"/{service.full_name}/{method.name}"
         for module in files

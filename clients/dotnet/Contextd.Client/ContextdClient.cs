@@ -27,6 +27,7 @@ namespace Contextd.Client
         private readonly MemoryService.MemoryServiceClient _memory;
         private readonly PromptService.PromptServiceClient _prompts;
         private readonly ChatService.ChatServiceClient _chat;
+        private readonly UserService.UserServiceClient _users;
 
         /// <summary>
         /// Connects to <paramref name="address"/> (<c>host:port</c> or a full
@@ -45,6 +46,7 @@ namespace Contextd.Client
             _memory = new MemoryService.MemoryServiceClient(_channel);
             _prompts = new PromptService.PromptServiceClient(_channel);
             _chat = new ChatService.ChatServiceClient(_channel);
+            _users = new UserService.UserServiceClient(_channel);
         }
 
         /// <summary>The address calls go to (the gRPC-Web one when that is in use).</summary>
@@ -167,6 +169,15 @@ namespace Contextd.Client
         /// <summary>Deletes a skill.</summary>
         public Task<DeleteSkillResponse> DeleteSkillAsync(DeleteSkillRequest request, CancellationToken cancellationToken = default) =>
             UnaryAsync(_prompts.DeleteSkillAsync(request, Unary(cancellationToken)));
+
+        // UserService
+
+        /// <summary>
+        /// Erases everything stored for a user (sessions, messages, summaries, memories,
+        /// event logs, API keys); <c>ConfirmUserId</c> must repeat the user's id.
+        /// </summary>
+        public Task<DeleteUserResponse> DeleteUserAsync(DeleteUserRequest request, CancellationToken cancellationToken = default) =>
+            UnaryAsync(_users.DeleteUserAsync(request, Unary(cancellationToken)));
 
         // ChatService
 

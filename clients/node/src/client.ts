@@ -16,6 +16,7 @@ import { ContextService } from "./gen/contextd/v1/context_pb.js";
 import { MemoryService } from "./gen/contextd/v1/memory_pb.js";
 import { PromptService } from "./gen/contextd/v1/prompts_pb.js";
 import { SessionService } from "./gen/contextd/v1/sessions_pb.js";
+import { UserService } from "./gen/contextd/v1/users_pb.js";
 import { ContextdError, type Interruption } from "./errors.js";
 
 /** The address `contextd serve` listens on by default. */
@@ -61,6 +62,7 @@ export class ContextdClient {
   readonly sessions: Client<typeof SessionService>;
   readonly memory: Client<typeof MemoryService>;
   readonly prompts: Client<typeof PromptService>;
+  readonly users: Client<typeof UserService>;
   private readonly closeConnection: () => void;
 
   /** `address` is `host:port` (plain text) or a URL (`https://` for TLS). */
@@ -93,6 +95,7 @@ export class ContextdClient {
     this.sessions = mapErrors(SessionService, transport, defaultTimeoutMs);
     this.memory = mapErrors(MemoryService, transport, defaultTimeoutMs);
     this.prompts = mapErrors(PromptService, transport, defaultTimeoutMs);
+    this.users = mapErrors(UserService, transport, defaultTimeoutMs);
   }
 
   /** Closes the connection; calls still running fail with UNAVAILABLE or CANCELLED. */

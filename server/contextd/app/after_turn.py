@@ -185,6 +185,7 @@ class AfterTurnRunner:
         self.use_model = provider.capabilities.follows_instructions if use is None else use
         self.stats = AfterTurnStats()
         self._tasks: set[asyncio.Task[None]] = set()
+        self._task_users: dict[asyncio.Task[None], tuple[str, str]] = {}  # (tenant, user)
         self._locks: dict[str, _SessionLock] = {}
         self._slots = asyncio.Semaphore(self.settings.max_concurrency)
         self._closed = False
@@ -210,9 +211,29 @@ class AfterTurnRunner:
             )
             self.stats.scheduled += 1
             self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            self._task_users[task] = (turn.tenant_id, turn.user_id)
+            task.add_done_callback(self._done)
         except Exception:
             log.exception("after-turn work could not be scheduled", extra=_ids(turn))
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        self._task_users.pop(task, None)
+
+    def cancel_user(self, tenant_id: str, user_id: str) -> None:
+        """Cancel the pending work of the user's turns: the user is being erased, and
+        a memory written after the erasure would outlive it. A turn that ends later
+        finds its session gone and does nothing."""
+        owner = (tenant_id, user_id)
+        mine = [task for task, of in self._task_users.items() if of == owner]
+        for task in mine:
+            task.cancel()
+        if mine:
+            log.info("after-turn work cancelled: its user is erased", extra={"turns": len(mine)})
+
+    def working_on(self, session_id: str) -> bool:
+        """Whether work for a turn of the session is pending."""
+        return session_id in self._locks
 
     @property
     def pending(self) -> int:

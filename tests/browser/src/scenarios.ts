@@ -15,6 +15,7 @@ import {
 import { MemoryService } from "./gen/contextd/v1/memory_pb";
 import { PromptService } from "./gen/contextd/v1/prompts_pb";
 import { SessionService } from "./gen/contextd/v1/sessions_pb";
+import { UserService } from "./gen/contextd/v1/users_pb";
 
 export interface Clients {
   context: Client<typeof ContextService>;
@@ -22,6 +23,7 @@ export interface Clients {
   sessions: Client<typeof SessionService>;
   memories: Client<typeof MemoryService>;
   prompts: Client<typeof PromptService>;
+  users: Client<typeof UserService>;
 }
 
 export function clients(transport: Transport): Clients {
@@ -31,6 +33,7 @@ export function clients(transport: Transport): Clients {
     sessions: createClient(SessionService, transport),
     memories: createClient(MemoryService, transport),
     prompts: createClient(PromptService, transport),
+    users: createClient(UserService, transport),
   };
 }
 
@@ -180,6 +183,7 @@ export async function tour(c: Clients, user: string): Promise<void> {
   await c.prompts.listTemplates({});
   await c.sessions.deleteSession({ userId: user, sessionId });
   await expectError(() => c.sessions.getSession({ userId: user, sessionId }));
+  await c.users.deleteUser({ userId: user, confirmUserId: user });
 }
 
 function sleep(ms: number): Promise<void> {

@@ -12,9 +12,9 @@ go in and come out as plain dicts; every failed call raises ``ContextdError`` (a
 response that cannot be decoded: its subclass ``InvalidResponseError``).
 ``pb`` and ``pb_grpc`` are the generated protobuf and gRPC modules, for advanced use
 together with ``client.stub``; ``cpb``/``cpb_grpc`` (chat), ``spb``/``spb_grpc``
-(sessions), ``mpb``/``mpb_grpc`` (memories) and ``ppb``/``ppb_grpc`` (prompts) go with
-``client.chat_stub``, ``client.session_stub``, ``client.memory_stub`` and
-``client.prompt_stub``.
+(sessions), ``mpb``/``mpb_grpc`` (memories), ``ppb``/``ppb_grpc`` (prompts) and
+``upb``/``upb_grpc`` (users) go with ``client.chat_stub``, ``client.session_stub``,
+``client.memory_stub``, ``client.prompt_stub`` and ``client.user_stub``.
 """
 
 from __future__ import annotations
@@ -37,6 +37,8 @@ from ._pb import prompts_pb2 as ppb
 from ._pb import prompts_pb2_grpc as ppb_grpc
 from ._pb import sessions_pb2 as spb
 from ._pb import sessions_pb2_grpc as spb_grpc
+from ._pb import users_pb2 as upb
+from ._pb import users_pb2_grpc as upb_grpc
 from ._types import (
     TURN_STATUSES,
     AssembledPrompt,
@@ -108,4 +110,6 @@ __all__ = [
     "ppb_grpc",
     "spb",
     "spb_grpc",
+    "upb",
+    "upb_grpc",
 ]

@@ -25,7 +25,13 @@ from ._credentials import (
 )
 from ._errors import ContextdError
 from ._messages import MessageLike
-from ._pb import chat_pb2_grpc, memory_pb2_grpc, prompts_pb2_grpc, sessions_pb2_grpc
+from ._pb import (
+    chat_pb2_grpc,
+    memory_pb2_grpc,
+    prompts_pb2_grpc,
+    sessions_pb2_grpc,
+    users_pb2_grpc,
+)
 from ._pb import context_pb2_grpc as pb_grpc
 from ._pb import prompts_pb2 as ppb
 from ._pb import sessions_pb2 as spb
@@ -80,6 +86,7 @@ class AsyncContextClient:
         self.session_stub = sessions_pb2_grpc.SessionServiceStub(self._channel)
         self.memory_stub = memory_pb2_grpc.MemoryServiceStub(self._channel)
         self.prompt_stub = prompts_pb2_grpc.PromptServiceStub(self._channel)
+        self.user_stub = users_pb2_grpc.UserServiceStub(self._channel)
 
     @property
     def channel(self) -> grpc.aio.Channel:
@@ -458,3 +465,18 @@ class AsyncContextClient:
 
     async def delete_skill(self, name: str) -> None:
         await self._call(self.prompt_stub.DeleteSkill, ppb.DeleteSkillRequest(name=name))
+
+    # Users ------------------------------------------------------------------------
+
+    async def delete_user(
+        self, user_id: str, *, confirm_user_id: str | None = None
+    ) -> dict[str, int]:
+        """Erase everything stored for a user (sessions, messages, summaries, memories,
+        memory history, event logs, API keys); returns how many of each went.
+
+        Idempotent: a second call returns zeros. With a credential, an empty ``user_id``
+        means the caller; ``confirm_user_id`` must then name that user (by default it
+        repeats ``user_id``).
+        """
+        request = records.delete_user_request(user_id, confirm_user_id)
+        return records.deleted_counts(await self._call(self.user_stub.DeleteUser, request))

@@ -17,6 +17,7 @@ from ._pb import context_pb2 as pb
 from ._pb import memory_pb2 as mpb
 from ._pb import prompts_pb2 as ppb
 from ._pb import sessions_pb2 as spb
+from ._pb import users_pb2 as upb
 
 
 def _texts(values: object, where: str) -> list[str]:
@@ -308,6 +309,21 @@ def delete_memory_request(user_id: str, memory_id: str | int) -> mpb.DeleteMemor
     return mpb.DeleteMemoryRequest(
         user_id=_ident(user_id, "user_id"), memory_id=_ident(memory_id, "memory_id")
     )
+
+
+# Users ------------------------------------------------------------------------------
+
+
+def delete_user_request(user_id: str, confirm_user_id: str | None) -> upb.DeleteUserRequest:
+    """``confirm_user_id`` None repeats ``user_id``: naming the user is the confirmation."""
+    user = _ident(user_id, "user_id")
+    confirm = user if confirm_user_id is None else _ident(confirm_user_id, "confirm_user_id")
+    return upb.DeleteUserRequest(user_id=user, confirm_user_id=confirm)
+
+
+def deleted_counts(response: upb.DeleteUserResponse) -> dict[str, int]:
+    """How many of each DeleteUser deleted, by the response's field names."""
+    return {field.name: int(getattr(response, field.name)) for field in response.DESCRIPTOR.fields}
 
 
 # Templates and skills ---------------------------------------------------------------

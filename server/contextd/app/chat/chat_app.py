@@ -70,6 +70,11 @@ class ChatApp:
             weakref.WeakValueDictionary()
         )
 
+    def turn_running(self, session_id: str) -> bool:
+        """Whether a turn of the session runs or waits for the one before it."""
+        lock = self._session_locks.get(session_id)
+        return lock is not None and lock.locked()
+
     async def run(self, req: ChatTurnRequest) -> AsyncGenerator[ChatEvent, None]:
         """One turn as a stream of events. Errors before TurnStarted raise; later ones
         end the stream with a TurnCompleted whose status says what happened. Turns of
