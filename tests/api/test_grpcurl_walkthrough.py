@@ -40,6 +40,7 @@ WALKTHROUGH = ROOT / "docs" / "grpcurl.md"
 HEADING = "## Walkthrough"
 README_ADDRESS = "127.0.0.1:50151"
 WALKTHROUGH_USER = "ada"
+SERVICE = "the service key"
 USER_ID = re.compile(r'"user_id": "(\w+)"')
 GRPCURL_ERROR_BASE = 64  # grpcurl exits with 64 + the gRPC status code
 STEPS = read(WALKTHROUGH, HEADING)
@@ -52,11 +53,15 @@ class Walkthrough:
 
     def command(self, step: Step) -> str:
         """The step as run: with a key, the bearer header of the user the request names
-        (the first user id in it, else the walkthrough's own user) after ``-plaintext``."""
+        (the first user id in it, else the walkthrough's own user) after ``-plaintext``;
+        a service key's for DeleteUser."""
         if not self.keys:
             return step.command
         named = USER_ID.search(step.command)
         token = self.keys[named[1] if named else WALKTHROUGH_USER]
+        if "/DeleteUser" in step.command:
+            # The user's own key goes with the user: asking again takes a service key.
+            token = self.keys[SERVICE]
         header = f"-H 'authorization: Bearer {token}'"
         return step.command.replace("grpcurl -plaintext ", f"grpcurl -plaintext {header} ", 1)
 
@@ -71,6 +76,7 @@ def walkthrough(
     keys: dict[str, str] = {}
     if request.param == "api-key":
         keys = {user: create_key(data_dir, user) for user in ("ada", "bob")}
+        keys[SERVICE] = create_key(data_dir, "walkthrough-backend", "--service")
     server = start_server(data_dir, "--auth", request.param)
     yield Walkthrough(server, keys)
     server.stop()
