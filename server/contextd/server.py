@@ -312,7 +312,7 @@ def _add_services(
         SessionServicer(sessions, tokenizers.default), server
     )
     memory_pb2_grpc.add_MemoryServiceServicer_to_server(
-        MemoryServicer(MemoriesApp(memories)), server
+        MemoryServicer(MemoriesApp(memories, sessions)), server
     )
     prompts_pb2_grpc.add_PromptServiceServicer_to_server(
         PromptServicer(PromptsApp(catalog)), server

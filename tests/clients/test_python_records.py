@@ -152,8 +152,9 @@ def test_delete_session_and_summary_bad_paths(client: ContextClient, user: str) 
 
 
 def test_memories_add_search_list_delete(client: ContextClient, user: str) -> None:
-    first = client.add_memory(user, "Likes jazz records.", source_session_id="s-1")
-    assert first["created"] and first["source_session_id"] == "s-1"
+    session = client.create_session(user)
+    first = client.add_memory(user, "Likes jazz records.", source_session_id=session["id"])
+    assert first["created"] and first["source_session_id"] == session["id"]
     assert first["create_time"] is not None and first["create_time"].tzinfo == UTC
     client.add_memory(user, "Plays the cello.")
     hits = client.search_memories(user, "jazz")

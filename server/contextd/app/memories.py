@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from contextd.app.pagination import bad_page_token, page_size
 from contextd.app.scope import Caller, is_stored_id, parse_id
+from contextd.app.sessions import SessionsApp
 from contextd.core.errors import InvalidArgument, NotFound, Violations
 from contextd.core.pipeline import is_blank
 from contextd.store.memories import MemoryRepo
@@ -14,8 +15,9 @@ MAX_QUERY_CHARS = 4000
 
 
 class MemoriesApp:
-    def __init__(self, memories: MemoryRepo) -> None:
+    def __init__(self, memories: MemoryRepo, sessions: SessionsApp) -> None:
         self.memories = memories
+        self.sessions = sessions
 
     async def add(
         self, caller: Caller, content: str, source_session_id: str = "", source_message_id: str = ""
@@ -28,6 +30,7 @@ class MemoriesApp:
         if source_message_id and not is_stored_id(source_message_id):
             v.add("source_message_id", "a stored message id (digits)")
         v.raise_if_any()
+        await self._check_sources(caller, source_session_id, source_message_id)
         return await self.memories.add(
             caller.user_id,
             content,
@@ -35,6 +38,16 @@ class MemoriesApp:
             int(source_message_id or 0),
             tenant_id=caller.tenant_id,
         )
+
+    async def _check_sources(self, caller: Caller, session_id: str, message_id: str) -> None:
+        """A memory's source is the caller's own: a session and message of theirs, the
+        message in that session when both are given."""
+        if session_id:
+            await self.sessions.get(caller, session_id)
+        if message_id:
+            message = await self.sessions.message(caller, message_id, "source_message_id")
+            if session_id and message.session_id != session_id:
+                raise InvalidArgument.one("source_message_id", "not a message of source_session_id")
 
     async def search(self, caller: Caller, query: str, limit: int) -> list[ScoredMemory]:
         limit = page_size(limit, 10, 100, field="limit")

@@ -150,7 +150,7 @@ class SessionsApp:
         await self.get(caller, session_id)
         ids: list[int] = []
         for k, raw in enumerate(message_ids):
-            stored = await self._message(caller, raw, f"message_ids[{k}]")
+            stored = await self.message(caller, raw, f"message_ids[{k}]")
             if stored.session_id != session_id:
                 raise InvalidArgument.one(f"message_ids[{k}]", "not a message of this session")
             ids.append(stored.id)
@@ -172,7 +172,7 @@ class SessionsApp:
 
         Returns the message and the id of the memory stored or found ("" when none).
         """
-        stored = await self._message(caller, message_id, "message_id")
+        stored = await self.message(caller, message_id, "message_id")
         if stored.message.role is not Role.ASSISTANT:
             raise InvalidArgument.one("message_id", "only assistant answers can be collected")
         if remember and uncollect:
@@ -208,7 +208,8 @@ class SessionsApp:
         ):
             yield event
 
-    async def _message(self, caller: Caller, message_id: str, field: str) -> StoredMessage:
+    async def message(self, caller: Caller, message_id: str, field: str) -> StoredMessage:
+        """The caller's stored message; NOT_FOUND, or PERMISSION_DENIED for another user's."""
         message = parse_id(message_id, field, "message")
         stored = await self.conversation.get(message, tenant_id=caller.tenant_id)
         if stored is None:
