@@ -101,6 +101,15 @@ class SessionsApp:
                 v.add(f"messages[{i}].id", "ids are assigned by the server; leave it empty")
         v.raise_if_any()
         await self.get(caller, session_id)
+        # Turns only grow: 0 (unset) is the turn after the newest, as a chat turn would be;
+        # a number may continue the newest turn or skip ahead, never go back.
+        last = await self.conversation.last_turn(session_id, tenant_id=caller.tenant_id)
+        if not turn_index:
+            turn_index = last + 1
+        elif turn_index < last:
+            raise InvalidArgument.one(
+                "turn_index", f"turns only grow: the session is at turn {last}; 0 for the next"
+            )
         rows = [self.new_message(m, turn_index) for m in messages]
         return await self.conversation.append(
             session_id, caller.user_id, rows, tenant_id=caller.tenant_id

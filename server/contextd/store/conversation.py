@@ -215,6 +215,15 @@ class ConversationRepo:
         page, _ = await self.list_messages(session_id, 1, tenant_id=tenant_id)
         return page[0] if page else None
 
+    async def last_turn(self, session_id: str, *, tenant_id: str = DEFAULT_TENANT) -> int:
+        """The turn of the session's newest message; 0 for a session without messages."""
+        rows = await self._db.reader.execute_fetchall(
+            "SELECT turn_index FROM conversation WHERE session_id = ? AND tenant_id = ?"
+            " ORDER BY seq DESC LIMIT 1",
+            (session_id, tenant_id),
+        )
+        return int(rows[0][0]) if rows else 0
+
     async def tail(
         self, session_id: str, limit: int, tokenizer: str, *, tenant_id: str = DEFAULT_TENANT
     ) -> list[StoredMessage]:
