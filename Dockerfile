@@ -17,7 +17,10 @@ ENV PATH=/opt/contextd/bin:$PATH \
     CONTEXTD_PORT=50151 \
     CONTEXTD_DATA_DIR=/data \
     CONTEXTD_ALLOW_UNAUTHENTICATED=true \
+    CONTEXTD_SHUTDOWN_GRACE=8 \
     PYTHONUNBUFFERED=1
+# CONTEXTD_SHUTDOWN_GRACE: the whole shutdown ends within it, inside `docker stop`'s
+# default 10 s before SIGKILL.
 # CONTEXTD_ALLOW_UNAUTHENTICATED: the container listens on 0.0.0.0 to be reachable
 # through its published port, which --auth none otherwise refuses; any deployment
 # others can reach sets CONTEXTD_AUTH=api-key (docs/security.md).

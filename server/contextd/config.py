@@ -35,7 +35,12 @@ class Settings:
     max_message_bytes: int = _setting(16 * 1024 * 1024, "largest request or response")
     max_history_messages: int = _setting(100_000, "most history messages one request may carry")
     max_concurrent_rpcs: int = _setting(1000, "calls served at once")
-    shutdown_grace: float = _setting(10.0, "seconds in-flight calls get on SIGINT/SIGTERM")
+    shutdown_grace: float = _setting(
+        10.0, "seconds the whole shutdown may take on SIGINT/SIGTERM, --drain-delay included"
+    )
+    drain_delay: float = _setting(
+        0.0, "seconds health reports NOT_SERVING while calls are still served, at shutdown"
+    )
     log_level: str = _setting("INFO", "DEBUG, INFO, WARNING or ERROR")
     system_identity: str = _setting(
         "You are a helpful assistant.", "session mode's system layer: who the model is"

@@ -74,6 +74,19 @@ from contextd.web.limits import WebLimits
 
 log = logging.getLogger("contextd.server")
 
+# Closes a part of the server given the seconds left of the grace period.
+Closer = Callable[[float], Awaitable[None]]
+
+
+def _untimed(close: Callable[[], Awaitable[None]]) -> Closer:
+    """A closer that takes no time limit (it finishes at once)."""
+
+    async def closer(_seconds_left: float) -> None:
+        await close()
+
+    return closer
+
+
 SERVICE_NAMES = (
     context_pb2.DESCRIPTOR.services_by_name["ContextService"].full_name,
     chat_pb2.DESCRIPTOR.services_by_name["ChatService"].full_name,
@@ -91,19 +104,28 @@ class RunningServer:
     port: int
     settings: Settings
     db: Database
-    closers: list[Callable[[], Awaitable[None]]]
+    closers: list[Closer]
     lock: DataDirLock
     web: WebGateway | None = None
 
     async def stop(self, grace: float | None = None) -> None:
-        """Report NOT_SERVING, let in-flight calls finish within the grace period, close
-        the database."""
+        """Report NOT_SERVING, keep serving for ``--drain-delay`` so that load balancers
+        move away, then refuse new calls; calls in flight and then after-turn work get
+        what is left of the grace period (``--shutdown-grace``, or ``grace``), which
+        bounds the whole shutdown. Then close the database."""
+        loop = asyncio.get_running_loop()
+        budget = self.settings.shutdown_grace if grace is None else grace
+        deadline = loop.time() + budget
         await self.health.enter_graceful_shutdown()
-        native = self.server.stop(self.settings.shutdown_grace if grace is None else grace)
+        drain = min(self.settings.drain_delay, budget) if grace is None else 0.0
+        if drain > 0:
+            log.info("draining", extra={"drain_s": drain})
+            await asyncio.sleep(drain)
+        native = self.server.stop(max(0.0, deadline - loop.time()))
         # Web calls are native calls underneath: they end when the native server stops.
         await asyncio.gather(native, *([self.web.aclose()] if self.web else []))
         for close in self.closers:
-            await close()
+            await close(max(0.0, deadline - loop.time()))
         await self.db.close()
         self.lock.release()
 
@@ -148,7 +170,7 @@ async def start(
         )
         closers = _add_services(server, settings, tokenizers, db)
         for close in reversed(closers):
-            undo.push_async_callback(close)
+            undo.push_async_callback(close, 0.0)
         health_servicer = health_aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
         names = (*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME)
@@ -160,7 +182,7 @@ async def start(
         if tls is not None and cors is not None:
             web_target, remove_socket = _private_socket(server)
             undo.push_async_callback(remove_socket)
-            closers.append(remove_socket)
+            closers.append(_untimed(remove_socket))
         try:
             port = (
                 server.add_insecure_port(address)
@@ -287,7 +309,7 @@ async def _start_web(
 
 def _add_services(
     server: grpc.aio.Server, settings: Settings, tokenizers: TokenizerRegistry, db: Database
-) -> list[Callable[[], Awaitable[None]]]:
+) -> list[Closer]:
     """Register every service; return what must be closed on stop."""
     memories = MemoryRepo(db, half_life_days=settings.memory_half_life_days)
     summaries = SummaryRepo(db)
@@ -349,10 +371,10 @@ def _add_services(
     removals = LogRemovals(db, events, settings.data_dir / "log-removals")
     users = UsersApp(UserRepo(db, memories, removals), removals, after_turn.cancel_user)
     users_pb2_grpc.add_UserServiceServicer_to_server(UserServicer(users), server)
-    closers: list[Callable[[], Awaitable[None]]] = [
-        after_turn.aclose,
-        provider.aclose,
-        events.aclose,
+    closers: list[Closer] = [
+        after_turn.aclose,  # what is left of the grace period
+        _untimed(provider.aclose),
+        _untimed(events.aclose),
     ]
     if settings.retention_days > 0:
         # A session with a turn or after-turn work in progress waits for a later pass.
@@ -365,7 +387,7 @@ def _add_services(
             ),
         )
         retention.start()
-        closers.insert(0, retention.aclose)  # stopped first: it writes to the database
+        closers.insert(0, _untimed(retention.aclose))  # first: it writes to the database
     return closers
 
 

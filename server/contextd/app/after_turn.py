@@ -244,15 +244,17 @@ class AfterTurnRunner:
         while self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
 
-    async def aclose(self) -> None:
-        """Refuse new work, wait up to ``shutdown_timeout`` for the pending work, then cancel
-        what is left. Safe to call twice."""
+    async def aclose(self, seconds: float | None = None) -> None:
+        """Refuse new work, wait up to ``seconds`` (``shutdown_timeout`` when None) for the
+        pending work, then cancel what is left: the turns themselves are stored, only the
+        memories and summaries of those still waiting are not made. Safe to call twice."""
         self._closed = True
         if not self._tasks:
             return
         tasks = set(self._tasks)
         log.info("waiting for after-turn work", extra={"pending": len(tasks)})
-        _, late = await asyncio.wait(tasks, timeout=self.settings.shutdown_timeout)
+        wait = self.settings.shutdown_timeout if seconds is None else seconds
+        _, late = await asyncio.wait(tasks, timeout=max(wait, 0.001))
         if late:
             log.warning("after-turn work cancelled at shutdown", extra={"cancelled": len(late)})
             for task in late:
