@@ -45,6 +45,7 @@ from contextd.store.catalog import CatalogRepo
 from contextd.store.conversation import ConversationRepo
 from contextd.store.data_lock import DataDirInUse, DataDirLock
 from contextd.store.db import DB_FILENAME, Database
+from contextd.store.disk import DiskWatch
 from contextd.store.events import EventLog
 from contextd.store.log_removals import LogRemovals
 from contextd.store.memories import MemoryRepo
@@ -76,6 +77,28 @@ log = logging.getLogger("contextd.server")
 
 # Closes a part of the server given the seconds left of the grace period.
 Closer = Callable[[float], Awaitable[None]]
+
+
+def _health_follows_disk(disk: DiskWatch, health_servicer: health_aio.HealthServicer) -> None:
+    """NOT_SERVING while writes fail for want of space, SERVING once there is room."""
+    pending: set[asyncio.Task[None]] = set()
+
+    async def set_all(status: health_pb2.HealthCheckResponse.ServingStatus.ValueType) -> None:
+        for name in ("", *SERVICE_NAMES):
+            await health_servicer.set(name, status)
+
+    def changed(has_room: bool) -> None:
+        if has_room:
+            log.info("the disk has room again", extra={"data_dir": str(disk.directory)})
+        else:
+            log.warning("the disk is full: writes fail", extra={"data_dir": str(disk.directory)})
+        serving = health_pb2.HealthCheckResponse.SERVING
+        status = serving if has_room else health_pb2.HealthCheckResponse.NOT_SERVING
+        task = asyncio.get_running_loop().create_task(set_all(status))
+        pending.add(task)
+        task.add_done_callback(pending.discard)
+
+    disk.listeners.append(changed)
 
 
 def _untimed(close: Callable[[], Awaitable[None]]) -> Closer:
@@ -160,6 +183,7 @@ async def start(
         undo.callback(lock.release)
         db = await Database.open(settings.data_dir / DB_FILENAME, settings.sqlite_synchronous)
         undo.push_async_callback(db.close)
+        db.disk = DiskWatch(settings.data_dir)
         server = grpc.aio.server(
             interceptors=[_guard(settings, authenticator(db) if authenticator else None, limits)],
             options=[
@@ -173,6 +197,8 @@ async def start(
             undo.push_async_callback(close, 0.0)
         health_servicer = health_aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+        _health_follows_disk(db.disk, health_servicer)
+        closers.append(_untimed(db.disk.aclose))
         names = (*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME)
         reflection.enable_server_reflection(names, server)
         if extra_handlers:
@@ -315,6 +341,7 @@ def _add_services(
     summaries = SummaryRepo(db)
     catalog = CatalogRepo(db)
     events = EventLog(settings.data_dir / "history")
+    events.disk = db.disk
     sessions = SessionsApp(
         SessionRepo(db), ConversationRepo(db), summaries, memories, tokenizers, events
     )

@@ -65,6 +65,13 @@ class ResourceExhausted(ContextdError):
         self.retry_after_s = retry_after_s
 
 
+class StorageFull(ResourceExhausted):
+    """The data directory's disk has no room for a write; the write was undone."""
+
+    def __init__(self) -> None:
+        super().__init__("the server's disk is full; nothing of this call was stored", 5.0)
+
+
 class Unavailable(ContextdError):
     """A dependency (the store, a provider) cannot serve the request right now."""
 

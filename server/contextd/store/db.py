@@ -38,6 +38,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from contextd.core.errors import StorageFull
+from contextd.store.disk import DiskWatch
+
 Row = sqlite3.Row
 Params = Sequence[Any] | Mapping[str, Any]
 
@@ -131,6 +134,8 @@ def _connect(path: Path, synchronous: str) -> sqlite3.Connection:
 class Database:
     def __init__(self, path: Path, writer: Connection, reader: Connection):
         self.path = path
+        # Told of a write that failed for want of space (set by the server).
+        self.disk: DiskWatch | None = None
         self._writer = writer
         self._reader = reader
         self._write_lock = asyncio.Lock()
@@ -208,8 +213,10 @@ class Database:
                 await self._writer.execute("BEGIN IMMEDIATE")
                 yield self._writer
                 await self._writer.execute("COMMIT")
-            except BaseException:
+            except BaseException as error:
                 await asyncio.shield(self._rollback())
+                if self.disk is not None and self.disk.noticed(error):
+                    raise StorageFull() from error
                 raise
 
     async def _rollback(self) -> None:

@@ -35,7 +35,9 @@ from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import Any
 
+from contextd.core.errors import StorageFull
 from contextd.core.identity import DEFAULT_TENANT, TENANT_ID_RULE, is_tenant_id
+from contextd.store.disk import DiskWatch
 
 EVENT_TYPES = frozenset(
     {
@@ -102,6 +104,8 @@ class EventLog:
         self.history_dir = history_dir
         history_dir.mkdir(parents=True, exist_ok=True)
         self._closed = False
+        # Told of an append that failed for want of space (set by the server).
+        self.disk: DiskWatch | None = None
         # Joined as text: cheaper than a Path per event. Tenant -> its directory, made
         # on its first append.
         self._dirs = {DEFAULT_TENANT: os.fspath(history_dir)}
@@ -169,7 +173,12 @@ class EventLog:
         data = (_ENCODER.encode(event) + "\n").encode("utf-8")
 
         self._check_open()
-        _write(f"{self._dir_for_append(tenant_id)}/{session_id}.jsonl", data)
+        try:
+            _write(f"{self._dir_for_append(tenant_id)}/{session_id}.jsonl", data)
+        except OSError as error:
+            if self.disk is not None and self.disk.noticed(error):
+                raise StorageFull() from error
+            raise
         return event
 
     def _check_open(self) -> None:
