@@ -31,7 +31,7 @@ from contextd.api.audit import AuditPlan, plan_for
 from contextd.api.auth import Authenticator, bearer_token, caller_for, current_identity
 from contextd.api.errors import status_for
 from contextd.api.limits import RateLimiter, TurnSlots
-from contextd.api.request_parsing import RequestParser, deferring
+from contextd.api.request_parsing import RequestParser, checked, deferring, is_unparsed
 from contextd.api.types import Context, Handler
 from contextd.core.errors import ContextdError, Unauthenticated
 from contextd.core.identity import Identity
@@ -185,17 +185,23 @@ def _guard_unary(method: _Method, behavior: Unary, parser: RequestParser) -> Una
     async def handler(request: Any, context: Context) -> Any:
         call = _Call(method, request)
         try:
-            async with parser.whole_call(request) as request:
-                call.request = request
-                await call.admit(context)
-                call.response = await behavior(request, context)
-                return call.response
+            if not is_unparsed(request):  # the common case: no context manager to enter
+                call.request = checked(request)
+                return await _answer(call, behavior, context)
+            async with parser.whole_call(request) as call.request:
+                return await _answer(call, behavior, context)
         except BaseException as error:
             await call.fail(error, context)
         finally:
             call.end()
 
     return handler
+
+
+async def _answer(call: _Call, behavior: Unary, context: Context) -> Any:
+    await call.admit(context)
+    call.response = await behavior(call.request, context)
+    return call.response
 
 
 def _guard_stream(method: _Method, behavior: Streaming, parser: RequestParser) -> Streaming:

@@ -67,19 +67,25 @@ class RequestParser:
         if isinstance(request, _Unparsed):
             async with self._slot:
                 request = await asyncio.to_thread(_parse_or_keep_reason, request)
-        return _checked(request)
+        return checked(request)
 
     @contextlib.asynccontextmanager
     async def whole_call(self, request: Any) -> AsyncIterator[Any]:
         """As ``ready``, a large request keeping its turn until the block ends."""
         if not isinstance(request, _Unparsed):
-            yield _checked(request)
+            yield checked(request)
             return
         async with self._slot:
-            yield _checked(await asyncio.to_thread(_parse_or_keep_reason, request))
+            yield checked(await asyncio.to_thread(_parse_or_keep_reason, request))
 
 
-def _checked(request: Any) -> Any:
+def is_unparsed(request: Any) -> bool:
+    """Whether ``request`` is a large one still to parse (``RequestParser.whole_call``)."""
+    return type(request) is _Unparsed
+
+
+def checked(request: Any) -> Any:
+    """``request``, or INVALID_ARGUMENT when it did not parse."""
     if isinstance(request, _Undecodable):
         raise InvalidArgument.one(
             "request", f"not a valid {request.what} message (protobuf wire format)"
