@@ -18,7 +18,7 @@ from contextd.v1 import sessions_pb2 as spb
 from contextd.v1 import sessions_pb2_grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from tests.support.server import start_server
+from tests.support.server import ServerProcess, start_server
 
 
 @pytest.fixture
@@ -63,8 +63,15 @@ def _wait_for(channel: grpc.Channel, status: int, seconds: float = 10) -> None:
         time.sleep(0.1)
 
 
-def test_a_full_disk_refuses_writes_and_recovers(small_disk: Path) -> None:
+@pytest.fixture
+def server(small_disk: Path) -> Iterator[ServerProcess]:
     proc = start_server(small_disk / "data")
+    yield proc
+    proc.stop()
+
+
+def test_a_full_disk_refuses_writes_and_recovers(small_disk: Path, server: ServerProcess) -> None:
+    proc = server
     user = f"disk-{uuid.uuid4().hex[:6]}"
     serving = health_pb2.HealthCheckResponse.SERVING
     with grpc.insecure_channel(proc.address) as channel:
