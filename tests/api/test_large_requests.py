@@ -72,10 +72,14 @@ async def test_health_answers_while_large_requests_run(proc: ServerProcess) -> N
     built = pb.BuildMessagesResponse.FromString(replies[4])
     assert [m.content for m in built.messages] == ["and now?"]
     assert len(latencies) >= 5, "the large requests ended before they could be observed"
-    # All but the slowest check within 100 ms, and that one well under a stall (which
-    # was seconds): a shared 2-core machine can always deschedule one call.
+    # Nine checks in ten within 100 ms (most take a few), and none near a stall (which
+    # lasted seconds): on a shared 2-core machine a check can meet one large request's
+    # step holding the GIL (tens of milliseconds) just as the OS deschedules the loop.
+    ordered = sorted(latencies)
     shown = [round(x, 3) for x in latencies]
-    assert sorted(latencies)[-2] < 0.1 and max(latencies) < 0.5, shown
+    assert ordered[len(ordered) // 2] < 0.02, shown
+    assert ordered[int(len(ordered) * 0.9)] < 0.1, shown
+    assert ordered[-1] < 0.5, shown
 
 
 def _raw(data: bytes) -> bytes:
