@@ -23,6 +23,7 @@ SCRIPTS = (
     "stream_vs_grpc",
     "first_delta",
     "auth_cost",
+    "pg_driver",
 )
 
 
