@@ -17,11 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from contextd.config import ENV_PREFIX, Settings
 
 from tests.support.paths import ROOT
-
-yaml = pytest.importorskip("yaml")
 
 DEPLOY = ROOT / "deploy"
 COMPOSE = DEPLOY / "compose.yaml"
