@@ -50,6 +50,7 @@ from contextd.store.events import EventLog
 from contextd.store.log_removals import LogRemovals
 from contextd.store.memories import MemoryRepo
 from contextd.store.memory_history import MemoryHistoryRepo
+from contextd.store.partial_answers import PartialAnswerRepo
 from contextd.store.retention import SessionPurge
 from contextd.store.sessions import SessionRepo
 from contextd.store.summaries import SummaryRepo
@@ -389,6 +390,7 @@ def _add_services(
         builder,
         memories,
         events,
+        PartialAnswerRepo(db),
         provider,
         limits,
         after_turn=after_turn.schedule,
