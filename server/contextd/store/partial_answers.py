@@ -6,7 +6,8 @@ the turn goes on after, and deleted in the transaction that stores the turn's an
 conversation never holds a half answer: history reads do not see these rows.
 
 Only one process uses a data directory (store/data_lock.py): at start, every row left is
-a turn the server's end cut off (``left_behind``).
+a turn the server's end cut off (``left_behind``). Processes sharing one database
+would need a lease on the rows to tell a live turn's from an abandoned one.
 """
 
 from __future__ import annotations
