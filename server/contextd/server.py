@@ -31,6 +31,7 @@ from contextd.api.user_servicer import UserServicer
 from contextd.app.after_turn import AfterTurnRunner, AfterTurnSettings
 from contextd.app.chat import ChatApp, ChatLimits
 from contextd.app.context import ContextApp
+from contextd.app.interrupted_turns import close_interrupted_turns
 from contextd.app.memories import MemoriesApp
 from contextd.app.prompts import PromptsApp
 from contextd.app.retention import RetentionPurger, check_days
@@ -50,6 +51,7 @@ from contextd.store.events import EventLog
 from contextd.store.log_removals import LogRemovals
 from contextd.store.memories import MemoryRepo
 from contextd.store.memory_history import MemoryHistoryRepo
+from contextd.store.partial_answers import PartialAnswerRepo
 from contextd.store.retention import SessionPurge
 from contextd.store.sessions import SessionRepo
 from contextd.store.summaries import SummaryRepo
@@ -192,9 +194,11 @@ async def start(
             ],
             maximum_concurrent_rpcs=settings.max_concurrent_rpcs,
         )
-        closers = _add_services(server, settings, tokenizers, db)
+        closers, chat = _add_services(server, settings, tokenizers, db)
         for close in reversed(closers):
             undo.push_async_callback(close, 0.0)
+        # Before serving: the turns a killed server left open get their end.
+        await close_interrupted_turns(chat.partials, chat.sessions)
         health_servicer = health_aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
         _health_follows_disk(db.disk, health_servicer)
@@ -335,8 +339,8 @@ async def _start_web(
 
 def _add_services(
     server: grpc.aio.Server, settings: Settings, tokenizers: TokenizerRegistry, db: Database
-) -> list[Closer]:
-    """Register every service; return what must be closed on stop."""
+) -> tuple[list[Closer], ChatApp]:
+    """Register every service; return what must be closed on stop, and the chat."""
     memories = MemoryRepo(db, half_life_days=settings.memory_half_life_days)
     summaries = SummaryRepo(db)
     catalog = CatalogRepo(db)
@@ -389,6 +393,7 @@ def _add_services(
         builder,
         memories,
         events,
+        PartialAnswerRepo(db),
         provider,
         limits,
         after_turn=after_turn.schedule,
@@ -415,7 +420,7 @@ def _add_services(
         )
         retention.start()
         closers.insert(0, _untimed(retention.aclose))  # first: it writes to the database
-    return closers
+    return closers, chat
 
 
 async def serve(settings: Settings) -> None:

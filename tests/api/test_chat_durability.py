@@ -205,7 +205,11 @@ async def test_sigkill_mid_stream_then_restart(tmp_path: Path) -> None:
                         spb.ExportEventsRequest(user_id=user, session_id=sid)
                     )
                 ]
-                assert exported == before  # the torn line is skipped
+                # The restart ended the killed turn: its turn_end replaced the torn line.
+                assert exported[: len(before)] == before
+                [closed] = exported[len(before) :]
+                assert closed["type"] == "turn_end" and closed["turn"] == 2
+                assert closed["meta"]["status"] == "interrupted"
 
                 stored = await list_all(sessions, user, sid)
                 assert [(m.message.role, m.message.content, m.turn_index) for m in stored] == [
@@ -231,18 +235,18 @@ async def test_sigkill_mid_stream_then_restart(tmp_path: Path) -> None:
             # In a thread: the fake, in this loop, serves the background calls meanwhile.
             assert await asyncio.to_thread(restarted.stop) == 0
 
-        # The torn line was cut off before the new turn's lines: whole JSON lines only.
+        # The torn line was cut off before the next lines: whole JSON lines only.
         text = history.read_text("utf-8")
         assert text.endswith("\n")
         after = [json.loads(line) for line in text.splitlines()]
-        assert after[: len(before)] == before
-        assert [e["type"] for e in after[len(before) :]] == [
+        assert after[: len(before) + 1] == exported
+        assert [e["type"] for e in after[len(before) + 1 :]] == [
             "turn_start",
             "assistant",
             "final",
             "turn_end",
         ]
-        assert all(e["turn"] == 3 for e in after[len(before) :])
+        assert all(e["turn"] == 3 for e in after[len(before) + 1 :])
 
 
 def test_a_turns_messages_are_stored_with_its_tokenizers_counts(tmp_path: Path) -> None:

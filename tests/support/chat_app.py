@@ -24,6 +24,7 @@ from contextd.store.conversation import ConversationRepo
 from contextd.store.db import DB_FILENAME, Database
 from contextd.store.events import EventLog
 from contextd.store.memories import MemoryRepo
+from contextd.store.partial_answers import PartialAnswerRepo
 from contextd.store.sessions import SessionRepo
 from contextd.store.summaries import SummaryRepo
 
@@ -81,7 +82,10 @@ async def in_process(data_dir: Path) -> AsyncIterator[App]:
     defaults = LayerDefaults("You are a test.", "", True, 5, 3)
     builder = SessionContextBuilder(defaults, sessions, CatalogRepo(db), memories, summaries)
     provider = RecordingEcho()
-    chat = ChatApp(sessions, builder, memories, events, provider, ChatLimits(8000, 6000, 4))
+    partials = PartialAnswerRepo(db)
+    chat = ChatApp(
+        sessions, builder, memories, events, partials, provider, ChatLimits(8000, 6000, 4)
+    )
     try:
         yield App(chat, memories, provider, tokenizers.get("cl100k_base"))
     finally:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
@@ -32,6 +32,10 @@ from contextd.store.sessions import UsageTotals, add_usage
 from contextd.store.tail_cache import TailCache
 
 STORED_ROLES = frozenset({Role.USER, Role.ASSISTANT, Role.TOOL})
+
+# More statements for the transaction that stores messages (after them): a write that
+# must commit with the messages or not at all.
+AlsoInTransaction = Callable[[Connection], Awaitable[None]] | None
 
 # Rows per INSERT statement: 7 parameters a row, 3,500 in all, far below SQLite's 32,766.
 _INSERT_CHUNK = 500
@@ -113,6 +117,7 @@ class ConversationRepo:
         messages: Sequence[NewMessage],
         *,
         tenant_id: str = DEFAULT_TENANT,
+        also: AlsoInTransaction = None,
     ) -> list[StoredMessage]:
         """Store ``messages`` at the end of the session, in one transaction.
 
@@ -120,9 +125,9 @@ class ConversationRepo:
         stored with it; the session's ``updated_at`` and ``message_count`` follow (a trigger
         of the schema does that in the same statement). Raises SessionNotFound when the
         session does not exist or belongs to another user (of the tenant, or another
-        tenant), ValueError for a system message.
+        tenant), ValueError for a system message. ``also`` runs in the same transaction.
         """
-        stored, _ = await self._append(session_id, (tenant_id, user_id), messages, None)
+        stored, _ = await self._append(session_id, (tenant_id, user_id), messages, None, also)
         return stored
 
     async def append_with_usage(
@@ -133,10 +138,11 @@ class ConversationRepo:
         usage: UsageTotals,
         *,
         tenant_id: str = DEFAULT_TENANT,
+        also: AlsoInTransaction = None,
     ) -> tuple[list[StoredMessage], UsageTotals]:
         """``append``, and add a turn's usage (prompt, completion, estimate) to the
         session's in the same transaction; returns the messages and the session's totals."""
-        stored, totals = await self._append(session_id, (tenant_id, user_id), messages, usage)
+        stored, totals = await self._append(session_id, (tenant_id, user_id), messages, usage, also)
         assert totals is not None
         return stored, totals
 
@@ -146,6 +152,7 @@ class ConversationRepo:
         owner: tuple[str, str],
         messages: Sequence[NewMessage],
         usage: UsageTotals | None,
+        also: AlsoInTransaction,
     ) -> tuple[list[StoredMessage], UsageTotals | None]:
         for new in messages:
             if new.message.role not in STORED_ROLES:
@@ -153,13 +160,15 @@ class ConversationRepo:
                     f"a {new.message.role.value} message cannot be stored in a conversation "
                     "(only user, assistant and tool messages)"
                 )
-        if not messages and usage is None:
+        if not messages and usage is None and also is None:
             return [], None
         totals = None
         async with self._db.transaction() as conn:
             stored = await _insert(conn, session_id, owner, messages)
             if usage is not None:
                 totals = await add_usage(conn, session_id, *usage)
+            if also is not None:
+                await also(conn)
         self._tails.appended((owner[0], session_id), stored)
         return stored, totals
 

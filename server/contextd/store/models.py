@@ -54,7 +54,8 @@ class StoredMessage:
     message: ChatMessage  # message.id is str(id)
     turn_index: int = 0
     is_collected: bool = False
-    # "" for complete messages; "partial", "cancelled", "error" for interrupted answers.
+    # "" for complete messages; "partial", "cancelled", "error", "interrupted" for answers
+    # cut short.
     status: str = ""
     created_at: float = 0.0
     # Token counts known for this message, by tokenizer name (see ``token_counts``).

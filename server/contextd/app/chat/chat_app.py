@@ -41,6 +41,7 @@ from contextd.providers.errors import ProviderError, ProviderRateLimited
 from contextd.store.events import EventLog
 from contextd.store.memories import MemoryRepo
 from contextd.store.models import Session
+from contextd.store.partial_answers import PartialAnswerRepo
 
 # How far back a continuing turn looks for the calls the host's results answer.
 _RECENT_FOR_OPEN_CALLS = 64
@@ -53,6 +54,7 @@ class ChatApp:
         builder: SessionContextBuilder,
         memories: MemoryRepo,
         events: EventLog,
+        partials: PartialAnswerRepo,
         provider: Provider,
         limits: ChatLimits,
         after_turn: Callable[[FinishedTurn], None] | None = None,
@@ -61,6 +63,7 @@ class ChatApp:
         self.builder = builder
         self.memories = memories
         self.events = events
+        self.partials = partials
         self.provider = provider
         self.limits = limits
         self.after_turn = after_turn
@@ -133,6 +136,7 @@ class ChatApp:
             self.sessions,
             self.events,
             self.after_turn,
+            self.partials,
         )
         if not history and not continuing:
             await turn.event("session_start", meta=self._config_meta(req))
@@ -197,7 +201,7 @@ class ChatApp:
                             if event is not None:
                                 yield event
                 finally:
-                    turn.count_step()
+                    turn.end_step()
             except ProviderError as error:
                 yield await turn.store_partial(TurnStatus.ERROR, _error_text(error))
                 return

@@ -17,6 +17,9 @@ class TurnStatus(StrEnum):
     MAX_STEPS = "max_steps"
     CANCELLED = "cancelled"
     ERROR = "error"
+    # Never reported to a caller: the status of a turn the server's end cut off, closed
+    # at the next start (its stored answer's and its turn_end event's).
+    INTERRUPTED = "interrupted"
 
 
 @dataclass(slots=True)

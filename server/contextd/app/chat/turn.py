@@ -6,24 +6,32 @@ import time
 from collections.abc import Callable, Sequence
 
 from contextd.app.chat.events import FinishedTurn, TokenUsage, TurnCompleted, TurnStatus
+from contextd.app.chat.partial_writer import PartialAnswerWriter
 from contextd.app.sessions import SessionsApp
 from contextd.core.messages import ChatMessage, Role, ToolCall
 from contextd.core.pipeline import is_blank
 from contextd.store.events import EventLog, event_tokens
 from contextd.store.models import NewMessage, Session, StoredMessage
+from contextd.store.partial_answers import PartialAnswerRepo
+from contextd.store.sessions import UsageTotals
 
 
 class Turn:
     """One user input to a final answer; a step is one model call. Holds enough to
     store the turn whatever ends it: its input is stored before the model is called,
-    its answer (with the turn's usage) when it ends, with a status when it ends early."""
+    its answer (with the turn's usage) when it ends, with a status when it ends early.
+    Meanwhile the turn's partial_answers row, opened with its input, keeps what the
+    streaming step said (``partial``), for a server killed before the turn ends."""
 
     __slots__ = (
         "_after_turn",
         "_events",
+        "_opened",
+        "_partials",
         "_sessions",
         "completed",
         "index",
+        "partial",
         "question",
         "session",
         "session_usage",
@@ -48,6 +56,7 @@ class Turn:
         sessions: SessionsApp,
         events: EventLog,
         after_turn: Callable[[FinishedTurn], None] | None,
+        partials: PartialAnswerRepo,
     ) -> None:
         self.session = session
         self.index = index
@@ -69,6 +78,9 @@ class Turn:
         self._sessions = sessions
         self._events = events
         self._after_turn = after_turn
+        self._partials = partials
+        self._opened = False  # the turn's partial_answers row is written
+        self.partial = PartialAnswerWriter(partials, self)
 
     # The steps.
 
@@ -78,12 +90,30 @@ class Turn:
         self.step_usage = TokenUsage(prompt_tokens_estimate=prompt_tokens_estimate)
         self.step_counted = False
         self.step_start = len(self.text)
+        self.partial.start()
+
+    def end_step(self) -> None:
+        """The model call's stream ended, however it ended."""
+        self.partial.stop()
+        self.count_step()
 
     def count_step(self) -> None:
         """Add the current step's usage to the turn's, once."""
         if not self.step_counted:
             self.usage.add(self.step_usage)
             self.step_counted = True
+
+    def usage_so_far(self) -> UsageTotals:
+        """The turn's usage, the current step's included (its estimate, until the
+        provider reports) if it is not counted yet."""
+        u, step = self.usage, self.step_usage
+        if self.step_counted:
+            return u.prompt_tokens, u.completion_tokens, u.prompt_tokens_estimate
+        return (
+            u.prompt_tokens + step.prompt_tokens,
+            u.completion_tokens + step.completion_tokens,
+            u.prompt_tokens_estimate + step.prompt_tokens_estimate,
+        )
 
     @property
     def step_text(self) -> str:
@@ -107,18 +137,39 @@ class Turn:
         return self._sessions.new_message(message, self.index, status, self.tokenizer)
 
     async def store(self, rows: Sequence[NewMessage]) -> list[StoredMessage]:
-        return await self._sessions.conversation.append(
-            self.session.id, self.user_id, rows, tenant_id=self.session.tenant_id
+        """Messages of the turn; the turn's input (its first) opens its partial_answers
+        row, in the same transaction."""
+        session = self.session
+        opening = None
+        if not self._opened:
+            opening = self._partials.opening(
+                session.tenant_id, session.id, self.index, self.tokenizer
+            )
+        stored = await self._sessions.conversation.append(
+            session.id, self.user_id, rows, tenant_id=session.tenant_id, also=opening
         )
+        self._opened = True
+        return stored
 
     async def store_step(self, message: ChatMessage) -> StoredMessage:
-        """An assistant message the turn goes on after (its tool calls answered here)."""
-        [stored] = await self.store([self.row(message)])
+        """An assistant message the turn goes on after (its tool calls answered here);
+        the partial answer is emptied with it: the next step's text comes next."""
+        await self.partial.settle()
+        emptying = self._partials.emptying(self.session.id, self.step + 1, self.usage_so_far())
+        [stored] = await self._sessions.conversation.append(
+            self.session.id,
+            self.user_id,
+            [self.row(message)],
+            tenant_id=self.session.tenant_id,
+            also=emptying,
+        )
         return stored
 
     async def store_answer(self, message: ChatMessage, status: str = "") -> StoredMessage | None:
         """The turn's last assistant message (none when it is blank) and its usage, in
-        one transaction: the turn's last write but the event log's."""
+        one transaction, which deletes the partial answer: the turn's last write but the
+        event log's."""
+        await self.partial.settle()
         rows = []
         if not is_blank(message.content) or message.tool_calls:
             rows.append(self.row(message, status))
@@ -129,6 +180,7 @@ class Turn:
             rows,
             (u.prompt_tokens, u.completion_tokens, u.prompt_tokens_estimate),
             tenant_id=self.session.tenant_id,
+            also=self._partials.deleting(self.session.id),
         )
         self.session_usage = TokenUsage(*totals)
         return stored[0] if stored else None

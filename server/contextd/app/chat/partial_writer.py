@@ -1,0 +1,76 @@
+"""Saving the text a model step streams, so that a killed server keeps most of it."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING
+
+from contextd.store.partial_answers import PartialAnswerRepo
+from contextd.store.sessions import UsageTotals
+
+if TYPE_CHECKING:
+    from contextd.app.chat.turn import Turn
+
+log = logging.getLogger("contextd.chat")
+
+# At most one write a second per turn: a killed server loses at most the text of the
+# last second.
+SAVE_INTERVAL = 1.0
+
+
+class PartialAnswerWriter:
+    """Saves a turn's streaming step text to its partial_answers row once a second,
+    from a timer, so that the stream's deltas pay nothing for it. A write runs as a task
+    of its own and never holds the stream up: one at a time (a tick while one runs is
+    skipped), and one that fails is logged and the turn goes on."""
+
+    __slots__ = ("_repo", "_saved", "_task", "_timer", "_turn")
+
+    def __init__(self, repo: PartialAnswerRepo, turn: Turn) -> None:
+        self._repo = repo
+        self._turn = turn
+        self._timer: asyncio.TimerHandle | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._saved = (0, 0)  # (step, characters of its text) in the row
+
+    def start(self) -> None:
+        """A model step starts streaming: its first write comes a second later."""
+        self.stop()
+        self._timer = asyncio.get_running_loop().call_later(SAVE_INTERVAL, self._tick)
+
+    def stop(self) -> None:
+        """The step's stream ended: no more writes are started."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    async def settle(self) -> None:
+        """No more writes, and the one running has finished: the turn's next write to the
+        row (storing its text as a message) comes after it. A cancel of the caller leaves
+        the write to finish."""
+        self.stop()
+        if self._task is not None:
+            await asyncio.wait((self._task,))
+
+    def _tick(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._timer = loop.call_later(SAVE_INTERVAL, self._tick)
+        turn = self._turn
+        length = len(turn.text) - turn.step_start
+        if self._task is not None or (turn.step, length) == self._saved or not length:
+            return
+        self._task = loop.create_task(self._save(turn.step, turn.step_text, turn.usage_so_far()))
+
+    async def _save(self, step: int, text: str, usage: UsageTotals) -> None:
+        try:
+            await self._repo.save(self._turn.session.id, step, text, usage)
+        except Exception as error:
+            log.warning(
+                "could not save the partial answer; the turn goes on",
+                extra={"session_id": self._turn.session.id, "error": repr(error)},
+            )
+        else:
+            self._saved = (step, len(text))
+        finally:
+            self._task = None

@@ -1,0 +1,133 @@
+"""Partial answers on a real SQLite file: opened with a turn's input, replaced while it
+streams, deleted with its answer, and never seen by history reads."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from contextd.core.errors import SessionNotFound
+from contextd.core.messages import ChatMessage, Role
+from contextd.store.conversation import ConversationRepo
+from contextd.store.db import Database
+from contextd.store.models import NewMessage, Session
+from contextd.store.partial_answers import PartialAnswerRepo
+from contextd.store.sessions import SessionRepo
+
+
+@pytest.fixture
+async def db(tmp_path: Path) -> AsyncIterator[Database]:
+    database = await Database.open(tmp_path / "contextd.sqlite3")
+    yield database
+    await database.close()
+
+
+@pytest.fixture
+async def session(db: Database) -> Session:
+    return await SessionRepo(db).create("alice", tenant_id="acme")
+
+
+def message(role: Role, text: str) -> NewMessage:
+    return NewMessage(ChatMessage(role, text), turn_index=1)
+
+
+async def open_turn(db: Database, session: Session) -> ConversationRepo:
+    conversation = ConversationRepo(db)
+    opening = PartialAnswerRepo(db).opening("acme", session.id, 1, "cl100k_base")
+    await conversation.append(
+        session.id, "alice", [message(Role.USER, "hi")], tenant_id="acme", also=opening
+    )
+    return conversation
+
+
+async def test_opened_with_the_input_then_replaced(db: Database, session: Session) -> None:
+    partials = PartialAnswerRepo(db)
+    conversation = await open_turn(db, session)
+    [row] = await partials.left_behind()
+    assert (row.tenant_id, row.session_id, row.user_id) == ("acme", session.id, "alice")
+    assert (row.turn_index, row.step, row.text, row.tokenizer) == (1, 0, "", "cl100k_base")
+    assert row.usage == (0, 0, 0) and row.updated_at >= row.started_at
+
+    await partials.save(session.id, 0, "Once", (0, 0, 40))
+    await partials.save(session.id, 0, "Once upon a time", (0, 0, 40))
+    [row] = await partials.left_behind()
+    assert (row.step, row.text, row.usage) == (0, "Once upon a time", (0, 0, 40))
+
+    # History reads never see it.
+    tail = await conversation.tail(session.id, 10, "cl100k_base", tenant_id="acme")
+    assert [m.message.content for m in tail] == ["hi"]
+
+
+async def test_emptied_with_a_step_and_deleted_with_the_answer(
+    db: Database, session: Session
+) -> None:
+    partials = PartialAnswerRepo(db)
+    conversation = await open_turn(db, session)
+    await partials.save(session.id, 0, "Let me look", (0, 0, 40))
+    await conversation.append(
+        session.id,
+        "alice",
+        [message(Role.ASSISTANT, "Let me look")],
+        tenant_id="acme",
+        also=partials.emptying(session.id, 1, (30, 5, 40)),
+    )
+    [row] = await partials.left_behind()
+    assert (row.step, row.text, row.usage) == (1, "", (30, 5, 40))
+
+    await conversation.append_with_usage(
+        session.id,
+        "alice",
+        [message(Role.ASSISTANT, "Found it.")],
+        (60, 9, 80),
+        tenant_id="acme",
+        also=partials.deleting(session.id),
+    )
+    assert await partials.left_behind() == []
+    # A write that comes late finds no row and makes none.
+    await partials.save(session.id, 1, "Found", (0, 0, 0))
+    assert await partials.left_behind() == []
+
+
+async def test_a_failed_answer_keeps_the_row(db: Database, session: Session) -> None:
+    partials = PartialAnswerRepo(db)
+    conversation = await open_turn(db, session)
+    await partials.save(session.id, 0, "Once", (0, 0, 40))
+    with pytest.raises(SessionNotFound):  # not her session: the transaction rolls back
+        await conversation.append_with_usage(
+            session.id,
+            "bob",
+            [message(Role.ASSISTANT, "Once upon a time")],
+            (0, 0, 40),
+            tenant_id="acme",
+            also=partials.deleting(session.id),
+        )
+    [row] = await partials.left_behind()
+    assert row.text == "Once"
+
+
+async def test_a_new_turn_replaces_a_row_left_behind(db: Database, session: Session) -> None:
+    partials = PartialAnswerRepo(db)
+    await open_turn(db, session)
+    await partials.save(session.id, 0, "Once", (0, 0, 40))
+    conversation = ConversationRepo(db)
+    await conversation.append(
+        session.id,
+        "alice",
+        [NewMessage(ChatMessage(Role.USER, "again"), turn_index=2)],
+        tenant_id="acme",
+        also=partials.opening("acme", session.id, 2, "estimate"),
+    )
+    [row] = await partials.left_behind()
+    assert (row.turn_index, row.text, row.tokenizer, row.usage) == (2, "", "estimate", (0, 0, 0))
+
+
+async def test_deleting_the_session_deletes_its_row(
+    db: Database, session: Session, tmp_path: Path
+) -> None:
+    await open_turn(db, session)
+    assert await SessionRepo(db).delete(session.id, tenant_id="acme")
+    assert await PartialAnswerRepo(db).left_behind() == []
+    with sqlite3.connect(tmp_path / "contextd.sqlite3") as raw:
+        assert raw.execute("SELECT COUNT(*) FROM partial_answers").fetchone() == (0,)
