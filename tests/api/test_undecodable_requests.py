@@ -49,7 +49,7 @@ def test_native_garbage_is_invalid_argument(proc: ServerProcess, rpc: Rpc) -> No
         if data == GARBAGE[2] and not _first_field_is_text(rpc):
             continue  # those bytes may be a valid message of this type
         assert _native_code(proc.address, rpc, data) == grpc.StatusCode.INVALID_ARGUMENT
-    lines = [e for e in proc.logs("rpc") if e.get("method") == "/" + rpc.path]
+    lines = proc.wait_for_logs("rpc", lambda e: e.get("method") == "/" + rpc.path)
     assert lines and lines[-1]["code"] == "INVALID_ARGUMENT"
 
 

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,6 +27,18 @@ class ServerProcess:
 
     def logs(self, msg: str | None = None) -> list[dict[str, object]]:
         return [entry for entry in list(self.log_lines) if msg is None or entry.get("msg") == msg]
+
+    def wait_for_logs(
+        self, msg: str, match: Callable[[dict[str, object]], bool], timeout: float = 5.0
+    ) -> list[dict[str, object]]:
+        """The ``msg`` lines ``match`` accepts, once there is one: the server writes a
+        call's log line after its answer, and a thread reads it some time later."""
+        deadline = time.monotonic() + timeout
+        while True:
+            found = [entry for entry in self.logs(msg) if match(entry)]
+            if found or time.monotonic() > deadline:
+                return found
+            time.sleep(0.01)
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 20) -> int:
         if self.process.poll() is None:
