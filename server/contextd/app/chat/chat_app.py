@@ -38,7 +38,7 @@ from contextd.providers.base import (
     Usage,
 )
 from contextd.providers.errors import ProviderError, ProviderRateLimited
-from contextd.store.events import EventLog
+from contextd.store.events import EventStore
 from contextd.store.memories import MemoryRepo
 from contextd.store.models import Session
 
@@ -52,7 +52,7 @@ class ChatApp:
         sessions: SessionsApp,
         builder: SessionContextBuilder,
         memories: MemoryRepo,
-        events: EventLog,
+        events: EventStore,
         provider: Provider,
         limits: ChatLimits,
         after_turn: Callable[[FinishedTurn], None] | None = None,

@@ -9,7 +9,7 @@ from contextd.app.chat.events import FinishedTurn, TokenUsage, TurnCompleted, Tu
 from contextd.app.sessions import SessionsApp
 from contextd.core.messages import ChatMessage, Role, ToolCall
 from contextd.core.pipeline import is_blank
-from contextd.store.events import EventLog, event_tokens
+from contextd.store.events import EventStore, event_tokens
 from contextd.store.models import NewMessage, Session, StoredMessage
 
 
@@ -46,7 +46,7 @@ class Turn:
         tokenizer: str,
         question: str,
         sessions: SessionsApp,
-        events: EventLog,
+        events: EventStore,
         after_turn: Callable[[FinishedTurn], None] | None,
     ) -> None:
         self.session = session
