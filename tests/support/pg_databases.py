@@ -9,6 +9,7 @@ import os
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Literal
 
 import pytest
 from contextd.store.pg_db import PostgresDatabase
@@ -16,6 +17,8 @@ from contextd.store.pg_db import PostgresDatabase
 from tests.support.postgres import PostgresServer, find_bin_dir, running_postgres
 
 TEMPLATE = "contextd_template"
+BACKENDS = ("sqlite", "postgresql")
+Backend = Literal["sqlite", "postgresql"]
 
 
 @contextmanager
@@ -49,3 +52,12 @@ def fresh_database(server: PostgresServer) -> Iterator[str]:
         yield url
     finally:
         server.drop_database(name)
+
+
+def database_url_for(request: pytest.FixtureRequest, backend: str) -> str:
+    """The ``--database-url`` of a server on ``backend``: "" for SQLite, else a fresh
+    database (left for the throwaway server to take away)."""
+    if backend == "sqlite":
+        return ""
+    server: PostgresServer = request.getfixturevalue("postgres")
+    return server.create_database(f"server_{uuid.uuid4().hex[:16]}", template=TEMPLATE)
