@@ -34,7 +34,7 @@ from _common import SHORT_HISTORY, machine_note, median, print_table
 from contextd.core.identity import DEFAULT_TENANT
 from contextd.core.messages import ChatMessage, Role
 from contextd.store.conversation import ConversationRepo, _insert_statement
-from contextd.store.db import Database
+from contextd.store.db import SqliteDatabase
 from contextd.store.models import NewMessage, Session
 from contextd.store.sessions import SessionRepo
 
@@ -103,13 +103,13 @@ def plain_sqlite_append(path: Path, session_id: str, messages: int, synchronous:
         conn.close()
 
 
-async def stored_count(db: Database) -> int:
+async def stored_count(db: SqliteDatabase) -> int:
     rows = list(await db.reader.execute_fetchall("SELECT COUNT(*) FROM conversation"))
     return int(rows[0][0])
 
 
 async def measure(args: argparse.Namespace, directory: Path) -> int:
-    db = await Database.open(directory / "contextd.sqlite3", synchronous=args.synchronous)
+    db = await SqliteDatabase.open(directory / "contextd.sqlite3", synchronous=args.synchronous)
     try:
         sessions, repo = SessionRepo(db), ConversationRepo(db)
         many = [await sessions.create(USER, title=f"bench {k}") for k in range(SESSIONS)]

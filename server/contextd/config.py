@@ -59,6 +59,18 @@ class Settings:
     max_prompt_tokens: int = _setting(8000, "most prompt tokens a chat turn sends")
     warn_prompt_tokens: int = _setting(6000, "prompt tokens over which a turn warns")
     max_steps: int = _setting(4, "model calls per turn, server-side tools included")
+    database_url: str = _setting(
+        "",
+        "PostgreSQL URL (postgresql://user:password@host:5432/db); "
+        "empty for SQLite in the data directory",
+    )
+    database_pool_size: int = _setting(10, "PostgreSQL connections this server opens at most")
+    database_statement_timeout: float = _setting(
+        30.0, "seconds a PostgreSQL statement may run (its statement_timeout)"
+    )
+    database_pool_timeout: float = _setting(
+        5.0, "seconds a call waits for a free PostgreSQL connection before it fails UNAVAILABLE"
+    )
     sqlite_synchronous: str = _setting(
         "NORMAL", "NORMAL survives a process crash, FULL also a power cut"
     )

@@ -1,8 +1,9 @@
 """``contextd keys``: create, list and revoke the API keys of ``--auth api-key``.
 
-They open the data directory's database directly and do not take the server's lock:
-SQLite lets this second process write a key while the server runs, and the server
-reads a key's row on each call, so a new key works and a revoked one stops at once.
+They open the server's database directly (the data directory's SQLite file, or its
+PostgreSQL database) and do not take the server's lock: SQLite lets this second process
+write a key while the server runs, and the server reads a key's row on each call, so a
+new key works and a revoked one stops at once.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 from contextd.config import Settings
 from contextd.core.identity import DEFAULT_TENANT, TENANT_ID_RULE, is_tenant_id
 from contextd.store.api_keys import ApiKey, ApiKeyRepo
-from contextd.store.db import DB_FILENAME, Database
+from contextd.store.open_database import open_database
 
 _DAY_S = 86_400.0
 
@@ -47,6 +48,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             help="the server's data directory (default: $CONTEXTD_DATA_DIR, "
             "else $XDG_DATA_HOME/contextd)",
         )
+        command.add_argument(
+            "--database-url",
+            default=None,
+            help="the server's PostgreSQL database (default: $CONTEXTD_DATABASE_URL, "
+            "else SQLite in the data directory)",
+        )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -54,8 +61,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _run(args: argparse.Namespace) -> int:
-    data_dir = Settings.from_env(data_dir=args.data_dir).data_dir
-    db = await Database.open(data_dir / DB_FILENAME)
+    db = await open_database(
+        Settings.from_env(data_dir=args.data_dir, database_url=args.database_url)
+    )
     try:
         keys = ApiKeyRepo(db)
         if args.keys_command == "create":

@@ -39,18 +39,24 @@ from contextd.app.session_context import LayerDefaults, SessionContextBuilder
 from contextd.app.sessions import SessionsApp
 from contextd.app.users import UsersApp
 from contextd.config import Settings
+from contextd.core.errors import DatabaseUnavailable
 from contextd.core.network import exposed_hosts
 from contextd.core.tokens import TokenizerRegistry
 from contextd.providers.registry import api_key_from_env, make_provider
 from contextd.store.catalog import CatalogRepo
 from contextd.store.conversation import ConversationRepo
 from contextd.store.data_lock import DataDirInUse, DataDirLock
-from contextd.store.db import DB_FILENAME, Database
+from contextd.store.database import Database
 from contextd.store.disk import DiskWatch
-from contextd.store.events import EventLog
 from contextd.store.log_removals import LogRemovals
 from contextd.store.memories import MemoryRepo
 from contextd.store.memory_history import MemoryHistoryRepo
+from contextd.store.open_database import (
+    check_database_url,
+    masked_url,
+    open_database,
+    uses_postgres,
+)
 from contextd.store.partial_answers import PartialAnswerRepo
 from contextd.store.retention import SessionPurge
 from contextd.store.sessions import SessionRepo
@@ -130,7 +136,7 @@ class RunningServer:
     settings: Settings
     db: Database
     closers: list[Closer]
-    lock: DataDirLock
+    lock: DataDirLock | None  # SQLite only: replicas on PostgreSQL share no directory
     web: WebGateway | None = None
 
     async def stop(self, grace: float | None = None) -> None:
@@ -152,7 +158,8 @@ class RunningServer:
         for close in self.closers:
             await close(max(0.0, deadline - loop.time()))
         await self.db.close()
-        self.lock.release()
+        if self.lock is not None:
+            self.lock.release()
 
 
 async def start(
@@ -163,6 +170,7 @@ async def start(
     cors = _cors_policy(settings) if settings.web_port >= 0 else None  # before anything starts
     authenticator = authenticator_factory(settings)  # before anything starts
     limits = _limits(settings, web=cors is not None)  # before anything starts
+    check_database_url(settings.database_url)  # before anything starts
     try:
         check_days(settings.retention_days)
     except ValueError as error:
@@ -178,12 +186,19 @@ async def start(
     # Whatever started is undone in reverse if a later step fails; once everything
     # runs, RunningServer.stop() owns the undoing.
     async with contextlib.AsyncExitStack() as undo:
+        lock = None
+        if uses_postgres(settings):
+            log.info("database", extra={"url": masked_url(settings.database_url)})
+        else:
+            try:
+                lock = DataDirLock.acquire(settings.data_dir)
+            except DataDirInUse as error:
+                raise SystemExit(str(error)) from None
+            undo.callback(lock.release)
         try:
-            lock = DataDirLock.acquire(settings.data_dir)
-        except DataDirInUse as error:
-            raise SystemExit(str(error)) from None
-        undo.callback(lock.release)
-        db = await Database.open(settings.data_dir / DB_FILENAME, settings.sqlite_synchronous)
+            db = await open_database(settings)
+        except DatabaseUnavailable as error:
+            raise SystemExit(f"{masked_url(settings.database_url)}: {error}") from None
         undo.push_async_callback(db.close)
         db.disk = DiskWatch(settings.data_dir)
         server = grpc.aio.server(
@@ -344,8 +359,7 @@ def _add_services(
     memories = MemoryRepo(db, half_life_days=settings.memory_half_life_days)
     summaries = SummaryRepo(db)
     catalog = CatalogRepo(db)
-    events = EventLog(settings.data_dir / "history")
-    events.disk = db.disk
+    events = db.event_log(settings.data_dir / "history")
     sessions = SessionsApp(
         SessionRepo(db), ConversationRepo(db), summaries, memories, tokenizers, events
     )

@@ -15,12 +15,13 @@ from contextd.v1 import chat_pb2_grpc, memory_pb2_grpc, sessions_pb2_grpc
 
 from tests.support.chat_live import BIG, ChatFake, Live, anthropic_fake, openai_fake
 from tests.support.fakes.helpers import FAKE_KEY
+from tests.support.pg_databases import database_url_for
 from tests.support.server import start_server
 
 
 @asynccontextmanager
 async def live_server(
-    data_dir: Path, fake: ChatFake, provider: str, model: str
+    data_dir: Path, fake: ChatFake, provider: str, model: str, database_url: str = ""
 ) -> AsyncIterator[Live]:
     """``contextd serve --provider PROVIDER`` talking to ``fake``, and stubs for it."""
     async with fake:
@@ -29,6 +30,7 @@ async def live_server(
             *("--provider", provider, "--provider-base-url", fake.url),
             *("--provider-model", model, "--provider-timeout", "10"),
             env={f"CONTEXTD_{provider.upper()}_API_KEY": FAKE_KEY},
+            database_url=database_url,
         )
         try:
             async with grpc.aio.insecure_channel(proc.address, options=BIG) as channel:
@@ -38,6 +40,7 @@ async def live_server(
                     chat_pb2_grpc.ChatServiceStub(channel),
                     sessions_pb2_grpc.SessionServiceStub(channel),
                     memory_pb2_grpc.MemoryServiceStub(channel),
+                    database_url,
                 )
         finally:
             # In a thread: the fake, in this loop, must keep serving the server's
@@ -47,9 +50,12 @@ async def live_server(
 
 
 @pytest.fixture(scope="module")
-async def openai_live(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Live]:
+async def openai_live(
+    tmp_path_factory: pytest.TempPathFactory, backend: str, request: pytest.FixtureRequest
+) -> AsyncIterator[Live]:
     data_dir = tmp_path_factory.mktemp("chat-openai")
-    async with live_server(data_dir, openai_fake(), "openai", "gpt-test") as live:
+    url = database_url_for(request, backend)
+    async with live_server(data_dir, openai_fake(), "openai", "gpt-test", url) as live:
         yield live
 
 

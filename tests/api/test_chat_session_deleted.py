@@ -26,7 +26,7 @@ from contextd.providers.base import (
     TextDelta,
     Usage,
 )
-from contextd.store.db import Database
+from contextd.store.db import SqliteDatabase
 from contextd.v1 import chat_pb2 as cpb
 from contextd.v1 import chat_pb2_grpc, memory_pb2_grpc, sessions_pb2_grpc
 from contextd.v1 import context_pb2 as pb
@@ -61,7 +61,7 @@ class HeldProvider:
 @dataclass
 class Live:
     provider: HeldProvider
-    db: Database
+    db: SqliteDatabase
     data_dir: Path
     chat: Any
     sessions: Any
@@ -121,7 +121,7 @@ _ROWS = {
 }
 
 
-async def rows(db: Database, left_out: str) -> dict[str, list[tuple[Any, ...]]]:
+async def rows(db: SqliteDatabase, left_out: str) -> dict[str, list[tuple[Any, ...]]]:
     return {
         table: [tuple(row) for row in await db.reader.execute_fetchall(sql, {"left_out": left_out})]
         for table, sql in _ROWS.items()

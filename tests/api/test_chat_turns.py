@@ -41,6 +41,9 @@ from tests.support.fakes import openai_sse as oa
 from tests.support.fakes.helpers import FAKE_KEY
 from tests.support.status import violations
 
+# Each test runs against a server on SQLite and one on PostgreSQL.
+pytestmark = pytest.mark.both_backends
+
 # -- text streaming, usage, assembled messages ----------------------------
 
 
@@ -274,7 +277,7 @@ async def test_memory_search_runs_server_side_in_a_second_step(openai_live: Live
     assert "oolong tea" in second[-1]["content"]
 
     sid = events[0].turn_started.session_id
-    lines = live.history_file(sid).read_text(encoding="utf-8").splitlines()
+    lines = await live.history_lines(sid)
     log = [json.loads(line) for line in lines]
     check_event_shape(log, sid)
     assert log == await exported(live, user, sid)

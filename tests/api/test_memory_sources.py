@@ -13,6 +13,9 @@ from contextd.v1 import memory_pb2 as mpb
 from contextd.v1 import memory_pb2_grpc, sessions_pb2_grpc
 from contextd.v1 import sessions_pb2 as spb
 
+# Each test runs against a server on SQLite and one on PostgreSQL.
+pytestmark = pytest.mark.both_backends
+
 
 @pytest.fixture(scope="module")
 def stubs(

@@ -18,6 +18,9 @@ from contextd.v1 import sessions_pb2 as spb
 from tests.support import scenarios
 from tests.support.status import violations
 
+# Each test runs against a server on SQLite and one on PostgreSQL.
+pytestmark = pytest.mark.both_backends
+
 
 class Stubs:
     def __init__(self, channel: grpc.Channel) -> None:

@@ -31,7 +31,11 @@ from contextd.v1 import sessions_pb2 as spb
 
 from tests.support.auth import bearer, create_key, keys_command
 from tests.support.jwks import AUDIENCE, ISSUER, SigningKey, claims, jwks, rsa_key
+from tests.support.pg_databases import database_url_for
 from tests.support.server import ServerProcess, start_server
+
+# Each test runs against a server on SQLite and one on PostgreSQL.
+pytestmark = pytest.mark.both_backends
 
 NOT_FOUND = grpc.StatusCode.NOT_FOUND
 
@@ -48,18 +52,24 @@ class Tenants:
 
 
 @pytest.fixture(scope="module")
-def tenants(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tenants]:
+def tenants(
+    tmp_path_factory: pytest.TempPathFactory, backend: str, request: pytest.FixtureRequest
+) -> Iterator[Tenants]:
     data_dir = tmp_path_factory.mktemp("tenants")
+    url = database_url_for(request, backend)
+    database = ["--database-url", url] if url else []
     made = Tenants(
         proc=None,  # type: ignore[arg-type]
         data_dir=data_dir,
-        acme_bob=create_key(data_dir, "bob", "--tenant", "acme"),
-        globex_bob=create_key(data_dir, "bob", "--tenant", "globex"),
-        acme_carol=create_key(data_dir, "carol", "--tenant", "acme"),
-        globex_service=create_key(data_dir, "backend", "--tenant", "globex", "--service"),
-        operator=create_key(data_dir, "ops"),
+        acme_bob=create_key(data_dir, "bob", "--tenant", "acme", *database),
+        globex_bob=create_key(data_dir, "bob", "--tenant", "globex", *database),
+        acme_carol=create_key(data_dir, "carol", "--tenant", "acme", *database),
+        globex_service=create_key(
+            data_dir, "backend", "--tenant", "globex", "--service", *database
+        ),
+        operator=create_key(data_dir, "ops", *database),
     )
-    made.proc = start_server(data_dir, "--auth", "api-key")
+    made.proc = start_server(data_dir, "--auth", "api-key", database_url=url)
     yield made
     assert made.proc.stop() == 0
 
@@ -122,7 +132,7 @@ def code_of(call: Any, *args: Any, **kwargs: Any) -> grpc.StatusCode:
     return grpc.StatusCode.OK
 
 
-def test_two_bobs_share_nothing(tenants: Tenants, channel: grpc.Channel) -> None:
+def test_two_bobs_share_nothing(tenants: Tenants, channel: grpc.Channel, backend: str) -> None:
     acme, globex = Client(channel, tenants.acme_bob), Client(channel, tenants.globex_bob)
     started = acme.turn("acme bob asks about the quarterly walrus budget")
     acme_sid = started[0].turn_started.session_id
@@ -157,10 +167,11 @@ def test_two_bobs_share_nothing(tenants: Tenants, channel: grpc.Channel) -> None
     # Event logs: each tenant's own; acme's log is not in globex's directory.
     assert any(e["type"] == "turn_start" for e in acme.events(acme_sid))
     assert any(e["type"] == "turn_start" for e in globex.events(globex_sid))
-    history = tenants.data_dir / "history" / "tenants"
-    assert (history / "acme" / f"{acme_sid}.jsonl").is_file()
-    assert (history / "globex" / f"{globex_sid}.jsonl").is_file()
-    assert not (tenants.data_dir / "history" / f"{acme_sid}.jsonl").exists()
+    if backend == "sqlite":  # PostgreSQL keeps them in a table, by tenant and session
+        history = tenants.data_dir / "history" / "tenants"
+        assert (history / "acme" / f"{acme_sid}.jsonl").is_file()
+        assert (history / "globex" / f"{globex_sid}.jsonl").is_file()
+        assert not (tenants.data_dir / "history" / f"{acme_sid}.jsonl").exists()
 
 
 def test_another_tenants_ids_are_not_found(tenants: Tenants, channel: grpc.Channel) -> None:

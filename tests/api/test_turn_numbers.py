@@ -16,6 +16,9 @@ from contextd.v1 import sessions_pb2 as spb
 
 from tests.support.status import violations
 
+# Each test runs against a server on SQLite and one on PostgreSQL.
+pytestmark = pytest.mark.both_backends
+
 
 @pytest.fixture(scope="module")
 def channel(address: str) -> Iterator[grpc.Channel]:

@@ -6,14 +6,14 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from contextd.store.db import Database
+from contextd.store.db import SqliteDatabase
 
 from tests.support.after_turn_env import Env
 
 
 @pytest.fixture
 async def env(tmp_path: Path) -> AsyncIterator[Env]:
-    db = await Database.open(tmp_path / "contextd.sqlite3")
+    db = await SqliteDatabase.open(tmp_path / "contextd.sqlite3")
     environment = Env(db)
     yield environment
     for runner in environment.runners:

@@ -8,8 +8,7 @@ import asyncio
 import contextlib
 import dataclasses
 import sqlite3
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
+from collections.abc import Iterator
 
 import pytest
 from contextd.core.errors import SessionNotFound
@@ -17,18 +16,12 @@ from contextd.core.messages import ChatMessage, Role, ToolCall
 from contextd.store import tail_cache
 from contextd.store.catalog import CatalogRepo
 from contextd.store.conversation import ConversationRepo
-from contextd.store.db import Connection, Database
+from contextd.store.database import Database
+from contextd.store.db import SqliteConnection
 from contextd.store.memories import MemoryRepo
 from contextd.store.models import NewMessage, Skill, StoredMessage
 from contextd.store.sessions import SessionRepo
 from contextd.store.summaries import SummaryRepo
-
-
-@pytest.fixture
-async def db(tmp_path: Path) -> AsyncIterator[Database]:
-    database = await Database.open(tmp_path / "contextd.sqlite3")
-    yield database
-    await database.close()
 
 
 def message(role: Role, text: str, **tokens: int) -> NewMessage:
@@ -72,7 +65,7 @@ async def test_a_new_session_is_read_from_memory_and_follows_its_appends(
     def no_query(*args: object) -> None:
         raise AssertionError("the tail was read from the database")
 
-    monkeypatch.setattr(Connection, "execute_fetchall", no_query)
+    monkeypatch.setattr(SqliteConnection, "execute_fetchall", no_query)
     rows = await repo.tail(session.id, 64, "cl")
     monkeypatch.undo()
     assert [r.message.content for r in rows] == ["hi", "", "42", "ok"]
@@ -209,6 +202,7 @@ async def test_catalog_reads_follow_every_write(db: Database) -> None:
     assert await catalog.list_skills("excel") == []
 
 
+@pytest.mark.sqlite_only
 async def test_a_user_found_without_memories_is_searched_again_once_given_some(
     db: Database,
 ) -> None:
@@ -291,7 +285,7 @@ def no_statements(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         raise AssertionError("read from the database")
 
     with monkeypatch.context() as patch:
-        patch.setattr(Connection, "execute_fetchall", no_query)
+        patch.setattr(SqliteConnection, "execute_fetchall", no_query)
         yield
 
 
@@ -335,6 +329,7 @@ async def test_rows_handed_out_by_the_caches_cannot_be_changed(db: Database) -> 
     assert [r.tokens for r in await repo.tail(session.id, 5, "cl")] == [{"cl": 1}]
 
 
+@pytest.mark.sqlite_only
 async def test_failed_writes_leave_every_cache_as_it_was(
     db: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -377,6 +372,7 @@ async def test_failed_writes_leave_every_cache_as_it_was(
     assert skills == await CatalogRepo(db).list_skills("excel")
 
 
+@pytest.mark.sqlite_only
 async def test_a_window_wider_than_the_cache_leaves_the_cached_rows_in_place(
     db: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from contextd.core.messages import ChatMessage, Role
 from contextd.store.conversation import ConversationRepo
-from contextd.store.db import Database
+from contextd.store.db import SqliteDatabase
 from contextd.store.models import NewMessage
 from contextd.store.sessions import SessionRepo
 
@@ -21,7 +21,7 @@ MESSAGES_PER_WRITER = 20
 async def test_concurrent_writers_lose_nothing(tmp_path: Path) -> None:
     """100 tasks, each appending 20 messages to its own session one call at a time, while
     readers read the rolling windows: every message is stored once, seqs are contiguous."""
-    db = await Database.open(tmp_path / "contextd.sqlite3")
+    db = await SqliteDatabase.open(tmp_path / "contextd.sqlite3")
     try:
         sessions, conversation = SessionRepo(db), ConversationRepo(db)
         made = await asyncio.gather(*(sessions.create(f"user-{k % 7}") for k in range(WRITERS)))
@@ -86,12 +86,12 @@ from pathlib import Path
 import pytest
 from contextd.core.messages import ChatMessage, Role
 from contextd.store.conversation import ConversationRepo
-from contextd.store.db import Database
+from contextd.store.db import SqliteDatabase
 from contextd.store.models import NewMessage
 from contextd.store.sessions import SessionRepo
 
 async def main() -> None:
-    db = await Database.open(Path(sys.argv[1]))
+    db = await SqliteDatabase.open(Path(sys.argv[1]))
     session = await SessionRepo(db).create("crash-user", title="crash")
     repo = ConversationRepo(db)
     rng = random.Random(int(sys.argv[2]))
@@ -153,7 +153,7 @@ async def test_acknowledged_messages_survive_sigkill(tmp_path: Path) -> None:
         wal = path.with_name(path.name + "-wal")
         assert wal.stat().st_size > 0  # the killed writer left a WAL for the reopen to recover
 
-        db = await Database.open(path)  # recovers from the WAL the killed process left
+        db = await SqliteDatabase.open(path)  # recovers from the WAL the killed process left
         try:
             rows = list(await db.reader.execute_fetchall("PRAGMA integrity_check"))
             assert [tuple(r) for r in rows] == [("ok",)]
@@ -177,7 +177,7 @@ async def test_acknowledged_messages_survive_sigkill(tmp_path: Path) -> None:
 async def test_a_cancelled_append_is_all_or_nothing(tmp_path: Path) -> None:
     """An append cancelled at any point (a client gone, a deadline) is stored whole or not
     at all, and the next write works."""
-    db = await Database.open(tmp_path / "contextd.sqlite3")
+    db = await SqliteDatabase.open(tmp_path / "contextd.sqlite3")
     try:
         sessions, conversation = SessionRepo(db), ConversationRepo(db)
         session = await sessions.create("alice")
@@ -205,7 +205,7 @@ async def test_a_cancelled_append_is_all_or_nothing(tmp_path: Path) -> None:
 async def test_a_transaction_cancelled_while_suspended_is_rolled_back(tmp_path: Path) -> None:
     """Cancelled while it waits on something else inside the transaction: nothing of it
     is kept, and the writer is usable at once."""
-    db = await Database.open(tmp_path / "contextd.sqlite3")
+    db = await SqliteDatabase.open(tmp_path / "contextd.sqlite3")
     try:
         sessions, conversation = SessionRepo(db), ConversationRepo(db)
         session = await sessions.create("alice")
@@ -234,7 +234,7 @@ async def test_a_transaction_cancelled_while_suspended_is_rolled_back(tmp_path: 
         await db.close()
 
 
-async def _assert_consistent(db: Database, count: int) -> None:
+async def _assert_consistent(db: SqliteDatabase, count: int) -> None:
     rows = list(
         await db.reader.execute_fetchall(
             "SELECT COUNT(*), COALESCE(MAX(seq), -1) + 1,"
@@ -245,7 +245,7 @@ async def _assert_consistent(db: Database, count: int) -> None:
 
 
 async def test_a_write_cancelled_at_begin_leaves_the_writer_usable(tmp_path: Path) -> None:
-    db = await Database.open(tmp_path / "contextd.sqlite3")
+    db = await SqliteDatabase.open(tmp_path / "contextd.sqlite3")
     try:
         sessions = SessionRepo(db)
         async with db.transaction():  # the next write waits for the lock, then is cancelled
@@ -261,7 +261,7 @@ async def test_a_write_cancelled_at_begin_leaves_the_writer_usable(tmp_path: Pat
 async def test_reads_never_see_an_open_transaction(tmp_path: Path) -> None:
     """Reads share the writer's connection, except while a write transaction is open
     (its body suspended): then they see the last commit, not the write in progress."""
-    db = await Database.open(tmp_path / "contextd.sqlite3")
+    db = await SqliteDatabase.open(tmp_path / "contextd.sqlite3")
     try:
         sessions = SessionRepo(db)
         session = await sessions.create("alice", title="before")

@@ -4,26 +4,21 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 from contextd.core.search_terms import TERMS_VERSION
 from contextd.store import memories as memories_module
-from contextd.store.db import Database
-from contextd.store.memories import MemoryRepo, choose_terms, match_expression
+from contextd.store import memory_index
+from contextd.store.database import Database
+from contextd.store.db import SqliteDatabase
+from contextd.store.memories import MemoryRepo
 from contextd.store.memory_history import MemoryHistoryRepo
+from contextd.store.memory_query import choose_terms, match_expression
 from contextd.store.models import ScoredMemory
 
 DAY = 86400.0
 NOW = 1_800_000_000.0
-
-
-@pytest.fixture
-async def db(tmp_path: Path) -> AsyncIterator[Database]:
-    database = await Database.open(tmp_path / "contextd.sqlite3")
-    yield database
-    await database.close()
 
 
 @pytest.fixture
@@ -36,6 +31,9 @@ def contents(hits: list[ScoredMemory]) -> list[str]:
 
 
 async def fts_integrity(db: Database) -> None:
+    """SQLite's FTS5 check of its index (PostgreSQL's terms are a column of the row)."""
+    if db.dialect.name != "sqlite":
+        return
     async with db.transaction() as conn:
         await conn.execute(
             "INSERT INTO memories_fts (memories_fts, rank) VALUES ('integrity-check', 0)"
@@ -339,7 +337,7 @@ async def test_users_never_see_each_others_memories(repo: MemoryRepo) -> None:
 async def test_isolation_holds_even_if_user_keys_collide(
     repo: MemoryRepo, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(memories_module, "user_key", lambda *owner: "0" * 16)
+    monkeypatch.setattr(memory_index, "user_key", lambda *owner: "0" * 16)
     await repo.add("alice", "我每天早上都喝咖啡")
     await repo.add("bob", "我也喝咖啡")
     assert contents(await repo.search("alice", "咖啡")) == ["我每天早上都喝咖啡"]
@@ -450,8 +448,13 @@ async def test_add_many_checks_everything_before_writing(repo: MemoryRepo) -> No
 async def test_index_is_rebuilt_when_built_by_another_terms_version(db: Database) -> None:
     repo = MemoryRepo(db)
     await repo.add_many("alice", ["我每天早上都喝咖啡", "I drink tea"])
+    forget = (
+        "INSERT INTO memories_fts (memories_fts) VALUES ('delete-all')"
+        if db.dialect.name == "sqlite"
+        else "UPDATE memories SET search_terms = ''"
+    )
     async with db.transaction() as conn:
-        await conn.execute("INSERT INTO memories_fts (memories_fts) VALUES ('delete-all')")
+        await conn.execute(forget)
         await conn.execute("UPDATE memories_fts_state SET terms_version = 0")
     fresh = MemoryRepo(db)
     assert contents(await fresh.search("alice", "咖啡")) == ["我每天早上都喝咖啡"]
@@ -464,16 +467,17 @@ async def test_index_is_rebuilt_when_built_by_another_terms_version(db: Database
 
 async def test_memories_survive_reopening_the_database(tmp_path: Path) -> None:
     path = tmp_path / "reopen.sqlite3"
-    first = await Database.open(path)
+    first = await SqliteDatabase.open(path)
     await MemoryRepo(first).add("alice", "我每天早上都喝咖啡")
     await first.close()
-    second = await Database.open(path)
+    second = await SqliteDatabase.open(path)
     try:
         assert contents(await MemoryRepo(second).search("alice", "咖啡")) == ["我每天早上都喝咖啡"]
     finally:
         await second.close()
 
 
+@pytest.mark.sqlite_only
 async def test_a_replacement_whose_history_row_fails_changes_no_memory(
     db: Database, repo: MemoryRepo
 ) -> None:

@@ -1,27 +1,16 @@
-"""Partial answers on a real SQLite file: opened with a turn's input, replaced while it
+"""Partial answers on both engines: opened with a turn's input, replaced while it
 streams, deleted with its answer, and never seen by history reads."""
 
 from __future__ import annotations
-
-import sqlite3
-from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 from contextd.core.errors import SessionNotFound
 from contextd.core.messages import ChatMessage, Role
 from contextd.store.conversation import ConversationRepo
-from contextd.store.db import Database
+from contextd.store.database import Database
 from contextd.store.models import NewMessage, Session
 from contextd.store.partial_answers import PartialAnswerRepo
 from contextd.store.sessions import SessionRepo
-
-
-@pytest.fixture
-async def db(tmp_path: Path) -> AsyncIterator[Database]:
-    database = await Database.open(tmp_path / "contextd.sqlite3")
-    yield database
-    await database.close()
 
 
 @pytest.fixture
@@ -123,11 +112,9 @@ async def test_a_new_turn_replaces_a_row_left_behind(db: Database, session: Sess
     assert (row.turn_index, row.text, row.tokenizer, row.usage) == (2, "", "estimate", (0, 0, 0))
 
 
-async def test_deleting_the_session_deletes_its_row(
-    db: Database, session: Session, tmp_path: Path
-) -> None:
+async def test_deleting_the_session_deletes_its_row(db: Database, session: Session) -> None:
     await open_turn(db, session)
     assert await SessionRepo(db).delete(session.id, tenant_id="acme")
     assert await PartialAnswerRepo(db).left_behind() == []
-    with sqlite3.connect(tmp_path / "contextd.sqlite3") as raw:
-        assert raw.execute("SELECT COUNT(*) FROM partial_answers").fetchone() == (0,)
+    [row] = await db.reader.execute_fetchall("SELECT COUNT(*) FROM partial_answers")
+    assert row[0] == 0

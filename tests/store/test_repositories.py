@@ -7,7 +7,6 @@ import base64
 import gc
 import json
 import sqlite3
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -15,18 +14,12 @@ from contextd.core.errors import SessionNotFound
 from contextd.core.messages import ChatMessage, Role, ToolCall
 from contextd.store.catalog import CatalogRepo
 from contextd.store.conversation import TAIL_SQL, ConversationRepo
-from contextd.store.db import Database
+from contextd.store.database import Database
+from contextd.store.db import SqliteDatabase
 from contextd.store.models import NewMessage, Session, Skill
 from contextd.store.paging import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
 from contextd.store.sessions import SessionRepo
 from contextd.store.summaries import SummaryRepo
-
-
-@pytest.fixture
-async def db(tmp_path: Path) -> AsyncIterator[Database]:
-    database = await Database.open(tmp_path / "contextd.sqlite3")
-    yield database
-    await database.close()
 
 
 @pytest.fixture
@@ -57,7 +50,7 @@ async def count(db: Database, sql: str, *params: object) -> int:
 
 async def test_migrations_are_recorded_and_idempotent_on_reopen(tmp_path: Path) -> None:
     path = tmp_path / "contextd.sqlite3"
-    db = await Database.open(path)
+    db = await SqliteDatabase.open(path)
     rows = list(await db.reader.execute_fetchall("SELECT * FROM schema_migrations"))
     first = [tuple(r) for r in rows]
     versions = [r[0] for r in first]
@@ -82,7 +75,7 @@ async def test_migrations_are_recorded_and_idempotent_on_reopen(tmp_path: Path) 
     session = await SessionRepo(db).create("alice")
     await db.close()
 
-    again = await Database.open(path)  # nothing re-applied, data kept
+    again = await SqliteDatabase.open(path)  # nothing re-applied, data kept
     try:
         rows = list(await again.reader.execute_fetchall("SELECT * FROM schema_migrations"))
         assert [tuple(r) for r in rows] == first
@@ -93,7 +86,7 @@ async def test_migrations_are_recorded_and_idempotent_on_reopen(tmp_path: Path) 
 
 async def test_a_database_with_a_newer_schema_refuses_to_open(tmp_path: Path) -> None:
     path = tmp_path / "contextd.sqlite3"
-    db = await Database.open(path)
+    db = await SqliteDatabase.open(path)
     known = await db.schema_version()
     await db.close()
     with sqlite3.connect(path) as conn:
@@ -103,7 +96,7 @@ async def test_a_database_with_a_newer_schema_refuses_to_open(tmp_path: Path) ->
         )
     conn.close()
     with pytest.raises(RuntimeError, match=rf"schema version {known + 1}, newer than"):
-        await Database.open(path)
+        await SqliteDatabase.open(path)
     gc.collect()  # Database.open leaves its two connections to the collector on failure
 
 
@@ -375,6 +368,7 @@ async def test_tail_returns_the_newest_messages_with_one_tokenizer(
     assert await conversation.tail("missing", 5, "cl") == []
 
 
+@pytest.mark.sqlite_only
 async def test_tail_query_plan_uses_the_session_seq_index(
     db: Database, sessions: SessionRepo, conversation: ConversationRepo
 ) -> None:
@@ -410,6 +404,7 @@ def vm_steps(path: Path, session_id: str, limit: int) -> int:
     return steps
 
 
+@pytest.mark.sqlite_only
 async def test_tail_cost_follows_the_limit_not_the_session_length(
     db: Database, sessions: SessionRepo, conversation: ConversationRepo
 ) -> None:

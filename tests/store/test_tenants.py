@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,8 @@ from contextd.core.errors import SessionNotFound
 from contextd.core.messages import ChatMessage, Role
 from contextd.store.catalog import CatalogRepo
 from contextd.store.conversation import ConversationRepo
-from contextd.store.db import Database, _migrations, _statements
+from contextd.store.database import Database
+from contextd.store.db import SqliteDatabase, _migrations, _statements
 from contextd.store.events import EventLog
 from contextd.store.memories import MemoryRepo
 from contextd.store.memory_history import MemoryHistoryRepo
@@ -23,13 +23,6 @@ from contextd.store.sessions import SessionRepo
 from contextd.store.summaries import SummaryRepo
 
 A, B = "acme", "globex"
-
-
-@pytest.fixture
-async def db(tmp_path: Path) -> AsyncIterator[Database]:
-    database = await Database.open(tmp_path / "contextd.sqlite3")
-    yield database
-    await database.close()
 
 
 def user(text: str) -> NewMessage:
@@ -98,7 +91,7 @@ async def test_migration_keeps_every_row_in_the_default_tenant(tmp_path: Path) -
     path = tmp_path / "contextd.sqlite3"
     old = _database_of_version(path, 6)
     # The memories index as version 6 built it, so that search works without a rebuild.
-    from contextd.store.memories import fts_terms
+    from contextd.store.memory_index import fts_terms
 
     _fill_version_6(old)
     for mid, text in old.execute("SELECT id, content FROM memories").fetchall():
@@ -107,7 +100,7 @@ async def test_migration_keeps_every_row_in_the_default_tenant(tmp_path: Path) -
         )
     old.close()
 
-    db = await Database.open(path)
+    db = await SqliteDatabase.open(path)
     try:
         assert await db.schema_version() == len(_migrations())
         sessions, conversation = SessionRepo(db), ConversationRepo(db)
@@ -144,6 +137,7 @@ async def test_migration_keeps_every_row_in_the_default_tenant(tmp_path: Path) -
         await db.close()
 
 
+@pytest.mark.sqlite_only
 async def test_migrated_indexes_lead_with_tenant_and_user(db: Database) -> None:
     rows = await db.reader.execute_fetchall(
         "SELECT name, sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL"

@@ -1,4 +1,5 @@
-"""A ChatApp wired in-process to a real SQLite file and a recording echo provider."""
+"""A ChatApp wired in-process to a real database (the SQLite file of ``data_dir``, or the
+PostgreSQL database of ``database_url``) and a recording echo provider."""
 
 from __future__ import annotations
 
@@ -16,14 +17,14 @@ from contextd.app.chat import (
 from contextd.app.scope import Caller
 from contextd.app.session_context import LayerDefaults, SessionContextBuilder
 from contextd.app.sessions import SessionsApp
+from contextd.config import Settings
 from contextd.core.tokens import Tokenizer, TokenizerRegistry
 from contextd.providers.base import ModelEvent, ModelRequest, ToolSpec
 from contextd.providers.echo import EchoProvider
 from contextd.store.catalog import CatalogRepo
 from contextd.store.conversation import ConversationRepo
-from contextd.store.db import DB_FILENAME, Database
-from contextd.store.events import EventLog
 from contextd.store.memories import MemoryRepo
+from contextd.store.open_database import open_database
 from contextd.store.partial_answers import PartialAnswerRepo
 from contextd.store.sessions import SessionRepo
 from contextd.store.summaries import SummaryRepo
@@ -71,11 +72,11 @@ class App:
 
 
 @asynccontextmanager
-async def in_process(data_dir: Path) -> AsyncIterator[App]:
-    db = await Database.open(data_dir / DB_FILENAME)
+async def in_process(data_dir: Path, database_url: str = "") -> AsyncIterator[App]:
+    db = await open_database(Settings(data_dir=data_dir, database_url=database_url))
     tokenizers = TokenizerRegistry("cl100k_base")
     memories, summaries = MemoryRepo(db), SummaryRepo(db)
-    events = EventLog(data_dir / "history")
+    events = db.event_log(data_dir / "history")
     sessions = SessionsApp(
         SessionRepo(db), ConversationRepo(db), summaries, memories, tokenizers, events
     )

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 from contextd.app.session_context import MEMORY_HEADER
 from contextd.v1 import chat_pb2 as cpb
 from contextd.v1 import context_pb2 as pb
@@ -84,9 +85,23 @@ class Live:
     chat: Any
     sessions: Any
     memories: Any
+    database_url: str = ""  # the server's PostgreSQL database; "" for SQLite
 
     def history_file(self, session_id: str) -> Path:
         return self.proc.data_dir / "history" / f"{session_id}.jsonl"
+
+    async def history_lines(self, session_id: str) -> list[str]:
+        """The session's event log as stored: the file's lines, or the table's rows."""
+        if not self.database_url:
+            return self.history_file(session_id).read_text(encoding="utf-8").splitlines()
+        conn = await asyncpg.connect(self.database_url)
+        try:
+            rows = await conn.fetch(
+                "SELECT data FROM event_lines WHERE session_id = $1 ORDER BY line", session_id
+            )
+        finally:
+            await conn.close()
+        return [str(row[0]) for row in rows]
 
 
 def new_user() -> str:

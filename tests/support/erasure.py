@@ -22,8 +22,8 @@ from contextd.providers.base import (
     TextDelta,
     Usage,
 )
-from contextd.store.db import Database
-from contextd.store.memories import user_key
+from contextd.store.db import SqliteDatabase
+from contextd.store.memory_index import user_key
 from contextd.v1 import chat_pb2 as cpb
 from contextd.v1 import chat_pb2_grpc, memory_pb2_grpc, sessions_pb2_grpc, users_pb2_grpc
 from contextd.v1 import context_pb2 as pb
@@ -82,7 +82,7 @@ class InProcess:
     stubs: Stubs
 
     @property
-    def db(self) -> Database:
+    def db(self) -> SqliteDatabase:
         return self.running.db
 
     @property
@@ -176,7 +176,7 @@ _ROWS = {
 }
 
 
-async def user_rows(db: Database, user: str) -> dict[str, list[tuple[Any, ...]]]:
+async def user_rows(db: SqliteDatabase, user: str) -> dict[str, list[tuple[Any, ...]]]:
     params = {"user": user, "key": user_key(user)}
     return {
         table: [tuple(row) for row in await db.reader.execute_fetchall(sql, params)]

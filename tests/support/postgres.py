@@ -135,23 +135,19 @@ class PostgresServer:
             self._process.kill()
             self._process.wait()
 
-    def create_database(self, name: str) -> str:
-        """A new empty database; returns its URL."""
+    def _client(self, program: str, *args: str) -> None:
+        connection = ["-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres"]
         subprocess.run(
-            [
-                str(self.bin_dir / "createdb"),
-                "-h",
-                "127.0.0.1",
-                "-p",
-                str(self.port),
-                "-U",
-                "postgres",
-                name,
-            ],
-            check=True,
-            capture_output=True,
+            [str(self.bin_dir / program), *connection, *args], check=True, capture_output=True
         )
+
+    def create_database(self, name: str, template: str = "") -> str:
+        """A new database, empty or a copy of ``template``; returns its URL."""
+        self._client("createdb", *(["--template", template] if template else []), name)
         return self.url_for(name)
+
+    def drop_database(self, name: str) -> None:
+        self._client("dropdb", "--if-exists", name)
 
 
 @contextlib.contextmanager

@@ -46,10 +46,15 @@ class ServerProcess:
         return self.process.wait(timeout)
 
 
-def start_server(data_dir: Path, *args: str, env: dict[str, str] | None = None) -> ServerProcess:
-    """Start ``contextd serve --port 0`` and wait for the address it logs."""
+def start_server(
+    data_dir: Path, *args: str, env: dict[str, str] | None = None, database_url: str = ""
+) -> ServerProcess:
+    """Start ``contextd serve --port 0`` and wait for the address it logs; on the
+    PostgreSQL database of ``database_url`` when given, else on SQLite in ``data_dir``."""
     command = [sys.executable, "-m", "contextd", "serve", "--port", "0"]
     command += ["--data-dir", str(data_dir)]
+    if database_url:
+        command += ["--database-url", database_url]
     process = subprocess.Popen(
         [*command, *args],
         stderr=subprocess.PIPE,

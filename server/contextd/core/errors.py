@@ -76,6 +76,11 @@ class Unavailable(ContextdError):
     """A dependency (the store, a provider) cannot serve the request right now."""
 
 
+class DatabaseUnavailable(Unavailable):
+    """The database server cannot be reached, dropped the connection, or has no free
+    connection in the pool in time; nothing of the call was stored."""
+
+
 class FailedPrecondition(ContextdError):
     """The request is valid but cannot be served in the current state."""
 

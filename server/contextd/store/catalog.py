@@ -17,7 +17,7 @@ import time
 from typing import Any
 
 from contextd.core.identity import DEFAULT_TENANT
-from contextd.store.db import Database
+from contextd.store.database import Database
 from contextd.store.models import PromptTemplate, Skill
 
 _TEMPLATE_COLUMNS = "scenario, system_prompt, version, enabled, updated_at"
@@ -49,6 +49,8 @@ def _skill_from_row(row: Any) -> Skill:
 class CatalogRepo:
     def __init__(self, db: Database) -> None:
         self._db = db
+        # Reads are kept only while this process is the database's only writer.
+        self._keep = db.dialect.keeps_caches
         self._templates: dict[tuple[str, str], PromptTemplate | None] = {}
         self._skills: dict[tuple[str, str | None, bool], tuple[Skill, ...]] = {}
 
@@ -74,10 +76,10 @@ class CatalogRepo:
                 " VALUES (?, ?, ?, 1, ?, ?)"
                 " ON CONFLICT (tenant_id, scenario) DO UPDATE"
                 "  SET system_prompt = excluded.system_prompt,"
-                "  enabled = excluded.enabled, version = version + 1,"
+                "  enabled = excluded.enabled, version = prompt_templates.version + 1,"
                 "  updated_at = excluded.updated_at"
-                " WHERE system_prompt IS NOT excluded.system_prompt"
-                "  OR enabled IS NOT excluded.enabled"
+                " WHERE prompt_templates.system_prompt IS DISTINCT FROM excluded.system_prompt"
+                "  OR prompt_templates.enabled IS DISTINCT FROM excluded.enabled"
                 f" RETURNING {_TEMPLATE_COLUMNS}",
                 (tenant_id, scenario, system_prompt, int(enabled), time.time()),
             )
@@ -96,7 +98,7 @@ class CatalogRepo:
         """The tenant's template of the scenario, else the default one (shared with later
         calls: it is frozen)."""
         key = (tenant_id, scenario)
-        if key in self._templates:
+        if self._keep and key in self._templates:
             return self._templates[key]
         rows = await self._db.reader.execute_fetchall(
             f"SELECT {_TEMPLATE_COLUMNS} FROM prompt_templates"
@@ -105,9 +107,10 @@ class CatalogRepo:
             (scenario, tenant_id),
         )
         template = next((_template_from_row(row) for row in rows), None)
-        if len(self._templates) >= READ_CACHE_ENTRIES:
-            self._templates.clear()
-        self._templates[key] = template
+        if self._keep:
+            if len(self._templates) >= READ_CACHE_ENTRIES:
+                self._templates.clear()
+            self._templates[key] = template
         return template
 
     async def list_templates(self, *, tenant_id: str = DEFAULT_TENANT) -> list[PromptTemplate]:
@@ -144,9 +147,10 @@ class CatalogRepo:
                 " ON CONFLICT (tenant_id, name) DO UPDATE SET description = excluded.description,"
                 "  prompt = excluded.prompt, apps = excluded.apps, enabled = excluded.enabled,"
                 "  updated_at = excluded.updated_at"
-                " WHERE description IS NOT excluded.description"
-                "  OR prompt IS NOT excluded.prompt OR apps IS NOT excluded.apps"
-                "  OR enabled IS NOT excluded.enabled"
+                " WHERE skills.description IS DISTINCT FROM excluded.description"
+                "  OR skills.prompt IS DISTINCT FROM excluded.prompt"
+                "  OR skills.apps IS DISTINCT FROM excluded.apps"
+                "  OR skills.enabled IS DISTINCT FROM excluded.enabled"
                 f" RETURNING {_SKILL_COLUMNS}",
                 (
                     tenant_id,
@@ -185,15 +189,16 @@ class CatalogRepo:
         rows = await self._db.reader.execute_fetchall(
             f"SELECT {_SKILL_COLUMNS} FROM skills"
             f" WHERE {_SKILLS_OF_TENANT} AND (:enabled_only = 0 OR enabled = 1)"
-            "  AND (:app IS NULL OR json_array_length(apps) = 0"
+            "  AND (CAST(:app AS TEXT) IS NULL OR json_array_length(apps) = 0"
             "   OR EXISTS (SELECT 1 FROM json_each(skills.apps) WHERE lower(value) = lower(:app)))"
             " ORDER BY name",
             {"tenant": tenant_id, "enabled_only": int(enabled_only), "app": app},
         )
         skills = [_skill_from_row(row) for row in rows]
-        if len(self._skills) >= READ_CACHE_ENTRIES:
-            self._skills.clear()
-        self._skills[key] = tuple(skills)
+        if self._keep:
+            if len(self._skills) >= READ_CACHE_ENTRIES:
+                self._skills.clear()
+            self._skills[key] = tuple(skills)
         return skills
 
     async def delete_skill(self, name: str, *, tenant_id: str = DEFAULT_TENANT) -> bool:

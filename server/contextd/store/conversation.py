@@ -25,11 +25,11 @@ from typing import Any
 from contextd.core.errors import SessionNotFound
 from contextd.core.identity import DEFAULT_TENANT
 from contextd.core.messages import ChatMessage, Role, ToolCall
-from contextd.store.db import Connection, Database
+from contextd.store.database import Connection, Database
 from contextd.store.models import NO_TOKENS, NewMessage, StoredMessage, token_counts
 from contextd.store.paging import decode_token, encode_token, page_limit
 from contextd.store.sessions import UsageTotals, add_usage
-from contextd.store.tail_cache import TailCache
+from contextd.store.tail_cache import NoTailCache, TailCache
 
 STORED_ROLES = frozenset({Role.USER, Role.ASSISTANT, Role.TOOL})
 
@@ -106,7 +106,8 @@ class ConversationRepo:
 
     def __init__(self, db: Database) -> None:
         self._db = db
-        self._tails = TailCache()
+        self._tails = TailCache() if db.dialect.keeps_caches else NoTailCache()
+        self._lock_session = not db.dialect.single_writer
         db.session_created.append(lambda tenant_id, sid: self._tails.created((tenant_id, sid)))
         db.session_deleted.append(lambda tenant_id, sid: self._tails.drop((tenant_id, sid)))
 
@@ -164,6 +165,9 @@ class ConversationRepo:
             return [], None
         totals = None
         async with self._db.transaction() as conn:
+            if self._lock_session:
+                # Writers run at once: the next seq is read under the session's row lock.
+                await conn.execute("SELECT 1 FROM sessions WHERE id = ? FOR UPDATE", (session_id,))
             stored = await _insert(conn, session_id, owner, messages)
             if usage is not None:
                 totals = await add_usage(conn, session_id, *usage)
@@ -294,8 +298,8 @@ class ConversationRepo:
             return
         async with self._db.transaction() as conn:
             await conn.executemany(
-                "INSERT OR IGNORE INTO message_tokens (message_id, tokenizer, tokens)"
-                " SELECT id, ?, ? FROM conversation WHERE id = ?",
+                "INSERT INTO message_tokens (message_id, tokenizer, tokens)"
+                " SELECT id, ?, ? FROM conversation WHERE id = ? ON CONFLICT DO NOTHING",
                 [(name, n, mid) for mid, name, n in batch],
             )
         self._tails.counts_saved((tenant_id, session_id), batch)
@@ -361,7 +365,8 @@ async def _insert(
     token_rows = [(item.id, name, count) for item in stored for name, count in item.tokens.items()]
     if token_rows:
         await conn.executemany(
-            "INSERT OR IGNORE INTO message_tokens (message_id, tokenizer, tokens) VALUES (?, ?, ?)",
+            "INSERT INTO message_tokens (message_id, tokenizer, tokens) VALUES (?, ?, ?)"
+            " ON CONFLICT DO NOTHING",
             token_rows,
         )
     return stored
@@ -376,7 +381,8 @@ def _insert_statement(
     when the session is missing or another user's, of its tenant or another) and to the
     session's current last seq, read before any row is written.
     """
-    values = ", ".join(["(?, ?, ?, ?, ?, ?, ?)"] * len(chunk))
+    # The casts give PostgreSQL the numbers' type (a VALUES list's parameters are text).
+    values = ", ".join(["(CAST(? AS INTEGER), ?, ?, ?, ?, CAST(? AS INTEGER), ?)"] * len(chunk))
     params: list[object] = [session_id]
     for ordinal, new in enumerate(chunk):
         m = new.message

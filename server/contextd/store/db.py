@@ -1,4 +1,4 @@
-"""The SQLite database: one file, WAL, versioned forward-only migrations.
+"""The SQLite database (the default engine): one file, WAL, versioned forward-only migrations.
 
 Statements run on the event loop's thread, through plain sqlite3 connections. A thread
 hop per statement (aiosqlite's model) costs several times what a request's statements
@@ -7,7 +7,7 @@ behind the code"). The price is that a statement blocks the loop while it runs:
 repositories keep statements indexed and bounded (pages, limits), and this process is
 the file's only writer, so no statement waits on a lock.
 
-``Connection`` keeps an awaitable API (``await conn.execute_fetchall(...)``): callers do
+``SqliteConnection`` keeps an awaitable API (``await conn.execute_fetchall(...)``): callers do
 not change if a statement ever has to move to a thread.
 
 Writes go through one connection, serialized by an asyncio lock and opened with
@@ -32,17 +32,17 @@ import asyncio
 import contextlib
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Callable, Generator, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Generator, Iterable
 from contextlib import asynccontextmanager
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from contextd.core.errors import StorageFull
-from contextd.store.disk import DiskWatch
+from contextd.store.database import SQLITE, Database, Params
+from contextd.store.events import EventLog
 
 Row = sqlite3.Row
-Params = Sequence[Any] | Mapping[str, Any]
 
 DB_FILENAME = "contextd.sqlite3"
 BUSY_TIMEOUT_MS = 5000
@@ -90,7 +90,7 @@ class Cursor:
         yield  # a generator, as __await__ must return an iterator
 
 
-class Connection:
+class SqliteConnection:
     """An awaitable face over a sqlite3 connection used on the event loop's thread."""
 
     __slots__ = ("_conn",)
@@ -131,21 +131,18 @@ def _connect(path: Path, synchronous: str) -> sqlite3.Connection:
     return conn
 
 
-class Database:
-    def __init__(self, path: Path, writer: Connection, reader: Connection):
+class SqliteDatabase(Database):
+    dialect = SQLITE
+
+    def __init__(self, path: Path, writer: SqliteConnection, reader: SqliteConnection):
+        super().__init__()
         self.path = path
-        # Told of a write that failed for want of space (set by the server).
-        self.disk: DiskWatch | None = None
         self._writer = writer
         self._reader = reader
         self._write_lock = asyncio.Lock()
-        # Called with a session's tenant id and id once its creation or deletion
-        # committed: repositories that cache a session's rows start or drop them.
-        self.session_created: list[Callable[[str, str], None]] = []
-        self.session_deleted: list[Callable[[str, str], None]] = []
 
     @classmethod
-    async def open(cls, path: Path, synchronous: str = "NORMAL") -> Database:
+    async def open(cls, path: Path, synchronous: str = "NORMAL") -> SqliteDatabase:
         """Open (creating if needed) the database file and apply pending migrations.
 
         ``synchronous=NORMAL`` in WAL mode keeps every committed transaction through a
@@ -162,7 +159,7 @@ class Database:
                 raise RuntimeError(f"{path}: SQLite refused WAL mode (got {mode})")
             reader = _connect(path, synchronous)
             reader.execute("PRAGMA query_only = ON")
-            db = cls(path, Connection(writer), Connection(reader))
+            db = cls(path, SqliteConnection(writer), SqliteConnection(reader))
             await db._migrate()
         except BaseException:
             for conn in (reader, writer):
@@ -204,7 +201,7 @@ class Database:
         return int(row[0]) if row and row[0] is not None else 0
 
     @asynccontextmanager
-    async def transaction(self) -> AsyncIterator[Connection]:
+    async def transaction(self) -> AsyncIterator[SqliteConnection]:
         """A write transaction (BEGIN IMMEDIATE), committed on success, rolled back on error."""
         async with self._write_lock:
             try:
@@ -225,7 +222,7 @@ class Database:
             await self._writer.execute("ROLLBACK")
 
     @property
-    def reader(self) -> Connection:
+    def reader(self) -> SqliteConnection:
         """The connection for a read: the writer's, unless a write transaction is open."""
         return self._reader if self._writer.in_transaction else self._writer
 
@@ -235,6 +232,11 @@ class Database:
         """Define an SQL function on every connection."""
         for conn in (self._writer, self._reader):
             await conn.create_function(name, arity, func, deterministic=deterministic)
+
+    def event_log(self, history_dir: Path) -> EventLog:
+        log = EventLog(history_dir)
+        log.disk = self.disk
+        return log
 
 
 def _statements(sql: str) -> list[str]:

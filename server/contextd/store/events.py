@@ -31,9 +31,9 @@ import json
 import os
 import re
 import time
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from contextd.core.errors import StorageFull
 from contextd.core.identity import DEFAULT_TENANT, TENANT_ID_RULE, is_tenant_id
@@ -99,6 +99,78 @@ def _check_index(name: str, value: int | None, minimum: int) -> None:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
 
 
+def encode_event(
+    session_id: str,
+    type: str,
+    turn: int | None,
+    step: int | None,
+    content: str | None,
+    role: str | None,
+    meta: dict[str, Any] | None,
+    ts: float | None,
+) -> tuple[dict[str, Any], str]:
+    """A checked event and its JSON line (without the newline), the same on every engine."""
+    check_session_id(session_id)
+    if type not in EVENT_TYPES:
+        raise ValueError(f"type must be one of {sorted(EVENT_TYPES)}, got {type!r}")
+    if role is not None and role not in ROLES:
+        raise ValueError(f"role must be one of {sorted(ROLES)}, got {role!r}")
+    _check_index("turn", turn, 1)
+    _check_index("step", step, 0)
+    if content is not None and not isinstance(content, str):
+        raise ValueError(f"content must be a string, got {content!r}")
+    if meta is not None and not isinstance(meta, dict):
+        raise ValueError(f"meta must be a dict, got {meta!r}")
+
+    event: dict[str, Any] = {
+        "ts": format_ts(time.time() if ts is None else ts),
+        "session_id": session_id,
+    }
+    for key, value in (
+        ("turn", turn),
+        ("step", step),
+        ("type", type),
+        ("content", content),
+        ("role", role),
+        ("meta", meta),
+    ):
+        if value is not None:
+            event[key] = value
+    return event, _ENCODER.encode(event)
+
+
+def check_after_line(after_line: int) -> None:
+    if isinstance(after_line, bool) or not isinstance(after_line, int) or after_line < 0:
+        raise ValueError(f"after_line must be an integer >= 0, got {after_line!r}")
+
+
+class EventStore(Protocol):
+    """A session's event log, whichever engine keeps it (this module's files, or
+    store/pg_events.py's table): the same lines, the same reads."""
+
+    async def append(
+        self,
+        session_id: str,
+        type: str,
+        *,
+        turn: int | None = None,
+        step: int | None = None,
+        content: str | None = None,
+        role: str | None = None,
+        meta: dict[str, Any] | None = None,
+        ts: float | None = None,
+        tenant_id: str = DEFAULT_TENANT,
+    ) -> dict[str, Any]: ...
+
+    def read(
+        self, session_id: str, *, after_line: int = 0, tenant_id: str = DEFAULT_TENANT
+    ) -> AsyncIterator[dict[str, Any]]: ...
+
+    async def delete(self, session_id: str, *, tenant_id: str = DEFAULT_TENANT) -> bool: ...
+
+    async def aclose(self) -> None: ...
+
+
 class EventLog:
     def __init__(self, history_dir: Path) -> None:
         self.history_dir = history_dir
@@ -144,34 +216,8 @@ class EventLog:
     ) -> dict[str, Any]:
         """Write one event of the tenant's session and return it once its line is with
         the kernel."""
-        check_session_id(session_id)
-        if type not in EVENT_TYPES:
-            raise ValueError(f"type must be one of {sorted(EVENT_TYPES)}, got {type!r}")
-        if role is not None and role not in ROLES:
-            raise ValueError(f"role must be one of {sorted(ROLES)}, got {role!r}")
-        _check_index("turn", turn, 1)
-        _check_index("step", step, 0)
-        if content is not None and not isinstance(content, str):
-            raise ValueError(f"content must be a string, got {content!r}")
-        if meta is not None and not isinstance(meta, dict):
-            raise ValueError(f"meta must be a dict, got {meta!r}")
-
-        event: dict[str, Any] = {
-            "ts": format_ts(time.time() if ts is None else ts),
-            "session_id": session_id,
-        }
-        for key, value in (
-            ("turn", turn),
-            ("step", step),
-            ("type", type),
-            ("content", content),
-            ("role", role),
-            ("meta", meta),
-        ):
-            if value is not None:
-                event[key] = value
-        data = (_ENCODER.encode(event) + "\n").encode("utf-8")
-
+        event, line = encode_event(session_id, type, turn, step, content, role, meta, ts)
+        data = (line + "\n").encode("utf-8")
         self._check_open()
         try:
             _write(f"{self._dir_for_append(tenant_id)}/{session_id}.jsonl", data)
@@ -196,8 +242,7 @@ class EventLog:
         Validation happens at the first iteration, as with any async generator.
         """
         path = self.path(session_id, tenant_id)
-        if isinstance(after_line, bool) or not isinstance(after_line, int) or after_line < 0:
-            raise ValueError(f"after_line must be an integer >= 0, got {after_line!r}")
+        check_after_line(after_line)
         cursor = _ReadCursor(path, skip=after_line)
         while True:
             events = await asyncio.to_thread(cursor.next_chunk)

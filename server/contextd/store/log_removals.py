@@ -23,8 +23,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from contextd.store.db import Database
-from contextd.store.events import EventLog
+from contextd.store.database import Database
+from contextd.store.events import EventStore
 
 _NOTE = ".json"
 _PARTIAL = ".partial"
@@ -41,7 +41,7 @@ class Note:
 
 
 class LogRemovals:
-    def __init__(self, db: Database, events: EventLog, directory: Path) -> None:
+    def __init__(self, db: Database, events: EventStore, directory: Path) -> None:
         self._db = db
         self._events = events
         self._dir = directory

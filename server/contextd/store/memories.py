@@ -2,20 +2,22 @@
 
 A user is (tenant_id, user_id): reads and writes name both, index terms are keyed by both.
 
-Search is SQLite FTS5 over terms made by ``contextd.core.search_terms`` (see migration
-0002_memories.sql for the index layout and why). A search:
+Search goes through an index of the terms made by ``contextd.core.search_terms``, each
+keyed by its user: SQLite FTS5 (store/memory_index.py, migration 0002_memories.sql for the
+layout and why) or a PostgreSQL tsvector column (store/memory_index_pg.py). A search:
 
 1. turns the query into terms and looks up, in one read, how many of the user's memories
-   contain each (``memories_fts_vocab``); terms no memory contains are dropped, and if none is
+   contain each; terms no memory contains are dropped, and if none is
    left the answer is [] without touching the index again;
 2. keeps the rarest terms while their memories add up to at most ``max_ranked`` (the rarest
    term is always kept), so a query that also contains a very common term ("我的", "喜欢")
    does not rank tens of thousands of rows; if even the rarest term is that common, only its
    ``max_ranked`` newest memories are ranked;
-3. ranks them in one statement: bm25 for every memory matched by the OR of those terms,
-   then, for the ``5 * limit`` best of them by bm25 and the ``5 * limit`` newest (by id; at
-   least 50 of each), ``score = (1 - w) * relevance + w * recency``, where relevance is bm25
-   divided by the best bm25 of this query (1.0 = the best match, 0 < relevance <= 1) and
+3. ranks them in one statement: a text relevance (SQLite: bm25, PostgreSQL: ts_rank) for
+   every memory matched by the OR of those terms, then, for the ``5 * limit`` best of them
+   by it and the ``5 * limit`` newest (by id; at least 50 of each),
+   ``score = (1 - w) * relevance + w * recency``, where relevance is the text relevance
+   divided by the best one of this query (1.0 = the best match, 0 < relevance <= 1) and
    recency is ``0.5 ** (age / half_life)`` of ``updated_at`` (1.0 = now). Ties go to the
    newer memory. With fewer matches than that every match is scored; with more, a memory
    neither among the best text matches nor among the newest is not scored (it could only
@@ -28,19 +30,19 @@ handful of ``executemany`` calls.
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
-import math
-import sqlite3
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from contextd.core.identity import DEFAULT_TENANT
-from contextd.core.search_terms import TERMS_VERSION, content_hash, index_terms, query_terms
-from contextd.store.db import Connection, Database
-from contextd.store.memory_query import choose_terms, match_expression, search_sql
+from contextd.core.search_terms import TERMS_VERSION, content_hash, query_terms
+from contextd.store import memory_index
+from contextd.store.database import Connection, Database
+from contextd.store.db import SqliteDatabase
+from contextd.store.memory_index import MEMORY_COLUMNS, FtsIndex, MemoryIndex
+from contextd.store.memory_index_pg import TsvectorIndex
+from contextd.store.memory_query import choose_terms
 from contextd.store.models import Memory, ScoredMemory
 from contextd.store.paging import decode_token, encode_token, page_limit
 
@@ -53,33 +55,14 @@ MAX_SEARCH_LIMIT = 100
 # newest matches (at least MIN_CANDIDATES of each).
 CANDIDATES_PER_RESULT = 5
 MIN_CANDIDATES = 50
-_REINDEX_BATCH = 5000
-
-_COLUMNS = (
-    "id, user_id, content, source_session_id, source_message_id, created_at, updated_at, tenant_id"
-)
-_SEARCH_SQL = search_sql(_COLUMNS)
+_COLUMNS = MEMORY_COLUMNS
 
 
-def user_key(user_id: str, tenant_id: str = DEFAULT_TENANT) -> str:
-    """The 16 hex digits that prefix every index term of the user's memories.
-
-    The default tenant's keys are those of the index before tenants existed (no rebuild);
-    another tenant's are a hash keyed by the tenant, so the same user id in two tenants
-    has two keys. Searches also filter on the tenant: a key collision could cost time,
-    never show another user's memory.
-    """
-    data = user_id.encode("utf-8")
-    if tenant_id == DEFAULT_TENANT:
-        return hashlib.blake2b(data, digest_size=8).hexdigest()
-    tenant = hashlib.blake2b(tenant_id.encode("utf-8"), digest_size=32).digest()
-    return hashlib.blake2b(data, digest_size=8, key=tenant).hexdigest()
-
-
-def fts_terms(user_id: str, content: str, tenant_id: str = DEFAULT_TENANT) -> str:
-    """The ``memories_fts.terms`` value of a memory: its terms, user-prefixed, space-separated."""
-    key = user_key(user_id, tenant_id)
-    return " ".join(key + term for term in index_terms(content))
+def index_for(db: Database) -> MemoryIndex:
+    """The search index of the database's engine."""
+    if isinstance(db, SqliteDatabase):
+        return FtsIndex(db)
+    return TsvectorIndex(db)
 
 
 def memory_from_row(row: Any) -> Memory:
@@ -101,14 +84,6 @@ def _clean(content: str) -> str:
     if not text:
         raise ValueError("memory content must not be blank")
     return text
-
-
-async def _unindex(conn: Connection, memory: Memory) -> None:
-    # A contentless FTS5 table forgets a row only when given its terms again.
-    await conn.execute(
-        "INSERT INTO memories_fts (memories_fts, rowid, terms) VALUES ('delete', ?, ?)",
-        (memory.id, fts_terms(memory.user_id, memory.content, memory.tenant_id)),
-    )
 
 
 async def _touch(conn: Connection, memory_id: int, ts: float) -> Memory:
@@ -154,6 +129,7 @@ class MemoryRepo:
         if max_ranked < 1:
             raise ValueError("max_ranked must be >= 1")
         self._db = db
+        self.index = index_for(db)
         self._half_life = half_life_days * 86400.0
         self._weight = recency_weight
         self._max_ranked = max_ranked
@@ -161,8 +137,9 @@ class MemoryRepo:
         self._index_lock = asyncio.Lock()
         # Users (tenant id, user id) found to have no memory at all: their searches need
         # no query. Only ``add`` and ``add_many`` give a user memories; each takes the user
-        # out of it.
+        # out of it. Kept only when this process is the database's only writer.
         self._without_memories: set[tuple[str, str]] = set()
+        self._remember_without = db.dialect.keeps_caches
 
     # --- writes -------------------------------------------------------------------------
 
@@ -227,10 +204,7 @@ class MemoryRepo:
             )
             if rows:
                 mid = int(rows[0][0])
-                await conn.execute(
-                    "INSERT INTO memories_fts (rowid, terms) VALUES (?, ?)",
-                    (mid, fts_terms(user_id, text, tenant_id)),
-                )
+                await self.index.add(conn, mid, owner, text)
                 memory = Memory(
                     mid, user_id, text, source_session_id, source_message_id, ts, ts, tenant_id
                 )
@@ -278,7 +252,7 @@ class MemoryRepo:
         now: float | None,
         timestamps: Sequence[float] | None,
     ) -> int:
-        tenant_id, user_id = owner
+        user_id = owner[1]
         if not user_id:
             raise ValueError("user_id must not be empty")
         texts = [_clean(c) for c in contents]
@@ -304,20 +278,15 @@ class MemoryRepo:
                 "INSERT INTO memories (tenant_id, user_id, content, content_hash,"
                 " source_session_id, source_message_id, created_at, updated_at)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (tenant_id, user_id, content_hash)"
-                " DO UPDATE SET updated_at = max(updated_at, excluded.updated_at)",
+                " DO UPDATE SET updated_at = max(memories.updated_at, excluded.updated_at)",
                 [
                     (*owner, text, digest, source_session_id, source_message_id, created, updated)
                     for digest, (text, created, updated) in batch.items()
                 ],
             )
             # New rows have ids above every id that existed before; only they get index rows.
-            await conn.executemany(
-                "INSERT INTO memories_fts (rowid, terms) SELECT id, ? FROM memories"
-                " WHERE tenant_id = ? AND user_id = ? AND content_hash = ? AND id > ?",
-                [
-                    (fts_terms(user_id, text, tenant_id), tenant_id, user_id, digest, before)
-                    for digest, (text, _, _) in batch.items()
-                ],
+            await self.index.add_new(
+                conn, owner, {digest: text for digest, (text, _, _) in batch.items()}, before
             )
             rows = list(
                 await conn.execute_fetchall("SELECT COUNT(*) FROM memories WHERE id > ?", (before,))
@@ -335,7 +304,8 @@ class MemoryRepo:
             )
             if not rows:
                 return False
-            await _unindex(conn, memory_from_row(rows[0]))
+            gone = memory_from_row(rows[0])
+            await self.index.remove(conn, (gone.tenant_id, gone.user_id), [(gone.id, gone.content)])
         return True
 
     async def rewrite(
@@ -377,9 +347,10 @@ class MemoryRepo:
             "SELECT id FROM memories WHERE tenant_id = ? AND user_id = ? AND content_hash = ?",
             (tenant_id, user_id, new_hash),
         )
+        owner = (tenant_id, user_id)
         if others:
             await conn.execute("DELETE FROM memories WHERE id = ?", (old.id,))
-            await _unindex(conn, old)
+            await self.index.remove(conn, owner, [(old.id, old.content)])
             return Rewrite(old, await _touch(conn, int(others[0][0]), ts), "merge")
         updated = await conn.execute_fetchall(
             "UPDATE memories SET content = ?, content_hash = ?, source_session_id = ?,"
@@ -387,11 +358,8 @@ class MemoryRepo:
             f" WHERE id = ? RETURNING {_COLUMNS}",
             (text, new_hash, source_session_id, source_message_id, ts, old.id),
         )
-        await _unindex(conn, old)
-        await conn.execute(
-            "INSERT INTO memories_fts (rowid, terms) VALUES (?, ?)",
-            (old.id, fts_terms(user_id, text, tenant_id)),
-        )
+        await self.index.remove(conn, owner, [(old.id, old.content)])
+        await self.index.add(conn, old.id, owner, text)
         return Rewrite(old, memory_from_row(updated[0]), "update")
 
     async def reindex(self) -> int:
@@ -406,27 +374,7 @@ class MemoryRepo:
         return count
 
     async def _rebuild(self, conn: Connection) -> int:
-        await conn.execute("INSERT INTO memories_fts (memories_fts) VALUES ('delete-all')")
-        count, last = 0, 0
-        while True:
-            rows = list(
-                await conn.execute_fetchall(
-                    "SELECT id, user_id, content, tenant_id FROM memories WHERE id > ?"
-                    " ORDER BY id LIMIT ?",
-                    (last, _REINDEX_BATCH),
-                )
-            )
-            if not rows:
-                break
-            await conn.executemany(
-                "INSERT INTO memories_fts (rowid, terms) VALUES (?, ?)",
-                [
-                    (mid, fts_terms(user_id, content, tenant))
-                    for mid, user_id, content, tenant in rows
-                ],
-            )
-            count += len(rows)
-            last = int(rows[-1][0])
+        count = await self.index.rebuild(conn)
         await conn.execute(
             "UPDATE memories_fts_state SET terms_version = ? WHERE id = 1", (TERMS_VERSION,)
         )
@@ -458,15 +406,8 @@ class MemoryRepo:
                         )
                     if not again or again[0][0] != TERMS_VERSION:
                         await self._rebuild(conn)
-            await self._ensure_pow()
+            await self.index.prepare()
             self._index_checked = True
-
-    async def _ensure_pow(self) -> None:
-        """SQLite builds without the math functions get ``pow`` from Python."""
-        try:
-            await self._db.reader.execute_fetchall("SELECT pow(0.5, 1.0)")
-        except sqlite3.OperationalError:
-            await self._db.create_function("pow", 2, math.pow, deterministic=True)
 
     # --- reads --------------------------------------------------------------------------
 
@@ -531,8 +472,8 @@ class MemoryRepo:
     ) -> list[ScoredMemory]:
         """The (tenant's) user's memories best matching ``query``, best first (see above).
 
-        A query without usable terms (only punctuation, say) finds nothing; FTS5 syntax in
-        it (quotes, ``*``, ``AND``, ``NEAR``, parentheses) is plain text.
+        A query without usable terms (only punctuation, say) finds nothing; search syntax
+        in it (quotes, ``*``, ``AND``, ``NEAR``, ``|``, parentheses) is plain text.
         """
         if limit < 1:
             raise ValueError(f"limit must be >= 1, got {limit}")
@@ -544,31 +485,26 @@ class MemoryRepo:
         if not terms:
             return []
         await self.ensure_index()
-        key = user_key(user_id, tenant_id)
+        key = memory_index.user_key(user_id, tenant_id)
         keyed = [key + t for t in terms]
-        reader = self._db.reader
-        frequency = {
-            term: int(docs)
-            for term, docs in await reader.execute_fetchall(
-                "SELECT term, doc FROM memories_fts_vocab"
-                " WHERE term IN (SELECT value FROM json_each(?))",
-                (json.dumps(keyed, ensure_ascii=False),),
-            )
-        }
+        frequency = await self.index.frequency(keyed, self._max_ranked)
         chosen = choose_terms(frequency, self._max_ranked)
         if not chosen:
-            if not frequency and not await reader.execute_fetchall(
-                "SELECT 1 FROM memories WHERE tenant_id = ? AND user_id = ? LIMIT 1",
-                (tenant_id, user_id),
+            if (
+                self._remember_without
+                and not frequency
+                and not await self._db.reader.execute_fetchall(
+                    "SELECT 1 FROM memories WHERE tenant_id = ? AND user_id = ? LIMIT 1",
+                    (tenant_id, user_id),
+                )
             ):
                 if len(self._without_memories) >= WITHOUT_MEMORIES_KEPT:
                     self._without_memories.clear()
                 self._without_memories.add(owner)
             return []
-        rows = await reader.execute_fetchall(
-            _SEARCH_SQL,
+        rows = await self.index.ranked(
+            chosen,
             {
-                "match": match_expression(chosen),
                 "max_ranked": self._max_ranked,
                 "now": time.time() if now is None else now,
                 "half_life": self._half_life,

@@ -16,7 +16,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from contextd.store.db import Connection, Database
+from contextd.store.database import Connection, Database
 from contextd.store.sessions import UsageTotals
 
 # A statement to run inside a ConversationRepo transaction, with the messages it stores.

@@ -13,7 +13,7 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from contextd.store.db import Database
+from contextd.store.database import Database
 from contextd.store.log_removals import LogRemovals, Session
 
 
@@ -69,9 +69,12 @@ class SessionPurge:
             ids = json.dumps([str(row[0]) for row in rows])
             counts = await conn.execute_fetchall(
                 "WITH gone AS (SELECT value FROM json_each(:ids))"
-                " SELECT (SELECT COUNT(*) FROM conversation WHERE session_id IN gone),"
-                " (SELECT COUNT(*) FROM compression_summaries WHERE session_id IN gone)"
-                " + (SELECT COUNT(*) FROM session_summaries WHERE session_id IN gone)",
+                " SELECT (SELECT COUNT(*) FROM conversation"
+                "  WHERE session_id IN (SELECT value FROM gone)),"
+                " (SELECT COUNT(*) FROM compression_summaries"
+                "  WHERE session_id IN (SELECT value FROM gone))"
+                " + (SELECT COUNT(*) FROM session_summaries"
+                "  WHERE session_id IN (SELECT value FROM gone))",
                 {"ids": ids},
             )
             await conn.execute(

@@ -23,7 +23,7 @@ from typing import Any
 
 from contextd.core.errors import SessionNotFound
 from contextd.core.identity import DEFAULT_TENANT
-from contextd.store.db import Database
+from contextd.store.database import Database
 from contextd.store.models import CompressionSummaryRow, SessionSummary
 
 # Sessions whose active compression summary (or its absence) is kept in memory.
@@ -51,6 +51,8 @@ def _compression_from_row(row: Any) -> CompressionSummaryRow:
 class SummaryRepo:
     def __init__(self, db: Database) -> None:
         self._db = db
+        # Reads are kept only while this process is the database's only writer.
+        self._keep = db.dialect.keeps_caches
         # session id -> its active compression summary, None when it has none.
         self._active: OrderedDict[str, CompressionSummaryRow | None] = OrderedDict()
         # (tenant id, user id) -> (session left out, limit) -> recent_session_summaries'
@@ -65,6 +67,8 @@ class SummaryRepo:
         self._recent.clear()  # its summary may be in any list of its user's
 
     def _remember(self, session_id: str, row: CompressionSummaryRow | None) -> None:
+        if not self._keep:
+            return
         self._active[session_id] = row
         self._active.move_to_end(session_id)
         if len(self._active) > ACTIVE_CACHE_SESSIONS:
@@ -178,6 +182,8 @@ class SummaryRepo:
             SessionSummary(session_id=sid, user_id=uid, summary=summary, updated_at=at, title=title)
             for sid, uid, summary, at, title in rows
         ]
+        if not self._keep:
+            return found
         lists = self._recent.setdefault(owner, {})
         if len(lists) >= RECENT_CACHE_LISTS:
             lists.clear()

@@ -200,3 +200,11 @@ class TailCache:
                 for tokenizer, tail in tails.items()
             },
         )
+
+
+class NoTailCache(TailCache):
+    """Keeps nothing: every read goes to the database. For PostgreSQL, where another
+    replica may write a session's messages at any time."""
+
+    def _put(self, key: SessionKey, tails: _SessionTails) -> None:
+        return None

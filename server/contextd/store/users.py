@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from contextd.core.identity import DEFAULT_TENANT
-from contextd.store.db import Connection, Database
+from contextd.store.database import Connection, Database
 from contextd.store.log_removals import LogRemovals, Note
-from contextd.store.memories import MemoryRepo, fts_terms
+from contextd.store.memories import MemoryRepo
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +60,7 @@ class UserRepo:
             await conn.execute(
                 "DELETE FROM sessions WHERE tenant_id = :tenant AND user_id = :user", owner
             )
-            history, memories = await _erase_memories(conn, owner)
+            history, memories = await _erase_memories(conn, owner, self._memories)
             keys = await conn.execute(
                 "DELETE FROM api_keys WHERE tenant_id = :tenant AND user_id = :user", owner
             )
@@ -88,15 +88,18 @@ async def _session_contents(conn: Connection, owner: dict[str, str]) -> tuple[in
     """How many messages and summaries the user's sessions hold."""
     rows = await conn.execute_fetchall(
         "WITH mine AS (SELECT id FROM sessions WHERE tenant_id = :tenant AND user_id = :user)"
-        " SELECT (SELECT COUNT(*) FROM conversation WHERE session_id IN mine),"
-        " (SELECT COUNT(*) FROM compression_summaries WHERE session_id IN mine)"
-        " + (SELECT COUNT(*) FROM session_summaries WHERE session_id IN mine)",
+        " SELECT (SELECT COUNT(*) FROM conversation WHERE session_id IN (SELECT id FROM mine)),"
+        " (SELECT COUNT(*) FROM compression_summaries"
+        "  WHERE session_id IN (SELECT id FROM mine))"
+        " + (SELECT COUNT(*) FROM session_summaries WHERE session_id IN (SELECT id FROM mine))",
         owner,
     )
     return int(rows[0][0]), int(rows[0][1])
 
 
-async def _erase_memories(conn: Connection, owner: dict[str, str]) -> tuple[int, int]:
+async def _erase_memories(
+    conn: Connection, owner: dict[str, str], repo: MemoryRepo
+) -> tuple[int, int]:
     """Delete the user's memory history, memories and their index entries; the counts."""
     history = await conn.execute(
         "DELETE FROM memory_history WHERE tenant_id = :tenant AND user_id = :user", owner
@@ -105,10 +108,9 @@ async def _erase_memories(conn: Connection, owner: dict[str, str]) -> tuple[int,
         "DELETE FROM memories WHERE tenant_id = :tenant AND user_id = :user RETURNING id, content",
         owner,
     )
-    # The index is contentless: it forgets a row only when given its terms again.
-    user, tenant = owner["user"], owner["tenant"]
-    await conn.executemany(
-        "INSERT INTO memories_fts (memories_fts, rowid, terms) VALUES ('delete', ?, ?)",
-        [(memory_id, fts_terms(user, content, tenant)) for memory_id, content in memories],
+    await repo.index.remove(
+        conn,
+        (owner["tenant"], owner["user"]),
+        [(int(memory_id), content) for memory_id, content in memories],
     )
     return history.rowcount, len(memories)

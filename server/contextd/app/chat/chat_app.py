@@ -38,7 +38,7 @@ from contextd.providers.base import (
     Usage,
 )
 from contextd.providers.errors import ProviderError, ProviderRateLimited
-from contextd.store.events import EventLog
+from contextd.store.events import EventStore
 from contextd.store.memories import MemoryRepo
 from contextd.store.models import Session
 from contextd.store.partial_answers import PartialAnswerRepo
@@ -53,7 +53,7 @@ class ChatApp:
         sessions: SessionsApp,
         builder: SessionContextBuilder,
         memories: MemoryRepo,
-        events: EventLog,
+        events: EventStore,
         partials: PartialAnswerRepo,
         provider: Provider,
         limits: ChatLimits,

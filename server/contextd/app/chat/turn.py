@@ -10,7 +10,7 @@ from contextd.app.chat.partial_writer import PartialAnswerWriter
 from contextd.app.sessions import SessionsApp
 from contextd.core.messages import ChatMessage, Role, ToolCall
 from contextd.core.pipeline import is_blank
-from contextd.store.events import EventLog, event_tokens
+from contextd.store.events import EventStore, event_tokens
 from contextd.store.models import NewMessage, Session, StoredMessage
 from contextd.store.partial_answers import PartialAnswerRepo
 from contextd.store.sessions import UsageTotals
@@ -54,7 +54,7 @@ class Turn:
         tokenizer: str,
         question: str,
         sessions: SessionsApp,
-        events: EventLog,
+        events: EventStore,
         after_turn: Callable[[FinishedTurn], None] | None,
         partials: PartialAnswerRepo,
     ) -> None:

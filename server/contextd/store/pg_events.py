@@ -1,0 +1,115 @@
+"""The event log in PostgreSQL: what store/events.py keeps in files, one row per line
+(table event_lines, numbered per session from 1), since replicas share no disk.
+
+A line is the same JSON text the file log writes, so a session's export is byte for byte
+the same on either engine. An append is one statement: it takes the session's next line
+number from event_log_ends (locking that row until it commits) and inserts the line, so
+concurrent appends to a session never share or skip a number. Reads page through the
+lines that existed when the read started, as a file read is a snapshot of the file.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+from contextd.core.identity import DEFAULT_TENANT, TENANT_ID_RULE, is_tenant_id
+from contextd.store.events import check_after_line, check_session_id, encode_event
+
+if TYPE_CHECKING:
+    from contextd.store.database import Database
+
+_PAGE = 500
+
+_APPEND = (
+    "WITH next AS ("
+    " INSERT INTO event_log_ends (tenant_id, session_id, last_line) VALUES (?, ?, 1)"
+    " ON CONFLICT (tenant_id, session_id)"
+    " DO UPDATE SET last_line = event_log_ends.last_line + 1 RETURNING last_line)"
+    " INSERT INTO event_lines (tenant_id, session_id, line, data)"
+    " SELECT ?, ?, last_line, ? FROM next"
+)
+
+
+def _check_tenant(tenant_id: str) -> None:
+    if tenant_id != DEFAULT_TENANT and not is_tenant_id(tenant_id):
+        raise ValueError(f"tenant_id: {TENANT_ID_RULE}, got {tenant_id!r}")
+
+
+class DatabaseEventLog:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+        self._closed = False
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError("the event log is closed")
+
+    async def append(
+        self,
+        session_id: str,
+        type: str,
+        *,
+        turn: int | None = None,
+        step: int | None = None,
+        content: str | None = None,
+        role: str | None = None,
+        meta: dict[str, Any] | None = None,
+        ts: float | None = None,
+        tenant_id: str = DEFAULT_TENANT,
+    ) -> dict[str, Any]:
+        """Write one event of the tenant's session and return it once it committed."""
+        event, line = encode_event(session_id, type, turn, step, content, role, meta, ts)
+        _check_tenant(tenant_id)
+        self._check_open()
+        async with self._db.transaction() as conn:
+            await conn.execute(_APPEND, (tenant_id, session_id, tenant_id, session_id, line))
+        return event
+
+    async def read(
+        self, session_id: str, *, after_line: int = 0, tenant_id: str = DEFAULT_TENANT
+    ) -> AsyncIterator[dict[str, Any]]:
+        """Yield the session's events in order, skipping the first ``after_line``."""
+        check_session_id(session_id)
+        _check_tenant(tenant_id)
+        check_after_line(after_line)
+        reader = self._db.reader
+        ends = await reader.execute_fetchall(
+            "SELECT last_line FROM event_log_ends WHERE tenant_id = ? AND session_id = ?",
+            (tenant_id, session_id),
+        )
+        last = int(ends[0][0]) if ends else 0
+        after = after_line
+        while after < last:
+            rows = await reader.execute_fetchall(
+                "SELECT line, data FROM event_lines WHERE tenant_id = ? AND session_id = ?"
+                " AND line > ? AND line <= ? ORDER BY line LIMIT ?",
+                (tenant_id, session_id, after, last, _PAGE),
+            )
+            if not rows:  # deleted under the read
+                return
+            for _, data in rows:
+                yield json.loads(data)
+            after = int(rows[-1][0])
+
+    async def delete(self, session_id: str, *, tenant_id: str = DEFAULT_TENANT) -> bool:
+        """Remove the session's lines; True if there were any. A later append starts again
+        at line 1, as a new file would."""
+        check_session_id(session_id)
+        _check_tenant(tenant_id)
+        self._check_open()
+        async with self._db.transaction() as conn:
+            ends = await conn.execute(
+                "DELETE FROM event_log_ends WHERE tenant_id = ? AND session_id = ?",
+                (tenant_id, session_id),
+            )
+            await conn.execute(
+                "DELETE FROM event_lines WHERE tenant_id = ? AND session_id = ?",
+                (tenant_id, session_id),
+            )
+        return ends.rowcount > 0
+
+    async def aclose(self) -> None:
+        """Refuse new appends and deletes (every earlier one is already committed)."""
+        self._closed = True
