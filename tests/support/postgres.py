@@ -132,9 +132,9 @@ class PostgresServer:
             # The child is runuser, which does not pass SIGINT on: pg_ctl signals the
             # server itself (from its postmaster.pid).
             mode = "fast" if fast else "immediate"
+            pg_ctl = str(self.bin_dir / "pg_ctl")
             subprocess.run(
-                [*self._as_owner(), str(self.bin_dir / "pg_ctl"), "-D", str(self.data_dir)]
-                + ["stop", "-m", mode, "-w"],
+                [*self._as_owner(), pg_ctl, "-D", str(self.data_dir), "stop", "-m", mode, "-w"],
                 capture_output=True,
             )
         else:
