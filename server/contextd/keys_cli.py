@@ -61,9 +61,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _run(args: argparse.Namespace) -> int:
-    db = await open_database(
-        Settings.from_env(data_dir=args.data_dir, database_url=args.database_url)
-    )
+    settings = Settings.from_env(data_dir=args.data_dir, database_url=args.database_url)
+    db = await open_database(settings.database_url, settings.data_dir, pool_size=1)
     try:
         keys = ApiKeyRepo(db)
         if args.keys_command == "create":

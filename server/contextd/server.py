@@ -55,7 +55,6 @@ from contextd.store.open_database import (
     check_database_url,
     masked_url,
     open_database,
-    uses_postgres,
 )
 from contextd.store.partial_answers import PartialAnswerRepo
 from contextd.store.retention import SessionPurge
@@ -187,7 +186,7 @@ async def start(
     # runs, RunningServer.stop() owns the undoing.
     async with contextlib.AsyncExitStack() as undo:
         lock = None
-        if uses_postgres(settings):
+        if settings.database_url:
             log.info("database", extra={"url": masked_url(settings.database_url)})
         else:
             try:
@@ -196,7 +195,14 @@ async def start(
                 raise SystemExit(str(error)) from None
             undo.callback(lock.release)
         try:
-            db = await open_database(settings)
+            db = await open_database(
+                settings.database_url,
+                settings.data_dir,
+                sqlite_synchronous=settings.sqlite_synchronous,
+                pool_size=settings.database_pool_size,
+                statement_timeout=settings.database_statement_timeout,
+                pool_timeout=settings.database_pool_timeout,
+            )
         except DatabaseUnavailable as error:
             raise SystemExit(f"{masked_url(settings.database_url)}: {error}") from None
         undo.push_async_callback(db.close)

@@ -27,6 +27,7 @@ from tests.support.erasure import (
     settle,
     user_rows,
 )
+from tests.support.pg_databases import database_url_for
 
 EMPTY = {
     "sessions": [],
@@ -49,14 +50,18 @@ def logs(live: InProcess) -> set[str]:
     return {path.stem for path in live.history.iterdir()}
 
 
-async def test_everything_of_the_user_goes_and_nothing_else(tmp_path: Path) -> None:
-    async with in_process(Settings(port=0, data_dir=tmp_path), GatedProvider()) as live:
+@pytest.mark.both_backends
+async def test_everything_of_the_user_goes_and_nothing_else(
+    tmp_path: Path, backend: str, request: pytest.FixtureRequest
+) -> None:
+    settings = Settings(port=0, data_dir=tmp_path, database_url=database_url_for(request, backend))
+    async with in_process(settings, GatedProvider()) as live:
         alice = await fill(live.stubs, "alice")
         bob = await fill(live.stubs, "bob")
         await settle()
         before = await user_rows(live.db, "alice")
         assert all(before[table] for table in EMPTY if table != "api_keys"), before
-        assert set(alice) | set(bob) <= logs(live)
+        assert set(alice) | set(bob) <= await live.logged_sessions()
         bobs = await user_rows(live.db, "bob")
 
         erased = await live.stubs.users.DeleteUser(delete("alice"))
@@ -73,7 +78,7 @@ async def test_everything_of_the_user_goes_and_nothing_else(tmp_path: Path) -> N
         await settle()
         assert await user_rows(live.db, "alice") == EMPTY
         assert await user_rows(live.db, "bob") == bobs
-        assert logs(live) == set(bob)
+        assert await live.logged_sessions() == set(bob)
         assert list((tmp_path / "log-removals").iterdir()) == []
         for session_id in alice:
             with pytest.raises(grpc.aio.AioRpcError) as gone:

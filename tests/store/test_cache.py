@@ -416,3 +416,37 @@ async def test_counts_of_messages_deleted_meanwhile_are_left_out(db: Database) -
     assert await repo.tail(session.id, 5, "new") == []
     assert [r.tokens for r in await repo.tail(other.id, 5, "new")] == [{"new": 4}]
     await assert_tail_matches_disk(db, repo, other.id, "new")
+
+
+async def test_on_postgresql_every_read_sees_another_servers_writes(db: Database) -> None:
+    """Two sets of repositories on one database stand for two servers: nothing one of
+    them read before is served again once the other wrote."""
+    if db.dialect.keeps_caches:
+        pytest.skip("SQLite has a single writer, which its caches rely on")
+    one, two = SessionRepo(db), ConversationRepo(db)
+    other = ConversationRepo(db)
+    session = await one.create("alice")
+    await two.append(session.id, "alice", [message(Role.USER, "first")])
+    assert [m.message.content for m in await other.tail(session.id, 10, "cl")] == ["first"]
+    await two.append(session.id, "alice", [message(Role.ASSISTANT, "second")])
+    assert [m.message.content for m in await other.tail(session.id, 10, "cl")] == [
+        "first",
+        "second",
+    ]
+    catalog, other_catalog = CatalogRepo(db), CatalogRepo(db)
+    assert await other_catalog.get_template("s") is None
+    await catalog.upsert_template("s", "prompt")
+    template = await other_catalog.get_template("s")
+    assert template is not None and template.system_prompt == "prompt"
+    assert await other_catalog.list_skills() == []
+    await catalog.upsert_skill(Skill("k", "d", "p", (), True, 0.0))
+    assert [s.name for s in await other_catalog.list_skills()] == ["k"]
+    summaries, other_summaries = SummaryRepo(db), SummaryRepo(db)
+    assert await other_summaries.active_compression(session.id) is None
+    await summaries.add_compression(session.id, [1], 1, "folded")
+    active = await other_summaries.active_compression(session.id)
+    assert active is not None and active.summary == "folded"
+    memories, other_memories = MemoryRepo(db), MemoryRepo(db)
+    assert await other_memories.search("alice", "coffee") == []
+    await memories.add("alice", "Alice drinks coffee")
+    assert len(await other_memories.search("alice", "coffee")) == 1

@@ -17,7 +17,6 @@ from contextd.app.chat import (
 from contextd.app.scope import Caller
 from contextd.app.session_context import LayerDefaults, SessionContextBuilder
 from contextd.app.sessions import SessionsApp
-from contextd.config import Settings
 from contextd.core.tokens import Tokenizer, TokenizerRegistry
 from contextd.providers.base import ModelEvent, ModelRequest, ToolSpec
 from contextd.providers.echo import EchoProvider
@@ -73,7 +72,7 @@ class App:
 
 @asynccontextmanager
 async def in_process(data_dir: Path, database_url: str = "") -> AsyncIterator[App]:
-    db = await open_database(Settings(data_dir=data_dir, database_url=database_url))
+    db = await open_database(database_url, data_dir)
     tokenizers = TokenizerRegistry("cl100k_base")
     memories, summaries = MemoryRepo(db), SummaryRepo(db)
     events = db.event_log(data_dir / "history")

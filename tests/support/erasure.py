@@ -22,7 +22,7 @@ from contextd.providers.base import (
     TextDelta,
     Usage,
 )
-from contextd.store.db import SqliteDatabase
+from contextd.store.database import Database
 from contextd.store.memory_index import user_key
 from contextd.v1 import chat_pb2 as cpb
 from contextd.v1 import chat_pb2_grpc, memory_pb2_grpc, sessions_pb2_grpc, users_pb2_grpc
@@ -82,8 +82,15 @@ class InProcess:
     stubs: Stubs
 
     @property
-    def db(self) -> SqliteDatabase:
+    def db(self) -> Database:
         return self.running.db
+
+    async def logged_sessions(self) -> set[str]:
+        """The sessions that have an event log: files, or rows on PostgreSQL."""
+        if self.db.dialect.name == "sqlite":
+            return {path.stem for path in self.history.iterdir()}
+        rows = await self.db.reader.execute_fetchall("SELECT session_id FROM event_lines")
+        return {str(row[0]) for row in rows}
 
     @property
     def history(self) -> Path:
@@ -174,13 +181,21 @@ _ROWS = {
     "memories_fts": "SELECT term, doc FROM memories_fts_vocab WHERE substr(term, 1, 16) = :key"
     " ORDER BY term",
 }
+# PostgreSQL keeps the terms in the memory's row: the user's memories holding any.
+_PG_INDEX = (
+    "SELECT id, CAST(search_terms AS TEXT) FROM memories WHERE user_id = :user"
+    " AND search_terms != CAST('' AS TSVECTOR) ORDER BY id"
+)
 
 
-async def user_rows(db: SqliteDatabase, user: str) -> dict[str, list[tuple[Any, ...]]]:
+async def user_rows(db: Database, user: str) -> dict[str, list[tuple[Any, ...]]]:
     params = {"user": user, "key": user_key(user)}
+    queries = dict(_ROWS)
+    if db.dialect.name != "sqlite":
+        queries["memories_fts"] = _PG_INDEX
     return {
         table: [tuple(row) for row in await db.reader.execute_fetchall(sql, params)]
-        for table, sql in _ROWS.items()
+        for table, sql in queries.items()
     }
 
 

@@ -128,7 +128,17 @@ class PostgresServer:
         """Stop the server: SIGINT is a fast shutdown, SIGQUIT an immediate one (a crash)."""
         if self._process is None or self._process.poll() is not None:
             return
-        self._process.send_signal(signal.SIGINT if fast else signal.SIGQUIT)
+        if os.geteuid() == 0:
+            # The child is runuser, which does not pass SIGINT on: pg_ctl signals the
+            # server itself (from its postmaster.pid).
+            mode = "fast" if fast else "immediate"
+            pg_ctl = str(self.bin_dir / "pg_ctl")
+            subprocess.run(
+                [*self._as_owner(), pg_ctl, "-D", str(self.data_dir), "stop", "-m", mode, "-w"],
+                capture_output=True,
+            )
+        else:
+            self._process.send_signal(signal.SIGINT if fast else signal.SIGQUIT)
         try:
             self._process.wait(timeout=30)
         except subprocess.TimeoutExpired:

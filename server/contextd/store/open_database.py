@@ -4,9 +4,9 @@ file in the data directory. The only place that picks an engine (the event log f
 
 from __future__ import annotations
 
+from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-from contextd.config import Settings
 from contextd.store.database import Database
 from contextd.store.db import DB_FILENAME, SqliteDatabase
 from contextd.store.pg_db import PostgresDatabase
@@ -39,18 +39,20 @@ def masked_url(url: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
-def uses_postgres(settings: Settings) -> bool:
-    return bool(settings.database_url)
-
-
-async def open_database(settings: Settings) -> Database:
-    """Open (and migrate) the database the settings name."""
-    if uses_postgres(settings):
-        check_database_url(settings.database_url)
+async def open_database(
+    url: str,
+    data_dir: Path,
+    *,
+    sqlite_synchronous: str = "NORMAL",
+    pool_size: int = 10,
+    statement_timeout: float = 30.0,
+    pool_timeout: float = 5.0,
+) -> Database:
+    """Open (and migrate) PostgreSQL's database at ``url``, or with no URL the SQLite file
+    in ``data_dir`` (the settings of the other engine do not apply)."""
+    if url:
+        check_database_url(url)
         return await PostgresDatabase.open(
-            settings.database_url,
-            pool_size=settings.database_pool_size,
-            statement_timeout=settings.database_statement_timeout,
-            pool_timeout=settings.database_pool_timeout,
+            url, pool_size=pool_size, statement_timeout=statement_timeout, pool_timeout=pool_timeout
         )
-    return await SqliteDatabase.open(settings.data_dir / DB_FILENAME, settings.sqlite_synchronous)
+    return await SqliteDatabase.open(data_dir / DB_FILENAME, sqlite_synchronous)

@@ -54,8 +54,12 @@ def _migrations() -> list[tuple[int, str, str]]:
     return found
 
 
-def _translated(error: BaseException) -> BaseException | None:
-    """The domain error for a failure of the database itself, else None."""
+def _translated(error: BaseException, lost: bool = False) -> BaseException | None:
+    """The domain error for a failure of the database itself, else None. ``lost``: the
+    connection the error came from is closed (asyncpg then says little more than that
+    it cannot go on)."""
+    if lost and isinstance(error, asyncpg.InterfaceError | asyncpg.exceptions.InternalClientError):
+        return DatabaseUnavailable(f"the database connection was lost: {error}")
     if isinstance(error, asyncpg.exceptions.DiskFullError):
         return StorageFull()
     if isinstance(error, asyncpg.exceptions.QueryCanceledError):
@@ -211,6 +215,7 @@ class PostgresDatabase(Database):
     async def connection(self) -> AsyncIterator[PoolConnectionProxy[Any]]:
         """A pooled connection, waiting at most ``pool_timeout`` for one; database
         failures become domain errors."""
+        lost = False
         try:
             try:
                 conn = await self._pool.acquire(timeout=self._pool_timeout)
@@ -222,9 +227,10 @@ class PostgresDatabase(Database):
             try:
                 yield conn
             finally:
+                lost = conn.is_closed()
                 await self._pool.release(conn)
         except BaseException as error:
-            domain = _translated(error)
+            domain = _translated(error, lost)
             if domain is None:
                 raise
             raise domain from error
