@@ -6,9 +6,13 @@ only writer: repositories keep no reads in memory (``Dialect.keeps_caches``), an
 run at once, each on its own pooled connection in a READ COMMITTED transaction.
 
 Every statement waits at most ``pool_timeout`` seconds for a free connection and runs
-at most ``statement_timeout`` seconds (PostgreSQL's ``statement_timeout``). A database
+at most ``statement_timeout`` seconds (PostgreSQL's ``statement_timeout``; this side
+gives up a few seconds later, for a server that no longer answers at all). A database
 that cannot be reached, a dropped connection, an exhausted pool and a statement that
 timed out raise DatabaseUnavailable (UNAVAILABLE to callers), a full disk StorageFull.
+A database out of reach is also told to ``reachability``, which probes it until it
+answers. Dead connections are not reused: the pool opens a new one in their place, so
+after a restart of PostgreSQL the next calls succeed without a restart of contextd.
 """
 
 from __future__ import annotations
@@ -26,12 +30,17 @@ from asyncpg.pool import PoolConnectionProxy
 
 from contextd.core.errors import DatabaseUnavailable, StorageFull
 from contextd.store.database import POSTGRESQL, Database, Params, Row
+from contextd.store.database_watch import DatabaseWatch
 from contextd.store.pg_events import DatabaseEventLog
 from contextd.store.pg_sql import Statement, translate
 
 # Taken by the migration transaction, so that replicas starting together migrate once.
 MIGRATION_LOCK = 0x636F6E7465787464  # "contextd"
 _CLOSE_TIMEOUT_S = 10.0
+# How much longer than the statement timeout this side waits for an answer: PostgreSQL
+# cancels a slow statement itself; only a server that stopped answering (a cut network)
+# is given up here.
+_ANSWER_MARGIN_S = 5.0
 # Errors that say the database is out of reach, not that a statement was wrong.
 _UNREACHABLE = (
     OSError,
@@ -54,15 +63,31 @@ def _migrations() -> list[tuple[int, str, str]]:
     return found
 
 
-def _translated(error: BaseException) -> BaseException | None:
-    """The domain error for a failure of the database itself, else None."""
+def _translated(error: BaseException, connection_lost: bool) -> BaseException | None:
+    """The domain error for a failure of the database itself, else None.
+    ``connection_lost``: the connection the failure came from was closed under it."""
     if isinstance(error, asyncpg.exceptions.DiskFullError):
         return StorageFull()
     if isinstance(error, asyncpg.exceptions.QueryCanceledError):
-        return DatabaseUnavailable(f"a database statement was cancelled: {error}")
-    if isinstance(error, _UNREACHABLE):
+        if "statement timeout" in str(error):
+            return DatabaseUnavailable(
+                "a database statement ran longer than --database-statement-timeout and "
+                "was cancelled; its transaction was rolled back"
+            )
+        return DatabaseUnavailable(
+            f"the database cancelled a statement ({error}); its transaction was rolled back"
+        )
+    if isinstance(error, TimeoutError):
+        return DatabaseUnavailable("the database cannot be reached: it did not answer in time")
+    if _out_of_reach(error, connection_lost):
         return DatabaseUnavailable(f"the database cannot be reached: {error}")
     return None
+
+
+def _out_of_reach(error: BaseException, connection_lost: bool) -> bool:
+    """Whether ``error`` says the database does not answer: a refused or dropped
+    connection, a server shutting down, no answer to a statement in time."""
+    return connection_lost or isinstance(error, (*_UNREACHABLE, TimeoutError))
 
 
 def _rowcount(status: str) -> int:
@@ -167,6 +192,8 @@ class PostgresDatabase(Database):
         self._pool = pool
         self._pool_timeout = pool_timeout
         self._reader = PgReader(self)
+        self._watch = DatabaseWatch(self._answers)
+        self.reachability = self._watch
 
     @classmethod
     async def open(
@@ -189,6 +216,7 @@ class PostgresDatabase(Database):
                 max_size=pool_size,
                 # 0 would mean no limit: a statement is always bounded.
                 server_settings={"statement_timeout": str(max(1, round(statement_timeout * 1000)))},
+                command_timeout=statement_timeout + _ANSWER_MARGIN_S,
                 timeout=pool_timeout,
             )
         except (*_UNREACHABLE, TimeoutError) as error:
@@ -197,11 +225,12 @@ class PostgresDatabase(Database):
         try:
             await db._migrate()
         except BaseException:
-            await pool.close()
+            await db.close()
             raise
         return db
 
     async def close(self) -> None:
+        await self._watch.aclose()
         try:
             await asyncio.wait_for(self._pool.close(), _CLOSE_TIMEOUT_S)
         except TimeoutError:
@@ -211,23 +240,35 @@ class PostgresDatabase(Database):
     async def connection(self) -> AsyncIterator[PoolConnectionProxy[Any]]:
         """A pooled connection, waiting at most ``pool_timeout`` for one; database
         failures become domain errors."""
+        connection_lost = False
         try:
             try:
                 conn = await self._pool.acquire(timeout=self._pool_timeout)
             except TimeoutError as error:
                 raise DatabaseUnavailable(
-                    "the database pool is exhausted: no connection became free within "
-                    f"{self._pool_timeout:g} s"
+                    "the database pool is exhausted: no connection became free (or could "
+                    f"be opened) within --database-pool-timeout ({self._pool_timeout:g} s)"
                 ) from error
             try:
                 yield conn
+            except BaseException:
+                # Asked before the release, which detaches the proxy from it.
+                connection_lost = conn.is_closed()
+                raise
             finally:
                 await self._pool.release(conn)
         except BaseException as error:
-            domain = _translated(error)
+            domain = _translated(error, connection_lost)
             if domain is None:
                 raise
+            if _out_of_reach(error, connection_lost):
+                self._watch.lost()
             raise domain from error
+
+    async def _answers(self) -> None:
+        """Raises unless the database answers a query."""
+        async with self.connection() as conn:
+            await conn.fetchval("SELECT 1")
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[PgConnection]:
