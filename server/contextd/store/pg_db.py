@@ -18,6 +18,7 @@ after a restart of PostgreSQL the next calls succeed without a restart of contex
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterable, Sequence
 from contextlib import asynccontextmanager
@@ -47,6 +48,16 @@ _UNREACHABLE = (
     asyncpg.PostgresConnectionError,  # class 08, the dropped connection included
     asyncpg.exceptions.OperatorInterventionError,  # shutting down, starting up
     asyncpg.exceptions.TooManyConnectionsError,
+)
+
+
+# What a pool's reset of a connection raises when the connection died under it.
+_RELEASE_FAILURES = (
+    OSError,
+    TimeoutError,
+    asyncpg.PostgresError,
+    asyncpg.InterfaceError,
+    asyncpg.exceptions.InternalClientError,
 )
 
 
@@ -86,8 +97,20 @@ def _translated(error: BaseException, connection_lost: bool) -> BaseException | 
 
 def _out_of_reach(error: BaseException, connection_lost: bool) -> bool:
     """Whether ``error`` says the database does not answer: a refused or dropped
-    connection, a server shutting down, no answer to a statement in time."""
+    connection, a server shutting down, no answer to a statement in time. Not a
+    cancelled statement, though PostgreSQL files it with the shutdowns (class 57)."""
+    if isinstance(error, asyncpg.exceptions.QueryCanceledError):
+        return False
     return connection_lost or isinstance(error, (*_UNREACHABLE, TimeoutError))
+
+
+def _closed(conn: PoolConnectionProxy[Any]) -> bool:
+    """Whether the pooled connection was closed under its user; asked before the user
+    releases it. The pool takes a connection back itself when it closes."""
+    try:
+        return conn.is_closed()
+    except asyncpg.InterfaceError:  # taken back already
+        return True
 
 
 def _rowcount(status: str) -> int:
@@ -252,11 +275,10 @@ class PostgresDatabase(Database):
             try:
                 yield conn
             except BaseException:
-                # Asked before the release, which detaches the proxy from it.
-                connection_lost = conn.is_closed()
+                connection_lost = _closed(conn)
                 raise
             finally:
-                await self._pool.release(conn)
+                await self._release(conn)
         except BaseException as error:
             domain = _translated(error, connection_lost)
             if domain is None:
@@ -264,6 +286,14 @@ class PostgresDatabase(Database):
             if _out_of_reach(error, connection_lost):
                 self._watch.lost()
             raise domain from error
+
+    async def _release(self, conn: PoolConnectionProxy[Any]) -> None:
+        """Give the connection back to the pool. The caller's work is over by then (its
+        transaction committed or rolled back), so a connection that fails the pool's
+        reset, having died meanwhile, fails no call: the pool closes it and opens
+        another in its place when one is needed."""
+        with contextlib.suppress(*_RELEASE_FAILURES):
+            await self._pool.release(conn)
 
     async def _answers(self) -> None:
         """Raises unless the database answers a query."""
