@@ -49,8 +49,6 @@ _UNREACHABLE = (
     asyncpg.exceptions.OperatorInterventionError,  # shutting down, starting up
     asyncpg.exceptions.TooManyConnectionsError,
 )
-
-
 # What a pool's reset of a connection raises when the connection died under it.
 _RELEASE_FAILURES = (
     OSError,
@@ -80,6 +78,8 @@ def _translated(error: BaseException, connection_lost: bool) -> BaseException | 
     if isinstance(error, asyncpg.exceptions.DiskFullError):
         return StorageFull()
     if isinstance(error, asyncpg.exceptions.QueryCanceledError):
+        # A timeout and a cancel by an administrator share one SQLSTATE; only the
+        # message (English unless the server's lc_messages says otherwise) tells them apart.
         if "statement timeout" in str(error):
             return DatabaseUnavailable(
                 "a database statement ran longer than --database-statement-timeout and "
