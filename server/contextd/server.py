@@ -17,7 +17,7 @@ from typing import Any
 import grpc
 import grpc.aio
 from grpc_health.v1 import _async as health_aio  # health.aio re-exports this module
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_health.v1 import health, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from contextd.api.auth import Authenticator
@@ -26,6 +26,7 @@ from contextd.api.chat_servicer import ChatServicer
 from contextd.api.context_servicer import ContextServicer
 from contextd.api.interceptors import WEB_PEER_KEY, GuardInterceptor, Limits
 from contextd.api.limits import RateLimiter, TurnSlots
+from contextd.api.serving_health import ServingHealth
 from contextd.api.session_servicers import MemoryServicer, PromptServicer, SessionServicer
 from contextd.api.user_servicer import UserServicer
 from contextd.app.after_turn import AfterTurnRunner, AfterTurnSettings
@@ -86,26 +87,25 @@ log = logging.getLogger("contextd.server")
 Closer = Callable[[float], Awaitable[None]]
 
 
-def _health_follows_disk(disk: DiskWatch, health_servicer: health_aio.HealthServicer) -> None:
-    """NOT_SERVING while writes fail for want of space, SERVING once there is room."""
-    pending: set[asyncio.Task[None]] = set()
-
-    async def set_all(status: health_pb2.HealthCheckResponse.ServingStatus.ValueType) -> None:
-        for name in ("", *SERVICE_NAMES):
-            await health_servicer.set(name, status)
-
-    def changed(has_room: bool) -> None:
-        if has_room:
-            log.info("the disk has room again", extra={"data_dir": str(disk.directory)})
-        else:
-            log.warning("the disk is full: writes fail", extra={"data_dir": str(disk.directory)})
-        serving = health_pb2.HealthCheckResponse.SERVING
-        status = serving if has_room else health_pb2.HealthCheckResponse.NOT_SERVING
-        task = asyncio.get_running_loop().create_task(set_all(status))
-        pending.add(task)
-        task.add_done_callback(pending.discard)
-
-    disk.listeners.append(changed)
+def _health_follows_watchers(db: Database, serving: ServingHealth, database_url: str) -> None:
+    """NOT_SERVING while writes fail for want of space or the database is out of reach,
+    SERVING once neither is the case."""
+    assert db.disk is not None
+    serving.follow(
+        "disk",
+        db.disk.listeners,
+        recovered="the disk has room again",
+        failed="the disk is full: writes fail",
+        extra={"data_dir": str(db.disk.directory)},
+    )
+    if db.reachability is not None:
+        serving.follow(
+            "database",
+            db.reachability.listeners,
+            recovered="the database answers again",
+            failed="the database cannot be reached: calls that need it fail",
+            extra={"url": masked_url(database_url)},
+        )
 
 
 def _untimed(close: Callable[[], Awaitable[None]]) -> Closer:
@@ -222,8 +222,10 @@ async def start(
         await close_interrupted_turns(chat.partials, chat.sessions)
         health_servicer = health_aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-        _health_follows_disk(db.disk, health_servicer)
+        serving = ServingHealth(health_servicer, SERVICE_NAMES)
+        _health_follows_watchers(db, serving, settings.database_url)
         closers.append(_untimed(db.disk.aclose))
+        closers.append(_untimed(serving.aclose))
         names = (*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME)
         reflection.enable_server_reflection(names, server)
         if extra_handlers:
@@ -258,8 +260,7 @@ async def start(
             if cors is not None
             else None
         )
-        for name in ("", *SERVICE_NAMES):
-            await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+        await serving.start()
         log.info("listening", extra={"address": f"{settings.host}:{port}", "tls": tls is not None})
         undo.pop_all()
     return RunningServer(server, health_servicer, port, settings, db, closers, lock, web)

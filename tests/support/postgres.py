@@ -86,9 +86,12 @@ class PostgresServer:
 
     def start(self, timeout: float = 30.0) -> None:
         """Start the server (again, after ``stop``) and wait until it accepts connections."""
+        # Started as the owner itself, not through runuser: stop() must signal
+        # PostgreSQL, and runuser would answer SIGINT or SIGQUIT with SIGTERM and then
+        # SIGKILL, which leaves the server's backends running.
+        owner = pwd.getpwnam("postgres") if os.geteuid() == 0 else None
         self._process = subprocess.Popen(
             [
-                *self._as_owner(),
                 str(self.bin_dir / "postgres"),
                 "-D",
                 str(self.data_dir),
@@ -109,6 +112,9 @@ class PostgresServer:
             ],
             stdout=subprocess.DEVNULL,
             stderr=open(self.root / "server.log", "ab"),  # noqa: SIM115 - kept by the child
+            user=owner.pw_uid if owner else None,
+            group=owner.pw_gid if owner else None,
+            extra_groups=[] if owner else None,
         )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

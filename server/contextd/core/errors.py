@@ -77,8 +77,9 @@ class Unavailable(ContextdError):
 
 
 class DatabaseUnavailable(Unavailable):
-    """The database server cannot be reached, dropped the connection, or has no free
-    connection in the pool in time; nothing of the call was stored."""
+    """The database server cannot be reached, dropped the connection, has no free
+    connection in the pool in time, or cancelled a statement that ran too long; the
+    transaction the call had open was rolled back."""
 
 
 class FailedPrecondition(ContextdError):

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from contextd.store.database_watch import DatabaseWatch
 from contextd.store.disk import DiskWatch
 
 if TYPE_CHECKING:
@@ -77,6 +78,8 @@ class Database(ABC):
     def __init__(self) -> None:
         # Told of a write that failed for want of space (set by the server; SQLite only).
         self.disk: DiskWatch | None = None
+        # Told of calls that found the database server out of reach (PostgreSQL only).
+        self.reachability: DatabaseWatch | None = None
         # Called with a session's tenant id and id once its creation or deletion
         # committed: repositories that cache a session's rows start or drop them.
         self.session_created: list[Callable[[str, str], None]] = []

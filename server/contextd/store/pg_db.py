@@ -6,14 +6,19 @@ only writer: repositories keep no reads in memory (``Dialect.keeps_caches``), an
 run at once, each on its own pooled connection in a READ COMMITTED transaction.
 
 Every statement waits at most ``pool_timeout`` seconds for a free connection and runs
-at most ``statement_timeout`` seconds (PostgreSQL's ``statement_timeout``). A database
+at most ``statement_timeout`` seconds (PostgreSQL's ``statement_timeout``; this side
+gives up a few seconds later, for a server that no longer answers at all). A database
 that cannot be reached, a dropped connection, an exhausted pool and a statement that
 timed out raise DatabaseUnavailable (UNAVAILABLE to callers), a full disk StorageFull.
+A database out of reach is also told to ``reachability``, which probes it until it
+answers. Dead connections are not reused: the pool opens a new one in their place, so
+after a restart of PostgreSQL the next calls succeed without a restart of contextd.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterable, Sequence
 from contextlib import asynccontextmanager
@@ -26,18 +31,31 @@ from asyncpg.pool import PoolConnectionProxy
 
 from contextd.core.errors import DatabaseUnavailable, StorageFull
 from contextd.store.database import POSTGRESQL, Database, Params, Row
+from contextd.store.database_watch import DatabaseWatch
 from contextd.store.pg_events import DatabaseEventLog
 from contextd.store.pg_sql import Statement, translate
 
 # Taken by the migration transaction, so that replicas starting together migrate once.
 MIGRATION_LOCK = 0x636F6E7465787464  # "contextd"
 _CLOSE_TIMEOUT_S = 10.0
+# How much longer than the statement timeout this side waits for an answer: PostgreSQL
+# cancels a slow statement itself; only a server that stopped answering (a cut network)
+# is given up here.
+_ANSWER_MARGIN_S = 5.0
 # Errors that say the database is out of reach, not that a statement was wrong.
 _UNREACHABLE = (
     OSError,
     asyncpg.PostgresConnectionError,  # class 08, the dropped connection included
     asyncpg.exceptions.OperatorInterventionError,  # shutting down, starting up
     asyncpg.exceptions.TooManyConnectionsError,
+)
+# What a pool's reset of a connection raises when the connection died under it.
+_RELEASE_FAILURES = (
+    OSError,
+    TimeoutError,
+    asyncpg.PostgresError,
+    asyncpg.InterfaceError,
+    asyncpg.exceptions.InternalClientError,
 )
 
 
@@ -54,19 +72,45 @@ def _migrations() -> list[tuple[int, str, str]]:
     return found
 
 
-def _translated(error: BaseException, lost: bool = False) -> BaseException | None:
-    """The domain error for a failure of the database itself, else None. ``lost``: the
-    connection the error came from is closed (asyncpg then says little more than that
-    it cannot go on)."""
-    if lost and isinstance(error, asyncpg.InterfaceError | asyncpg.exceptions.InternalClientError):
-        return DatabaseUnavailable(f"the database connection was lost: {error}")
+def _translated(error: BaseException, connection_lost: bool) -> BaseException | None:
+    """The domain error for a failure of the database itself, else None.
+    ``connection_lost``: the connection the failure came from was closed under it."""
     if isinstance(error, asyncpg.exceptions.DiskFullError):
         return StorageFull()
     if isinstance(error, asyncpg.exceptions.QueryCanceledError):
-        return DatabaseUnavailable(f"a database statement was cancelled: {error}")
-    if isinstance(error, _UNREACHABLE):
+        # A timeout and a cancel by an administrator share one SQLSTATE; only the
+        # message (English unless the server's lc_messages says otherwise) tells them apart.
+        if "statement timeout" in str(error):
+            return DatabaseUnavailable(
+                "a database statement ran longer than --database-statement-timeout and "
+                "was cancelled; its transaction was rolled back"
+            )
+        return DatabaseUnavailable(
+            f"the database cancelled a statement ({error}); its transaction was rolled back"
+        )
+    if isinstance(error, TimeoutError):
+        return DatabaseUnavailable("the database cannot be reached: it did not answer in time")
+    if _out_of_reach(error, connection_lost):
         return DatabaseUnavailable(f"the database cannot be reached: {error}")
     return None
+
+
+def _out_of_reach(error: BaseException, connection_lost: bool) -> bool:
+    """Whether ``error`` says the database does not answer: a refused or dropped
+    connection, a server shutting down, no answer to a statement in time. Not a
+    cancelled statement, though PostgreSQL files it with the shutdowns (class 57)."""
+    if isinstance(error, asyncpg.exceptions.QueryCanceledError):
+        return False
+    return connection_lost or isinstance(error, (*_UNREACHABLE, TimeoutError))
+
+
+def _closed(conn: PoolConnectionProxy[Any]) -> bool:
+    """Whether the pooled connection was closed under its user; asked before the user
+    releases it. The pool takes a connection back itself when it closes."""
+    try:
+        return conn.is_closed()
+    except asyncpg.InterfaceError:  # taken back already
+        return True
 
 
 def _rowcount(status: str) -> int:
@@ -171,6 +215,8 @@ class PostgresDatabase(Database):
         self._pool = pool
         self._pool_timeout = pool_timeout
         self._reader = PgReader(self)
+        self._watch = DatabaseWatch(self._answers)
+        self.reachability = self._watch
 
     @classmethod
     async def open(
@@ -193,6 +239,7 @@ class PostgresDatabase(Database):
                 max_size=pool_size,
                 # 0 would mean no limit: a statement is always bounded.
                 server_settings={"statement_timeout": str(max(1, round(statement_timeout * 1000)))},
+                command_timeout=statement_timeout + _ANSWER_MARGIN_S,
                 timeout=pool_timeout,
             )
         except (*_UNREACHABLE, TimeoutError) as error:
@@ -201,11 +248,12 @@ class PostgresDatabase(Database):
         try:
             await db._migrate()
         except BaseException:
-            await pool.close()
+            await db.close()
             raise
         return db
 
     async def close(self) -> None:
+        await self._watch.aclose()
         try:
             await asyncio.wait_for(self._pool.close(), _CLOSE_TIMEOUT_S)
         except TimeoutError:
@@ -215,25 +263,42 @@ class PostgresDatabase(Database):
     async def connection(self) -> AsyncIterator[PoolConnectionProxy[Any]]:
         """A pooled connection, waiting at most ``pool_timeout`` for one; database
         failures become domain errors."""
-        lost = False
+        connection_lost = False
         try:
             try:
                 conn = await self._pool.acquire(timeout=self._pool_timeout)
             except TimeoutError as error:
                 raise DatabaseUnavailable(
-                    "the database pool is exhausted: no connection became free within "
-                    f"{self._pool_timeout:g} s"
+                    "the database pool is exhausted: no connection became free (or could "
+                    f"be opened) within --database-pool-timeout ({self._pool_timeout:g} s)"
                 ) from error
             try:
                 yield conn
+            except BaseException:
+                connection_lost = _closed(conn)
+                raise
             finally:
-                lost = conn.is_closed()
-                await self._pool.release(conn)
+                await self._release(conn)
         except BaseException as error:
-            domain = _translated(error, lost)
+            domain = _translated(error, connection_lost)
             if domain is None:
                 raise
+            if _out_of_reach(error, connection_lost):
+                self._watch.lost()
             raise domain from error
+
+    async def _release(self, conn: PoolConnectionProxy[Any]) -> None:
+        """Give the connection back to the pool. The caller's work is over by then (its
+        transaction committed or rolled back), so a connection that fails the pool's
+        reset, having died meanwhile, fails no call: the pool closes it and opens
+        another in its place when one is needed."""
+        with contextlib.suppress(*_RELEASE_FAILURES):
+            await self._pool.release(conn)
+
+    async def _answers(self) -> None:
+        """Raises unless the database answers a query."""
+        async with self.connection() as conn:
+            await conn.fetchval("SELECT 1")
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[PgConnection]:
