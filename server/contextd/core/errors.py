@@ -81,6 +81,11 @@ class DatabaseUnavailable(Unavailable):
     connection in the pool in time; nothing of the call was stored."""
 
 
+class SessionBusy(Unavailable):
+    """A turn of the session runs in another process sharing the database and did not
+    end within the call's time."""
+
+
 class FailedPrecondition(ContextdError):
     """The request is valid but cannot be served in the current state."""
 
