@@ -28,7 +28,7 @@ class PartialAnswerWriter:
     at a time (a tick while one runs is skipped), and one that fails is logged and the
     turn goes on."""
 
-    __slots__ = ("_renews", "_repo", "_saved", "_task", "_timer", "_turn")
+    __slots__ = ("_lease_lost", "_repo", "_saved", "_task", "_timer", "_turn")
 
     def __init__(self, repo: PartialAnswerRepo, turn: Turn) -> None:
         self._repo = repo
@@ -36,7 +36,7 @@ class PartialAnswerWriter:
         self._timer: asyncio.TimerHandle | None = None
         self._task: asyncio.Task[None] | None = None
         self._saved = (0, 0)  # (step, characters of its text) in the row
-        self._renews = repo.shared
+        self._lease_lost = False  # a renewal found the row another process's
 
     def start(self) -> None:
         """A model step starts streaming: its first write comes a second later."""
@@ -65,7 +65,7 @@ class PartialAnswerWriter:
         if self._task is not None:
             return
         if (turn.step, length) == self._saved or not length:
-            if self._renews:
+            if self._repo.shared and not self._lease_lost:
                 self._task = loop.create_task(self._renew())
             return
         self._task = loop.create_task(self._save(turn.step, turn.step_text, turn.usage_so_far()))
@@ -76,7 +76,7 @@ class PartialAnswerWriter:
             if not await self._repo.renew(session_id):
                 # Renewals came too late (or the session is gone): another process may
                 # have closed this turn as interrupted. Said once; the turn goes on.
-                self._renews = False
+                self._lease_lost = True
                 log.warning("the turn lost its session's lease", extra={"session_id": session_id})
         except Exception as error:
             log.warning(
