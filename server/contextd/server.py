@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import secrets
 import shutil
 import signal
@@ -57,7 +58,7 @@ from contextd.store.open_database import (
     masked_url,
     open_database,
 )
-from contextd.store.partial_answers import PartialAnswerRepo
+from contextd.store.partial_answers import LEASE_SECONDS, PartialAnswerRepo
 from contextd.store.retention import SessionPurge
 from contextd.store.sessions import SessionRepo
 from contextd.store.summaries import SummaryRepo
@@ -116,6 +117,10 @@ def _untimed(close: Callable[[], Awaitable[None]]) -> Closer:
 
     return closer
 
+
+# Not a setting, for tests only: a session lease of a few seconds, so that a test sees a
+# killed replica's turn closed by another soon.
+TESTING_TURN_LEASE_ENV = "CONTEXTD_TESTING_TURN_LEASE_S"
 
 SERVICE_NAMES = (
     context_pb2.DESCRIPTOR.services_by_name["ContextService"].full_name,
@@ -414,7 +419,7 @@ def _add_services(
         builder,
         memories,
         events,
-        PartialAnswerRepo(db),
+        PartialAnswerRepo(db, float(os.environ.get(TESTING_TURN_LEASE_ENV) or LEASE_SECONDS)),
         provider,
         limits,
         after_turn=after_turn.schedule,

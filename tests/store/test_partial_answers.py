@@ -22,9 +22,12 @@ def message(role: Role, text: str) -> NewMessage:
     return NewMessage(ChatMessage(role, text), turn_index=1)
 
 
-async def open_turn(db: Database, session: Session) -> ConversationRepo:
+async def open_turn(
+    db: Database, session: Session, partials: PartialAnswerRepo
+) -> ConversationRepo:
+    """The turn's input stored, opening its row (as a row of ``partials``' process)."""
     conversation = ConversationRepo(db)
-    opening = PartialAnswerRepo(db).opening("acme", session.id, 1, "cl100k_base")
+    opening = partials.opening("acme", session.id, 1, "cl100k_base")
     await conversation.append(
         session.id, "alice", [message(Role.USER, "hi")], tenant_id="acme", also=opening
     )
@@ -33,7 +36,7 @@ async def open_turn(db: Database, session: Session) -> ConversationRepo:
 
 async def test_opened_with_the_input_then_replaced(db: Database, session: Session) -> None:
     partials = PartialAnswerRepo(db)
-    conversation = await open_turn(db, session)
+    conversation = await open_turn(db, session, partials)
     [row] = await partials.left_behind()
     assert (row.tenant_id, row.session_id, row.user_id) == ("acme", session.id, "alice")
     assert (row.turn_index, row.step, row.text, row.tokenizer) == (1, 0, "", "cl100k_base")
@@ -53,7 +56,7 @@ async def test_emptied_with_a_step_and_deleted_with_the_answer(
     db: Database, session: Session
 ) -> None:
     partials = PartialAnswerRepo(db)
-    conversation = await open_turn(db, session)
+    conversation = await open_turn(db, session, partials)
     await partials.save(session.id, 0, "Let me look", (0, 0, 40))
     await conversation.append(
         session.id,
@@ -81,7 +84,7 @@ async def test_emptied_with_a_step_and_deleted_with_the_answer(
 
 async def test_a_failed_answer_keeps_the_row(db: Database, session: Session) -> None:
     partials = PartialAnswerRepo(db)
-    conversation = await open_turn(db, session)
+    conversation = await open_turn(db, session, partials)
     await partials.save(session.id, 0, "Once", (0, 0, 40))
     with pytest.raises(SessionNotFound):  # not her session: the transaction rolls back
         await conversation.append_with_usage(
@@ -98,7 +101,7 @@ async def test_a_failed_answer_keeps_the_row(db: Database, session: Session) -> 
 
 async def test_a_new_turn_replaces_a_row_left_behind(db: Database, session: Session) -> None:
     partials = PartialAnswerRepo(db)
-    await open_turn(db, session)
+    await open_turn(db, session, partials)
     await partials.save(session.id, 0, "Once", (0, 0, 40))
     conversation = ConversationRepo(db)
     await conversation.append(
@@ -113,7 +116,7 @@ async def test_a_new_turn_replaces_a_row_left_behind(db: Database, session: Sess
 
 
 async def test_deleting_the_session_deletes_its_row(db: Database, session: Session) -> None:
-    await open_turn(db, session)
+    await open_turn(db, session, PartialAnswerRepo(db))
     assert await SessionRepo(db).delete(session.id, tenant_id="acme")
     assert await PartialAnswerRepo(db).left_behind() == []
     [row] = await db.reader.execute_fetchall("SELECT COUNT(*) FROM partial_answers")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import time
 from collections.abc import AsyncIterator
 
 from contextd.api import convert
@@ -61,7 +62,7 @@ class ChatServicer(chat_pb2_grpc.ChatServiceServicer):  # type: ignore[misc]
     async def StreamChat(
         self, request: cpb.StreamChatRequest, context: Context
     ) -> AsyncIterator[cpb.StreamChatResponse]:
-        turn = self._turn_from_pb(request)
+        turn = self._turn_from_pb(request, context.time_remaining())
         # Yielded, not written with context.write: a write that loses the race with a
         # client cancel raises grpc's ExecuteBatchError into the handler, which would
         # then end as an unhandled error; grpc handles it itself for a yielded message.
@@ -70,7 +71,9 @@ class ChatServicer(chat_pb2_grpc.ChatServiceServicer):  # type: ignore[misc]
             async for event in events:
                 yield _event_to_pb(event)
 
-    def _turn_from_pb(self, request: cpb.StreamChatRequest) -> ChatTurnRequest:
+    def _turn_from_pb(
+        self, request: cpb.StreamChatRequest, time_remaining: float | None
+    ) -> ChatTurnRequest:
         v = Violations()
         caller = Caller("")
         try:
@@ -112,6 +115,7 @@ class ChatServicer(chat_pb2_grpc.ChatServiceServicer):  # type: ignore[misc]
             ),
             title=request.title,
             react=_REACT[request.tool_protocol],
+            deadline=None if time_remaining is None else time.monotonic() + time_remaining,
         )
 
 

@@ -24,7 +24,11 @@ turn, in this order, each part on its own (one failing does not stop the others)
    newest messages; without a model, an extract of the first user message and the latest
    exchange, labelled as such.
 
-Work for one session runs in turn order (a lock per session); at most
+Work for one session runs in turn order in this process (a lock per session); where
+other processes share the database, the writes stay safe when theirs run at the same time:
+a user's memory writes and a session's summary writes take a lock in the database
+(``Database.lock_in_transaction``), a replacement applies only to the text it read, and a
+compression summary is written only over the one it was made from. At most
 ``max_concurrency`` turns are worked on at once; past ``max_pending`` waiting turns, new
 ones are dropped with a warning. Every failure is logged on ``contextd.after_turn`` and
 never reaches the chat. :meth:`AfterTurnRunner.aclose` waits for the work in progress at
@@ -476,7 +480,15 @@ class AfterTurnRunner:
         start = active.start_message_id if active else fold[0].id
         if start not in ids:
             start = ids[0]
-        await self.summaries.add_compression(turn.session_id, ids, start, summary)
+        previous_id = active.id if active else 0
+        added = await self.summaries.add_compression_after(
+            turn.session_id, previous_id, ids, start, summary
+        )
+        if added is None:
+            # Another server sharing the database compressed the session meanwhile.
+            log.info("compression summary left: another was written meanwhile", extra=_ids(turn))
+            now_active = await self.summaries.active_compression(turn.session_id)
+            return now_active.summary if now_active else previous
         self.stats.compressions += 1
         log.info(
             "compression summary written",

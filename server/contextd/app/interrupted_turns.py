@@ -2,25 +2,20 @@
 next start, before the server serves.
 
 A running turn keeps a partial_answers row (store/partial_answers.py) from the moment its
-input is stored until its answer is: a row found at start is a turn that never ended.
-Closing it stores the text its streaming step had saved as the turn's assistant message,
-with status ``interrupted`` (nothing when none was saved), adds the usage the row knew to
-the session's, and logs the turn's end: an ``assistant`` event with that text, then a
-``turn_end`` event with status ``interrupted``. The events are written first and the
-message with the row's deletion after, in one transaction: a start that stops between
-the two finds the row again, sees the turn's end in the log and only stores the message.
+input is stored until its answer is: a row found at start is a turn that never ended. On
+a database other processes share, only rows whose lease expired are (another replica's
+live turns are not), each taken over first so that one process closes it; the next turn
+of such a session closes it too, when it finds it (app/chat/session_lease.py).
+Closing one is app/chat/interrupted.py's work.
 """
 
 from __future__ import annotations
 
 import logging
 
-from contextd.app.chat.events import TurnStatus
+from contextd.app.chat.interrupted import close_turn, turn_ids
 from contextd.app.sessions import SessionsApp
-from contextd.core.messages import ChatMessage, Role
-from contextd.core.pipeline import is_blank
-from contextd.store.events import event_tokens
-from contextd.store.partial_answers import PartialAnswer, PartialAnswerRepo
+from contextd.store.partial_answers import PartialAnswerRepo
 
 log = logging.getLogger("contextd.chat")
 
@@ -29,71 +24,18 @@ async def close_interrupted_turns(partials: PartialAnswerRepo, sessions: Session
     """Close every turn a partial answer was left behind by; how many were closed. One that
     cannot be closed now is logged and left for the next start."""
     closed = 0
-    for left in await partials.left_behind():
+    unrenewed_for = partials.lease_seconds if partials.shared else 0.0
+    for found in await partials.left_behind(unrenewed_for):
+        left = await partials.take_over(found) if partials.shared else found
+        if left is None:  # renewed, or another replica closes it
+            continue
         try:
-            await _close(left, partials, sessions)
+            await close_turn(left, partials, sessions)
         except Exception as error:
             log.warning(
                 "could not close an interrupted turn; the next start tries again",
-                extra={**_ids(left), "error": repr(error)},
+                extra={**turn_ids(left), "error": repr(error)},
             )
             continue
         closed += 1
-        log.info(
-            "closed an interrupted turn",
-            extra={**_ids(left), "step": left.step, "kept_chars": len(left.text)},
-        )
     return closed
-
-
-async def _close(left: PartialAnswer, partials: PartialAnswerRepo, sessions: SessionsApp) -> None:
-    events = sessions.event_log
-    has_text = not is_blank(left.text)
-    prompt, completion, estimate = left.usage
-    tokens = event_tokens(prompt or estimate, completion)
-    if not await _turn_ended_in_log(left, sessions):
-        if has_text:
-            await events.append(
-                left.session_id,
-                "assistant",
-                turn=left.turn_index,
-                step=left.step,
-                content=left.text,
-                role="assistant",
-                meta={"tokens": tokens},
-                tenant_id=left.tenant_id,
-            )
-        status = TurnStatus.INTERRUPTED.value
-        await events.append(
-            left.session_id,
-            "turn_end",
-            turn=left.turn_index,
-            meta={"status": status, "stepCount": left.step + 1, "tokens": tokens},
-            tenant_id=left.tenant_id,
-        )
-    rows = []
-    if has_text:
-        message = ChatMessage(Role.ASSISTANT, left.text)
-        status = TurnStatus.INTERRUPTED.value
-        rows.append(sessions.new_message(message, left.turn_index, status, left.tokenizer))
-    await sessions.conversation.append_with_usage(
-        left.session_id,
-        left.user_id,
-        rows,
-        left.usage,
-        tenant_id=left.tenant_id,
-        also=partials.deleting(left.session_id),
-    )
-
-
-async def _turn_ended_in_log(left: PartialAnswer, sessions: SessionsApp) -> bool:
-    """Whether the turn's last event in the session's log is its end."""
-    last = None
-    async for event in sessions.event_log.read(left.session_id, tenant_id=left.tenant_id):
-        if event.get("turn") == left.turn_index:
-            last = event.get("type")
-    return last == "turn_end"
-
-
-def _ids(left: PartialAnswer) -> dict[str, object]:
-    return {"session_id": left.session_id, "tenant_id": left.tenant_id, "turn": left.turn_index}

@@ -82,6 +82,11 @@ class DatabaseUnavailable(Unavailable):
     transaction the call had open was rolled back."""
 
 
+class SessionBusy(Unavailable):
+    """A turn of the session runs in another process sharing the database and did not
+    end within the call's time."""
+
+
 class FailedPrecondition(ContextdError):
     """The request is valid but cannot be served in the current state."""
 

@@ -94,6 +94,12 @@ class Database(ABC):
     def reader(self) -> Connection:
         """Where a read outside a transaction goes (it sees only committed data)."""
 
+    async def lock_in_transaction(self, conn: Connection, *key: str) -> None:
+        """Hold the lock named by ``key`` until ``conn``'s transaction ends: transactions
+        that take the same lock, in any process, run one after the other. Nothing to do
+        where write transactions never run at once (SQLite)."""
+        return None
+
     @abstractmethod
     async def schema_version(self) -> int: ...
 

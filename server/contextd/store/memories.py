@@ -184,6 +184,7 @@ class MemoryRepo:
         ts = time.time() if now is None else now
         await self.ensure_index()
         async with self._db.transaction() as conn:
+            await self._lock_user(conn, owner)
             rows = list(
                 await conn.execute_fetchall(
                     "INSERT INTO memories (tenant_id, user_id, content, content_hash,"
@@ -272,6 +273,7 @@ class MemoryRepo:
             return 0
         await self.ensure_index()
         async with self._db.transaction() as conn:
+            await self._lock_user(conn, owner)
             rows = list(await conn.execute_fetchall("SELECT COALESCE(MAX(id), 0) FROM memories"))
             before = int(rows[0][0])
             await conn.executemany(
@@ -289,7 +291,10 @@ class MemoryRepo:
                 conn, owner, {digest: text for digest, (text, _, _) in batch.items()}, before
             )
             rows = list(
-                await conn.execute_fetchall("SELECT COUNT(*) FROM memories WHERE id > ?", (before,))
+                await conn.execute_fetchall(
+                    "SELECT COUNT(*) FROM memories WHERE id > ? AND tenant_id = ? AND user_id = ?",
+                    (before, *owner),
+                )
             )
         return int(rows[0][0])
 
@@ -333,6 +338,7 @@ class MemoryRepo:
         """
         text = _clean(new_content)
         new_hash = content_hash(text)
+        await self._lock_user(conn, (tenant_id, user_id))
         rows = await conn.execute_fetchall(
             f"SELECT {_COLUMNS}, content_hash FROM memories"
             " WHERE id = ? AND tenant_id = ? AND user_id = ?",
@@ -361,6 +367,12 @@ class MemoryRepo:
         await self.index.remove(conn, owner, [(old.id, old.content)])
         await self.index.add(conn, old.id, owner, text)
         return Rewrite(old, memory_from_row(updated[0]), "update")
+
+    async def _lock_user(self, conn: Connection, owner: tuple[str, str]) -> None:
+        """The user's memory writes, in any process, one after the other: a rewrite
+        checks the text it replaces and the texts the user has, and an add must not slip
+        in between."""
+        await self._db.lock_in_transaction(conn, "memories", *owner)
 
     async def reindex(self) -> int:
         """Rebuild the search index from the memories; returns how many were indexed.

@@ -5,22 +5,38 @@ while a model step streams (``save``), emptied when a step's text is stored as a
 the turn goes on after, and deleted in the transaction that stores the turn's answer. The
 conversation never holds a half answer: history reads do not see these rows.
 
-Only one process uses a data directory (store/data_lock.py): at start, every row left is
-a turn the server's end cut off (``left_behind``). Processes sharing one database
-would need a lease on the rows to tell a live turn's from an abandoned one.
+Each row names its ``owner``, a token of the process that runs the turn. With one process
+per database (SQLite: store/data_lock.py), every row left at start is a turn the server's
+end cut off (``left_behind``). Where processes share the database (PostgreSQL), the row is
+also the session's lease: a turn claims it before it numbers itself (``claim``), its
+owner renews ``updated_at`` about once a second (``renew``), and a row no one renewed for
+``lease_seconds`` is a turn of a process that died, for the next turn (or the next start)
+to close.
 """
 
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from contextd.store.database import Connection, Database
+from contextd.core.errors import SessionNotFound
+from contextd.store.database import Connection, Database, Row
 from contextd.store.sessions import UsageTotals
 
 # A statement to run inside a ConversationRepo transaction, with the messages it stores.
 InTransaction = Callable[[Connection], Awaitable[None]]
+
+# How long a turn's row stays its process's without a renewal: far above the renewals'
+# one second, so that a busy process or a slow write does not lose its turn.
+LEASE_SECONDS = 15.0
+
+_COLUMNS = (
+    "p.tenant_id, p.session_id, s.user_id, p.turn_index, p.step, p.text, p.tokenizer,"
+    " p.prompt_tokens, p.completion_tokens, p.prompt_tokens_estimate, p.started_at,"
+    " p.updated_at, p.owner"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,11 +53,25 @@ class PartialAnswer:
     usage: UsageTotals
     started_at: float
     updated_at: float
+    owner: str  # the process that wrote it last
+
+
+@dataclass(frozen=True, slots=True)
+class Busy:
+    """Another process's turn holds the session; its lease runs until ``until`` (Unix
+    seconds) unless renewed."""
+
+    until: float
 
 
 class PartialAnswerRepo:
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, lease_seconds: float = LEASE_SECONDS) -> None:
         self._db = db
+        self.owner = uuid.uuid4().hex  # this process's rows
+        self.lease_seconds = lease_seconds
+        # Other processes run turns on the same database: a turn claims its session's
+        # row first and renews it while it runs.
+        self.shared = not db.dialect.keeps_caches
 
     def opening(
         self, tenant_id: str, session_id: str, turn_index: int, tokenizer: str
@@ -53,13 +83,13 @@ class PartialAnswerRepo:
             await conn.execute(
                 "INSERT INTO partial_answers (session_id, tenant_id, turn_index, step, text,"
                 "  tokenizer, prompt_tokens, completion_tokens, prompt_tokens_estimate,"
-                "  started_at, updated_at) VALUES (?, ?, ?, 0, '', ?, 0, 0, 0, ?, ?)"
+                "  started_at, updated_at, owner) VALUES (?, ?, ?, 0, '', ?, 0, 0, 0, ?, ?, ?)"
                 " ON CONFLICT (session_id) DO UPDATE SET tenant_id = excluded.tenant_id,"
                 "  turn_index = excluded.turn_index, step = 0, text = '',"
                 "  tokenizer = excluded.tokenizer, prompt_tokens = 0, completion_tokens = 0,"
                 "  prompt_tokens_estimate = 0, started_at = excluded.started_at,"
-                "  updated_at = excluded.updated_at",
-                (session_id, tenant_id, turn_index, tokenizer, now, now),
+                "  updated_at = excluded.updated_at, owner = excluded.owner",
+                (session_id, tenant_id, turn_index, tokenizer, now, now, self.owner),
             )
 
         return run
@@ -68,54 +98,132 @@ class PartialAnswerRepo:
         """The row with no text, for step ``step`` (the text so far is stored)."""
 
         async def run(conn: Connection) -> None:
-            await _update(conn, session_id, step, "", usage)
+            await self._update(conn, session_id, step, "", usage)
 
         return run
 
-    def deleting(self, session_id: str) -> InTransaction:
-        """No row: the turn's answer is stored."""
+    def deleting(self, session_id: str, owner: str | None = None) -> InTransaction:
+        """No row: the turn's answer is stored. Only a row of ``owner`` (this process
+        when None) goes: a turn that lost its lease leaves its successor's row alone."""
+        owner = self.owner if owner is None else owner
 
         async def run(conn: Connection) -> None:
-            await conn.execute("DELETE FROM partial_answers WHERE session_id = ?", (session_id,))
+            await conn.execute(
+                "DELETE FROM partial_answers WHERE session_id = ? AND owner = ?",
+                (session_id, owner),
+            )
 
         return run
 
     async def save(self, session_id: str, step: int, text: str, usage: UsageTotals) -> None:
-        """Replace the row's text; no row (the turn ended, its session was deleted) is no
-        error."""
+        """Replace the row's text; no row of this process (the turn ended, its session was
+        deleted) is no error."""
         async with self._db.transaction() as conn:
-            await _update(conn, session_id, step, text, usage)
+            await self._update(conn, session_id, step, text, usage)
 
-    async def left_behind(self) -> list[PartialAnswer]:
-        """Every row, oldest turn first."""
-        rows = await self._db.reader.execute_fetchall(
-            "SELECT p.tenant_id, p.session_id, s.user_id, p.turn_index, p.step, p.text,"
-            " p.tokenizer, p.prompt_tokens, p.completion_tokens, p.prompt_tokens_estimate,"
-            " p.started_at, p.updated_at"
-            " FROM partial_answers p JOIN sessions s ON s.id = p.session_id"
-            " ORDER BY p.started_at, p.session_id"
-        )
-        return [
-            PartialAnswer(
-                tenant_id=r[0],
-                session_id=r[1],
-                user_id=r[2],
-                turn_index=int(r[3]),
-                step=int(r[4]),
-                text=r[5],
-                tokenizer=r[6],
-                usage=(int(r[7]), int(r[8]), int(r[9])),
-                started_at=float(r[10]),
-                updated_at=float(r[11]),
+    async def renew(self, session_id: str) -> bool:
+        """Keep the session's lease: whether this process still holds it."""
+        async with self._db.transaction() as conn:
+            cursor = await conn.execute(
+                "UPDATE partial_answers SET updated_at = ? WHERE session_id = ? AND owner = ?",
+                (time.time(), session_id, self.owner),
             )
-            for r in rows
-        ]
+        return cursor.rowcount > 0
+
+    async def claim(self, tenant_id: str, session_id: str) -> Busy | PartialAnswer | None:
+        """Take the session's lease for a turn about to start. None: it is this process's
+        now (a row of turn 0, until the turn's input opens it). Busy: another process's
+        turn runs. A PartialAnswer: the row of a turn whose process stopped renewing it,
+        now this process's, for the caller to close (then to claim again). Raises
+        SessionNotFound when the session is not the tenant's."""
+        while True:
+            now = time.time()
+            async with self._db.transaction() as conn:
+                cursor = await conn.execute(
+                    "INSERT INTO partial_answers (session_id, tenant_id, turn_index, owner,"
+                    " started_at, updated_at) SELECT id, tenant_id, 0, ?, ?, ? FROM sessions"
+                    " WHERE id = ? AND tenant_id = ? ON CONFLICT (session_id) DO NOTHING",
+                    (self.owner, now, now, session_id, tenant_id),
+                )
+            if cursor.rowcount > 0:
+                return None
+            rows = await self._db.reader.execute_fetchall(
+                f"SELECT {_COLUMNS} FROM partial_answers p JOIN sessions s"
+                " ON s.id = p.session_id WHERE p.session_id = ? AND p.tenant_id = ?",
+                (session_id, tenant_id),
+            )
+            if not rows:
+                if await self._session_missing(tenant_id, session_id):
+                    raise SessionNotFound(session_id)
+                continue  # the row went between the two statements
+            held = _partial(rows[0])
+            # A row of this process is a turn of its own that ended without removing it
+            # (this process runs one turn of a session at a time).
+            if held.owner != self.owner and held.updated_at > now - self.lease_seconds:
+                return Busy(held.updated_at + self.lease_seconds)
+            taken = await self.take_over(held)
+            if taken is not None:
+                return taken
+            # Renewed or taken meanwhile: look again.
+
+    async def release(self, session_id: str, owner: str | None = None) -> None:
+        """Give up a claim (of ``owner``, this process when None) whose turn stored
+        nothing: no input, so no turn to close."""
+        async with self._db.transaction() as conn:
+            await conn.execute(
+                "DELETE FROM partial_answers WHERE session_id = ? AND owner = ? AND turn_index = 0",
+                (session_id, self.owner if owner is None else owner),
+            )
+
+    async def left_behind(self, unrenewed_for: float = 0.0) -> list[PartialAnswer]:
+        """Every row not renewed for ``unrenewed_for`` seconds, oldest turn first."""
+        rows = await self._db.reader.execute_fetchall(
+            f"SELECT {_COLUMNS} FROM partial_answers p JOIN sessions s ON s.id = p.session_id"
+            " WHERE p.updated_at <= ? ORDER BY p.started_at, p.session_id",
+            (time.time() - unrenewed_for,),
+        )
+        return [_partial(r) for r in rows]
+
+    async def take_over(self, left: PartialAnswer) -> PartialAnswer | None:
+        """``left``'s row made this process's, unless its owner renewed it (or another
+        process took it) since it was read."""
+        now = time.time()
+        async with self._db.transaction() as conn:
+            cursor = await conn.execute(
+                "UPDATE partial_answers SET owner = ?, updated_at = ?"
+                " WHERE session_id = ? AND owner = ? AND updated_at = ?",
+                (self.owner, now, left.session_id, left.owner, left.updated_at),
+            )
+        return replace(left, owner=self.owner, updated_at=now) if cursor.rowcount > 0 else None
+
+    async def _session_missing(self, tenant_id: str, session_id: str) -> bool:
+        rows = await self._db.reader.execute_fetchall(
+            "SELECT 1 FROM sessions WHERE id = ? AND tenant_id = ?", (session_id, tenant_id)
+        )
+        return not rows
+
+    async def _update(
+        self, conn: Connection, session_id: str, step: int, text: str, u: UsageTotals
+    ) -> None:
+        await conn.execute(
+            "UPDATE partial_answers SET step = ?, text = ?, prompt_tokens = ?,"
+            " completion_tokens = ?, prompt_tokens_estimate = ?, updated_at = ?"
+            " WHERE session_id = ? AND owner = ?",
+            (step, text, *u, time.time(), session_id, self.owner),
+        )
 
 
-async def _update(conn: Connection, session_id: str, step: int, text: str, u: UsageTotals) -> None:
-    await conn.execute(
-        "UPDATE partial_answers SET step = ?, text = ?, prompt_tokens = ?,"
-        " completion_tokens = ?, prompt_tokens_estimate = ?, updated_at = ?"
-        " WHERE session_id = ?",
-        (step, text, *u, time.time(), session_id),
+def _partial(r: Row) -> PartialAnswer:
+    return PartialAnswer(
+        tenant_id=r[0],
+        session_id=r[1],
+        user_id=r[2],
+        turn_index=int(r[3]),
+        step=int(r[4]),
+        text=r[5],
+        tokenizer=r[6],
+        usage=(int(r[7]), int(r[8]), int(r[9])),
+        started_at=float(r[10]),
+        updated_at=float(r[11]),
+        owner=r[12],
     )

@@ -30,7 +30,7 @@ import asyncpg
 from asyncpg.pool import PoolConnectionProxy
 
 from contextd.core.errors import DatabaseUnavailable, StorageFull
-from contextd.store.database import POSTGRESQL, Database, Params, Row
+from contextd.store.database import POSTGRESQL, Connection, Database, Params, Row
 from contextd.store.database_watch import DatabaseWatch
 from contextd.store.pg_events import DatabaseEventLog
 from contextd.store.pg_sql import Statement, translate
@@ -308,6 +308,13 @@ class PostgresDatabase(Database):
     @property
     def reader(self) -> PgReader:
         return self._reader
+
+    async def lock_in_transaction(self, conn: Connection, *key: str) -> None:
+        # A transaction-scoped advisory lock on a 64-bit hash of the key: two keys
+        # sharing a hash only wait for each other needlessly.
+        await conn.execute(
+            "SELECT pg_advisory_xact_lock(hashtextextended(?, 0))", ("\x1f".join(key),)
+        )
 
     async def schema_version(self) -> int:
         rows = await self._reader.execute_fetchall("SELECT MAX(version) FROM schema_migrations")

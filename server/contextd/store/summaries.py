@@ -5,7 +5,9 @@ A session's active compression summary is read by every turn twice (the window, 
 compression check after it) and changes rarely: it is kept in memory per session, set by
 :meth:`SummaryRepo.add_compression` (the table's only writer in this process, the
 database's only writer) and dropped when the session is deleted. Every write changes the
-caches once it committed (the rule in store/db.py).
+caches once it committed (the rule in store/db.py). Where other processes share the
+database (PostgreSQL) nothing is kept, and a session's summary writes, in any process, run
+one after the other (``Database.lock_in_transaction``).
 
 The user's other sessions' summaries (``recent_sessions``) are read by every turn too:
 each list is kept until a summary it may show changes
@@ -81,8 +83,46 @@ class SummaryRepo:
 
         Raises SessionNotFound when the session does not exist.
         """
+        added = await self._add_compression(session_id, message_ids, start_message_id, summary)
+        assert added is not None, "written whatever was active"
+        return added
+
+    async def add_compression_after(
+        self,
+        session_id: str,
+        previous_id: int,
+        message_ids: Sequence[int],
+        start_message_id: int,
+        summary: str,
+    ) -> CompressionSummaryRow | None:
+        """``add_compression`` of a summary made from the active one ``previous_id`` (0:
+        none was active): None, and nothing written, when another became active since it
+        was read (written by another process, it folds the same messages)."""
+        return await self._add_compression(
+            session_id, message_ids, start_message_id, summary, previous_id
+        )
+
+    async def _add_compression(
+        self,
+        session_id: str,
+        message_ids: Sequence[int],
+        start_message_id: int,
+        summary: str,
+        previous_id: int | None = None,
+    ) -> CompressionSummaryRow | None:
         ids = [int(m) for m in message_ids]
         async with self._db.transaction() as conn:
+            # Writers of one session's summaries, in any process, one after the other:
+            # each sees the summary the one before it made active.
+            await self._db.lock_in_transaction(conn, "session summaries", session_id)
+            if previous_id is not None:
+                active = await conn.execute_fetchall(
+                    "SELECT id FROM compression_summaries WHERE session_id = ? AND active = 1",
+                    (session_id,),
+                )
+                if (int(active[0][0]) if active else 0) != previous_id:
+                    self._active.pop(session_id, None)
+                    return None
             await conn.execute(
                 "UPDATE compression_summaries SET active = 0 WHERE session_id = ? AND active = 1",
                 (session_id,),
@@ -128,6 +168,7 @@ class SummaryRepo:
         one the host set. Returns whether it was set. Raises SessionNotFound unless
         the user of the tenant owns the session."""
         async with self._db.transaction() as conn:
+            await self._db.lock_in_transaction(conn, "session summaries", session_id)
             cursor = await conn.execute(
                 "INSERT INTO session_summaries (session_id, tenant_id, user_id, summary,"
                 " updated_at, set_by_host) SELECT id, tenant_id, user_id, ?, ?, ? FROM sessions"

@@ -22,6 +22,7 @@ from contextd.app.chat.memory_tool import MemorySearch
 from contextd.app.chat.native_tools import NativeTools
 from contextd.app.chat.react_tags import REFUSED_SUBJECT, ReactAddendum, ReactTags
 from contextd.app.chat.request import ChatLimits, ChatTurnRequest, validate
+from contextd.app.chat.session_lease import hold_session
 from contextd.app.chat.step_context import StepContexts
 from contextd.app.chat.tool_protocol import FinalAnswer, HostAction, ToolProtocol, ToolUse
 from contextd.app.chat.turn import Turn
@@ -69,6 +70,8 @@ class ChatApp:
         self.after_turn = after_turn
         # One turn at a time per session: a turn reads the history, numbers itself and
         # appends; two at once would share a turn index and interleave their messages.
+        # Other processes sharing the database are held off by the session's lease
+        # (session_lease.py), taken under this lock.
         self._session_locks: weakref.WeakValueDictionary[str, asyncio.Lock] = (
             weakref.WeakValueDictionary()
         )
@@ -81,7 +84,8 @@ class ChatApp:
     async def run(self, req: ChatTurnRequest) -> AsyncGenerator[ChatEvent, None]:
         """One turn as a stream of events. Errors before TurnStarted raise; later ones
         end the stream with a TurnCompleted whose status says what happened. Turns of
-        one session run one after the other, in the order they arrived."""
+        one session run one after the other: in the order they arrived in this process,
+        and not at once with another process's turn of it."""
         validate(req)
         lock: contextlib.AbstractAsyncContextManager[object] = contextlib.nullcontext()
         if req.session_id:
@@ -119,9 +123,24 @@ class ChatApp:
     async def _start(
         self, req: ChatTurnRequest
     ) -> tuple[TurnStarted, Turn, ToolProtocol[Any], ModelRequest]:
-        """Everything before the model is called: the context, the stored input, the
-        turn's first events; the first step's model request."""
+        """Everything before the model is called: the session (held against other
+        processes' turns of it, where they share the database), the context, the stored
+        input, the turn's first events; the first step's model request."""
         session = await self._session(req)
+        if not (req.session_id and self.partials.shared):
+            return await self._begin(req, session)
+        await hold_session(self.partials, self.sessions, session, req.deadline)
+        try:
+            return await self._begin(req, session)
+        except BaseException:
+            # A turn that stored no input leaves nothing to close: the session is free.
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self.partials.release(session.id))
+            raise
+
+    async def _begin(
+        self, req: ChatTurnRequest, session: Session
+    ) -> tuple[TurnStarted, Turn, ToolProtocol[Any], ModelRequest]:
         history = await self.sessions.conversation.tail(
             session.id, 1, req.tokenizer.name, tenant_id=session.tenant_id
         )

@@ -1,4 +1,5 @@
-"""Saving the text a model step streams, so that a killed server keeps most of it."""
+"""Saving the text a model step streams, so that a killed server keeps most of it; where
+processes share the database, renewing the session's lease the row is."""
 
 from __future__ import annotations
 
@@ -21,11 +22,13 @@ SAVE_INTERVAL = 1.0
 
 class PartialAnswerWriter:
     """Saves a turn's streaming step text to its partial_answers row once a second,
-    from a timer, so that the stream's deltas pay nothing for it. A write runs as a task
-    of its own and never holds the stream up: one at a time (a tick while one runs is
-    skipped), and one that fails is logged and the turn goes on."""
+    from a timer, so that the stream's deltas pay nothing for it. Where other processes
+    share the database, a tick with no new text renews the row's lease instead (a save
+    renews it too). A write runs as a task of its own and never holds the stream up: one
+    at a time (a tick while one runs is skipped), and one that fails is logged and the
+    turn goes on."""
 
-    __slots__ = ("_repo", "_saved", "_task", "_timer", "_turn")
+    __slots__ = ("_lease_lost", "_repo", "_saved", "_task", "_timer", "_turn")
 
     def __init__(self, repo: PartialAnswerRepo, turn: Turn) -> None:
         self._repo = repo
@@ -33,6 +36,7 @@ class PartialAnswerWriter:
         self._timer: asyncio.TimerHandle | None = None
         self._task: asyncio.Task[None] | None = None
         self._saved = (0, 0)  # (step, characters of its text) in the row
+        self._lease_lost = False  # a renewal found the row another process's
 
     def start(self) -> None:
         """A model step starts streaming: its first write comes a second later."""
@@ -58,9 +62,29 @@ class PartialAnswerWriter:
         self._timer = loop.call_later(SAVE_INTERVAL, self._tick)
         turn = self._turn
         length = len(turn.text) - turn.step_start
-        if self._task is not None or (turn.step, length) == self._saved or not length:
+        if self._task is not None:
+            return
+        if (turn.step, length) == self._saved or not length:
+            if self._repo.shared and not self._lease_lost:
+                self._task = loop.create_task(self._renew())
             return
         self._task = loop.create_task(self._save(turn.step, turn.step_text, turn.usage_so_far()))
+
+    async def _renew(self) -> None:
+        session_id = self._turn.session.id
+        try:
+            if not await self._repo.renew(session_id):
+                # Renewals came too late (or the session is gone): another process may
+                # have closed this turn as interrupted. Said once; the turn goes on.
+                self._lease_lost = True
+                log.warning("the turn lost its session's lease", extra={"session_id": session_id})
+        except Exception as error:
+            log.warning(
+                "could not renew the session's lease; the turn goes on",
+                extra={"session_id": session_id, "error": repr(error)},
+            )
+        finally:
+            self._task = None
 
     async def _save(self, step: int, text: str, usage: UsageTotals) -> None:
         try:

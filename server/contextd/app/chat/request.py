@@ -50,6 +50,8 @@ class ChatTurnRequest:
     # Offer the tools with the ReAct tag protocol (core.react) instead of the
     # provider's native tool calling, for models without it.
     react: bool = False
+    # When the call ends, in time.monotonic() seconds; None when it has no deadline.
+    deadline: float | None = None
 
 
 def validate(req: ChatTurnRequest) -> None:

@@ -1,0 +1,96 @@
+"""Closing a chat turn that never ended: its process was cut off (SIGKILL, a crash, a
+power cut) while the turn ran, leaving the turn's partial_answers row
+(store/partial_answers.py).
+
+Closing it stores the text its streaming step had saved as the turn's assistant message,
+with status ``interrupted`` (nothing when none was saved), adds the usage the row knew to
+the session's, and logs the turn's end: an ``assistant`` event with that text, then a
+``turn_end`` event with status ``interrupted``. The events are written first and the
+message with the row's deletion after, in one transaction: a close that stops between the
+two finds the row again, sees the turn's end in the log and only stores the message.
+
+Rows are closed at start (app/interrupted_turns.py) and, where processes share the
+database, by the next turn of the session once the row's lease expired
+(app/chat/session_lease.py).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from contextd.app.chat.events import TurnStatus
+from contextd.app.sessions import SessionsApp
+from contextd.core.messages import ChatMessage, Role
+from contextd.core.pipeline import is_blank
+from contextd.store.events import event_tokens
+from contextd.store.partial_answers import PartialAnswer, PartialAnswerRepo
+
+log = logging.getLogger("contextd.chat")
+
+
+async def close_turn(
+    left: PartialAnswer, partials: PartialAnswerRepo, sessions: SessionsApp
+) -> None:
+    """Close the turn of ``left`` (a row of this process now) and remove the row; a row of
+    turn 0 is a claim whose turn stored nothing, only removed."""
+    if left.turn_index == 0:
+        await partials.release(left.session_id, left.owner)
+        return
+    await _close(left, partials, sessions)
+    log.info(
+        "closed an interrupted turn",
+        extra={**turn_ids(left), "step": left.step, "kept_chars": len(left.text)},
+    )
+
+
+async def _close(left: PartialAnswer, partials: PartialAnswerRepo, sessions: SessionsApp) -> None:
+    events = sessions.event_log
+    has_text = not is_blank(left.text)
+    prompt, completion, estimate = left.usage
+    tokens = event_tokens(prompt or estimate, completion)
+    if not await _turn_ended_in_log(left, sessions):
+        if has_text:
+            await events.append(
+                left.session_id,
+                "assistant",
+                turn=left.turn_index,
+                step=left.step,
+                content=left.text,
+                role="assistant",
+                meta={"tokens": tokens},
+                tenant_id=left.tenant_id,
+            )
+        status = TurnStatus.INTERRUPTED.value
+        await events.append(
+            left.session_id,
+            "turn_end",
+            turn=left.turn_index,
+            meta={"status": status, "stepCount": left.step + 1, "tokens": tokens},
+            tenant_id=left.tenant_id,
+        )
+    rows = []
+    if has_text:
+        message = ChatMessage(Role.ASSISTANT, left.text)
+        status = TurnStatus.INTERRUPTED.value
+        rows.append(sessions.new_message(message, left.turn_index, status, left.tokenizer))
+    await sessions.conversation.append_with_usage(
+        left.session_id,
+        left.user_id,
+        rows,
+        left.usage,
+        tenant_id=left.tenant_id,
+        also=partials.deleting(left.session_id, left.owner),
+    )
+
+
+async def _turn_ended_in_log(left: PartialAnswer, sessions: SessionsApp) -> bool:
+    """Whether the turn's last event in the session's log is its end."""
+    last = None
+    async for event in sessions.event_log.read(left.session_id, tenant_id=left.tenant_id):
+        if event.get("turn") == left.turn_index:
+            last = event.get("type")
+    return last == "turn_end"
+
+
+def turn_ids(left: PartialAnswer) -> dict[str, object]:
+    return {"session_id": left.session_id, "tenant_id": left.tenant_id, "turn": left.turn_index}
