@@ -7,7 +7,7 @@ import asyncio
 import os
 import sys
 
-from contextd import __version__, chat_cli, keys_cli, logs
+from contextd import __version__, chat_cli, keys_cli, logs, store_cli
 from contextd.config import Settings, add_arguments
 
 
@@ -42,6 +42,13 @@ def _parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     keys_cli.add_arguments(keys)
+    store = commands.add_parser(
+        "store",
+        help="copy everything between databases, SQLite and PostgreSQL (servers stopped)",
+        description=store_cli.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    store_cli.add_arguments(store)
     return parser
 
 
@@ -89,6 +96,8 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(chat_cli.run(args))
     elif args.command == "keys":
         sys.exit(keys_cli.run(args))
+    elif args.command == "store":
+        sys.exit(store_cli.run(args))
 
 
 if __name__ == "__main__":

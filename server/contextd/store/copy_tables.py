@@ -1,0 +1,361 @@
+"""Copying the database's tables from one engine to the other (``contextd store copy``).
+
+Every table is walked in key order, a batch at a time, on the source; each batch is looked
+up on the target by key. A row the target does not have is inserted with its key as it is
+(ids stay valid for the hosts that keep them); a row it has with the same values is left
+alone, so a second copy writes nothing; a row it has with other values stops the copy
+(CopyConflict), since which one is right is not for the copy to guess. The caller runs
+every table in one target transaction: a stopped copy leaves the target as it was.
+
+Left out, because each engine makes them itself: the search index of the memories (added
+here through the target's own index), SQLite's FTS5 tables and the sessions' ``rowid``
+(the target numbers sessions in the source's order), PostgreSQL's event log tables
+(copied as event logs, store/copy_logs.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from contextd.store.database import Connection, Database
+from contextd.store.memory_index import MemoryIndex
+
+BATCH = 500
+# A row's values, in the order of Table.columns.
+Values = tuple[Any, ...]
+
+
+class CopyConflict(RuntimeError):
+    """The target holds a row under a key of the source with other values."""
+
+
+@dataclass(frozen=True, slots=True)
+class Table:
+    name: str
+    key: tuple[str, ...]
+    columns: tuple[str, ...]  # every column both engines have, the key's first
+    # The columns the walk pages on (the key unless told): sessions go in rowid order,
+    # the order the retention purge walks them in.
+    walk: tuple[str, ...] = ()
+    # The column of ids a counter gives out (SQLite AUTOINCREMENT, a PostgreSQL identity).
+    counter: str = ""
+
+    @property
+    def paged_on(self) -> tuple[str, ...]:
+        return self.walk or self.key
+
+
+# In an order that meets every foreign key: a row's parent is copied first.
+TABLES = (
+    Table(
+        "sessions",
+        ("id",),
+        (
+            "id",
+            "tenant_id",
+            "user_id",
+            "scenario",
+            "host",
+            "title",
+            "metadata",
+            "created_at",
+            "updated_at",
+            "message_count",
+            "prompt_tokens",
+            "completion_tokens",
+            "prompt_tokens_estimate",
+        ),
+        walk=("rowid",),
+    ),
+    Table(
+        "conversation",
+        ("id",),
+        (
+            "id",
+            "tenant_id",
+            "session_id",
+            "user_id",
+            "seq",
+            "role",
+            "content",
+            "tool_calls",
+            "tool_call_id",
+            "turn_index",
+            "is_collected",
+            "status",
+            "created_at",
+            "updated_at",
+        ),
+        counter="id",
+    ),
+    Table("message_tokens", ("message_id", "tokenizer"), ("message_id", "tokenizer", "tokens")),
+    Table(
+        "compression_summaries",
+        ("id",),
+        ("id", "session_id", "message_ids", "start_message_id", "summary", "active", "created_at"),
+        counter="id",
+    ),
+    Table(
+        "session_summaries",
+        ("session_id",),
+        ("session_id", "tenant_id", "user_id", "summary", "updated_at", "set_by_host"),
+    ),
+    Table(
+        "partial_answers",
+        ("session_id",),
+        (
+            "session_id",
+            "tenant_id",
+            "turn_index",
+            "step",
+            "text",
+            "tokenizer",
+            "prompt_tokens",
+            "completion_tokens",
+            "prompt_tokens_estimate",
+            "started_at",
+            "updated_at",
+        ),
+    ),
+    Table(
+        "prompt_templates",
+        ("tenant_id", "scenario"),
+        ("tenant_id", "scenario", "system_prompt", "version", "enabled", "updated_at"),
+    ),
+    Table(
+        "skills",
+        ("tenant_id", "name"),
+        ("tenant_id", "name", "description", "prompt", "apps", "enabled", "updated_at"),
+    ),
+    Table(
+        "memories",
+        ("id",),
+        (
+            "id",
+            "tenant_id",
+            "user_id",
+            "content",
+            "content_hash",
+            "source_session_id",
+            "source_message_id",
+            "created_at",
+            "updated_at",
+        ),
+        counter="id",
+    ),
+    Table(
+        "memory_history",
+        ("id",),
+        (
+            "id",
+            "tenant_id",
+            "memory_id",
+            "user_id",
+            "action",
+            "old_content",
+            "new_content",
+            "replaced_memory_id",
+            "method",
+            "source_session_id",
+            "source_message_id",
+            "changed_at",
+        ),
+        counter="id",
+    ),
+    Table(
+        "api_keys",
+        ("id",),
+        (
+            "id",
+            "secret_hash",
+            "name",
+            "user_id",
+            "tenant_id",
+            "service",
+            "created_at",
+            "expires_at",
+            "revoked_at",
+            "last_used_at",
+        ),
+    ),
+)
+
+
+@dataclass(slots=True)
+class TableCount:
+    """Rows of one table: in the source, inserted by this copy, found already there, and
+    in the target before and after."""
+
+    name: str
+    source: int = 0
+    copied: int = 0
+    present: int = 0
+    target_before: int = 0
+    target: int = 0
+
+    @property
+    def matches(self) -> bool:
+        return (
+            self.copied + self.present == self.source
+            and self.target == self.target_before + self.copied
+        )
+
+
+def _key_text(table: Table, row: Values) -> str:
+    return ", ".join(f"{name}={value!r}" for name, value in zip(table.key, row, strict=False))
+
+
+def _where_keys(table: Table, count: int) -> str:
+    """A condition matching ``count`` keys given as parameters, one key after the other."""
+    if len(table.key) == 1:
+        return f"{table.key[0]} IN ({', '.join('?' * count)})"
+    one = "(" + " AND ".join(f"{column} = ?" for column in table.key) + ")"
+    return " OR ".join([one] * count)
+
+
+async def count_rows(conn: Connection, table: str) -> int:
+    rows = await conn.execute_fetchall(f"SELECT COUNT(*) FROM {table}")
+    return int(rows[0][0])
+
+
+async def copy_table(
+    source: Database,
+    target: Connection,
+    table: Table,
+    index: MemoryIndex | None = None,
+) -> TableCount:
+    """Copy the rows of ``table`` the target lacks, in batches; the memories' index entries
+    follow through ``index``."""
+    count = TableCount(table.name, target_before=await count_rows(target, table.name))
+    columns = ", ".join(table.columns)
+    # The paged-on columns again at the end of each row: where the next batch starts.
+    select = ", ".join((*table.columns, *table.paged_on))
+    order = ", ".join(table.paged_on)
+    after = f" WHERE ({order}) > ({', '.join('?' * len(table.paged_on))})"
+    insert = f"INSERT INTO {table.name} ({columns}) VALUES ({', '.join('?' * len(table.columns))})"
+    width = len(table.columns)
+    last: Values = ()
+    while True:
+        rows = await source.reader.execute_fetchall(
+            f"SELECT {select} FROM {table.name}{after if last else ''} ORDER BY {order} LIMIT ?",
+            (*last, BATCH),
+        )
+        if not rows:
+            break
+        last = tuple(rows[-1][width:])
+        values = [tuple(row[:width]) for row in rows]
+        new = await _missing(target, table, values)
+        count.source += len(values)
+        count.present += len(values) - len(new)
+        if new:
+            await target.executemany(insert, new)
+            if index is not None:
+                await _index_memories(target, index, table, new)
+            count.copied += len(new)
+    count.target = await count_rows(target, table.name)
+    return count
+
+
+async def _missing(target: Connection, table: Table, values: list[Values]) -> list[Values]:
+    """The rows the target lacks; CopyConflict for one it holds with other values."""
+    keys = len(table.key)
+    found = {
+        tuple(row[:keys]): tuple(row)
+        for row in await target.execute_fetchall(
+            f"SELECT {', '.join(table.columns)} FROM {table.name}"
+            f" WHERE {_where_keys(table, len(values))}",
+            [part for row in values for part in row[:keys]],
+        )
+    }
+    new = []
+    for row in values:
+        there = found.get(row[:keys])
+        if there is None:
+            new.append(row)
+        elif there != row:
+            raise CopyConflict(
+                f"the target's {table.name} row {_key_text(table, row)} differs from the "
+                "source's: nothing was copied (remove or fix that row in the target, or "
+                "copy into an empty one)"
+            )
+    return new
+
+
+async def _index_memories(
+    target: Connection, index: MemoryIndex, table: Table, rows: list[Values]
+) -> None:
+    at = {name: table.columns.index(name) for name in ("id", "tenant_id", "user_id", "content")}
+    for row in rows:
+        owner = (str(row[at["tenant_id"]]), str(row[at["user_id"]]))
+        await index.add(target, int(row[at["id"]]), owner, str(row[at["content"]]))
+
+
+async def fix_session_counts(source: Database, target: Connection) -> None:
+    """Put back the copied sessions' message count and last change: inserting their
+    messages counted each again (the conversation's insert trigger)."""
+    last = None
+    while True:
+        where = "" if last is None else " WHERE rowid > ?"
+        rows = await source.reader.execute_fetchall(
+            f"SELECT id, message_count, updated_at, rowid FROM sessions{where}"
+            " ORDER BY rowid LIMIT ?",
+            (*(() if last is None else (last,)), BATCH),
+        )
+        if not rows:
+            return
+        await target.executemany(
+            "UPDATE sessions SET message_count = ?, updated_at = ? WHERE id = ?",
+            [(row[1], row[2], row[0]) for row in rows],
+        )
+        last = rows[-1][3]
+
+
+async def counter_high_water(db: Database, conn: Connection, table: Table) -> int:
+    """The highest id the table's counter gave out, or a row holds (ids are never given
+    twice: on SQLite the counter also stays above ids deleted since)."""
+    rows = await conn.execute_fetchall(
+        f"SELECT COALESCE(MAX({table.counter}), 0) FROM {table.name}"
+    )
+    return max(int(rows[0][0]), await _counter(db, conn, table))
+
+
+async def raise_counter(db: Database, conn: Connection, table: Table, at_least: int) -> None:
+    """Make the target's counter give ids above ``at_least`` and above every id the table
+    holds (the copied ones were inserted as they were, not given by the counter)."""
+    wanted = await counter_high_water(db, conn, table)
+    wanted = max(wanted, at_least)
+    if wanted <= await _counter(db, conn, table):
+        return
+    if db.dialect.name == "sqlite":
+        done = await conn.execute(
+            "UPDATE sqlite_sequence SET seq = ? WHERE name = ?", (wanted, table.name)
+        )
+        if done.rowcount == 0:
+            await conn.execute(
+                "INSERT INTO sqlite_sequence (name, seq) VALUES (?, ?)", (table.name, wanted)
+            )
+        return
+    await conn.execute_fetchall(
+        "SELECT setval(CAST(? AS REGCLASS), ?)", (await _sequence(conn, table), wanted)
+    )
+
+
+async def _counter(db: Database, conn: Connection, table: Table) -> int:
+    """The last id the counter gave out (0: none)."""
+    if db.dialect.name == "sqlite":
+        rows = await conn.execute_fetchall(
+            "SELECT seq FROM sqlite_sequence WHERE name = ?", (table.name,)
+        )
+        return int(rows[0][0]) if rows else 0
+    rows = await conn.execute_fetchall(
+        f"SELECT last_value, is_called FROM {await _sequence(conn, table)}"
+    )
+    return int(rows[0][0]) if rows[0][1] else 0
+
+
+async def _sequence(conn: Connection, table: Table) -> str:
+    rows = await conn.execute_fetchall(
+        "SELECT pg_get_serial_sequence(?, ?)", (table.name, table.counter)
+    )
+    return str(rows[0][0])

@@ -1,0 +1,119 @@
+"""store/copy_*.py from each engine into the other, two rows or lines at a time so that
+every table and log is copied over several batches: the target holds the same rows and
+event lines, finds the memories, and a second copy copies nothing."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from contextd.core.messages import ChatMessage, Role
+from contextd.store import copy_logs, copy_tables
+from contextd.store.conversation import ConversationRepo
+from contextd.store.copy_store import copy_store
+from contextd.store.copy_tables import TABLES
+from contextd.store.database import Database
+from contextd.store.db import SqliteDatabase
+from contextd.store.memories import MemoryRepo
+from contextd.store.models import NewMessage
+from contextd.store.pg_db import PostgresDatabase
+from contextd.store.sessions import SessionRepo
+
+TENANTS = ("default", "acme")
+
+
+@pytest.fixture
+async def target(
+    db: Database, request: pytest.FixtureRequest, tmp_path: Path
+) -> AsyncIterator[Database]:
+    """A database of the other engine."""
+    other: Database
+    if db.dialect.name == "postgresql":
+        other = await SqliteDatabase.open(tmp_path / "target" / "contextd.sqlite3")
+    else:
+        other = await PostgresDatabase.open(request.getfixturevalue("postgres_url"), pool_size=4)
+    yield other
+    await other.close()
+
+
+async def _fill(db: Database, history: Path) -> None:
+    sessions, conversation = SessionRepo(db), ConversationRepo(db)
+    memories, events = MemoryRepo(db), db.event_log(history)
+    for tenant in TENANTS:
+        for n in range(3):
+            session = await sessions.create(f"user{n}", tenant_id=tenant, title=f"s{n}")
+            await conversation.append(
+                session.id,
+                f"user{n}",
+                [
+                    NewMessage(ChatMessage(Role.USER, f"question {k} about walruses"))
+                    for k in range(5)
+                ],
+                tenant_id=tenant,
+            )
+            for k in range(5):
+                await events.append(session.id, "turn_start", turn=k + 1, tenant_id=tenant)
+            await memories.add(f"user{n}", f"{tenant} user{n} keeps a walrus", tenant_id=tenant)
+            await memories.add(f"user{n}", f"{tenant} likes penguin {n}", tenant_id=tenant)
+        async with db.transaction() as conn:
+            for name in ("a", "b", "c"):
+                await conn.execute(
+                    "INSERT INTO prompt_templates (tenant_id, scenario, system_prompt,"
+                    " updated_at) VALUES (?, ?, ?, 1.5)",
+                    (tenant, name, f"{tenant} {name}"),
+                )
+                await conn.execute(
+                    "INSERT INTO message_tokens (message_id, tokenizer, tokens)"
+                    " SELECT id, ?, 7 FROM conversation WHERE tenant_id = ?",
+                    (f"tok-{name}", tenant),
+                )
+
+
+async def _rows(db: Database) -> dict[str, list[tuple[object, ...]]]:
+    return {
+        table.name: [
+            tuple(row)
+            for row in await db.reader.execute_fetchall(
+                f"SELECT {', '.join(table.columns)} FROM {table.name}"
+                f" ORDER BY {', '.join(table.key)}"
+            )
+        ]
+        for table in TABLES
+    }
+
+
+async def test_copied_in_batches_both_ways(
+    db: Database, target: Database, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(copy_tables, "BATCH", 2)
+    monkeypatch.setattr(copy_logs, "BATCH", 2)
+    source_dir, target_dir = tmp_path / "source", tmp_path / "target"
+    await _fill(db, source_dir / "history")
+
+    counts = await copy_store(db, source_dir, target, target_dir)
+    assert all(count.matches for count in counts)
+    assert {c.name: c.copied for c in counts}["event log lines"] == 5 * 3 * len(TENANTS)
+    rows = await _rows(db)
+    assert rows["message_tokens"] and rows["prompt_templates"]
+    assert await _rows(target) == rows
+    session_id, tenant_id = rows["sessions"][0][:2]
+    target_log = [
+        e
+        async for e in target.event_log(target_dir / "history").read(
+            session_id, tenant_id=tenant_id
+        )
+    ]
+    source_log = [
+        e async for e in db.event_log(source_dir / "history").read(session_id, tenant_id=tenant_id)
+    ]
+    assert target_log == source_log and len(source_log) == 5
+
+    found = await MemoryRepo(target).search("user1", "walrus", tenant_id="acme")
+    assert [m.memory.content for m in found] == ["acme user1 keeps a walrus"]
+    added, _ = await MemoryRepo(target).add("user1", "a new one after the copy")
+    assert added.id > max(int(row[0]) for row in rows["memories"])
+
+    again = await copy_store(db, source_dir, target, target_dir)
+    assert [c.copied for c in again] == [0] * len(again)
+    assert all(c.matches and c.present == c.source for c in again)
