@@ -16,7 +16,6 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 from contextd.config import ENV_PREFIX, Settings
 
@@ -27,10 +26,8 @@ COMPOSE = DEPLOY / "compose.yaml"
 ENVOY = DEPLOY / "envoy.yaml"
 DEPLOYMENT_PAGE = ROOT / "docs" / "deployment.md"
 
-# The PostgreSQL settings compose.yaml relies on, which `contextd serve` does not have
-# yet: test_pending_database_settings_exist expects them to be missing and fails once
-# they exist, so that they then move into the check of every other variable.
-PENDING = {
+# The PostgreSQL settings every replica must be given.
+DATABASE_SETTINGS = {
     "CONTEXTD_DATABASE_URL",
     "CONTEXTD_DATABASE_POOL_SIZE",
     "CONTEXTD_DATABASE_STATEMENT_TIMEOUT",
@@ -106,15 +103,15 @@ def test_every_contextd_variable_is_a_setting() -> None:
     known = setting_variables()
     for name, service in services().items():
         for variable in environment(service):
-            if variable.startswith(ENV_PREFIX) and variable not in PENDING:
+            if variable.startswith(ENV_PREFIX):
                 assert variable in known, f"{name} sets {variable}, which is no setting"
 
 
-@pytest.mark.xfail(
-    strict=True, reason="the PostgreSQL settings of `contextd serve` are not there yet"
-)
-def test_pending_database_settings_exist() -> None:
-    assert setting_variables() >= PENDING
+def test_every_replica_sets_the_database_settings() -> None:
+    replicas = {n: s for n, s in services().items() if "build" in s}
+    assert len(replicas) >= 2
+    for name, service in replicas.items():
+        assert set(environment(service)) >= DATABASE_SETTINGS, name
 
 
 def test_replicas_wait_for_a_healthy_postgres_they_name() -> None:
