@@ -69,6 +69,15 @@ def _translated(error: BaseException, lost: bool = False) -> BaseException | Non
     return None
 
 
+def _is_lost(conn: PoolConnectionProxy[Any]) -> bool:
+    """Whether the connection is closed; the pool may already have taken back one the
+    server dropped, and then says so by refusing the question."""
+    try:
+        return conn.is_closed()
+    except asyncpg.InterfaceError:
+        return True
+
+
 def _rowcount(status: str) -> int:
     """The row count of a command status such as ``UPDATE 3`` or ``INSERT 0 1``."""
     last = status.rpartition(" ")[2]
@@ -197,6 +206,8 @@ class PostgresDatabase(Database):
             )
         except (*_UNREACHABLE, TimeoutError) as error:
             raise DatabaseUnavailable(f"the database cannot be reached: {error}") from error
+        except asyncpg.PostgresError as error:  # a wrong password, no such database, ...
+            raise DatabaseUnavailable(f"the database refused the connection: {error}") from error
         db = cls(pool, pool_timeout)
         try:
             await db._migrate()
@@ -227,7 +238,7 @@ class PostgresDatabase(Database):
             try:
                 yield conn
             finally:
-                lost = conn.is_closed()
+                lost = _is_lost(conn)
                 await self._pool.release(conn)
         except BaseException as error:
             domain = _translated(error, lost)
