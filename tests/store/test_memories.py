@@ -1,4 +1,4 @@
-"""MemoryRepo on real SQLite files: dedup, Chinese/English search, ranking, isolation, paging."""
+"""MemoryRepo on both engines: dedup, Chinese/English search, ranking, isolation, paging."""
 
 from __future__ import annotations
 

@@ -72,9 +72,10 @@ async def test_a_dropped_connection_is_unavailable_and_the_next_call_reconnects(
 
 
 def test_failures_map_to_their_status() -> None:
-    assert isinstance(_translated(asyncpg.exceptions.DiskFullError("no space")), StorageFull)
-    assert isinstance(_translated(ConnectionRefusedError()), DatabaseUnavailable)
-    assert _translated(asyncpg.exceptions.UniqueViolationError("dup")) is None
+    disk_full = asyncpg.exceptions.DiskFullError("no space")
+    assert isinstance(_translated(disk_full, connection_lost=False), StorageFull)
+    assert isinstance(_translated(ConnectionRefusedError(), False), DatabaseUnavailable)
+    assert _translated(asyncpg.exceptions.UniqueViolationError("dup"), False) is None
     assert status_for(DatabaseUnavailable("down")).code == grpc.StatusCode.UNAVAILABLE
 
 

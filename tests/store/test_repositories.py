@@ -1,4 +1,4 @@
-"""The core store on real SQLite files: migrations, sessions, conversation, summaries, catalog."""
+"""The core store on both engines: migrations, sessions, conversation, summaries, catalog."""
 
 from __future__ import annotations
 

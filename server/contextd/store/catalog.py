@@ -8,6 +8,7 @@ its own rows, so deleting its override brings the default back.
 Every session-mode build reads the skills (and the scenario's template): reads are kept in
 memory and all of them dropped by any write once it committed (the rule in store/db.py),
 since this class is the tables' only writer in this process, the database's only writer.
+On PostgreSQL, where another server may write, nothing is kept.
 """
 
 from __future__ import annotations

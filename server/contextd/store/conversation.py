@@ -8,7 +8,7 @@ Every chat turn reads its session's newest messages two or three times (its numb
 window, the work after the turn). :class:`ConversationRepo` keeps them in memory
 (store/tail_cache.py, which has the rule that keeps them current) and tells that cache of
 every write once it committed. A session created through SessionRepo starts cached, with
-no rows.
+no rows. On PostgreSQL, where another server may write, nothing is kept (NoTailCache).
 
 Every read names the session's tenant (the default one unless given): stored rows and
 kept ones are found only within it, kept rows being keyed by (tenant, session).

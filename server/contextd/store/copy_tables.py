@@ -116,6 +116,7 @@ TABLES = (
             "prompt_tokens_estimate",
             "started_at",
             "updated_at",
+            "owner",  # a stopped server's: the row is a turn its end cut off
         ),
     ),
     Table(

@@ -290,10 +290,11 @@ class MemoryRepo:
             await self.index.add_new(
                 conn, owner, {digest: text for digest, (text, _, _) in batch.items()}, before
             )
+            # The owner's only: on PostgreSQL another server may add memories meanwhile.
             rows = list(
                 await conn.execute_fetchall(
-                    "SELECT COUNT(*) FROM memories WHERE id > ? AND tenant_id = ? AND user_id = ?",
-                    (before, *owner),
+                    "SELECT COUNT(*) FROM memories WHERE tenant_id = ? AND user_id = ? AND id > ?",
+                    (*owner, before),
                 )
             )
         return int(rows[0][0])

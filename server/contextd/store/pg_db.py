@@ -244,6 +244,8 @@ class PostgresDatabase(Database):
             )
         except (*_UNREACHABLE, TimeoutError) as error:
             raise DatabaseUnavailable(f"the database cannot be reached: {error}") from error
+        except asyncpg.PostgresError as error:  # a wrong password, no such database, ...
+            raise DatabaseUnavailable(f"the database refused the connection: {error}") from error
         db = cls(pool, pool_timeout)
         try:
             await db._migrate()

@@ -13,6 +13,8 @@ The user's other sessions' summaries (``recent_sessions``) are read by every tur
 each list is kept until a summary it may show changes
 (:meth:`SummaryRepo.upsert_session_summary` of another of the user's sessions than the one
 it leaves out) or a session is deleted.
+
+On PostgreSQL, where another server may write, neither is kept (``Dialect.keeps_caches``).
 """
 
 from __future__ import annotations
