@@ -18,17 +18,19 @@ from contextd.core.identity import DEFAULT_TENANT, TENANT_ID_RULE, is_tenant_id
 from contextd.store.events import check_after_line, check_session_id, encode_event
 
 if TYPE_CHECKING:
-    from contextd.store.database import Database
+    from contextd.store.pg_db import PostgresDatabase
 
 _PAGE = 500
 
+# Run on its own, outside a transaction block: PostgreSQL commits the one statement by
+# itself, one round trip where BEGIN, the statement and COMMIT would take three.
 _APPEND = (
     "WITH next AS ("
-    " INSERT INTO event_log_ends (tenant_id, session_id, last_line) VALUES (?, ?, 1)"
+    " INSERT INTO event_log_ends (tenant_id, session_id, last_line) VALUES ($1, $2, 1)"
     " ON CONFLICT (tenant_id, session_id)"
     " DO UPDATE SET last_line = event_log_ends.last_line + 1 RETURNING last_line)"
     " INSERT INTO event_lines (tenant_id, session_id, line, data)"
-    " SELECT ?, ?, last_line, ? FROM next"
+    " SELECT $1, $2, last_line, $3 FROM next"
 )
 
 
@@ -38,7 +40,7 @@ def _check_tenant(tenant_id: str) -> None:
 
 
 class DatabaseEventLog:
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: PostgresDatabase) -> None:
         self._db = db
         self._closed = False
 
@@ -63,8 +65,8 @@ class DatabaseEventLog:
         event, line = encode_event(session_id, type, turn, step, content, role, meta, ts)
         _check_tenant(tenant_id)
         self._check_open()
-        async with self._db.transaction() as conn:
-            await conn.execute(_APPEND, (tenant_id, session_id, tenant_id, session_id, line))
+        async with self._db.connection() as conn:
+            await conn.execute(_APPEND, tenant_id, session_id, line)
         return event
 
     async def read(
