@@ -7,6 +7,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from contextd.core.errors import SessionNotFound
 from contextd.core.search_terms import TERMS_VERSION
 from contextd.store import memories as memories_module
 from contextd.store import memory_index
@@ -16,6 +17,7 @@ from contextd.store.memories import MemoryRepo
 from contextd.store.memory_history import MemoryHistoryRepo
 from contextd.store.memory_query import choose_terms, match_expression
 from contextd.store.models import ScoredMemory
+from contextd.store.sessions import SessionRepo
 
 DAY = 86400.0
 NOW = 1_800_000_000.0
@@ -24,6 +26,13 @@ NOW = 1_800_000_000.0
 @pytest.fixture
 async def repo(db: Database) -> MemoryRepo:
     return MemoryRepo(db)
+
+
+@pytest.fixture
+async def sources(db: Database) -> list[str]:
+    """Three of alice's sessions, for memories that name the session they come from."""
+    sessions = SessionRepo(db)
+    return [(await sessions.create("alice")).id for _ in range(3)]
 
 
 def contents(hits: list[ScoredMemory]) -> list[str]:
@@ -43,13 +52,13 @@ async def fts_integrity(db: Database) -> None:
 # --- add, dedup, get ------------------------------------------------------------------------
 
 
-async def test_add_stores_a_memory_with_provenance(repo: MemoryRepo) -> None:
-    memory, created = await repo.add("alice", "  我每天早上都喝咖啡  ", "s-1", 42, now=NOW)
+async def test_add_stores_a_memory_with_provenance(repo: MemoryRepo, sources: list[str]) -> None:
+    memory, created = await repo.add("alice", "  我每天早上都喝咖啡  ", sources[0], 42, now=NOW)
     assert created
     assert memory.content == "我每天早上都喝咖啡"
     assert (memory.user_id, memory.source_session_id, memory.source_message_id) == (
         "alice",
-        "s-1",
+        sources[0],
         42,
     )
     assert memory.created_at == memory.updated_at == NOW
@@ -66,15 +75,17 @@ async def test_add_stores_a_memory_with_provenance(repo: MemoryRepo) -> None:
         "Ｉ ｌｉｋｅ ｇｒｅｅｎ ｔｅａ",
     ],
 )
-async def test_same_memory_is_stored_once_per_user(repo: MemoryRepo, variant: str) -> None:
-    first, created = await repo.add("alice", "I like green tea", "s-1", 1, now=NOW)
-    again, created_again = await repo.add("alice", variant, "s-2", 2, now=NOW + 60)
+async def test_same_memory_is_stored_once_per_user(
+    repo: MemoryRepo, variant: str, sources: list[str]
+) -> None:
+    first, created = await repo.add("alice", "I like green tea", sources[0], 1, now=NOW)
+    again, created_again = await repo.add("alice", variant, sources[1], 2, now=NOW + 60)
     assert created and not created_again
     assert again.id == first.id
     # The first wording and provenance stay; stating it again makes it current.
     assert (again.content, again.source_session_id, again.source_message_id) == (
         "I like green tea",
-        "s-1",
+        sources[0],
         1,
     )
     assert again.created_at == NOW and again.updated_at == NOW + 60
@@ -408,18 +419,37 @@ async def test_list_refuses_bad_tokens_and_sizes(repo: MemoryRepo) -> None:
     assert len(page) == 3 and next_token == ""
 
 
+async def test_a_memory_comes_only_from_a_session_of_its_user_that_is_there(
+    repo: MemoryRepo, db: Database, sources: list[str]
+) -> None:
+    bobs = await SessionRepo(db).create("bob")
+    gone = await SessionRepo(db).create("alice")
+    assert await SessionRepo(db).delete(gone.id)
+    for session_id in (bobs.id, gone.id, "0" * 32):
+        with pytest.raises(SessionNotFound):
+            await repo.add("alice", "I like tea", session_id, 1)
+        with pytest.raises(SessionNotFound):
+            await repo.add_many("alice", ["I like tea"], source_session_id=session_id)
+    assert await repo.count("alice") == 0
+    memory, _ = await repo.add("alice", "I like tea", sources[0], 1)
+    history = MemoryHistoryRepo(db, repo)
+    with pytest.raises(SessionNotFound):
+        await history.replace(memory.id, "alice", "I like tea", "I like coffee", "x", gone.id)
+    assert (await repo.get(memory.id)) == memory
+
+
 # --- add_many, reindex ------------------------------------------------------------------------
 
 
 async def test_add_many_counts_new_memories_and_indexes_them(
-    repo: MemoryRepo, db: Database
+    repo: MemoryRepo, db: Database, sources: list[str]
 ) -> None:
     await repo.add("alice", "I like tea", now=NOW)
     created = await repo.add_many(
         "alice",
         ["我喜欢猫", "我喜欢猫。", "i like TEA", "I live in Berlin", "我喜欢狗"],
         timestamps=[NOW + 1, NOW + 2, NOW + 3, NOW + 4, NOW + 5],
-        source_session_id="s-9",
+        source_session_id=sources[2],
     )
     assert created == 3
     assert await repo.count("alice") == 4
@@ -428,7 +458,7 @@ async def test_add_many_counts_new_memories_and_indexes_them(
         "我喜欢猫",
         NOW + 1,
         NOW + 2,
-        "s-9",
+        sources[2],
     )
     tea = (await repo.search("alice", "tea"))[0].memory
     assert tea.created_at == NOW and tea.updated_at == NOW + 3

@@ -35,6 +35,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from contextd.core.errors import SessionNotFound
 from contextd.core.identity import DEFAULT_TENANT
 from contextd.core.search_terms import TERMS_VERSION, content_hash, query_terms
 from contextd.store import memory_index
@@ -184,7 +185,7 @@ class MemoryRepo:
         ts = time.time() if now is None else now
         await self.ensure_index()
         async with self._db.transaction() as conn:
-            await self._lock_user(conn, owner)
+            await self.lock_user(conn, owner, source_session_id)
             rows = list(
                 await conn.execute_fetchall(
                     "INSERT INTO memories (tenant_id, user_id, content, content_hash,"
@@ -273,7 +274,7 @@ class MemoryRepo:
             return 0
         await self.ensure_index()
         async with self._db.transaction() as conn:
-            await self._lock_user(conn, owner)
+            await self.lock_user(conn, owner, source_session_id)
             rows = list(await conn.execute_fetchall("SELECT COALESCE(MAX(id), 0) FROM memories"))
             before = int(rows[0][0])
             await conn.executemany(
@@ -339,7 +340,7 @@ class MemoryRepo:
         """
         text = _clean(new_content)
         new_hash = content_hash(text)
-        await self._lock_user(conn, (tenant_id, user_id))
+        await self.lock_user(conn, (tenant_id, user_id), source_session_id)
         rows = await conn.execute_fetchall(
             f"SELECT {_COLUMNS}, content_hash FROM memories"
             " WHERE id = ? AND tenant_id = ? AND user_id = ?",
@@ -369,11 +370,21 @@ class MemoryRepo:
         await self.index.add(conn, old.id, owner, text)
         return Rewrite(old, memory_from_row(updated[0]), "update")
 
-    async def _lock_user(self, conn: Connection, owner: tuple[str, str]) -> None:
+    async def lock_user(
+        self, conn: Connection, owner: tuple[str, str], source_session_id: str = ""
+    ) -> None:
         """The user's memory writes, in any process, one after the other: a rewrite
         checks the text it replaces and the texts the user has, and an add must not slip
-        in between."""
+        in between. The user's erasure takes the same lock, so a write that names the
+        session it comes from finds that session still there, or raises SessionNotFound:
+        work after a turn that another process runs late cannot bring back a memory of a
+        user erased meanwhile."""
         await self._db.lock_in_transaction(conn, "memories", *owner)
+        if source_session_id and not await conn.execute_fetchall(
+            "SELECT 1 FROM sessions WHERE id = ? AND tenant_id = ? AND user_id = ?",
+            (source_session_id, *owner),
+        ):
+            raise SessionNotFound(source_session_id)
 
     async def reindex(self) -> int:
         """Rebuild the search index from the memories; returns how many were indexed.

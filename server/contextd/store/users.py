@@ -50,6 +50,9 @@ class UserRepo:
         await self._memories.ensure_index()  # the index entries are removed by their terms
         owner = {"tenant": tenant_id, "user": user_id}
         async with self._db.transaction() as conn:
+            # First, as every memory write does: one that was waiting runs after this
+            # erasure and finds the user's sessions gone (MemoryRepo.lock_user).
+            await self._memories.lock_user(conn, (tenant_id, user_id))
             session_ids = [
                 str(row[0])
                 for row in await conn.execute_fetchall(
