@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from contextd.store.database import Database
 from contextd.store.events import EventStore
+from contextd.store.sessions import SessionRepo
 
 TS = 1715342400.0
 
@@ -22,6 +23,11 @@ async def events(db: Database, tmp_path: Path) -> AsyncIterator[EventStore]:
     log = db.event_log(tmp_path / "history")
     yield log
     await log.aclose()
+
+
+async def new_session(db: Database) -> str:
+    """A stored session: on PostgreSQL a log's lines belong to their session's row."""
+    return (await SessionRepo(db).create("alice")).id
 
 
 async def read_all(log: EventStore, sid: str, after: int = 0, tenant: str = "default") -> list[Any]:
@@ -42,7 +48,7 @@ async def stored_lines(db: Database, tmp_path: Path, sid: str) -> list[str]:
 async def test_lines_are_the_same_on_both_engines(
     events: EventStore, db: Database, tmp_path: Path
 ) -> None:
-    sid = uuid.uuid4().hex
+    sid = await new_session(db)
     await events.append(sid, "session_start", meta={"mode": "chat", "模型": "回声"}, ts=TS)
     await events.append(sid, "turn_start", turn=1, content="帮我\u2028读", ts=TS + 1)
     await events.append(sid, "final", turn=1, step=0, content="done", role="assistant", ts=TS + 2)
@@ -58,8 +64,8 @@ async def test_lines_are_the_same_on_both_engines(
     assert await read_all(events, sid, after=3) == []
 
 
-async def test_tenants_sessions_and_deletes_keep_apart(events: EventStore) -> None:
-    sid = uuid.uuid4().hex
+async def test_tenants_sessions_and_deletes_keep_apart(events: EventStore, db: Database) -> None:
+    sid = await new_session(db)
     await events.append(sid, "session_start", ts=TS)
     await events.append(sid, "session_start", ts=TS, tenant_id="acme")
     await events.append(sid, "session_end", ts=TS, tenant_id="acme")
@@ -86,8 +92,10 @@ async def test_bad_arguments_are_refused(events: EventStore) -> None:
         await events.append(uuid.uuid4().hex, "session_start", tenant_id="../x")
 
 
-async def test_concurrent_appends_to_a_session_get_every_number_once(events: EventStore) -> None:
-    sid = uuid.uuid4().hex
+async def test_concurrent_appends_to_a_session_get_every_number_once(
+    events: EventStore, db: Database
+) -> None:
+    sid = await new_session(db)
     await asyncio.gather(
         *(events.append(sid, "assistant", turn=1, step=i, ts=TS) for i in range(40))
     )
@@ -104,3 +112,17 @@ async def test_a_closed_log_refuses_appends(events: EventStore) -> None:
     await events.aclose()
     with pytest.raises(RuntimeError, match="closed"):
         await events.append(uuid.uuid4().hex, "session_start")
+
+
+async def test_a_deleted_sessions_lines_go_with_it(events: EventStore, db: Database) -> None:
+    sid = await new_session(db)
+    await events.append(sid, "session_start", ts=TS)
+    assert await SessionRepo(db).delete(sid)
+    if db.dialect.name == "sqlite":
+        return  # files: removed after the commit (store/log_removals.py)
+    assert await read_all(events, sid) == []  # in the deleting transaction
+    await events.append(sid, "turn_end", ts=TS)  # a turn that ran on: not written
+    rows = await db.reader.execute_fetchall(
+        "SELECT COUNT(*) FROM event_lines WHERE session_id = ?", (sid,)
+    )
+    assert rows[0][0] == 0

@@ -148,6 +148,10 @@ class EventStore(Protocol):
     """A session's event log, whichever engine keeps it (this module's files, or
     store/pg_events.py's table): the same lines, the same reads."""
 
+    # Whether a session's log is deleted with the session's row, in its transaction
+    # (a table's foreign key), rather than after the commit (store/log_removals.py).
+    goes_with_session: bool
+
     async def append(
         self,
         session_id: str,
@@ -172,6 +176,8 @@ class EventStore(Protocol):
 
 
 class EventLog:
+    goes_with_session = False  # files: removed after the commit
+
     def __init__(self, history_dir: Path) -> None:
         self.history_dir = history_dir
         history_dir.mkdir(parents=True, exist_ok=True)

@@ -11,6 +11,9 @@ transaction rolled back names sessions that still exist, and their logs stay).
 
 A note is written to a temporary name and renamed, so a note is whole or absent; like
 the event log it is with the kernel before the commit, not synced to the disk.
+
+Event logs kept in the database (PostgreSQL) go with their sessions' rows, in the
+deleting transaction: no note is written, the logs are only counted.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from contextd.store.database import Database
+from contextd.store.database import Connection, Database
 from contextd.store.events import EventStore
 
 _NOTE = ".json"
@@ -36,8 +39,9 @@ Session = tuple[str, str]
 
 @dataclass(frozen=True, slots=True)
 class Note:
-    path: Path
+    path: Path | None  # None: the logs went with the sessions' rows
     sessions: tuple[Session, ...]
+    logs: int = 0  # how many went, when they went with the rows
 
 
 class LogRemovals:
@@ -47,11 +51,18 @@ class LogRemovals:
         self._dir = directory
         directory.mkdir(parents=True, exist_ok=True)
 
-    def note(self, sessions: Sequence[Session]) -> Note | None:
+    async def note(self, conn: Connection, sessions: Sequence[Session]) -> Note | None:
         """Write the note of sessions being deleted; call it inside the deleting
-        transaction, right before it commits (None when there are none)."""
+        transaction, before their rows are deleted (None when there are none)."""
         if not sessions:
             return None
+        if self._events.goes_with_session:
+            rows = await conn.execute_fetchall(
+                "SELECT COUNT(*) FROM event_log_ends"
+                " WHERE session_id IN (SELECT value FROM json_each(?))",
+                (json.dumps([session_id for _, session_id in sessions]),),
+            )
+            return Note(None, tuple(sessions), int(rows[0][0]))
         path = self._dir / f"{uuid.uuid4().hex}{_NOTE}"
         partial = path.with_suffix(_PARTIAL)
         partial.write_text(json.dumps([list(s) for s in sessions]), encoding="utf-8")
@@ -63,6 +74,8 @@ class LogRemovals:
         logs there were."""
         if note is None:
             return 0
+        if note.path is None:
+            return note.logs
         removed = 0
         for tenant_id, session_id in note.sessions:
             removed += await self._events.delete(session_id, tenant_id=tenant_id)

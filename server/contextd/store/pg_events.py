@@ -14,6 +14,8 @@ import json
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
+import asyncpg
+
 from contextd.core.identity import DEFAULT_TENANT, TENANT_ID_RULE, is_tenant_id
 from contextd.store.events import check_after_line, check_session_id, encode_event
 
@@ -24,9 +26,12 @@ _PAGE = 500
 
 # Run on its own, outside a transaction block: PostgreSQL commits the one statement by
 # itself, one round trip where BEGIN, the statement and COMMIT would take three.
+# A session's lines go with it (foreign keys, ON DELETE CASCADE): a line for a session
+# that is gone (deleted while its turn ran) is not written.
 _APPEND = (
     "WITH next AS ("
-    " INSERT INTO event_log_ends (tenant_id, session_id, last_line) VALUES ($1, $2, 1)"
+    " INSERT INTO event_log_ends (tenant_id, session_id, last_line)"
+    " SELECT $1, $2, 1 WHERE EXISTS (SELECT 1 FROM sessions WHERE id = $2)"
     " ON CONFLICT (tenant_id, session_id)"
     " DO UPDATE SET last_line = event_log_ends.last_line + 1 RETURNING last_line)"
     " INSERT INTO event_lines (tenant_id, session_id, line, data)"
@@ -40,6 +45,8 @@ def _check_tenant(tenant_id: str) -> None:
 
 
 class DatabaseEventLog:
+    goes_with_session = True  # its rows' foreign key: ON DELETE CASCADE
+
     def __init__(self, db: PostgresDatabase) -> None:
         self._db = db
         self._closed = False
@@ -65,8 +72,11 @@ class DatabaseEventLog:
         event, line = encode_event(session_id, type, turn, step, content, role, meta, ts)
         _check_tenant(tenant_id)
         self._check_open()
-        async with self._db.connection() as conn:
-            await conn.execute(_APPEND, tenant_id, session_id, line)
+        try:
+            async with self._db.connection() as conn:
+                await conn.execute(_APPEND, tenant_id, session_id, line)
+        except asyncpg.ForeignKeyViolationError:  # deleted between the check and the insert
+            pass
         return event
 
     async def read(

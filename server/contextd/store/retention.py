@@ -77,11 +77,11 @@ class SessionPurge:
                 "  WHERE session_id IN (SELECT value FROM gone))",
                 {"ids": ids},
             )
+            deleted = [(str(row[1]), str(row[0])) for row in rows]
+            note = await self._removals.note(conn, deleted)
             await conn.execute(
                 "DELETE FROM sessions WHERE id IN (SELECT value FROM json_each(?))", (ids,)
             )
-            deleted = [(str(row[1]), str(row[0])) for row in rows]
-            note = self._removals.note(deleted)  # the last step before the commit
         for tenant_id, session_id in deleted:
             for forget in self._db.session_deleted:
                 forget(tenant_id, session_id)

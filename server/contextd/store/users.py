@@ -60,6 +60,7 @@ class UserRepo:
                 )
             ]
             messages, summaries = await _session_contents(conn, owner)
+            note = await self._removals.note(conn, [(tenant_id, s) for s in session_ids])
             await conn.execute(
                 "DELETE FROM sessions WHERE tenant_id = :tenant AND user_id = :user", owner
             )
@@ -67,8 +68,6 @@ class UserRepo:
             keys = await conn.execute(
                 "DELETE FROM api_keys WHERE tenant_id = :tenant AND user_id = :user", owner
             )
-            # The last step before the commit.
-            note = self._removals.note([(tenant_id, s) for s in session_ids])
         self._forget_sessions(tenant_id, session_ids)
         erased = Erased(
             sessions=len(session_ids),
