@@ -157,3 +157,21 @@ async def test_a_compression_follows_the_summary_it_was_made_from(
     assert later is not None and later.active
     active = await summaries.active_compression(session.id)
     assert active is not None and active.id == later.id
+
+
+async def test_a_summary_made_after_an_earlier_turn_does_not_replace_a_later_ones(
+    db: Database, session: Session
+) -> None:
+    summaries = SummaryRepo(db)
+    await summaries.upsert_session_summary(
+        session.id, "alice", "after turn 3", False, tenant_id="acme", turn_index=3
+    )
+    # Another process finishing turn 2's work late.
+    assert not await summaries.upsert_session_summary(
+        session.id, "alice", "after turn 2", False, tenant_id="acme", turn_index=2
+    )
+    assert await summaries.upsert_session_summary(
+        session.id, "alice", "after turn 4", False, tenant_id="acme", turn_index=4
+    )
+    [recent] = await summaries.recent_session_summaries("alice", tenant_id="acme", limit=5)
+    assert recent.summary == "after turn 4"

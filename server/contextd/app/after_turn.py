@@ -525,7 +525,12 @@ class AfterTurnRunner:
                 first_text, exchange.user.message.content, exchange.answer, s.session_summary_chars
             )
         if await self.summaries.upsert_session_summary(
-            turn.session_id, turn.user_id, summary, by_host=False, tenant_id=turn.tenant_id
+            turn.session_id,
+            turn.user_id,
+            summary,
+            by_host=False,
+            tenant_id=turn.tenant_id,
+            turn_index=turn.turn_index,
         ):
             self.stats.session_summaries += 1
 

@@ -99,7 +99,15 @@ TABLES = (
     Table(
         "session_summaries",
         ("session_id",),
-        ("session_id", "tenant_id", "user_id", "summary", "updated_at", "set_by_host"),
+        (
+            "session_id",
+            "tenant_id",
+            "user_id",
+            "summary",
+            "updated_at",
+            "set_by_host",
+            "turn_index",
+        ),
     ),
     Table(
         "partial_answers",

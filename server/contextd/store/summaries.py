@@ -165,20 +165,24 @@ class SummaryRepo:
         by_host: bool,
         *,
         tenant_id: str = DEFAULT_TENANT,
+        turn_index: int = 0,
     ) -> bool:
         """Set the session's summary; an automatic one (``by_host`` False) does not replace
-        one the host set. Returns whether it was set. Raises SessionNotFound unless
-        the user of the tenant owns the session."""
+        one the host set, nor one made after a later turn (``turn_index``: the turn it
+        was made after). Returns whether it was set. Raises SessionNotFound unless the
+        user of the tenant owns the session."""
         async with self._db.transaction() as conn:
             await self._db.lock_in_transaction(conn, "session summaries", session_id)
             cursor = await conn.execute(
                 "INSERT INTO session_summaries (session_id, tenant_id, user_id, summary,"
-                " updated_at, set_by_host) SELECT id, tenant_id, user_id, ?, ?, ? FROM sessions"
+                " updated_at, set_by_host, turn_index)"
+                " SELECT id, tenant_id, user_id, ?, ?, ?, ? FROM sessions"
                 " WHERE id = ? AND tenant_id = ? AND user_id = ? ON CONFLICT (session_id) DO UPDATE"
                 " SET summary = excluded.summary, updated_at = excluded.updated_at,"
-                " set_by_host = excluded.set_by_host"
-                " WHERE excluded.set_by_host = 1 OR session_summaries.set_by_host = 0",
-                (summary, time.time(), int(by_host), session_id, tenant_id, user_id),
+                " set_by_host = excluded.set_by_host, turn_index = excluded.turn_index"
+                " WHERE excluded.set_by_host = 1 OR (session_summaries.set_by_host = 0"
+                " AND excluded.turn_index >= session_summaries.turn_index)",
+                (summary, time.time(), int(by_host), turn_index, session_id, tenant_id, user_id),
             )
             if cursor.rowcount == 0:
                 owned = await conn.execute_fetchall(
@@ -187,7 +191,7 @@ class SummaryRepo:
                 )
                 if not owned:
                     raise SessionNotFound(session_id)
-                return False  # the host's summary stays
+                return False  # the host's summary, or a later turn's, stays
         # The lists that may show this summary: all but those leaving the session out.
         lists = self._recent.get((tenant_id, user_id))
         if lists is not None:
