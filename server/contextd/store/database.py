@@ -13,6 +13,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -110,3 +111,18 @@ class Database(ABC):
     def event_log(self, history_dir: Path) -> EventStore:
         """The sessions' event logs: files in ``history_dir`` for SQLite, a table for
         PostgreSQL (replicas share no disk)."""
+
+
+def migration_files(package: str) -> list[tuple[int, str, str]]:
+    """(version, name, sql) for every file NNNN_name.sql in ``package``, in order; the
+    versions must be 1..n without gaps."""
+    found = []
+    for entry in resources.files(package).iterdir():
+        if entry.name.endswith(".sql"):
+            version, _, name = entry.name.removesuffix(".sql").partition("_")
+            found.append((int(version), name, entry.read_text(encoding="utf-8")))
+    found.sort()
+    versions = [v for v, _, _ in found]
+    if versions != list(range(1, len(found) + 1)):
+        raise RuntimeError(f"{package}: migrations must be numbered 1..n without gaps: {versions}")
+    return found

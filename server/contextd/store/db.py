@@ -34,32 +34,17 @@ import sqlite3
 import time
 from collections.abc import AsyncIterator, Callable, Generator, Iterable
 from contextlib import asynccontextmanager
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from contextd.core.errors import StorageFull
-from contextd.store.database import SQLITE, Database, Params
+from contextd.store.database import SQLITE, Database, Params, migration_files
 from contextd.store.events import EventLog
 
 Row = sqlite3.Row
 
 DB_FILENAME = "contextd.sqlite3"
 BUSY_TIMEOUT_MS = 5000
-
-
-def _migrations() -> list[tuple[int, str, str]]:
-    """(version, name, sql) for every file NNNN_name.sql in store/migrations, in order."""
-    found = []
-    for entry in resources.files("contextd.store.migrations").iterdir():
-        if entry.name.endswith(".sql"):
-            version, _, name = entry.name.removesuffix(".sql").partition("_")
-            found.append((int(version), name, entry.read_text(encoding="utf-8")))
-    found.sort()
-    versions = [v for v, _, _ in found]
-    if versions != list(range(1, len(found) + 1)):
-        raise RuntimeError(f"migrations must be numbered 1..n without gaps, found {versions}")
-    return found
 
 
 class Cursor:
@@ -181,7 +166,7 @@ class SqliteDatabase(Database):
             async with conn.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations") as c:
                 row = await c.fetchone()
             current = int(row[0]) if row else 0
-            known = _migrations()
+            known = migration_files("contextd.store.migrations")
             if current > len(known):
                 raise RuntimeError(
                     f"database {self.path} has schema version {current}, newer than this "

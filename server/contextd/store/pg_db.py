@@ -22,7 +22,6 @@ import contextlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterable, Sequence
 from contextlib import asynccontextmanager
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +29,14 @@ import asyncpg
 from asyncpg.pool import PoolConnectionProxy
 
 from contextd.core.errors import DatabaseUnavailable, StorageFull
-from contextd.store.database import POSTGRESQL, Connection, Database, Params, Row
+from contextd.store.database import (
+    POSTGRESQL,
+    Connection,
+    Database,
+    Params,
+    Row,
+    migration_files,
+)
 from contextd.store.database_watch import DatabaseWatch
 from contextd.store.pg_events import DatabaseEventLog
 from contextd.store.pg_sql import Statement, translate
@@ -66,19 +72,6 @@ async def _keep_session(conn: asyncpg.Connection[Any]) -> None:
     trip per pooled use, as many as the statements themselves in a read, and contextd
     leaves none of that behind: its advisory locks are transaction-scoped, it declares
     no cursors, listens to nothing and sets its settings when a connection opens."""
-
-
-def _migrations() -> list[tuple[int, str, str]]:
-    """(version, name, sql) for every file NNNN_name.sql in store/migrations_pg, in order."""
-    found = []
-    for entry in resources.files("contextd.store.migrations_pg").iterdir():
-        if entry.name.endswith(".sql"):
-            version, _, name = entry.name.removesuffix(".sql").partition("_")
-            found.append((int(version), name, entry.read_text(encoding="utf-8")))
-    found.sort()
-    if [v for v, _, _ in found] != list(range(1, len(found) + 1)):
-        raise RuntimeError("PostgreSQL migrations must be numbered 1..n without gaps")
-    return found
 
 
 def _translated(error: BaseException, connection_lost: bool) -> BaseException | None:
@@ -336,7 +329,7 @@ class PostgresDatabase(Database):
         return DatabaseEventLog(self)
 
     async def _migrate(self) -> None:
-        known = _migrations()
+        known = migration_files("contextd.store.migrations_pg")
         async with self.connection() as conn, conn.transaction():
             # Replicas starting together: one migrates, the others wait here and then
             # find the version already current.
