@@ -23,7 +23,7 @@ from contextd.core.errors import Violations
 from contextd.core.formats import OutputFormat
 from contextd.core.messages import ChatMessage, CompressionSummary, Role
 from contextd.core.pipeline import DroppedRange, DropReason, is_blank
-from contextd.core.template import render
+from contextd.core.template import MissingVariables, render
 from contextd.core.tokens import Tokenizer, message_tokens
 from contextd.store.catalog import CatalogRepo
 from contextd.store.memories import MemoryRepo
@@ -195,19 +195,21 @@ class SessionContextBuilder:
         self, tenant_id: str, scenario: str, host: str, variables: Mapping[str, str]
     ) -> tuple[ContextLayer, str]:
         layer = ContextLayer("scenario")
-        v = Violations()
+        missing = MissingVariables()
         parts: list[str] = []
         if scenario:
             template = await self.catalog.get_template(scenario, tenant_id=tenant_id)
             if template is None or not template.enabled:
                 layer.note = f"no enabled prompt template for scenario {scenario!r}"
             else:
-                parts.append(render(template.system_prompt, variables, v, "session.variables"))
+                parts.append(render(template.system_prompt, variables, missing, "the template"))
         listed = await self.catalog.list_skills(host or None, True, tenant_id=tenant_id)
         skills = [s for s in listed if _for(s, host)]
         if skills:
-            texts = [_skill_text(s, variables, v) for s in skills]
+            texts = [_skill_text(s, variables, missing) for s in skills]
             parts.append("## Skills\n\n" + "\n\n".join(texts))
+        v = Violations()
+        missing.report(v, "session.variables")
         v.raise_if_any()
         layer.items_kept = len(skills) + (1 if parts and scenario and not layer.note else 0)
         layer.included = bool(parts)
@@ -345,8 +347,8 @@ def _fit(section: _Section, available: int, tok: Tokenizer) -> int:
     return available - spent
 
 
-def _skill_text(skill: Skill, variables: Mapping[str, str], v: Violations) -> str:
-    prompt = render(skill.prompt, variables, v, "session.variables")
+def _skill_text(skill: Skill, variables: Mapping[str, str], missing: MissingVariables) -> str:
+    prompt = render(skill.prompt, variables, missing, f"skill {skill.name!r}")
     return _join([f"### {skill.name}", skill.description, prompt], "\n")
 
 
