@@ -1,4 +1,5 @@
-"""The scenario layer's template on a live server: missing template variables."""
+"""The scenario layer's template on a live server: the scenario named like the host when
+the session names none, asking for no scenario, and missing template variables."""
 
 from __future__ import annotations
 
@@ -60,6 +61,59 @@ def new_session(api: Stubs, **fields: Any) -> tuple[str, str]:
     uid = unique("user")
     request = spb.CreateSessionRequest(user_id=uid, **fields)
     return uid, api.sessions.CreateSession(request).session.id
+
+
+def scenario_layer(reply: pb.BuildMessagesResponse) -> pb.ContextLayerReport:
+    return next(x for x in reply.report.context_layers if x.name == "scenario")
+
+
+@pytest.fixture(scope="module")
+def host(api: Stubs) -> str:
+    """A host with a template named like it in other letter case."""
+    name = unique("calc")
+    template(api, name.upper(), "You help in the spreadsheet app.")
+    return name
+
+
+def test_host_without_scenario_uses_the_template_named_like_it(api: Stubs, host: str) -> None:
+    uid, sid = new_session(api, host=host.capitalize())
+    reply = build(api, uid, sid)
+    assert "You help in the spreadsheet app." in reply.messages[0].content
+    layer = scenario_layer(reply)
+    assert layer.included and layer.items_kept == 1
+    assert layer.note == f"scenario {host.upper()!r}, named like the host"
+
+
+def test_host_of_the_request_also_implies_the_scenario(api: Stubs, host: str) -> None:
+    uid, sid = new_session(api)
+    assert "spreadsheet" not in build(api, uid, sid).messages[0].content
+    assert "spreadsheet" in build(api, uid, sid, host=host).messages[0].content
+
+
+def test_named_scenario_wins_over_the_host(api: Stubs, host: str) -> None:
+    other = unique("other")
+    template(api, other, "You write letters.")
+    uid, sid = new_session(api, host=host, scenario=other)
+    system = build(api, uid, sid).messages[0].content
+    assert "You write letters." in system and "spreadsheet" not in system
+
+
+def test_dash_asks_for_no_scenario(api: Stubs, host: str) -> None:
+    uid, sid = new_session(api, host=host, scenario="-")
+    reply = build(api, uid, sid)
+    assert "spreadsheet" not in reply.messages[0].content
+    layer = scenario_layer(reply)
+    assert not layer.included and layer.note == ""
+    # The request can ask for none too, for a session that has the host only.
+    uid, sid = new_session(api, host=host)
+    assert "spreadsheet" not in build(api, uid, sid, scenario="-").messages[0].content
+
+
+def test_no_template_can_be_named_dash(api: Stubs) -> None:
+    with pytest.raises(grpc.RpcError) as err:
+        template(api, "-", "never used")
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert [field for field, _ in violation_details(err.value)] == ["scenario"]
 
 
 def test_missing_variable_reported_once_naming_who_needs_it(api: Stubs) -> None:

@@ -7,6 +7,10 @@ from collections.abc import Mapping
 
 from contextd.core.errors import Violations
 
+# The scenario a session or request names to have no template at all, not even the one
+# of the scenario named like its host; no template can have this name.
+NO_SCENARIO = "-"
+
 _PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_.-]*)\s*\}\}")
 
 
