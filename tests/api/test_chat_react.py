@@ -261,9 +261,9 @@ async def test_host_tool_action_requires_action_then_continues(live: Live) -> No
         ("action", 0),
         ("turn_end", None),
         ("turn_start", None),
-        ("observation", None),
-        ("assistant", 0),
-        ("final", 0),
+        ("observation", 0),
+        ("assistant", 1),
+        ("final", 1),
         ("turn_end", None),
     ]
     action = log[3]

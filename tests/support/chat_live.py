@@ -187,6 +187,10 @@ async def add_memories(live: Live, user: str, *contents: str) -> None:
 EVENT_KEYS = ["ts", "session_id", "turn", "step", "type", "content", "role", "meta"]
 
 
+# The events of one model call or its tool use: each names its step.
+STEP_EVENTS = {"assistant", "action", "observation", "final"}
+
+
 def check_event_shape(events: list[dict[str, Any]], session_id: str) -> None:
     """Every line has the event log's fields, in their order, with their types."""
     for e in events:
@@ -205,6 +209,8 @@ def check_event_shape(events: list[dict[str, Any]], session_id: str) -> None:
         }
         if e["type"] != "session_start":
             assert isinstance(e["turn"], int) and e["turn"] >= 1
+        if e["type"] in STEP_EVENTS:
+            assert "step" in e, f"a step event without its step: {e}"
         if "step" in e:
             assert isinstance(e["step"], int) and e["step"] >= 0
         if "role" in e:
@@ -270,5 +276,6 @@ async def check_interrupted(live: Live, user: str, sid: str, text: str, status: 
     check_event_shape(events, sid)
     assert events[-1]["meta"]["status"] == status
     assert [e["type"] for e in events] == ["session_start", "turn_start", "turn_end"]
-    # The interrupted call's prompt was sent: the turn counts it.
-    assert events[-1]["meta"]["tokens"]["prompt"] == events[1]["meta"]["tokens"]["prompt"] > 0
+    # The interrupted call's prompt was sent: the turn counts it, the user's input
+    # (turn_start's figure) and more.
+    assert events[-1]["meta"]["tokens"]["prompt"] > events[1]["meta"]["tokens"]["prompt"] > 0

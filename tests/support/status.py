@@ -31,3 +31,14 @@ def status_of(error: grpc.RpcError) -> status_pb2.Status:
     status = rpc_status.from_call(error)  # type: ignore[arg-type]
     assert status is not None
     return status
+
+
+def violation_details(error: grpc.RpcError) -> list[tuple[str, str]]:
+    """The error's field violations as (field, description)."""
+    status = status_of(error)
+    found: list[tuple[str, str]] = []
+    for detail in status.details:
+        bad = error_details_pb2.BadRequest()
+        if detail.Unpack(bad):
+            found += [(v.field, v.description) for v in bad.field_violations]
+    return found

@@ -12,6 +12,7 @@ from dataclasses import replace
 
 from contextd.core.errors import InvalidArgument, NotFound, Violations
 from contextd.core.pipeline import is_blank
+from contextd.core.template import NO_SCENARIO
 from contextd.store.catalog import CatalogRepo
 from contextd.store.models import PromptTemplate, Skill
 
@@ -29,6 +30,8 @@ class PromptsApp:
         v = Violations()
         if not _NAME.fullmatch(scenario):
             v.add("scenario", "1-64 letters, digits, '_', '-' or '.'")
+        elif scenario == NO_SCENARIO:
+            v.add("scenario", f"{NO_SCENARIO!r} means no scenario and cannot have a template")
         if is_blank(system_prompt):
             v.add("system_prompt", "a template needs text")
         elif len(system_prompt) > MAX_PROMPT_CHARS:

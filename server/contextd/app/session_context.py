@@ -23,11 +23,11 @@ from contextd.core.errors import Violations
 from contextd.core.formats import OutputFormat
 from contextd.core.messages import ChatMessage, CompressionSummary, Role
 from contextd.core.pipeline import DroppedRange, DropReason, is_blank
-from contextd.core.template import render
+from contextd.core.template import NO_SCENARIO, MissingVariables, render
 from contextd.core.tokens import Tokenizer, message_tokens
 from contextd.store.catalog import CatalogRepo
 from contextd.store.memories import MemoryRepo
-from contextd.store.models import Session, Skill, StoredMessage
+from contextd.store.models import PromptTemplate, Session, Skill, StoredMessage
 from contextd.store.summaries import SummaryRepo
 
 log = logging.getLogger("contextd.context")
@@ -195,23 +195,43 @@ class SessionContextBuilder:
         self, tenant_id: str, scenario: str, host: str, variables: Mapping[str, str]
     ) -> tuple[ContextLayer, str]:
         layer = ContextLayer("scenario")
-        v = Violations()
+        missing = MissingVariables()
         parts: list[str] = []
+        template = await self._template(tenant_id, scenario, host, layer)
+        if template is not None:
+            parts.append(render(template.system_prompt, variables, missing, "the template"))
+        listed = await self.catalog.list_skills(host or None, True, tenant_id=tenant_id)
+        skills = [s for s in listed if _for(s, host)]
+        if skills:
+            texts = [_skill_text(s, variables, missing) for s in skills]
+            parts.append("## Skills\n\n" + "\n\n".join(texts))
+        v = Violations()
+        missing.report(v, "session.variables")
+        v.raise_if_any()
+        layer.items_kept = len(skills) + (template is not None)
+        layer.included = bool(parts)
+        return layer, _join(parts)
+
+    async def _template(
+        self, tenant_id: str, scenario: str, host: str, layer: ContextLayer
+    ) -> PromptTemplate | None:
+        """The enabled template of the scenario; without one, that of the scenario named
+        like the host (ignoring case), if there is one. ``NO_SCENARIO`` asks for none."""
+        if scenario == NO_SCENARIO:
+            return None
         if scenario:
             template = await self.catalog.get_template(scenario, tenant_id=tenant_id)
             if template is None or not template.enabled:
                 layer.note = f"no enabled prompt template for scenario {scenario!r}"
-            else:
-                parts.append(render(template.system_prompt, variables, v, "session.variables"))
-        listed = await self.catalog.list_skills(host or None, True, tenant_id=tenant_id)
-        skills = [s for s in listed if _for(s, host)]
-        if skills:
-            texts = [_skill_text(s, variables, v) for s in skills]
-            parts.append("## Skills\n\n" + "\n\n".join(texts))
-        v.raise_if_any()
-        layer.items_kept = len(skills) + (1 if parts and scenario and not layer.note else 0)
-        layer.included = bool(parts)
-        return layer, _join(parts)
+                return None
+            return template
+        if not host:
+            return None
+        template = await self.catalog.get_template(host, tenant_id=tenant_id, any_case=True)
+        if template is None or not template.enabled:
+            return None
+        layer.note = f"scenario {template.scenario!r}, named like the host"
+        return template
 
     async def _remembered(
         self, req: SessionBuildRequest, session: Session
@@ -345,8 +365,8 @@ def _fit(section: _Section, available: int, tok: Tokenizer) -> int:
     return available - spent
 
 
-def _skill_text(skill: Skill, variables: Mapping[str, str], v: Violations) -> str:
-    prompt = render(skill.prompt, variables, v, "session.variables")
+def _skill_text(skill: Skill, variables: Mapping[str, str], missing: MissingVariables) -> str:
+    prompt = render(skill.prompt, variables, missing, f"skill {skill.name!r}")
     return _join([f"### {skill.name}", skill.description, prompt], "\n")
 
 

@@ -52,7 +52,7 @@ class CatalogRepo:
         self._db = db
         # Reads are kept only while this process is the database's only writer.
         self._keep = db.dialect.keeps_caches
-        self._templates: dict[tuple[str, str], PromptTemplate | None] = {}
+        self._templates: dict[tuple[str, str, bool], PromptTemplate | None] = {}
         self._skills: dict[tuple[str, str | None, bool], tuple[Skill, ...]] = {}
 
     def _changed(self) -> None:
@@ -94,18 +94,21 @@ class CatalogRepo:
         return _template_from_row(next(iter(rows)))
 
     async def get_template(
-        self, scenario: str, *, tenant_id: str = DEFAULT_TENANT
+        self, scenario: str, *, tenant_id: str = DEFAULT_TENANT, any_case: bool = False
     ) -> PromptTemplate | None:
         """The tenant's template of the scenario, else the default one (shared with later
-        calls: it is frozen)."""
-        key = (tenant_id, scenario)
+        calls: it is frozen). With ``any_case``, the scenario's name is compared ignoring
+        ASCII case (scenario names are ASCII); among several matches the tenant's own,
+        then the exact spelling, then the first by name wins."""
+        key = (tenant_id, scenario, any_case)
         if self._keep and key in self._templates:
             return self._templates[key]
+        match = "lower(scenario) = lower(:scenario)" if any_case else "scenario = :scenario"
         rows = await self._db.reader.execute_fetchall(
             f"SELECT {_TEMPLATE_COLUMNS} FROM prompt_templates"
-            " WHERE scenario = ? AND tenant_id IN (?, 'default')"
-            " ORDER BY tenant_id = 'default' LIMIT 1",
-            (scenario, tenant_id),
+            f" WHERE {match} AND tenant_id IN (:tenant, 'default')"
+            " ORDER BY tenant_id = 'default', scenario <> :scenario, scenario LIMIT 1",
+            {"scenario": scenario, "tenant": tenant_id},
         )
         template = next((_template_from_row(row) for row in rows), None)
         if self._keep:

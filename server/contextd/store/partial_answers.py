@@ -74,22 +74,23 @@ class PartialAnswerRepo:
         self.shared = not db.dialect.keeps_caches
 
     def opening(
-        self, tenant_id: str, session_id: str, turn_index: int, tokenizer: str
+        self, tenant_id: str, session_id: str, turn_index: int, tokenizer: str, step: int = 0
     ) -> InTransaction:
-        """The turn's row, empty (a row left from an earlier turn is replaced)."""
+        """The turn's row, empty, at ``step`` (a turn continued with tool results goes on
+        from its earlier steps); a row left from an earlier turn is replaced."""
 
         async def run(conn: Connection) -> None:
             now = time.time()
             await conn.execute(
                 "INSERT INTO partial_answers (session_id, tenant_id, turn_index, step, text,"
                 "  tokenizer, prompt_tokens, completion_tokens, prompt_tokens_estimate,"
-                "  started_at, updated_at, owner) VALUES (?, ?, ?, 0, '', ?, 0, 0, 0, ?, ?, ?)"
+                "  started_at, updated_at, owner) VALUES (?, ?, ?, ?, '', ?, 0, 0, 0, ?, ?, ?)"
                 " ON CONFLICT (session_id) DO UPDATE SET tenant_id = excluded.tenant_id,"
-                "  turn_index = excluded.turn_index, step = 0, text = '',"
+                "  turn_index = excluded.turn_index, step = excluded.step, text = '',"
                 "  tokenizer = excluded.tokenizer, prompt_tokens = 0, completion_tokens = 0,"
                 "  prompt_tokens_estimate = 0, started_at = excluded.started_at,"
                 "  updated_at = excluded.updated_at, owner = excluded.owner",
-                (session_id, tenant_id, turn_index, tokenizer, now, now, self.owner),
+                (session_id, tenant_id, turn_index, step, tokenizer, now, now, self.owner),
             )
 
         return run

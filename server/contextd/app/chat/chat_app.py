@@ -30,6 +30,7 @@ from contextd.app.session_context import SessionContextBuilder
 from contextd.app.sessions import SessionsApp
 from contextd.core.errors import SessionNotFound, Violations
 from contextd.core.messages import ChatMessage, Role, ToolCall
+from contextd.core.tokens import message_tokens
 from contextd.providers.base import (
     ModelEvent,
     ModelRequest,
@@ -168,24 +169,34 @@ class ChatApp:
         user_message_id = ""
         if continuing:
             answered = await self._answered_calls(req, tools, session)
-            turn.question = await self._turn_question(turn)
+            await self._continue_turn(turn)
             context = await tools.take_host_results()
+            input_tokens = sum(
+                message_tokens(ChatMessage(Role.TOOL, content, tool_call_id=call_id), req.tokenizer)
+                for call_id, content in req.tool_results
+            )
         else:
             context = await tools.contexts.for_user_message(req.user_message)
             # The session was read above: store directly, with token counts.
-            [stored] = await turn.store([turn.row(ChatMessage(Role.USER, req.user_message))])
+            row = turn.row(ChatMessage(Role.USER, req.user_message))
+            [stored] = await turn.store([row])
             user_message_id = str(stored.id)
+            input_tokens = row.tokens[req.tokenizer.name]
         request = tools.model_request(context)
         estimate = request.prompt_tokens_estimate
+        # The whole prompt's estimate is the first step's ``assistant`` event's.
         await turn.event(
             "turn_start",
             content=req.user_message,
             role="user",
-            meta={"tokens": {"prompt": estimate}, "continuing": continuing},
+            meta={"tokens": {"prompt": input_tokens}, "continuing": continuing},
         )
         for call, (_, content) in zip(answered, req.tool_results, strict=True):
+            # A result belongs to the step of the call it answers, the one before this
+            # call's first.
             await turn.event(
                 "observation",
+                step=turn.step - 1,
                 content=content,
                 meta={"tool": call.name, "tool_call_id": call.id},
             )
@@ -233,7 +244,7 @@ class ChatApp:
                 for event in await tools.require_action(outcome):
                     yield event
                 return
-            if turn.step + 1 >= self.limits.max_steps:
+            if turn.steps_this_call >= self.limits.max_steps:
                 yield await tools.stop_at_step_limit(outcome)
                 return
             answers = await tools.answer_inline(outcome)
@@ -282,13 +293,17 @@ class ChatApp:
         v.raise_if_any()
         return [open_calls[call_id] for call_id, _ in req.tool_results]
 
-    async def _turn_question(self, turn: Turn) -> str:
-        """The user message that began the turn: its first user message (the turn's
-        observations come after it)."""
+    async def _continue_turn(self, turn: Turn) -> None:
+        """Pick up the turn the host's results continue: the user message that began it
+        (its first user message; the turn's observations come after it), and its steps
+        so far, one stored assistant message each (a step that did not end the turn
+        stored its tool calls, the last one the calls the results answer)."""
         rows = await self.sessions.conversation.turn_messages(
             turn.session.id, turn.index, turn.tokenizer, tenant_id=turn.session.tenant_id
         )
-        return next((r.message.content for r in rows if r.message.role is Role.USER), "")
+        turn.question = next((r.message.content for r in rows if r.message.role is Role.USER), "")
+        # At least one: the calls answered are a step's.
+        turn.continue_from(max(1, sum(r.message.role is Role.ASSISTANT for r in rows)))
 
     def _config_meta(self, req: ChatTurnRequest) -> dict[str, object]:
         return {

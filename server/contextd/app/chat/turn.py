@@ -30,6 +30,7 @@ class Turn:
         "_partials",
         "_sessions",
         "completed",
+        "first_step",
         "index",
         "partial",
         "question",
@@ -66,7 +67,10 @@ class Turn:
         # an observation: every step's memory layer searches with it.
         self.question = question
         self.started = time.monotonic()
+        # Steps count on through the turn: a turn continued with tool results goes on
+        # from the steps before them (``continue_from``).
         self.step = 0
+        self.first_step = 0  # this call's first: the step limit is per call
         self.text = ""  # every step's text, as streamed
         self.step_start = 0  # where the current step's text begins in ``text``
         self.usage = TokenUsage()
@@ -83,6 +87,16 @@ class Turn:
         self.partial = PartialAnswerWriter(partials, self)
 
     # The steps.
+
+    def continue_from(self, steps_so_far: int) -> None:
+        """The turn made ``steps_so_far`` model calls before the tool results it goes on
+        with; the next call is the one after them."""
+        self.step = self.first_step = steps_so_far
+
+    @property
+    def steps_this_call(self) -> int:
+        """Model calls this StreamChat call made, the current one included."""
+        return self.step - self.first_step + 1
 
     def begin_step(self, prompt_tokens_estimate: int) -> None:
         """A model call starts: its usage is counted into the turn's once it ends
@@ -143,7 +157,7 @@ class Turn:
         opening = None
         if not self._opened:
             opening = self._partials.opening(
-                session.tenant_id, session.id, self.index, self.tokenizer
+                session.tenant_id, session.id, self.index, self.tokenizer, self.step
             )
         stored = await self._sessions.conversation.append(
             session.id, self.user_id, rows, tenant_id=session.tenant_id, also=opening
