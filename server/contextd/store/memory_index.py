@@ -9,7 +9,7 @@ import hashlib
 import json
 import math
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, Protocol
 
 from contextd.core.identity import DEFAULT_TENANT
@@ -21,6 +21,23 @@ from contextd.store.memory_query import match_expression, search_sql
 # (tenant id, user id)
 Owner = tuple[str, str]
 REINDEX_BATCH = 5000
+
+
+async def memory_batches(conn: Connection) -> AsyncIterator[Sequence[Row]]:
+    """Every memory as (id, user_id, content, tenant_id), in id order, a batch at a time:
+    what an index is rebuilt from, in bounded memory."""
+    last = 0
+    while True:
+        rows = await conn.execute_fetchall(
+            "SELECT id, user_id, content, tenant_id FROM memories WHERE id > ? ORDER BY id LIMIT ?",
+            (last, REINDEX_BATCH),
+        )
+        if not rows:
+            return
+        yield rows
+        last = int(rows[-1][0])
+
+
 # The columns of a memory every search returns, then relevance, recency and score.
 MEMORY_COLUMNS = (
     "id, user_id, content, source_session_id, source_message_id, created_at, updated_at, tenant_id"
@@ -126,17 +143,8 @@ class FtsIndex:
 
     async def rebuild(self, conn: Connection) -> int:
         await conn.execute("INSERT INTO memories_fts (memories_fts) VALUES ('delete-all')")
-        count, last = 0, 0
-        while True:
-            rows = list(
-                await conn.execute_fetchall(
-                    "SELECT id, user_id, content, tenant_id FROM memories WHERE id > ?"
-                    " ORDER BY id LIMIT ?",
-                    (last, REINDEX_BATCH),
-                )
-            )
-            if not rows:
-                return count
+        count = 0
+        async for rows in memory_batches(conn):
             await conn.executemany(
                 "INSERT INTO memories_fts (rowid, terms) VALUES (?, ?)",
                 [
@@ -145,7 +153,7 @@ class FtsIndex:
                 ],
             )
             count += len(rows)
-            last = int(rows[-1][0])
+        return count
 
     async def frequency(self, keyed: Sequence[str], budget: int) -> dict[str, int]:
         return {

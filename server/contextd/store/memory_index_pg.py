@@ -20,7 +20,7 @@ from typing import Any
 
 from contextd.store import memory_index
 from contextd.store.database import Connection, Database, Row
-from contextd.store.memory_index import MEMORY_COLUMNS, REINDEX_BATCH, Owner
+from contextd.store.memory_index import MEMORY_COLUMNS, Owner
 
 _SET_TERMS = "UPDATE memories SET search_terms = array_to_tsvector(CAST(? AS TEXT[])) WHERE id = ?"
 
@@ -113,17 +113,8 @@ class TsvectorIndex:
         return None
 
     async def rebuild(self, conn: Connection) -> int:
-        count, last = 0, 0
-        while True:
-            rows = list(
-                await conn.execute_fetchall(
-                    "SELECT id, user_id, content, tenant_id FROM memories WHERE id > ?"
-                    " ORDER BY id LIMIT ?",
-                    (last, REINDEX_BATCH),
-                )
-            )
-            if not rows:
-                return count
+        count = 0
+        async for rows in memory_index.memory_batches(conn):
             await conn.executemany(
                 _SET_TERMS,
                 [
@@ -132,7 +123,7 @@ class TsvectorIndex:
                 ],
             )
             count += len(rows)
-            last = int(rows[-1][0])
+        return count
 
     async def frequency(self, keyed: Sequence[str], budget: int) -> dict[str, int]:
         rows = await self._db.reader.execute_fetchall(
