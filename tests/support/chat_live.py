@@ -203,7 +203,7 @@ def check_event_shape(events: list[dict[str, Any]], session_id: str) -> None:
             "turn_end",
             "session_end",
         }
-        if e["type"] != "session_start":
+        if e["type"] not in ("session_start", "session_end"):
             assert isinstance(e["turn"], int) and e["turn"] >= 1
         if "step" in e:
             assert isinstance(e["step"], int) and e["step"] >= 0
