@@ -11,6 +11,7 @@ One session per process: a new one, or the one --session resumes. Three modes:
   answered in turn in the same session; then exit. Commands work here too.
 
 An optional positional question is asked first, in interactive and piped mode.
+Leaving ends the session (EndSession, mode "interactive" or "once"); /new ends it too.
 Answers go to stdout; the session line outside the REPL, tool calls, warnings and
 errors go to stderr, so `contextd chat --once "..." > answer.txt` keeps only the
 answer.
@@ -228,6 +229,8 @@ class _Chat:
         self.out = out
         self.err = err
         self.session_id = ""
+        # The session mode the server logs at the session's start and end.
+        self.mode = "interactive" if interactive else "once"
         # Whether stdout ends with a newline (or has nothing yet).
         self._at_line_start = True
 
@@ -283,11 +286,24 @@ class _Chat:
             self.new_session()
 
     def new_session(self) -> None:
+        if self.session_id:
+            self.end()
         session = self.client.create_session(
             self.args.user, scenario=self.args.scenario, host=self.args.host
         )
         self.session_id = session["id"]
         self.info(f"session {self.session_id}")
+
+    def end(self) -> None:
+        """End the session (session_end in its log); a failure is only reported."""
+        import grpc
+        from contextd_client import ContextdError
+
+        try:
+            self.client.end_session(self.args.user, self.session_id, mode=self.mode)
+        except ContextdError as error:
+            if error.code != grpc.StatusCode.UNAVAILABLE:  # already said by the turn
+                self.error(error, "cannot end the session")
 
     def history(self) -> None:
         messages = self.client.list_messages(self.args.user, self.session_id)
@@ -319,6 +335,7 @@ class _Chat:
             session_id=self.session_id,
             scenario=self.args.scenario,
             host=self.args.host,
+            mode=self.mode,
             timeout=self.args.timeout,
         )
         events: queue.SimpleQueue[object] = queue.SimpleQueue()
@@ -481,11 +498,14 @@ def _run(args: argparse.Namespace, interrupts: _Interrupts, stdin: TextIO) -> in
             return EXIT_USAGE
         if args.once is not None:
             assert question is not None
-            return _batch(chat, [question])
-        if interactive:
-            return _repl(chat, question)
-        lines = (line.rstrip("\r\n") for line in _lines(stdin, interrupts))
-        return _batch(chat, lines if question is None else itertools.chain([question], lines))
+            status = _batch(chat, [question])
+        elif interactive:
+            status = _repl(chat, question)
+        else:
+            lines = (line.rstrip("\r\n") for line in _lines(stdin, interrupts))
+            status = _batch(chat, lines if question is None else itertools.chain([question], lines))
+        chat.end()  # /exit, Ctrl-D, the end of --once or of the piped input
+        return status
     except KeyboardInterrupt:
         chat.note("interrupted")
         return EXIT_INTERRUPTED

@@ -387,9 +387,6 @@ def _add_services(
     context_pb2_grpc.add_ContextServiceServicer_to_server(
         ContextServicer(context, sessions), server
     )
-    sessions_pb2_grpc.add_SessionServiceServicer_to_server(
-        SessionServicer(sessions, tokenizers.default), server
-    )
     memory_pb2_grpc.add_MemoryServiceServicer_to_server(
         MemoryServicer(MemoriesApp(memories, sessions)), server
     )
@@ -425,6 +422,9 @@ def _add_services(
         after_turn=after_turn.schedule,
     )
     chat_pb2_grpc.add_ChatServiceServicer_to_server(ChatServicer(chat, context), server)
+    sessions_pb2_grpc.add_SessionServiceServicer_to_server(
+        SessionServicer(sessions, tokenizers.default, chat), server
+    )
     # Event logs of deleted sessions wait in notes here until their deletion committed.
     removals = LogRemovals(db, events, settings.data_dir / "log-removals")
     users = UsersApp(UserRepo(db, memories, removals), removals, after_turn.cancel_user)

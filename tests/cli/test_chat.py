@@ -124,6 +124,38 @@ def test_piped_commands_and_a_first_question(address: str) -> None:
     assert "opening question" not in done.stdout.split("[1] user:")[1]
 
 
+def ends(client: ContextClient, user: str, session_id: str) -> list[tuple[str, str]]:
+    """The session's start and end events with their modes, in order."""
+    return [
+        (e["type"], e["meta"]["mode"])
+        for e in client.export_events(user, session_id)
+        if e["type"] in ("session_start", "session_end")
+    ]
+
+
+def test_leaving_ends_the_session(address: str) -> None:
+    user = new_user()
+    done = chat("--address", address, "--user", user, "--once", "one question")
+    assert done.returncode == 0, done.stderr
+    [once] = SESSION_LINE.findall(done.stderr)
+    done = chat("--address", address, "--user", user, stdin="piped\n/new\nnext\n")
+    assert done.returncode == 0, done.stderr
+    piped, renewed = SESSION_LINE.findall(done.stderr)
+    done = chat("--address", address, "--user", user, "--session", once, "--once", "again")
+    assert done.returncode == 0, done.stderr
+    with ContextClient(address) as client:
+        # The resumed session opened again at its next turn and ended again.
+        assert ends(client, user, once) == [
+            ("session_start", "once"),
+            ("session_end", "once"),
+            ("session_start", "once"),
+            ("session_end", "once"),
+        ]
+        # /new ends the session it leaves; piped input is not interactive.
+        assert ends(client, user, piped) == [("session_start", "once"), ("session_end", "once")]
+        assert ends(client, user, renewed) == [("session_start", "once"), ("session_end", "once")]
+
+
 def test_resume_a_session(address: str) -> None:
     user = new_user()
     with ContextClient(address) as client:
@@ -195,6 +227,9 @@ def test_turn_statuses_and_tool_calls_are_shown(fake: FakeChatServer) -> None:
     assert piped.returncode == 1
     assert piped.stdout == "Half an\nfake answer to: fine\n"
     assert len(fake.sessions) == 4  # one per process
+    # Each process ended its session, whatever its turns did; each turn said its mode.
+    assert [(e.session_id, e.mode) for e in fake.ended] == [(s, "once") for s in fake.sessions]
+    assert {r.mode for r in fake.requests} == {"once"}
 
 
 # The REPL in a pseudo-terminal --------------------------------------------------------
@@ -325,6 +360,11 @@ def test_repl(address: str, terminals: list[Terminal]) -> None:
     assert term.wait() == 0
 
     with ContextClient(address) as client:
+        for session_id in (first, second):  # /new and /exit end the session they leave
+            assert ends(client, user, session_id) == [
+                ("session_start", "interactive"),
+                ("session_end", "interactive"),
+            ]
         first_messages = client.list_messages(user, first)
         assert [m["role"] for m in first_messages] == ["user", "assistant"]
         assert first_messages[0]["content"] == "What is contextd?"
@@ -332,15 +372,21 @@ def test_repl(address: str, terminals: list[Terminal]) -> None:
 
 
 def test_repl_first_question_and_ctrl_d(address: str, terminals: list[Terminal]) -> None:
-    term = Terminal("--address", address, "--user", new_user(), "a first question")
+    user = new_user()
+    term = Terminal("--address", address, "--user", user, "a first question")
     terminals.append(term)
-    term.expect(r"^session \S+$")
+    session_id = term.expect(r"^session (\S+)$")[1]
     term.expect(r"^echo: .*“a first question”$")
     term.expect("^> ")
     term.interrupt_at_prompt()  # a fresh prompt
     term.expect("^> ")
-    term.type("\x04")  # Ctrl-D: end of input
+    term.type("\x04")  # Ctrl-D: end of input, which ends the session
     assert term.wait() == 0
+    with ContextClient(address) as client:
+        assert ends(client, user, session_id) == [
+            ("session_start", "interactive"),
+            ("session_end", "interactive"),
+        ]
 
 
 def test_ctrl_c_cancels_the_streaming_turn(fake: FakeChatServer, terminals: list[Terminal]) -> None:

@@ -126,3 +126,23 @@ async def test_a_deleted_sessions_lines_go_with_it(events: EventStore, db: Datab
         "SELECT COUNT(*) FROM event_lines WHERE session_id = ?", (sid,)
     )
     assert rows[0][0] == 0
+
+
+async def test_last_is_the_last_whole_event(
+    events: EventStore, db: Database, tmp_path: Path
+) -> None:
+    sid = await new_session(db)
+    assert await events.last(sid) is None
+    await events.append(sid, "session_start", ts=TS)
+    long = "x" * 20_000  # longer than the first piece a file's end is read in
+    await events.append(sid, "turn_start", turn=1, content=long, ts=TS)
+    last = await events.last(sid)
+    assert last is not None and last["content"] == long
+    await events.append(sid, "session_end", meta={"mode": "once"}, ts=TS)
+    assert await events.last(sid) == (await read_all(events, sid))[-1]
+    assert await events.last(sid, tenant_id="other") is None
+    if db.dialect.name == "sqlite":  # a torn last line (a crash mid-write) is no event
+        path = tmp_path / "history" / f"{sid}.jsonl"
+        path.write_bytes(path.read_bytes() + b'{"ts":"torn')
+        last = await events.last(sid)
+        assert last is not None and last["type"] == "session_end"

@@ -207,7 +207,7 @@ def check_event_shape(events: list[dict[str, Any]], session_id: str) -> None:
             "turn_end",
             "session_end",
         }
-        if e["type"] != "session_start":
+        if e["type"] not in ("session_start", "session_end"):
             assert isinstance(e["turn"], int) and e["turn"] >= 1
         if e["type"] in STEP_EVENTS:
             assert "step" in e, f"a step event without its step: {e}"

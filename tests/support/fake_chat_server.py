@@ -55,6 +55,7 @@ class FakeChatServer:
     address: str = ""
     requests: list[cpb.StreamChatRequest] = field(default_factory=list)
     sessions: list[str] = field(default_factory=list)
+    ended: list[spb.EndSessionRequest] = field(default_factory=list)
     # Set when a turn ended before its last event was sent: the client cancelled it.
     cancelled: threading.Event = field(default_factory=threading.Event)
     finished: threading.Event = field(default_factory=threading.Event)
@@ -123,6 +124,12 @@ class FakeChatServer:
             context.abort(grpc.StatusCode.NOT_FOUND, "no such session")
         return spb.GetSessionResponse(session=spb.Session(id=request.session_id))
 
+    def end_session(
+        self, request: spb.EndSessionRequest, context: grpc.ServicerContext
+    ) -> spb.EndSessionResponse:
+        self.ended.append(request)
+        return spb.EndSessionResponse(ended=True)
+
     def export_events(self, request: spb.ExportEventsRequest, context: grpc.ServicerContext) -> Any:
         yield spb.ExportEventsResponse(json='{"type": "session_start"}', type="session_start")
         yield spb.ExportEventsResponse(json="[1, 2]", type="broken")
@@ -157,6 +164,11 @@ def fake_chat_server() -> Iterator[FakeChatServer]:
             "GetSession": grpc.unary_unary_rpc_method_handler(
                 fake.get_session,
                 request_deserializer=spb.GetSessionRequest.FromString,
+                response_serializer=_serialize,
+            ),
+            "EndSession": grpc.unary_unary_rpc_method_handler(
+                fake.end_session,
+                request_deserializer=spb.EndSessionRequest.FromString,
                 response_serializer=_serialize,
             ),
             "ExportEvents": grpc.unary_stream_rpc_method_handler(

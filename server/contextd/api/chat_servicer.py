@@ -116,6 +116,7 @@ class ChatServicer(chat_pb2_grpc.ChatServiceServicer):  # type: ignore[misc]
             title=request.title,
             react=_REACT[request.tool_protocol],
             deadline=None if time_remaining is None else time.monotonic() + time_remaining,
+            mode=request.mode,
         )
 
 

@@ -3,24 +3,31 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import AsyncIterator
 
 from contextd.api import convert, records
 from contextd.api.auth import caller_for, caller_tenant
 from contextd.api.types import Context
+from contextd.app.chat import ChatApp
 from contextd.app.memories import MemoriesApp
 from contextd.app.prompts import PromptsApp
 from contextd.app.sessions import SessionsApp
-from contextd.core.errors import Violations
+from contextd.core.errors import InvalidArgument, Violations
+from contextd.core.xml_history import XmlHistory
 from contextd.v1 import memory_pb2 as mpb
 from contextd.v1 import memory_pb2_grpc, prompts_pb2_grpc, sessions_pb2_grpc
 from contextd.v1 import prompts_pb2 as ppb
 from contextd.v1 import sessions_pb2 as spb
 
+_FORMATS = {spb.EXPORT_FORMAT_UNSPECIFIED, spb.EXPORT_FORMAT_JSONL, spb.EXPORT_FORMAT_XML}
+
 
 class SessionServicer(sessions_pb2_grpc.SessionServiceServicer):  # type: ignore[misc]
-    def __init__(self, app: SessionsApp, tokenizer: str) -> None:
+    def __init__(self, app: SessionsApp, tokenizer: str, chat: ChatApp) -> None:
         self._app = app
+        # Ending a session waits for its running turn: the chat's one-turn-at-a-time.
+        self._chat = chat
         # Stored messages report their count under the server's default tokenizer.
         self._tokenizer = tokenizer
 
@@ -105,11 +112,42 @@ class SessionServicer(sessions_pb2_grpc.SessionServiceServicer):  # type: ignore
         self, request: spb.ExportEventsRequest, context: Context
     ) -> AsyncIterator[spb.ExportEventsResponse]:
         caller = caller_for(request.user_id)
-        async for event in self._app.events(caller, request.session_id, request.after):
-            yield spb.ExportEventsResponse(
-                json=json.dumps(event, ensure_ascii=False, separators=(",", ":")),
-                type=str(event["type"]),
-            )
+        if request.format not in _FORMATS:
+            raise InvalidArgument.one("format", f"unknown export format {request.format}")
+        events = self._app.events(caller, request.session_id, request.after)
+        if request.format != spb.EXPORT_FORMAT_XML:
+            async for event in events:
+                yield spb.ExportEventsResponse(
+                    json=json.dumps(event, ensure_ascii=False, separators=(",", ":")),
+                    type=str(event["type"]),
+                )
+            return
+        if request.after:
+            raise InvalidArgument.one("after", "the XML history is exported whole: leave it 0")
+        history = XmlHistory(request.session_id)
+        first = True
+        async for event in events:
+            if first:  # the session is the caller's: the document can begin
+                yield spb.ExportEventsResponse(xml=history.head(), type="head")
+                first = False
+            for kind, piece in history.add(event):
+                yield spb.ExportEventsResponse(xml=piece, type=kind)
+        if first:
+            yield spb.ExportEventsResponse(xml=history.head(), type="head")
+        for kind, piece in history.end():
+            yield spb.ExportEventsResponse(xml=piece, type=kind)
+
+    async def EndSession(
+        self, request: spb.EndSessionRequest, context: Context
+    ) -> spb.EndSessionResponse:
+        remaining = context.time_remaining()
+        ended = await self._chat.end_session(
+            caller_for(request.user_id),
+            request.session_id,
+            request.mode,
+            None if remaining is None else time.monotonic() + remaining,
+        )
+        return spb.EndSessionResponse(ended=ended)
 
 
 class MemoryServicer(memory_pb2_grpc.MemoryServiceServicer):  # type: ignore[misc]

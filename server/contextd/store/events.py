@@ -170,6 +170,10 @@ class EventStore(Protocol):
         self, session_id: str, *, after_line: int = 0, tenant_id: str = DEFAULT_TENANT
     ) -> AsyncIterator[dict[str, Any]]: ...
 
+    async def last(
+        self, session_id: str, *, tenant_id: str = DEFAULT_TENANT
+    ) -> dict[str, Any] | None: ...
+
     async def delete(self, session_id: str, *, tenant_id: str = DEFAULT_TENANT) -> bool: ...
 
     async def aclose(self) -> None: ...
@@ -257,6 +261,14 @@ class EventLog:
             for event in events:
                 yield event
 
+    async def last(
+        self, session_id: str, *, tenant_id: str = DEFAULT_TENANT
+    ) -> dict[str, Any] | None:
+        """The session's last whole event; None when it has none. Read on the event
+        loop's thread, as an append writes: a few system calls at the file's end."""
+        line = _last_line(self.path(session_id, tenant_id))
+        return None if line is None else json.loads(line)
+
     async def delete(self, session_id: str, *, tenant_id: str = DEFAULT_TENANT) -> bool:
         """Remove the tenant's session's file; True if there was one. An append after this
         starts a new file."""
@@ -303,6 +315,30 @@ def _cut_torn_tail(fd: int, size: int) -> int:
         end = start
     os.ftruncate(fd, end)
     return end
+
+
+def _last_line(path: Path) -> bytes | None:
+    """The file's last whole line without its newline (a torn tail is not one), or None."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        return None
+    try:
+        size = os.fstat(fd).st_size
+        want = 4096
+        while True:
+            start = max(0, size - want)
+            data = os.pread(fd, size - start, start)
+            stop = data.rfind(b"\n")
+            if stop >= 0:
+                begin = data.rfind(b"\n", 0, stop) + 1
+                if begin > 0 or start == 0:
+                    return data[begin:stop]
+            elif start == 0:
+                return None
+            want *= 2  # the line began before this chunk
+    finally:
+        os.close(fd)
 
 
 def _unlink(path: Path) -> bool:

@@ -105,6 +105,19 @@ class DatabaseEventLog:
                 yield json.loads(data)
             after = int(rows[-1][0])
 
+    async def last(
+        self, session_id: str, *, tenant_id: str = DEFAULT_TENANT
+    ) -> dict[str, Any] | None:
+        """The session's last event; None when it has none."""
+        check_session_id(session_id)
+        _check_tenant(tenant_id)
+        rows = await self._db.reader.execute_fetchall(
+            "SELECT data FROM event_lines WHERE tenant_id = ? AND session_id = ?"
+            " ORDER BY line DESC LIMIT 1",
+            (tenant_id, session_id),
+        )
+        return json.loads(rows[0][0]) if rows else None
+
     async def delete(self, session_id: str, *, tenant_id: str = DEFAULT_TENANT) -> bool:
         """Remove the session's lines; True if there were any. A later append starts again
         at line 1, as a new file would."""

@@ -228,6 +228,7 @@ class AsyncContextClient:
         stop: Sequence[str] = (),
         refuse_over_limit: bool = False,
         title: str = "",
+        mode: str = "",
         timeout: float | EllipsisType | None = ...,
     ) -> AsyncChatStream:
         """Run one chat turn; returns its events as an async iterator (no ``await``).
@@ -253,6 +254,7 @@ class AsyncContextClient:
             stop=stop,
             refuse_over_limit=refuse_over_limit,
             title=title,
+            mode=mode,
         )
         deadline = self._timeout(timeout)
         if self._token is not None:
@@ -370,6 +372,23 @@ class AsyncContextClient:
         """The session's event log as an async iterator of dicts (no ``await``)."""
         request = records.export_events_request(user_id, session_id, after)
         return self._export_events(request)
+
+    async def export_xml(self, user_id: str, session_id: str) -> str:
+        """The session's event log as the XML history document."""
+        request = records.export_xml_request(user_id, session_id)
+        metadata = await self._metadata()
+        call = self.session_stub.ExportEvents(request, timeout=self.timeout, metadata=metadata)
+        try:
+            return "".join([response.xml async for response in call])
+        except grpc.RpcError as error:
+            raise ContextdError.from_rpc_error(error) from error
+        finally:
+            call.cancel()
+
+    async def end_session(self, user_id: str, session_id: str, *, mode: str = "") -> bool:
+        """End the session (see :meth:`ContextClient.end_session`)."""
+        request = records.end_session_request(user_id, session_id, mode)
+        return bool((await self._call(self.session_stub.EndSession, request)).ended)
 
     async def _export_events(self, request: Any) -> AsyncIterator[dict[str, Any]]:
         metadata = await self._metadata()

@@ -90,6 +90,7 @@ def stream_chat_request(
     stop: Sequence[str],
     refuse_over_limit: bool,
     title: str,
+    mode: str = "",
 ) -> cpb.StreamChatRequest:
     if memory not in _MEMORY_MODES:
         raise TypeError(f"memory must be True, False or None, not {memory!r}")
@@ -121,6 +122,7 @@ def stream_chat_request(
         token_budget=_int(token_budget, "token_budget"),
         tokenizer=_text(tokenizer, "tokenizer"),
         title=_text(title, "title"),
+        mode=_text(mode, "mode"),
     )
     stops = [stop] if isinstance(stop, str) else _sequence(stop, "stop", "strings")
     if model or temperature is not None or max_output_tokens or stops:

@@ -243,6 +243,7 @@ class ContextClient:
         stop: Sequence[str] = (),
         refuse_over_limit: bool = False,
         title: str = "",
+        mode: str = "",
         timeout: float | EllipsisType | None = ...,
     ) -> ChatStream:
         """Run one chat turn; returns its events as they arrive (see :class:`ChatStream`).
@@ -272,6 +273,7 @@ class ContextClient:
             stop=stop,
             refuse_over_limit=refuse_over_limit,
             title=title,
+            mode=mode,
         )
         call = self.chat_stub.StreamChat(
             request, timeout=self._timeout(timeout), metadata=self._metadata()
@@ -373,6 +375,25 @@ class ContextClient:
         """The session's event log, oldest first, one dict per event (skipping ``after``)."""
         request = records.export_events_request(user_id, session_id, after)
         return self._export_events(request)
+
+    def export_xml(self, user_id: str, session_id: str) -> str:
+        """The session's event log as the XML history document."""
+        request = records.export_xml_request(user_id, session_id)
+        call = self.session_stub.ExportEvents(
+            request, timeout=self.timeout, metadata=self._metadata()
+        )
+        try:
+            return "".join(response.xml for response in call)
+        except grpc.RpcError as error:
+            raise ContextdError.from_rpc_error(error) from error
+        finally:
+            call.cancel()
+
+    def end_session(self, user_id: str, session_id: str, *, mode: str = "") -> bool:
+        """End the session (its log gets session_end with ``mode``; a later turn opens it
+        again). False when it was already ended."""
+        request = records.end_session_request(user_id, session_id, mode)
+        return bool(self._call(self.session_stub.EndSession, request).ended)
 
     def _export_events(self, request: Any) -> Iterator[dict[str, Any]]:
         call = self.session_stub.ExportEvents(

@@ -246,6 +246,22 @@ def export_events_request(user_id: str, session_id: str, after: int) -> spb.Expo
     )
 
 
+def export_xml_request(user_id: str, session_id: str) -> spb.ExportEventsRequest:
+    return spb.ExportEventsRequest(
+        user_id=_ident(user_id, "user_id"),
+        session_id=_ident(session_id, "session_id"),
+        format=spb.EXPORT_FORMAT_XML,
+    )
+
+
+def end_session_request(user_id: str, session_id: str, mode: str) -> spb.EndSessionRequest:
+    return spb.EndSessionRequest(
+        user_id=_ident(user_id, "user_id"),
+        session_id=_ident(session_id, "session_id"),
+        mode=_text(mode, "mode"),
+    )
+
+
 # Memories ---------------------------------------------------------------------------
 
 

@@ -21,11 +21,12 @@ from contextd.app.chat.events import (
 from contextd.app.chat.memory_tool import MemorySearch
 from contextd.app.chat.native_tools import NativeTools
 from contextd.app.chat.react_tags import REFUSED_SUBJECT, ReactAddendum, ReactTags
-from contextd.app.chat.request import ChatLimits, ChatTurnRequest, validate
+from contextd.app.chat.request import ChatLimits, ChatTurnRequest, check_mode, validate
 from contextd.app.chat.session_lease import hold_session
 from contextd.app.chat.step_context import StepContexts
 from contextd.app.chat.tool_protocol import FinalAnswer, HostAction, ToolProtocol, ToolUse
 from contextd.app.chat.turn import Turn
+from contextd.app.scope import Caller
 from contextd.app.session_context import SessionContextBuilder
 from contextd.app.sessions import SessionsApp
 from contextd.core.errors import SessionNotFound, Violations
@@ -90,8 +91,7 @@ class ChatApp:
         validate(req)
         lock: contextlib.AbstractAsyncContextManager[object] = contextlib.nullcontext()
         if req.session_id:
-            lock = self._session_locks.get(req.session_id) or asyncio.Lock()
-            self._session_locks[req.session_id] = lock
+            lock = self._session_lock(req.session_id)
         # Every text delta passes each generator between the provider and the caller:
         # this one iterates the steps itself, and the steps the provider's stream.
         async with lock:
@@ -120,6 +120,48 @@ class ChatApp:
                     turn.count_step()  # the prompt was sent all the same
                     await asyncio.shield(turn.store_partial(status, reason))
                 raise
+
+    def _session_lock(self, session_id: str) -> asyncio.Lock:
+        lock = self._session_locks.get(session_id) or asyncio.Lock()
+        self._session_locks[session_id] = lock
+        return lock
+
+    async def end_session(
+        self, caller: Caller, session_id: str, mode: str, deadline: float | None = None
+    ) -> bool:
+        """Write session_end, with ``mode`` and the session's configuration, unless the
+        session's log already ends with it; whether it wrote. Waits for a running turn of
+        the session, as its next turn would, so that the end comes after that turn."""
+        v = Violations()
+        check_mode(mode, "mode", v)
+        v.raise_if_any()
+        session = await self.sessions.get(caller, session_id)
+        async with self._session_lock(session.id):
+            if self.partials.shared:
+                await hold_session(self.partials, self.sessions, session, deadline)
+            try:
+                if await self._ended(session):
+                    return False
+                meta = {
+                    "mode": mode or "session",
+                    "provider": self.provider.name,
+                    "scenario": session.scenario,
+                    "host": session.host,
+                    "title": session.title,
+                    "metadata": session.metadata,
+                }
+                await self.events.append(
+                    session.id, "session_end", meta=meta, tenant_id=session.tenant_id
+                )
+                return True
+            finally:
+                if self.partials.shared:
+                    await asyncio.shield(self.partials.release(session.id))
+
+    async def _ended(self, session: Session) -> bool:
+        """Whether the session's log ends with session_end (nothing since EndSession)."""
+        last = await self.events.last(session.id, tenant_id=session.tenant_id)
+        return last is not None and last.get("type") == "session_end"
 
     async def _start(
         self, req: ChatTurnRequest
@@ -158,7 +200,8 @@ class ChatApp:
             self.after_turn,
             self.partials,
         )
-        if not history and not continuing:
+        # A session starts at its first turn, and again at the first turn after it ended.
+        if (not history and not continuing) or (history and await self._ended(session)):
             await turn.event("session_start", meta=self._config_meta(req))
         tools = self._tool_protocol(req, turn)
 
@@ -307,7 +350,7 @@ class ChatApp:
 
     def _config_meta(self, req: ChatTurnRequest) -> dict[str, object]:
         return {
-            "mode": "prebuilt" if req.messages else "session",
+            "mode": req.mode or ("prebuilt" if req.messages else "session"),
             "provider": self.provider.name,
             "model": req.model.model or self.provider.default_model,
             "tokenizer": req.tokenizer.name,

@@ -13,6 +13,17 @@ from contextd.core.pipeline import is_blank
 from contextd.core.tokens import Tokenizer
 from contextd.providers.base import ToolSpec
 
+# A session mode (session_start's and session_end's meta.mode) is the client's own
+# short word; printable so that a log or an export shows it as it is.
+MAX_MODE = 64
+
+
+def check_mode(mode: str, field: str, v: Violations) -> None:
+    """A session mode: empty (the default), or at most MAX_MODE printable characters,
+    not all spaces."""
+    if mode and (len(mode) > MAX_MODE or not mode.isprintable() or mode.isspace()):
+        v.add(field, f"at most {MAX_MODE} printable characters, not all spaces")
+
 
 @dataclass(frozen=True, slots=True)
 class ChatLimits:
@@ -52,6 +63,8 @@ class ChatTurnRequest:
     react: bool = False
     # When the call ends, in time.monotonic() seconds; None when it has no deadline.
     deadline: float | None = None
+    # How the client runs the session (session_start's meta.mode); "" for the default.
+    mode: str = ""
 
 
 def validate(req: ChatTurnRequest) -> None:
@@ -65,6 +78,7 @@ def validate(req: ChatTurnRequest) -> None:
         v.add("user_message", "required")
     if req.token_budget < 0:
         v.add("token_budget", "must not be negative")
+    check_mode(req.mode, "mode", v)
     for k, (call_id, _) in enumerate(req.tool_results):
         if not call_id:
             v.add(f"tool_results[{k}].tool_call_id", "required")

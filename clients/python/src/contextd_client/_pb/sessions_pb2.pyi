@@ -4,12 +4,22 @@ import datetime
 from . import context_pb2 as _context_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class ExportFormat(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    EXPORT_FORMAT_UNSPECIFIED: _ClassVar[ExportFormat]
+    EXPORT_FORMAT_JSONL: _ClassVar[ExportFormat]
+    EXPORT_FORMAT_XML: _ClassVar[ExportFormat]
+EXPORT_FORMAT_UNSPECIFIED: ExportFormat
+EXPORT_FORMAT_JSONL: ExportFormat
+EXPORT_FORMAT_XML: ExportFormat
 
 class Session(_message.Message):
     __slots__ = ("id", "user_id", "scenario", "host", "title", "metadata", "create_time", "update_time", "message_count")
@@ -202,19 +212,39 @@ class SetSessionSummaryResponse(_message.Message):
     def __init__(self) -> None: ...
 
 class ExportEventsRequest(_message.Message):
-    __slots__ = ("user_id", "session_id", "after")
+    __slots__ = ("user_id", "session_id", "after", "format")
     USER_ID_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     AFTER_FIELD_NUMBER: _ClassVar[int]
+    FORMAT_FIELD_NUMBER: _ClassVar[int]
     user_id: str
     session_id: str
     after: int
-    def __init__(self, user_id: _Optional[str] = ..., session_id: _Optional[str] = ..., after: _Optional[int] = ...) -> None: ...
+    format: ExportFormat
+    def __init__(self, user_id: _Optional[str] = ..., session_id: _Optional[str] = ..., after: _Optional[int] = ..., format: _Optional[_Union[ExportFormat, str]] = ...) -> None: ...
 
 class ExportEventsResponse(_message.Message):
-    __slots__ = ("json", "type")
+    __slots__ = ("json", "type", "xml")
     JSON_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
+    XML_FIELD_NUMBER: _ClassVar[int]
     json: str
     type: str
-    def __init__(self, json: _Optional[str] = ..., type: _Optional[str] = ...) -> None: ...
+    xml: str
+    def __init__(self, json: _Optional[str] = ..., type: _Optional[str] = ..., xml: _Optional[str] = ...) -> None: ...
+
+class EndSessionRequest(_message.Message):
+    __slots__ = ("user_id", "session_id", "mode")
+    USER_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    user_id: str
+    session_id: str
+    mode: str
+    def __init__(self, user_id: _Optional[str] = ..., session_id: _Optional[str] = ..., mode: _Optional[str] = ...) -> None: ...
+
+class EndSessionResponse(_message.Message):
+    __slots__ = ("ended",)
+    ENDED_FIELD_NUMBER: _ClassVar[int]
+    ended: bool
+    def __init__(self, ended: _Optional[bool] = ...) -> None: ...

@@ -83,6 +83,11 @@ class SessionServiceStub:
                 request_serializer=contextd_dot_v1_dot_sessions__pb2.ExportEventsRequest.SerializeToString,
                 response_deserializer=contextd_dot_v1_dot_sessions__pb2.ExportEventsResponse.FromString,
                 _registered_method=True)
+        self.EndSession = channel.unary_unary(
+                '/contextd.v1.SessionService/EndSession',
+                request_serializer=contextd_dot_v1_dot_sessions__pb2.EndSessionRequest.SerializeToString,
+                response_deserializer=contextd_dot_v1_dot_sessions__pb2.EndSessionResponse.FromString,
+                _registered_method=True)
 
 
 class SessionServiceServicer:
@@ -148,7 +153,16 @@ class SessionServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ExportEvents(self, request, context):
-        """Streams a session's event log (chat turns), oldest first.
+        """Streams a session's event log (chat turns), oldest first, as JSON events or as
+        the XML history.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def EndSession(self, request, context):
+        """Ends a session: writes session_end to its event log (once: ending an ended
+        session writes nothing). A later turn opens it again with a new session_start.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -201,6 +215,11 @@ def add_SessionServiceServicer_to_server(servicer, server):
                     servicer.ExportEvents,
                     request_deserializer=contextd_dot_v1_dot_sessions__pb2.ExportEventsRequest.FromString,
                     response_serializer=contextd_dot_v1_dot_sessions__pb2.ExportEventsResponse.SerializeToString,
+            ),
+            'EndSession': grpc.unary_unary_rpc_method_handler(
+                    servicer.EndSession,
+                    request_deserializer=contextd_dot_v1_dot_sessions__pb2.EndSessionRequest.FromString,
+                    response_serializer=contextd_dot_v1_dot_sessions__pb2.EndSessionResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -449,6 +468,33 @@ class SessionService:
             '/contextd.v1.SessionService/ExportEvents',
             contextd_dot_v1_dot_sessions__pb2.ExportEventsRequest.SerializeToString,
             contextd_dot_v1_dot_sessions__pb2.ExportEventsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def EndSession(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/contextd.v1.SessionService/EndSession',
+            contextd_dot_v1_dot_sessions__pb2.EndSessionRequest.SerializeToString,
+            contextd_dot_v1_dot_sessions__pb2.EndSessionResponse.FromString,
             options,
             channel_credentials,
             insecure,
