@@ -129,6 +129,39 @@ def test_a_turn_streams_typed_events(client: Client) -> None:
     assert [e["type"] for e in tail] == ["final", "turn_end"]
 
 
+def test_end_session_mode_and_the_xml_history(client: Client) -> None:
+    user = new_user()
+    stream = client.stream_chat("Tom & Jerry <3", user_id=user, mode="notebook")
+    stream.result()
+    assert client.end_session(user, stream.session_id, mode="notebook") is True
+    assert client.end_session(user, stream.session_id) is False
+    client.stream_chat("Again", user_id=user, session_id=stream.session_id).result()
+
+    starts_and_ends = [
+        (e["type"], e["meta"]["mode"])
+        for e in client.export_events(user, stream.session_id)
+        if e["type"] in ("session_start", "session_end")
+    ]
+    assert starts_and_ends == [
+        ("session_start", "notebook"),
+        ("session_end", "notebook"),
+        ("session_start", "session"),
+    ]
+    xml = client.export_xml(user, stream.session_id)
+    assert xml.startswith("<?xml") and "Tom &amp; Jerry &lt;3" in xml
+    assert xml.count("<turn ") == 2
+
+    with pytest.raises(ContextdError) as error:
+        client.end_session("intruder", stream.session_id)
+    assert error.value.code == grpc.StatusCode.PERMISSION_DENIED
+    with pytest.raises(ContextdError) as error:
+        client.end_session(user, "no-such-session")
+    assert error.value.code == grpc.StatusCode.NOT_FOUND
+    with pytest.raises(ContextdError) as error:
+        client.stream_chat("hi", user_id=user, mode="two\nlines").result()
+    assert error.value.code == grpc.StatusCode.INVALID_ARGUMENT
+
+
 def test_create_session_then_chat_in_it(client: Client) -> None:
     user = new_user()
     session = client.create_session(user, title="planning", metadata={"project": "contextd"})
@@ -310,6 +343,10 @@ async def test_async_turn_and_sessions(address: str) -> None:
         assert [m["role"] for m in messages] == ["user", "assistant"] * 2
         types = [e["type"] async for e in c.export_events(user, session["id"])]
         assert types[0] == "session_start" and types.count("turn_end") == 2
+        assert await c.end_session(user, session["id"], mode="async") is True
+        assert await c.end_session(user, session["id"]) is False
+        xml = await c.export_xml(user, session["id"])
+        assert xml.count("<turn ") == 2 and "<session_end" in xml
 
 
 async def test_async_break_cancels_the_call(address: str) -> None:

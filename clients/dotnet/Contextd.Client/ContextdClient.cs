@@ -126,6 +126,13 @@ namespace Contextd.Client
             return events;
         }
 
+        /// <summary>
+        /// Ends a session: its event log gets <c>session_end</c> with the request's mode, once
+        /// (<c>Ended</c> is false when it was already ended). A later turn opens it again.
+        /// </summary>
+        public Task<EndSessionResponse> EndSessionAsync(EndSessionRequest request, CancellationToken cancellationToken = default) =>
+            UnaryAsync(_sessions.EndSessionAsync(request, Unary(cancellationToken)));
+
         // MemoryService
 
         /// <summary>Stores a memory of the user (the same text is stored once).</summary>

@@ -2,7 +2,7 @@
 '   1. a new session for the user, in the "excel" scenario;
 '   2. BuildMessages in session mode (what the model would see, and why);
 '   3. StreamChat, printing each text delta as it arrives;
-'   4. Collect the answer (and remember it as a memory of the user);
+'   4. Collect the answer (and remember it as a memory of the user), then end the session;
 '   5. what a rejected request looks like (ContextdException with field violations).
 '
 ' Configuration (environment):
@@ -115,7 +115,8 @@ Module Program
                 .Scenario = "excel",
                 .Host = "excel"
             },
-            .UserMessage = question
+            .UserMessage = question,
+            .Mode = "sample"
         }
         Console.Write("answer: ")
         Dim completed = Await client.StreamChatAsync(turn, AddressOf PrintEvent, cancellationToken)
@@ -135,6 +136,13 @@ Module Program
             }, cancellationToken)
             Console.WriteLine($"collected {collected.MessageId}: {collected.IsCollected}, memory {collected.MemoryId}")
         End If
+
+        ' The add-in is done with this session: its event log gets session_end.
+        Await client.EndSessionAsync(New EndSessionRequest With {
+            .UserId = userId,
+            .SessionId = sessionId,
+            .Mode = "sample"
+        }, cancellationToken)
     End Function
 
     Private Sub PrintEvent(ev As StreamChatResponse)

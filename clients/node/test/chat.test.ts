@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { after, describe, it } from "node:test";
-import { Code, ContextdError, TurnStatus, type StreamChatResponse } from "../src/index.js";
-import { collect, connect, eventually, newUser, WEB_ADDRESS, WEB_SKIP } from "./helpers.js";
+import { Code, ContextdError, ExportFormat, TurnStatus, type StreamChatResponse } from "../src/index.js";
+import { collect, connect, eventually, newUser, rejection, WEB_ADDRESS, WEB_SKIP } from "./helpers.js";
 
 function textOf(events: StreamChatResponse[]): string {
   return events.map((e) => (e.event.case === "textDelta" ? e.event.value.text : "")).join("");
@@ -155,6 +155,65 @@ describe("SessionService.exportEvents", () => {
     assert.deepEqual(
       rest.map((e) => e.json),
       events.slice(3).map((e) => e.json),
+    );
+  });
+
+  it("gives the XML history with format XML", async () => {
+    const user = newUser("xml");
+    const turn = await collect(
+      client.chat.streamChat({ session: { userId: user }, userMessage: "Tom & Jerry <3" }),
+    );
+    const started = turn[0]?.event;
+    assert.equal(started?.case, "turnStarted");
+    const pieces = await collect(
+      client.sessions.exportEvents({
+        userId: user,
+        sessionId: started.value.sessionId,
+        format: ExportFormat.XML,
+      }),
+    );
+    const xml = pieces.map((p) => p.xml).join("");
+    assert.ok(xml.startsWith("<?xml"), xml);
+    assert.ok(xml.includes("Tom &amp; Jerry &lt;3"), xml);
+    assert.ok(pieces.every((p) => p.json === ""));
+  });
+});
+
+describe("SessionService.endSession", () => {
+  const client = connect();
+  after(() => client.close());
+
+  it("writes session_end once with the client's mode; a later turn opens the session again", async () => {
+    const user = newUser("end");
+    const first = await collect(
+      client.chat.streamChat({ session: { userId: user }, userMessage: "Hello", mode: "taskpane" }),
+    );
+    const started = first[0]?.event;
+    assert.equal(started?.case, "turnStarted");
+    const sessionId = started.value.sessionId;
+
+    assert.equal(
+      (await client.sessions.endSession({ userId: user, sessionId, mode: "taskpane" })).ended,
+      true,
+    );
+    assert.equal((await client.sessions.endSession({ userId: user, sessionId })).ended, false);
+    await collect(client.chat.streamChat({ session: { userId: user, sessionId }, userMessage: "Again" }));
+
+    const events = await collect(client.sessions.exportEvents({ userId: user, sessionId }));
+    const types = events.map((e) => e.type);
+    assert.deepEqual(
+      types.filter((t) => t.startsWith("session_")),
+      ["session_start", "session_end", "session_start"],
+    );
+    const modes = events
+      .filter((e) => e.type.startsWith("session_"))
+      .map((e) => (JSON.parse(e.json) as { meta: { mode: string } }).meta.mode);
+    assert.deepEqual(modes, ["taskpane", "taskpane", "session"]);
+
+    await rejection(client.sessions.endSession({ userId: "someone-else", sessionId }), Code.PermissionDenied);
+    await rejection(
+      client.sessions.endSession({ userId: user, sessionId: "no-such-session" }),
+      Code.NotFound,
     );
   });
 });
