@@ -235,10 +235,16 @@ def test_turn_statuses_and_tool_calls_are_shown(fake: FakeChatServer) -> None:
 # The REPL in a pseudo-terminal --------------------------------------------------------
 
 # Run in the child: become the terminal's controlling process (Popen's
-# start_new_session made it a session leader), then exec contextd chat.
+# start_new_session made it a session leader), take the signal dispositions a shell
+# gives its foreground job, then exec contextd chat. A shell without job control
+# (`make test &`, nohup, CI runners) starts background commands with SIGINT and SIGQUIT
+# ignored; exec keeps an ignored signal ignored and Python then installs no Ctrl-C
+# handler, so the terminal's Ctrl-C would never reach contextd chat.
 _CONTROLLING_TTY = (
-    "import fcntl, os, sys, termios\n"
+    "import fcntl, os, signal, sys, termios\n"
     "fcntl.ioctl(0, termios.TIOCSCTTY, 0)\n"
+    "for number in (signal.SIGINT, signal.SIGQUIT):\n"
+    "    signal.signal(number, signal.SIG_DFL)\n"
     "os.execv(sys.executable, [sys.executable, '-m', 'contextd', 'chat', *sys.argv[1:]])\n"
 )
 
@@ -406,6 +412,26 @@ def test_ctrl_c_cancels_the_streaming_turn(fake: FakeChatServer, terminals: list
     term.type("still there?\n")
     term.expect("^fake answer to: still there\\?$")
     assert [r.session.session_id for r in fake.requests] == ["fake-1", "fake-1"]
+    term.type("/exit\n")
+    assert term.wait() == 0
+
+
+def test_ctrl_c_reaches_the_repl_when_the_tests_ignore_it(
+    fake: FakeChatServer, terminals: list[Terminal]
+) -> None:
+    """As under `make test &`: started with SIGINT ignored, the terminal still delivers it."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        term = Terminal("--address", fake.address, "--user", "ada")
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    terminals.append(term)
+    term.expect("^> ")
+    term.type("slow story\n")
+    term.expect(r"w0 w1 ")
+    term.type("\x03")
+    term.expect(r"\[cancelled\]")
+    term.expect("^> ")
     term.type("/exit\n")
     assert term.wait() == 0
 
