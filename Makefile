@@ -9,8 +9,9 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-$(VENV)/.run-deps: $(BIN)/python pyproject.toml
-	$(BIN)/python -m pip install --quiet -e .
+# The Python SDK too: `contextd chat`, which the README offers beside `make run`, runs on it.
+$(VENV)/.run-deps: $(BIN)/python pyproject.toml clients/python/pyproject.toml
+	$(BIN)/python -m pip install --quiet -e . -e ./clients/python
 	touch $@
 
 $(VENV)/.dev-deps: $(BIN)/python pyproject.toml clients/python/pyproject.toml

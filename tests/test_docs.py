@@ -18,6 +18,7 @@ import argparse
 import importlib
 import pkgutil
 import re
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -162,6 +163,24 @@ def test_readme_commands_are_makefile_targets() -> None:
     for target in ("run", "test"):
         assert f"\nmake {target}" in text
         assert re.search(rf"^{target}:", makefile, re.MULTILINE), target
+
+
+def test_make_run_installs_the_sdk_contextd_chat_needs(tmp_path: Path) -> None:
+    """The README offers `contextd chat` beside `make run`, so `make run` installs its SDK."""
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").touch()  # as if made: make only prints what it would install
+    done = subprocess.run(
+        ["make", "-n", f"VENV={venv}", "run"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    installs = [line for line in done.stdout.splitlines() if " pip install " in line]
+    assert any("-e ./clients/python" in line for line in installs), done.stdout
+    assert done.stdout.rstrip().endswith(f"{venv}/bin/contextd serve")
 
 
 def quickstart() -> str:
