@@ -1,16 +1,25 @@
-# contextd server image. Not built in CI (no Docker engine on the CI machines).
+# contextd server image. Not built in CI (no Docker engine on the CI machines); the tests
+# lint this file with hadolint (tests/test_deploy.py).
 # Build: docker build -t contextd .   Run: docker run -p 50151:50151 -v contextd-data:/data contextd
+# Only what the build copies is sent to the engine: see .dockerignore.
 
-FROM python:3.11-slim AS build
+FROM python:3.11.14-slim-bookworm AS build
 WORKDIR /src
+COPY deploy/image-requirements.txt ./
+# The pinned packages first (scripts/lock_image.py), then the server without its
+# dependencies, so a later build installs what the pins were tested with.
+RUN python -m venv /opt/contextd \
+    && /opt/contextd/bin/pip install --no-cache-dir pip==26.3 \
+    && /opt/contextd/bin/pip install --no-cache-dir -r image-requirements.txt
 COPY pyproject.toml README.md ./
 COPY server ./server
-RUN python -m venv /opt/contextd \
-    && /opt/contextd/bin/pip install --no-cache-dir --upgrade pip \
-    && /opt/contextd/bin/pip install --no-cache-dir .
+RUN /opt/contextd/bin/pip install --no-cache-dir --no-deps .
 
-FROM python:3.11-slim
-RUN useradd --system --uid 10001 --home-dir /data --create-home contextd
+FROM python:3.11.14-slim-bookworm
+# The data volume belongs to this user (uid and gid 10001): a host directory mounted
+# at /data must be writable by it (docs/deployment.md).
+RUN groupadd --system --gid 10001 contextd \
+    && useradd --system --uid 10001 --gid 10001 --home-dir /data --create-home contextd
 COPY --from=build /opt/contextd /opt/contextd
 ENV PATH=/opt/contextd/bin:$PATH \
     CONTEXTD_HOST=0.0.0.0 \
@@ -24,13 +33,14 @@ ENV PATH=/opt/contextd/bin:$PATH \
 # CONTEXTD_ALLOW_UNAUTHENTICATED: the container listens on 0.0.0.0 to be reachable
 # through its published port, which --auth none otherwise refuses; any deployment
 # others can reach sets CONTEXTD_AUTH=api-key (docs/security.md).
-USER contextd
+USER 10001:10001
 WORKDIR /data
 VOLUME ["/data"]
 # 50152: gRPC-Web / Connect for browser and .NET Framework add-ins, off unless
 # CONTEXTD_WEB_PORT=50152 (and CONTEXTD_CORS_ORIGINS for browser pages) is set.
 EXPOSE 50151 50152
+# Checks the port the server was told to use: a run with -e CONTEXTD_PORT=... stays healthy.
 HEALTHCHECK --interval=15s --timeout=5s --start-period=10s --retries=3 \
-    CMD ["contextd", "health", "--address", "127.0.0.1:50151"]
+    CMD ["sh", "-c", "exec contextd health --address \"127.0.0.1:${CONTEXTD_PORT}\""]
 STOPSIGNAL SIGTERM
 ENTRYPOINT ["contextd", "serve"]

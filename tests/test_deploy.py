@@ -6,18 +6,28 @@
   their shutdown grace;
 - deploy/envoy.yaml balances over exactly the replicas' service names and port, over
   HTTP/2, with gRPC health checks frequent enough for the replicas' drain delay;
-- docs/deployment.md names every file in deploy/.
+- docs/deployment.md names every file in deploy/;
+- the Dockerfile passes hadolint, its health check asks the port CONTEXTD_PORT names
+  (run against a live server), .dockerignore sends only what the build copies, and the
+  image's pinned packages (deploy/image-requirements.txt) satisfy pyproject.toml.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import shlex
+import subprocess
+import sys
+import tomllib
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from contextd.config import ENV_PREFIX, Settings
+from packaging.requirements import Requirement
 
 from tests.support.paths import ROOT
 
@@ -25,6 +35,10 @@ DEPLOY = ROOT / "deploy"
 COMPOSE = DEPLOY / "compose.yaml"
 ENVOY = DEPLOY / "envoy.yaml"
 DEPLOYMENT_PAGE = ROOT / "docs" / "deployment.md"
+DOCKERFILE = ROOT / "Dockerfile"
+DOCKERIGNORE = ROOT / ".dockerignore"
+IMAGE_PINS = DEPLOY / "image-requirements.txt"
+HADOLINT = Path(sys.executable).parent / "hadolint"
 
 # The PostgreSQL settings every replica must be given.
 DATABASE_SETTINGS = {
@@ -170,3 +184,144 @@ def test_the_deployment_page_names_every_deploy_file() -> None:
     assert files
     for name in files:
         assert name in page, f"docs/deployment.md does not name {name}"
+
+
+# The image --------------------------------------------------------------------------
+
+
+def hadolint(dockerfile: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(HADOLINT), "--no-color", str(dockerfile)], capture_output=True, text=True, timeout=60
+    )
+
+
+def test_the_dockerfile_passes_hadolint() -> None:
+    done = hadolint(DOCKERFILE)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_hadolint_catches_what_it_should(tmp_path: Path) -> None:
+    sloppy = tmp_path / "Dockerfile"
+    sloppy.write_text("FROM python:latest\nRUN pip install requests\nUSER contextd\n")
+    done = hadolint(sloppy)
+    assert done.returncode != 0
+    for rule in ("DL3007", "DL3013", "DL3066"):  # latest tag, unpinned pip, named user
+        assert rule in done.stdout, done.stdout
+
+
+def health_command() -> list[str]:
+    match = re.search(r"^HEALTHCHECK .*?CMD (\[.*?\])$", DOCKERFILE.read_text(), re.M | re.S)
+    assert match, "the Dockerfile has no HEALTHCHECK ... CMD [...]"
+    command = yaml.safe_load(match.group(1))  # a JSON array, which YAML reads too
+    assert isinstance(command, list)
+    return [str(part) for part in command]
+
+
+def test_the_health_check_asks_the_port_contextd_port_names(address: str) -> None:
+    host, port = address.rsplit(":", 1)
+    assert host == "127.0.0.1"
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    served = subprocess.run(
+        health_command(), env={**env, "CONTEXTD_PORT": port}, capture_output=True, timeout=60
+    )
+    assert served.returncode == 0, served.stderr
+    elsewhere = subprocess.run(
+        health_command(), env={**env, "CONTEXTD_PORT": "1"}, capture_output=True, timeout=60
+    )
+    assert elsewhere.returncode != 0
+
+
+def ignored(path: str, rules: list[str]) -> bool:
+    """Whether .dockerignore's rules leave ``path`` (or a folder above it) out.
+
+    As the engine reads them: the last rule that matches wins, `!` takes a path back,
+    `**` spans folders, and a rule that matches a folder covers what is inside it.
+    """
+    parts = path.split("/")
+    prefixes = ["/".join(parts[: i + 1]) for i in range(len(parts))]
+    result = False
+    for rule in rules:
+        negate = rule.startswith("!")
+        pattern = rule.removeprefix("!").strip("/")
+        if any(re.fullmatch(glob_regex(pattern), prefix) for prefix in prefixes):
+            result = not negate
+    return result
+
+
+def glob_regex(pattern: str) -> str:
+    """`**/` is any run of folders (none too), `**` anything, `*` and `?` stop at a `/`."""
+    pieces = re.split(r"(\*\*/|\*\*|\*|\?)", pattern)
+    wildcards = {"**/": "(?:.*/)?", "**": ".*", "*": "[^/]*", "?": "[^/]"}
+    return "".join(wildcards.get(piece, re.escape(piece)) for piece in pieces)
+
+
+def dockerignore_rules() -> list[str]:
+    lines = DOCKERIGNORE.read_text(encoding="utf-8").splitlines()
+    return [line.strip() for line in lines if line.strip() and not line.startswith("#")]
+
+
+def copied_sources() -> list[str]:
+    sources: list[str] = []
+    for line in DOCKERFILE.read_text(encoding="utf-8").splitlines():
+        if line.startswith("COPY ") and "--from=" not in line:
+            sources.extend(shlex.split(line)[1:-1])
+    return sources
+
+
+def test_dockerignore_sends_what_the_build_copies_and_nothing_big() -> None:
+    rules = dockerignore_rules()
+    sources = copied_sources()
+    assert {"pyproject.toml", "README.md", "server", "deploy/image-requirements.txt"} <= set(
+        sources
+    )
+    for source in sources:
+        assert not ignored(source, rules), source
+    assert not ignored("server/contextd/store/migrations/0001_core.sql", rules)
+    for heavy in (".venv/bin/python", ".git/HEAD", "clients/node/node_modules/x/y.js",
+                  "tests/browser/dist/a.js", "server/contextd/__pycache__/cli.pyc",
+                  "bench/README.md", "data/contextd.db"):  # fmt: skip
+        assert ignored(heavy, rules), heavy
+
+
+def test_the_ignore_reader_follows_the_engines_rules() -> None:
+    rules = ["*", "!server/", "**/__pycache__", "!server/keep/__pycache__"]
+    assert ignored("README.md", rules) and ignored("a/b/c", rules)
+    assert not ignored("server/x.py", rules)
+    assert ignored("server/a/__pycache__/x.pyc", rules)
+    assert not ignored("server/keep/__pycache__/x.pyc", rules)
+
+
+def test_the_image_pins_satisfy_pyproject() -> None:
+    pins: dict[str, str] = {}
+    for line in IMAGE_PINS.read_text(encoding="utf-8").splitlines():
+        if line and not line.startswith("#"):
+            name, sep, version = line.partition("==")
+            assert sep and version, f"not a pin: {line}"
+            pins[canonical(name)] = version
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    for dependency in project["dependencies"]:
+        requirement = Requirement(dependency)
+        name = canonical(requirement.name)
+        assert name in pins, f"{requirement.name} is not pinned; run scripts/lock_image.py"
+        assert requirement.specifier.contains(pins[name]), (
+            f"{name}=={pins[name]} is outside {requirement.specifier}; run scripts/lock_image.py"
+        )
+
+
+def canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+@pytest.mark.parametrize("line", ["FROM python:3.11-slim", "FROM python:latest"])
+def test_base_images_are_pinned_to_a_patch_release(line: str) -> None:
+    assert not PINNED_BASE.match(line)
+
+
+PINNED_BASE = re.compile(r"^FROM python:\d+\.\d+\.\d+-slim-\w+( AS \w+)?$")
+
+
+def test_the_dockerfile_pins_its_base_image() -> None:
+    bases = [line for line in DOCKERFILE.read_text().splitlines() if line.startswith("FROM ")]
+    assert len(bases) == 2
+    for line in bases:
+        assert PINNED_BASE.match(line), line
