@@ -8,142 +8,33 @@ wrapper and the VB sample checked against the RPCs and the generated names.
 
 from __future__ import annotations
 
-import importlib
-import os
 import re
-import shutil
-import subprocess
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass, field
 from pathlib import Path
 
-import grpc_tools
 import pytest
-from google.protobuf.descriptor import FileDescriptor
 
-from tests.support.paths import ROOT
-
-PROTO_ROOT = ROOT / "protos"
-PROTO_DIR = PROTO_ROOT / "contextd" / "v1"
-DOTNET = ROOT / "clients" / "dotnet"
-LIBRARY = DOTNET / "Contextd.Client"
-WRAPPER = LIBRARY / "ContextdClient.cs"
-SAMPLE = DOTNET / "Contextd.Sample.VB" / "Program.vb"
-README = DOTNET / "README.md"
-REQUIRED_PACKAGES = {
-    "Google.Protobuf",
-    "Grpc.Net.Client",
-    "Grpc.Net.Client.Web",
-    "Grpc.StatusProto",
-    "Grpc.Tools",
-}
-
-
-@dataclass(frozen=True)
-class Rpc:
-    service: str
-    name: str
-    request: str
-    response: str
-    server_streaming: bool
-
-
-@dataclass
-class GeneratedCSharp:
-    """Names protoc's C# generator produced: message classes, their properties, enums."""
-
-    files: dict[str, str] = field(default_factory=dict)
-    properties: dict[str, set[str]] = field(default_factory=dict)
-    enums: dict[str, set[str]] = field(default_factory=dict)
-
-
-def _proto_files() -> list[Path]:
-    return sorted(PROTO_DIR.glob("*.proto"))
-
-
-def _file_descriptors() -> list[FileDescriptor]:
-    # The server's generated modules; test_contract keeps them identical to protos/.
-    return [
-        importlib.import_module(f"contextd.v1.{proto.stem}_pb2").DESCRIPTOR
-        for proto in _proto_files()
-    ]
-
-
-def _rpcs() -> list[Rpc]:
-    return [
-        Rpc(
-            service.name,
-            method.name,
-            method.input_type.name,
-            method.output_type.name,
-            method.server_streaming,
-        )
-        for descriptor in _file_descriptors()
-        for service in descriptor.services_by_name.values()
-        for method in service.methods
-    ]
-
-
-def _csharp_file_name(proto: Path) -> str:
-    """protoc's C# output name: the proto's base name in PascalCase."""
-    return "".join(part[:1].upper() + part[1:] for part in proto.stem.split("_")) + ".cs"
-
-
-def _protoc() -> str:
-    protoc = shutil.which("protoc")
-    if protoc is None:
-        message = "protoc (Debian package protobuf-compiler) is not installed"
-        if os.environ.get("CI"):
-            pytest.fail(message + "; .ci/run installs it")
-        pytest.skip(message)
-    return protoc
+from tests.support.dotnet_generated import (
+    DOTNET,
+    LIBRARY,
+    PROTO_ROOT,
+    README,
+    REQUIRED_PACKAGES,
+    SAMPLE,
+    WRAPPER,
+    GeneratedCSharp,
+    csharp_file_name,
+    file_descriptors,
+    generate_csharp,
+    proto_files,
+    rpcs,
+    vb_code,
+)
 
 
 @pytest.fixture(scope="module")
 def generated(tmp_path_factory: pytest.TempPathFactory) -> GeneratedCSharp:
-    out = tmp_path_factory.mktemp("csharp")
-    well_known = Path(grpc_tools.__file__).parent / "_proto"
-    result = subprocess.run(
-        [
-            _protoc(),
-            f"-I{PROTO_ROOT}",
-            f"-I{well_known}",
-            f"--csharp_out={out}",
-            *[str(proto.relative_to(PROTO_ROOT)) for proto in _proto_files()],
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert result.returncode == 0, result.stderr
-    code = GeneratedCSharp()
-    for path in sorted(out.iterdir()):
-        text = path.read_text()
-        code.files[path.name] = text
-        code.properties.update(_message_properties(text))
-        code.enums.update(_enums(text))
-    return code
-
-
-def _message_properties(text: str) -> dict[str, set[str]]:
-    starts = list(re.finditer(r"public sealed partial class (\w+) : pb::IMessage<\1>", text))
-    found: dict[str, set[str]] = {}
-    for i, start in enumerate(starts):
-        end = starts[i + 1].start() if i + 1 < len(starts) else len(text)
-        body = text[start.end() : end]
-        found[start.group(1)] = set(
-            re.findall(
-                r"^\s*public (?!static |const |sealed |enum )[\w.:<>, ]+ (\w+) \{$", body, re.M
-            )
-        )
-    return found
-
-
-def _enums(text: str) -> dict[str, set[str]]:
-    return {
-        match.group(1): set(re.findall(r"(\w+) = -?\d+", match.group(2)))
-        for match in re.finditer(r"public enum (\w+) \{$(.*?)^\s*\}$", text, re.S | re.M)
-    }
+    return generate_csharp(tmp_path_factory.mktemp("csharp"))
 
 
 # (1) protoc's C# generator accepts every proto, one file each, in the csharp_namespace.
@@ -152,33 +43,23 @@ def _enums(text: str) -> dict[str, set[str]]:
 def test_protoc_generates_one_csharp_file_per_proto_in_its_namespace(
     generated: GeneratedCSharp,
 ) -> None:
-    descriptors = {d.name.rsplit("/", 1)[-1]: d for d in _file_descriptors()}
-    assert set(generated.files) == {_csharp_file_name(p) for p in _proto_files()}
-    for proto in _proto_files():
+    descriptors = {d.name.rsplit("/", 1)[-1]: d for d in file_descriptors()}
+    assert set(generated.files) == {csharp_file_name(p) for p in proto_files()}
+    for proto in proto_files():
         descriptor = descriptors[proto.name]
         namespace = descriptor.GetOptions().csharp_namespace
         assert namespace == "Contextd.V1", f"{proto.name} lacks option csharp_namespace"
-        text = generated.files[_csharp_file_name(proto)]
+        text = generated.files[csharp_file_name(proto)]
         assert re.search(rf"^namespace {re.escape(namespace)} \{{$", text, re.M), proto.name
         for message in descriptor.message_types_by_name:
             assert message in generated.properties, f"{message} of {proto.name} not generated"
 
 
 def test_wrapper_imports_the_generated_namespace() -> None:
-    namespaces = {d.GetOptions().csharp_namespace for d in _file_descriptors()}
+    namespaces = {d.GetOptions().csharp_namespace for d in file_descriptors()}
     source = WRAPPER.read_text()
     for namespace in namespaces:
         assert re.search(rf"^using {re.escape(namespace)};$", source, re.M)
-
-
-def _vb_code() -> dict[str, str]:
-    """The VB sample and every VB snippet of the README, by name."""
-    code = {SAMPLE.name: SAMPLE.read_text()}
-    snippets = re.findall(r"^```vb\n(.*?)^```$", README.read_text(), re.M | re.S)
-    assert len(snippets) >= 8, "the README shows VB per main call"
-    for i, snippet in enumerate(snippets):
-        code[f"README snippet {i + 1}"] = snippet
-    return code
 
 
 def _options_properties() -> set[str]:
@@ -186,11 +67,11 @@ def _options_properties() -> set[str]:
     return set(re.findall(r"public [\w.<>?, ]+ (\w+) \{ get;", source))
 
 
-@pytest.mark.parametrize("name", list(_vb_code()))
+@pytest.mark.parametrize("name", list(vb_code()))
 def test_vb_code_uses_only_generated_types_properties_and_enum_members(
     generated: GeneratedCSharp, name: str
 ) -> None:
-    vb = _vb_code()[name]
+    vb = vb_code()[name]
     types = {**generated.properties, "ContextdClientOptions": _options_properties()}
     # New X With { .A = ..., .B = New Y With { ... } }: every X and each of its .A exists.
     for match in re.finditer(r"New (\w+) With \{", vb):
@@ -246,7 +127,7 @@ BCL_MEMBERS = {
 }
 
 
-@pytest.mark.parametrize("name", list(_vb_code()))
+@pytest.mark.parametrize("name", list(vb_code()))
 def test_vb_code_reads_only_members_that_exist(generated: GeneratedCSharp, name: str) -> None:
     """A misspelt response property (`.TotalToken`) is caught here, not only by a compiler."""
     library = "\n".join(p.read_text() for p in LIBRARY.glob("*.cs"))
@@ -258,7 +139,7 @@ def test_vb_code_reads_only_members_that_exist(generated: GeneratedCSharp, name:
         | set(generated.properties)
         | set(generated.enums)
     )
-    code = [line for line in _vb_code()[name].splitlines() if not line.startswith("Imports ")]
+    code = [line for line in vb_code()[name].splitlines() if not line.startswith("Imports ")]
     # Comments go; a quote inside a string literal is not a comment.
     text = "\n".join(re.sub(r"(^|\s)'[^\"]*$", "", line) for line in code)
     used = set(re.findall(r"\.\[?([A-Z]\w*)", text))
@@ -310,7 +191,7 @@ def test_library_generates_stubs_from_the_repository_protos() -> None:
         assert item.attrib.get("GrpcServices") == "Client"
         assert (LIBRARY / item.attrib["ProtoRoot"]).resolve() == PROTO_ROOT
         covered |= {p.resolve() for p in LIBRARY.glob(item.attrib["Include"])}
-    assert covered == {p.resolve() for p in _proto_files()}
+    assert covered == {p.resolve() for p in proto_files()}
 
 
 def test_library_package_references() -> None:
@@ -382,15 +263,15 @@ def _method_body(source: str, signature: re.Pattern[str]) -> str:
 
 def test_readme_lists_every_rpc_of_the_protos() -> None:
     claimed = _wrapped_in_readme()
-    assert set(claimed) == {(rpc.service, rpc.name) for rpc in _rpcs()}
+    assert set(claimed) == {(rpc.service, rpc.name) for rpc in rpcs()}
 
 
 def test_wrapper_has_a_method_per_rpc_that_calls_it() -> None:
     source = WRAPPER.read_text()
     fields = _client_fields(source)
-    rpcs = _rpcs()
-    assert {rpc.service for rpc in rpcs} == set(fields)
-    for rpc in rpcs:
+    all_rpcs = rpcs()
+    assert {rpc.service for rpc in all_rpcs} == set(fields)
+    for rpc in all_rpcs:
         call = f"{fields[rpc.service]}.{rpc.name}"
         if rpc.server_streaming:
             signature = re.compile(
@@ -417,7 +298,7 @@ def test_every_method_the_readme_names_exists_in_the_wrapper() -> None:
 
 def test_vb_code_calls_only_methods_the_wrapper_has() -> None:
     public = set(re.findall(r"^\s*public (?!sealed )[\w<>?, ]+ (\w+)\(", WRAPPER.read_text(), re.M))
-    calls = {name: set(re.findall(r"\bclient\.(\w+)\(", vb)) for name, vb in _vb_code().items()}
+    calls = {name: set(re.findall(r"\bclient\.(\w+)\(", vb)) for name, vb in vb_code().items()}
     assert calls[SAMPLE.name] >= {
         "CreateSessionAsync",
         "BuildMessagesAsync",
@@ -490,6 +371,6 @@ def test_vb_code_shows_both_credentials_and_the_sample_reads_the_key_from_the_en
     sample = SAMPLE.read_text()
     assert 'Environment.GetEnvironmentVariable("CONTEXTD_API_KEY")' in sample
     assert re.search(r"^\s*options\.ApiKey = apiKey$", sample, re.M)
-    readme = "\n".join(_vb_code().values())
+    readme = "\n".join(vb_code().values())
     assert ".TokenProvider = Function(" in readme
     assert ".ApiKey = " in readme

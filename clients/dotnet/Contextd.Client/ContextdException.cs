@@ -4,7 +4,6 @@ using System.Linq;
 using Google.Protobuf;
 using Google.Rpc;
 using Grpc.Core;
-using Grpc.StatusProto;
 
 namespace Contextd.Client
 {
@@ -73,6 +72,8 @@ namespace Contextd.Client
 
         private static IReadOnlyList<FieldViolation> ReadViolations(RpcException error)
         {
+            // GetRpcStatus is Grpc.StatusProto's extension (namespace Grpc.Core); GetDetail is
+            // Google.Rpc.Status's own method (Google.Api.CommonProtos).
             Google.Rpc.Status? status;
             try
             {
@@ -83,7 +84,7 @@ namespace Contextd.Client
                 // A garbled grpc-status-details-bin trailer must not hide the status itself.
                 return Array.Empty<FieldViolation>();
             }
-            var badRequest = status?.GetStatusDetail<BadRequest>();
+            var badRequest = status?.GetDetail<BadRequest>();
             if (badRequest is null)
             {
                 return Array.Empty<FieldViolation>();
