@@ -30,7 +30,7 @@ def request(react_tags: bool) -> ChatTurnRequest:
 
 def turn() -> Turn:
     # Reading a step stores nothing: no repositories.
-    return Turn(Session("s1", "alice"), 1, "alice", TOKENIZER.name, "hi", None, None, None, None)  # type: ignore[arg-type]
+    return Turn(Session("s1", "alice"), 1, "alice", TOKENIZER, "hi", None, None, None, None)  # type: ignore[arg-type]
 
 
 def native() -> NativeTools:

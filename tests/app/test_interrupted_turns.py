@@ -100,7 +100,7 @@ async def killed_turn(app: App, text: str) -> str:
     await app.chat.events.append(session.id, "session_start")
     await app.chat.events.append(session.id, "turn_start", turn=1, content="Tell me")
     if text:
-        await partials.save(session.id, 0, text, (0, 0, 50))
+        await partials.save(session.id, 0, text, UsageTotals(0, 0, 50))
     return session.id
 
 
@@ -127,7 +127,8 @@ async def test_a_killed_turn_is_closed_once(tmp_path: Path) -> None:
         assert lines[3]["meta"] == {
             "status": "interrupted",
             "stepCount": 1,
-            "tokens": {"prompt": 50, "completion": 0, "total": 50},
+            # No provider reported them: the prompt's estimate, the kept text counted.
+            "tokens": {"prompt": 50, "completion": 2, "total": 52, "estimated": True},
         }
 
         assert await close_interrupted_turns(app.chat.partials, sessions) == 0

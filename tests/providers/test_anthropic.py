@@ -147,7 +147,8 @@ async def test_tool_use_assembled(fake: FakeLLMServer, provider: AnthropicProvid
         TextDelta("check."),
         ToolCallReady(ToolCall("toolu_rome", "get_weather", args_rome)),
         ToolCallReady(ToolCall("toolu_oslo", "get_weather", args_oslo)),
-        Usage(prompt_tokens=155, completion_tokens=58),  # input + cache read + cache creation
+        # prompt: input + cache read + cache creation
+        Usage(prompt_tokens=155, completion_tokens=58, cache_read_tokens=30, cache_write_tokens=5),
         Finished("tool_calls", "tool_use"),
     ]
 

@@ -20,7 +20,7 @@ from contextd.store.database import Database
 from contextd.store.db import SqliteConnection
 from contextd.store.memories import MemoryRepo
 from contextd.store.models import NewMessage, Skill, StoredMessage
-from contextd.store.sessions import SessionRepo
+from contextd.store.sessions import SessionRepo, UsageTotals
 from contextd.store.summaries import SummaryRepo
 
 
@@ -153,14 +153,28 @@ async def test_an_answer_and_its_usage_are_stored_together(db: Database) -> None
     session = await sessions.create("alice")
     repo = ConversationRepo(db)
     stored, totals = await repo.append_with_usage(
-        session.id, "alice", [message(Role.ASSISTANT, "a")], (10, 2, 9)
+        session.id, "alice", [message(Role.ASSISTANT, "a")], UsageTotals(10, 2, 9)
     )
-    assert [m.message.content for m in stored] == ["a"] and totals == (10, 2, 9)
-    assert await repo.append_with_usage(session.id, "alice", [], (1, 1, 1)) == ([], (11, 3, 10))
+    assert [m.message.content for m in stored] == ["a"] and totals == UsageTotals(10, 2, 9)
+    assert await repo.append_with_usage(session.id, "alice", [], UsageTotals(1, 1, 1)) == (
+        [],
+        UsageTotals(11, 3, 10),
+    )
     with pytest.raises(SessionNotFound):  # another user's session: neither is written
-        await repo.append_with_usage(session.id, "mallory", [message(Role.USER, "x")], (5, 5, 5))
-    assert await repo.append_with_usage(session.id, "alice", [], (0, 0, 0)) == ([], (11, 3, 10))
+        await repo.append_with_usage(
+            session.id, "mallory", [message(Role.USER, "x")], UsageTotals(5, 5, 5)
+        )
+    assert await repo.append_with_usage(session.id, "alice", [], UsageTotals(0, 0, 0)) == (
+        [],
+        UsageTotals(11, 3, 10),
+    )
     assert len(await repo.tail(session.id, 10, "cl")) == 1
+    # Cache figures add up; one estimated turn marks the totals for good.
+    estimated = UsageTotals(4, 2, 4, 3, 1, estimated=True)
+    _, totals = await repo.append_with_usage(session.id, "alice", [], estimated)
+    assert totals == UsageTotals(15, 5, 14, 3, 1, estimated=True)
+    _, totals = await repo.append_with_usage(session.id, "alice", [], UsageTotals(1, 1, 1, 1))
+    assert totals == UsageTotals(16, 6, 15, 4, 1, estimated=True)
 
 
 async def test_the_active_compression_summary_follows_writes_and_deletes(db: Database) -> None:

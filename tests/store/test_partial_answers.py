@@ -10,7 +10,7 @@ from contextd.store.conversation import ConversationRepo
 from contextd.store.database import Database
 from contextd.store.models import NewMessage, Session
 from contextd.store.partial_answers import PartialAnswerRepo
-from contextd.store.sessions import SessionRepo
+from contextd.store.sessions import SessionRepo, UsageTotals
 
 
 @pytest.fixture
@@ -40,12 +40,12 @@ async def test_opened_with_the_input_then_replaced(db: Database, session: Sessio
     [row] = await partials.left_behind()
     assert (row.tenant_id, row.session_id, row.user_id) == ("acme", session.id, "alice")
     assert (row.turn_index, row.step, row.text, row.tokenizer) == (1, 0, "", "cl100k_base")
-    assert row.usage == (0, 0, 0) and row.updated_at >= row.started_at
+    assert row.usage == UsageTotals() and row.updated_at >= row.started_at
 
-    await partials.save(session.id, 0, "Once", (0, 0, 40))
-    await partials.save(session.id, 0, "Once upon a time", (0, 0, 40))
+    await partials.save(session.id, 0, "Once", UsageTotals(0, 0, 40))
+    await partials.save(session.id, 0, "Once upon a time", UsageTotals(0, 0, 40))
     [row] = await partials.left_behind()
-    assert (row.step, row.text, row.usage) == (0, "Once upon a time", (0, 0, 40))
+    assert (row.step, row.text, row.usage) == (0, "Once upon a time", UsageTotals(0, 0, 40))
 
     # History reads never see it.
     tail = await conversation.tail(session.id, 10, "cl100k_base", tenant_id="acme")
@@ -57,41 +57,41 @@ async def test_emptied_with_a_step_and_deleted_with_the_answer(
 ) -> None:
     partials = PartialAnswerRepo(db)
     conversation = await open_turn(db, session, partials)
-    await partials.save(session.id, 0, "Let me look", (0, 0, 40))
+    await partials.save(session.id, 0, "Let me look", UsageTotals(0, 0, 40))
     await conversation.append(
         session.id,
         "alice",
         [message(Role.ASSISTANT, "Let me look")],
         tenant_id="acme",
-        also=partials.emptying(session.id, 1, (30, 5, 40)),
+        also=partials.emptying(session.id, 1, UsageTotals(30, 5, 40, 12, 4, True)),
     )
     [row] = await partials.left_behind()
-    assert (row.step, row.text, row.usage) == (1, "", (30, 5, 40))
+    assert (row.step, row.text, row.usage) == (1, "", UsageTotals(30, 5, 40, 12, 4, True))
 
     await conversation.append_with_usage(
         session.id,
         "alice",
         [message(Role.ASSISTANT, "Found it.")],
-        (60, 9, 80),
+        UsageTotals(60, 9, 80),
         tenant_id="acme",
         also=partials.deleting(session.id),
     )
     assert await partials.left_behind() == []
     # A write that comes late finds no row and makes none.
-    await partials.save(session.id, 1, "Found", (0, 0, 0))
+    await partials.save(session.id, 1, "Found", UsageTotals(0, 0, 0))
     assert await partials.left_behind() == []
 
 
 async def test_a_failed_answer_keeps_the_row(db: Database, session: Session) -> None:
     partials = PartialAnswerRepo(db)
     conversation = await open_turn(db, session, partials)
-    await partials.save(session.id, 0, "Once", (0, 0, 40))
+    await partials.save(session.id, 0, "Once", UsageTotals(0, 0, 40))
     with pytest.raises(SessionNotFound):  # not her session: the transaction rolls back
         await conversation.append_with_usage(
             session.id,
             "bob",
             [message(Role.ASSISTANT, "Once upon a time")],
-            (0, 0, 40),
+            UsageTotals(0, 0, 40),
             tenant_id="acme",
             also=partials.deleting(session.id),
         )
@@ -102,7 +102,7 @@ async def test_a_failed_answer_keeps_the_row(db: Database, session: Session) -> 
 async def test_a_new_turn_replaces_a_row_left_behind(db: Database, session: Session) -> None:
     partials = PartialAnswerRepo(db)
     await open_turn(db, session, partials)
-    await partials.save(session.id, 0, "Once", (0, 0, 40))
+    await partials.save(session.id, 0, "Once", UsageTotals(0, 0, 40))
     conversation = ConversationRepo(db)
     await conversation.append(
         session.id,
@@ -112,7 +112,12 @@ async def test_a_new_turn_replaces_a_row_left_behind(db: Database, session: Sess
         also=partials.opening("acme", session.id, 2, "estimate"),
     )
     [row] = await partials.left_behind()
-    assert (row.turn_index, row.text, row.tokenizer, row.usage) == (2, "", "estimate", (0, 0, 0))
+    assert (row.turn_index, row.text, row.tokenizer, row.usage) == (
+        2,
+        "",
+        "estimate",
+        UsageTotals(0, 0, 0),
+    )
 
 
 async def test_deleting_the_session_deletes_its_row(db: Database, session: Session) -> None:

@@ -14,7 +14,7 @@ from contextd.store.conversation import ConversationRepo
 from contextd.store.database import Database
 from contextd.store.models import NewMessage, Session
 from contextd.store.partial_answers import Busy, PartialAnswer, PartialAnswerRepo
-from contextd.store.sessions import SessionRepo
+from contextd.store.sessions import SessionRepo, UsageTotals
 from contextd.store.summaries import SummaryRepo
 
 LEASE = 0.3
@@ -56,7 +56,7 @@ async def test_an_expired_claim_is_taken_over_once(db: Database, session: Sessio
     dead, first, second = (PartialAnswerRepo(db, LEASE) for _ in range(3))
     assert await dead.claim("acme", session.id) is None
     await start_turn(db, dead, session)
-    await dead.save(session.id, 0, "Once upon", (0, 0, 40))
+    await dead.save(session.id, 0, "Once upon", UsageTotals(0, 0, 40))
     await asyncio.sleep(LEASE + 0.1)
 
     taken = await first.claim("acme", session.id)
@@ -64,7 +64,7 @@ async def test_an_expired_claim_is_taken_over_once(db: Database, session: Sessio
     assert (taken.owner, taken.turn_index, taken.text) == (first.owner, 1, "Once upon")
     # The row is the taker's now: neither its dead owner nor a third process gets it.
     assert isinstance(await second.claim("acme", session.id), Busy)
-    await dead.save(session.id, 0, "Once upon a time", (0, 0, 40))
+    await dead.save(session.id, 0, "Once upon a time", UsageTotals(0, 0, 40))
     assert not await dead.renew(session.id)
     [row] = await first.left_behind()
     assert row.text == "Once upon"

@@ -191,6 +191,11 @@ EVENT_KEYS = ["ts", "session_id", "turn", "step", "type", "content", "role", "me
 STEP_EVENTS = {"assistant", "action", "observation", "final"}
 
 
+# meta.tokens of a step, a turn: the cache counts and ``estimated`` only when they say
+# something.
+TOKEN_KEYS = {"prompt", "completion", "total", "cacheRead", "cacheWrite", "estimated"}
+
+
 def check_event_shape(events: list[dict[str, Any]], session_id: str) -> None:
     """Every line has the event log's fields, in their order, with their types."""
     for e in events:
@@ -219,8 +224,10 @@ def check_event_shape(events: list[dict[str, Any]], session_id: str) -> None:
             assert isinstance(e["content"], str)
         tokens = e.get("meta", {}).get("tokens")
         if tokens is not None and e["type"] != "turn_start":
-            assert set(tokens) == {"prompt", "completion", "total"}, e
+            assert {"prompt", "completion", "total"} <= set(tokens) <= TOKEN_KEYS, e
             assert tokens["total"] == tokens["prompt"] + tokens["completion"]
+            assert tokens.get("estimated", True) is True, "only an estimated usage says so"
+            assert all(tokens.get(k, 1) > 0 for k in ("cacheRead", "cacheWrite")), e
         if e["type"] == "turn_end":
             meta = e["meta"]
             assert {"status", "stepCount", "durationMs", "tokens"} <= set(meta)

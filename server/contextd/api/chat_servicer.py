@@ -140,6 +140,9 @@ def _usage(u: TokenUsage) -> cpb.TokenUsage:
         prompt_tokens=u.prompt_tokens,
         completion_tokens=u.completion_tokens,
         prompt_tokens_estimate=u.prompt_tokens_estimate,
+        estimated=u.estimated,
+        cache_read_tokens=u.cache_read_tokens,
+        cache_write_tokens=u.cache_write_tokens,
     )
 
 

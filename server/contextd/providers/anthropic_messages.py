@@ -14,8 +14,10 @@ Events: ``TextDelta`` per ``text_delta``; a ``tool_use`` block becomes one
 concatenated ``input_json_delta.partial_json`` text (or the block's initial
 ``input`` as JSON when no delta came); thinking and other block kinds are
 skipped. ``Usage``: prompt = ``input_tokens`` plus the cache creation and cache
-read tokens (Anthropic counts those apart), completion = ``output_tokens``;
-from ``message_start``, updated by ``message_delta``. Last ``Finished``:
+read tokens (Anthropic counts those apart; a prompt's every token is in
+``prompt_tokens``, as with OpenAI), cache reads = ``cache_read_input_tokens``,
+cache writes = ``cache_creation_input_tokens``, completion = ``output_tokens``;
+from ``message_start``, each figure updated by a ``message_delta`` that has it. Last ``Finished``:
 ``end_turn`` / ``stop_sequence`` -> stop, ``tool_use`` -> tool_calls,
 ``max_tokens`` / ``model_context_window_exceeded`` -> length, ``refusal`` ->
 content_filter, anything else -> other. A stream that ends before
@@ -107,7 +109,9 @@ class EventAssembler:
         self._provider = provider
         self._redactor = redactor
         self._tools: dict[int, _ToolBlock] = {}
-        self._prompt_tokens: int | None = None
+        self._input_tokens: int | None = None
+        self._cache_read_tokens = 0
+        self._cache_write_tokens = 0
         self._completion_tokens = 0
         self._stop_reason = ""
         self._stopped = False
@@ -147,20 +151,23 @@ class EventAssembler:
             raise ProviderBadResponse(self._provider, "the stream ended before message_stop")
         events: list[ModelEvent] = [ToolCallReady(b.call()) for _, b in sorted(self._tools.items())]
         self._tools.clear()
-        if self._prompt_tokens is not None:
-            events.append(Usage(self._prompt_tokens, self._completion_tokens))
+        if self._input_tokens is not None:
+            read, write = self._cache_read_tokens, self._cache_write_tokens
+            prompt = self._input_tokens + read + write
+            events.append(Usage(prompt, self._completion_tokens, read, write))
         events.append(Finished(normalize_stop_reason(self._stop_reason), self._stop_reason))
         return events
 
     def _take_usage(self, usage: object) -> None:
         if not isinstance(usage, Mapping):
             return
+        # message_delta's usage is cumulative, and a figure it leaves out stands.
         if usage.get("input_tokens") is not None:
-            self._prompt_tokens = (
-                as_int(usage.get("input_tokens"))
-                + as_int(usage.get("cache_creation_input_tokens"))
-                + as_int(usage.get("cache_read_input_tokens"))
-            )
+            self._input_tokens = as_int(usage.get("input_tokens"))
+        if usage.get("cache_read_input_tokens") is not None:
+            self._cache_read_tokens = as_int(usage.get("cache_read_input_tokens"))
+        if usage.get("cache_creation_input_tokens") is not None:
+            self._cache_write_tokens = as_int(usage.get("cache_creation_input_tokens"))
         if usage.get("output_tokens") is not None:
             self._completion_tokens = as_int(usage.get("output_tokens"))
 

@@ -51,10 +51,20 @@ class ToolCallReady:
 
 @dataclass(frozen=True, slots=True)
 class Usage:
-    """Token usage as the provider reported it."""
+    """Token usage as the provider reported it.
+
+    ``prompt_tokens`` counts every input token, the cached ones included (OpenAI's
+    ``prompt_tokens``; Anthropic's ``input_tokens`` plus its cache reads and writes).
+    ``cache_read_tokens`` of them were read from the provider's prompt cache,
+    ``cache_write_tokens`` written to it (Anthropic's cache creation; OpenAI reports none).
+    ``estimated``: the figures are the provider's own local counts, not a model's.
+    """
 
     prompt_tokens: int
     completion_tokens: int
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    estimated: bool = False
 
 
 @dataclass(frozen=True, slots=True)

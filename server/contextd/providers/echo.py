@@ -12,7 +12,9 @@ deltas join to the answer exactly), with ``chunk_delay`` seconds before every
 chunk but the first; with no delay, no wait at all (the chunks are ready: whoever
 streams them waits on its own writes, and a cancellation gets in there). Then
 ``Usage``: prompt = the estimate, completion = the number of whitespace-separated
-words in the answer (a local count, no tokenizer), and ``Finished("stop", "stop")``.
+words in the answer (a local count, no tokenizer), marked ``estimated``: no model
+counted them, and a turn's usage says so like that of a server that reports none.
+Then ``Finished("stop", "stop")``.
 It never calls tools.
 """
 
@@ -83,7 +85,7 @@ class EchoProvider:
             if i and self.chunk_delay:
                 await asyncio.sleep(self.chunk_delay)
             yield TextDelta(chunk)
-        yield Usage(request.prompt_tokens_estimate, len(answer.split()))
+        yield Usage(request.prompt_tokens_estimate, len(answer.split()), estimated=True)
         yield Finished("stop", "stop")
 
     async def aclose(self) -> None:

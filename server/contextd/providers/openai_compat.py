@@ -24,7 +24,10 @@ assembled per ``index`` (``id`` and ``name`` from the first delta that has
 them, ``arguments`` concatenated) and emitted whole as ``ToolCallReady`` when
 the choice's ``finish_reason`` arrives (or when the stream ends); then
 ``Usage`` when the server reported it (the usage chunk with empty
-``choices``; the last one wins), and last ``Finished``. The arguments are passed
+``choices``; the last one wins; ``prompt_tokens_details.cached_tokens`` as its
+cache reads, already counted in ``prompt_tokens``), and last ``Finished``.
+Many local servers send no usage, or zeros: the chat turn then counts for
+itself (app/chat/turn.py). The arguments are passed
 through as the model wrote them, valid JSON or not. Finish reasons: ``stop`` ->
 stop, ``length`` -> length, ``tool_calls`` / ``function_call`` -> tool_calls,
 ``content_filter`` -> content_filter, anything else -> other; a ``stop`` that
@@ -124,9 +127,12 @@ class ChunkAssembler:
             raise stream_error(self._provider, chunk, self._redactor)
         usage = chunk.get("usage")
         if isinstance(usage, Mapping):
+            details = usage.get("prompt_tokens_details")
+            cached = details.get("cached_tokens") if isinstance(details, Mapping) else None
             self._usage = Usage(
                 prompt_tokens=as_int(usage.get("prompt_tokens")),
                 completion_tokens=as_int(usage.get("completion_tokens")),
+                cache_read_tokens=as_int(cached),
             )
         choices = chunk.get("choices") or []  # vLLM sends null on the usage chunk
         if not isinstance(choices, list):

@@ -141,7 +141,7 @@ class ConversationRepo:
         tenant_id: str = DEFAULT_TENANT,
         also: AlsoInTransaction = None,
     ) -> tuple[list[StoredMessage], UsageTotals]:
-        """``append``, and add a turn's usage (prompt, completion, estimate) to the
+        """``append``, and add a turn's usage to the
         session's in the same transaction; returns the messages and the session's totals."""
         stored, totals = await self._append(session_id, (tenant_id, user_id), messages, usage, also)
         assert totals is not None
@@ -170,7 +170,7 @@ class ConversationRepo:
                 await conn.execute("SELECT 1 FROM sessions WHERE id = ? FOR UPDATE", (session_id,))
             stored = await _insert(conn, session_id, owner, messages)
             if usage is not None:
-                totals = await add_usage(conn, session_id, *usage)
+                totals = await add_usage(conn, session_id, usage)
             if also is not None:
                 await also(conn)
         self._tails.appended((owner[0], session_id), stored)

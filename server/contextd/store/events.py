@@ -60,15 +60,29 @@ _READ_CHUNK = 256 * 1024
 _OPEN_FLAGS = os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
 
 
-def event_tokens(prompt: int | None, completion: int | None) -> dict[str, int]:
-    """``meta.tokens``: the counts given, with ``total`` only when both are known."""
-    tokens: dict[str, int] = {}
+def event_tokens(
+    prompt: int | None,
+    completion: int | None,
+    *,
+    cache_read: int = 0,
+    cache_write: int = 0,
+    estimated: bool = False,
+) -> dict[str, int | bool]:
+    """``meta.tokens``: the counts given, with ``total`` only when both are known; the
+    prompt-cache counts when not 0, and ``estimated`` when a figure was counted locally."""
+    tokens: dict[str, int | bool] = {}
     if prompt is not None:
         tokens["prompt"] = prompt
     if completion is not None:
         tokens["completion"] = completion
     if prompt is not None and completion is not None:
         tokens["total"] = prompt + completion
+    if cache_read:
+        tokens["cacheRead"] = cache_read
+    if cache_write:
+        tokens["cacheWrite"] = cache_write
+    if estimated:
+        tokens["estimated"] = True
     return tokens
 
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 
 from contextd.core.errors import SessionNotFound
 from contextd.store.database import Connection, Database, Row
-from contextd.store.sessions import UsageTotals
+from contextd.store.sessions import UsageTotals, usage_totals
 
 # A statement to run inside a ConversationRepo transaction, with the messages it stores.
 InTransaction = Callable[[Connection], Awaitable[None]]
@@ -34,8 +34,8 @@ LEASE_SECONDS = 15.0
 
 _COLUMNS = (
     "p.tenant_id, p.session_id, s.user_id, p.turn_index, p.step, p.text, p.tokenizer,"
-    " p.prompt_tokens, p.completion_tokens, p.prompt_tokens_estimate, p.started_at,"
-    " p.updated_at, p.owner"
+    " p.prompt_tokens, p.completion_tokens, p.prompt_tokens_estimate, p.cache_read_tokens,"
+    " p.cache_write_tokens, p.usage_estimated, p.started_at, p.updated_at, p.owner"
 )
 
 
@@ -83,12 +83,12 @@ class PartialAnswerRepo:
             now = time.time()
             await conn.execute(
                 "INSERT INTO partial_answers (session_id, tenant_id, turn_index, step, text,"
-                "  tokenizer, prompt_tokens, completion_tokens, prompt_tokens_estimate,"
-                "  started_at, updated_at, owner) VALUES (?, ?, ?, ?, '', ?, 0, 0, 0, ?, ?, ?)"
+                "  tokenizer, started_at, updated_at, owner) VALUES (?, ?, ?, ?, '', ?, ?, ?, ?)"
                 " ON CONFLICT (session_id) DO UPDATE SET tenant_id = excluded.tenant_id,"
                 "  turn_index = excluded.turn_index, step = excluded.step, text = '',"
                 "  tokenizer = excluded.tokenizer, prompt_tokens = 0, completion_tokens = 0,"
-                "  prompt_tokens_estimate = 0, started_at = excluded.started_at,"
+                "  prompt_tokens_estimate = 0, cache_read_tokens = 0, cache_write_tokens = 0,"
+                "  usage_estimated = 0, started_at = excluded.started_at,"
                 "  updated_at = excluded.updated_at, owner = excluded.owner",
                 (session_id, tenant_id, turn_index, step, tokenizer, now, now, self.owner),
             )
@@ -208,9 +208,10 @@ class PartialAnswerRepo:
     ) -> None:
         await conn.execute(
             "UPDATE partial_answers SET step = ?, text = ?, prompt_tokens = ?,"
-            " completion_tokens = ?, prompt_tokens_estimate = ?, updated_at = ?"
+            " completion_tokens = ?, prompt_tokens_estimate = ?, cache_read_tokens = ?,"
+            " cache_write_tokens = ?, usage_estimated = ?, updated_at = ?"
             " WHERE session_id = ? AND owner = ?",
-            (step, text, *u, time.time(), session_id, self.owner),
+            (step, text, *u[:5], int(u.estimated), time.time(), session_id, self.owner),
         )
 
 
@@ -223,8 +224,8 @@ def _partial(r: Row) -> PartialAnswer:
         step=int(r[4]),
         text=r[5],
         tokenizer=r[6],
-        usage=(int(r[7]), int(r[8]), int(r[9])),
-        started_at=float(r[10]),
-        updated_at=float(r[11]),
-        owner=r[12],
+        usage=usage_totals(r[7:12], bool(r[12])),
+        started_at=float(r[13]),
+        updated_at=float(r[14]),
+        owner=r[15],
     )

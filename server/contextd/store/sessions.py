@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
 
 from contextd.core.errors import SessionNotFound
 from contextd.core.identity import DEFAULT_TENANT
@@ -144,22 +144,41 @@ class SessionRepo:
         return deleted
 
 
-UsageTotals = tuple[int, int, int]  # prompt, completion, estimate
+class UsageTotals(NamedTuple):
+    """Token usage summed over model calls."""
+
+    # As providers reported it, or counted by contextd where ``estimated``; every input
+    # token, the cached ones included.
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    prompt_tokens_estimate: int = 0  # contextd's own count before each call
+    cache_read_tokens: int = 0  # of prompt_tokens: read from the provider's prompt cache
+    cache_write_tokens: int = 0  # of prompt_tokens: written to it
+    # Some figure was counted by contextd: the provider reported none for a call.
+    estimated: bool = False
 
 
-async def add_usage(
-    conn: Connection, session_id: str, prompt: int, completion: int, estimate: int
-) -> UsageTotals:
+async def add_usage(conn: Connection, session_id: str, usage: UsageTotals) -> UsageTotals:
     """Add one turn's usage inside the caller's write transaction; return the session's
-    totals. Raises SessionNotFound."""
+    totals (estimated when any turn's usage was). Raises SessionNotFound."""
     rows = await conn.execute_fetchall(
         "UPDATE sessions SET prompt_tokens = prompt_tokens + ?,"
         " completion_tokens = completion_tokens + ?,"
-        " prompt_tokens_estimate = prompt_tokens_estimate + ? WHERE id = ?"
-        " RETURNING prompt_tokens, completion_tokens, prompt_tokens_estimate",
-        (prompt, completion, estimate, session_id),
+        " prompt_tokens_estimate = prompt_tokens_estimate + ?,"
+        " cache_read_tokens = cache_read_tokens + ?,"
+        " cache_write_tokens = cache_write_tokens + ?,"
+        " estimated_turns = estimated_turns + ? WHERE id = ?"
+        " RETURNING prompt_tokens, completion_tokens, prompt_tokens_estimate,"
+        " cache_read_tokens, cache_write_tokens, estimated_turns",
+        (*usage[:5], int(usage.estimated), session_id),
     )
     row = rows[0] if rows else None
     if row is None:
         raise SessionNotFound(session_id)
-    return int(row[0]), int(row[1]), int(row[2])
+    return usage_totals(row[:5], int(row[5]) > 0)
+
+
+def usage_totals(figures: Sequence[Any], estimated: bool) -> UsageTotals:
+    """UsageTotals from a row's five figures, in UsageTotals' order."""
+    prompt, completion, estimate, cache_read, cache_write = (int(v) for v in figures)
+    return UsageTotals(prompt, completion, estimate, cache_read, cache_write, estimated)

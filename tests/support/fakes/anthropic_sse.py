@@ -108,12 +108,18 @@ def tool_use_block(
     return frames
 
 
-def message_delta(stop_reason: str | None, output_tokens: int) -> Frame:
+def message_delta(
+    stop_reason: str | None, output_tokens: int, *, cache_read: int | None = None
+) -> Frame:
+    """The message's end; ``cache_read`` as the cumulative usage newer API versions repeat."""
+    usage: dict[str, Any] = {"output_tokens": output_tokens}
+    if cache_read is not None:
+        usage["cache_read_input_tokens"] = cache_read
     return event(
         {
             "type": "message_delta",
             "delta": {"stop_reason": stop_reason, "stop_sequence": None},
-            "usage": {"output_tokens": output_tokens},
+            "usage": usage,
         }
     )
 
@@ -137,10 +143,12 @@ def text_reply(
     input_tokens: int = 10,
     output_tokens: int = 5,
     stop_reason: str = "end_turn",
+    cache_read: int | None = None,
+    cache_creation: int | None = None,
 ) -> StreamReply:
     return StreamReply(
         [
-            message_start(input_tokens),
+            message_start(input_tokens, cache_read=cache_read, cache_creation=cache_creation),
             ping(),
             *text_block(0, pieces),
             message_delta(stop_reason, output_tokens),

@@ -25,8 +25,10 @@ def chunk(
     finish_reason: str | None = None,
     usage: tuple[int, int] | None = None,
     no_choices: bool = False,
+    cached_tokens: int | None = None,
 ) -> dict[str, Any]:
-    """One ``chat.completion.chunk`` object."""
+    """One ``chat.completion.chunk`` object; ``cached_tokens`` goes in the usage's
+    ``prompt_tokens_details``."""
     body: dict[str, Any] = {
         "id": CHUNK_ID,
         "object": "chat.completion.chunk",
@@ -52,6 +54,8 @@ def chunk(
             "completion_tokens": completion,
             "total_tokens": prompt + completion,
         }
+        if cached_tokens is not None:
+            body["usage"]["prompt_tokens_details"] = {"cached_tokens": cached_tokens}
     return body
 
 
@@ -71,13 +75,14 @@ def text_frames(
     finish_reason: str = "stop",
     usage: tuple[int, int] | None = (11, 7),
     with_done: bool = True,
+    cached_tokens: int | None = None,
 ) -> list[Frame]:
     """A plain text answer: role chunk, content chunks, finish chunk, usage chunk, [DONE]."""
     frames = [sse(chunk({"role": "assistant", "content": ""}))]
     frames += [sse(chunk({"content": piece})) for piece in pieces]
     frames.append(sse(chunk({}, finish_reason=finish_reason)))
     if usage is not None:
-        frames.append(sse(chunk(usage=usage, no_choices=True)))
+        frames.append(sse(chunk(usage=usage, no_choices=True, cached_tokens=cached_tokens)))
     if with_done:
         frames.append(done())
     return frames

@@ -144,7 +144,14 @@ def stream_chat_request(
 
 
 def token_usage(usage: cpb.TokenUsage) -> TokenUsage:
-    return TokenUsage(usage.prompt_tokens, usage.completion_tokens, usage.prompt_tokens_estimate)
+    return TokenUsage(
+        usage.prompt_tokens,
+        usage.completion_tokens,
+        usage.prompt_tokens_estimate,
+        usage.estimated,
+        usage.cache_read_tokens,
+        usage.cache_write_tokens,
+    )
 
 
 def turn_status(status: int) -> str:

@@ -155,11 +155,17 @@ class TokenizerList:
 class TokenUsage:
     """Tokens of a step, a turn or a whole session."""
 
-    # As the provider reported them (0 when it reported none).
+    # As the provider reported them, or counted by the server where the provider
+    # reported none (then ``estimated``); the prompt's every token, cached ones included.
     prompt_tokens: int = 0
     completion_tokens: int = 0
     # contextd's own count of the prompt, before the model was called.
     prompt_tokens_estimate: int = 0
+    # Some figure above was counted by the server, not reported by the provider.
+    estimated: bool = False
+    # Of prompt_tokens: read from, and written to, the provider's prompt cache.
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,6 +33,7 @@ from contextd.core.errors import SessionNotFound, Violations
 from contextd.core.messages import ChatMessage, Role, ToolCall
 from contextd.core.tokens import message_tokens
 from contextd.providers.base import (
+    Finished,
     ModelEvent,
     ModelRequest,
     Provider,
@@ -193,7 +194,7 @@ class ChatApp:
             session,
             max(index, 1),
             req.caller.user_id,
-            req.tokenizer.name,
+            req.tokenizer,
             req.user_message,
             self.sessions,
             self.events,
@@ -274,7 +275,7 @@ class ChatApp:
                             if event is not None:
                                 yield event
                 finally:
-                    turn.end_step()
+                    turn.end_step(calls)
             except ProviderError as error:
                 yield await turn.store_partial(TurnStatus.ERROR, _error_text(error))
                 return
@@ -366,9 +367,9 @@ def _chat_event(turn: Turn, event: ModelEvent, calls: list[ToolCall]) -> ChatEve
         calls.append(event.call)
         return ToolCallEvent(event.call, turn.step)
     if isinstance(event, Usage):
-        turn.step_usage.prompt_tokens = event.prompt_tokens
-        turn.step_usage.completion_tokens = event.completion_tokens
-        return UsageEvent(turn.step_usage, turn.step)
+        return UsageEvent(turn.take_usage(event, calls), turn.step)
+    if isinstance(event, Finished):
+        turn.step_finished = True
     return None
 
 

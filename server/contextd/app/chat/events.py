@@ -9,6 +9,7 @@ from enum import StrEnum
 from contextd.core.build import BuildReport
 from contextd.core.identity import DEFAULT_TENANT
 from contextd.core.messages import ToolCall
+from contextd.store.sessions import UsageTotals
 
 
 class TurnStatus(StrEnum):
@@ -24,14 +25,32 @@ class TurnStatus(StrEnum):
 
 @dataclass(slots=True)
 class TokenUsage:
+    """A step's, a turn's or a session's usage; the figures as in UsageTotals."""
+
     prompt_tokens: int = 0
     completion_tokens: int = 0
     prompt_tokens_estimate: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    estimated: bool = False
 
     def add(self, other: TokenUsage) -> None:
         self.prompt_tokens += other.prompt_tokens
         self.completion_tokens += other.completion_tokens
         self.prompt_tokens_estimate += other.prompt_tokens_estimate
+        self.cache_read_tokens += other.cache_read_tokens
+        self.cache_write_tokens += other.cache_write_tokens
+        self.estimated = self.estimated or other.estimated
+
+    def totals(self) -> UsageTotals:
+        return UsageTotals(
+            self.prompt_tokens,
+            self.completion_tokens,
+            self.prompt_tokens_estimate,
+            self.cache_read_tokens,
+            self.cache_write_tokens,
+            self.estimated,
+        )
 
 
 @dataclass(frozen=True, slots=True)

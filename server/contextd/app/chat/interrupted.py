@@ -4,8 +4,10 @@ power cut) while the turn ran, leaving the turn's partial_answers row
 
 Closing it stores the text its streaming step had saved as the turn's assistant message,
 with status ``interrupted`` (nothing when none was saved), adds the usage the row knew to
-the session's, and logs the turn's end: an ``assistant`` event with that text, then a
-``turn_end`` event with status ``interrupted``. The events are written first and the
+the session's (a figure no provider reported counted as a turn does: the prompt's from the
+estimate, the completion from the kept text, marked estimated), and logs the turn's end:
+an ``assistant`` event with that text, then a ``turn_end`` event with status
+``interrupted``. The events are written first and the
 message with the row's deletion after, in one transaction: a close that stops between the
 two finds the row again, sees the turn's end in the log and only stores the message.
 
@@ -24,6 +26,7 @@ from contextd.core.messages import ChatMessage, Role
 from contextd.core.pipeline import is_blank
 from contextd.store.events import event_tokens
 from contextd.store.partial_answers import PartialAnswer, PartialAnswerRepo
+from contextd.store.sessions import UsageTotals
 
 log = logging.getLogger("contextd.chat")
 
@@ -46,8 +49,20 @@ async def close_turn(
 async def _close(left: PartialAnswer, partials: PartialAnswerRepo, sessions: SessionsApp) -> None:
     events = sessions.event_log
     has_text = not is_blank(left.text)
-    prompt, completion, estimate = left.usage
-    tokens = event_tokens(prompt or estimate, completion)
+    rows = []
+    if has_text:
+        message = ChatMessage(Role.ASSISTANT, left.text)
+        status = TurnStatus.INTERRUPTED.value
+        rows.append(sessions.new_message(message, left.turn_index, status, left.tokenizer))
+    text_tokens = sessions.tokenizers.get(left.tokenizer).count(left.text) if has_text else 0
+    usage = _with_unreported(left.usage, text_tokens)
+    tokens = event_tokens(
+        usage.prompt_tokens,
+        usage.completion_tokens,
+        cache_read=usage.cache_read_tokens,
+        cache_write=usage.cache_write_tokens,
+        estimated=usage.estimated,
+    )
     if not await _turn_ended_in_log(left, sessions):
         if has_text:
             await events.append(
@@ -68,19 +83,24 @@ async def _close(left: PartialAnswer, partials: PartialAnswerRepo, sessions: Ses
             meta={"status": status, "stepCount": left.step + 1, "tokens": tokens},
             tenant_id=left.tenant_id,
         )
-    rows = []
-    if has_text:
-        message = ChatMessage(Role.ASSISTANT, left.text)
-        status = TurnStatus.INTERRUPTED.value
-        rows.append(sessions.new_message(message, left.turn_index, status, left.tokenizer))
     await sessions.conversation.append_with_usage(
         left.session_id,
         left.user_id,
         rows,
-        left.usage,
+        usage,
         tenant_id=left.tenant_id,
         also=partials.deleting(left.session_id, left.owner),
     )
+
+
+def _with_unreported(usage: UsageTotals, text_tokens: int) -> UsageTotals:
+    """``usage`` with the figures it lacks: the prompt estimate for a prompt no provider
+    reported, the kept text's count (``text_tokens``) for a completion."""
+    if not usage.prompt_tokens and usage.prompt_tokens_estimate:
+        usage = usage._replace(prompt_tokens=usage.prompt_tokens_estimate, estimated=True)
+    if not usage.completion_tokens and text_tokens:
+        usage = usage._replace(completion_tokens=text_tokens, estimated=True)
+    return usage
 
 
 async def _turn_ended_in_log(left: PartialAnswer, sessions: SessionsApp) -> bool:

@@ -10,6 +10,8 @@ from contextd.app.chat.partial_writer import PartialAnswerWriter
 from contextd.app.sessions import SessionsApp
 from contextd.core.messages import ChatMessage, Role, ToolCall
 from contextd.core.pipeline import is_blank
+from contextd.core.tokens import Tokenizer
+from contextd.providers.base import Usage
 from contextd.store.events import EventStore, event_tokens
 from contextd.store.models import NewMessage, Session, StoredMessage
 from contextd.store.partial_answers import PartialAnswerRepo
@@ -25,6 +27,7 @@ class Turn:
 
     __slots__ = (
         "_after_turn",
+        "_counter",
         "_events",
         "_opened",
         "_partials",
@@ -39,6 +42,7 @@ class Turn:
         "started",
         "step",
         "step_counted",
+        "step_finished",
         "step_start",
         "step_usage",
         "text",
@@ -52,7 +56,7 @@ class Turn:
         session: Session,
         index: int,
         user_id: str,
-        tokenizer: str,
+        tokenizer: Tokenizer,
         question: str,
         sessions: SessionsApp,
         events: EventStore,
@@ -62,7 +66,8 @@ class Turn:
         self.session = session
         self.index = index
         self.user_id = user_id  # the caller's: the stored messages are theirs
-        self.tokenizer = tokenizer
+        self.tokenizer = tokenizer.name
+        self._counter = tokenizer  # counts what a provider reports no usage for
         # The user message the turn answers, also when it goes on after tool results or
         # an observation: every step's memory layer searches with it.
         self.question = question
@@ -76,6 +81,7 @@ class Turn:
         self.usage = TokenUsage()
         self.step_usage = TokenUsage()
         self.step_counted = True  # step_usage is in usage
+        self.step_finished = False  # the provider ended the step's stream itself
         # The session's usage totals once the turn's usage is stored (with its answer).
         self.session_usage: TokenUsage | None = None
         self.completed = False  # its TurnCompleted is made: nothing is left to store
@@ -103,13 +109,46 @@ class Turn:
         (``count_step``), however it ends."""
         self.step_usage = TokenUsage(prompt_tokens_estimate=prompt_tokens_estimate)
         self.step_counted = False
+        self.step_finished = False
         self.step_start = len(self.text)
         self.partial.start()
 
-    def end_step(self) -> None:
-        """The model call's stream ended, however it ended."""
+    def take_usage(self, reported: Usage, calls: Sequence[ToolCall]) -> TokenUsage:
+        """The provider's usage of the current step, which has said all it says
+        (``calls``: its tool calls)."""
+        u = self.step_usage
+        u.prompt_tokens = reported.prompt_tokens
+        u.completion_tokens = reported.completion_tokens
+        u.cache_read_tokens = reported.cache_read_tokens
+        u.cache_write_tokens = reported.cache_write_tokens
+        u.estimated = reported.estimated
+        self._count_unreported(calls)
+        return u
+
+    def end_step(self, calls: Sequence[ToolCall]) -> None:
+        """The model call's stream ended, however it ended (``calls``: its tool calls)."""
         self.partial.stop()
+        if self.step_finished or calls or self.step_start < len(self.text):
+            # The model saw the prompt: a call that broke off before it said anything
+            # may not have got that far, and counts only the estimate, apart.
+            self._count_unreported(calls)
         self.count_step()
+
+    def _count_unreported(self, calls: Sequence[ToolCall]) -> None:
+        """Figures the provider did not report (none, or 0) for the current step: the
+        prompt's is its estimate, the completion is counted with the turn's tokenizer
+        (the step's text, its tool calls' names and arguments); the usage is then
+        marked estimated."""
+        u = self.step_usage
+        if not u.prompt_tokens and u.prompt_tokens_estimate:
+            u.prompt_tokens = u.prompt_tokens_estimate
+            u.estimated = True
+        if not u.completion_tokens:
+            count = self._counter.count
+            u.completion_tokens = count(self.step_text) + sum(
+                count(c.name) + count(c.arguments) for c in calls
+            )
+            u.estimated = u.estimated or u.completion_tokens > 0
 
     def count_step(self) -> None:
         """Add the current step's usage to the turn's, once."""
@@ -120,14 +159,12 @@ class Turn:
     def usage_so_far(self) -> UsageTotals:
         """The turn's usage, the current step's included (its estimate, until the
         provider reports) if it is not counted yet."""
-        u, step = self.usage, self.step_usage
         if self.step_counted:
-            return u.prompt_tokens, u.completion_tokens, u.prompt_tokens_estimate
-        return (
-            u.prompt_tokens + step.prompt_tokens,
-            u.completion_tokens + step.completion_tokens,
-            u.prompt_tokens_estimate + step.prompt_tokens_estimate,
-        )
+            return self.usage.totals()
+        u = TokenUsage()
+        u.add(self.usage)
+        u.add(self.step_usage)
+        return u.totals()
 
     @property
     def step_text(self) -> str:
@@ -187,12 +224,11 @@ class Turn:
         rows = []
         if not is_blank(message.content) or message.tool_calls:
             rows.append(self.row(message, status))
-        u = self.usage
         stored, totals = await self._sessions.conversation.append_with_usage(
             self.session.id,
             self.user_id,
             rows,
-            (u.prompt_tokens, u.completion_tokens, u.prompt_tokens_estimate),
+            self.usage.totals(),
             tenant_id=self.session.tenant_id,
             also=self._partials.deleting(self.session.id),
         )
@@ -296,6 +332,12 @@ class Turn:
         )
 
 
-def _tokens(u: TokenUsage) -> dict[str, int]:
-    prompt = u.prompt_tokens or u.prompt_tokens_estimate
-    return event_tokens(prompt, u.completion_tokens)
+def _tokens(u: TokenUsage) -> dict[str, int | bool]:
+    """``meta.tokens`` of a usage: a prompt figure no one reported is the estimate."""
+    return event_tokens(
+        u.prompt_tokens or u.prompt_tokens_estimate,
+        u.completion_tokens,
+        cache_read=u.cache_read_tokens,
+        cache_write=u.cache_write_tokens,
+        estimated=u.estimated or (not u.prompt_tokens and u.prompt_tokens_estimate > 0),
+    )

@@ -101,14 +101,20 @@ class StreamChatRequest(_message.Message):
     def __init__(self, session: _Optional[_Union[_context_pb2.SessionContext, _Mapping]] = ..., user_message: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[_context_pb2.Message, _Mapping]]] = ..., tools: _Optional[_Iterable[_Union[ToolDefinition, _Mapping]]] = ..., tool_results: _Optional[_Iterable[_Union[ToolResult, _Mapping]]] = ..., token_budget: _Optional[int] = ..., tokenizer: _Optional[str] = ..., model: _Optional[_Union[ModelOptions, _Mapping]] = ..., prompt_limit_policy: _Optional[_Union[PromptLimitPolicy, str]] = ..., title: _Optional[str] = ..., tool_protocol: _Optional[_Union[ToolProtocol, str]] = ..., mode: _Optional[str] = ...) -> None: ...
 
 class TokenUsage(_message.Message):
-    __slots__ = ("prompt_tokens", "completion_tokens", "prompt_tokens_estimate")
+    __slots__ = ("prompt_tokens", "completion_tokens", "prompt_tokens_estimate", "estimated", "cache_read_tokens", "cache_write_tokens")
     PROMPT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     COMPLETION_TOKENS_FIELD_NUMBER: _ClassVar[int]
     PROMPT_TOKENS_ESTIMATE_FIELD_NUMBER: _ClassVar[int]
+    ESTIMATED_FIELD_NUMBER: _ClassVar[int]
+    CACHE_READ_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    CACHE_WRITE_TOKENS_FIELD_NUMBER: _ClassVar[int]
     prompt_tokens: int
     completion_tokens: int
     prompt_tokens_estimate: int
-    def __init__(self, prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ..., prompt_tokens_estimate: _Optional[int] = ...) -> None: ...
+    estimated: bool
+    cache_read_tokens: int
+    cache_write_tokens: int
+    def __init__(self, prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ..., prompt_tokens_estimate: _Optional[int] = ..., estimated: _Optional[bool] = ..., cache_read_tokens: _Optional[int] = ..., cache_write_tokens: _Optional[int] = ...) -> None: ...
 
 class TurnStarted(_message.Message):
     __slots__ = ("session_id", "turn_index", "user_message_id", "prompt_tokens_estimate", "prompt_tokens_warning", "context", "provider", "model")
