@@ -153,8 +153,8 @@ class _Fitted:
     indices: Sequence[int]  # in the history as prepared (results moved back to their calls)
     messages: Sequence[ChatMessage]
     tokens: list[int]
-    sources: Sequence[int | None]  # as ``BuildResult.sources``
-    # Request history below this index went for the budget, unless dropped for a
+    sources: Sequence[int | None]  # as ``BuildResult.sources``, in the history as prepared
+    # History as prepared below this index went for the budget, unless dropped for a
     # reason of its own.
     budget_end: int
 
