@@ -65,7 +65,8 @@ def _results_in_place(history: Sequence[ChatMessage], replaced: Collection[str])
 
     Looks back from a result only as far as the message its run follows, which is
     never before the previous result, so each message is looked at about once. One
-    loop, no calls: this runs on every build of a history with tool messages.
+    loop with no calls: it runs on every build but a plain history's
+    (bench/README.md, measured costs).
     """
     tool = _TOOL
     last = -1  # the previous result looked at
