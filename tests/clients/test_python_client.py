@@ -13,6 +13,7 @@ from contextd_client import (
     ContextClient,
     DroppedRange,
     LayerInfo,
+    MovedToolResult,
     RemovedToolCall,
     TokenCount,
     TokenizerList,
@@ -83,6 +84,20 @@ def test_build_messages_converts_dicts_both_ways(client: ContextClient) -> None:
     assert report.total_tokens == sum(m["tokens"] for m in result.messages)
     assert report.system_tokens == result.messages[0]["tokens"]
     assert report.user_message_tokens == result.messages[-1]["tokens"]
+
+
+def test_build_messages_reports_a_moved_tool_result(client: ContextClient) -> None:
+    call = {"id": "call_w", "name": "weather", "arguments": "{}"}
+    history = [
+        {"role": "user", "content": "Weather?"},
+        {"role": "assistant", "content": "", "tool_calls": [call]},
+        {"role": "user", "content": "wait"},
+        {"role": "tool", "tool_call_id": "call_w", "content": "sunny"},
+    ]
+    result = client.build_messages("Go on", history=history, token_budget=10_000)
+    assert [m["role"] for m in result.messages] == ["user", "assistant", "tool", "user", "user"]
+    assert result.report.moved_tool_results == [MovedToolResult("call_w", 3, 1)]
+    assert result.report.dropped == []
 
 
 def test_output_messages_feed_back_unchanged(client: ContextClient) -> None:

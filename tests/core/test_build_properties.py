@@ -2,9 +2,10 @@
 
 Histories mix user and assistant turns, assistants with 0-3 tool calls, tool
 results that answer them (or go missing, come twice, arrive after a later
-message, or answer ids nobody issued), blank messages and optional compression
-summaries. One request in five has a blank user message: a continuation after
-tool results, where the last tool call and its results are pinned instead.
+message and are moved back to their call, or answer ids nobody issued), blank
+messages and optional compression summaries. One request in five has a blank user
+message: a continuation after tool results, where the last tool call and its
+results are pinned instead.
 Every request passes ``validate_build_request``; the only exceptions allowed are
 those a reference predicts: ``BudgetExceeded`` under ``OverflowPolicy.FAIL``,
 ``InvalidArgument`` when there are no tool results to continue from, and
@@ -117,7 +118,7 @@ def test_build_messages_properties(req: BuildRequest) -> None:
     anthropic = req.output_format is OutputFormat.ANTHROPIC
     system = expected_system_text(req)
     system_tokens = message_tokens(ChatMessage(Role.SYSTEM, system), tok) if system else 0
-    survivors, reasons, removed = repair_reference(req.history, req.compression_summary)
+    survivors, reasons, removed, moved = repair_reference(req.history, req.compression_summary)
     s_idx = [i for i, _ in survivors]
     s_msgs = [m for _, m in survivors]
     continuing = not req.user_message.strip()
@@ -193,8 +194,11 @@ def test_build_messages_properties(req: BuildRequest) -> None:
     dropped_count = Counter(i for i, _ in drops)
     assert all(c == 1 for c in dropped_count.values()), report.dropped
     assert set(dropped_count) <= set(range(n))
-    kept_idx = [i for i in range(n) if i not in dropped_count]
-    assert len(kept_idx) == len(kept)
+    assert n - len(dropped_count) == len(kept)
+    # Kept, in the order returned: the newest survivors (results moved behind their calls).
+    j = len(survivors) - len(kept)
+    kept_idx = s_idx[j:]
+    assert set(kept_idx) == set(range(n)) - set(dropped_count)
     # Where each returned message came from; a message whose tool calls were removed
     # is not the input message any more.
     end = [] if continuing else [None]
@@ -202,8 +206,14 @@ def test_build_messages_properties(req: BuildRequest) -> None:
     unchanged = [None if i in changed else i for i in kept_idx]
     assert result.sources == [None] * head + unchanged + end
 
-    # Repair drops exactly what the reference drops, for the same reasons.
+    # Repair drops and moves exactly what the reference does, for the same reasons.
     assert {(r.index, r.tool_call_id) for r in report.removed_tool_calls} == removed
+    assert [r.index for r in report.removed_tool_calls] == sorted(i for i, _ in removed)
+    reported_moves = [
+        (x.tool_call_id, x.from_index, x.call_index) for x in report.moved_tool_results
+    ]
+    assert set(reported_moves) == moved
+    assert [x[1] for x in reported_moves] == sorted(x[1] for x in moved)
     by_index = dict(drops)
     for i, why in reasons.items():
         assert by_index[i] == why, (i, by_index[i], why)
@@ -211,15 +221,13 @@ def test_build_messages_properties(req: BuildRequest) -> None:
     assert all(by_index[i] in trim_reasons for i in s_idx if i in by_index)
 
     # Kept history is a contiguous suffix of the survivors, in whole units ...
-    j = len(survivors) - len(kept)
-    assert s_idx[j:] == kept_idx
     assert s_msgs[j:] == kept
     assert not kept or kept[0].role is not Role.TOOL
     leading = sorted(i for i, why in drops if why is DropReason.LEADING_ASSISTANT)
     if anthropic:
         assert not kept or kept[0].role is Role.USER
         j0 = j - len(leading)
-        assert s_idx[j0:j] == leading
+        assert sorted(s_idx[j0:j]) == leading
         assert all(m.role is not Role.USER for m in s_msgs[j0:j])
     else:
         assert leading == []

@@ -19,10 +19,14 @@ def expected_system_text(req: BuildRequest) -> str:
     return "\n".join(p for p in req.system_prompts if p.strip())
 
 
+Moved = set[tuple[str, int, int]]  # (tool_call_id, from_index, call_index)
+
+
 def repair_reference(
     history: Sequence[ChatMessage], summary: CompressionSummary | None
-) -> tuple[list[tuple[int, ChatMessage]], dict[int, DropReason], set[tuple[int, str]]]:
-    """Survivors of repair (index, message), why each other index went, removed calls."""
+) -> tuple[list[tuple[int, ChatMessage]], dict[int, DropReason], set[tuple[int, str]], Moved]:
+    """Survivors of repair (index, message) in their repaired order, why each other index
+    went, removed calls, moved results."""
     reasons: dict[int, DropReason] = {}
     replaced = set(summary.message_ids) if summary else set()
     items = []
@@ -35,19 +39,34 @@ def repair_reference(
             reasons[i] = DropReason.EMPTY
         else:
             items.append((i, m))
-    # A result survives only inside the run of results right after its call, once.
-    placed: list[tuple[int, ChatMessage]] = []
-    waiting: set[str] = set()
+    # A result pairs with the earlier call of its id, if that call has no result yet. It
+    # stays if it is in the run of results right after its call's message; otherwise it
+    # moves behind that run (moved ones in the order of the message's calls). Any
+    # other result is an orphan.
+    messages = [(i, m) for i, m in items if m.role is not Role.TOOL]
+    caller_of: dict[str, int] = {}  # call id -> history index of its message
+    in_place: dict[int, list[tuple[int, ChatMessage]]] = {i: [] for i, _ in messages}
+    moved_to: dict[int, list[tuple[int, ChatMessage]]] = {i: [] for i, _ in messages}
+    moved: Moved = set()
+    run_of: int | None = None
     for i, m in items:
-        if m.role is Role.TOOL:
-            if m.tool_call_id in waiting:
-                waiting.discard(m.tool_call_id)
-                placed.append((i, m))
-            else:
-                reasons[i] = DropReason.ORPHANED_TOOL_RESULT
+        if m.role is not Role.TOOL:
+            run_of = i
+            caller_of |= {c.id: i for c in m.tool_calls}
+            continue
+        owner = caller_of.pop(m.tool_call_id, None)
+        if owner is None:
+            reasons[i] = DropReason.ORPHANED_TOOL_RESULT
+        elif owner == run_of:
+            in_place[owner].append((i, m))
         else:
-            waiting = {c.id for c in m.tool_calls}
-            placed.append((i, m))
+            moved_to[owner].append((i, m))
+            moved.add((m.tool_call_id, i, owner))
+    placed: list[tuple[int, ChatMessage]] = []
+    for i, m in messages:
+        order = [c.id for c in m.tool_calls]
+        late = sorted(moved_to[i], key=lambda r: order.index(r[1].tool_call_id))
+        placed += [(i, m), *in_place[i], *late]
     answered = {m.tool_call_id for _, m in placed if m.role is Role.TOOL}
     survivors: list[tuple[int, ChatMessage]] = []
     removed: set[tuple[int, str]] = set()
@@ -58,7 +77,7 @@ def repair_reference(
             reasons[i] = DropReason.EMPTY
         else:
             survivors.append((i, replace(m, tool_calls=calls)))
-    return survivors, reasons, removed
+    return survivors, reasons, removed, moved
 
 
 def unit_start(msgs: Sequence[ChatMessage], end: int) -> int:

@@ -110,7 +110,11 @@ def histories(draw: st.DrawFn, end_with_tool_results: bool = False) -> list[Chat
             msgs.append(ChatMessage(Role.ASSISTANT, draw(TEXTS), calls))
             results: list[ChatMessage] = []
             for call in calls:
-                fate = draw(st.sampled_from(["answer"] * 4 + ["missing", "twice", "late"]))
+                fate = draw(
+                    st.sampled_from(
+                        ["answer"] * 4 + ["missing", "twice", "late", "late", "again_late"]
+                    )
+                )
                 result = ChatMessage(Role.TOOL, draw(TEXTS), tool_call_id=call.id)
                 if fate == "answer":
                     results.append(result)
@@ -118,11 +122,17 @@ def histories(draw: st.DrawFn, end_with_tool_results: bool = False) -> list[Chat
                     results += [result, ChatMessage(Role.TOOL, draw(TEXTS), tool_call_id=call.id)]
                 elif fate == "late":
                     late.append(result)
+                elif fate == "again_late":  # in place, and a second result after a later message
+                    results.append(result)
+                    late.append(ChatMessage(Role.TOOL, draw(TEXTS), tool_call_id=call.id))
             msgs.extend(draw(st.permutations(results)))
         elif kind == "ghost":
             msgs.append(ChatMessage(Role.TOOL, draw(TEXTS), tool_call_id=f"ghost_{next(counter)}"))
         elif late:
             msgs.append(late.pop(draw(st.integers(0, len(late) - 1))))
+    # Some held-back results come at the end (the host sent them after the user went on);
+    # the rest never come.
+    msgs.extend(late[: draw(st.integers(0, len(late)))])
     if end_with_tool_results:  # the host ran the tools and wants the model to go on
         calls = _tool_calls(draw, counter, 1, 3)
         msgs.append(ChatMessage(Role.ASSISTANT, draw(TEXTS), calls))

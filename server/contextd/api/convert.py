@@ -271,6 +271,10 @@ def fill_report(out: pb.BuildReport, r: BuildReport) -> None:
         out.dropped.add(start_index=x.start_index, count=x.count, reason=_DROP_REASONS[x.reason])
     for c in r.removed_tool_calls:
         out.removed_tool_calls.add(index=c.index, tool_call_id=c.tool_call_id)
+    for mv in r.moved_tool_results:
+        out.moved_tool_results.add(
+            tool_call_id=mv.tool_call_id, from_index=mv.from_index, call_index=mv.call_index
+        )
     if r.layers:
         out.layers.extend(layer_reports_to_pb(r.layers))
 

@@ -18,7 +18,13 @@ from dataclasses import dataclass, field, replace
 
 from contextd.app.scope import Caller
 from contextd.app.sessions import SessionsApp
-from contextd.core.build import BuildRequest, BuildResult, OverflowPolicy, build_messages
+from contextd.core.build import (
+    BuildReport,
+    BuildRequest,
+    BuildResult,
+    OverflowPolicy,
+    build_messages,
+)
 from contextd.core.errors import Violations
 from contextd.core.formats import OutputFormat
 from contextd.core.messages import ChatMessage, CompressionSummary, Role
@@ -179,7 +185,7 @@ class SessionContextBuilder:
         user_layer = ContextLayer(
             "user_message", user_tokens > 0, user_tokens, int(user_tokens > 0)
         )
-        report.dropped = _session_positions(report.dropped, first_seq=total - fetched)
+        _to_session_positions(report, first_seq=total - fetched)
         layers = [
             system_layer,
             scenario_layer,
@@ -389,6 +395,21 @@ def _mark(layer: ContextLayer, text: str, tok: Tokenizer) -> None:
     layer.included = bool(text)
     layer.items_kept = 1 if text else 0
     layer.tokens = tok.count(text)
+
+
+def _to_session_positions(report: BuildReport, first_seq: int) -> None:
+    """The report's window indexes as positions in the session, the one index space
+    of its dropped ranges, removed tool calls and moved tool results."""
+    report.dropped = _session_positions(report.dropped, first_seq)
+    if not first_seq:
+        return
+    report.removed_tool_calls = [
+        replace(r, index=r.index + first_seq) for r in report.removed_tool_calls
+    ]
+    report.moved_tool_results = [
+        replace(m, from_index=m.from_index + first_seq, call_index=m.call_index + first_seq)
+        for m in report.moved_tool_results
+    ]
 
 
 def _session_positions(dropped: list[DroppedRange], first_seq: int) -> list[DroppedRange]:

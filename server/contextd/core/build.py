@@ -8,7 +8,8 @@ fits beside them. The rest of the budget goes to the newest history, by the rule
 in ``core/fit.py``; everything older is dropped.
 
 ``build_messages`` reads as its steps: validate the request; prepare the history
-(the pipeline's repairs and the compression summary, as units newest first); pin
+(tool results a message separated from their calls moved back to them, then the
+pipeline's repairs and the compression summary, as units newest first); pin
 the end that always stays; fit the summary, then the history; render the list and
 its report.
 """
@@ -30,6 +31,7 @@ from contextd.core.pipeline import (
     Unit,
     dropped_ranges,
     is_blank,
+    replaced_ids,
     summary_message,
     units_newest_first,
     validate_history,
@@ -37,6 +39,13 @@ from contextd.core.pipeline import (
 )
 from contextd.core.prompt import LayerReport, PromptLayers, assemble_system_prompt, report_layers
 from contextd.core.tokens import Tokenizer, message_tokens
+from contextd.core.tool_order import (
+    MovedToolResult,
+    Reordered,
+    caller_drops,
+    caller_removed,
+    restore_tool_results,
+)
 
 
 class OverflowPolicy(StrEnum):
@@ -77,6 +86,7 @@ class BuildReport:
     history_kept: int = 0
     dropped: list[DroppedRange] = field(default_factory=list)
     removed_tool_calls: list[RemovedToolCall] = field(default_factory=list)
+    moved_tool_results: list[MovedToolResult] = field(default_factory=list)
     layers: list[LayerReport] = field(default_factory=list)
 
     @property
@@ -140,11 +150,11 @@ _NEUTRAL, _ANTHROPIC = OutputFormat.NEUTRAL, OutputFormat.ANTHROPIC
 class _Fitted:
     """The history kept, oldest first."""
 
-    indices: Sequence[int]  # in the request history
+    indices: Sequence[int]  # in the history as prepared (results moved back to their calls)
     messages: Sequence[ChatMessage]
     tokens: list[int]
-    sources: Sequence[int | None]  # as ``BuildResult.sources``
-    # Request history below this index went for the budget, unless dropped for a
+    sources: Sequence[int | None]  # as ``BuildResult.sources``, in the history as prepared
+    # History as prepared below this index went for the budget, unless dropped for a
     # reason of its own.
     budget_end: int
 
@@ -156,13 +166,17 @@ def build_messages(req: BuildRequest) -> BuildResult:
     report = BuildReport(tok.name, req.token_budget)
     system_msg = _system_message(req, report)
 
-    # Prepare: the pipeline repairs the history and applies the compression summary
-    # as fitting asks for units, newest first.
+    # Prepare: tool results out of place go back to their calls (a plain history has
+    # none); then the pipeline repairs the history and applies the compression summary
+    # as fitting asks for units, newest first. Until the report is made, indexes are
+    # positions in the reordered history.
+    reordered = None
+    if not plain:
+        reordered = restore_tool_results(req.history, replaced_ids(req.compression_summary))
+    history = req.history if reordered is None else reordered.history
     dropped: list[tuple[int, DropReason]] = []
-    units = units_newest_first(
-        req.history, req.compression_summary, dropped, report.removed_tool_calls
-    )
-    unit_tokens = _unit_counter(req)
+    units = units_newest_first(history, req.compression_summary, dropped, report.removed_tool_calls)
+    unit_tokens = _unit_counter(req, reordered)
 
     kept = KeptHistory()
     user_msg = _pin_end(req, report, units, unit_tokens, kept)
@@ -172,10 +186,10 @@ def build_messages(req: BuildRequest) -> BuildResult:
     if plain and user_msg and req.history_tokens is None and req.compression_summary is None:
         fitted = _fit_plain(req.history, available, tok)
     else:
-        fitted = _fit_repaired(req.history, units, available, unit_tokens, kept)
+        fitted = _fit_repaired(history, units, available, unit_tokens, kept)
     if req.output_format is _ANTHROPIC:
         fitted = _user_first(fitted, pinned, dropped)
-    return _result(req, report, dropped, system_msg, summary_msg, fitted, user_msg)
+    return _result(req, report, dropped, system_msg, summary_msg, fitted, user_msg, reordered)
 
 
 def _system_message(req: BuildRequest, report: BuildReport) -> ChatMessage | None:
@@ -190,10 +204,12 @@ def _system_message(req: BuildRequest, report: BuildReport) -> ChatMessage | Non
     return system_msg
 
 
-def _unit_counter(req: BuildRequest) -> Callable[[Unit], list[int]]:
+def _unit_counter(req: BuildRequest, reordered: Reordered | None) -> Callable[[Unit], list[int]]:
     """Token counts of a unit's messages: the request's known counts, or counted."""
     known = req.history_tokens
     if known is not None:
+        if reordered is not None:
+            known = [known[i] for i in reordered.origin]
         return lambda unit: [known[i] for i, _ in unit]
     tok = req.tokenizer
     overhead, count = tok.message_overhead, tok.count
@@ -315,11 +331,16 @@ def _result(
     summary_msg: ChatMessage | None,
     fitted: _Fitted,
     user_msg: ChatMessage | None,
+    reordered: Reordered | None,
 ) -> BuildResult:
     """The message list in order, its tokens and sources, the payload and the report."""
     report.history_tokens = sum(fitted.tokens)
     report.history_kept = len(fitted.messages)
-    report.dropped = dropped_ranges(dropped, fitted.budget_end)
+    kept_sources = fitted.sources
+    if reordered is None:
+        report.dropped = dropped_ranges(dropped, fitted.budget_end)
+    else:
+        kept_sources = _to_caller_indexes(report, dropped, fitted, reordered)
     if len(report.removed_tool_calls) > 1:
         report.removed_tool_calls.sort(key=lambda r: r.index)
 
@@ -333,10 +354,25 @@ def _result(
             sources.append(None)
     messages.extend(fitted.messages)
     tokens.extend(fitted.tokens)
-    sources.extend(fitted.sources)
+    sources.extend(kept_sources)
     if user_msg is not None:
         messages.append(user_msg)
         tokens.append(report.user_message_tokens)
         sources.append(None)
     payload = None if req.output_format is _NEUTRAL else render(req.output_format, messages)
     return BuildResult(messages, tokens, sources, payload, report)
+
+
+def _to_caller_indexes(
+    report: BuildReport,
+    dropped: list[tuple[int, DropReason]],
+    fitted: _Fitted,
+    reordered: Reordered,
+) -> list[int | None]:
+    """The report at the caller's history indexes (it was built on the reordered
+    history's positions), with the moves; returns the kept messages' sources."""
+    origin = reordered.origin
+    report.dropped = caller_drops(origin, dropped, fitted.budget_end)
+    caller_removed(origin, report.removed_tool_calls)
+    report.moved_tool_results = reordered.moved
+    return [None if p is None else origin[p] for p in fitted.sources]

@@ -1,7 +1,8 @@
 """The message pipeline: a history's checks and repairs, in one pass from the newest back.
 
 Before a history goes to a model, the compression summary replaces the messages it
-covers, blank messages and tool results that answer no preceding call are dropped,
+covers, blank messages and tool results that do not follow their call (once results
+out of place are moved back to it, ``core/tool_order.py``) are dropped,
 and tool calls nobody answered are removed (both provider APIs reject them); each
 assistant call is grouped with its results so that trimming keeps or drops them
 together. All of this happens in a single walk from the newest message back,
@@ -163,6 +164,11 @@ def validate_summary(
         )
 
 
+def replaced_ids(summary: CompressionSummary | None) -> frozenset[str]:
+    """Ids of the history messages the compression summary replaces."""
+    return frozenset(summary.message_ids) - {""} if summary else frozenset()
+
+
 def units_newest_first(
     history: Sequence[ChatMessage],
     summary: CompressionSummary | None,
@@ -174,8 +180,9 @@ def units_newest_first(
     Messages the summary replaces, blank messages, and tool results that do not
     directly follow the call they answer are appended to ``dropped``; tool calls
     no result answers are removed from their message and listed in ``removed``.
+    Results out of place are moved back to their calls before (``core/tool_order.py``).
     """
-    replaced = frozenset(summary.message_ids) - {""} if summary else frozenset()
+    replaced = replaced_ids(summary)
     tool = Role.TOOL
     pending: list[int] = []  # tool results seen, newest first, waiting for their call
     for i in range(len(history) - 1, -1, -1):

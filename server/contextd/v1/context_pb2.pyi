@@ -216,8 +216,18 @@ class RemovedToolCall(_message.Message):
     tool_call_id: str
     def __init__(self, index: _Optional[int] = ..., tool_call_id: _Optional[str] = ...) -> None: ...
 
+class MovedToolResult(_message.Message):
+    __slots__ = ("tool_call_id", "from_index", "call_index")
+    TOOL_CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    FROM_INDEX_FIELD_NUMBER: _ClassVar[int]
+    CALL_INDEX_FIELD_NUMBER: _ClassVar[int]
+    tool_call_id: str
+    from_index: int
+    call_index: int
+    def __init__(self, tool_call_id: _Optional[str] = ..., from_index: _Optional[int] = ..., call_index: _Optional[int] = ...) -> None: ...
+
 class BuildReport(_message.Message):
-    __slots__ = ("tokenizer", "token_budget", "system_tokens", "summary_tokens", "history_tokens", "user_message_tokens", "total_tokens", "required_over_budget", "summary_included", "history_kept", "dropped", "removed_tool_calls", "layers", "context_layers")
+    __slots__ = ("tokenizer", "token_budget", "system_tokens", "summary_tokens", "history_tokens", "user_message_tokens", "total_tokens", "required_over_budget", "summary_included", "history_kept", "dropped", "removed_tool_calls", "layers", "context_layers", "moved_tool_results")
     TOKENIZER_FIELD_NUMBER: _ClassVar[int]
     TOKEN_BUDGET_FIELD_NUMBER: _ClassVar[int]
     SYSTEM_TOKENS_FIELD_NUMBER: _ClassVar[int]
@@ -232,6 +242,7 @@ class BuildReport(_message.Message):
     REMOVED_TOOL_CALLS_FIELD_NUMBER: _ClassVar[int]
     LAYERS_FIELD_NUMBER: _ClassVar[int]
     CONTEXT_LAYERS_FIELD_NUMBER: _ClassVar[int]
+    MOVED_TOOL_RESULTS_FIELD_NUMBER: _ClassVar[int]
     tokenizer: str
     token_budget: int
     system_tokens: int
@@ -246,7 +257,8 @@ class BuildReport(_message.Message):
     removed_tool_calls: _containers.RepeatedCompositeFieldContainer[RemovedToolCall]
     layers: _containers.RepeatedCompositeFieldContainer[LayerReport]
     context_layers: _containers.RepeatedCompositeFieldContainer[ContextLayerReport]
-    def __init__(self, tokenizer: _Optional[str] = ..., token_budget: _Optional[int] = ..., system_tokens: _Optional[int] = ..., summary_tokens: _Optional[int] = ..., history_tokens: _Optional[int] = ..., user_message_tokens: _Optional[int] = ..., total_tokens: _Optional[int] = ..., required_over_budget: _Optional[bool] = ..., summary_included: _Optional[bool] = ..., history_kept: _Optional[int] = ..., dropped: _Optional[_Iterable[_Union[DroppedRange, _Mapping]]] = ..., removed_tool_calls: _Optional[_Iterable[_Union[RemovedToolCall, _Mapping]]] = ..., layers: _Optional[_Iterable[_Union[LayerReport, _Mapping]]] = ..., context_layers: _Optional[_Iterable[_Union[ContextLayerReport, _Mapping]]] = ...) -> None: ...
+    moved_tool_results: _containers.RepeatedCompositeFieldContainer[MovedToolResult]
+    def __init__(self, tokenizer: _Optional[str] = ..., token_budget: _Optional[int] = ..., system_tokens: _Optional[int] = ..., summary_tokens: _Optional[int] = ..., history_tokens: _Optional[int] = ..., user_message_tokens: _Optional[int] = ..., total_tokens: _Optional[int] = ..., required_over_budget: _Optional[bool] = ..., summary_included: _Optional[bool] = ..., history_kept: _Optional[int] = ..., dropped: _Optional[_Iterable[_Union[DroppedRange, _Mapping]]] = ..., removed_tool_calls: _Optional[_Iterable[_Union[RemovedToolCall, _Mapping]]] = ..., layers: _Optional[_Iterable[_Union[LayerReport, _Mapping]]] = ..., context_layers: _Optional[_Iterable[_Union[ContextLayerReport, _Mapping]]] = ..., moved_tool_results: _Optional[_Iterable[_Union[MovedToolResult, _Mapping]]] = ...) -> None: ...
 
 class ContextLayerReport(_message.Message):
     __slots__ = ("name", "included", "tokens", "items_kept", "items_dropped", "note")

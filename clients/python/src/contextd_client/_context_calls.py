@@ -22,6 +22,7 @@ from ._types import (
     ContextLayerInfo,
     DroppedRange,
     LayerInfo,
+    MovedToolResult,
     RemovedToolCall,
     TokenCount,
     TokenizerInfo,
@@ -196,6 +197,10 @@ def build_report(report: pb.BuildReport) -> BuildReport:
         context_layers=[
             ContextLayerInfo(x.name, x.included, x.tokens, x.items_kept, x.items_dropped, x.note)
             for x in report.context_layers
+        ],
+        moved_tool_results=[
+            MovedToolResult(x.tool_call_id, x.from_index, x.call_index)
+            for x in report.moved_tool_results
         ],
     )
 

@@ -76,6 +76,22 @@ class RemovedToolCall:
 
 
 @dataclass(frozen=True, slots=True)
+class MovedToolResult:
+    """A tool result moved back to follow its call, which another message (a user
+    interrupting, say) had separated it from. It now follows the assistant message at
+    ``call_index``, after that message's results already in place. Both indexes are
+    history indexes, as in :class:`DroppedRange` (session mode: positions in the
+    stored session); a moved result that was then dropped is in ``dropped`` at
+    ``from_index``."""
+
+    tool_call_id: str
+    # Where the result was in the history.
+    from_index: int
+    # The assistant message with the call it answers.
+    call_index: int
+
+
+@dataclass(frozen=True, slots=True)
 class BuildReport:
     """What ``build_messages`` did, token by token."""
 
@@ -101,6 +117,8 @@ class BuildReport:
     # Session-mode builds (chat turns): what each context layer contributed, from system
     # to user_message.
     context_layers: list[ContextLayerInfo] = field(default_factory=list)
+    # Tool results put back behind their calls, by from_index.
+    moved_tool_results: list[MovedToolResult] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
