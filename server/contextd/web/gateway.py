@@ -105,7 +105,13 @@ class WebGateway:
             log.info("cors preflight refused", extra={"origin": origin, "path": request.path})
             return web.Response(status=403)
         requested = request.headers.get("Access-Control-Request-Headers", "")
-        return web.Response(status=204, headers=self._cors.preflight_headers(origin, requested))
+        # A page served from a public address asks before it may reach a private or
+        # loopback one (an add-in calling a contextd on the user's machine).
+        private_network = (
+            request.headers.get("Access-Control-Request-Private-Network", "").lower() == "true"
+        )
+        headers = self._cors.preflight_headers(origin, requested, private_network)
+        return web.Response(status=204, headers=headers)
 
     async def _call(self, request: web.Request) -> web.StreamResponse:
         origin = request.headers.get("Origin")
