@@ -17,7 +17,7 @@ import grpc
 import grpc.aio
 from aiohttp import web
 
-from contextd.web import connect, grpc_web, metadata
+from contextd.web import connect, grpc_web, healthz, metadata
 from contextd.web.cors import CorsPolicy
 from contextd.web.exchange import CallError, Exchange, NativeCall, method_for
 from contextd.web.limits import BodyBudget, WebLimits, capped_connections
@@ -47,10 +47,12 @@ class WebGateway:
         limits: WebLimits = _DEFAULT_LIMITS,
         peer_key: str = "",
         peer_secret: str = "",
+        health: healthz.HealthStatus | None = None,
     ) -> None:
         """``peer_key``, ``peer_secret``: when given, each forwarded call carries
         ``peer_key: <peer_secret> <client address>``, so the native server can tell the
-        web port's callers apart (it believes only a value with the secret)."""
+        web port's callers apart (it believes only a value with the secret). ``health``:
+        when given, ``GET /healthz`` answers with it."""
         self._cors = cors
         self._peer = (peer_key, peer_secret) if peer_key and peer_secret else None
         self._ssl_context = ssl_context
@@ -68,6 +70,10 @@ class WebGateway:
             ],
         )
         app = web.Application()
+        if health is not None:
+            # First, so that it answers every method on its path (other than GET and
+            # HEAD with 405).
+            app.router.add_route("*", healthz.PATH, healthz.handler(health))
         app.router.add_route("OPTIONS", "/{tail:.*}", self._preflight)
         app.router.add_route("POST", "/{tail:.*}", self._call)
         # Cancel a call's handler when its client disconnects: that cancels the
