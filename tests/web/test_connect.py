@@ -131,6 +131,10 @@ async def test_unary_errors_carry_code_and_details(http: aiohttp.ClientSession, 
     error = json.loads(body)
     assert error["code"] == "invalid_argument" and "token_budget" in error["message"]
     assert bad_request_fields(error) == ["token_budget"]
+    # The same details in JSON, for a page without protobuf.
+    [bad] = [d for d in error["details"] if d["type"] == "google.rpc.BadRequest"]
+    assert [v["field"] for v in bad["debug"]["fieldViolations"]] == ["token_budget"]
+    assert all("debug" in detail for detail in error["details"])
 
     missing = spb.GetSessionRequest(user_id="u", session_id="none").SerializeToString()
     status, _, body = await post(
@@ -215,6 +219,8 @@ async def test_stream_errors_end_the_stream(http: aiohttp.ClientSession, web: st
     messages, end = stream_parts(body)
     assert messages == [] and end["error"]["code"] == "invalid_argument"
     assert "session.user_id" in bad_request_fields(end["error"])
+    [bad] = [d for d in end["error"]["details"] if d["type"] == "google.rpc.BadRequest"]
+    assert "session.user_id" in [v["field"] for v in bad["debug"]["fieldViolations"]]
 
 
 async def test_content_type_must_fit_the_method(http: aiohttp.ClientSession, web: str) -> None:

@@ -14,9 +14,13 @@ from typing import Any
 
 import grpc
 from aiohttp import web
-from google.protobuf import json_format, message_factory
+from google.protobuf import any_pb2, descriptor_pool, json_format, message_factory
 from google.protobuf.descriptor import MethodDescriptor
-from google.rpc import status_pb2
+from google.protobuf.message import DecodeError
+from google.rpc import (
+    error_details_pb2,  # noqa: F401  loads BadRequest, ErrorInfo... for "debug"
+    status_pb2,
+)
 
 from contextd.web import framing
 from contextd.web.exchange import (
@@ -198,11 +202,23 @@ def _error(outcome: Outcome) -> dict[str, Any]:
     raw = next((v for k, v in outcome.trailing_metadata if k == _DETAILS_KEY), None)
     status = status_pb2.Status.FromString(raw) if isinstance(raw, bytes) else None
     if status is not None and status.details:
-        error["details"] = [
-            {
-                "type": detail.type_url.rsplit("/", 1)[-1],
-                "value": base64.b64encode(detail.value).decode().rstrip("="),
-            }
-            for detail in status.details
-        ]
+        error["details"] = [_detail(detail) for detail in status.details]
     return error
+
+
+def _detail(detail: any_pb2.Any) -> dict[str, Any]:
+    """A Connect error detail: its type and its protobuf bytes in base64, and under
+    "debug" the same message in JSON, so that a page can read it (a BadRequest's
+    fieldViolations, say) without protobuf; no "debug" for a type not loaded here."""
+    name = detail.type_url.rsplit("/", 1)[-1]
+    entry: dict[str, Any] = {
+        "type": name,
+        "value": base64.b64encode(detail.value).decode().rstrip("="),
+    }
+    try:
+        descriptor = descriptor_pool.Default().FindMessageTypeByName(name)
+        kind = message_factory.GetMessageClass(descriptor)
+        entry["debug"] = json_format.MessageToDict(kind.FromString(detail.value))
+    except (KeyError, DecodeError):
+        pass
+    return entry
