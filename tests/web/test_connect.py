@@ -224,12 +224,33 @@ async def test_stream_errors_end_the_stream(http: aiohttp.ClientSession, web: st
 
 
 async def test_content_type_must_fit_the_method(http: aiohttp.ClientSession, web: str) -> None:
-    status, _, _ = await post(http, web, CHAT, b"", "application/proto")
-    assert status == 415
-    status, _, _ = await post(
+    status, headers, body = await post(http, web, CHAT, b"{}", "application/json", Origin=ORIGIN)
+    assert status == 415 and headers["Content-Type"] == "application/json"
+    assert headers["Access-Control-Allow-Origin"] == ORIGIN  # so that the page reads why
+    error = json.loads(body)
+    assert error["code"] == "unimplemented"
+    assert error["message"] == (
+        "contextd.v1.ChatService/StreamChat is a streaming method: call it with content type "
+        "application/connect+json or application/connect+proto "
+        "(application/json is for unary methods)"
+    )
+    accepted = {t.strip() for t in headers["Accept-Post"].split(",")}
+    assert {"application/connect+json", "application/connect+proto"} <= accepted
+    assert "application/grpc-web+proto" in accepted and "application/json" not in accepted
+
+    status, headers, body = await post(
+        http, web, "contextd.v1.SessionService/ExportEvents", b"", "application/proto"
+    )
+    assert status == 415 and "application/connect+proto or" in json.loads(body)["message"]
+
+    status, headers, body = await post(
         http, web, f"{CTX}/CountTokens", envelope(b""), "application/connect+proto"
     )
-    assert status == 415
+    assert status == 415 and json.loads(body)["message"].startswith(
+        "contextd.v1.ContextService/CountTokens is a unary method: call it with content type "
+        "application/proto or application/json"
+    )
+    assert "application/connect+proto" not in headers["Accept-Post"]
     status, _, _ = await post(http, web, f"{CTX}/CountTokens", b"", "text/plain")
     assert status == 415
 

@@ -31,10 +31,12 @@ from contextd.web.exchange import (
     Outcome,
     method_for,
 )
+from contextd.web.grpc_web import CONTENT_TYPES as GRPC_WEB_TYPES
 from contextd.web.metadata import header_pairs, header_value
 
 UNARY_TYPES = {"application/proto": False, "application/json": True}
 STREAM_TYPES = {"application/connect+proto": False, "application/connect+json": True}
+CONTENT_TYPES = frozenset([*UNARY_TYPES, *STREAM_TYPES])
 _END_STREAM = 0x02
 _DETAILS_KEY = "grpc-status-details-bin"
 _TIMEOUT_MS = re.compile(r"[0-9]{1,10}")
@@ -58,16 +60,43 @@ _HTTP_STATUS = {
 }
 
 
-def exchange_for(request: web.Request, cors_headers: dict[str, str]) -> ConnectExchange | None:
-    """The exchange for a Connect request, or None when its content type does not fit
-    the method (unary types for unary methods, connect+ types for streaming ones)."""
+def exchange_for(request: web.Request, cors_headers: dict[str, str]) -> ConnectExchange:
+    """The exchange for a Connect request whose content type fits its method (see
+    ``refuse_misfit``)."""
     streaming = request.content_type in STREAM_TYPES
     json_codec = (STREAM_TYPES if streaming else UNARY_TYPES)[request.content_type]
-    method = method_for(request.path)
-    if method is not None and (method.server_streaming or method.client_streaming) != streaming:
-        return None
     return ConnectExchange(
-        request, cors_headers, method, streaming=streaming, json_codec=json_codec
+        request, cors_headers, method_for(request.path), streaming=streaming, json_codec=json_codec
+    )
+
+
+def refuse_misfit(request: web.Request, cors_headers: dict[str, str]) -> web.Response | None:
+    """415 when a Connect content type is of the other kind than the method (unary types
+    for unary methods, connect+ types for streaming ones), with ``Accept-Post`` naming
+    the content types the method takes and a Connect error saying which to use: a
+    client reads that body as the call's error. None when the request fits, or is not
+    Connect."""
+    if request.content_type not in CONTENT_TYPES:
+        return None
+    streaming = request.content_type in STREAM_TYPES
+    method = method_for(request.path)
+    if method is None or (method.server_streaming or method.client_streaming) == streaming:
+        return None
+    path = request.path.lstrip("/")
+    kind = "a unary method" if streaming else "a streaming method"
+    json_codec = (STREAM_TYPES if streaming else UNARY_TYPES)[request.content_type]
+    fitting_types = UNARY_TYPES if streaming else STREAM_TYPES
+    # The codec the client chose first.
+    fitting = sorted(fitting_types, key=lambda t: fitting_types[t] != json_codec)
+    message = (
+        f"{path} is {kind}: call it with content type {' or '.join(fitting)} "
+        f"({request.content_type} is for {'streaming' if streaming else 'unary'} methods)"
+    )
+    return web.Response(
+        status=415,
+        body=json.dumps({"code": "unimplemented", "message": message}).encode(),
+        content_type="application/json",
+        headers={**cors_headers, "Accept-Post": ", ".join([*GRPC_WEB_TYPES, *fitting])},
     )
 
 

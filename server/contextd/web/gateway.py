@@ -128,6 +128,9 @@ class WebGateway:
         if not _METHOD_PATH.fullmatch(request.path):
             return web.Response(status=404, text="not a gRPC method path\n")
         cors_headers = self._cors.response_headers(origin) if origin is not None else {}
+        misfit = connect.refuse_misfit(request, cors_headers)
+        if misfit is not None:
+            return misfit
         exchange = _exchange(request, cors_headers)
         if exchange is None:
             return web.Response(status=415, text=f"content types: {_SUPPORTED}\n")
@@ -199,7 +202,7 @@ class WebGateway:
 def _exchange(request: web.Request, cors_headers: dict[str, str]) -> Exchange | None:
     if request.content_type in grpc_web.CONTENT_TYPES:
         return grpc_web.GrpcWebExchange(request, cors_headers)
-    if request.content_type in connect.UNARY_TYPES or request.content_type in connect.STREAM_TYPES:
+    if request.content_type in connect.CONTENT_TYPES:
         return connect.exchange_for(request, cors_headers)
     return None
 
