@@ -18,7 +18,7 @@ from typing import Any
 import grpc
 import grpc.aio
 from grpc_health.v1 import _async as health_aio  # health.aio re-exports this module
-from grpc_health.v1 import health, health_pb2_grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from contextd.api.auth import Authenticator
@@ -80,6 +80,7 @@ from contextd.v1 import (
 )
 from contextd.web.cors import CorsPolicy
 from contextd.web.gateway import WebGateway
+from contextd.web.healthz import HealthStatus
 from contextd.web.limits import WebLimits
 
 log = logging.getLogger("contextd.server")
@@ -261,6 +262,7 @@ async def start(
                 web_target or _loopback_target(settings, port),
                 tls,
                 limits.web_peer_secret,
+                _overall_health(health_servicer),
             )
             if cors is not None
             else None
@@ -338,8 +340,24 @@ def _private_socket(server: grpc.aio.Server) -> tuple[str, Callable[[], Awaitabl
     return target, remove
 
 
+def _overall_health(servicer: health_aio.HealthServicer) -> HealthStatus:
+    """The server's overall status by name, as the health service answers a Check for
+    the service "" (always known to it, so Check never needs a call context)."""
+
+    async def status() -> str:
+        reply = await servicer.Check(health_pb2.HealthCheckRequest(), None)
+        return str(health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status))
+
+    return status
+
+
 async def _start_web(
-    settings: Settings, cors: CorsPolicy, target: str, tls: ServerTls | None, peer_secret: str
+    settings: Settings,
+    cors: CorsPolicy,
+    target: str,
+    tls: ServerTls | None,
+    peer_secret: str,
+    health: HealthStatus,
 ) -> WebGateway:
     gateway = WebGateway(
         target,
@@ -354,6 +372,7 @@ async def _start_web(
         ),
         peer_key=WEB_PEER_KEY if peer_secret else "",
         peer_secret=peer_secret,
+        health=health,
     )
     host = settings.web_host or settings.host
     port = await gateway.start(host, settings.web_port)

@@ -131,6 +131,10 @@ async def test_unary_errors_carry_code_and_details(http: aiohttp.ClientSession, 
     error = json.loads(body)
     assert error["code"] == "invalid_argument" and "token_budget" in error["message"]
     assert bad_request_fields(error) == ["token_budget"]
+    # The same details in JSON, for a page without protobuf.
+    [bad] = [d for d in error["details"] if d["type"] == "google.rpc.BadRequest"]
+    assert [v["field"] for v in bad["debug"]["fieldViolations"]] == ["token_budget"]
+    assert all("debug" in detail for detail in error["details"])
 
     missing = spb.GetSessionRequest(user_id="u", session_id="none").SerializeToString()
     status, _, body = await post(
@@ -215,15 +219,38 @@ async def test_stream_errors_end_the_stream(http: aiohttp.ClientSession, web: st
     messages, end = stream_parts(body)
     assert messages == [] and end["error"]["code"] == "invalid_argument"
     assert "session.user_id" in bad_request_fields(end["error"])
+    [bad] = [d for d in end["error"]["details"] if d["type"] == "google.rpc.BadRequest"]
+    assert "session.user_id" in [v["field"] for v in bad["debug"]["fieldViolations"]]
 
 
 async def test_content_type_must_fit_the_method(http: aiohttp.ClientSession, web: str) -> None:
-    status, _, _ = await post(http, web, CHAT, b"", "application/proto")
-    assert status == 415
-    status, _, _ = await post(
+    status, headers, body = await post(http, web, CHAT, b"{}", "application/json", Origin=ORIGIN)
+    assert status == 415 and headers["Content-Type"] == "application/json"
+    assert headers["Access-Control-Allow-Origin"] == ORIGIN  # so that the page reads why
+    error = json.loads(body)
+    assert error["code"] == "unimplemented"
+    assert error["message"] == (
+        "contextd.v1.ChatService/StreamChat is a streaming method: call it with content type "
+        "application/connect+json or application/connect+proto "
+        "(application/json is for unary methods)"
+    )
+    accepted = {t.strip() for t in headers["Accept-Post"].split(",")}
+    assert {"application/connect+json", "application/connect+proto"} <= accepted
+    assert "application/grpc-web+proto" in accepted and "application/json" not in accepted
+
+    status, headers, body = await post(
+        http, web, "contextd.v1.SessionService/ExportEvents", b"", "application/proto"
+    )
+    assert status == 415 and "application/connect+proto or" in json.loads(body)["message"]
+
+    status, headers, body = await post(
         http, web, f"{CTX}/CountTokens", envelope(b""), "application/connect+proto"
     )
-    assert status == 415
+    assert status == 415 and json.loads(body)["message"].startswith(
+        "contextd.v1.ContextService/CountTokens is a unary method: call it with content type "
+        "application/proto or application/json"
+    )
+    assert "application/connect+proto" not in headers["Accept-Post"]
     status, _, _ = await post(http, web, f"{CTX}/CountTokens", b"", "text/plain")
     assert status == 415
 

@@ -14,9 +14,13 @@ from typing import Any
 
 import grpc
 from aiohttp import web
-from google.protobuf import json_format, message_factory
+from google.protobuf import any_pb2, descriptor_pool, json_format, message_factory
 from google.protobuf.descriptor import MethodDescriptor
-from google.rpc import status_pb2
+from google.protobuf.message import DecodeError
+from google.rpc import (
+    error_details_pb2,  # noqa: F401  loads BadRequest, ErrorInfo... for "debug"
+    status_pb2,
+)
 
 from contextd.web import framing
 from contextd.web.exchange import (
@@ -27,10 +31,12 @@ from contextd.web.exchange import (
     Outcome,
     method_for,
 )
+from contextd.web.grpc_web import CONTENT_TYPES as GRPC_WEB_TYPES
 from contextd.web.metadata import header_pairs, header_value
 
 UNARY_TYPES = {"application/proto": False, "application/json": True}
 STREAM_TYPES = {"application/connect+proto": False, "application/connect+json": True}
+CONTENT_TYPES = frozenset([*UNARY_TYPES, *STREAM_TYPES])
 _END_STREAM = 0x02
 _DETAILS_KEY = "grpc-status-details-bin"
 _TIMEOUT_MS = re.compile(r"[0-9]{1,10}")
@@ -54,16 +60,43 @@ _HTTP_STATUS = {
 }
 
 
-def exchange_for(request: web.Request, cors_headers: dict[str, str]) -> ConnectExchange | None:
-    """The exchange for a Connect request, or None when its content type does not fit
-    the method (unary types for unary methods, connect+ types for streaming ones)."""
+def exchange_for(request: web.Request, cors_headers: dict[str, str]) -> ConnectExchange:
+    """The exchange for a Connect request whose content type fits its method (see
+    ``refuse_misfit``)."""
     streaming = request.content_type in STREAM_TYPES
     json_codec = (STREAM_TYPES if streaming else UNARY_TYPES)[request.content_type]
-    method = method_for(request.path)
-    if method is not None and (method.server_streaming or method.client_streaming) != streaming:
-        return None
     return ConnectExchange(
-        request, cors_headers, method, streaming=streaming, json_codec=json_codec
+        request, cors_headers, method_for(request.path), streaming=streaming, json_codec=json_codec
+    )
+
+
+def refuse_misfit(request: web.Request, cors_headers: dict[str, str]) -> web.Response | None:
+    """415 when a Connect content type is of the other kind than the method (unary types
+    for unary methods, connect+ types for streaming ones), with ``Accept-Post`` naming
+    the content types the method takes and a Connect error saying which to use: a
+    client reads that body as the call's error. None when the request fits, or is not
+    Connect."""
+    if request.content_type not in CONTENT_TYPES:
+        return None
+    streaming = request.content_type in STREAM_TYPES
+    method = method_for(request.path)
+    if method is None or (method.server_streaming or method.client_streaming) == streaming:
+        return None
+    path = request.path.lstrip("/")
+    kind = "a unary method" if streaming else "a streaming method"
+    json_codec = (STREAM_TYPES if streaming else UNARY_TYPES)[request.content_type]
+    fitting_types = UNARY_TYPES if streaming else STREAM_TYPES
+    # The codec the client chose first.
+    fitting = sorted(fitting_types, key=lambda t: fitting_types[t] != json_codec)
+    message = (
+        f"{path} is {kind}: call it with content type {' or '.join(fitting)} "
+        f"({request.content_type} is for {'streaming' if streaming else 'unary'} methods)"
+    )
+    return web.Response(
+        status=415,
+        body=json.dumps({"code": "unimplemented", "message": message}).encode(),
+        content_type="application/json",
+        headers={**cors_headers, "Accept-Post": ", ".join([*GRPC_WEB_TYPES, *fitting])},
     )
 
 
@@ -198,11 +231,23 @@ def _error(outcome: Outcome) -> dict[str, Any]:
     raw = next((v for k, v in outcome.trailing_metadata if k == _DETAILS_KEY), None)
     status = status_pb2.Status.FromString(raw) if isinstance(raw, bytes) else None
     if status is not None and status.details:
-        error["details"] = [
-            {
-                "type": detail.type_url.rsplit("/", 1)[-1],
-                "value": base64.b64encode(detail.value).decode().rstrip("="),
-            }
-            for detail in status.details
-        ]
+        error["details"] = [_detail(detail) for detail in status.details]
     return error
+
+
+def _detail(detail: any_pb2.Any) -> dict[str, Any]:
+    """A Connect error detail: its type and its protobuf bytes in base64, and under
+    "debug" the same message in JSON, so that a page can read it (a BadRequest's
+    fieldViolations, say) without protobuf; no "debug" for a type not loaded here."""
+    name = detail.type_url.rsplit("/", 1)[-1]
+    entry: dict[str, Any] = {
+        "type": name,
+        "value": base64.b64encode(detail.value).decode().rstrip("="),
+    }
+    try:
+        descriptor = descriptor_pool.Default().FindMessageTypeByName(name)
+        kind = message_factory.GetMessageClass(descriptor)
+        entry["debug"] = json_format.MessageToDict(kind.FromString(detail.value))
+    except (KeyError, DecodeError):
+        pass
+    return entry

@@ -5,8 +5,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-# What gRPC-Web and Connect clients send, plus Authorization for the caller identity
-# that will replace the request's user_id.
+# What gRPC-Web and Connect clients send, Authorization for the caller identity that
+# will replace the request's user_id, and the trace context a traced page passes on
+# (forwarded to the call as metadata like any custom header).
 _BASE_REQUEST_HEADERS = (
     "content-type",
     "x-grpc-web",
@@ -15,11 +16,14 @@ _BASE_REQUEST_HEADERS = (
     "connect-protocol-version",
     "connect-timeout-ms",
     "authorization",
+    "traceparent",
+    "tracestate",
 )
 # Custom metadata: any x-* header a client asks for in a preflight.
 _CUSTOM_HEADER = re.compile(r"x-[a-z0-9][a-z0-9_.-]*")
 EXPOSED_HEADERS = "grpc-status, grpc-message, grpc-status-details-bin"
 PREFLIGHT_MAX_AGE_S = 7200
+_PREFLIGHT_VARY = "Origin, Access-Control-Request-Headers, Access-Control-Request-Private-Network"
 _ORIGIN = re.compile(r"(https?://[^/\s,]+|null)")
 
 
@@ -53,17 +57,24 @@ class CorsPolicy:
             "Vary": "Origin",
         }
 
-    def preflight_headers(self, origin: str, requested: str) -> dict[str, str]:
+    def preflight_headers(
+        self, origin: str, requested: str, private_network: bool = False
+    ) -> dict[str, str]:
         """For an OPTIONS preflight from an allowed ``origin``; ``requested`` is its
-        Access-Control-Request-Headers."""
+        Access-Control-Request-Headers, ``private_network`` whether it asked
+        (Access-Control-Request-Private-Network: true) to reach this server on a private
+        address from a public page."""
         asked = [h.strip().lower() for h in requested.split(",") if h.strip()]
         custom = [
             h for h in asked if h not in _BASE_REQUEST_HEADERS and _CUSTOM_HEADER.fullmatch(h)
         ]
-        return {
+        headers = {
             "Access-Control-Allow-Origin": origin,
             "Access-Control-Allow-Methods": "POST, OPTIONS",
             "Access-Control-Allow-Headers": ", ".join((*_BASE_REQUEST_HEADERS, *custom)),
             "Access-Control-Max-Age": str(PREFLIGHT_MAX_AGE_S),
-            "Vary": "Origin, Access-Control-Request-Headers",
+            "Vary": _PREFLIGHT_VARY,
         }
+        if private_network:
+            headers["Access-Control-Allow-Private-Network"] = "true"
+        return headers

@@ -17,7 +17,7 @@ import grpc
 import grpc.aio
 from aiohttp import web
 
-from contextd.web import connect, grpc_web, metadata
+from contextd.web import connect, grpc_web, healthz, metadata
 from contextd.web.cors import CorsPolicy
 from contextd.web.exchange import CallError, Exchange, NativeCall, method_for
 from contextd.web.limits import BodyBudget, WebLimits, capped_connections
@@ -47,10 +47,12 @@ class WebGateway:
         limits: WebLimits = _DEFAULT_LIMITS,
         peer_key: str = "",
         peer_secret: str = "",
+        health: healthz.HealthStatus | None = None,
     ) -> None:
         """``peer_key``, ``peer_secret``: when given, each forwarded call carries
         ``peer_key: <peer_secret> <client address>``, so the native server can tell the
-        web port's callers apart (it believes only a value with the secret)."""
+        web port's callers apart (it believes only a value with the secret). ``health``:
+        when given, ``GET /healthz`` answers with it."""
         self._cors = cors
         self._peer = (peer_key, peer_secret) if peer_key and peer_secret else None
         self._ssl_context = ssl_context
@@ -68,6 +70,10 @@ class WebGateway:
             ],
         )
         app = web.Application()
+        if health is not None:
+            # First, so that it answers every method on its path (other than GET and
+            # HEAD with 405).
+            app.router.add_route("*", healthz.PATH, healthz.handler(health))
         app.router.add_route("OPTIONS", "/{tail:.*}", self._preflight)
         app.router.add_route("POST", "/{tail:.*}", self._call)
         # Cancel a call's handler when its client disconnects: that cancels the
@@ -105,7 +111,13 @@ class WebGateway:
             log.info("cors preflight refused", extra={"origin": origin, "path": request.path})
             return web.Response(status=403)
         requested = request.headers.get("Access-Control-Request-Headers", "")
-        return web.Response(status=204, headers=self._cors.preflight_headers(origin, requested))
+        # A page served from a public address asks before it may reach a private or
+        # loopback one (an add-in calling a contextd on the user's machine).
+        private_network = (
+            request.headers.get("Access-Control-Request-Private-Network", "").lower() == "true"
+        )
+        headers = self._cors.preflight_headers(origin, requested, private_network)
+        return web.Response(status=204, headers=headers)
 
     async def _call(self, request: web.Request) -> web.StreamResponse:
         origin = request.headers.get("Origin")
@@ -116,6 +128,9 @@ class WebGateway:
         if not _METHOD_PATH.fullmatch(request.path):
             return web.Response(status=404, text="not a gRPC method path\n")
         cors_headers = self._cors.response_headers(origin) if origin is not None else {}
+        misfit = connect.refuse_misfit(request, cors_headers)
+        if misfit is not None:
+            return misfit
         exchange = _exchange(request, cors_headers)
         if exchange is None:
             return web.Response(status=415, text=f"content types: {_SUPPORTED}\n")
@@ -187,7 +202,7 @@ class WebGateway:
 def _exchange(request: web.Request, cors_headers: dict[str, str]) -> Exchange | None:
     if request.content_type in grpc_web.CONTENT_TYPES:
         return grpc_web.GrpcWebExchange(request, cors_headers)
-    if request.content_type in connect.UNARY_TYPES or request.content_type in connect.STREAM_TYPES:
+    if request.content_type in connect.CONTENT_TYPES:
         return connect.exchange_for(request, cors_headers)
     return None
 
