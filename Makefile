@@ -45,9 +45,18 @@ $(BROWSER_HARNESS_BUILT): $(BROWSER_HARNESS)/node_modules/.installed \
 	$(addprefix $(BROWSER_HARNESS)/,package.json buf.gen.yaml tsconfig.json build.mjs) \
 	$(wildcard $(BROWSER_HARNESS)/src/*.ts protos/contextd/v1/*.proto)
 
-## test: generated code fresh, lint, types, the Node client and the browser page built,
-## then every test
-test: $(VENV)/.dev-deps lint $(NODE_BUILT) $(BROWSER_HARNESS_BUILT)
+# The examples run by tests/examples: the Node one links to the client (no build of its
+# own), the task pane's TypeScript is type-checked and compiled by `npm run build`.
+NODE_EXAMPLE_INSTALLED := examples/node/node_modules/.installed
+TASKPANE := examples/office-taskpane
+TASKPANE_BUILT := $(TASKPANE)/dist/.built
+$(TASKPANE_BUILT): $(TASKPANE)/node_modules/.installed \
+	$(addprefix $(TASKPANE)/,package.json tsconfig.json) $(wildcard $(TASKPANE)/src/*.ts)
+
+## test: generated code fresh, lint, types, the Node client, the browser page and the
+## examples built, then every test
+test: $(VENV)/.dev-deps lint $(NODE_BUILT) $(BROWSER_HARNESS_BUILT) $(NODE_EXAMPLE_INSTALLED) \
+	$(TASKPANE_BUILT)
 	$(BIN)/python -m pytest
 
 lint: $(VENV)/.dev-deps
@@ -72,3 +81,4 @@ clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
 	rm -rf $(NODE_CLIENT)/node_modules $(NODE_CLIENT)/dist $(NODE_CLIENT)/src/gen
 	rm -rf $(BROWSER_HARNESS)/node_modules $(BROWSER_HARNESS)/dist $(BROWSER_HARNESS)/src/gen
+	rm -rf examples/node/node_modules $(TASKPANE)/node_modules $(TASKPANE)/dist

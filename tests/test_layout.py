@@ -75,7 +75,7 @@ def test_the_import_check_sees_upward_imports(tmp_path: Path) -> None:
 def test_no_module_is_over_the_size_limit() -> None:
     sizes = {
         str(path.relative_to(ROOT)): len(path.read_text(encoding="utf-8").splitlines())
-        for path in python_modules("server", "clients", "tests", "bench", "scripts")
+        for path in python_modules("server", "clients", "tests", "bench", "scripts", "examples")
     }
     assert sizes, "no modules found"
     assert {name: n for name, n in sizes.items() if n > MAX_LINES} == {}
@@ -88,7 +88,7 @@ OUTSIDE_REFERENCE = re.compile(r"seed[ _]?0\d\d|seeds? \d{3}", re.IGNORECASE)
 def test_code_speaks_of_its_own_behaviour() -> None:
     texts = [
         path
-        for folder in ("server", "clients", "tests", "protos", "docs", "bench")
+        for folder in ("server", "clients", "tests", "protos", "docs", "bench", "examples")
         for path in (ROOT / folder).rglob("*")
         if path.is_file()
         and path.suffix in {".py", ".ts", ".cs", ".vb", ".proto", ".md", ".sql", ".pyi"}

@@ -56,6 +56,11 @@ class Settings:
         "", "API base URL, e.g. an Ollama or vLLM server for openai; empty for the default"
     )
     provider_timeout: float = _setting(60.0, "seconds a model call may take")
+    echo_delay_ms: int = _setting(
+        0,
+        "with --provider echo: milliseconds between streamed deltas (0 to 60000), "
+        "to watch streaming and cancelling; 0 streams at once",
+    )
     max_prompt_tokens: int = _setting(8000, "most prompt tokens a chat turn sends")
     warn_prompt_tokens: int = _setting(6000, "prompt tokens over which a turn warns")
     max_steps: int = _setting(4, "model calls per turn, server-side tools included")

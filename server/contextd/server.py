@@ -123,6 +123,9 @@ def _untimed(close: Callable[[], Awaitable[None]]) -> Closer:
 # killed replica's turn closed by another soon.
 TESTING_TURN_LEASE_ENV = "CONTEXTD_TESTING_TURN_LEASE_S"
 
+# A minute between deltas is already more than anyone watching waits for.
+MAX_ECHO_DELAY_MS = 60_000
+
 SERVICE_NAMES = (
     context_pb2.DESCRIPTOR.services_by_name["ContextService"].full_name,
     chat_pb2.DESCRIPTOR.services_by_name["ChatService"].full_name,
@@ -176,6 +179,11 @@ async def start(
     authenticator = authenticator_factory(settings)  # before anything starts
     limits = _limits(settings, web=cors is not None)  # before anything starts
     check_database_url(settings.database_url)  # before anything starts
+    if not 0 <= settings.echo_delay_ms <= MAX_ECHO_DELAY_MS:
+        raise SystemExit(
+            f"--echo-delay-ms must be from 0 to {MAX_ECHO_DELAY_MS} milliseconds, "
+            f"not {settings.echo_delay_ms}"
+        )
     try:
         check_days(settings.retention_days)
     except ValueError as error:
@@ -418,6 +426,7 @@ def _add_services(
         base_url=settings.provider_base_url,
         model=settings.provider_model,
         timeout=settings.provider_timeout,
+        echo_chunk_delay=settings.echo_delay_ms / 1000,
     )
     limits = ChatLimits(settings.max_prompt_tokens, settings.warn_prompt_tokens, settings.max_steps)
     # Memories and summaries after each ok turn, in the background; closed first at stop

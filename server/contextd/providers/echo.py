@@ -9,8 +9,10 @@ prompt figure from ``request.prompt_tokens_estimate`` and quotes the last user
 message in full (``(none)`` when there is none). The answer is streamed as
 ``TextDelta``s of ``words_per_chunk`` words each (whitespace kept, so the
 deltas join to the answer exactly), with ``chunk_delay`` seconds before every
-chunk but the first; with no delay, no wait at all (the chunks are ready: whoever
-streams them waits on its own writes, and a cancellation gets in there). Then
+chunk but the first (``contextd serve --echo-delay-ms``, so that a person can watch
+the answer stream and cancel it; a cancellation ends the wait at once); with no
+delay, no wait at all (the chunks are ready: whoever streams them waits on its own
+writes, and a cancellation gets in there). Then
 ``Usage``: prompt = the estimate, completion = the number of whitespace-separated
 words in the answer (a local count, no tokenizer), marked ``estimated``: no model
 counted them, and a turn's usage says so like that of a server that reports none.
