@@ -22,9 +22,9 @@ $(VENV)/.dev-deps: $(BIN)/python pyproject.toml clients/python/pyproject.toml
 run: $(VENV)/.run-deps
 	$(BIN)/contextd serve
 
-# Two npm projects, each installed from its lock file and built with `npm run build`:
-# the Node client (generate, type-check, lint, compile) and the Office add-in page
-# for tests/web/test_browser.py (generate, lint, bundle).
+# The npm projects, each installed from its lock file and built with `npm run build`:
+# the Node client (generate, type-check, lint, compile), the Office add-in page for
+# tests/web/test_browser.py (generate, lint, bundle), and the examples' (below).
 NODE_CLIENT := clients/node
 NODE_BUILT := $(NODE_CLIENT)/dist/.built
 BROWSER_HARNESS := tests/browser
