@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19\x63ontextd/v1/context.proto\x12\x0b\x63ontextd.v1\"m\n\x0cPromptLayers\x12\x10\n\x08identity\x18\x01 \x01(\t\x12\r\n\x05rules\x18\x02 \x01(\t\x12\r\n\x05skill\x18\x03 \x01(\t\x12\x0c\n\x04mode\x18\x04 \x01(\t\x12\x0e\n\x06memory\x18\x05 \x01(\t\x12\x0f\n\x07\x63ontext\x18\x06 \x01(\t\"=\n\x0bLayerReport\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x10\n\x08included\x18\x02 \x01(\x08\x12\x0e\n\x06tokens\x18\x03 \x01(\x05\"U\n\x15\x41ssemblePromptRequest\x12)\n\x06layers\x18\x01 \x01(\x0b\x32\x19.contextd.v1.PromptLayers\x12\x11\n\ttokenizer\x18\x02 \x01(\t\"|\n\x16\x41ssemblePromptResponse\x12\x15\n\rsystem_prompt\x18\x01 \x01(\t\x12(\n\x06layers\x18\x02 \x03(\x0b\x32\x18.contextd.v1.LayerReport\x12\x0e\n\x06tokens\x18\x03 \x01(\x05\x12\x11\n\ttokenizer\x18\x04 \x01(\t\"7\n\x08ToolCall\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x11\n\targuments\x18\x03 \x01(\t\"\x98\x01\n\x07Message\x12\n\n\x02id\x18\x01 \x01(\t\x12\x1f\n\x04role\x18\x02 \x01(\x0e\x32\x11.contextd.v1.Role\x12\x0f\n\x07\x63ontent\x18\x03 \x01(\t\x12)\n\ntool_calls\x18\x04 \x03(\x0b\x32\x15.contextd.v1.ToolCall\x12\x14\n\x0ctool_call_id\x18\x05 \x01(\t\x12\x0e\n\x06tokens\x18\x06 \x01(\x05\"T\n\x12\x43ompressionSummary\x12\x13\n\x0bmessage_ids\x18\x01 \x03(\t\x12\x18\n\x10start_message_id\x18\x02 \x01(\t\x12\x0f\n\x07summary\x18\x03 \x01(\t\"\x93\x03\n\x14\x42uildMessagesRequest\x12\x16\n\x0esystem_prompts\x18\x01 \x03(\t\x12)\n\x06layers\x18\x02 \x01(\x0b\x32\x19.contextd.v1.PromptLayers\x12%\n\x07history\x18\x03 \x03(\x0b\x32\x14.contextd.v1.Message\x12<\n\x13\x63ompression_summary\x18\x04 \x01(\x0b\x32\x1f.contextd.v1.CompressionSummary\x12\x14\n\x0cuser_message\x18\x05 \x01(\t\x12\x14\n\x0ctoken_budget\x18\x06 \x01(\x05\x12\x11\n\ttokenizer\x18\x07 \x01(\t\x12\x30\n\routput_format\x18\x08 \x01(\x0e\x32\x19.contextd.v1.OutputFormat\x12\x34\n\x0foverflow_policy\x18\t \x01(\x0e\x32\x1b.contextd.v1.OverflowPolicy\x12,\n\x07session\x18\n \x01(\x0b\x32\x1b.contextd.v1.SessionContext\"\xa4\x02\n\x0eSessionContext\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\x12\n\nsession_id\x18\x02 \x01(\t\x12\x10\n\x08scenario\x18\x03 \x01(\t\x12\x0c\n\x04host\x18\x04 \x01(\t\x12=\n\tvariables\x18\x05 \x03(\x0b\x32*.contextd.v1.SessionContext.VariablesEntry\x12\'\n\x06memory\x18\x06 \x01(\x0e\x32\x17.contextd.v1.MemoryMode\x12\x14\n\x0cmemory_limit\x18\x07 \x01(\x05\x12\x1d\n\x15recent_sessions_limit\x18\x08 \x01(\x05\x1a\x30\n\x0eVariablesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"[\n\x0c\x44roppedRange\x12\x13\n\x0bstart_index\x18\x01 \x01(\x05\x12\r\n\x05\x63ount\x18\x02 \x01(\x05\x12\'\n\x06reason\x18\x03 \x01(\x0e\x32\x17.contextd.v1.DropReason\"6\n\x0fRemovedToolCall\x12\r\n\x05index\x18\x01 \x01(\x05\x12\x14\n\x0ctool_call_id\x18\x02 \x01(\t\"\xc7\x03\n\x0b\x42uildReport\x12\x11\n\ttokenizer\x18\x01 \x01(\t\x12\x14\n\x0ctoken_budget\x18\x02 \x01(\x05\x12\x15\n\rsystem_tokens\x18\x03 \x01(\x05\x12\x16\n\x0esummary_tokens\x18\x04 \x01(\x05\x12\x16\n\x0ehistory_tokens\x18\x05 \x01(\x05\x12\x1b\n\x13user_message_tokens\x18\x06 \x01(\x05\x12\x14\n\x0ctotal_tokens\x18\x07 \x01(\x05\x12\x1c\n\x14required_over_budget\x18\x08 \x01(\x08\x12\x18\n\x10summary_included\x18\t \x01(\x08\x12\x14\n\x0chistory_kept\x18\n \x01(\x05\x12*\n\x07\x64ropped\x18\x0b \x03(\x0b\x32\x19.contextd.v1.DroppedRange\x12\x38\n\x12removed_tool_calls\x18\x0c \x03(\x0b\x32\x1c.contextd.v1.RemovedToolCall\x12(\n\x06layers\x18\r \x03(\x0b\x32\x18.contextd.v1.LayerReport\x12\x37\n\x0e\x63ontext_layers\x18\x0e \x03(\x0b\x32\x1f.contextd.v1.ContextLayerReport\"}\n\x12\x43ontextLayerReport\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x10\n\x08included\x18\x02 \x01(\x08\x12\x0e\n\x06tokens\x18\x03 \x01(\x05\x12\x12\n\nitems_kept\x18\x04 \x01(\x05\x12\x15\n\ritems_dropped\x18\x05 \x01(\x05\x12\x0c\n\x04note\x18\x06 \x01(\t\"Z\n\x0e\x43ollectRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\x12\n\nmessage_id\x18\x02 \x01(\t\x12\x11\n\tuncollect\x18\x03 \x01(\x08\x12\x10\n\x08remember\x18\x04 \x01(\x08\"N\n\x0f\x43ollectResponse\x12\x12\n\nmessage_id\x18\x01 \x01(\t\x12\x14\n\x0cis_collected\x18\x02 \x01(\x08\x12\x11\n\tmemory_id\x18\x03 \x01(\t\"\x7f\n\x15\x42uildMessagesResponse\x12&\n\x08messages\x18\x01 \x03(\x0b\x32\x14.contextd.v1.Message\x12\x14\n\x0cpayload_json\x18\x02 \x01(\t\x12(\n\x06report\x18\x03 \x01(\x0b\x32\x18.contextd.v1.BuildReport\"^\n\x12\x43ountTokensRequest\x12\x11\n\ttokenizer\x18\x01 \x01(\t\x12\r\n\x05texts\x18\x02 \x03(\t\x12&\n\x08messages\x18\x03 \x03(\x0b\x32\x14.contextd.v1.Message\"k\n\x13\x43ountTokensResponse\x12\x11\n\ttokenizer\x18\x01 \x01(\t\x12\x13\n\x0btext_tokens\x18\x02 \x03(\x05\x12\x16\n\x0emessage_tokens\x18\x03 \x03(\x05\x12\x14\n\x0ctotal_tokens\x18\x04 \x01(\x05\"\x17\n\x15ListTokenizersRequest\"_\n\rTokenizerInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x11\n\tavailable\x18\x02 \x01(\x08\x12\x18\n\x10message_overhead\x18\x03 \x01(\x05\x12\x13\n\x0b\x64\x65scription\x18\x04 \x01(\t\"c\n\x16ListTokenizersResponse\x12.\n\ntokenizers\x18\x01 \x03(\x0b\x32\x1a.contextd.v1.TokenizerInfo\x12\x19\n\x11\x64\x65\x66\x61ult_tokenizer\x18\x02 \x01(\t*_\n\x04Role\x12\x14\n\x10ROLE_UNSPECIFIED\x10\x00\x12\x0f\n\x0bROLE_SYSTEM\x10\x01\x12\r\n\tROLE_USER\x10\x02\x12\x12\n\x0eROLE_ASSISTANT\x10\x03\x12\r\n\tROLE_TOOL\x10\x04*\x7f\n\x0cOutputFormat\x12\x1d\n\x19OUTPUT_FORMAT_UNSPECIFIED\x10\x00\x12\x19\n\x15OUTPUT_FORMAT_NEUTRAL\x10\x01\x12\x18\n\x14OUTPUT_FORMAT_OPENAI\x10\x02\x12\x1b\n\x17OUTPUT_FORMAT_ANTHROPIC\x10\x03*n\n\x0eOverflowPolicy\x12\x1f\n\x1bOVERFLOW_POLICY_UNSPECIFIED\x10\x00\x12!\n\x1dOVERFLOW_POLICY_KEEP_REQUIRED\x10\x01\x12\x18\n\x14OVERFLOW_POLICY_FAIL\x10\x02*R\n\nMemoryMode\x12\x1b\n\x17MEMORY_MODE_UNSPECIFIED\x10\x00\x12\x12\n\x0eMEMORY_MODE_ON\x10\x01\x12\x13\n\x0fMEMORY_MODE_OFF\x10\x02*\xbd\x01\n\nDropReason\x12\x1b\n\x17\x44ROP_REASON_UNSPECIFIED\x10\x00\x12\x1a\n\x16\x44ROP_REASON_COMPRESSED\x10\x01\x12\x15\n\x11\x44ROP_REASON_EMPTY\x10\x02\x12$\n DROP_REASON_ORPHANED_TOOL_RESULT\x10\x03\x12\x16\n\x12\x44ROP_REASON_BUDGET\x10\x04\x12!\n\x1d\x44ROP_REASON_LEADING_ASSISTANT\x10\x05\x32\xb6\x03\n\x0e\x43ontextService\x12Y\n\x0e\x41ssemblePrompt\x12\".contextd.v1.AssemblePromptRequest\x1a#.contextd.v1.AssemblePromptResponse\x12V\n\rBuildMessages\x12!.contextd.v1.BuildMessagesRequest\x1a\".contextd.v1.BuildMessagesResponse\x12\x44\n\x07\x43ollect\x12\x1b.contextd.v1.CollectRequest\x1a\x1c.contextd.v1.CollectResponse\x12P\n\x0b\x43ountTokens\x12\x1f.contextd.v1.CountTokensRequest\x1a .contextd.v1.CountTokensResponse\x12Y\n\x0eListTokenizers\x12\".contextd.v1.ListTokenizersRequest\x1a#.contextd.v1.ListTokenizersResponseB\x0e\xaa\x02\x0b\x43ontextd.V1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19\x63ontextd/v1/context.proto\x12\x0b\x63ontextd.v1\"m\n\x0cPromptLayers\x12\x10\n\x08identity\x18\x01 \x01(\t\x12\r\n\x05rules\x18\x02 \x01(\t\x12\r\n\x05skill\x18\x03 \x01(\t\x12\x0c\n\x04mode\x18\x04 \x01(\t\x12\x0e\n\x06memory\x18\x05 \x01(\t\x12\x0f\n\x07\x63ontext\x18\x06 \x01(\t\"=\n\x0bLayerReport\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x10\n\x08included\x18\x02 \x01(\x08\x12\x0e\n\x06tokens\x18\x03 \x01(\x05\"U\n\x15\x41ssemblePromptRequest\x12)\n\x06layers\x18\x01 \x01(\x0b\x32\x19.contextd.v1.PromptLayers\x12\x11\n\ttokenizer\x18\x02 \x01(\t\"|\n\x16\x41ssemblePromptResponse\x12\x15\n\rsystem_prompt\x18\x01 \x01(\t\x12(\n\x06layers\x18\x02 \x03(\x0b\x32\x18.contextd.v1.LayerReport\x12\x0e\n\x06tokens\x18\x03 \x01(\x05\x12\x11\n\ttokenizer\x18\x04 \x01(\t\"7\n\x08ToolCall\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x11\n\targuments\x18\x03 \x01(\t\"\x98\x01\n\x07Message\x12\n\n\x02id\x18\x01 \x01(\t\x12\x1f\n\x04role\x18\x02 \x01(\x0e\x32\x11.contextd.v1.Role\x12\x0f\n\x07\x63ontent\x18\x03 \x01(\t\x12)\n\ntool_calls\x18\x04 \x03(\x0b\x32\x15.contextd.v1.ToolCall\x12\x14\n\x0ctool_call_id\x18\x05 \x01(\t\x12\x0e\n\x06tokens\x18\x06 \x01(\x05\"T\n\x12\x43ompressionSummary\x12\x13\n\x0bmessage_ids\x18\x01 \x03(\t\x12\x18\n\x10start_message_id\x18\x02 \x01(\t\x12\x0f\n\x07summary\x18\x03 \x01(\t\"\xc3\x03\n\x14\x42uildMessagesRequest\x12\x16\n\x0esystem_prompts\x18\x01 \x03(\t\x12)\n\x06layers\x18\x02 \x01(\x0b\x32\x19.contextd.v1.PromptLayers\x12%\n\x07history\x18\x03 \x03(\x0b\x32\x14.contextd.v1.Message\x12<\n\x13\x63ompression_summary\x18\x04 \x01(\x0b\x32\x1f.contextd.v1.CompressionSummary\x12\x14\n\x0cuser_message\x18\x05 \x01(\t\x12\x14\n\x0ctoken_budget\x18\x06 \x01(\x05\x12\x11\n\ttokenizer\x18\x07 \x01(\t\x12\x30\n\routput_format\x18\x08 \x01(\x0e\x32\x19.contextd.v1.OutputFormat\x12\x34\n\x0foverflow_policy\x18\t \x01(\x0e\x32\x1b.contextd.v1.OverflowPolicy\x12,\n\x07session\x18\n \x01(\x0b\x32\x1b.contextd.v1.SessionContext\x12.\n\x0c\x63\x61\x63he_layout\x18\x0c \x01(\x0e\x32\x18.contextd.v1.CacheLayout\"\xd4\x02\n\x0eSessionContext\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\x12\n\nsession_id\x18\x02 \x01(\t\x12\x10\n\x08scenario\x18\x03 \x01(\t\x12\x0c\n\x04host\x18\x04 \x01(\t\x12=\n\tvariables\x18\x05 \x03(\x0b\x32*.contextd.v1.SessionContext.VariablesEntry\x12\'\n\x06memory\x18\x06 \x01(\x0e\x32\x17.contextd.v1.MemoryMode\x12\x14\n\x0cmemory_limit\x18\x07 \x01(\x05\x12\x1d\n\x15recent_sessions_limit\x18\x08 \x01(\x05\x12.\n\x0c\x63\x61\x63he_layout\x18\t \x01(\x0e\x32\x18.contextd.v1.CacheLayout\x1a\x30\n\x0eVariablesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"[\n\x0c\x44roppedRange\x12\x13\n\x0bstart_index\x18\x01 \x01(\x05\x12\r\n\x05\x63ount\x18\x02 \x01(\x05\x12\'\n\x06reason\x18\x03 \x01(\x0e\x32\x17.contextd.v1.DropReason\"6\n\x0fRemovedToolCall\x12\r\n\x05index\x18\x01 \x01(\x05\x12\x14\n\x0ctool_call_id\x18\x02 \x01(\t\"\xe8\x03\n\x0b\x42uildReport\x12\x11\n\ttokenizer\x18\x01 \x01(\t\x12\x14\n\x0ctoken_budget\x18\x02 \x01(\x05\x12\x15\n\rsystem_tokens\x18\x03 \x01(\x05\x12\x16\n\x0esummary_tokens\x18\x04 \x01(\x05\x12\x16\n\x0ehistory_tokens\x18\x05 \x01(\x05\x12\x1b\n\x13user_message_tokens\x18\x06 \x01(\x05\x12\x14\n\x0ctotal_tokens\x18\x07 \x01(\x05\x12\x1c\n\x14required_over_budget\x18\x08 \x01(\x08\x12\x18\n\x10summary_included\x18\t \x01(\x08\x12\x14\n\x0chistory_kept\x18\n \x01(\x05\x12*\n\x07\x64ropped\x18\x0b \x03(\x0b\x32\x19.contextd.v1.DroppedRange\x12\x38\n\x12removed_tool_calls\x18\x0c \x03(\x0b\x32\x1c.contextd.v1.RemovedToolCall\x12(\n\x06layers\x18\r \x03(\x0b\x32\x18.contextd.v1.LayerReport\x12\x37\n\x0e\x63ontext_layers\x18\x0e \x03(\x0b\x32\x1f.contextd.v1.ContextLayerReport\x12\x1f\n\x17\x63\x61\x63heable_prefix_tokens\x18\x10 \x01(\x05\"}\n\x12\x43ontextLayerReport\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x10\n\x08included\x18\x02 \x01(\x08\x12\x0e\n\x06tokens\x18\x03 \x01(\x05\x12\x12\n\nitems_kept\x18\x04 \x01(\x05\x12\x15\n\ritems_dropped\x18\x05 \x01(\x05\x12\x0c\n\x04note\x18\x06 \x01(\t\"Z\n\x0e\x43ollectRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\x12\n\nmessage_id\x18\x02 \x01(\t\x12\x11\n\tuncollect\x18\x03 \x01(\x08\x12\x10\n\x08remember\x18\x04 \x01(\x08\"N\n\x0f\x43ollectResponse\x12\x12\n\nmessage_id\x18\x01 \x01(\t\x12\x14\n\x0cis_collected\x18\x02 \x01(\x08\x12\x11\n\tmemory_id\x18\x03 \x01(\t\"\x7f\n\x15\x42uildMessagesResponse\x12&\n\x08messages\x18\x01 \x03(\x0b\x32\x14.contextd.v1.Message\x12\x14\n\x0cpayload_json\x18\x02 \x01(\t\x12(\n\x06report\x18\x03 \x01(\x0b\x32\x18.contextd.v1.BuildReport\"^\n\x12\x43ountTokensRequest\x12\x11\n\ttokenizer\x18\x01 \x01(\t\x12\r\n\x05texts\x18\x02 \x03(\t\x12&\n\x08messages\x18\x03 \x03(\x0b\x32\x14.contextd.v1.Message\"k\n\x13\x43ountTokensResponse\x12\x11\n\ttokenizer\x18\x01 \x01(\t\x12\x13\n\x0btext_tokens\x18\x02 \x03(\x05\x12\x16\n\x0emessage_tokens\x18\x03 \x03(\x05\x12\x14\n\x0ctotal_tokens\x18\x04 \x01(\x05\"\x17\n\x15ListTokenizersRequest\"_\n\rTokenizerInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x11\n\tavailable\x18\x02 \x01(\x08\x12\x18\n\x10message_overhead\x18\x03 \x01(\x05\x12\x13\n\x0b\x64\x65scription\x18\x04 \x01(\t\"c\n\x16ListTokenizersResponse\x12.\n\ntokenizers\x18\x01 \x03(\x0b\x32\x1a.contextd.v1.TokenizerInfo\x12\x19\n\x11\x64\x65\x66\x61ult_tokenizer\x18\x02 \x01(\t*_\n\x04Role\x12\x14\n\x10ROLE_UNSPECIFIED\x10\x00\x12\x0f\n\x0bROLE_SYSTEM\x10\x01\x12\r\n\tROLE_USER\x10\x02\x12\x12\n\x0eROLE_ASSISTANT\x10\x03\x12\r\n\tROLE_TOOL\x10\x04*\x7f\n\x0cOutputFormat\x12\x1d\n\x19OUTPUT_FORMAT_UNSPECIFIED\x10\x00\x12\x19\n\x15OUTPUT_FORMAT_NEUTRAL\x10\x01\x12\x18\n\x14OUTPUT_FORMAT_OPENAI\x10\x02\x12\x1b\n\x17OUTPUT_FORMAT_ANTHROPIC\x10\x03*a\n\x0b\x43\x61\x63heLayout\x12\x1c\n\x18\x43\x41\x43HE_LAYOUT_UNSPECIFIED\x10\x00\x12\x14\n\x10\x43\x41\x43HE_LAYOUT_OFF\x10\x01\x12\x1e\n\x1a\x43\x41\x43HE_LAYOUT_STABLE_PREFIX\x10\x02*n\n\x0eOverflowPolicy\x12\x1f\n\x1bOVERFLOW_POLICY_UNSPECIFIED\x10\x00\x12!\n\x1dOVERFLOW_POLICY_KEEP_REQUIRED\x10\x01\x12\x18\n\x14OVERFLOW_POLICY_FAIL\x10\x02*R\n\nMemoryMode\x12\x1b\n\x17MEMORY_MODE_UNSPECIFIED\x10\x00\x12\x12\n\x0eMEMORY_MODE_ON\x10\x01\x12\x13\n\x0fMEMORY_MODE_OFF\x10\x02*\xbd\x01\n\nDropReason\x12\x1b\n\x17\x44ROP_REASON_UNSPECIFIED\x10\x00\x12\x1a\n\x16\x44ROP_REASON_COMPRESSED\x10\x01\x12\x15\n\x11\x44ROP_REASON_EMPTY\x10\x02\x12$\n DROP_REASON_ORPHANED_TOOL_RESULT\x10\x03\x12\x16\n\x12\x44ROP_REASON_BUDGET\x10\x04\x12!\n\x1d\x44ROP_REASON_LEADING_ASSISTANT\x10\x05\x32\xb6\x03\n\x0e\x43ontextService\x12Y\n\x0e\x41ssemblePrompt\x12\".contextd.v1.AssemblePromptRequest\x1a#.contextd.v1.AssemblePromptResponse\x12V\n\rBuildMessages\x12!.contextd.v1.BuildMessagesRequest\x1a\".contextd.v1.BuildMessagesResponse\x12\x44\n\x07\x43ollect\x12\x1b.contextd.v1.CollectRequest\x1a\x1c.contextd.v1.CollectResponse\x12P\n\x0b\x43ountTokens\x12\x1f.contextd.v1.CountTokensRequest\x1a .contextd.v1.CountTokensResponse\x12Y\n\x0eListTokenizers\x12\".contextd.v1.ListTokenizersRequest\x1a#.contextd.v1.ListTokenizersResponseB\x0e\xaa\x02\x0b\x43ontextd.V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,16 +35,18 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._serialized_options = b'\252\002\013Contextd.V1'
   _globals['_SESSIONCONTEXT_VARIABLESENTRY']._loaded_options = None
   _globals['_SESSIONCONTEXT_VARIABLESENTRY']._serialized_options = b'8\001'
-  _globals['_ROLE']._serialized_start=2891
-  _globals['_ROLE']._serialized_end=2986
-  _globals['_OUTPUTFORMAT']._serialized_start=2988
-  _globals['_OUTPUTFORMAT']._serialized_end=3115
-  _globals['_OVERFLOWPOLICY']._serialized_start=3117
-  _globals['_OVERFLOWPOLICY']._serialized_end=3227
-  _globals['_MEMORYMODE']._serialized_start=3229
-  _globals['_MEMORYMODE']._serialized_end=3311
-  _globals['_DROPREASON']._serialized_start=3314
-  _globals['_DROPREASON']._serialized_end=3503
+  _globals['_ROLE']._serialized_start=3020
+  _globals['_ROLE']._serialized_end=3115
+  _globals['_OUTPUTFORMAT']._serialized_start=3117
+  _globals['_OUTPUTFORMAT']._serialized_end=3244
+  _globals['_CACHELAYOUT']._serialized_start=3246
+  _globals['_CACHELAYOUT']._serialized_end=3343
+  _globals['_OVERFLOWPOLICY']._serialized_start=3345
+  _globals['_OVERFLOWPOLICY']._serialized_end=3455
+  _globals['_MEMORYMODE']._serialized_start=3457
+  _globals['_MEMORYMODE']._serialized_end=3539
+  _globals['_DROPREASON']._serialized_start=3542
+  _globals['_DROPREASON']._serialized_end=3731
   _globals['_PROMPTLAYERS']._serialized_start=42
   _globals['_PROMPTLAYERS']._serialized_end=151
   _globals['_LAYERREPORT']._serialized_start=153
@@ -60,35 +62,35 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_COMPRESSIONSUMMARY']._serialized_start=641
   _globals['_COMPRESSIONSUMMARY']._serialized_end=725
   _globals['_BUILDMESSAGESREQUEST']._serialized_start=728
-  _globals['_BUILDMESSAGESREQUEST']._serialized_end=1131
-  _globals['_SESSIONCONTEXT']._serialized_start=1134
-  _globals['_SESSIONCONTEXT']._serialized_end=1426
-  _globals['_SESSIONCONTEXT_VARIABLESENTRY']._serialized_start=1378
-  _globals['_SESSIONCONTEXT_VARIABLESENTRY']._serialized_end=1426
-  _globals['_DROPPEDRANGE']._serialized_start=1428
-  _globals['_DROPPEDRANGE']._serialized_end=1519
-  _globals['_REMOVEDTOOLCALL']._serialized_start=1521
-  _globals['_REMOVEDTOOLCALL']._serialized_end=1575
-  _globals['_BUILDREPORT']._serialized_start=1578
-  _globals['_BUILDREPORT']._serialized_end=2033
-  _globals['_CONTEXTLAYERREPORT']._serialized_start=2035
-  _globals['_CONTEXTLAYERREPORT']._serialized_end=2160
-  _globals['_COLLECTREQUEST']._serialized_start=2162
-  _globals['_COLLECTREQUEST']._serialized_end=2252
-  _globals['_COLLECTRESPONSE']._serialized_start=2254
-  _globals['_COLLECTRESPONSE']._serialized_end=2332
-  _globals['_BUILDMESSAGESRESPONSE']._serialized_start=2334
-  _globals['_BUILDMESSAGESRESPONSE']._serialized_end=2461
-  _globals['_COUNTTOKENSREQUEST']._serialized_start=2463
-  _globals['_COUNTTOKENSREQUEST']._serialized_end=2557
-  _globals['_COUNTTOKENSRESPONSE']._serialized_start=2559
-  _globals['_COUNTTOKENSRESPONSE']._serialized_end=2666
-  _globals['_LISTTOKENIZERSREQUEST']._serialized_start=2668
-  _globals['_LISTTOKENIZERSREQUEST']._serialized_end=2691
-  _globals['_TOKENIZERINFO']._serialized_start=2693
-  _globals['_TOKENIZERINFO']._serialized_end=2788
-  _globals['_LISTTOKENIZERSRESPONSE']._serialized_start=2790
-  _globals['_LISTTOKENIZERSRESPONSE']._serialized_end=2889
-  _globals['_CONTEXTSERVICE']._serialized_start=3506
-  _globals['_CONTEXTSERVICE']._serialized_end=3944
+  _globals['_BUILDMESSAGESREQUEST']._serialized_end=1179
+  _globals['_SESSIONCONTEXT']._serialized_start=1182
+  _globals['_SESSIONCONTEXT']._serialized_end=1522
+  _globals['_SESSIONCONTEXT_VARIABLESENTRY']._serialized_start=1474
+  _globals['_SESSIONCONTEXT_VARIABLESENTRY']._serialized_end=1522
+  _globals['_DROPPEDRANGE']._serialized_start=1524
+  _globals['_DROPPEDRANGE']._serialized_end=1615
+  _globals['_REMOVEDTOOLCALL']._serialized_start=1617
+  _globals['_REMOVEDTOOLCALL']._serialized_end=1671
+  _globals['_BUILDREPORT']._serialized_start=1674
+  _globals['_BUILDREPORT']._serialized_end=2162
+  _globals['_CONTEXTLAYERREPORT']._serialized_start=2164
+  _globals['_CONTEXTLAYERREPORT']._serialized_end=2289
+  _globals['_COLLECTREQUEST']._serialized_start=2291
+  _globals['_COLLECTREQUEST']._serialized_end=2381
+  _globals['_COLLECTRESPONSE']._serialized_start=2383
+  _globals['_COLLECTRESPONSE']._serialized_end=2461
+  _globals['_BUILDMESSAGESRESPONSE']._serialized_start=2463
+  _globals['_BUILDMESSAGESRESPONSE']._serialized_end=2590
+  _globals['_COUNTTOKENSREQUEST']._serialized_start=2592
+  _globals['_COUNTTOKENSREQUEST']._serialized_end=2686
+  _globals['_COUNTTOKENSRESPONSE']._serialized_start=2688
+  _globals['_COUNTTOKENSRESPONSE']._serialized_end=2795
+  _globals['_LISTTOKENIZERSREQUEST']._serialized_start=2797
+  _globals['_LISTTOKENIZERSREQUEST']._serialized_end=2820
+  _globals['_TOKENIZERINFO']._serialized_start=2822
+  _globals['_TOKENIZERINFO']._serialized_end=2917
+  _globals['_LISTTOKENIZERSRESPONSE']._serialized_start=2919
+  _globals['_LISTTOKENIZERSRESPONSE']._serialized_end=3018
+  _globals['_CONTEXTSERVICE']._serialized_start=3734
+  _globals['_CONTEXTSERVICE']._serialized_end=4172
 # @@protoc_insertion_point(module_scope)
