@@ -197,6 +197,7 @@ def build_report(report: pb.BuildReport) -> BuildReport:
             ContextLayerInfo(x.name, x.included, x.tokens, x.items_kept, x.items_dropped, x.note)
             for x in report.context_layers
         ],
+        cacheable_prefix_tokens=report.cacheable_prefix_tokens,
     )
 
 
