@@ -40,7 +40,7 @@ LAYOUTS = {"default": pb.CACHE_LAYOUT_OFF, "stable_prefix": pb.CACHE_LAYOUT_STAB
 class Conversation:
     """One user's session, its memories and other sessions, turn by turn."""
 
-    def __init__(self, channel: grpc.Channel, user: str, layout: int) -> None:
+    def __init__(self, channel: grpc.Channel, user: str, layout: pb.CacheLayout) -> None:
         self.context = context_pb2_grpc.ContextServiceStub(channel)
         self.sessions = sessions_pb2_grpc.SessionServiceStub(channel)
         self.memory = memory_pb2_grpc.MemoryServiceStub(channel)
