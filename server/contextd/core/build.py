@@ -418,8 +418,9 @@ def _result(
     tokens.extend(fitted.tokens)
     sources.extend(fitted.sources)
     stable_end = len(messages)
-    stable = req.cache_layout is _STABLE_PREFIX or not _volatile_in_system(req)
-    report.cacheable_prefix_tokens = sum(tokens) if stable and stable_end else 0
+    if req.cache_layout is _STABLE_PREFIX or not _volatile_in_system(req):
+        prefix = system_tokens + report.summary_tokens + report.history_tokens
+        report.cacheable_prefix_tokens = prefix
     for msg, n in ((volatile_msg, volatile_tokens), (ends.user, report.user_message_tokens)):
         if msg is not None:
             messages.append(msg)
