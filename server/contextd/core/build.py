@@ -153,7 +153,7 @@ def system_text(req: BuildRequest) -> str:
     return _join_volatile(join_system_prompts(req.system_prompts), req.volatile_prompt)
 
 
-def split_system_text(req: BuildRequest) -> tuple[str, str]:
+def _split_system_text(req: BuildRequest) -> tuple[str, str]:
     """The system prompt's stable and volatile parts: the volatile prompt, and of
     ``layers`` the memory and context layers (they change from turn to turn)."""
     layers = req.layers
@@ -245,7 +245,7 @@ def _system_messages(
     if req.layers is not None:
         report.layers = report_layers(req.layers, req.tokenizer)
     if req.cache_layout is _STABLE_PREFIX:
-        stable, volatile = split_system_text(req)
+        stable, volatile = _split_system_text(req)
     else:
         stable, volatile = system_text(req), ""
     system_msg = volatile_msg = None
