@@ -25,6 +25,7 @@ SCRIPTS = (
     "auth_cost",
     "pg_driver",
     "pg_vs_sqlite",
+    "prompt_cache",
 )
 
 

@@ -239,6 +239,21 @@ def test_session_mode_build_and_its_local_checks(client: ContextClient, user: st
     assert [m["content"] for m in on.messages[1:]] == [*(m["content"] for m in TURN), "Book seats"]
     notes = {layer.name: layer.note for layer in off.report.context_layers}
     assert "off" in notes["memory"]
+    # The memory layer changes the first message: nothing is a cacheable prefix then.
+    assert on.report.cacheable_prefix_tokens == 0
+    report = off.report
+    assert report.cacheable_prefix_tokens == report.total_tokens - report.user_message_tokens > 0
+    stable = client.build_messages(
+        "Book seats",
+        token_budget=1000,
+        session={"user_id": user, "session_id": session["id"], "cache_layout": "stable_prefix"},
+    )
+    assert [m["role"] for m in stable.messages] == ["system", "user", "assistant", "system", "user"]
+    assert stable.messages[3]["content"].endswith("Prefers window seats.")
+    prefix = stable.report.cacheable_prefix_tokens
+    assert prefix == sum(m["tokens"] for m in stable.messages[:3])
+    with pytest.raises(ValueError, match="cache_layout"):
+        client.build_messages("x", token_budget=10, session={"user_id": user, "cache_layout": "on"})
 
     with pytest.raises(ValueError, match="session has no key 'sesion_id'"):
         client.build_messages("x", token_budget=10, session={"user_id": user, "sesion_id": "1"})

@@ -25,7 +25,7 @@ from contextd.app.chat import (
 )
 from contextd.app.context import ContextApp
 from contextd.app.scope import Caller
-from contextd.core.errors import InvalidArgument, Violations
+from contextd.core.errors import FieldViolation, InvalidArgument, Violations
 from contextd.core.pipeline import is_tool_name
 from contextd.providers.base import ToolSpec
 from contextd.v1 import chat_pb2 as cpb
@@ -84,6 +84,11 @@ class ChatServicer(chat_pb2_grpc.ChatServiceServicer):  # type: ignore[misc]
         messages = convert.messages_from_pb(request.messages, "messages", v)
         if request.session.memory not in _MEMORY:
             v.add("session.memory", f"unknown memory mode {request.session.memory}")
+        layout_violations: list[FieldViolation] = []
+        cache_layout = convert.cache_layout_from_pb(
+            request.session.cache_layout, "session.cache_layout", layout_violations
+        )
+        v.extend(layout_violations)
         tools = [_tool_from_pb(t, f"tools[{k}]", v) for k, t in enumerate(request.tools)]
         if request.model.max_output_tokens < 0:
             v.add("model.max_output_tokens", "must not be negative")
@@ -102,6 +107,7 @@ class ChatServicer(chat_pb2_grpc.ChatServiceServicer):  # type: ignore[misc]
             host=request.session.host,
             variables=dict(request.session.variables),
             memory=_MEMORY.get(request.session.memory),
+            cache_layout=cache_layout,
             messages=messages,
             tools=tools,
             tool_results=[(r.tool_call_id, r.content) for r in request.tool_results],

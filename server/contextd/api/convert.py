@@ -9,7 +9,7 @@ from contextd.api.auth import caller_for
 from contextd.app.context import BuiltMessages, SessionModeRequest
 from contextd.app.scope import Caller
 from contextd.app.session_context import ContextLayer, SessionBuild, SessionBuildRequest
-from contextd.core.build import BuildReport, BuildResult, OverflowPolicy
+from contextd.core.build import BuildReport, BuildResult, CacheLayout, OverflowPolicy
 from contextd.core.errors import FieldViolation, InvalidArgument, Violations
 from contextd.core.formats import OutputFormat
 from contextd.core.inline_request import ApiMessage, InlineRequest, chat_messages
@@ -33,6 +33,22 @@ _FORMATS = {
     pb.OUTPUT_FORMAT_OPENAI: OutputFormat.OPENAI,
     pb.OUTPUT_FORMAT_ANTHROPIC: OutputFormat.ANTHROPIC,
 }
+_CACHE_LAYOUTS: dict[int, CacheLayout] = {
+    pb.CACHE_LAYOUT_UNSPECIFIED: CacheLayout.OFF,
+    pb.CACHE_LAYOUT_OFF: CacheLayout.OFF,
+    pb.CACHE_LAYOUT_STABLE_PREFIX: CacheLayout.STABLE_PREFIX,
+}
+
+
+def cache_layout_from_pb(value: int, field: str, violations: list[FieldViolation]) -> CacheLayout:
+    """The layout; an unknown value is recorded and stands in as the default."""
+    layout = _CACHE_LAYOUTS.get(value)
+    if layout is None:
+        violations.append(FieldViolation(field, f"unknown cache layout {value}"))
+        return CacheLayout.OFF
+    return layout
+
+
 _POLICIES = {
     pb.OVERFLOW_POLICY_UNSPECIFIED: OverflowPolicy.KEEP_REQUIRED,
     pb.OVERFLOW_POLICY_KEEP_REQUIRED: OverflowPolicy.KEEP_REQUIRED,
@@ -75,9 +91,13 @@ def build_from_pb(
         return _session_build_from_pb(req)
     output_format = _FORMATS.get(req.output_format)
     policy = _POLICIES.get(req.overflow_policy)
+    cache_layout = _CACHE_LAYOUTS.get(req.cache_layout)
     violations: Sequence[FieldViolation] = ()
-    if output_format is None or policy is None:  # not in the common case: no call for it
-        output_format, policy, violations = _format_and_policy(req)
+    # Not in the common case: no call for it.
+    if output_format is None or policy is None or cache_layout is None:
+        output_format, policy, found = _format_and_policy(req)
+        cache_layout = cache_layout_from_pb(req.cache_layout, "cache_layout", found)
+        violations = found
     summary = None
     if req.HasField("compression_summary"):
         s = req.compression_summary
@@ -94,6 +114,7 @@ def build_from_pb(
         output_format,
         policy,
         violations,
+        cache_layout,
     )
 
 
@@ -133,6 +154,7 @@ def _session_build_from_pb(req: pb.BuildMessagesRequest) -> SessionModeRequest:
     output_format, policy, violations = _format_and_policy(req)
     if s.memory not in _MEMORY_MODES:
         violations.append(FieldViolation("session.memory", f"unknown memory mode {s.memory}"))
+    cache_layout = cache_layout_from_pb(s.cache_layout, "session.cache_layout", violations)
     caller = Caller("")
     try:
         caller = caller_for(s.user_id, "session.user_id")
@@ -154,6 +176,7 @@ def _session_build_from_pb(req: pb.BuildMessagesRequest) -> SessionModeRequest:
             recent_sessions_limit=s.recent_sessions_limit,
             output_format=output_format,
             overflow_policy=policy,
+            cache_layout=cache_layout,
         )
 
     return SessionModeRequest(req.tokenizer, inline, violations, request)
@@ -277,6 +300,8 @@ def fill_report(out: pb.BuildReport, r: BuildReport) -> None:
         )
     if r.layers:
         out.layers.extend(layer_reports_to_pb(r.layers))
+    if r.cacheable_prefix_tokens:
+        out.cacheable_prefix_tokens = r.cacheable_prefix_tokens
 
 
 def context_layers_to_pb(layers: list[ContextLayer]) -> list[pb.ContextLayerReport]:

@@ -129,6 +129,7 @@ class ContextApp:
             compression_summary=request.compression_summary,
             output_format=request.output_format,
             overflow_policy=request.overflow_policy,
+            cache_layout=request.cache_layout,
         )
         if violations:
             validate_build_request(build, violations)  # to name every other bad field too

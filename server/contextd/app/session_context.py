@@ -8,6 +8,11 @@ message; ``window`` (the session's latest messages, with its compression summary
 and ``user_message`` follow. Over the budget the window goes first, oldest first,
 then recent_sessions, then memory lowest ranked first; system, scenario, session
 and user_message always stay.
+
+With the stable-prefix cache layout, memory and recent_sessions (they change from
+turn to turn) are a second system message after the window, right before
+user_message, so that the system message and the window stay the same prefix from
+one turn to the next; the budget rule is the same.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from contextd.core.build import (
     BuildReport,
     BuildRequest,
     BuildResult,
+    CacheLayout,
     OverflowPolicy,
     build_messages,
 )
@@ -69,6 +75,7 @@ class SessionBuildRequest:
     recent_sessions_limit: int = 0
     output_format: OutputFormat = OutputFormat.NEUTRAL
     overflow_policy: OverflowPolicy = OverflowPolicy.KEEP_REQUIRED
+    cache_layout: CacheLayout = CacheLayout.OFF
     # Continue after tool results: no user message. The results are the newest stored
     # messages, or ``pending`` (a chat turn stores them once the context is built, so
     # that a refused turn stores nothing).
@@ -157,13 +164,16 @@ class SessionContextBuilder:
         available = (
             req.token_budget - message_tokens(ChatMessage(Role.SYSTEM, fixed), tok) - user_tokens
         )
+        stable_prefix = req.cache_layout is CacheLayout.STABLE_PREFIX
+        if stable_prefix and (memory.lines or recent.lines):
+            available -= tok.message_overhead  # their own message
         for section in (memory, recent):  # memory first: recent_sessions is dropped first
             available = _fit(section, available, tok)
 
         window_layer = ContextLayer("window")
         while True:
-            system = _join([fixed, memory.text(), recent.text()])
-            result, fetched, total = await self._build_window(req, session, system)
+            volatile = _join([memory.text(), recent.text()])
+            result, fetched, total = await self._build_window(req, session, fixed, volatile)
             if result.report.required_over_budget and (recent.kept or memory.kept):
                 # Joined sections can count a token or two more than their parts.
                 section = recent if recent.kept else memory
@@ -186,15 +196,13 @@ class SessionContextBuilder:
             "user_message", user_tokens > 0, user_tokens, int(user_tokens > 0)
         )
         _to_session_positions(report, first_seq=total - fetched)
-        layers = [
-            system_layer,
-            scenario_layer,
-            session_layer,
-            memory.layer,
-            recent.layer,
-            window_layer,
-            user_layer,
-        ]
+        # In the order of the message list.
+        volatile_layers = [memory.layer, recent.layer]
+        if stable_prefix:
+            middle = [window_layer, *volatile_layers]
+        else:
+            middle = [*volatile_layers, window_layer]
+        layers = [system_layer, scenario_layer, session_layer, *middle, user_layer]
         return SessionBuild(result, layers)
 
     async def _scenario(
@@ -273,9 +281,10 @@ class SessionContextBuilder:
         return memory, recent
 
     async def _build_window(
-        self, req: SessionBuildRequest, session: Session, system: str
+        self, req: SessionBuildRequest, session: Session, system: str, volatile: str
     ) -> tuple[BuildResult, int, int]:
-        """Build with the newest stored messages, fetching more while the budget has room.
+        """Build with the newest stored messages, fetching more while the budget has room;
+        ``system``: the stable layers' text, ``volatile``: memory and recent_sessions.
 
         Returns the result, how many messages were fetched and the session's total.
         """
@@ -304,6 +313,8 @@ class SessionContextBuilder:
                     token_budget=req.token_budget,
                     tokenizer=tok,
                     system_prompts=[system],
+                    volatile_prompt=volatile,
+                    cache_layout=req.cache_layout,
                     history=[*(r.message for r in rows), *pending],
                     compression_summary=summary,
                     output_format=req.output_format,

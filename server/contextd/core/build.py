@@ -1,6 +1,9 @@
 """The message list a model sees: the budget rule applied over the message pipeline.
 
-Order: [system prompt] [compression summary] [history ...] [user message].
+Order: [system prompt] [compression summary] [history ...] [user message]. With
+the stable-prefix cache layout, the volatile part of the system prompt (the text
+that changes from turn to turn) is a second system message right after the
+history, so that everything before it can stay in a provider's prompt cache.
 System prompt and user message are always kept; without a user message, the
 history must end with tool results, and that last call and its results are kept
 instead (a continuation after the host ran tools). The summary is kept while it
@@ -17,7 +20,7 @@ its report.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from contextd.core.errors import BudgetExceeded, FailedPrecondition, InvalidArgument, Violations
@@ -37,7 +40,13 @@ from contextd.core.pipeline import (
     validate_history,
     validate_summary,
 )
-from contextd.core.prompt import LayerReport, PromptLayers, assemble_system_prompt, report_layers
+from contextd.core.prompt import (
+    LAYER_SEPARATOR,
+    LayerReport,
+    PromptLayers,
+    assemble_system_prompt,
+    report_layers,
+)
 from contextd.core.tokens import Tokenizer, message_tokens
 from contextd.core.tool_order import (
     MovedToolResult,
@@ -51,6 +60,14 @@ from contextd.core.tool_order import (
 class OverflowPolicy(StrEnum):
     KEEP_REQUIRED = "keep_required"
     FAIL = "fail"
+
+
+class CacheLayout(StrEnum):
+    # The volatile prompt ends the one system message.
+    OFF = "off"
+    # The volatile prompt is its own system message after the history; Anthropic
+    # output marks cache breakpoints.
+    STABLE_PREFIX = "stable_prefix"
 
 
 # BuildRequest and BuildResult are never mutated; not frozen because a frozen
@@ -71,6 +88,11 @@ class BuildRequest:
     history_tokens: Sequence[int] | None = None
     # History and summary come from the store, validated when they were written.
     history_trusted: bool = False
+    # System text that changes from turn to turn (a session's memory and
+    # recent_sessions layers), placed by ``cache_layout``; the memory and context
+    # layers of ``layers`` are that too.
+    volatile_prompt: str = ""
+    cache_layout: CacheLayout = CacheLayout.OFF
 
 
 @dataclass(slots=True)
@@ -88,6 +110,8 @@ class BuildReport:
     removed_tool_calls: list[RemovedToolCall] = field(default_factory=list)
     moved_tool_results: list[MovedToolResult] = field(default_factory=list)
     layers: list[LayerReport] = field(default_factory=list)
+    # Tokens of the leading messages the next turn's list starts with too (see _result).
+    cacheable_prefix_tokens: int = 0
 
     @property
     def total_tokens(self) -> int:
@@ -106,6 +130,9 @@ class BuildResult:
     sources: list[int | None]
     payload: JsonObject | None
     report: BuildReport
+    # How many leading messages are the cacheable prefix: the system prompt, the
+    # summary and the history; the volatile system message and the user message follow.
+    stable_end: int = 0
 
 
 def validate_build_request(req: BuildRequest, violations: Violations | None = None) -> bool:
@@ -130,9 +157,27 @@ def validate_build_request(req: BuildRequest, violations: Violations | None = No
 
 
 def system_text(req: BuildRequest) -> str:
+    """The whole system prompt, volatile part included, as the default layout sends it."""
     if req.layers is not None:
         return assemble_system_prompt(req.layers)
-    return join_system_prompts(req.system_prompts)
+    return _join_volatile(join_system_prompts(req.system_prompts), req.volatile_prompt)
+
+
+def _split_system_text(req: BuildRequest) -> tuple[str, str]:
+    """The system prompt's stable and volatile parts: the volatile prompt, and of
+    ``layers`` the memory and context layers (they change from turn to turn)."""
+    layers = req.layers
+    if layers is None:
+        return join_system_prompts(req.system_prompts), req.volatile_prompt
+    stable = replace(layers, memory="", context="")
+    volatile = LAYER_SEPARATOR.join(t for t in (layers.memory, layers.context) if not is_blank(t))
+    return assemble_system_prompt(stable), _join_volatile(volatile, req.volatile_prompt)
+
+
+def _join_volatile(stable: str, volatile: str) -> str:
+    if is_blank(volatile):
+        return stable
+    return f"{stable}{LAYER_SEPARATOR}{volatile}" if stable else volatile
 
 
 def join_system_prompts(prompts: Sequence[str]) -> str:
@@ -144,6 +189,18 @@ def join_system_prompts(prompts: Sequence[str]) -> str:
 # BuildMessages benchmark.
 _SYSTEM, _USER, _TOOL = Role.SYSTEM, Role.USER, Role.TOOL
 _NEUTRAL, _ANTHROPIC = OutputFormat.NEUTRAL, OutputFormat.ANTHROPIC
+_STABLE_PREFIX = CacheLayout.STABLE_PREFIX
+
+
+@dataclass(slots=True)
+class _Ends:
+    """The messages around the history, each None when absent."""
+
+    system: ChatMessage | None
+    summary: ChatMessage | None
+    volatile: ChatMessage | None
+    volatile_tokens: int
+    user: ChatMessage | None
 
 
 @dataclass(slots=True)
@@ -164,7 +221,7 @@ def build_messages(req: BuildRequest) -> BuildResult:
     plain = validate_build_request(req)
     tok = req.tokenizer
     report = BuildReport(tok.name, req.token_budget)
-    system_msg = _system_message(req, report)
+    system_msg, volatile_msg, volatile_tokens = _system_messages(req, report)
 
     # Prepare: tool results out of place go back to their calls (a plain history has
     # none); then the pipeline repairs the history and applies the compression summary
@@ -189,19 +246,40 @@ def build_messages(req: BuildRequest) -> BuildResult:
         fitted = _fit_repaired(history, units, available, unit_tokens, kept)
     if req.output_format is _ANTHROPIC:
         fitted = _user_first(fitted, pinned, dropped)
-    return _result(req, report, dropped, system_msg, summary_msg, fitted, user_msg, reordered)
+    ends = _Ends(system_msg, summary_msg, volatile_msg, volatile_tokens, user_msg)
+    return _result(req, report, dropped, ends, fitted, reordered)
 
 
-def _system_message(req: BuildRequest, report: BuildReport) -> ChatMessage | None:
-    """The system prompt (its layers reported), or None when there is none."""
+def _system_messages(
+    req: BuildRequest, report: BuildReport
+) -> tuple[ChatMessage | None, ChatMessage | None, int]:
+    """The system prompt and, with the stable-prefix layout, its volatile part apart
+    (each None when there is none; their layers reported) and the volatile part's
+    tokens. ``system_tokens`` counts both."""
     if req.layers is not None:
         report.layers = report_layers(req.layers, req.tokenizer)
-    system = system_text(req)
-    if not system:
-        return None
-    system_msg = ChatMessage(_SYSTEM, system)
-    report.system_tokens = message_tokens(system_msg, req.tokenizer)
-    return system_msg
+    if req.cache_layout is _STABLE_PREFIX:
+        stable, volatile = _split_system_text(req)
+    else:
+        stable, volatile = system_text(req), ""
+    system_msg = volatile_msg = None
+    if stable:
+        system_msg = ChatMessage(_SYSTEM, stable)
+        report.system_tokens = message_tokens(system_msg, req.tokenizer)
+    volatile_tokens = 0
+    if not is_blank(volatile):
+        volatile_msg = ChatMessage(_SYSTEM, volatile)
+        volatile_tokens = message_tokens(volatile_msg, req.tokenizer)
+        report.system_tokens += volatile_tokens
+    return system_msg, volatile_msg, volatile_tokens
+
+
+def _volatile_in_system(req: BuildRequest) -> bool:
+    """Whether the default layout's system message holds text that changes next turn."""
+    layers = req.layers
+    if layers is not None and not (is_blank(layers.memory) and is_blank(layers.context)):
+        return True
+    return not is_blank(req.volatile_prompt)
 
 
 def _unit_counter(req: BuildRequest, reordered: Reordered | None) -> Callable[[Unit], list[int]]:
@@ -327,13 +405,16 @@ def _result(
     req: BuildRequest,
     report: BuildReport,
     dropped: list[tuple[int, DropReason]],
-    system_msg: ChatMessage | None,
-    summary_msg: ChatMessage | None,
+    ends: _Ends,
     fitted: _Fitted,
-    user_msg: ChatMessage | None,
     reordered: Reordered | None,
 ) -> BuildResult:
-    """The message list in order, its tokens and sources, the payload and the report."""
+    """The message list in order, its tokens and sources, the payload and the report.
+
+    The cacheable prefix is the leading whole messages the next turn's list starts
+    with too: all before the volatile system message and the user message, or none
+    when the first system message holds the volatile text itself (default layout).
+    """
     report.history_tokens = sum(fitted.tokens)
     report.history_kept = len(fitted.messages)
     kept_sources = fitted.sources
@@ -347,7 +428,9 @@ def _result(
     messages: list[ChatMessage] = []
     tokens: list[int] = []
     sources: list[int | None] = []
-    for msg, n in ((system_msg, report.system_tokens), (summary_msg, report.summary_tokens)):
+    volatile_msg, volatile_tokens = ends.volatile, ends.volatile_tokens
+    system_tokens = report.system_tokens - volatile_tokens
+    for msg, n in ((ends.system, system_tokens), (ends.summary, report.summary_tokens)):
         if msg is not None:
             messages.append(msg)
             tokens.append(n)
@@ -355,12 +438,20 @@ def _result(
     messages.extend(fitted.messages)
     tokens.extend(fitted.tokens)
     sources.extend(kept_sources)
-    if user_msg is not None:
-        messages.append(user_msg)
-        tokens.append(report.user_message_tokens)
-        sources.append(None)
-    payload = None if req.output_format is _NEUTRAL else render(req.output_format, messages)
-    return BuildResult(messages, tokens, sources, payload, report)
+    stable_end = len(messages)
+    if req.cache_layout is _STABLE_PREFIX or not _volatile_in_system(req):
+        prefix = system_tokens + report.summary_tokens + report.history_tokens
+        report.cacheable_prefix_tokens = prefix
+    for msg, n in ((volatile_msg, volatile_tokens), (ends.user, report.user_message_tokens)):
+        if msg is not None:
+            messages.append(msg)
+            tokens.append(n)
+            sources.append(None)
+    payload = None
+    if req.output_format is not _NEUTRAL:
+        cached = stable_end if req.cache_layout is _STABLE_PREFIX else None
+        payload = render(req.output_format, messages, cached)
+    return BuildResult(messages, tokens, sources, payload, report, stable_end)
 
 
 def _to_caller_indexes(

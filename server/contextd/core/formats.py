@@ -1,7 +1,9 @@
 """Provider payloads built from a final neutral message list.
 
 Both functions take the output of ``build_messages``: system messages first,
-then history whose tool results directly follow their call, then the user message.
+then history whose tool results directly follow their call, then the user message
+(with the stable-prefix cache layout, after the system message holding the volatile
+context layers).
 """
 
 from __future__ import annotations
@@ -71,16 +73,26 @@ def _anthropic_blocks(m: ChatMessage) -> list[JsonObject]:
     return blocks
 
 
-def to_anthropic(messages: Sequence[ChatMessage]) -> JsonObject:
+def to_anthropic(messages: Sequence[ChatMessage], cached_prefix: int | None = None) -> JsonObject:
     """Messages API ``system`` and ``messages``: system text apart, same roles merged.
 
     Tool results become ``tool_result`` blocks of a user turn, ahead of any text
     that follows them, as the API requires.
+
+    ``cached_prefix`` (the stable-prefix cache layout): how many leading messages stay
+    the same next turn. Then ``system`` is a list of text blocks, one per leading
+    system message; a system message after the prefix (the volatile context layers)
+    becomes a text block of the user turn it meets, as the API takes one system
+    prompt only; and ``cache_control`` breakpoints mark the first system block and
+    the last block of the prefix's history.
     """
-    system = "\n\n".join(m.content for m in messages if m.role is Role.SYSTEM)
+    stable = len(messages) if cached_prefix is None else cached_prefix
+    system: list[str] = []
     turns: list[JsonObject] = []
-    for m in messages:
-        if m.role is Role.SYSTEM:
+    prefix_end: JsonObject | None = None  # the last block of the prefix's history
+    for i, m in enumerate(messages):
+        if m.role is Role.SYSTEM and i < stable:
+            system.append(m.content)
             continue
         role = "assistant" if m.role is Role.ASSISTANT else "user"
         blocks = _anthropic_blocks(m)
@@ -88,15 +100,34 @@ def to_anthropic(messages: Sequence[ChatMessage]) -> JsonObject:
             turns[-1]["content"].extend(blocks)
         else:
             turns.append({"role": role, "content": blocks})
+        if i < stable and turns[-1]["content"]:
+            prefix_end = turns[-1]["content"][-1]
     payload: JsonObject = {"messages": turns}
+    if cached_prefix is None:
+        if system:
+            payload["system"] = "\n\n".join(system)
+        return payload
+    if prefix_end is not None:
+        prefix_end["cache_control"] = _ephemeral()
     if system:
-        payload["system"] = system
+        blocks = [{"type": "text", "text": text} for text in system]
+        blocks[0]["cache_control"] = _ephemeral()
+        payload["system"] = blocks
     return payload
 
 
-def render(output_format: OutputFormat, messages: Sequence[ChatMessage]) -> JsonObject | None:
+# A fresh dict per breakpoint: the payload is the caller's to change.
+def _ephemeral() -> JsonObject:
+    return {"type": "ephemeral"}
+
+
+def render(
+    output_format: OutputFormat, messages: Sequence[ChatMessage], cached_prefix: int | None = None
+) -> JsonObject | None:
+    """The payload of ``output_format``; ``cached_prefix``: see ``to_anthropic`` (OpenAI's
+    cache needs no markers, only the same prefix)."""
     if output_format is OutputFormat.OPENAI:
         return to_openai(messages)
     if output_format is OutputFormat.ANTHROPIC:
-        return to_anthropic(messages)
+        return to_anthropic(messages, cached_prefix)
     return None

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from contextd.core.build import OverflowPolicy
+from contextd.core.build import CacheLayout, OverflowPolicy
 from contextd.core.errors import FieldViolation, Violations
 from contextd.core.formats import OutputFormat
 from contextd.core.messages import ChatMessage, CompressionSummary, Role, ToolCall
@@ -60,6 +60,7 @@ class InlineRequest:
     # Fields the transport found invalid (values only it can read, such as its enum
     # numbers); they stand in as the defaults so the rest can still be checked.
     violations: Sequence[FieldViolation] = ()
+    cache_layout: CacheLayout = CacheLayout.OFF
 
 
 def chat_messages(

@@ -78,6 +78,8 @@ def fit_plain(req: InlineRequest, texts: Sequence[str], tok: Tokenizer) -> Plain
         history_tokens=history_tokens,
         user_message_tokens=user_tokens,
         history_kept=len(counts),
+        # Nothing here changes next turn: the system prompt and history are a prefix.
+        cacheable_prefix_tokens=system_tokens + history_tokens,
     )
     if kept_from:
         report.dropped.append(DroppedRange(0, kept_from, DropReason.BUDGET))

@@ -2,7 +2,8 @@
 
 The request is ``POST {base_url}/v1/messages`` with ``stream: true``: the
 system text apart (``system``) and the turns from
-:func:`contextd.core.formats.to_anthropic`, ``stop_sequences``, ``tools`` as
+:func:`contextd.core.formats.to_anthropic` (with ``cache_control`` breakpoints when
+the request has a cached prefix), ``stop_sequences``, ``tools`` as
 ``{name, description, input_schema}``. ``max_tokens`` is required by the API:
 a request without ``max_output_tokens`` gets the provider's
 ``default_max_tokens`` (1024 unless configured). ``temperature`` is sent as a
@@ -262,7 +263,7 @@ class AnthropicProvider:
 
     def request_body(self, request: ModelRequest) -> dict[str, Any]:
         """The JSON body sent for ``request`` (``stream`` included)."""
-        payload = to_anthropic(request.messages)
+        payload = to_anthropic(request.messages, request.cached_prefix)
         body: dict[str, Any] = {
             "model": request.model or self.default_model,
             "max_tokens": request.max_output_tokens or self.default_max_tokens,

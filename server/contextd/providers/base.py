@@ -35,6 +35,9 @@ class ModelRequest:
     tools: Sequence[ToolSpec] = ()
     # Local estimate of the prompt, for providers that report no usage (echo).
     prompt_tokens_estimate: int = 0
+    # With the stable-prefix cache layout: how many leading messages stay the same
+    # next turn (core.formats.to_anthropic marks cache breakpoints there); None: off.
+    cached_prefix: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

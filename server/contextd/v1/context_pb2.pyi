@@ -23,6 +23,12 @@ class OutputFormat(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     OUTPUT_FORMAT_OPENAI: _ClassVar[OutputFormat]
     OUTPUT_FORMAT_ANTHROPIC: _ClassVar[OutputFormat]
 
+class CacheLayout(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    CACHE_LAYOUT_UNSPECIFIED: _ClassVar[CacheLayout]
+    CACHE_LAYOUT_OFF: _ClassVar[CacheLayout]
+    CACHE_LAYOUT_STABLE_PREFIX: _ClassVar[CacheLayout]
+
 class OverflowPolicy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     OVERFLOW_POLICY_UNSPECIFIED: _ClassVar[OverflowPolicy]
@@ -52,6 +58,9 @@ OUTPUT_FORMAT_UNSPECIFIED: OutputFormat
 OUTPUT_FORMAT_NEUTRAL: OutputFormat
 OUTPUT_FORMAT_OPENAI: OutputFormat
 OUTPUT_FORMAT_ANTHROPIC: OutputFormat
+CACHE_LAYOUT_UNSPECIFIED: CacheLayout
+CACHE_LAYOUT_OFF: CacheLayout
+CACHE_LAYOUT_STABLE_PREFIX: CacheLayout
 OVERFLOW_POLICY_UNSPECIFIED: OverflowPolicy
 OVERFLOW_POLICY_KEEP_REQUIRED: OverflowPolicy
 OVERFLOW_POLICY_FAIL: OverflowPolicy
@@ -148,7 +157,7 @@ class CompressionSummary(_message.Message):
     def __init__(self, message_ids: _Optional[_Iterable[str]] = ..., start_message_id: _Optional[str] = ..., summary: _Optional[str] = ...) -> None: ...
 
 class BuildMessagesRequest(_message.Message):
-    __slots__ = ("system_prompts", "layers", "history", "compression_summary", "user_message", "token_budget", "tokenizer", "output_format", "overflow_policy", "session")
+    __slots__ = ("system_prompts", "layers", "history", "compression_summary", "user_message", "token_budget", "tokenizer", "output_format", "overflow_policy", "session", "cache_layout")
     SYSTEM_PROMPTS_FIELD_NUMBER: _ClassVar[int]
     LAYERS_FIELD_NUMBER: _ClassVar[int]
     HISTORY_FIELD_NUMBER: _ClassVar[int]
@@ -159,6 +168,7 @@ class BuildMessagesRequest(_message.Message):
     OUTPUT_FORMAT_FIELD_NUMBER: _ClassVar[int]
     OVERFLOW_POLICY_FIELD_NUMBER: _ClassVar[int]
     SESSION_FIELD_NUMBER: _ClassVar[int]
+    CACHE_LAYOUT_FIELD_NUMBER: _ClassVar[int]
     system_prompts: _containers.RepeatedScalarFieldContainer[str]
     layers: PromptLayers
     history: _containers.RepeatedCompositeFieldContainer[Message]
@@ -169,10 +179,11 @@ class BuildMessagesRequest(_message.Message):
     output_format: OutputFormat
     overflow_policy: OverflowPolicy
     session: SessionContext
-    def __init__(self, system_prompts: _Optional[_Iterable[str]] = ..., layers: _Optional[_Union[PromptLayers, _Mapping]] = ..., history: _Optional[_Iterable[_Union[Message, _Mapping]]] = ..., compression_summary: _Optional[_Union[CompressionSummary, _Mapping]] = ..., user_message: _Optional[str] = ..., token_budget: _Optional[int] = ..., tokenizer: _Optional[str] = ..., output_format: _Optional[_Union[OutputFormat, str]] = ..., overflow_policy: _Optional[_Union[OverflowPolicy, str]] = ..., session: _Optional[_Union[SessionContext, _Mapping]] = ...) -> None: ...
+    cache_layout: CacheLayout
+    def __init__(self, system_prompts: _Optional[_Iterable[str]] = ..., layers: _Optional[_Union[PromptLayers, _Mapping]] = ..., history: _Optional[_Iterable[_Union[Message, _Mapping]]] = ..., compression_summary: _Optional[_Union[CompressionSummary, _Mapping]] = ..., user_message: _Optional[str] = ..., token_budget: _Optional[int] = ..., tokenizer: _Optional[str] = ..., output_format: _Optional[_Union[OutputFormat, str]] = ..., overflow_policy: _Optional[_Union[OverflowPolicy, str]] = ..., session: _Optional[_Union[SessionContext, _Mapping]] = ..., cache_layout: _Optional[_Union[CacheLayout, str]] = ...) -> None: ...
 
 class SessionContext(_message.Message):
-    __slots__ = ("user_id", "session_id", "scenario", "host", "variables", "memory", "memory_limit", "recent_sessions_limit")
+    __slots__ = ("user_id", "session_id", "scenario", "host", "variables", "memory", "memory_limit", "recent_sessions_limit", "cache_layout")
     class VariablesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -188,6 +199,7 @@ class SessionContext(_message.Message):
     MEMORY_FIELD_NUMBER: _ClassVar[int]
     MEMORY_LIMIT_FIELD_NUMBER: _ClassVar[int]
     RECENT_SESSIONS_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    CACHE_LAYOUT_FIELD_NUMBER: _ClassVar[int]
     user_id: str
     session_id: str
     scenario: str
@@ -196,7 +208,8 @@ class SessionContext(_message.Message):
     memory: MemoryMode
     memory_limit: int
     recent_sessions_limit: int
-    def __init__(self, user_id: _Optional[str] = ..., session_id: _Optional[str] = ..., scenario: _Optional[str] = ..., host: _Optional[str] = ..., variables: _Optional[_Mapping[str, str]] = ..., memory: _Optional[_Union[MemoryMode, str]] = ..., memory_limit: _Optional[int] = ..., recent_sessions_limit: _Optional[int] = ...) -> None: ...
+    cache_layout: CacheLayout
+    def __init__(self, user_id: _Optional[str] = ..., session_id: _Optional[str] = ..., scenario: _Optional[str] = ..., host: _Optional[str] = ..., variables: _Optional[_Mapping[str, str]] = ..., memory: _Optional[_Union[MemoryMode, str]] = ..., memory_limit: _Optional[int] = ..., recent_sessions_limit: _Optional[int] = ..., cache_layout: _Optional[_Union[CacheLayout, str]] = ...) -> None: ...
 
 class DroppedRange(_message.Message):
     __slots__ = ("start_index", "count", "reason")
@@ -227,7 +240,7 @@ class MovedToolResult(_message.Message):
     def __init__(self, tool_call_id: _Optional[str] = ..., from_index: _Optional[int] = ..., call_index: _Optional[int] = ...) -> None: ...
 
 class BuildReport(_message.Message):
-    __slots__ = ("tokenizer", "token_budget", "system_tokens", "summary_tokens", "history_tokens", "user_message_tokens", "total_tokens", "required_over_budget", "summary_included", "history_kept", "dropped", "removed_tool_calls", "layers", "context_layers", "moved_tool_results")
+    __slots__ = ("tokenizer", "token_budget", "system_tokens", "summary_tokens", "history_tokens", "user_message_tokens", "total_tokens", "required_over_budget", "summary_included", "history_kept", "dropped", "removed_tool_calls", "layers", "context_layers", "moved_tool_results", "cacheable_prefix_tokens")
     TOKENIZER_FIELD_NUMBER: _ClassVar[int]
     TOKEN_BUDGET_FIELD_NUMBER: _ClassVar[int]
     SYSTEM_TOKENS_FIELD_NUMBER: _ClassVar[int]
@@ -243,6 +256,7 @@ class BuildReport(_message.Message):
     LAYERS_FIELD_NUMBER: _ClassVar[int]
     CONTEXT_LAYERS_FIELD_NUMBER: _ClassVar[int]
     MOVED_TOOL_RESULTS_FIELD_NUMBER: _ClassVar[int]
+    CACHEABLE_PREFIX_TOKENS_FIELD_NUMBER: _ClassVar[int]
     tokenizer: str
     token_budget: int
     system_tokens: int
@@ -258,7 +272,8 @@ class BuildReport(_message.Message):
     layers: _containers.RepeatedCompositeFieldContainer[LayerReport]
     context_layers: _containers.RepeatedCompositeFieldContainer[ContextLayerReport]
     moved_tool_results: _containers.RepeatedCompositeFieldContainer[MovedToolResult]
-    def __init__(self, tokenizer: _Optional[str] = ..., token_budget: _Optional[int] = ..., system_tokens: _Optional[int] = ..., summary_tokens: _Optional[int] = ..., history_tokens: _Optional[int] = ..., user_message_tokens: _Optional[int] = ..., total_tokens: _Optional[int] = ..., required_over_budget: _Optional[bool] = ..., summary_included: _Optional[bool] = ..., history_kept: _Optional[int] = ..., dropped: _Optional[_Iterable[_Union[DroppedRange, _Mapping]]] = ..., removed_tool_calls: _Optional[_Iterable[_Union[RemovedToolCall, _Mapping]]] = ..., layers: _Optional[_Iterable[_Union[LayerReport, _Mapping]]] = ..., context_layers: _Optional[_Iterable[_Union[ContextLayerReport, _Mapping]]] = ..., moved_tool_results: _Optional[_Iterable[_Union[MovedToolResult, _Mapping]]] = ...) -> None: ...
+    cacheable_prefix_tokens: int
+    def __init__(self, tokenizer: _Optional[str] = ..., token_budget: _Optional[int] = ..., system_tokens: _Optional[int] = ..., summary_tokens: _Optional[int] = ..., history_tokens: _Optional[int] = ..., user_message_tokens: _Optional[int] = ..., total_tokens: _Optional[int] = ..., required_over_budget: _Optional[bool] = ..., summary_included: _Optional[bool] = ..., history_kept: _Optional[int] = ..., dropped: _Optional[_Iterable[_Union[DroppedRange, _Mapping]]] = ..., removed_tool_calls: _Optional[_Iterable[_Union[RemovedToolCall, _Mapping]]] = ..., layers: _Optional[_Iterable[_Union[LayerReport, _Mapping]]] = ..., context_layers: _Optional[_Iterable[_Union[ContextLayerReport, _Mapping]]] = ..., moved_tool_results: _Optional[_Iterable[_Union[MovedToolResult, _Mapping]]] = ..., cacheable_prefix_tokens: _Optional[int] = ...) -> None: ...
 
 class ContextLayerReport(_message.Message):
     __slots__ = ("name", "included", "tokens", "items_kept", "items_dropped", "note")

@@ -80,6 +80,7 @@ class RecordedRequest:
     headers: dict[str, str]  # names lower-cased
     body: Any  # parsed JSON, or the text when it is not JSON
     at: float  # time.monotonic()
+    raw: str = ""  # the body as sent
 
 
 @dataclass
@@ -168,6 +169,7 @@ class FakeLLMServer:
                 headers={k.lower(): v for k, v in request.headers.items()},
                 body=body,
                 at=time.monotonic(),
+                raw=text,
             )
         )
         reply = self._next_reply()

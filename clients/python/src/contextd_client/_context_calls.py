@@ -202,6 +202,7 @@ def build_report(report: pb.BuildReport) -> BuildReport:
             MovedToolResult(x.tool_call_id, x.from_index, x.call_index)
             for x in report.moved_tool_results
         ],
+        cacheable_prefix_tokens=report.cacheable_prefix_tokens,
     )
 
 

@@ -50,7 +50,13 @@ SESSION_CONTEXT_KEYS = (
     "memory",
     "memory_limit",
     "recent_sessions_limit",
+    "cache_layout",
 )
+_CACHE_LAYOUTS = {
+    None: pb.CACHE_LAYOUT_UNSPECIFIED,
+    "off": pb.CACHE_LAYOUT_OFF,
+    "stable_prefix": pb.CACHE_LAYOUT_STABLE_PREFIX,
+}
 
 
 def session_context_to_pb(session: object) -> pb.SessionContext:
@@ -66,6 +72,11 @@ def session_context_to_pb(session: object) -> pb.SessionContext:
     memory = session.get("memory")
     if memory not in _MEMORY_MODES:
         raise TypeError(f"session['memory'] must be True, False or None, not {memory!r}")
+    layout = session.get("cache_layout")
+    if not (layout is None or isinstance(layout, str)) or layout not in _CACHE_LAYOUTS:
+        raise ValueError(
+            f"session['cache_layout'] must be 'off', 'stable_prefix' or None, not {layout!r}"
+        )
     variables = session.get("variables") or {}
     if not isinstance(variables, Mapping):
         raise TypeError(f"session['variables'] must be a mapping, not {_type_name(variables)}")
@@ -83,6 +94,7 @@ def session_context_to_pb(session: object) -> pb.SessionContext:
         recent_sessions_limit=_int(
             session.get("recent_sessions_limit", 0), "session['recent_sessions_limit']"
         ),
+        cache_layout=_CACHE_LAYOUTS[layout],
     )
 
 

@@ -119,6 +119,10 @@ class BuildReport:
     context_layers: list[ContextLayerInfo] = field(default_factory=list)
     # Tool results put back behind their calls, by from_index.
     moved_tool_results: list[MovedToolResult] = field(default_factory=list)
+    # Tokens of the leading whole messages that stay the same in the next turn's list
+    # (what a provider's prompt cache can hold); 0 when the first system message holds
+    # the memory layers (the default cache layout).
+    cacheable_prefix_tokens: int = 0
 
 
 @dataclass(frozen=True, slots=True)

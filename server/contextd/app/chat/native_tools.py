@@ -39,7 +39,9 @@ class NativeTools(ToolProtocol[StepCalls]):
         self._tools = (*req.tools, MEMORY_TOOL)
 
     def model_request(self, context: BuildResult) -> ModelRequest:
-        return self._model_request(context.messages, self._tools, context.report.total_tokens)
+        return self._model_request(
+            context.messages, self._tools, context.report.total_tokens, context.stable_end
+        )
 
     def open_calls(self, recent: Sequence[StoredMessage]) -> Mapping[str, ToolCall]:
         last = next(

@@ -75,7 +75,9 @@ class ReactTags(ToolProtocol[react.Action]):
 
     def model_request(self, context: BuildResult) -> ModelRequest:
         messages, estimate = _prompt(context, self._addendum, self.req.tokenizer)
-        return self._model_request(messages, (), estimate)
+        # A system message the addendum added moves the rest one on.
+        added = len(messages) - len(context.messages)
+        return self._model_request(messages, (), estimate, context.stable_end + added)
 
     def open_calls(self, recent: Sequence[StoredMessage]) -> Mapping[str, ToolCall]:
         # A ReAct answer has no native calls: its text names the pending one, open while
@@ -158,9 +160,9 @@ def _prompt(
 ) -> tuple[list[ChatMessage], int]:
     """A step's messages (the context with the addendum) and their token count."""
     messages = _with_addendum(context.messages, addendum.text)
-    report = context.report
-    # The system message is the only one the addendum changes: count it again.
-    return messages, report.total_tokens - report.system_tokens + message_tokens(messages[0], tok)
+    # The first system message is the only one the addendum changes: count it again.
+    first = context.message_tokens[0] if len(messages) == len(context.messages) else 0
+    return messages, context.report.total_tokens - first + message_tokens(messages[0], tok)
 
 
 def _with_addendum(messages: Sequence[ChatMessage], extra: str) -> list[ChatMessage]:

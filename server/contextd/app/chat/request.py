@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from contextd.app.chat.memory_tool import MEMORY_TOOL
 from contextd.app.scope import Caller
+from contextd.core.build import CacheLayout
 from contextd.core.errors import Violations
 from contextd.core.messages import ChatMessage
 from contextd.core.pipeline import is_blank
@@ -50,6 +51,7 @@ class ChatTurnRequest:
     host: str = ""
     variables: Mapping[str, str] = field(default_factory=dict)
     memory: bool | None = None
+    cache_layout: CacheLayout = CacheLayout.OFF
     # Prebuilt mode: the host's own list (system messages first, then history).
     messages: Sequence[ChatMessage] = ()
     tools: Sequence[ToolSpec] = ()

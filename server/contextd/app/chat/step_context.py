@@ -70,6 +70,7 @@ class StepContexts:
                     host=req.host,
                     variables=req.variables,
                     memory=req.memory,
+                    cache_layout=req.cache_layout,
                     continuation=continuation,
                     pending=pending,
                     memory_query=turn.question,
@@ -96,6 +97,7 @@ def _prebuilt(req: ChatTurnRequest, budget: int) -> BuildResult:
             tokenizer=req.tokenizer,
             system_prompts=[m.content for m in req.messages[:systems]],
             history=req.messages[systems:],
+            cache_layout=req.cache_layout,
         )
     )
 

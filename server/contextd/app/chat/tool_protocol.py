@@ -25,7 +25,7 @@ from contextd.app.chat.memory_tool import MemorySearch
 from contextd.app.chat.request import ChatTurnRequest
 from contextd.app.chat.step_context import StepContexts
 from contextd.app.chat.turn import Turn
-from contextd.core.build import BuildResult
+from contextd.core.build import BuildResult, CacheLayout
 from contextd.core.messages import ChatMessage, ToolCall
 from contextd.providers.base import ModelRequest, ToolSpec
 from contextd.store.models import StoredMessage
@@ -118,9 +118,15 @@ class ToolProtocol(ABC, Generic[ToolUse]):
         """The next step's model call, its context built with the inline answers."""
 
     def _model_request(
-        self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec], estimate: int
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSpec],
+        estimate: int,
+        stable_end: int,
     ) -> ModelRequest:
+        """``stable_end``: how many leading ``messages`` stay the same next turn."""
         options = self.req.model
+        stable = self.req.cache_layout is CacheLayout.STABLE_PREFIX
         return ModelRequest(
             messages=messages,
             model=options.model,
@@ -129,4 +135,5 @@ class ToolProtocol(ABC, Generic[ToolUse]):
             stop=options.stop,
             tools=tools,
             prompt_tokens_estimate=estimate,
+            cached_prefix=stable_end if stable else None,
         )
