@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from contextd.app.scope import Caller
 from contextd.app.sessions import SessionsApp
 from contextd.core.build import BuildRequest, BuildResult, OverflowPolicy, build_messages
+from contextd.core.content import ContentPart
 from contextd.core.errors import Violations
 from contextd.core.formats import OutputFormat
 from contextd.core.messages import ChatMessage, CompressionSummary, Role
@@ -72,6 +73,8 @@ class SessionBuildRequest:
     # that goes on after tool results or an observation searches with the turn's
     # question instead.
     memory_query: str | None = None
+    # The user message's text and images; ``user_message`` is then their text view.
+    user_parts: tuple[ContentPart, ...] = ()
 
 
 @dataclass(slots=True)
@@ -145,7 +148,7 @@ class SessionContextBuilder:
         user_tokens = (
             0
             if is_blank(req.user_message)
-            else message_tokens(ChatMessage(Role.USER, req.user_message), tok)
+            else message_tokens(ChatMessage(Role.USER, req.user_message, parts=req.user_parts), tok)
         )
         fixed = _join([base, scenario_text, session_text])
         available = (
@@ -295,6 +298,7 @@ class SessionContextBuilder:
             result = build_messages(
                 BuildRequest(
                     user_message=req.user_message,
+                    user_parts=req.user_parts,
                     token_budget=req.token_budget,
                     tokenizer=tok,
                     system_prompts=[system],

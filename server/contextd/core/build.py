@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from contextd.core.content import ContentPart
 from contextd.core.errors import BudgetExceeded, FailedPrecondition, InvalidArgument, Violations
 from contextd.core.fit import KeptHistory, fit_newest, fit_units
 from contextd.core.formats import JsonObject, OutputFormat, render
@@ -36,7 +37,7 @@ from contextd.core.pipeline import (
     validate_summary,
 )
 from contextd.core.prompt import LayerReport, PromptLayers, assemble_system_prompt, report_layers
-from contextd.core.tokens import Tokenizer, message_tokens
+from contextd.core.tokens import Tokenizer, message_image_tokens, message_tokens
 
 
 class OverflowPolicy(StrEnum):
@@ -62,6 +63,9 @@ class BuildRequest:
     history_tokens: Sequence[int] | None = None
     # History and summary come from the store, validated when they were written.
     history_trusted: bool = False
+    # The user message's text and images (checked by the caller); ``user_message`` is
+    # then their text view.
+    user_parts: tuple[ContentPart, ...] = ()
 
 
 @dataclass(slots=True)
@@ -78,6 +82,8 @@ class BuildReport:
     dropped: list[DroppedRange] = field(default_factory=list)
     removed_tool_calls: list[RemovedToolCall] = field(default_factory=list)
     layers: list[LayerReport] = field(default_factory=list)
+    # Tokens of the images in the messages kept (included in the counts above).
+    image_tokens: int = 0
 
     @property
     def total_tokens(self) -> int:
@@ -199,7 +205,7 @@ def _unit_counter(req: BuildRequest) -> Callable[[Unit], list[int]]:
     overhead, count = tok.message_overhead, tok.count
 
     def counted(unit: Unit) -> list[int]:
-        if len(unit) == 1 and not unit[0][1].tool_calls:
+        if len(unit) == 1 and not unit[0][1].tool_calls and not unit[0][1].parts:
             return [overhead + count(unit[0][1].content)]  # message_tokens, inlined: hot
         return [message_tokens(m, tok) for _, m in unit]
 
@@ -216,7 +222,7 @@ def _pin_end(
     """The end that always stays: the user message, or, to continue after tool results,
     the newest tool call with its results (added to ``kept``; None is returned)."""
     if not is_blank(req.user_message):
-        user_msg = ChatMessage(_USER, req.user_message)
+        user_msg = ChatMessage(_USER, req.user_message, parts=req.user_parts)
         report.user_message_tokens = message_tokens(user_msg, req.tokenizer)
         return user_msg
     tail = next(units, None)
@@ -338,5 +344,8 @@ def _result(
         messages.append(user_msg)
         tokens.append(report.user_message_tokens)
         sources.append(None)
+    with_images = [m for m in messages if m.parts]
+    if with_images:
+        report.image_tokens = sum(message_image_tokens(m, req.tokenizer) for m in with_images)
     payload = None if req.output_format is _NEUTRAL else render(req.output_format, messages)
     return BuildResult(messages, tokens, sources, payload, report)

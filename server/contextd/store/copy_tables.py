@@ -86,6 +86,7 @@ TABLES = (
             "status",
             "created_at",
             "updated_at",
+            "parts",
         ),
         counter="id",
     ),

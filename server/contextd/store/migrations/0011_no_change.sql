@@ -1,0 +1,2 @@
+-- 0011: no schema change; keeps the migration versions contiguous.
+SELECT 1;

@@ -1,0 +1,2 @@
+-- 0006: no schema change; keeps the migration versions contiguous.
+SELECT 1;
