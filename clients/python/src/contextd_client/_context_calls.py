@@ -14,6 +14,7 @@ from typing import Any, Literal, TypeVar
 from ._errors import InvalidResponseError
 from ._fields import _enum_name, _ident, _sequence, _text, _type_name
 from ._messages import MessageLike, message_from_pb, messages_to_pb
+from ._parts import PartLike, user_message_fields
 from ._pb import context_pb2 as pb
 from ._types import (
     AssembledPrompt,
@@ -100,7 +101,7 @@ def assemble_prompt_request(
 
 
 def build_messages_request(
-    user_message: str,
+    user_message: str | Sequence[PartLike],
     *,
     token_budget: int,
     system_prompt: str | Sequence[str] | None,
@@ -114,7 +115,7 @@ def build_messages_request(
     if isinstance(token_budget, bool) or not isinstance(token_budget, int):
         raise TypeError(f"token_budget must be an int, not {_type_name(token_budget)}")
     request = pb.BuildMessagesRequest(
-        user_message=_text(user_message, "user_message"),
+        **user_message_fields(user_message),
         token_budget=token_budget,
         tokenizer=_text(tokenizer, "tokenizer"),
         output_format=_choice(output_format, _FORMATS, "output_format"),
@@ -197,6 +198,7 @@ def build_report(report: pb.BuildReport) -> BuildReport:
             ContextLayerInfo(x.name, x.included, x.tokens, x.items_kept, x.items_dropped, x.note)
             for x in report.context_layers
         ],
+        image_tokens=report.image_tokens,
     )
 
 

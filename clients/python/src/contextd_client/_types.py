@@ -101,13 +101,16 @@ class BuildReport:
     # Session-mode builds (chat turns): what each context layer contributed, from system
     # to user_message.
     context_layers: list[ContextLayerInfo] = field(default_factory=list)
+    # Tokens of the images in the messages kept (included in the counts above).
+    image_tokens: int = 0
 
 
 @dataclass(frozen=True, slots=True)
 class BuildResult:
     """Result of ``build_messages``.
 
-    ``messages`` are plain dicts (role, content, tool_calls, tool_call_id, id, tokens);
+    ``messages`` are plain dicts (role, content, tool_calls, tool_call_id, parts, id,
+    tokens);
     ``payload`` is the OpenAI or Anthropic body fragment, ``None`` for neutral output.
     """
 
