@@ -227,6 +227,7 @@ BCL_MEMBERS = {
     "Cancel",
     "CancelKeyPress",
     "Core",
+    "CopyFrom",  # Google.Protobuf.ByteString
     "Count",
     "Error",
     "FromMinutes",
@@ -238,6 +239,7 @@ BCL_MEMBERS = {
     "InvalidArgument",
     "IsNullOrEmpty",
     "Join",
+    "ReadAllBytes",  # System.IO.File
     "Select",
     "StatusCode",
     "Token",
