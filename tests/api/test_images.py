@@ -221,3 +221,13 @@ def test_echo_describes_the_parts_and_the_log_never_holds_bytes(api: Stubs) -> N
     start = next(e for e in lines if e["type"] == "turn_start")
     assert start["content"] == "What is it?\n[image: image/png 2x2]"
     assert not any(PNG_B64[:16] in json.dumps(e) for e in lines)
+
+
+def test_count_tokens_counts_images(api: Stubs) -> None:
+    counted = api.context.CountTokens(
+        pb.CountTokensRequest(
+            tokenizer="cl100k_base",
+            messages=[pb.Message(role=pb.ROLE_USER, parts=[url_part(width=2048, height=4096)])],
+        )
+    )
+    assert list(counted.message_tokens) == [3 + 1105]  # OpenAI's 2048x4096 example
