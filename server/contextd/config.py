@@ -34,6 +34,9 @@ class Settings:
     default_tokenizer: str = _setting("cl100k_base", "tokenizer used when a request names none")
     max_message_bytes: int = _setting(16 * 1024 * 1024, "largest request or response")
     max_history_messages: int = _setting(100_000, "most history messages one request may carry")
+    max_image_bytes: int = _setting(
+        5 * 1024 * 1024, "largest inline image of a message part (under --max-message-bytes)"
+    )
     max_concurrent_rpcs: int = _setting(1000, "calls served at once")
     shutdown_grace: float = _setting(
         10.0, "seconds the whole shutdown may take on SIGINT/SIGTERM, --drain-delay included"

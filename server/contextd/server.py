@@ -41,6 +41,7 @@ from contextd.app.session_context import LayerDefaults, SessionContextBuilder
 from contextd.app.sessions import SessionsApp
 from contextd.app.users import UsersApp
 from contextd.config import Settings
+from contextd.core.content import ImageLimits
 from contextd.core.errors import DatabaseUnavailable
 from contextd.core.network import exposed_hosts
 from contextd.core.tokens import TokenizerRegistry
@@ -410,7 +411,8 @@ def _add_services(
         recent_sessions_limit=settings.recent_sessions_limit,
     )
     builder = SessionContextBuilder(defaults, sessions, catalog, memories, summaries)
-    context = ContextApp(tokenizers, settings.max_history_messages, builder)
+    image_limits = ImageLimits(max_image_bytes=settings.max_image_bytes)
+    context = ContextApp(tokenizers, settings.max_history_messages, builder, image_limits)
     context_pb2_grpc.add_ContextServiceServicer_to_server(
         ContextServicer(context, sessions), server
     )
@@ -451,7 +453,7 @@ def _add_services(
     )
     chat_pb2_grpc.add_ChatServiceServicer_to_server(ChatServicer(chat, context), server)
     sessions_pb2_grpc.add_SessionServiceServicer_to_server(
-        SessionServicer(sessions, tokenizers.default, chat), server
+        SessionServicer(sessions, tokenizers.default, chat, image_limits), server
     )
     # Event logs of deleted sessions wait in notes here until their deletion committed.
     removals = LogRemovals(db, events, settings.data_dir / "log-removals")

@@ -108,6 +108,7 @@ BCL_MEMBERS = {
     "Cancel",
     "CancelKeyPress",
     "Core",
+    "CopyFrom",  # Google.Protobuf.ByteString
     "Count",
     "Error",
     "FromMinutes",
@@ -119,6 +120,7 @@ BCL_MEMBERS = {
     "InvalidArgument",
     "IsNullOrEmpty",
     "Join",
+    "ReadAllBytes",  # System.IO.File
     "Select",
     "StatusCode",
     "Token",

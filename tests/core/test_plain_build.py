@@ -41,6 +41,7 @@ class ApiRow:
     content: str
     tool_calls: tuple[object, ...]
     tool_call_id: str
+    parts: tuple[object, ...] = ()
 
 
 def rows_of(history: list[ChatMessage] | tuple[ChatMessage, ...]) -> list[ApiRow]:

@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from contextd.core.content import ImagePart, TextPart
 from contextd.core.messages import ChatMessage, Role
 from contextd.store import copy_logs, copy_tables
 from contextd.store.conversation import ConversationRepo
@@ -20,7 +21,13 @@ from contextd.store.models import NewMessage
 from contextd.store.pg_db import PostgresDatabase
 from contextd.store.sessions import SessionRepo
 
+from tests.support import images
+
 TENANTS = ("default", "acme")
+PARTS = (
+    TextPart("a walrus?"),
+    ImagePart(data=images.png(), media_type="image/png", width=2, height=2),
+)
 
 
 @pytest.fixture
@@ -49,7 +56,8 @@ async def _fill(db: Database, history: Path) -> None:
                 [
                     NewMessage(ChatMessage(Role.USER, f"question {k} about walruses"))
                     for k in range(5)
-                ],
+                ]
+                + [NewMessage(ChatMessage(Role.USER, "[image: image/png 2x2]", parts=PARTS))],
                 tenant_id=tenant,
             )
             for k in range(5):
@@ -98,6 +106,8 @@ async def test_copied_in_batches_both_ways(
     assert rows["message_tokens"] and rows["prompt_templates"]
     assert await _rows(target) == rows
     session_id, tenant_id = rows["sessions"][0][:2]
+    copied, _ = await ConversationRepo(target).list_messages(session_id, tenant_id=tenant_id)
+    assert copied[-1].message.parts == PARTS
     target_log = [
         e
         async for e in target.event_log(target_dir / "history").read(

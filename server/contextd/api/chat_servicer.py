@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 
 from contextd.api import convert
 from contextd.api.auth import caller_for
+from contextd.api.content_parts import parts_from_pb
 from contextd.api.types import Context
 from contextd.app.chat import (
     ChatApp,
@@ -26,6 +27,7 @@ from contextd.app.chat import (
 from contextd.app.context import ContextApp
 from contextd.app.scope import Caller
 from contextd.core.errors import FieldViolation, InvalidArgument, Violations
+from contextd.core.inline_request import user_message_parts
 from contextd.core.pipeline import is_tool_name
 from contextd.providers.base import ToolSpec
 from contextd.v1 import chat_pb2 as cpb
@@ -81,7 +83,16 @@ class ChatServicer(chat_pb2_grpc.ChatServiceServicer):  # type: ignore[misc]
         except InvalidArgument as error:
             v.extend(error.violations)
         tokenizer = self._context.tokenizer_or_placeholder(request.tokenizer, v)
-        messages = convert.messages_from_pb(request.messages, "messages", v)
+        limits = self._context.image_limits
+        messages = convert.messages_from_pb(request.messages, "messages", v, limits)
+        user_message, user_parts = user_message_parts(
+            request.user_message,
+            request.user_message_parts,
+            "user_message_parts",
+            v,
+            parts_from_pb,
+            limits,
+        )
         if request.session.memory not in _MEMORY:
             v.add("session.memory", f"unknown memory mode {request.session.memory}")
         layout_violations: list[FieldViolation] = []
@@ -101,7 +112,8 @@ class ChatServicer(chat_pb2_grpc.ChatServiceServicer):  # type: ignore[misc]
         return ChatTurnRequest(
             caller=caller,
             session_id=request.session.session_id,
-            user_message=request.user_message,
+            user_message=user_message,
+            user_parts=user_parts,
             tokenizer=tokenizer,
             scenario=request.session.scenario,
             host=request.session.host,

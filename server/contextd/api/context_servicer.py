@@ -51,7 +51,9 @@ class ContextServicer(pb_grpc.ContextServiceServicer):  # type: ignore[misc]
         self, request: pb.CountTokensRequest, context: Context
     ) -> pb.CountTokensResponse:
         violations = Violations()
-        messages = convert.messages_from_pb(request.messages, "messages", violations)
+        messages = convert.messages_from_pb(
+            request.messages, "messages", violations, self._app.image_limits
+        )
         violations.raise_if_any()
         # A slice reads each text once: every read of a repeated field makes a new str.
         counts = await self._app.count_tokens(request.tokenizer, request.texts[:], messages)

@@ -6,13 +6,20 @@ import json
 from collections.abc import Iterable, Sequence
 
 from contextd.api.auth import caller_for
+from contextd.api.content_parts import fill_parts, parts_from_pb
 from contextd.app.context import BuiltMessages, SessionModeRequest
 from contextd.app.scope import Caller
 from contextd.app.session_context import ContextLayer, SessionBuild, SessionBuildRequest
 from contextd.core.build import BuildReport, BuildResult, CacheLayout, OverflowPolicy
+from contextd.core.content import ImageLimits
 from contextd.core.errors import FieldViolation, InvalidArgument, Violations
 from contextd.core.formats import OutputFormat
-from contextd.core.inline_request import ApiMessage, InlineRequest, chat_messages
+from contextd.core.inline_request import (
+    ApiMessage,
+    InlineRequest,
+    chat_messages,
+    user_message_parts,
+)
 from contextd.core.messages import ChatMessage, CompressionSummary, Role
 from contextd.core.pipeline import DropReason
 from contextd.core.plain_build import PlainResult
@@ -75,9 +82,9 @@ def layers_from_pb(layers: pb.PromptLayers) -> PromptLayers:
 
 
 def messages_from_pb(
-    messages: Iterable[ApiMessage], field: str, violations: Violations
+    messages: Iterable[ApiMessage], field: str, violations: Violations, limits: ImageLimits
 ) -> list[ChatMessage]:
-    return chat_messages(messages, _ROLES, field, violations)
+    return chat_messages(messages, _ROLES, field, violations, parts_from_pb, limits)
 
 
 def build_from_pb(
@@ -115,6 +122,8 @@ def build_from_pb(
         policy,
         violations,
         cache_layout,
+        req.user_message_parts[:],
+        parts_from_pb,
     )
 
 
@@ -161,11 +170,22 @@ def _session_build_from_pb(req: pb.BuildMessagesRequest) -> SessionModeRequest:
     except InvalidArgument as error:
         violations.extend(error.violations)
 
-    def request(tokenizer: Tokenizer) -> SessionBuildRequest:
+    def request(
+        tokenizer: Tokenizer, limits: ImageLimits, parts_violations: Violations
+    ) -> SessionBuildRequest:
+        user_message, user_parts = user_message_parts(
+            req.user_message,
+            req.user_message_parts,
+            "user_message_parts",
+            parts_violations,
+            parts_from_pb,
+            limits,
+        )
         return SessionBuildRequest(
             caller=caller,
             session_id=s.session_id,
-            user_message=req.user_message,
+            user_message=user_message,
+            user_parts=user_parts,
             token_budget=req.token_budget,
             tokenizer=tokenizer,
             scenario=s.scenario,
@@ -254,6 +274,8 @@ def fill_message(out: pb.Message, m: ChatMessage, tokens: int) -> None:
     out.role = _ROLE_TO_PB[m.role]
     out.content = m.content
     out.tokens = tokens
+    if m.parts:
+        fill_parts(out, m.parts)
     # Only what is set: each assignment costs a field lookup by name.
     if m.id:
         out.id = m.id
@@ -302,6 +324,8 @@ def fill_report(out: pb.BuildReport, r: BuildReport) -> None:
         out.layers.extend(layer_reports_to_pb(r.layers))
     if r.cacheable_prefix_tokens:
         out.cacheable_prefix_tokens = r.cacheable_prefix_tokens
+    if r.image_tokens:
+        out.image_tokens = r.image_tokens
 
 
 def context_layers_to_pb(layers: list[ContextLayer]) -> list[pb.ContextLayerReport]:

@@ -13,6 +13,7 @@ from contextd.app.chat import ChatApp
 from contextd.app.memories import MemoriesApp
 from contextd.app.prompts import PromptsApp
 from contextd.app.sessions import SessionsApp
+from contextd.core.content import ImageLimits
 from contextd.core.errors import InvalidArgument, Violations
 from contextd.core.xml_history import XmlHistory
 from contextd.v1 import memory_pb2 as mpb
@@ -24,8 +25,11 @@ _FORMATS = {spb.EXPORT_FORMAT_UNSPECIFIED, spb.EXPORT_FORMAT_JSONL, spb.EXPORT_F
 
 
 class SessionServicer(sessions_pb2_grpc.SessionServiceServicer):  # type: ignore[misc]
-    def __init__(self, app: SessionsApp, tokenizer: str, chat: ChatApp) -> None:
+    def __init__(
+        self, app: SessionsApp, tokenizer: str, chat: ChatApp, image_limits: ImageLimits
+    ) -> None:
         self._app = app
+        self._image_limits = image_limits
         # Ending a session waits for its running turn: the chat's one-turn-at-a-time.
         self._chat = chat
         # Stored messages report their count under the server's default tokenizer.
@@ -70,7 +74,9 @@ class SessionServicer(sessions_pb2_grpc.SessionServiceServicer):  # type: ignore
     ) -> spb.AppendMessagesResponse:
         caller = caller_for(request.user_id)
         violations = Violations()
-        messages = convert.messages_from_pb(request.messages, "messages", violations)
+        messages = convert.messages_from_pb(
+            request.messages, "messages", violations, self._image_limits
+        )
         violations.raise_if_any()
         stored = await self._app.append(caller, request.session_id, messages, request.turn_index)
         return spb.AppendMessagesResponse(

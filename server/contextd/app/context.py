@@ -9,8 +9,9 @@ from typing import TypeAlias
 from contextd.app.offload import Offload
 from contextd.app.session_context import SessionBuild, SessionBuildRequest, SessionContextBuilder
 from contextd.core.build import BuildRequest, BuildResult, build_messages, validate_build_request
+from contextd.core.content import ContentPart, ImageLimits
 from contextd.core.errors import ContextdError, FieldViolation, InvalidArgument, Violations
-from contextd.core.inline_request import InlineRequest, chat_messages
+from contextd.core.inline_request import InlineRequest, chat_messages, user_message_parts
 from contextd.core.messages import ChatMessage
 from contextd.core.plain_build import PlainResult, fit_plain, plain_texts
 from contextd.core.prompt import LayerReport, PromptLayers, assemble_system_prompt, report_layers
@@ -32,8 +33,9 @@ class SessionModeRequest:
     # Inline-mode fields the request set; session mode takes all of that from the store.
     inline_fields: Sequence[str]
     violations: Sequence[FieldViolation]  # as in InlineRequest
-    # The request, given the tokenizer once it is resolved.
-    request: Callable[[Tokenizer], SessionBuildRequest]
+    # The request, given the tokenizer once it is resolved and the image limits; bad
+    # user message parts are recorded in the violations given.
+    request: Callable[[Tokenizer, ImageLimits, Violations], SessionBuildRequest]
 
 
 # What BuildMessages answers, by the way it was built.
@@ -65,8 +67,10 @@ class ContextApp:
         tokenizers: TokenizerRegistry,
         max_history_messages: int,
         sessions: SessionContextBuilder,
+        image_limits: ImageLimits | None = None,
     ) -> None:
         self.tokenizers = tokenizers
+        self.image_limits = image_limits or ImageLimits()
         self.max_history_messages = max_history_messages
         self._sessions = sessions
         self._offload = Offload()
@@ -119,13 +123,30 @@ class ContextApp:
         violations = Violations()
         tokenizer = self.tokenizer_or_placeholder(request.tokenizer, violations)
         violations.extend(request.violations)
+        read_parts = request.read_parts or _no_parts
+        user_message, user_parts = user_message_parts(
+            request.user_message,
+            request.user_parts,
+            "user_message_parts",
+            violations,
+            read_parts,
+            self.image_limits,
+        )
         build = BuildRequest(
-            user_message=request.user_message,
+            user_message=user_message,
+            user_parts=user_parts,
             token_budget=request.token_budget,
             tokenizer=tokenizer,
             system_prompts=request.system_prompts,
             layers=request.layers,
-            history=chat_messages(request.history, request.roles, "history", violations),
+            history=chat_messages(
+                request.history,
+                request.roles,
+                "history",
+                violations,
+                read_parts,
+                self.image_limits,
+            ),
             compression_summary=request.compression_summary,
             output_format=request.output_format,
             overflow_policy=request.overflow_policy,
@@ -146,8 +167,9 @@ class ContextApp:
             violations.add(name, "must be empty in session mode")
         tokenizer = self.tokenizer_or_placeholder(request.tokenizer, violations)
         violations.extend(request.violations)
+        build = request.request(tokenizer, self.image_limits, violations)
         violations.raise_if_any()
-        return await self._sessions.build(request.request(tokenizer))
+        return await self._sessions.build(build)
 
     async def count_tokens(
         self, tokenizer: str, texts: Sequence[str], messages: Sequence[ChatMessage]
@@ -158,6 +180,14 @@ class ContextApp:
 
     def list_tokenizers(self) -> tuple[list[TokenizerInfo], str]:
         return self.tokenizers.describe(), self.tokenizers.default
+
+
+def _no_parts(
+    parts: Sequence[object], at: str, limits: ImageLimits, violations: Violations
+) -> tuple[ContentPart, ...]:
+    # A transport that cannot carry parts gives none; none read means none given.
+    violations.add(at, "this transport does not carry content parts")
+    return ()
 
 
 def _assembled(text: str, layers: PromptLayers, tok: Tokenizer) -> AssembledPrompt:

@@ -31,6 +31,7 @@ from contextd.core.build import (
     OverflowPolicy,
     build_messages,
 )
+from contextd.core.content import ContentPart
 from contextd.core.errors import Violations
 from contextd.core.formats import OutputFormat
 from contextd.core.messages import ChatMessage, CompressionSummary, Role
@@ -85,6 +86,8 @@ class SessionBuildRequest:
     # that goes on after tool results or an observation searches with the turn's
     # question instead.
     memory_query: str | None = None
+    # The user message's text and images; ``user_message`` is then their text view.
+    user_parts: tuple[ContentPart, ...] = ()
 
 
 @dataclass(slots=True)
@@ -158,7 +161,7 @@ class SessionContextBuilder:
         user_tokens = (
             0
             if is_blank(req.user_message)
-            else message_tokens(ChatMessage(Role.USER, req.user_message), tok)
+            else message_tokens(ChatMessage(Role.USER, req.user_message, parts=req.user_parts), tok)
         )
         fixed = _join([base, scenario_text, session_text])
         available = (
@@ -310,6 +313,7 @@ class SessionContextBuilder:
             result = build_messages(
                 BuildRequest(
                     user_message=req.user_message,
+                    user_parts=req.user_parts,
                     token_budget=req.token_budget,
                     tokenizer=tok,
                     system_prompts=[system],

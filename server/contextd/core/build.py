@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
+from contextd.core.content import ContentPart
 from contextd.core.errors import BudgetExceeded, FailedPrecondition, InvalidArgument, Violations
 from contextd.core.fit import KeptHistory, fit_newest, fit_units
 from contextd.core.formats import JsonObject, OutputFormat, render
@@ -47,7 +48,7 @@ from contextd.core.prompt import (
     assemble_system_prompt,
     report_layers,
 )
-from contextd.core.tokens import Tokenizer, message_tokens
+from contextd.core.tokens import Tokenizer, message_image_tokens, message_tokens
 from contextd.core.tool_order import (
     MovedToolResult,
     Reordered,
@@ -93,6 +94,9 @@ class BuildRequest:
     # layers of ``layers`` are that too.
     volatile_prompt: str = ""
     cache_layout: CacheLayout = CacheLayout.OFF
+    # The user message's text and images (checked by the caller); ``user_message`` is
+    # then their text view.
+    user_parts: tuple[ContentPart, ...] = ()
 
 
 @dataclass(slots=True)
@@ -112,6 +116,8 @@ class BuildReport:
     layers: list[LayerReport] = field(default_factory=list)
     # Tokens of the leading messages the next turn's list starts with too (see _result).
     cacheable_prefix_tokens: int = 0
+    # Tokens of the images in the messages kept (included in the counts above).
+    image_tokens: int = 0
 
     @property
     def total_tokens(self) -> int:
@@ -293,7 +299,7 @@ def _unit_counter(req: BuildRequest, reordered: Reordered | None) -> Callable[[U
     overhead, count = tok.message_overhead, tok.count
 
     def counted(unit: Unit) -> list[int]:
-        if len(unit) == 1 and not unit[0][1].tool_calls:
+        if len(unit) == 1 and not unit[0][1].tool_calls and not unit[0][1].parts:
             return [overhead + count(unit[0][1].content)]  # message_tokens, inlined: hot
         return [message_tokens(m, tok) for _, m in unit]
 
@@ -310,7 +316,7 @@ def _pin_end(
     """The end that always stays: the user message, or, to continue after tool results,
     the newest tool call with its results (added to ``kept``; None is returned)."""
     if not is_blank(req.user_message):
-        user_msg = ChatMessage(_USER, req.user_message)
+        user_msg = ChatMessage(_USER, req.user_message, parts=req.user_parts)
         report.user_message_tokens = message_tokens(user_msg, req.tokenizer)
         return user_msg
     tail = next(units, None)
@@ -447,6 +453,9 @@ def _result(
             messages.append(msg)
             tokens.append(n)
             sources.append(None)
+    with_images = [m for m in messages if m.parts]
+    if with_images:
+        report.image_tokens = sum(message_image_tokens(m, req.tokenizer) for m in with_images)
     payload = None
     if req.output_format is not _NEUTRAL:
         cached = stable_end if req.cache_layout is _STABLE_PREFIX else None

@@ -8,11 +8,13 @@ context layers).
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Sequence
 from enum import StrEnum
 from typing import Any
 
+from contextd.core.content import ContentPart, ImageDetail, TextPart
 from contextd.core.messages import ChatMessage, Role
 from contextd.core.pipeline import is_blank
 
@@ -29,6 +31,43 @@ def _arguments_object(arguments: str) -> JsonObject:
     parsed = json.loads(arguments) if arguments.strip() else {}
     assert isinstance(parsed, dict), "validated earlier"
     return parsed
+
+
+def openai_parts(parts: Sequence[ContentPart]) -> list[JsonObject]:
+    """A message's parts as Chat Completions content parts; inline images as data: URLs."""
+    out: list[JsonObject] = []
+    for p in parts:
+        if isinstance(p, TextPart):
+            out.append({"type": "text", "text": p.text})
+            continue
+        url = p.url or f"data:{p.media_type};base64,{base64.b64encode(p.data).decode('ascii')}"
+        image: JsonObject = {"url": url}
+        if p.detail is not ImageDetail.AUTO:
+            image["detail"] = p.detail.value
+        out.append({"type": "image_url", "image_url": image})
+    return out
+
+
+def anthropic_parts(parts: Sequence[ContentPart]) -> list[JsonObject]:
+    """A message's parts as Messages API content blocks (``image`` with a base64 or url
+    source)."""
+    out: list[JsonObject] = []
+    for p in parts:
+        if isinstance(p, TextPart):
+            if p.text:  # the API refuses empty text blocks
+                out.append({"type": "text", "text": p.text})
+            continue
+        source: JsonObject = (
+            {"type": "url", "url": p.url}
+            if p.url
+            else {
+                "type": "base64",
+                "media_type": p.media_type,
+                "data": base64.b64encode(p.data).decode("ascii"),
+            }
+        )
+        out.append({"type": "image", "source": source})
+    return out
 
 
 def to_openai(messages: Sequence[ChatMessage]) -> JsonObject:
@@ -52,6 +91,8 @@ def to_openai(messages: Sequence[ChatMessage]) -> JsonObject:
                     ],
                 }
             )
+        elif m.parts:
+            out.append({"role": m.role.value, "content": openai_parts(m.parts)})
         else:
             out.append({"role": m.role.value, "content": m.content})
     return {"messages": out}
@@ -64,7 +105,9 @@ def _anthropic_blocks(m: ChatMessage) -> list[JsonObject]:
             block["content"] = m.content
         return [block]
     blocks: list[JsonObject] = []
-    if m.content.strip():
+    if m.parts:
+        blocks.extend(anthropic_parts(m.parts))
+    elif m.content.strip():
         blocks.append({"type": "text", "text": m.content})
     blocks.extend(
         {"type": "tool_use", "id": c.id, "name": c.name, "input": _arguments_object(c.arguments)}

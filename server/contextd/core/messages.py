@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from contextd.core.content import ContentPart
+
 
 class Role(StrEnum):
     SYSTEM = "system"
@@ -34,6 +36,9 @@ class ChatMessage:
     tool_call_id: str = ""
     # Caller-chosen id (compression summaries refer to it); "" when none.
     id: str = ""
+    # A user message's text and images (core/content.py); ``content`` is then their
+    # text view.
+    parts: tuple[ContentPart, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

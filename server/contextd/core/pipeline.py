@@ -77,7 +77,7 @@ def validate_history(
     """Structural rules every provider format needs; the repairs below handle the rest.
 
     Returns whether the history is plain: only user and assistant messages, none blank,
-    none with tool calls (nothing for the repairs to do).
+    none with tool calls or content parts (nothing for the repairs to do, counted by text).
     """
     seen_message_ids: set[str] = set()
     seen_call_ids: set[str] = set()
@@ -92,7 +92,7 @@ def validate_history(
             seen_message_ids.add(message_id)
         role = msg.role
         if (role is user or role is assistant) and not (msg.tool_calls or msg.tool_call_id):
-            if plain and (not msg.content or msg.content.isspace()):
+            if plain and (not msg.content or msg.content.isspace() or msg.parts):
                 plain = False
             continue  # the common case needs no further checks
         plain = False

@@ -55,6 +55,7 @@ def plain_texts(req: InlineRequest) -> list[str] | None:
         or req.compression_summary is not None
         or req.token_budget <= 0
         or is_blank(req.user_message)
+        or req.user_parts
     ):
         return None
     return _plain_texts(req.history, req.roles)
@@ -96,7 +97,12 @@ def _plain_texts(history: Sequence[ApiMessage], roles: Mapping[int, Role]) -> li
     user, assistant = Role.USER, Role.ASSISTANT
     for m in history:
         role = roles.get(m.role)
-        if (role is not user and role is not assistant) or m.tool_calls or m.tool_call_id:
+        if (
+            (role is not user and role is not assistant)
+            or m.tool_calls
+            or m.tool_call_id
+            or m.parts
+        ):
             return None
         text = m.content
         if not text or text.isspace():

@@ -13,7 +13,7 @@ import math
 import os
 import tempfile
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -22,7 +22,9 @@ from typing import Protocol
 import tiktoken
 import tiktoken.load
 
+from contextd.core.content import ContentPart, ImagePart, TextPart
 from contextd.core.errors import InvalidArgument, TokenizerUnavailable
+from contextd.core.image_tokens import image_tokens
 from contextd.core.messages import ChatMessage
 
 ESTIMATE = "estimate"
@@ -121,10 +123,29 @@ def _large_text_counter(encoding: tiktoken.Encoding) -> Callable[[str], int]:
 def message_tokens(message: ChatMessage, tokenizer: Tokenizer) -> int:
     """Tokens a message costs in a prompt: its text, its tool calls, the chat framing."""
     count = tokenizer.count
-    total = tokenizer.message_overhead + count(message.content)
+    if message.parts:
+        total = tokenizer.message_overhead + parts_tokens(message.parts, tokenizer)
+    else:
+        total = tokenizer.message_overhead + count(message.content)
     for call in message.tool_calls:
         total += count(call.name) + count(call.arguments)
     return total
+
+
+def parts_tokens(parts: Sequence[ContentPart], tokenizer: Tokenizer) -> int:
+    """Tokens of a message's parts: each text counted, each image by its provider's rule
+    (core/image_tokens.py: OpenAI's for tiktoken, Anthropic's for the estimate)."""
+    openai_rule = tokenizer.name != ESTIMATE
+    return sum(
+        tokenizer.count(p.text) if isinstance(p, TextPart) else image_tokens(p, openai_rule)
+        for p in parts
+    )
+
+
+def message_image_tokens(message: ChatMessage, tokenizer: Tokenizer) -> int:
+    """The part of ``message_tokens`` its images cost."""
+    openai_rule = tokenizer.name != ESTIMATE
+    return sum(image_tokens(p, openai_rule) for p in message.parts if isinstance(p, ImagePart))
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,7 +6,8 @@ The answer reads, for example::
 
 It counts every message of the request (system messages included), takes the
 prompt figure from ``request.prompt_tokens_estimate`` and quotes the last user
-message in full (``(none)`` when there is none). The answer is streamed as
+message in full (``(none)`` when there is none; its images described, e.g.
+``[image image/png 2x2, 68 bytes]``). The answer is streamed as
 ``TextDelta``s of ``words_per_chunk`` words each (whitespace kept, so the
 deltas join to the answer exactly), with ``chunk_delay`` seconds before every
 chunk but the first (``contextd serve --echo-delay-ms``, so that a person can watch
@@ -26,7 +27,8 @@ import asyncio
 import re
 from collections.abc import AsyncGenerator
 
-from contextd.core.messages import Role
+from contextd.core.content import ImagePart, TextPart
+from contextd.core.messages import ChatMessage, Role
 from contextd.providers.base import (
     Capabilities,
     Finished,
@@ -42,13 +44,28 @@ _WORD = re.compile(r"\s*\S+\s*")
 def echo_answer(request: ModelRequest) -> str:
     count = len(request.messages)
     last_user = next((m for m in reversed(request.messages) if m.role is Role.USER), None)
-    quoted = f"“{last_user.content}”" if last_user is not None else "(none)"
+    quoted = f"“{_received(last_user)}”" if last_user is not None else "(none)"
     noun = "message" if count == 1 else "messages"
     return (
         f"echo: I received {count} {noun} "
         f"(about {request.prompt_tokens_estimate} prompt tokens). "
         f"Your last message was: {quoted}"
     )
+
+
+def _received(message: ChatMessage) -> str:
+    """The message's text; with parts, each part: texts as they are, images described
+    (``[image image/png 2x2, 68 bytes]``, ``[image https://... 800x600]``)."""
+    if not message.parts:
+        return message.content
+    return "\n".join(p.text if isinstance(p, TextPart) else _describe(p) for p in message.parts)
+
+
+def _describe(image: ImagePart) -> str:
+    size = f" {image.width}x{image.height}" if image.width and image.height else ""
+    if image.url:
+        return f"[image {image.url}{size}]"
+    return f"[image {image.media_type}{size}, {len(image.data)} bytes]"
 
 
 def split_chunks(text: str, words_per_chunk: int) -> list[str]:

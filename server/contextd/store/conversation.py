@@ -28,6 +28,7 @@ from contextd.core.messages import ChatMessage, Role, ToolCall
 from contextd.store.database import Connection, Database
 from contextd.store.models import NO_TOKENS, NewMessage, StoredMessage, token_counts
 from contextd.store.paging import decode_token, encode_token, page_limit
+from contextd.store.parts_json import parts_from_json, parts_json
 from contextd.store.sessions import UsageTotals, add_usage
 from contextd.store.tail_cache import NoTailCache, TailCache
 
@@ -37,12 +38,12 @@ STORED_ROLES = frozenset({Role.USER, Role.ASSISTANT, Role.TOOL})
 # must commit with the messages or not at all.
 AlsoInTransaction = Callable[[Connection], Awaitable[None]] | None
 
-# Rows per INSERT statement: 7 parameters a row, 3,500 in all, far below SQLite's 32,766.
+# Rows per INSERT statement: 8 parameters a row, 4,000 in all, far below SQLite's 32,766.
 _INSERT_CHUNK = 500
 
 _COLUMNS = (
     "c.id, c.session_id, c.user_id, c.seq, c.role, c.content, c.tool_calls, c.tool_call_id,"
-    " c.turn_index, c.is_collected, c.status, c.created_at"
+    " c.turn_index, c.is_collected, c.status, c.created_at, c.parts"
 )
 # All token counts of the row as one JSON object ({"tokenizer": count}), NULL when none.
 _ALL_TOKENS = (
@@ -88,7 +89,15 @@ def _stored(row: Any, tokens: Mapping[str, int]) -> StoredMessage:
     (mid, session_id, user_id, seq, role, content, calls, call_id, turn, collected, status, at) = (
         row[:12]
     )
-    message = ChatMessage(_ROLES[role], content, _tool_calls(calls), call_id, str(mid))
+    parts = row[12]
+    message = ChatMessage(
+        _ROLES[role],
+        content,
+        _tool_calls(calls),
+        call_id,
+        str(mid),
+        parts_from_json(parts) if parts else (),
+    )
     # Positional arguments, in the order of the fields: keyword arguments would make
     # building a row noticeably slower, for every row a tail read makes.
     return StoredMessage(
@@ -97,7 +106,7 @@ def _stored(row: Any, tokens: Mapping[str, int]) -> StoredMessage:
 
 
 def _with_all_tokens(row: Any) -> StoredMessage:
-    return _stored(row, token_counts(json.loads(row[12])) if row[12] else NO_TOKENS)
+    return _stored(row, token_counts(json.loads(row[13])) if row[13] else NO_TOKENS)
 
 
 class ConversationRepo:
@@ -256,7 +265,7 @@ class ConversationRepo:
             TAIL_SQL, (tokenizer, session_id, tenant_id, limit)
         )
         out = [
-            _stored(row, NO_TOKENS if row[12] is None else MappingProxyType({tokenizer: row[12]}))
+            _stored(row, NO_TOKENS if row[13] is None else MappingProxyType({tokenizer: row[13]}))
             for row in rows
         ]
         out.reverse()
@@ -355,6 +364,7 @@ async def _insert(
                         tool_calls=tuple(message.tool_calls),
                         tool_call_id=message.tool_call_id,
                         id=str(mid),
+                        parts=message.parts,
                     ),
                     turn_index=new.turn_index,
                     status=new.status,
@@ -382,7 +392,7 @@ def _insert_statement(
     session's current last seq, read before any row is written.
     """
     # The casts give PostgreSQL the numbers' type (a VALUES list's parameters are text).
-    values = ", ".join(["(CAST(? AS INTEGER), ?, ?, ?, ?, CAST(? AS INTEGER), ?)"] * len(chunk))
+    values = ", ".join(["(CAST(? AS INTEGER), ?, ?, ?, ?, CAST(? AS INTEGER), ?, ?)"] * len(chunk))
     params: list[object] = [session_id]
     for ordinal, new in enumerate(chunk):
         m = new.message
@@ -394,17 +404,18 @@ def _insert_statement(
             m.tool_call_id,
             new.turn_index,
             new.status,
+            parts_json(m.parts),
         ]
     params += [now, now, session_id, *owner]
     sql = (
         "WITH base(next_seq) AS MATERIALIZED ("
         "  SELECT COALESCE(MAX(seq), -1) + 1 FROM conversation WHERE session_id = ?),"
-        f" batch(ordinal, role, content, tool_calls, tool_call_id, turn_index, status) AS"
-        f" (VALUES {values})"
+        f" batch(ordinal, role, content, tool_calls, tool_call_id, turn_index, status, parts)"
+        f" AS (VALUES {values})"
         " INSERT INTO conversation (session_id, tenant_id, user_id, seq, role, content,"
-        "  tool_calls, tool_call_id, turn_index, status, created_at, updated_at)"
+        "  tool_calls, tool_call_id, turn_index, status, parts, created_at, updated_at)"
         " SELECT s.id, s.tenant_id, s.user_id, base.next_seq + b.ordinal, b.role, b.content,"
-        "  b.tool_calls, b.tool_call_id, b.turn_index, b.status, ?, ?"
+        "  b.tool_calls, b.tool_call_id, b.turn_index, b.status, b.parts, ?, ?"
         " FROM batch b, base, sessions s WHERE s.id = ? AND s.tenant_id = ? AND s.user_id = ?"
         " RETURNING id, seq"
     )

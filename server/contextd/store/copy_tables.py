@@ -89,6 +89,7 @@ TABLES = (
             "status",
             "created_at",
             "updated_at",
+            "parts",
         ),
         counter="id",
     ),

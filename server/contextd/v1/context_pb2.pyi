@@ -16,6 +16,13 @@ class Role(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ROLE_ASSISTANT: _ClassVar[Role]
     ROLE_TOOL: _ClassVar[Role]
 
+class ImageDetail(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    IMAGE_DETAIL_UNSPECIFIED: _ClassVar[ImageDetail]
+    IMAGE_DETAIL_AUTO: _ClassVar[ImageDetail]
+    IMAGE_DETAIL_LOW: _ClassVar[ImageDetail]
+    IMAGE_DETAIL_HIGH: _ClassVar[ImageDetail]
+
 class OutputFormat(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     OUTPUT_FORMAT_UNSPECIFIED: _ClassVar[OutputFormat]
@@ -54,6 +61,10 @@ ROLE_SYSTEM: Role
 ROLE_USER: Role
 ROLE_ASSISTANT: Role
 ROLE_TOOL: Role
+IMAGE_DETAIL_UNSPECIFIED: ImageDetail
+IMAGE_DETAIL_AUTO: ImageDetail
+IMAGE_DETAIL_LOW: ImageDetail
+IMAGE_DETAIL_HIGH: ImageDetail
 OUTPUT_FORMAT_UNSPECIFIED: OutputFormat
 OUTPUT_FORMAT_NEUTRAL: OutputFormat
 OUTPUT_FORMAT_OPENAI: OutputFormat
@@ -130,21 +141,47 @@ class ToolCall(_message.Message):
     arguments: str
     def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., arguments: _Optional[str] = ...) -> None: ...
 
+class ImagePart(_message.Message):
+    __slots__ = ("url", "data", "media_type", "detail", "width", "height")
+    URL_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    MEDIA_TYPE_FIELD_NUMBER: _ClassVar[int]
+    DETAIL_FIELD_NUMBER: _ClassVar[int]
+    WIDTH_FIELD_NUMBER: _ClassVar[int]
+    HEIGHT_FIELD_NUMBER: _ClassVar[int]
+    url: str
+    data: bytes
+    media_type: str
+    detail: ImageDetail
+    width: int
+    height: int
+    def __init__(self, url: _Optional[str] = ..., data: _Optional[bytes] = ..., media_type: _Optional[str] = ..., detail: _Optional[_Union[ImageDetail, str]] = ..., width: _Optional[int] = ..., height: _Optional[int] = ...) -> None: ...
+
+class ContentPart(_message.Message):
+    __slots__ = ("text", "image")
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    IMAGE_FIELD_NUMBER: _ClassVar[int]
+    text: str
+    image: ImagePart
+    def __init__(self, text: _Optional[str] = ..., image: _Optional[_Union[ImagePart, _Mapping]] = ...) -> None: ...
+
 class Message(_message.Message):
-    __slots__ = ("id", "role", "content", "tool_calls", "tool_call_id", "tokens")
+    __slots__ = ("id", "role", "content", "tool_calls", "tool_call_id", "tokens", "parts")
     ID_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
     CONTENT_FIELD_NUMBER: _ClassVar[int]
     TOOL_CALLS_FIELD_NUMBER: _ClassVar[int]
     TOOL_CALL_ID_FIELD_NUMBER: _ClassVar[int]
     TOKENS_FIELD_NUMBER: _ClassVar[int]
+    PARTS_FIELD_NUMBER: _ClassVar[int]
     id: str
     role: Role
     content: str
     tool_calls: _containers.RepeatedCompositeFieldContainer[ToolCall]
     tool_call_id: str
     tokens: int
-    def __init__(self, id: _Optional[str] = ..., role: _Optional[_Union[Role, str]] = ..., content: _Optional[str] = ..., tool_calls: _Optional[_Iterable[_Union[ToolCall, _Mapping]]] = ..., tool_call_id: _Optional[str] = ..., tokens: _Optional[int] = ...) -> None: ...
+    parts: _containers.RepeatedCompositeFieldContainer[ContentPart]
+    def __init__(self, id: _Optional[str] = ..., role: _Optional[_Union[Role, str]] = ..., content: _Optional[str] = ..., tool_calls: _Optional[_Iterable[_Union[ToolCall, _Mapping]]] = ..., tool_call_id: _Optional[str] = ..., tokens: _Optional[int] = ..., parts: _Optional[_Iterable[_Union[ContentPart, _Mapping]]] = ...) -> None: ...
 
 class CompressionSummary(_message.Message):
     __slots__ = ("message_ids", "start_message_id", "summary")
@@ -157,7 +194,7 @@ class CompressionSummary(_message.Message):
     def __init__(self, message_ids: _Optional[_Iterable[str]] = ..., start_message_id: _Optional[str] = ..., summary: _Optional[str] = ...) -> None: ...
 
 class BuildMessagesRequest(_message.Message):
-    __slots__ = ("system_prompts", "layers", "history", "compression_summary", "user_message", "token_budget", "tokenizer", "output_format", "overflow_policy", "session", "cache_layout")
+    __slots__ = ("system_prompts", "layers", "history", "compression_summary", "user_message", "token_budget", "tokenizer", "output_format", "overflow_policy", "session", "cache_layout", "user_message_parts")
     SYSTEM_PROMPTS_FIELD_NUMBER: _ClassVar[int]
     LAYERS_FIELD_NUMBER: _ClassVar[int]
     HISTORY_FIELD_NUMBER: _ClassVar[int]
@@ -169,6 +206,7 @@ class BuildMessagesRequest(_message.Message):
     OVERFLOW_POLICY_FIELD_NUMBER: _ClassVar[int]
     SESSION_FIELD_NUMBER: _ClassVar[int]
     CACHE_LAYOUT_FIELD_NUMBER: _ClassVar[int]
+    USER_MESSAGE_PARTS_FIELD_NUMBER: _ClassVar[int]
     system_prompts: _containers.RepeatedScalarFieldContainer[str]
     layers: PromptLayers
     history: _containers.RepeatedCompositeFieldContainer[Message]
@@ -180,7 +218,8 @@ class BuildMessagesRequest(_message.Message):
     overflow_policy: OverflowPolicy
     session: SessionContext
     cache_layout: CacheLayout
-    def __init__(self, system_prompts: _Optional[_Iterable[str]] = ..., layers: _Optional[_Union[PromptLayers, _Mapping]] = ..., history: _Optional[_Iterable[_Union[Message, _Mapping]]] = ..., compression_summary: _Optional[_Union[CompressionSummary, _Mapping]] = ..., user_message: _Optional[str] = ..., token_budget: _Optional[int] = ..., tokenizer: _Optional[str] = ..., output_format: _Optional[_Union[OutputFormat, str]] = ..., overflow_policy: _Optional[_Union[OverflowPolicy, str]] = ..., session: _Optional[_Union[SessionContext, _Mapping]] = ..., cache_layout: _Optional[_Union[CacheLayout, str]] = ...) -> None: ...
+    user_message_parts: _containers.RepeatedCompositeFieldContainer[ContentPart]
+    def __init__(self, system_prompts: _Optional[_Iterable[str]] = ..., layers: _Optional[_Union[PromptLayers, _Mapping]] = ..., history: _Optional[_Iterable[_Union[Message, _Mapping]]] = ..., compression_summary: _Optional[_Union[CompressionSummary, _Mapping]] = ..., user_message: _Optional[str] = ..., token_budget: _Optional[int] = ..., tokenizer: _Optional[str] = ..., output_format: _Optional[_Union[OutputFormat, str]] = ..., overflow_policy: _Optional[_Union[OverflowPolicy, str]] = ..., session: _Optional[_Union[SessionContext, _Mapping]] = ..., cache_layout: _Optional[_Union[CacheLayout, str]] = ..., user_message_parts: _Optional[_Iterable[_Union[ContentPart, _Mapping]]] = ...) -> None: ...
 
 class SessionContext(_message.Message):
     __slots__ = ("user_id", "session_id", "scenario", "host", "variables", "memory", "memory_limit", "recent_sessions_limit", "cache_layout")
@@ -240,7 +279,7 @@ class MovedToolResult(_message.Message):
     def __init__(self, tool_call_id: _Optional[str] = ..., from_index: _Optional[int] = ..., call_index: _Optional[int] = ...) -> None: ...
 
 class BuildReport(_message.Message):
-    __slots__ = ("tokenizer", "token_budget", "system_tokens", "summary_tokens", "history_tokens", "user_message_tokens", "total_tokens", "required_over_budget", "summary_included", "history_kept", "dropped", "removed_tool_calls", "layers", "context_layers", "moved_tool_results", "cacheable_prefix_tokens")
+    __slots__ = ("tokenizer", "token_budget", "system_tokens", "summary_tokens", "history_tokens", "user_message_tokens", "total_tokens", "required_over_budget", "summary_included", "history_kept", "dropped", "removed_tool_calls", "layers", "context_layers", "moved_tool_results", "cacheable_prefix_tokens", "image_tokens")
     TOKENIZER_FIELD_NUMBER: _ClassVar[int]
     TOKEN_BUDGET_FIELD_NUMBER: _ClassVar[int]
     SYSTEM_TOKENS_FIELD_NUMBER: _ClassVar[int]
@@ -257,6 +296,7 @@ class BuildReport(_message.Message):
     CONTEXT_LAYERS_FIELD_NUMBER: _ClassVar[int]
     MOVED_TOOL_RESULTS_FIELD_NUMBER: _ClassVar[int]
     CACHEABLE_PREFIX_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    IMAGE_TOKENS_FIELD_NUMBER: _ClassVar[int]
     tokenizer: str
     token_budget: int
     system_tokens: int
@@ -273,7 +313,8 @@ class BuildReport(_message.Message):
     context_layers: _containers.RepeatedCompositeFieldContainer[ContextLayerReport]
     moved_tool_results: _containers.RepeatedCompositeFieldContainer[MovedToolResult]
     cacheable_prefix_tokens: int
-    def __init__(self, tokenizer: _Optional[str] = ..., token_budget: _Optional[int] = ..., system_tokens: _Optional[int] = ..., summary_tokens: _Optional[int] = ..., history_tokens: _Optional[int] = ..., user_message_tokens: _Optional[int] = ..., total_tokens: _Optional[int] = ..., required_over_budget: _Optional[bool] = ..., summary_included: _Optional[bool] = ..., history_kept: _Optional[int] = ..., dropped: _Optional[_Iterable[_Union[DroppedRange, _Mapping]]] = ..., removed_tool_calls: _Optional[_Iterable[_Union[RemovedToolCall, _Mapping]]] = ..., layers: _Optional[_Iterable[_Union[LayerReport, _Mapping]]] = ..., context_layers: _Optional[_Iterable[_Union[ContextLayerReport, _Mapping]]] = ..., moved_tool_results: _Optional[_Iterable[_Union[MovedToolResult, _Mapping]]] = ..., cacheable_prefix_tokens: _Optional[int] = ...) -> None: ...
+    image_tokens: int
+    def __init__(self, tokenizer: _Optional[str] = ..., token_budget: _Optional[int] = ..., system_tokens: _Optional[int] = ..., summary_tokens: _Optional[int] = ..., history_tokens: _Optional[int] = ..., user_message_tokens: _Optional[int] = ..., total_tokens: _Optional[int] = ..., required_over_budget: _Optional[bool] = ..., summary_included: _Optional[bool] = ..., history_kept: _Optional[int] = ..., dropped: _Optional[_Iterable[_Union[DroppedRange, _Mapping]]] = ..., removed_tool_calls: _Optional[_Iterable[_Union[RemovedToolCall, _Mapping]]] = ..., layers: _Optional[_Iterable[_Union[LayerReport, _Mapping]]] = ..., context_layers: _Optional[_Iterable[_Union[ContextLayerReport, _Mapping]]] = ..., moved_tool_results: _Optional[_Iterable[_Union[MovedToolResult, _Mapping]]] = ..., cacheable_prefix_tokens: _Optional[int] = ..., image_tokens: _Optional[int] = ...) -> None: ...
 
 class ContextLayerReport(_message.Message):
     __slots__ = ("name", "included", "tokens", "items_kept", "items_dropped", "note")

@@ -27,6 +27,7 @@ from ._context_calls import OutputFormat, OverflowPolicy
 from ._credentials import AsyncTokenProvider, TokenProvider
 from ._errors import ContextdError, FieldViolation, InvalidResponseError
 from ._messages import MessageLike
+from ._parts import PartLike, image_part
 from ._pb import chat_pb2 as cpb
 from ._pb import chat_pb2_grpc as cpb_grpc
 from ._pb import context_pb2 as pb
@@ -87,6 +88,7 @@ __all__ = [
     "MovedToolResult",
     "OutputFormat",
     "OverflowPolicy",
+    "PartLike",
     "RemovedToolCall",
     "TextDelta",
     "TokenCount",
@@ -104,6 +106,7 @@ __all__ = [
     "__version__",
     "cpb",
     "cpb_grpc",
+    "image_part",
     "mpb",
     "mpb_grpc",
     "pb",

@@ -25,6 +25,7 @@ from ._credentials import (
 )
 from ._errors import ContextdError
 from ._messages import MessageLike
+from ._parts import PartLike
 from ._pb import (
     chat_pb2_grpc,
     memory_pb2_grpc,
@@ -147,7 +148,7 @@ class AsyncContextClient:
 
     async def build_messages(
         self,
-        user_message: str,
+        user_message: str | Sequence[PartLike],
         *,
         token_budget: int,
         system_prompt: str | Sequence[str] | None = None,
@@ -209,7 +210,7 @@ class AsyncContextClient:
 
     def stream_chat(
         self,
-        user_message: str,
+        user_message: str | Sequence[PartLike],
         *,
         user_id: str,
         session_id: str = "",

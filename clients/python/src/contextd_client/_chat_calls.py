@@ -9,6 +9,7 @@ from typing import Any, TypeAlias, cast
 from ._context_calls import build_report
 from ._fields import _MEMORY_MODES, _enum_name, _ident, _int, _sequence, _text, _type_name
 from ._messages import MessageLike, messages_to_pb
+from ._parts import PartLike, user_message_fields
 from ._pb import chat_pb2 as cpb
 from ._pb import context_pb2 as pb
 from ._types import (
@@ -71,7 +72,7 @@ def tool_result_to_pb(result: object, where: str) -> cpb.ToolResult:
 
 
 def stream_chat_request(
-    user_message: str,
+    user_message: str | Sequence[PartLike],
     *,
     user_id: str,
     session_id: str,
@@ -109,7 +110,7 @@ def stream_chat_request(
     )
     request = cpb.StreamChatRequest(
         session=session,
-        user_message=_text(user_message, "user_message"),
+        **user_message_fields(user_message),
         messages=messages_to_pb(messages, "messages"),
         tools=[
             tool_to_pb(t, f"tools[{i}]")

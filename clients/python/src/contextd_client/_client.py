@@ -17,6 +17,7 @@ from ._context_calls import OutputFormat, OverflowPolicy
 from ._credentials import TokenProvider, bearer, check_credentials, token_pair, with_pair
 from ._errors import ContextdError
 from ._messages import MessageLike
+from ._parts import PartLike
 from ._pb import (
     chat_pb2_grpc,
     memory_pb2_grpc,
@@ -154,7 +155,7 @@ class ContextClient:
 
     def build_messages(
         self,
-        user_message: str,
+        user_message: str | Sequence[PartLike],
         *,
         token_budget: int,
         system_prompt: str | Sequence[str] | None = None,
@@ -168,6 +169,8 @@ class ContextClient:
     ) -> BuildResult:
         """Build [system, ...history, user] under ``token_budget`` tokens.
 
+        ``user_message`` is a string, or a list of parts: strings and images made with
+        :func:`image_part` (a history message's ``content`` may be such a list too).
         Give the system prompt either as ``system_prompt`` (one text or several,
         joined by a newline) or as ``layers`` (``{"identity": ..., "rules": ...}``).
         ``history`` holds message dicts, oldest first. ``on_overflow="fail"`` makes
@@ -224,7 +227,7 @@ class ContextClient:
 
     def stream_chat(
         self,
-        user_message: str,
+        user_message: str | Sequence[PartLike],
         *,
         user_id: str,
         session_id: str = "",
@@ -248,6 +251,7 @@ class ContextClient:
     ) -> ChatStream:
         """Run one chat turn; returns its events as they arrive (see :class:`ChatStream`).
 
+        ``user_message`` is a string, or a list of parts (strings and :func:`image_part`).
         The events are TurnStarted, then TextDelta, ToolCallEvent and Usage as the model
         produces them, then TurnCompleted. ``session_id=""`` starts a new session (its
         id is ``TurnStarted.session_id``). ``timeout`` is the deadline of the whole turn

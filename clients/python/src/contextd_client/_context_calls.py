@@ -14,6 +14,7 @@ from typing import Any, Literal, TypeVar
 from ._errors import InvalidResponseError
 from ._fields import _enum_name, _ident, _sequence, _text, _type_name
 from ._messages import MessageLike, message_from_pb, messages_to_pb
+from ._parts import PartLike, user_message_fields
 from ._pb import context_pb2 as pb
 from ._types import (
     AssembledPrompt,
@@ -101,7 +102,7 @@ def assemble_prompt_request(
 
 
 def build_messages_request(
-    user_message: str,
+    user_message: str | Sequence[PartLike],
     *,
     token_budget: int,
     system_prompt: str | Sequence[str] | None,
@@ -115,7 +116,7 @@ def build_messages_request(
     if isinstance(token_budget, bool) or not isinstance(token_budget, int):
         raise TypeError(f"token_budget must be an int, not {_type_name(token_budget)}")
     request = pb.BuildMessagesRequest(
-        user_message=_text(user_message, "user_message"),
+        **user_message_fields(user_message),
         token_budget=token_budget,
         tokenizer=_text(tokenizer, "tokenizer"),
         output_format=_choice(output_format, _FORMATS, "output_format"),
@@ -203,6 +204,7 @@ def build_report(report: pb.BuildReport) -> BuildReport:
             for x in report.moved_tool_results
         ],
         cacheable_prefix_tokens=report.cacheable_prefix_tokens,
+        image_tokens=report.image_tokens,
     )
 
 

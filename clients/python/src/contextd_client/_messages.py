@@ -1,4 +1,7 @@
-"""Message dicts <-> the generated ``pb.Message`` (with its tool calls and role).
+"""Message dicts <-> the generated ``pb.Message`` (with its tool calls, role and parts).
+
+A message's ``content`` is a string, or a list of parts (text and images, see _parts.py);
+a message read back has its parts under ``"parts"`` (its content then "").
 
 A role such as ``"unknown(42)"`` (a number this client does not know) goes back to the
 server as 42, so messages from a newer server can be fed back in.
@@ -11,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any, TypeAlias, cast
 
 from ._fields import _UNKNOWN_NUMBER, _enum_name, _ident, _sequence, _text, _type_name
+from ._parts import part_from_pb, parts_to_pb
 from ._pb import context_pb2 as pb
 
 #: A message as a dict (see the README), or a generated ``pb.Message``.
@@ -85,12 +89,17 @@ def message_to_pb(message: object, where: str) -> pb.Message:
         raise TypeError(f"{where} must be a message mapping, not {_type_name(message)}")
     calls = message.get("tool_calls")
     calls = () if calls is None else _sequence(calls, f"{where}.tool_calls", "tool calls")
+    content = message.get("content")
+    parts = message.get("parts")
+    if content is not None and not isinstance(content, str):
+        parts, content = content, None  # a list of parts as the content, OpenAI-style
     return pb.Message(
         id=_ident(message.get("id"), f"{where}.id"),
         role=_role(message.get("role"), f"{where}.role"),
-        content=_text(message.get("content"), f"{where}.content"),
+        content=_text(content, f"{where}.content"),
         tool_calls=[tool_call_to_pb(c, f"{where}.tool_calls[{j}]") for j, c in enumerate(calls)],
         tool_call_id=_ident(message.get("tool_call_id"), f"{where}.tool_call_id"),
+        parts=[] if parts is None else parts_to_pb(parts, f"{where}.parts"),
     )
 
 
@@ -113,6 +122,8 @@ def message_from_pb(message: pb.Message) -> dict[str, Any]:
         ]
     if message.tool_call_id:
         out["tool_call_id"] = message.tool_call_id
+    if message.parts:
+        out["parts"] = [part_from_pb(p) for p in message.parts]
     if message.id:
         out["id"] = message.id
     out["tokens"] = message.tokens

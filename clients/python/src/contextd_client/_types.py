@@ -123,13 +123,16 @@ class BuildReport:
     # (what a provider's prompt cache can hold); 0 when the first system message holds
     # the memory layers (the default cache layout).
     cacheable_prefix_tokens: int = 0
+    # Tokens of the images in the messages kept (included in the counts above).
+    image_tokens: int = 0
 
 
 @dataclass(frozen=True, slots=True)
 class BuildResult:
     """Result of ``build_messages``.
 
-    ``messages`` are plain dicts (role, content, tool_calls, tool_call_id, id, tokens);
+    ``messages`` are plain dicts (role, content, tool_calls, tool_call_id, parts, id,
+    tokens);
     ``payload`` is the OpenAI or Anthropic body fragment, ``None`` for neutral output.
     """
 

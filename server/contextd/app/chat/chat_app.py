@@ -220,9 +220,9 @@ class ChatApp:
                 for call_id, content in req.tool_results
             )
         else:
-            context = await tools.contexts.for_user_message(req.user_message)
+            context = await tools.contexts.for_user_message(req.user_message, req.user_parts)
             # The session was read above: store directly, with token counts.
-            row = turn.row(ChatMessage(Role.USER, req.user_message))
+            row = turn.row(ChatMessage(Role.USER, req.user_message, parts=req.user_parts))
             [stored] = await turn.store([row])
             user_message_id = str(stored.id)
             input_tokens = row.tokens[req.tokenizer.name]

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from contextd.app.chat.memory_tool import MEMORY_TOOL
 from contextd.app.scope import Caller
 from contextd.core.build import CacheLayout
+from contextd.core.content import ContentPart
 from contextd.core.errors import Violations
 from contextd.core.messages import ChatMessage
 from contextd.core.pipeline import is_blank
@@ -67,6 +68,8 @@ class ChatTurnRequest:
     deadline: float | None = None
     # How the client runs the session (session_start's meta.mode); "" for the default.
     mode: str = ""
+    # The user message's text and images; ``user_message`` is then their text view.
+    user_parts: tuple[ContentPart, ...] = ()
 
 
 def validate(req: ChatTurnRequest) -> None:

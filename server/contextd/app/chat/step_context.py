@@ -8,6 +8,7 @@ from contextd.app.chat.request import ChatTurnRequest
 from contextd.app.chat.turn import Turn
 from contextd.app.session_context import SessionBuildRequest, SessionContextBuilder
 from contextd.core.build import BuildReport, BuildRequest, BuildResult, build_messages
+from contextd.core.content import ContentPart
 from contextd.core.errors import FailedPrecondition
 from contextd.core.messages import ChatMessage, Role
 from contextd.core.pipeline import DropReason
@@ -35,10 +36,12 @@ class StepContexts:
         self._reserved_tokens = reserved_tokens
         self._subject = subject
 
-    async def for_user_message(self, user_message: str) -> BuildResult:
-        """A step that answers ``user_message``: the request's, or a ReAct observation
-        standing in for it."""
-        return await self._build(user_message, (), continuation=False)
+    async def for_user_message(
+        self, user_message: str, parts: tuple[ContentPart, ...] = ()
+    ) -> BuildResult:
+        """A step that answers ``user_message`` (with its ``parts``): the request's, or a
+        ReAct observation standing in for it."""
+        return await self._build(user_message, (), continuation=False, parts=parts)
 
     async def for_continuation(self, pending: Sequence[ChatMessage] = ()) -> BuildResult:
         """A step that goes on after tool results, stored or ``pending`` (the host's,
@@ -46,7 +49,12 @@ class StepContexts:
         return await self._build("", pending, continuation=True)
 
     async def _build(
-        self, user_message: str, pending: Sequence[ChatMessage], *, continuation: bool
+        self,
+        user_message: str,
+        pending: Sequence[ChatMessage],
+        *,
+        continuation: bool,
+        parts: tuple[ContentPart, ...] = (),
     ) -> BuildResult:
         req = self._req
         budget = min(req.token_budget or self._max_prompt_tokens, self._max_prompt_tokens)
@@ -64,6 +72,7 @@ class StepContexts:
                     caller=req.caller,
                     session_id=turn.session.id,
                     user_message=user_message,
+                    user_parts=parts,
                     token_budget=fitted,
                     tokenizer=req.tokenizer,
                     scenario=req.scenario,
@@ -93,6 +102,7 @@ def _prebuilt(req: ChatTurnRequest, budget: int) -> BuildResult:
     return build_messages(
         BuildRequest(
             user_message=req.user_message,
+            user_parts=req.user_parts,
             token_budget=budget,
             tokenizer=req.tokenizer,
             system_prompts=[m.content for m in req.messages[:systems]],

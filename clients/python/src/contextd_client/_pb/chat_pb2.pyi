@@ -73,7 +73,7 @@ class ModelOptions(_message.Message):
     def __init__(self, model: _Optional[str] = ..., temperature: _Optional[float] = ..., max_output_tokens: _Optional[int] = ..., stop: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class StreamChatRequest(_message.Message):
-    __slots__ = ("session", "user_message", "messages", "tools", "tool_results", "token_budget", "tokenizer", "model", "prompt_limit_policy", "title", "tool_protocol", "mode")
+    __slots__ = ("session", "user_message", "messages", "tools", "tool_results", "token_budget", "tokenizer", "model", "prompt_limit_policy", "title", "tool_protocol", "mode", "user_message_parts")
     SESSION_FIELD_NUMBER: _ClassVar[int]
     USER_MESSAGE_FIELD_NUMBER: _ClassVar[int]
     MESSAGES_FIELD_NUMBER: _ClassVar[int]
@@ -86,6 +86,7 @@ class StreamChatRequest(_message.Message):
     TITLE_FIELD_NUMBER: _ClassVar[int]
     TOOL_PROTOCOL_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
+    USER_MESSAGE_PARTS_FIELD_NUMBER: _ClassVar[int]
     session: _context_pb2.SessionContext
     user_message: str
     messages: _containers.RepeatedCompositeFieldContainer[_context_pb2.Message]
@@ -98,7 +99,8 @@ class StreamChatRequest(_message.Message):
     title: str
     tool_protocol: ToolProtocol
     mode: str
-    def __init__(self, session: _Optional[_Union[_context_pb2.SessionContext, _Mapping]] = ..., user_message: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[_context_pb2.Message, _Mapping]]] = ..., tools: _Optional[_Iterable[_Union[ToolDefinition, _Mapping]]] = ..., tool_results: _Optional[_Iterable[_Union[ToolResult, _Mapping]]] = ..., token_budget: _Optional[int] = ..., tokenizer: _Optional[str] = ..., model: _Optional[_Union[ModelOptions, _Mapping]] = ..., prompt_limit_policy: _Optional[_Union[PromptLimitPolicy, str]] = ..., title: _Optional[str] = ..., tool_protocol: _Optional[_Union[ToolProtocol, str]] = ..., mode: _Optional[str] = ...) -> None: ...
+    user_message_parts: _containers.RepeatedCompositeFieldContainer[_context_pb2.ContentPart]
+    def __init__(self, session: _Optional[_Union[_context_pb2.SessionContext, _Mapping]] = ..., user_message: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[_context_pb2.Message, _Mapping]]] = ..., tools: _Optional[_Iterable[_Union[ToolDefinition, _Mapping]]] = ..., tool_results: _Optional[_Iterable[_Union[ToolResult, _Mapping]]] = ..., token_budget: _Optional[int] = ..., tokenizer: _Optional[str] = ..., model: _Optional[_Union[ModelOptions, _Mapping]] = ..., prompt_limit_policy: _Optional[_Union[PromptLimitPolicy, str]] = ..., title: _Optional[str] = ..., tool_protocol: _Optional[_Union[ToolProtocol, str]] = ..., mode: _Optional[str] = ..., user_message_parts: _Optional[_Iterable[_Union[_context_pb2.ContentPart, _Mapping]]] = ...) -> None: ...
 
 class TokenUsage(_message.Message):
     __slots__ = ("prompt_tokens", "completion_tokens", "prompt_tokens_estimate", "estimated", "cache_read_tokens", "cache_write_tokens")
