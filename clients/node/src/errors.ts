@@ -31,36 +31,45 @@ export interface FieldViolation {
   readonly description: string;
 }
 
-/** A failed call: the gRPC status, the server's message and the rejected fields. */
-export class ContextdError extends Error {
-  override readonly name = "ContextdError";
-  /** The status code number, comparable with `Code` (for example `Code.NotFound`). */
-  readonly code: Code;
+/**
+ * A failed call: the gRPC status, the server's message and the rejected fields. It is a
+ * `ConnectError`, so code written for Connect (`ConnectError.from(e).code`,
+ * `e.findDetails(...)`) handles it as it is.
+ */
+export class ContextdError extends ConnectError {
+  // Connect recognises its errors by the name "ConnectError" (its `instanceof` and
+  // `ConnectError.from` check it, so errors pass between copies of the library): a
+  // ContextdError keeps that name to stay one. `instanceof ContextdError` tells them apart.
   /** The canonical gRPC name of the code, for example `"INVALID_ARGUMENT"`. */
   readonly codeName: StatusName;
-  /** The server's message as sent, without the code prefix. */
-  readonly rawMessage: string;
   /** Every rejected field of an INVALID_ARGUMENT, in the server's order; empty otherwise. */
   readonly violations: readonly FieldViolation[];
-  /** Response headers and trailers of the failed call. */
-  readonly metadata: Headers;
 
+  /**
+   * `code` is comparable with `Code` (for example `Code.NotFound`), `rawMessage` is the
+   * server's message as sent, `metadata` the response headers and trailers, and
+   * `details` the status details as received (read them with `findDetails`).
+   */
   constructor(
     code: Code,
     rawMessage: string,
     options: {
       violations?: readonly FieldViolation[];
-      metadata?: Headers;
+      metadata?: HeadersInit;
+      details?: ConnectError["details"];
       cause?: unknown;
     } = {},
   ) {
-    const codeName = CODE_NAMES[code] ?? "UNKNOWN";
-    super(`${codeName}: ${rawMessage}`, { cause: options.cause });
-    this.code = code;
-    this.codeName = codeName;
-    this.rawMessage = rawMessage;
+    super(rawMessage, code, options.metadata, undefined, options.cause);
+    this.codeName = CODE_NAMES[code] ?? "UNKNOWN";
+    this.message = `${this.codeName}: ${rawMessage}`;
     this.violations = options.violations ?? [];
-    this.metadata = options.metadata ?? new Headers();
+    this.details = options.details ?? [];
+  }
+
+  // ConnectError's own check accepts any ConnectError; this one only ContextdErrors.
+  static override [Symbol.hasInstance](value: unknown): boolean {
+    return typeof value === "object" && value !== null && ContextdError.prototype.isPrototypeOf(value);
   }
 
   /** The paths of the rejected fields. */
@@ -69,22 +78,15 @@ export class ContextdError extends Error {
   }
 
   /**
-   * Any error thrown by a call, as a ContextdError. `interrupted` is set when the
-   * caller's signal was aborted (CANCELLED) or the call's deadline had passed
-   * (DEADLINE_EXCEEDED): a failure the client saw itself is then reported as that,
-   * whatever the transport was doing when the call was cut off (such as reading
-   * half a message). A status the server sent is always kept.
+   * Any error as a ContextdError, as `ConnectError.from` makes a ConnectError of it
+   * (`code` for an error that is not a ConnectError already), with the rejected fields
+   * read from its details.
    */
-  static from(error: unknown, interrupted?: Interruption): ContextdError {
-    if (error instanceof ContextdError) {
-      return error;
+  static override from(reason: unknown, code?: Code): ContextdError {
+    if (reason instanceof ContextdError) {
+      return reason;
     }
-    const connectError = ConnectError.from(error);
-    // A status the server sent arrives with its grpc-status header or trailer.
-    const fromServer = connectError.metadata.has("grpc-status");
-    if (interrupted !== undefined && !fromServer && connectError.code !== interrupted.code) {
-      return new ContextdError(interrupted.code, interrupted.message, { cause: connectError });
-    }
+    const connectError = ConnectError.from(reason, code);
     const violations = connectError
       .findDetails(BadRequestSchema)
       .flatMap((badRequest) => badRequest.fieldViolations)
@@ -92,9 +94,30 @@ export class ContextdError extends Error {
     return new ContextdError(connectError.code, connectError.rawMessage, {
       violations,
       metadata: connectError.metadata,
+      details: connectError.details,
       cause: connectError,
     });
   }
+}
+
+/**
+ * Any error thrown by a call, as a ContextdError. `interrupted` is set when the
+ * caller's signal was aborted (CANCELLED) or the call's deadline had passed
+ * (DEADLINE_EXCEEDED): a failure the client saw itself is then reported as that,
+ * whatever the transport was doing when the call was cut off (such as reading
+ * half a message). A status the server sent is always kept.
+ */
+export function callError(error: unknown, interrupted: Interruption | undefined): ContextdError {
+  if (error instanceof ContextdError) {
+    return error;
+  }
+  const connectError = ConnectError.from(error);
+  // A status the server sent arrives with its grpc-status header or trailer.
+  const fromServer = connectError.metadata.has("grpc-status");
+  if (interrupted !== undefined && !fromServer && connectError.code !== interrupted.code) {
+    return new ContextdError(interrupted.code, interrupted.message, { cause: connectError });
+  }
+  return ContextdError.from(connectError);
 }
 
 /** Why the client itself ended a call. */

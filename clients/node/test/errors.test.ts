@@ -2,7 +2,8 @@ import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { createServer } from "node:net";
 import { after, describe, it } from "node:test";
-import { Code, ContextdClient, ContextdError, Role } from "../src/index.js";
+import { Code, ConnectError, ContextdClient, ContextdError, Role } from "../src/index.js";
+import { BadRequestSchema } from "../src/gen/google/rpc/error_details_pb.js";
 import { collect, connect, newUser, rejection } from "./helpers.js";
 
 const client = connect();
@@ -24,7 +25,8 @@ describe("errors", () => {
     );
     assert.equal(error.codeName, "INVALID_ARGUMENT");
     assert.ok(error instanceof Error);
-    assert.equal(error.name, "ContextdError");
+    // Connect knows its errors by this name: a ContextdError is one of them.
+    assert.equal(error.name, "ConnectError");
     assert.deepEqual(error.fields.sort(), [
       "history[0].role",
       "history[1].tool_calls[0].name",
@@ -32,6 +34,37 @@ describe("errors", () => {
     ]);
     assert.ok(error.violations.every((v) => v.description.length > 0));
     assert.equal(error.message, `INVALID_ARGUMENT: ${error.rawMessage}`);
+  });
+
+  it("is a ConnectError with the real code, metadata and details", async () => {
+    const error = await rejection(
+      client.context.buildMessages({ userMessage: "hello", tokenBudget: -1 }),
+      Code.InvalidArgument,
+    );
+    assert.ok(error instanceof ConnectError);
+    assert.equal(ConnectError.from(error), error);
+    assert.equal(ConnectError.from(error).code, Code.InvalidArgument);
+    assert.equal(error.rawMessage, error.message.replace("INVALID_ARGUMENT: ", ""));
+    assert.equal(error.metadata.get("grpc-status"), String(Code.InvalidArgument));
+    const [badRequest] = error.findDetails(BadRequestSchema);
+    assert.deepEqual(
+      badRequest?.fieldViolations.map((v) => v.field),
+      ["token_budget"],
+    );
+    assert.ok(error.cause instanceof ConnectError && !(error.cause instanceof ContextdError));
+  });
+
+  it("ContextdError.from turns any error into one, as ConnectError.from does", () => {
+    const plain = new ConnectError("gone", Code.NotFound, { "x-trace": "t1" });
+    const converted = ContextdError.from(plain);
+    assert.ok(converted instanceof ContextdError && converted instanceof ConnectError);
+    assert.equal(converted.codeName, "NOT_FOUND");
+    assert.equal(converted.message, "NOT_FOUND: gone");
+    assert.equal(converted.metadata.get("x-trace"), "t1");
+    assert.equal(ContextdError.from(converted), converted);
+    assert.equal(ContextdError.from(new Error("boom"), Code.Internal).code, Code.Internal);
+    assert.equal(ContextdError.from("text").codeName, "UNKNOWN");
+    assert.ok(!(new Error("x") instanceof ContextdError));
   });
 
   it("StreamChat rejects a bad request before the turn starts", async () => {
