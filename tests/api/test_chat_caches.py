@@ -119,3 +119,29 @@ def test_a_session_summary_set_between_turns_is_in_the_next_turn_of_another_sess
     )
     third = turn(stubs, user, first.session_id)[0].turn_started
     assert third.context.system_tokens > second.context.system_tokens
+
+
+def test_turn_started_reports_each_context_layer_in_session_mode(stubs: Stubs) -> None:
+    user = f"u-{uuid.uuid4().hex[:8]}"
+    first = turn(stubs, user)[0].turn_started
+    assert [layer.name for layer in first.context.context_layers] == [
+        "system",
+        "scenario",
+        "session",
+        "memory",
+        "recent_sessions",
+        "window",
+        "user_message",
+    ]
+    second = turn(stubs, user, first.session_id)[0].turn_started
+    window = {layer.name: layer for layer in second.context.context_layers}["window"]
+    assert window.included and window.items_kept == 2  # the first turn's two messages
+    # Prebuilt mode has no context layers.
+    prebuilt = cpb.StreamChatRequest(
+        session=pb.SessionContext(user_id=user),
+        messages=[pb.Message(role=pb.ROLE_SYSTEM, content="Be brief.")],
+        user_message="hello",
+    )
+    events = list(stubs.chat.StreamChat(prebuilt))
+    started = events[0].turn_started
+    assert list(started.context.context_layers) == []

@@ -180,6 +180,8 @@ def _event_to_pb(event: ChatEvent) -> cpb.StreamChatResponse:
             usage=cpb.UsageEvent(usage=_usage(event.usage), step=event.step)
         )
     if isinstance(event, TurnStarted):
+        context = convert.report_to_pb(event.context)
+        context.context_layers.extend(convert.context_layers_to_pb(list(event.context_layers)))
         return cpb.StreamChatResponse(
             turn_started=cpb.TurnStarted(
                 session_id=event.session_id,
@@ -187,7 +189,7 @@ def _event_to_pb(event: ChatEvent) -> cpb.StreamChatResponse:
                 user_message_id=event.user_message_id,
                 prompt_tokens_estimate=event.prompt_tokens_estimate,
                 prompt_tokens_warning=event.prompt_tokens_warning,
-                context=convert.report_to_pb(event.context),
+                context=context,
                 provider=event.provider,
                 model=event.model,
             )

@@ -253,6 +253,7 @@ class ChatApp:
             context.report,
             self.provider.name,
             req.model.model or self.provider.default_model,
+            tools.contexts.layers,
         )
         return started, turn, tools, request
 

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
+from contextd.app.session_context import ContextLayer
 from contextd.core.build import BuildReport
 from contextd.core.identity import DEFAULT_TENANT
 from contextd.core.messages import ToolCall
@@ -63,6 +64,8 @@ class TurnStarted:
     context: BuildReport
     provider: str
     model: str
+    # Session mode: what each context layer of the first step's context gave.
+    context_layers: Sequence[ContextLayer] = ()
 
 
 @dataclass(frozen=True, slots=True)

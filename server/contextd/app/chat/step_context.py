@@ -6,7 +6,11 @@ from collections.abc import Sequence
 
 from contextd.app.chat.request import ChatTurnRequest
 from contextd.app.chat.turn import Turn
-from contextd.app.session_context import SessionBuildRequest, SessionContextBuilder
+from contextd.app.session_context import (
+    ContextLayer,
+    SessionBuildRequest,
+    SessionContextBuilder,
+)
 from contextd.core.build import BuildReport, BuildRequest, BuildResult, build_messages
 from contextd.core.content import ContentPart
 from contextd.core.errors import FailedPrecondition
@@ -35,6 +39,8 @@ class StepContexts:
         self._turn = turn
         self._reserved_tokens = reserved_tokens
         self._subject = subject
+        # What each context layer gave the latest session-mode build (none for prebuilt).
+        self.layers: list[ContextLayer] = []
 
     async def for_user_message(
         self, user_message: str, parts: tuple[ContentPart, ...] = ()
@@ -87,6 +93,7 @@ class StepContexts:
                 turn.session,
             )
             result = build.result
+            self.layers = build.layers
         if req.refuse_over_limit and _trimmed(result.report):
             raise FailedPrecondition(
                 f"{self._subject} does not fit max_prompt_tokens ({budget}); the turn was refused"
