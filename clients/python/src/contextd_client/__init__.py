@@ -8,8 +8,10 @@
             ...
 
 ``ContextClient`` is synchronous, ``AsyncContextClient`` the asyncio twin. Messages
-go in and come out as plain dicts; every failed call raises ``ContextdError`` (a
-response that cannot be decoded: its subclass ``InvalidResponseError``).
+go in and come out as plain dicts; every failed call raises a subclass of
+``ContextdError``, one per status code (``NotFoundError``, ``InvalidArgumentError``,
+``UnavailableError``, ...; ``StatusCode`` names the codes without grpc; a response that
+cannot be decoded: ``InvalidResponseError``).
 ``pb`` and ``pb_grpc`` are the generated protobuf and gRPC modules, for advanced use
 together with ``client.stub``; ``cpb``/``cpb_grpc`` (chat), ``spb``/``spb_grpc``
 (sessions), ``mpb``/``mpb_grpc`` (memories), ``ppb``/``ppb_grpc`` (prompts) and
@@ -25,7 +27,29 @@ from ._chat_calls import ToolLike, ToolResultLike
 from ._client import DEFAULT_TARGET, ContextClient, Metadata
 from ._context_calls import OutputFormat, OverflowPolicy
 from ._credentials import AsyncTokenProvider, TokenProvider
-from ._errors import ContextdError, FieldViolation, InvalidResponseError
+from ._errors import (
+    ERROR_CLASSES,
+    AbortedError,
+    AlreadyExistsError,
+    CancelledError,
+    ContextdError,
+    DataLossError,
+    DeadlineExceededError,
+    FailedPreconditionError,
+    FieldViolation,
+    InternalError,
+    InvalidArgumentError,
+    InvalidResponseError,
+    NotFoundError,
+    OutOfRangeError,
+    PermissionDeniedError,
+    ResourceExhaustedError,
+    StatusCode,
+    UnauthenticatedError,
+    UnavailableError,
+    UnimplementedError,
+    UnknownError,
+)
 from ._messages import MessageLike
 from ._parts import PartLike, image_part
 from ._pb import chat_pb2 as cpb
@@ -67,29 +91,43 @@ __version__ = "0.1.0"
 
 __all__ = [
     "DEFAULT_TARGET",
+    "ERROR_CLASSES",
     "TURN_STATUSES",
+    "AbortedError",
+    "AlreadyExistsError",
     "AssembledPrompt",
     "AsyncChatStream",
     "AsyncContextClient",
     "AsyncTokenProvider",
     "BuildReport",
     "BuildResult",
+    "CancelledError",
     "ChatEvent",
     "ChatStream",
     "ContextClient",
     "ContextLayerInfo",
     "ContextdError",
+    "DataLossError",
+    "DeadlineExceededError",
     "DroppedRange",
+    "FailedPreconditionError",
     "FieldViolation",
+    "InternalError",
+    "InvalidArgumentError",
     "InvalidResponseError",
     "LayerInfo",
     "MessageLike",
     "Metadata",
     "MovedToolResult",
+    "NotFoundError",
+    "OutOfRangeError",
     "OutputFormat",
     "OverflowPolicy",
     "PartLike",
+    "PermissionDeniedError",
     "RemovedToolCall",
+    "ResourceExhaustedError",
+    "StatusCode",
     "TextDelta",
     "TokenCount",
     "TokenProvider",
@@ -102,6 +140,10 @@ __all__ = [
     "TurnCompleted",
     "TurnStarted",
     "TurnStatus",
+    "UnauthenticatedError",
+    "UnavailableError",
+    "UnimplementedError",
+    "UnknownError",
     "Usage",
     "__version__",
     "cpb",
