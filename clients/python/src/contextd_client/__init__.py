@@ -64,6 +64,7 @@ from ._pb import sessions_pb2 as spb
 from ._pb import sessions_pb2_grpc as spb_grpc
 from ._pb import users_pb2 as upb
 from ._pb import users_pb2_grpc as upb_grpc
+from ._retry import RetryPolicy
 from ._types import (
     TURN_STATUSES,
     AssembledPrompt,
@@ -127,6 +128,7 @@ __all__ = [
     "PermissionDeniedError",
     "RemovedToolCall",
     "ResourceExhaustedError",
+    "RetryPolicy",
     "StatusCode",
     "TextDelta",
     "TokenCount",

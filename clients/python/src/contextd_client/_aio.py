@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from types import EllipsisType, TracebackType
 from typing import Any
@@ -36,6 +37,7 @@ from ._pb import (
 from ._pb import context_pb2_grpc as pb_grpc
 from ._pb import prompts_pb2 as ppb
 from ._pb import sessions_pb2 as spb
+from ._retry import RetryPolicy, retry_delay
 from ._types import AssembledPrompt, BuildResult, TokenCount, TokenizerList
 
 
@@ -52,6 +54,9 @@ class AsyncContextClient:
     Credentials: either ``api_key``, or ``token``, a callable returning the current
     token (or an awaitable of it, e.g. an ``async def``), called before every call;
     with ``token``, a :meth:`stream_chat` call starts when its first event is read.
+
+    ``retries`` (a :class:`RetryPolicy`; default none) retries unary calls that fail
+    with UNAVAILABLE; StreamChat and ExportEvents are never retried.
     """
 
     def __init__(
@@ -64,9 +69,11 @@ class AsyncContextClient:
         credentials: grpc.ChannelCredentials | None = None,
         api_key: str | None = None,
         token: AsyncTokenProvider | None = None,
+        retries: RetryPolicy | None = None,
     ) -> None:
         self.target = target
         self.timeout = timeout
+        self.retries = retries
         self.metadata = call_metadata(metadata)
         check_credentials(api_key, token, self.metadata, sync=False)
         self._key = None if api_key is None else bearer(api_key, "api_key")
@@ -120,11 +127,17 @@ class AsyncContextClient:
         return with_pair(self.metadata, await async_token_pair(self._token))
 
     async def _call(self, method: Callable[..., Any], request: Any) -> Any:
-        metadata = await self._metadata()
-        try:
-            return await method(request, timeout=self.timeout, metadata=metadata)
-        except grpc.RpcError as error:
-            raise ContextdError.from_rpc_error(error) from error
+        attempt = 1
+        while True:
+            metadata = await self._metadata()
+            try:
+                return await method(request, timeout=self.timeout, metadata=metadata)
+            except grpc.RpcError as error:
+                delay = retry_delay(self.retries, error, attempt)
+                if delay is None:
+                    raise ContextdError.from_rpc_error(error) from error
+            await asyncio.sleep(delay)
+            attempt += 1
 
     def _timeout(self, timeout: float | EllipsisType | None) -> float | None:
         return self.timeout if isinstance(timeout, EllipsisType) else timeout

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import EllipsisType, TracebackType
 from typing import Any, TypeAlias
@@ -28,6 +29,7 @@ from ._pb import (
 from ._pb import context_pb2_grpc as pb_grpc
 from ._pb import prompts_pb2 as ppb
 from ._pb import sessions_pb2 as spb
+from ._retry import RetryPolicy, retry_delay
 from ._types import AssembledPrompt, BuildResult, TokenCount, TokenizerList
 
 DEFAULT_TARGET = "127.0.0.1:50151"
@@ -59,6 +61,9 @@ class ContextClient:
     ``api_key``, or ``token``, a callable returning the current token that is called
     before every call (so a refreshed token is used as soon as it returns it). Either
     is sent as ``authorization: Bearer <token>``; they combine with ``credentials``.
+
+    ``retries`` (a :class:`RetryPolicy`; default none) retries unary calls that fail
+    with UNAVAILABLE; StreamChat and ExportEvents are never retried.
     """
 
     def __init__(
@@ -71,9 +76,11 @@ class ContextClient:
         credentials: grpc.ChannelCredentials | None = None,
         api_key: str | None = None,
         token: TokenProvider | None = None,
+        retries: RetryPolicy | None = None,
     ) -> None:
         self.target = target
         self.timeout = timeout
+        self.retries = retries
         self.metadata = call_metadata(metadata)
         check_credentials(api_key, token, self.metadata, sync=True)
         self._key = None if api_key is None else bearer(api_key, "api_key")
@@ -127,11 +134,17 @@ class ContextClient:
         )
 
     def _call(self, method: Callable[..., Any], request: Any) -> Any:
-        metadata = self._metadata()
-        try:
-            return method(request, timeout=self.timeout, metadata=metadata)
-        except grpc.RpcError as error:
-            raise ContextdError.from_rpc_error(error) from error
+        attempt = 1
+        while True:
+            metadata = self._metadata()
+            try:
+                return method(request, timeout=self.timeout, metadata=metadata)
+            except grpc.RpcError as error:
+                delay = retry_delay(self.retries, error, attempt)
+                if delay is None:
+                    raise ContextdError.from_rpc_error(error) from error
+            time.sleep(delay)
+            attempt += 1
 
     def _timeout(self, timeout: float | EllipsisType | None) -> float | None:
         return self.timeout if isinstance(timeout, EllipsisType) else timeout
