@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from ._aio import AsyncContextClient
 from ._chat import AsyncChatStream, ChatStream
-from ._chat_calls import ToolLike, ToolResultLike
+from ._chat_calls import CacheLayout, ToolLike, ToolProtocol, ToolResultLike
 from ._client import DEFAULT_TARGET, ContextClient, Metadata
 from ._context_calls import OutputFormat, OverflowPolicy
 from ._credentials import AsyncTokenProvider, TokenProvider
@@ -102,6 +102,7 @@ __all__ = [
     "AsyncTokenProvider",
     "BuildReport",
     "BuildResult",
+    "CacheLayout",
     "CancelledError",
     "ChatEvent",
     "ChatStream",
@@ -138,6 +139,7 @@ __all__ = [
     "TokenizerList",
     "ToolCallEvent",
     "ToolLike",
+    "ToolProtocol",
     "ToolResultLike",
     "TurnCompleted",
     "TurnStarted",

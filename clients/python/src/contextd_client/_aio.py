@@ -14,7 +14,6 @@ from . import _chat_calls as chat_calls
 from . import _context_calls as context_calls
 from . import _records as records
 from ._chat import AsyncChatStream
-from ._chat_calls import ToolLike, ToolResultLike
 from ._client import DEFAULT_TARGET, CallMetadata, Metadata, call_metadata
 from ._context_calls import OutputFormat, OverflowPolicy
 from ._credentials import (
@@ -221,56 +220,14 @@ class AsyncContextClient:
 
     # Chat ---------------------------------------------------------------------------
 
-    def stream_chat(
-        self,
-        user_message: str | Sequence[PartLike],
-        *,
-        user_id: str,
-        session_id: str = "",
-        scenario: str = "",
-        host: str = "",
-        variables: Mapping[str, str] | None = None,
-        memory: bool | None = None,
-        messages: Sequence[MessageLike] = (),
-        tools: Sequence[ToolLike] = (),
-        tool_results: Sequence[ToolResultLike] = (),
-        token_budget: int = 0,
-        tokenizer: str = "",
-        model: str | None = None,
-        temperature: float | None = None,
-        max_output_tokens: int | None = None,
-        stop: Sequence[str] = (),
-        refuse_over_limit: bool = False,
-        title: str = "",
-        mode: str = "",
-        timeout: float | EllipsisType | None = ...,
-    ) -> AsyncChatStream:
+    @chat_calls.takes_arguments_of(chat_calls.chat_turn)
+    def stream_chat(self, turn: chat_calls.ChatTurn) -> AsyncChatStream:
         """Run one chat turn; returns its events as an async iterator (no ``await``).
 
         See :meth:`ContextClient.stream_chat` and :class:`AsyncChatStream`.
         """
-        request = chat_calls.stream_chat_request(
-            user_message,
-            user_id=user_id,
-            session_id=session_id,
-            scenario=scenario,
-            host=host,
-            variables=variables,
-            memory=memory,
-            messages=messages,
-            tools=tools,
-            tool_results=tool_results,
-            token_budget=token_budget,
-            tokenizer=tokenizer,
-            model=model,
-            temperature=temperature,
-            max_output_tokens=max_output_tokens,
-            stop=stop,
-            refuse_over_limit=refuse_over_limit,
-            title=title,
-            mode=mode,
-        )
-        deadline = self._timeout(timeout)
+        request = turn.request
+        deadline = self._timeout(turn.timeout)
         if self._token is not None:
             # The token may have to be awaited: the call starts at the first read.
             return AsyncChatStream(start=self._start_chat(request, deadline))

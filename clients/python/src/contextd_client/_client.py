@@ -13,7 +13,6 @@ from . import _chat_calls as chat_calls
 from . import _context_calls as context_calls
 from . import _records as records
 from ._chat import ChatStream
-from ._chat_calls import ToolLike, ToolResultLike
 from ._context_calls import OutputFormat, OverflowPolicy
 from ._credentials import TokenProvider, bearer, check_credentials, token_pair, with_pair
 from ._errors import ContextdError
@@ -238,30 +237,8 @@ class ContextClient:
 
     # Chat ---------------------------------------------------------------------------
 
-    def stream_chat(
-        self,
-        user_message: str | Sequence[PartLike],
-        *,
-        user_id: str,
-        session_id: str = "",
-        scenario: str = "",
-        host: str = "",
-        variables: Mapping[str, str] | None = None,
-        memory: bool | None = None,
-        messages: Sequence[MessageLike] = (),
-        tools: Sequence[ToolLike] = (),
-        tool_results: Sequence[ToolResultLike] = (),
-        token_budget: int = 0,
-        tokenizer: str = "",
-        model: str | None = None,
-        temperature: float | None = None,
-        max_output_tokens: int | None = None,
-        stop: Sequence[str] = (),
-        refuse_over_limit: bool = False,
-        title: str = "",
-        mode: str = "",
-        timeout: float | EllipsisType | None = ...,
-    ) -> ChatStream:
+    @chat_calls.takes_arguments_of(chat_calls.chat_turn)
+    def stream_chat(self, turn: chat_calls.ChatTurn) -> ChatStream:
         """Run one chat turn; returns its events as they arrive (see :class:`ChatStream`).
 
         ``user_message`` is a string, or a list of parts (strings and :func:`image_part`).
@@ -270,30 +247,14 @@ class ContextClient:
         id is ``TurnStarted.session_id``). ``timeout`` is the deadline of the whole turn
         in seconds; ``...`` means the client's timeout, ``None`` none. Requests the
         server refuses raise :class:`ContextdError` when the first event is read.
+
+        The arguments are declared once, by :func:`chat_turn` (shared with
+        :meth:`AsyncContextClient.stream_chat`): every field of StreamChatRequest has one,
+        e.g. ``tool_protocol="react"`` for a model without native tool calling, and
+        ``memory_limit``, ``recent_sessions_limit`` and ``cache_layout`` of the session.
         """
-        request = chat_calls.stream_chat_request(
-            user_message,
-            user_id=user_id,
-            session_id=session_id,
-            scenario=scenario,
-            host=host,
-            variables=variables,
-            memory=memory,
-            messages=messages,
-            tools=tools,
-            tool_results=tool_results,
-            token_budget=token_budget,
-            tokenizer=tokenizer,
-            model=model,
-            temperature=temperature,
-            max_output_tokens=max_output_tokens,
-            stop=stop,
-            refuse_over_limit=refuse_over_limit,
-            title=title,
-            mode=mode,
-        )
         call = self.chat_stub.StreamChat(
-            request, timeout=self._timeout(timeout), metadata=self._metadata()
+            turn.request, timeout=self._timeout(turn.timeout), metadata=self._metadata()
         )
         return ChatStream(call)
 

@@ -25,6 +25,11 @@ _MEMORY_MODES: dict[bool | None, int] = {
     True: pb.MEMORY_MODE_ON,
     False: pb.MEMORY_MODE_OFF,
 }
+_CACHE_LAYOUTS: dict[str | None, pb.CacheLayout] = {
+    None: pb.CACHE_LAYOUT_UNSPECIFIED,
+    "off": pb.CACHE_LAYOUT_OFF,
+    "stable_prefix": pb.CACHE_LAYOUT_STABLE_PREFIX,
+}
 
 
 def _type_name(value: object) -> str:

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from typing import Any, cast
 
 from ._errors import InvalidResponseError
-from ._fields import _MEMORY_MODES, _ident, _int, _text, _type_name
+from ._fields import _CACHE_LAYOUTS, _MEMORY_MODES, _ident, _int, _text, _type_name
 from ._messages import MessageLike, message_from_pb, messages_to_pb
 from ._pb import context_pb2 as pb
 from ._pb import memory_pb2 as mpb
@@ -52,11 +52,6 @@ SESSION_CONTEXT_KEYS = (
     "recent_sessions_limit",
     "cache_layout",
 )
-_CACHE_LAYOUTS = {
-    None: pb.CACHE_LAYOUT_UNSPECIFIED,
-    "off": pb.CACHE_LAYOUT_OFF,
-    "stable_prefix": pb.CACHE_LAYOUT_STABLE_PREFIX,
-}
 
 
 def session_context_to_pb(session: object) -> pb.SessionContext:
