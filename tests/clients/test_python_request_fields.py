@@ -150,3 +150,20 @@ def test_new_arguments_are_sent_as_their_enums(fake: FakeChatServer) -> None:
 def test_unknown_names_raise_at_once(kwargs: dict[str, Any], message: str) -> None:
     with ContextClient("127.0.0.1:1") as client, pytest.raises(ValueError, match=message):
         client.stream_chat("hi", user_id="ada", **kwargs)
+
+
+async def test_build_messages_takes_the_inline_cache_layout(
+    client: ContextClient, aclient: AsyncContextClient
+) -> None:
+    kwargs: dict[str, Any] = {
+        "layers": {"identity": "You are Ada.", "memory": "Likes tea."},
+        "history": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}],
+        "token_budget": 1000,
+        "cache_layout": "stable_prefix",
+    }
+    built = client.build_messages("Hi", **kwargs)
+    assert [m["role"] for m in built.messages] == ["system", "user", "assistant", "system", "user"]
+    assert "Likes tea." in built.messages[3]["content"]
+    assert (await aclient.build_messages("Hi", **kwargs)).messages == built.messages
+    with pytest.raises(ValueError, match="cache_layout must be"):
+        client.build_messages("Hi", token_budget=10, cache_layout="on")  # type: ignore[arg-type]

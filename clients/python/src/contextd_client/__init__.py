@@ -23,9 +23,9 @@ from __future__ import annotations
 
 from ._aio import AsyncContextClient
 from ._chat import AsyncChatStream, ChatStream
-from ._chat_calls import CacheLayout, ToolLike, ToolProtocol, ToolResultLike
+from ._chat_calls import ToolLike, ToolProtocol, ToolResultLike
 from ._client import DEFAULT_TARGET, ContextClient, Metadata
-from ._context_calls import OutputFormat, OverflowPolicy
+from ._context_calls import CacheLayout, OutputFormat, OverflowPolicy
 from ._credentials import AsyncTokenProvider, TokenProvider
 from ._errors import (
     ERROR_CLASSES,

@@ -15,7 +15,7 @@ from . import _context_calls as context_calls
 from . import _records as records
 from ._chat import AsyncChatStream
 from ._client import DEFAULT_TARGET, CallMetadata, Metadata, call_metadata
-from ._context_calls import OutputFormat, OverflowPolicy
+from ._context_calls import CacheLayout, OutputFormat, OverflowPolicy
 from ._credentials import (
     AsyncTokenProvider,
     async_token_pair,
@@ -171,6 +171,7 @@ class AsyncContextClient:
         output_format: OutputFormat = "neutral",
         on_overflow: OverflowPolicy = "keep",
         session: Mapping[str, Any] | None = None,
+        cache_layout: CacheLayout | None = None,
     ) -> BuildResult:
         """Build [system, ...history, user] under ``token_budget`` tokens.
 
@@ -186,6 +187,7 @@ class AsyncContextClient:
             tokenizer=tokenizer,
             output_format=output_format,
             on_overflow=on_overflow,
+            cache_layout=cache_layout,
         )
         if session is not None:
             request.session.CopyFrom(records.session_context_to_pb(session))

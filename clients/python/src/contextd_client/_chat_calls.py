@@ -10,10 +10,10 @@ from dataclasses import dataclass
 from types import EllipsisType
 from typing import Any, Concatenate, Literal, ParamSpec, TypeAlias, TypeVar, cast
 
-from ._context_calls import build_report
+from ._context_calls import CacheLayout, build_report
 from ._fields import (
-    _CACHE_LAYOUTS,
     _MEMORY_MODES,
+    _cache_layout,
     _enum_name,
     _ident,
     _int,
@@ -44,8 +44,6 @@ ToolResultLike: TypeAlias = Mapping[str, Any] | cpb.ToolResult
 #: How the model is offered tools: its provider's own tool calling, or the tag protocol
 #: for models without it (see ToolProtocol in chat.proto).
 ToolProtocol: TypeAlias = Literal["native", "react"]
-#: Where the volatile context layers go (see CacheLayout in context.proto).
-CacheLayout: TypeAlias = Literal["off", "stable_prefix"]
 
 _TOOL_PROTOCOLS: dict[str | None, cpb.ToolProtocol] = {
     None: cpb.TOOL_PROTOCOL_UNSPECIFIED,
@@ -144,12 +142,6 @@ def chat_turn(
         tool_protocol not in _TOOL_PROTOCOLS
     ):
         raise ValueError(f"tool_protocol must be 'native', 'react' or None, not {tool_protocol!r}")
-    if not (cache_layout is None or isinstance(cache_layout, str)) or (
-        cache_layout not in _CACHE_LAYOUTS
-    ):
-        raise ValueError(
-            f"cache_layout must be 'off', 'stable_prefix' or None, not {cache_layout!r}"
-        )
     session = pb.SessionContext(
         user_id=_ident(user_id, "user_id"),
         session_id=_ident(session_id, "session_id"),
@@ -162,7 +154,7 @@ def chat_turn(
         memory=cast(pb.MemoryMode, _MEMORY_MODES[memory]),
         memory_limit=_int(memory_limit, "memory_limit"),
         recent_sessions_limit=_int(recent_sessions_limit, "recent_sessions_limit"),
-        cache_layout=_CACHE_LAYOUTS[cache_layout],
+        cache_layout=_cache_layout(cache_layout, "cache_layout"),
     )
     request = cpb.StreamChatRequest(
         session=session,

@@ -13,7 +13,7 @@ from . import _chat_calls as chat_calls
 from . import _context_calls as context_calls
 from . import _records as records
 from ._chat import ChatStream
-from ._context_calls import OutputFormat, OverflowPolicy
+from ._context_calls import CacheLayout, OutputFormat, OverflowPolicy
 from ._credentials import TokenProvider, bearer, check_credentials, token_pair, with_pair
 from ._errors import ContextdError
 from ._messages import MessageLike
@@ -178,6 +178,7 @@ class ContextClient:
         output_format: OutputFormat = "neutral",
         on_overflow: OverflowPolicy = "keep",
         session: Mapping[str, Any] | None = None,
+        cache_layout: CacheLayout | None = None,
     ) -> BuildResult:
         """Build [system, ...history, user] under ``token_budget`` tokens.
 
@@ -203,6 +204,7 @@ class ContextClient:
             tokenizer=tokenizer,
             output_format=output_format,
             on_overflow=on_overflow,
+            cache_layout=cache_layout,
         )
         if session is not None:
             request.session.CopyFrom(records.session_context_to_pb(session))

@@ -32,6 +32,13 @@ _CACHE_LAYOUTS: dict[str | None, pb.CacheLayout] = {
 }
 
 
+def _cache_layout(value: object, where: str) -> pb.CacheLayout:
+    """ "off", "stable_prefix" or None (the server's default) as the enum."""
+    if not (value is None or isinstance(value, str)) or value not in _CACHE_LAYOUTS:
+        raise ValueError(f"{where} must be 'off', 'stable_prefix' or None, not {value!r}")
+    return _CACHE_LAYOUTS[value]
+
+
 def _type_name(value: object) -> str:
     return type(value).__name__
 

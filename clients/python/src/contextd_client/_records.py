@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from typing import Any, cast
 
 from ._errors import InvalidResponseError
-from ._fields import _CACHE_LAYOUTS, _MEMORY_MODES, _ident, _int, _text, _type_name
+from ._fields import _MEMORY_MODES, _cache_layout, _ident, _int, _text, _type_name
 from ._messages import MessageLike, message_from_pb, messages_to_pb
 from ._pb import context_pb2 as pb
 from ._pb import memory_pb2 as mpb
@@ -67,11 +67,7 @@ def session_context_to_pb(session: object) -> pb.SessionContext:
     memory = session.get("memory")
     if memory not in _MEMORY_MODES:
         raise TypeError(f"session['memory'] must be True, False or None, not {memory!r}")
-    layout = session.get("cache_layout")
-    if not (layout is None or isinstance(layout, str)) or layout not in _CACHE_LAYOUTS:
-        raise ValueError(
-            f"session['cache_layout'] must be 'off', 'stable_prefix' or None, not {layout!r}"
-        )
+    layout = _cache_layout(session.get("cache_layout"), "session['cache_layout']")
     variables = session.get("variables") or {}
     if not isinstance(variables, Mapping):
         raise TypeError(f"session['variables'] must be a mapping, not {_type_name(variables)}")
@@ -89,7 +85,7 @@ def session_context_to_pb(session: object) -> pb.SessionContext:
         recent_sessions_limit=_int(
             session.get("recent_sessions_limit", 0), "session['recent_sessions_limit']"
         ),
-        cache_layout=_CACHE_LAYOUTS[layout],
+        cache_layout=layout,
     )
 
 
