@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from types import EllipsisType, TracebackType
 from typing import Any
@@ -25,6 +26,7 @@ from ._credentials import (
 )
 from ._errors import ContextdError
 from ._messages import MessageLike
+from ._pages import async_pages
 from ._parts import PartLike
 from ._pb import (
     chat_pb2_grpc,
@@ -271,15 +273,15 @@ class AsyncContextClient:
 
     async def list_sessions(self, user_id: str, *, page_size: int = 0) -> list[dict[str, Any]]:
         """Every session of ``user_id``, most recently active first (all pages read)."""
-        out: list[dict[str, Any]] = []
-        token = ""
-        while True:
-            request = records.list_sessions_request(user_id, page_size, token)
-            response = await self._call(self.session_stub.ListSessions, request)
-            out.extend(records.session_from_pb(s) for s in response.sessions)
-            token = response.next_page_token
-            if not token:
-                return out
+        return [s async for s in self.iter_sessions(user_id, page_size=page_size)]
+
+    def iter_sessions(self, user_id: str, *, page_size: int = 0) -> AsyncIterator[dict[str, Any]]:
+        """:meth:`list_sessions` lazily, for ``async for`` (no ``await``)."""
+        return async_pages(
+            functools.partial(self._call, self.session_stub.ListSessions),
+            lambda token: records.list_sessions_request(user_id, page_size, token),
+            lambda response: map(records.session_from_pb, response.sessions),
+        )
 
     async def delete_session(self, user_id: str, session_id: str) -> None:
         """Delete a session with its messages, summaries and event log; memories stay."""
@@ -303,15 +305,17 @@ class AsyncContextClient:
         self, user_id: str, session_id: str, *, page_size: int = 0
     ) -> list[dict[str, Any]]:
         """Every stored message of a session, oldest first, as dicts (all pages read)."""
-        out: list[dict[str, Any]] = []
-        token = ""
-        while True:
-            request = records.list_messages_request(user_id, session_id, page_size, token)
-            response = await self._call(self.session_stub.ListMessages, request)
-            out.extend(records.session_message_from_pb(m) for m in response.messages)
-            token = response.next_page_token
-            if not token:
-                return out
+        return [m async for m in self.iter_messages(user_id, session_id, page_size=page_size)]
+
+    def iter_messages(
+        self, user_id: str, session_id: str, *, page_size: int = 0
+    ) -> AsyncIterator[dict[str, Any]]:
+        """:meth:`list_messages` lazily, for ``async for`` (no ``await``)."""
+        return async_pages(
+            functools.partial(self._call, self.session_stub.ListMessages),
+            lambda token: records.list_messages_request(user_id, session_id, page_size, token),
+            lambda response: map(records.session_message_from_pb, response.messages),
+        )
 
     async def add_compression_summary(
         self,
@@ -401,15 +405,15 @@ class AsyncContextClient:
 
     async def list_memories(self, user_id: str, *, page_size: int = 0) -> list[dict[str, Any]]:
         """Every memory of ``user_id``, newest first (all pages read)."""
-        out: list[dict[str, Any]] = []
-        token = ""
-        while True:
-            request = records.list_memories_request(user_id, page_size, token)
-            response = await self._call(self.memory_stub.ListMemories, request)
-            out.extend(records.memory_from_pb(m) for m in response.memories)
-            token = response.next_page_token
-            if not token:
-                return out
+        return [m async for m in self.iter_memories(user_id, page_size=page_size)]
+
+    def iter_memories(self, user_id: str, *, page_size: int = 0) -> AsyncIterator[dict[str, Any]]:
+        """:meth:`list_memories` lazily, for ``async for`` (no ``await``)."""
+        return async_pages(
+            functools.partial(self._call, self.memory_stub.ListMemories),
+            lambda token: records.list_memories_request(user_id, page_size, token),
+            lambda response: map(records.memory_from_pb, response.memories),
+        )
 
     async def delete_memory(self, user_id: str, memory_id: str | int) -> None:
         request = records.delete_memory_request(user_id, memory_id)

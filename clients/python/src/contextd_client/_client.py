@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import EllipsisType, TracebackType
@@ -17,6 +18,7 @@ from ._context_calls import CacheLayout, OutputFormat, OverflowPolicy
 from ._credentials import TokenProvider, bearer, check_credentials, token_pair, with_pair
 from ._errors import ContextdError
 from ._messages import MessageLike
+from ._pages import pages
 from ._parts import PartLike
 from ._pb import (
     chat_pb2_grpc,
@@ -282,15 +284,15 @@ class ContextClient:
 
     def list_sessions(self, user_id: str, *, page_size: int = 0) -> list[dict[str, Any]]:
         """Every session of ``user_id``, most recently active first (all pages read)."""
-        out: list[dict[str, Any]] = []
-        token = ""
-        while True:
-            request = records.list_sessions_request(user_id, page_size, token)
-            response = self._call(self.session_stub.ListSessions, request)
-            out.extend(records.session_from_pb(s) for s in response.sessions)
-            token = response.next_page_token
-            if not token:
-                return out
+        return list(self.iter_sessions(user_id, page_size=page_size))
+
+    def iter_sessions(self, user_id: str, *, page_size: int = 0) -> Iterator[dict[str, Any]]:
+        """:meth:`list_sessions` lazily: each page is asked for when the last is used up."""
+        return pages(
+            functools.partial(self._call, self.session_stub.ListSessions),
+            lambda token: records.list_sessions_request(user_id, page_size, token),
+            lambda response: map(records.session_from_pb, response.sessions),
+        )
 
     def delete_session(self, user_id: str, session_id: str) -> None:
         """Delete a session with its messages, summaries and event log; memories stay."""
@@ -314,15 +316,17 @@ class ContextClient:
         self, user_id: str, session_id: str, *, page_size: int = 0
     ) -> list[dict[str, Any]]:
         """Every stored message of a session, oldest first, as dicts (all pages read)."""
-        out: list[dict[str, Any]] = []
-        token = ""
-        while True:
-            request = records.list_messages_request(user_id, session_id, page_size, token)
-            response = self._call(self.session_stub.ListMessages, request)
-            out.extend(records.session_message_from_pb(m) for m in response.messages)
-            token = response.next_page_token
-            if not token:
-                return out
+        return list(self.iter_messages(user_id, session_id, page_size=page_size))
+
+    def iter_messages(
+        self, user_id: str, session_id: str, *, page_size: int = 0
+    ) -> Iterator[dict[str, Any]]:
+        """:meth:`list_messages` lazily: each page is asked for when the last is used up."""
+        return pages(
+            functools.partial(self._call, self.session_stub.ListMessages),
+            lambda token: records.list_messages_request(user_id, session_id, page_size, token),
+            lambda response: map(records.session_message_from_pb, response.messages),
+        )
 
     def add_compression_summary(
         self,
@@ -412,15 +416,15 @@ class ContextClient:
 
     def list_memories(self, user_id: str, *, page_size: int = 0) -> list[dict[str, Any]]:
         """Every memory of ``user_id``, newest first (all pages read)."""
-        out: list[dict[str, Any]] = []
-        token = ""
-        while True:
-            request = records.list_memories_request(user_id, page_size, token)
-            response = self._call(self.memory_stub.ListMemories, request)
-            out.extend(records.memory_from_pb(m) for m in response.memories)
-            token = response.next_page_token
-            if not token:
-                return out
+        return list(self.iter_memories(user_id, page_size=page_size))
+
+    def iter_memories(self, user_id: str, *, page_size: int = 0) -> Iterator[dict[str, Any]]:
+        """:meth:`list_memories` lazily: each page is asked for when the last is used up."""
+        return pages(
+            functools.partial(self._call, self.memory_stub.ListMemories),
+            lambda token: records.list_memories_request(user_id, page_size, token),
+            lambda response: map(records.memory_from_pb, response.memories),
+        )
 
     def delete_memory(self, user_id: str, memory_id: str | int) -> None:
         request = records.delete_memory_request(user_id, memory_id)
