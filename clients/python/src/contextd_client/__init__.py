@@ -64,6 +64,7 @@ from ._pb import sessions_pb2 as spb
 from ._pb import sessions_pb2_grpc as spb_grpc
 from ._pb import users_pb2 as upb
 from ._pb import users_pb2_grpc as upb_grpc
+from ._record_types import AddedMemory, Collected, Memory, ScoredMemory, Session
 from ._retry import RetryPolicy
 from ._types import (
     TURN_STATUSES,
@@ -95,6 +96,7 @@ __all__ = [
     "ERROR_CLASSES",
     "TURN_STATUSES",
     "AbortedError",
+    "AddedMemory",
     "AlreadyExistsError",
     "AssembledPrompt",
     "AsyncChatStream",
@@ -106,6 +108,7 @@ __all__ = [
     "CancelledError",
     "ChatEvent",
     "ChatStream",
+    "Collected",
     "ContextClient",
     "ContextLayerInfo",
     "ContextdError",
@@ -118,6 +121,7 @@ __all__ = [
     "InvalidArgumentError",
     "InvalidResponseError",
     "LayerInfo",
+    "Memory",
     "MessageLike",
     "Metadata",
     "MovedToolResult",
@@ -130,6 +134,8 @@ __all__ = [
     "RemovedToolCall",
     "ResourceExhaustedError",
     "RetryPolicy",
+    "ScoredMemory",
+    "Session",
     "StatusCode",
     "TextDelta",
     "TokenCount",

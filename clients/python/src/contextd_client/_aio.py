@@ -38,6 +38,7 @@ from ._pb import (
 from ._pb import context_pb2_grpc as pb_grpc
 from ._pb import prompts_pb2 as ppb
 from ._pb import sessions_pb2 as spb
+from ._record_types import AddedMemory, Collected, Memory, ScoredMemory, Session
 from ._retry import RetryPolicy, retry_delay
 from ._types import AssembledPrompt, BuildResult, TokenCount, TokenizerList
 
@@ -213,7 +214,7 @@ class AsyncContextClient:
 
     async def collect(
         self, user_id: str, message_id: str, *, remember: bool = False, uncollect: bool = False
-    ) -> dict[str, Any]:
+    ) -> Collected:
         """Mark a stored assistant answer collected (``uncollect``: not), maybe remember it.
 
         Returns ``{"message_id", "is_collected", "memory_id"}``; ``memory_id`` is the
@@ -259,23 +260,23 @@ class AsyncContextClient:
         host: str = "",
         title: str = "",
         metadata: Mapping[str, str] | None = None,
-    ) -> dict[str, Any]:
+    ) -> Session:
         """Start a new, empty session of ``user_id``; returns it as a session dict."""
         request = records.create_session_request(user_id, scenario, host, title, metadata)
         response = await self._call(self.session_stub.CreateSession, request)
         return records.session_from_pb(response.session)
 
-    async def get_session(self, user_id: str, session_id: str) -> dict[str, Any]:
+    async def get_session(self, user_id: str, session_id: str) -> Session:
         """A session of ``user_id`` as a dict (NOT_FOUND, or PERMISSION_DENIED if not theirs)."""
         request = records.get_session_request(user_id, session_id)
         response = await self._call(self.session_stub.GetSession, request)
         return records.session_from_pb(response.session)
 
-    async def list_sessions(self, user_id: str, *, page_size: int = 0) -> list[dict[str, Any]]:
+    async def list_sessions(self, user_id: str, *, page_size: int = 0) -> list[Session]:
         """Every session of ``user_id``, most recently active first (all pages read)."""
         return [s async for s in self.iter_sessions(user_id, page_size=page_size)]
 
-    def iter_sessions(self, user_id: str, *, page_size: int = 0) -> AsyncIterator[dict[str, Any]]:
+    def iter_sessions(self, user_id: str, *, page_size: int = 0) -> AsyncIterator[Session]:
         """:meth:`list_sessions` lazily, for ``async for`` (no ``await``)."""
         return async_pages(
             functools.partial(self._call, self.session_stub.ListSessions),
@@ -387,7 +388,7 @@ class AsyncContextClient:
         *,
         source_session_id: str = "",
         source_message_id: str | int = "",
-    ) -> dict[str, Any]:
+    ) -> AddedMemory:
         """Store a memory of ``user_id``; the same text is stored once.
 
         Returns the memory dict with ``created``: false when the user already had it
@@ -398,16 +399,16 @@ class AsyncContextClient:
 
     async def search_memories(
         self, user_id: str, query: str, *, limit: int = 0
-    ) -> list[dict[str, Any]]:
+    ) -> list[ScoredMemory]:
         """The user's memories most relevant to ``query``, best first, with their scores."""
         request = records.search_memories_request(user_id, query, limit)
         return records.scored_memories(await self._call(self.memory_stub.SearchMemories, request))
 
-    async def list_memories(self, user_id: str, *, page_size: int = 0) -> list[dict[str, Any]]:
+    async def list_memories(self, user_id: str, *, page_size: int = 0) -> list[Memory]:
         """Every memory of ``user_id``, newest first (all pages read)."""
         return [m async for m in self.iter_memories(user_id, page_size=page_size)]
 
-    def iter_memories(self, user_id: str, *, page_size: int = 0) -> AsyncIterator[dict[str, Any]]:
+    def iter_memories(self, user_id: str, *, page_size: int = 0) -> AsyncIterator[Memory]:
         """:meth:`list_memories` lazily, for ``async for`` (no ``await``)."""
         return async_pages(
             functools.partial(self._call, self.memory_stub.ListMemories),

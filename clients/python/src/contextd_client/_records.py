@@ -18,6 +18,7 @@ from ._pb import memory_pb2 as mpb
 from ._pb import prompts_pb2 as ppb
 from ._pb import sessions_pb2 as spb
 from ._pb import users_pb2 as upb
+from ._record_types import AddedMemory, Collected, Memory, ScoredMemory, Session
 
 
 def _texts(values: object, where: str) -> list[str]:
@@ -103,7 +104,7 @@ def collect_request(
     )
 
 
-def collected(response: pb.CollectResponse) -> dict[str, Any]:
+def collected(response: pb.CollectResponse) -> Collected:
     return {
         "message_id": response.message_id,
         "is_collected": response.is_collected,
@@ -162,7 +163,7 @@ def session_summary_request(
     )
 
 
-def session_from_pb(session: spb.Session) -> dict[str, Any]:
+def session_from_pb(session: spb.Session) -> Session:
     return {
         "id": session.id,
         "user_id": session.user_id,
@@ -268,7 +269,7 @@ def end_session_request(user_id: str, session_id: str, mode: str) -> spb.EndSess
 # Memories ---------------------------------------------------------------------------
 
 
-def memory_from_pb(memory: mpb.Memory) -> dict[str, Any]:
+def memory_from_pb(memory: mpb.Memory) -> Memory:
     return {
         "id": memory.id,
         "user_id": memory.user_id,
@@ -291,7 +292,7 @@ def add_memory_request(
     )
 
 
-def added_memory(response: mpb.AddMemoryResponse) -> dict[str, Any]:
+def added_memory(response: mpb.AddMemoryResponse) -> AddedMemory:
     """The memory, with ``created`` false when the user already had the same text."""
     return {**memory_from_pb(response.memory), "created": response.created}
 
@@ -304,7 +305,7 @@ def search_memories_request(user_id: str, query: str, limit: int) -> mpb.SearchM
     )
 
 
-def scored_memories(response: mpb.SearchMemoriesResponse) -> list[dict[str, Any]]:
+def scored_memories(response: mpb.SearchMemoriesResponse) -> list[ScoredMemory]:
     return [
         {
             **memory_from_pb(found.memory),
