@@ -8,8 +8,10 @@
             ...
 
 ``ContextClient`` is synchronous, ``AsyncContextClient`` the asyncio twin. Messages
-go in and come out as plain dicts; every failed call raises ``ContextdError`` (a
-response that cannot be decoded: its subclass ``InvalidResponseError``).
+go in and come out as plain dicts; every failed call raises a subclass of
+``ContextdError``, one per status code (``NotFoundError``, ``InvalidArgumentError``,
+``UnavailableError``, ...; ``StatusCode`` names the codes without grpc; a response that
+cannot be decoded: ``InvalidResponseError``).
 ``pb`` and ``pb_grpc`` are the generated protobuf and gRPC modules, for advanced use
 together with ``client.stub``; ``cpb``/``cpb_grpc`` (chat), ``spb``/``spb_grpc``
 (sessions), ``mpb``/``mpb_grpc`` (memories), ``ppb``/``ppb_grpc`` (prompts) and
@@ -21,11 +23,33 @@ from __future__ import annotations
 
 from ._aio import AsyncContextClient
 from ._chat import AsyncChatStream, ChatStream
-from ._chat_calls import ToolLike, ToolResultLike
+from ._chat_calls import ToolLike, ToolProtocol, ToolResultLike
 from ._client import DEFAULT_TARGET, ContextClient, Metadata
-from ._context_calls import OutputFormat, OverflowPolicy
+from ._context_calls import CacheLayout, OutputFormat, OverflowPolicy
 from ._credentials import AsyncTokenProvider, TokenProvider
-from ._errors import ContextdError, FieldViolation, InvalidResponseError
+from ._errors import (
+    ERROR_CLASSES,
+    AbortedError,
+    AlreadyExistsError,
+    CancelledError,
+    ContextdError,
+    DataLossError,
+    DeadlineExceededError,
+    FailedPreconditionError,
+    FieldViolation,
+    InternalError,
+    InvalidArgumentError,
+    InvalidResponseError,
+    NotFoundError,
+    OutOfRangeError,
+    PermissionDeniedError,
+    ResourceExhaustedError,
+    StatusCode,
+    UnauthenticatedError,
+    UnavailableError,
+    UnimplementedError,
+    UnknownError,
+)
 from ._messages import MessageLike
 from ._parts import PartLike, image_part
 from ._pb import chat_pb2 as cpb
@@ -40,6 +64,8 @@ from ._pb import sessions_pb2 as spb
 from ._pb import sessions_pb2_grpc as spb_grpc
 from ._pb import users_pb2 as upb
 from ._pb import users_pb2_grpc as upb_grpc
+from ._record_types import AddedMemory, Collected, Memory, ScoredMemory, Session
+from ._retry import RetryPolicy
 from ._types import (
     TURN_STATUSES,
     AssembledPrompt,
@@ -67,29 +93,50 @@ __version__ = "0.1.0"
 
 __all__ = [
     "DEFAULT_TARGET",
+    "ERROR_CLASSES",
     "TURN_STATUSES",
+    "AbortedError",
+    "AddedMemory",
+    "AlreadyExistsError",
     "AssembledPrompt",
     "AsyncChatStream",
     "AsyncContextClient",
     "AsyncTokenProvider",
     "BuildReport",
     "BuildResult",
+    "CacheLayout",
+    "CancelledError",
     "ChatEvent",
     "ChatStream",
+    "Collected",
     "ContextClient",
     "ContextLayerInfo",
     "ContextdError",
+    "DataLossError",
+    "DeadlineExceededError",
     "DroppedRange",
+    "FailedPreconditionError",
     "FieldViolation",
+    "InternalError",
+    "InvalidArgumentError",
     "InvalidResponseError",
     "LayerInfo",
+    "Memory",
     "MessageLike",
     "Metadata",
     "MovedToolResult",
+    "NotFoundError",
+    "OutOfRangeError",
     "OutputFormat",
     "OverflowPolicy",
     "PartLike",
+    "PermissionDeniedError",
     "RemovedToolCall",
+    "ResourceExhaustedError",
+    "RetryPolicy",
+    "ScoredMemory",
+    "Session",
+    "StatusCode",
     "TextDelta",
     "TokenCount",
     "TokenProvider",
@@ -98,10 +145,15 @@ __all__ = [
     "TokenizerList",
     "ToolCallEvent",
     "ToolLike",
+    "ToolProtocol",
     "ToolResultLike",
     "TurnCompleted",
     "TurnStarted",
     "TurnStatus",
+    "UnauthenticatedError",
+    "UnavailableError",
+    "UnimplementedError",
+    "UnknownError",
     "Usage",
     "__version__",
     "cpb",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import functools
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from types import EllipsisType, TracebackType
 from typing import Any
@@ -13,9 +15,8 @@ from . import _chat_calls as chat_calls
 from . import _context_calls as context_calls
 from . import _records as records
 from ._chat import AsyncChatStream
-from ._chat_calls import ToolLike, ToolResultLike
 from ._client import DEFAULT_TARGET, CallMetadata, Metadata, call_metadata
-from ._context_calls import OutputFormat, OverflowPolicy
+from ._context_calls import CacheLayout, OutputFormat, OverflowPolicy
 from ._credentials import (
     AsyncTokenProvider,
     async_token_pair,
@@ -25,6 +26,7 @@ from ._credentials import (
 )
 from ._errors import ContextdError
 from ._messages import MessageLike
+from ._pages import async_pages
 from ._parts import PartLike
 from ._pb import (
     chat_pb2_grpc,
@@ -36,6 +38,8 @@ from ._pb import (
 from ._pb import context_pb2_grpc as pb_grpc
 from ._pb import prompts_pb2 as ppb
 from ._pb import sessions_pb2 as spb
+from ._record_types import AddedMemory, Collected, Memory, ScoredMemory, Session
+from ._retry import RetryPolicy, retry_delay
 from ._types import AssembledPrompt, BuildResult, TokenCount, TokenizerList
 
 
@@ -52,6 +56,9 @@ class AsyncContextClient:
     Credentials: either ``api_key``, or ``token``, a callable returning the current
     token (or an awaitable of it, e.g. an ``async def``), called before every call;
     with ``token``, a :meth:`stream_chat` call starts when its first event is read.
+
+    ``retries`` (a :class:`RetryPolicy`; default none) retries unary calls that fail
+    with UNAVAILABLE; StreamChat and ExportEvents are never retried.
     """
 
     def __init__(
@@ -64,9 +71,11 @@ class AsyncContextClient:
         credentials: grpc.ChannelCredentials | None = None,
         api_key: str | None = None,
         token: AsyncTokenProvider | None = None,
+        retries: RetryPolicy | None = None,
     ) -> None:
         self.target = target
         self.timeout = timeout
+        self.retries = retries
         self.metadata = call_metadata(metadata)
         check_credentials(api_key, token, self.metadata, sync=False)
         self._key = None if api_key is None else bearer(api_key, "api_key")
@@ -120,11 +129,17 @@ class AsyncContextClient:
         return with_pair(self.metadata, await async_token_pair(self._token))
 
     async def _call(self, method: Callable[..., Any], request: Any) -> Any:
-        metadata = await self._metadata()
-        try:
-            return await method(request, timeout=self.timeout, metadata=metadata)
-        except grpc.RpcError as error:
-            raise ContextdError.from_rpc_error(error) from error
+        attempt = 1
+        while True:
+            metadata = await self._metadata()
+            try:
+                return await method(request, timeout=self.timeout, metadata=metadata)
+            except grpc.RpcError as error:
+                delay = retry_delay(self.retries, error, attempt)
+                if delay is None:
+                    raise ContextdError.from_rpc_error(error) from error
+            await asyncio.sleep(delay)
+            attempt += 1
 
     def _timeout(self, timeout: float | EllipsisType | None) -> float | None:
         return self.timeout if isinstance(timeout, EllipsisType) else timeout
@@ -159,6 +174,7 @@ class AsyncContextClient:
         output_format: OutputFormat = "neutral",
         on_overflow: OverflowPolicy = "keep",
         session: Mapping[str, Any] | None = None,
+        cache_layout: CacheLayout | None = None,
     ) -> BuildResult:
         """Build [system, ...history, user] under ``token_budget`` tokens.
 
@@ -174,6 +190,7 @@ class AsyncContextClient:
             tokenizer=tokenizer,
             output_format=output_format,
             on_overflow=on_overflow,
+            cache_layout=cache_layout,
         )
         if session is not None:
             request.session.CopyFrom(records.session_context_to_pb(session))
@@ -197,7 +214,7 @@ class AsyncContextClient:
 
     async def collect(
         self, user_id: str, message_id: str, *, remember: bool = False, uncollect: bool = False
-    ) -> dict[str, Any]:
+    ) -> Collected:
         """Mark a stored assistant answer collected (``uncollect``: not), maybe remember it.
 
         Returns ``{"message_id", "is_collected", "memory_id"}``; ``memory_id`` is the
@@ -208,56 +225,14 @@ class AsyncContextClient:
 
     # Chat ---------------------------------------------------------------------------
 
-    def stream_chat(
-        self,
-        user_message: str | Sequence[PartLike],
-        *,
-        user_id: str,
-        session_id: str = "",
-        scenario: str = "",
-        host: str = "",
-        variables: Mapping[str, str] | None = None,
-        memory: bool | None = None,
-        messages: Sequence[MessageLike] = (),
-        tools: Sequence[ToolLike] = (),
-        tool_results: Sequence[ToolResultLike] = (),
-        token_budget: int = 0,
-        tokenizer: str = "",
-        model: str | None = None,
-        temperature: float | None = None,
-        max_output_tokens: int | None = None,
-        stop: Sequence[str] = (),
-        refuse_over_limit: bool = False,
-        title: str = "",
-        mode: str = "",
-        timeout: float | EllipsisType | None = ...,
-    ) -> AsyncChatStream:
+    @chat_calls.takes_arguments_of(chat_calls.chat_turn)
+    def stream_chat(self, turn: chat_calls.ChatTurn) -> AsyncChatStream:
         """Run one chat turn; returns its events as an async iterator (no ``await``).
 
         See :meth:`ContextClient.stream_chat` and :class:`AsyncChatStream`.
         """
-        request = chat_calls.stream_chat_request(
-            user_message,
-            user_id=user_id,
-            session_id=session_id,
-            scenario=scenario,
-            host=host,
-            variables=variables,
-            memory=memory,
-            messages=messages,
-            tools=tools,
-            tool_results=tool_results,
-            token_budget=token_budget,
-            tokenizer=tokenizer,
-            model=model,
-            temperature=temperature,
-            max_output_tokens=max_output_tokens,
-            stop=stop,
-            refuse_over_limit=refuse_over_limit,
-            title=title,
-            mode=mode,
-        )
-        deadline = self._timeout(timeout)
+        request = turn.request
+        deadline = self._timeout(turn.timeout)
         if self._token is not None:
             # The token may have to be awaited: the call starts at the first read.
             return AsyncChatStream(start=self._start_chat(request, deadline))
@@ -285,29 +260,29 @@ class AsyncContextClient:
         host: str = "",
         title: str = "",
         metadata: Mapping[str, str] | None = None,
-    ) -> dict[str, Any]:
+    ) -> Session:
         """Start a new, empty session of ``user_id``; returns it as a session dict."""
         request = records.create_session_request(user_id, scenario, host, title, metadata)
         response = await self._call(self.session_stub.CreateSession, request)
         return records.session_from_pb(response.session)
 
-    async def get_session(self, user_id: str, session_id: str) -> dict[str, Any]:
+    async def get_session(self, user_id: str, session_id: str) -> Session:
         """A session of ``user_id`` as a dict (NOT_FOUND, or PERMISSION_DENIED if not theirs)."""
         request = records.get_session_request(user_id, session_id)
         response = await self._call(self.session_stub.GetSession, request)
         return records.session_from_pb(response.session)
 
-    async def list_sessions(self, user_id: str, *, page_size: int = 0) -> list[dict[str, Any]]:
+    async def list_sessions(self, user_id: str, *, page_size: int = 0) -> list[Session]:
         """Every session of ``user_id``, most recently active first (all pages read)."""
-        out: list[dict[str, Any]] = []
-        token = ""
-        while True:
-            request = records.list_sessions_request(user_id, page_size, token)
-            response = await self._call(self.session_stub.ListSessions, request)
-            out.extend(records.session_from_pb(s) for s in response.sessions)
-            token = response.next_page_token
-            if not token:
-                return out
+        return [s async for s in self.iter_sessions(user_id, page_size=page_size)]
+
+    def iter_sessions(self, user_id: str, *, page_size: int = 0) -> AsyncIterator[Session]:
+        """:meth:`list_sessions` lazily, for ``async for`` (no ``await``)."""
+        return async_pages(
+            functools.partial(self._call, self.session_stub.ListSessions),
+            lambda token: records.list_sessions_request(user_id, page_size, token),
+            lambda response: map(records.session_from_pb, response.sessions),
+        )
 
     async def delete_session(self, user_id: str, session_id: str) -> None:
         """Delete a session with its messages, summaries and event log; memories stay."""
@@ -331,15 +306,17 @@ class AsyncContextClient:
         self, user_id: str, session_id: str, *, page_size: int = 0
     ) -> list[dict[str, Any]]:
         """Every stored message of a session, oldest first, as dicts (all pages read)."""
-        out: list[dict[str, Any]] = []
-        token = ""
-        while True:
-            request = records.list_messages_request(user_id, session_id, page_size, token)
-            response = await self._call(self.session_stub.ListMessages, request)
-            out.extend(records.session_message_from_pb(m) for m in response.messages)
-            token = response.next_page_token
-            if not token:
-                return out
+        return [m async for m in self.iter_messages(user_id, session_id, page_size=page_size)]
+
+    def iter_messages(
+        self, user_id: str, session_id: str, *, page_size: int = 0
+    ) -> AsyncIterator[dict[str, Any]]:
+        """:meth:`list_messages` lazily, for ``async for`` (no ``await``)."""
+        return async_pages(
+            functools.partial(self._call, self.session_stub.ListMessages),
+            lambda token: records.list_messages_request(user_id, session_id, page_size, token),
+            lambda response: map(records.session_message_from_pb, response.messages),
+        )
 
     async def add_compression_summary(
         self,
@@ -411,7 +388,7 @@ class AsyncContextClient:
         *,
         source_session_id: str = "",
         source_message_id: str | int = "",
-    ) -> dict[str, Any]:
+    ) -> AddedMemory:
         """Store a memory of ``user_id``; the same text is stored once.
 
         Returns the memory dict with ``created``: false when the user already had it
@@ -422,22 +399,22 @@ class AsyncContextClient:
 
     async def search_memories(
         self, user_id: str, query: str, *, limit: int = 0
-    ) -> list[dict[str, Any]]:
+    ) -> list[ScoredMemory]:
         """The user's memories most relevant to ``query``, best first, with their scores."""
         request = records.search_memories_request(user_id, query, limit)
         return records.scored_memories(await self._call(self.memory_stub.SearchMemories, request))
 
-    async def list_memories(self, user_id: str, *, page_size: int = 0) -> list[dict[str, Any]]:
+    async def list_memories(self, user_id: str, *, page_size: int = 0) -> list[Memory]:
         """Every memory of ``user_id``, newest first (all pages read)."""
-        out: list[dict[str, Any]] = []
-        token = ""
-        while True:
-            request = records.list_memories_request(user_id, page_size, token)
-            response = await self._call(self.memory_stub.ListMemories, request)
-            out.extend(records.memory_from_pb(m) for m in response.memories)
-            token = response.next_page_token
-            if not token:
-                return out
+        return [m async for m in self.iter_memories(user_id, page_size=page_size)]
+
+    def iter_memories(self, user_id: str, *, page_size: int = 0) -> AsyncIterator[Memory]:
+        """:meth:`list_memories` lazily, for ``async for`` (no ``await``)."""
+        return async_pages(
+            functools.partial(self._call, self.memory_stub.ListMemories),
+            lambda token: records.list_memories_request(user_id, page_size, token),
+            lambda response: map(records.memory_from_pb, response.memories),
+        )
 
     async def delete_memory(self, user_id: str, memory_id: str | int) -> None:
         request = records.delete_memory_request(user_id, memory_id)

@@ -13,7 +13,7 @@ import grpc
 import grpc.aio
 
 from . import _chat_calls as chat_calls
-from ._errors import ContextdError, InvalidResponseError
+from ._errors import CancelledError, ContextdError, InvalidResponseError, StatusCode
 from ._types import ChatEvent, TextDelta, TurnCompleted, TurnStarted
 
 # What UnaryStreamCall.read() returns at the end of the stream (not in grpc's stubs).
@@ -59,7 +59,7 @@ class _TurnState:
         if self.completed is not None:
             return self.completed
         if self._cancelled:
-            raise ContextdError(grpc.StatusCode.CANCELLED, "the turn was cancelled by the client")
+            raise CancelledError(StatusCode.CANCELLED, "the turn was cancelled by the client")
         raise InvalidResponseError("StreamChat ended without a TurnCompleted event")
 
 

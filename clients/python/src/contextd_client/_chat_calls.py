@@ -2,12 +2,25 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
-from collections.abc import Mapping, Sequence
-from typing import Any, TypeAlias, cast
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from types import EllipsisType
+from typing import Any, Concatenate, Literal, ParamSpec, TypeAlias, TypeVar, cast
 
-from ._context_calls import build_report
-from ._fields import _MEMORY_MODES, _enum_name, _ident, _int, _sequence, _text, _type_name
+from ._context_calls import CacheLayout, build_report
+from ._fields import (
+    _MEMORY_MODES,
+    _cache_layout,
+    _enum_name,
+    _ident,
+    _int,
+    _sequence,
+    _text,
+    _type_name,
+)
 from ._messages import MessageLike, messages_to_pb
 from ._parts import PartLike, user_message_fields
 from ._pb import chat_pb2 as cpb
@@ -28,6 +41,20 @@ from ._types import (
 ToolLike: TypeAlias = Mapping[str, Any] | cpb.ToolDefinition
 #: ``{"tool_call_id", "content"}`` or a generated ``cpb.ToolResult``.
 ToolResultLike: TypeAlias = Mapping[str, Any] | cpb.ToolResult
+#: How the model is offered tools: its provider's own tool calling, or the tag protocol
+#: for models without it (see ToolProtocol in chat.proto).
+ToolProtocol: TypeAlias = Literal["native", "react"]
+
+_TOOL_PROTOCOLS: dict[str | None, cpb.ToolProtocol] = {
+    None: cpb.TOOL_PROTOCOL_UNSPECIFIED,
+    "native": cpb.TOOL_PROTOCOL_NATIVE,
+    "react": cpb.TOOL_PROTOCOL_REACT,
+}
+
+_Client = TypeVar("_Client")
+_Built = TypeVar("_Built")
+_Result = TypeVar("_Result")
+_Arguments = ParamSpec("_Arguments")
 
 
 def _json_object_text(value: object, where: str) -> str:
@@ -71,32 +98,50 @@ def tool_result_to_pb(result: object, where: str) -> cpb.ToolResult:
     )
 
 
-def stream_chat_request(
+@dataclass(frozen=True, slots=True)
+class ChatTurn:
+    """A chat turn's request and deadline (``...``: the client's), as the clients send it."""
+
+    request: cpb.StreamChatRequest
+    timeout: float | EllipsisType | None
+
+
+def chat_turn(
     user_message: str | Sequence[PartLike],
     *,
     user_id: str,
-    session_id: str,
-    scenario: str,
-    host: str,
-    variables: Mapping[str, str] | None,
-    memory: bool | None,
-    messages: Sequence[MessageLike],
-    tools: Sequence[ToolLike],
-    tool_results: Sequence[ToolResultLike],
-    token_budget: int,
-    tokenizer: str,
-    model: str | None,
-    temperature: float | None,
-    max_output_tokens: int | None,
-    stop: Sequence[str],
-    refuse_over_limit: bool,
-    title: str,
+    session_id: str = "",
+    scenario: str = "",
+    host: str = "",
+    variables: Mapping[str, str] | None = None,
+    memory: bool | None = None,
+    memory_limit: int = 0,
+    recent_sessions_limit: int = 0,
+    cache_layout: CacheLayout | None = None,
+    messages: Sequence[MessageLike] = (),
+    tools: Sequence[ToolLike] = (),
+    tool_results: Sequence[ToolResultLike] = (),
+    tool_protocol: ToolProtocol | None = None,
+    token_budget: int = 0,
+    tokenizer: str = "",
+    model: str | None = None,
+    temperature: float | None = None,
+    max_output_tokens: int | None = None,
+    stop: Sequence[str] = (),
+    refuse_over_limit: bool = False,
+    title: str = "",
     mode: str = "",
-) -> cpb.StreamChatRequest:
+    timeout: float | EllipsisType | None = ...,
+) -> ChatTurn:
+    """The arguments of ``stream_chat`` of both clients, declared here once."""
     if memory not in _MEMORY_MODES:
         raise TypeError(f"memory must be True, False or None, not {memory!r}")
     if variables is not None and not isinstance(variables, Mapping):
         raise TypeError(f"variables must be a mapping, not {_type_name(variables)}")
+    if not (tool_protocol is None or isinstance(tool_protocol, str)) or (
+        tool_protocol not in _TOOL_PROTOCOLS
+    ):
+        raise ValueError(f"tool_protocol must be 'native', 'react' or None, not {tool_protocol!r}")
     session = pb.SessionContext(
         user_id=_ident(user_id, "user_id"),
         session_id=_ident(session_id, "session_id"),
@@ -107,6 +152,9 @@ def stream_chat_request(
             for k, v in (variables or {}).items()
         },
         memory=cast(pb.MemoryMode, _MEMORY_MODES[memory]),
+        memory_limit=_int(memory_limit, "memory_limit"),
+        recent_sessions_limit=_int(recent_sessions_limit, "recent_sessions_limit"),
+        cache_layout=_cache_layout(cache_layout, "cache_layout"),
     )
     request = cpb.StreamChatRequest(
         session=session,
@@ -120,6 +168,7 @@ def stream_chat_request(
             tool_result_to_pb(r, f"tool_results[{i}]")
             for i, r in enumerate(_sequence(tool_results, "tool_results", "result mappings"))
         ],
+        tool_protocol=_TOOL_PROTOCOLS[tool_protocol],
         token_budget=_int(token_budget, "token_budget"),
         tokenizer=_text(tokenizer, "tokenizer"),
         title=_text(title, "title"),
@@ -141,7 +190,38 @@ def stream_chat_request(
         request.model.CopyFrom(options)
     if refuse_over_limit:
         request.prompt_limit_policy = cpb.PROMPT_LIMIT_POLICY_REFUSE
-    return request
+    return ChatTurn(request, timeout)
+
+
+def takes_arguments_of(
+    builder: Callable[_Arguments, _Built],
+) -> Callable[
+    [Callable[[_Client, _Built], _Result]], Callable[Concatenate[_Client, _Arguments], _Result]
+]:
+    """Give a method ``m(self, built)`` the arguments of ``builder``: ``m(self, *args,
+    **kwargs)`` calls ``builder(*args, **kwargs)`` and passes its result on.
+
+    So the sync and async ``stream_chat`` share one declaration of their arguments,
+    :func:`chat_turn`'s: type checkers see it through the ParamSpec, ``inspect.signature``
+    and ``help`` through ``__signature__``.
+    """
+
+    def decorate(
+        method: Callable[[_Client, _Built], _Result],
+    ) -> Callable[Concatenate[_Client, _Arguments], _Result]:
+        @functools.wraps(method)
+        def call(self: _Client, /, *args: _Arguments.args, **kwargs: _Arguments.kwargs) -> _Result:
+            return method(self, builder(*args, **kwargs))
+
+        own = inspect.signature(method)
+        arguments = inspect.signature(builder)
+        call.__signature__ = arguments.replace(  # type: ignore[attr-defined]
+            parameters=[next(iter(own.parameters.values())), *arguments.parameters.values()],
+            return_annotation=own.return_annotation,
+        )
+        return call
+
+    return decorate
 
 
 def token_usage(usage: cpb.TokenUsage) -> TokenUsage:

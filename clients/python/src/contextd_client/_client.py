@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import EllipsisType, TracebackType
 from typing import Any, TypeAlias
@@ -12,11 +14,11 @@ from . import _chat_calls as chat_calls
 from . import _context_calls as context_calls
 from . import _records as records
 from ._chat import ChatStream
-from ._chat_calls import ToolLike, ToolResultLike
-from ._context_calls import OutputFormat, OverflowPolicy
+from ._context_calls import CacheLayout, OutputFormat, OverflowPolicy
 from ._credentials import TokenProvider, bearer, check_credentials, token_pair, with_pair
 from ._errors import ContextdError
 from ._messages import MessageLike
+from ._pages import pages
 from ._parts import PartLike
 from ._pb import (
     chat_pb2_grpc,
@@ -28,6 +30,8 @@ from ._pb import (
 from ._pb import context_pb2_grpc as pb_grpc
 from ._pb import prompts_pb2 as ppb
 from ._pb import sessions_pb2 as spb
+from ._record_types import AddedMemory, Collected, Memory, ScoredMemory, Session
+from ._retry import RetryPolicy, retry_delay
 from ._types import AssembledPrompt, BuildResult, TokenCount, TokenizerList
 
 DEFAULT_TARGET = "127.0.0.1:50151"
@@ -59,6 +63,9 @@ class ContextClient:
     ``api_key``, or ``token``, a callable returning the current token that is called
     before every call (so a refreshed token is used as soon as it returns it). Either
     is sent as ``authorization: Bearer <token>``; they combine with ``credentials``.
+
+    ``retries`` (a :class:`RetryPolicy`; default none) retries unary calls that fail
+    with UNAVAILABLE; StreamChat and ExportEvents are never retried.
     """
 
     def __init__(
@@ -71,9 +78,11 @@ class ContextClient:
         credentials: grpc.ChannelCredentials | None = None,
         api_key: str | None = None,
         token: TokenProvider | None = None,
+        retries: RetryPolicy | None = None,
     ) -> None:
         self.target = target
         self.timeout = timeout
+        self.retries = retries
         self.metadata = call_metadata(metadata)
         check_credentials(api_key, token, self.metadata, sync=True)
         self._key = None if api_key is None else bearer(api_key, "api_key")
@@ -127,11 +136,17 @@ class ContextClient:
         )
 
     def _call(self, method: Callable[..., Any], request: Any) -> Any:
-        metadata = self._metadata()
-        try:
-            return method(request, timeout=self.timeout, metadata=metadata)
-        except grpc.RpcError as error:
-            raise ContextdError.from_rpc_error(error) from error
+        attempt = 1
+        while True:
+            metadata = self._metadata()
+            try:
+                return method(request, timeout=self.timeout, metadata=metadata)
+            except grpc.RpcError as error:
+                delay = retry_delay(self.retries, error, attempt)
+                if delay is None:
+                    raise ContextdError.from_rpc_error(error) from error
+            time.sleep(delay)
+            attempt += 1
 
     def _timeout(self, timeout: float | EllipsisType | None) -> float | None:
         return self.timeout if isinstance(timeout, EllipsisType) else timeout
@@ -166,6 +181,7 @@ class ContextClient:
         output_format: OutputFormat = "neutral",
         on_overflow: OverflowPolicy = "keep",
         session: Mapping[str, Any] | None = None,
+        cache_layout: CacheLayout | None = None,
     ) -> BuildResult:
         """Build [system, ...history, user] under ``token_budget`` tokens.
 
@@ -191,6 +207,7 @@ class ContextClient:
             tokenizer=tokenizer,
             output_format=output_format,
             on_overflow=on_overflow,
+            cache_layout=cache_layout,
         )
         if session is not None:
             request.session.CopyFrom(records.session_context_to_pb(session))
@@ -214,7 +231,7 @@ class ContextClient:
 
     def collect(
         self, user_id: str, message_id: str, *, remember: bool = False, uncollect: bool = False
-    ) -> dict[str, Any]:
+    ) -> Collected:
         """Mark a stored assistant answer collected (``uncollect``: not), maybe remember it.
 
         Returns ``{"message_id", "is_collected", "memory_id"}``; ``memory_id`` is the
@@ -225,30 +242,8 @@ class ContextClient:
 
     # Chat ---------------------------------------------------------------------------
 
-    def stream_chat(
-        self,
-        user_message: str | Sequence[PartLike],
-        *,
-        user_id: str,
-        session_id: str = "",
-        scenario: str = "",
-        host: str = "",
-        variables: Mapping[str, str] | None = None,
-        memory: bool | None = None,
-        messages: Sequence[MessageLike] = (),
-        tools: Sequence[ToolLike] = (),
-        tool_results: Sequence[ToolResultLike] = (),
-        token_budget: int = 0,
-        tokenizer: str = "",
-        model: str | None = None,
-        temperature: float | None = None,
-        max_output_tokens: int | None = None,
-        stop: Sequence[str] = (),
-        refuse_over_limit: bool = False,
-        title: str = "",
-        mode: str = "",
-        timeout: float | EllipsisType | None = ...,
-    ) -> ChatStream:
+    @chat_calls.takes_arguments_of(chat_calls.chat_turn)
+    def stream_chat(self, turn: chat_calls.ChatTurn) -> ChatStream:
         """Run one chat turn; returns its events as they arrive (see :class:`ChatStream`).
 
         ``user_message`` is a string, or a list of parts (strings and :func:`image_part`).
@@ -257,30 +252,14 @@ class ContextClient:
         id is ``TurnStarted.session_id``). ``timeout`` is the deadline of the whole turn
         in seconds; ``...`` means the client's timeout, ``None`` none. Requests the
         server refuses raise :class:`ContextdError` when the first event is read.
+
+        The arguments are declared once, by :func:`chat_turn` (shared with
+        :meth:`AsyncContextClient.stream_chat`): every field of StreamChatRequest has one,
+        e.g. ``tool_protocol="react"`` for a model without native tool calling, and
+        ``memory_limit``, ``recent_sessions_limit`` and ``cache_layout`` of the session.
         """
-        request = chat_calls.stream_chat_request(
-            user_message,
-            user_id=user_id,
-            session_id=session_id,
-            scenario=scenario,
-            host=host,
-            variables=variables,
-            memory=memory,
-            messages=messages,
-            tools=tools,
-            tool_results=tool_results,
-            token_budget=token_budget,
-            tokenizer=tokenizer,
-            model=model,
-            temperature=temperature,
-            max_output_tokens=max_output_tokens,
-            stop=stop,
-            refuse_over_limit=refuse_over_limit,
-            title=title,
-            mode=mode,
-        )
         call = self.chat_stub.StreamChat(
-            request, timeout=self._timeout(timeout), metadata=self._metadata()
+            turn.request, timeout=self._timeout(turn.timeout), metadata=self._metadata()
         )
         return ChatStream(call)
 
@@ -294,27 +273,27 @@ class ContextClient:
         host: str = "",
         title: str = "",
         metadata: Mapping[str, str] | None = None,
-    ) -> dict[str, Any]:
+    ) -> Session:
         """Start a new, empty session of ``user_id``; returns it as a session dict."""
         request = records.create_session_request(user_id, scenario, host, title, metadata)
         return records.session_from_pb(self._call(self.session_stub.CreateSession, request).session)
 
-    def get_session(self, user_id: str, session_id: str) -> dict[str, Any]:
+    def get_session(self, user_id: str, session_id: str) -> Session:
         """A session of ``user_id`` as a dict (NOT_FOUND, or PERMISSION_DENIED if not theirs)."""
         request = records.get_session_request(user_id, session_id)
         return records.session_from_pb(self._call(self.session_stub.GetSession, request).session)
 
-    def list_sessions(self, user_id: str, *, page_size: int = 0) -> list[dict[str, Any]]:
+    def list_sessions(self, user_id: str, *, page_size: int = 0) -> list[Session]:
         """Every session of ``user_id``, most recently active first (all pages read)."""
-        out: list[dict[str, Any]] = []
-        token = ""
-        while True:
-            request = records.list_sessions_request(user_id, page_size, token)
-            response = self._call(self.session_stub.ListSessions, request)
-            out.extend(records.session_from_pb(s) for s in response.sessions)
-            token = response.next_page_token
-            if not token:
-                return out
+        return list(self.iter_sessions(user_id, page_size=page_size))
+
+    def iter_sessions(self, user_id: str, *, page_size: int = 0) -> Iterator[Session]:
+        """:meth:`list_sessions` lazily: each page is asked for when the last is used up."""
+        return pages(
+            functools.partial(self._call, self.session_stub.ListSessions),
+            lambda token: records.list_sessions_request(user_id, page_size, token),
+            lambda response: map(records.session_from_pb, response.sessions),
+        )
 
     def delete_session(self, user_id: str, session_id: str) -> None:
         """Delete a session with its messages, summaries and event log; memories stay."""
@@ -338,15 +317,17 @@ class ContextClient:
         self, user_id: str, session_id: str, *, page_size: int = 0
     ) -> list[dict[str, Any]]:
         """Every stored message of a session, oldest first, as dicts (all pages read)."""
-        out: list[dict[str, Any]] = []
-        token = ""
-        while True:
-            request = records.list_messages_request(user_id, session_id, page_size, token)
-            response = self._call(self.session_stub.ListMessages, request)
-            out.extend(records.session_message_from_pb(m) for m in response.messages)
-            token = response.next_page_token
-            if not token:
-                return out
+        return list(self.iter_messages(user_id, session_id, page_size=page_size))
+
+    def iter_messages(
+        self, user_id: str, session_id: str, *, page_size: int = 0
+    ) -> Iterator[dict[str, Any]]:
+        """:meth:`list_messages` lazily: each page is asked for when the last is used up."""
+        return pages(
+            functools.partial(self._call, self.session_stub.ListMessages),
+            lambda token: records.list_messages_request(user_id, session_id, page_size, token),
+            lambda response: map(records.session_message_from_pb, response.messages),
+        )
 
     def add_compression_summary(
         self,
@@ -420,7 +401,7 @@ class ContextClient:
         *,
         source_session_id: str = "",
         source_message_id: str | int = "",
-    ) -> dict[str, Any]:
+    ) -> AddedMemory:
         """Store a memory of ``user_id``; the same text is stored once.
 
         Returns the memory dict with ``created``: false when the user already had it
@@ -429,22 +410,22 @@ class ContextClient:
         request = records.add_memory_request(user_id, content, source_session_id, source_message_id)
         return records.added_memory(self._call(self.memory_stub.AddMemory, request))
 
-    def search_memories(self, user_id: str, query: str, *, limit: int = 0) -> list[dict[str, Any]]:
+    def search_memories(self, user_id: str, query: str, *, limit: int = 0) -> list[ScoredMemory]:
         """The user's memories most relevant to ``query``, best first, with their scores."""
         request = records.search_memories_request(user_id, query, limit)
         return records.scored_memories(self._call(self.memory_stub.SearchMemories, request))
 
-    def list_memories(self, user_id: str, *, page_size: int = 0) -> list[dict[str, Any]]:
+    def list_memories(self, user_id: str, *, page_size: int = 0) -> list[Memory]:
         """Every memory of ``user_id``, newest first (all pages read)."""
-        out: list[dict[str, Any]] = []
-        token = ""
-        while True:
-            request = records.list_memories_request(user_id, page_size, token)
-            response = self._call(self.memory_stub.ListMemories, request)
-            out.extend(records.memory_from_pb(m) for m in response.memories)
-            token = response.next_page_token
-            if not token:
-                return out
+        return list(self.iter_memories(user_id, page_size=page_size))
+
+    def iter_memories(self, user_id: str, *, page_size: int = 0) -> Iterator[Memory]:
+        """:meth:`list_memories` lazily: each page is asked for when the last is used up."""
+        return pages(
+            functools.partial(self._call, self.memory_stub.ListMemories),
+            lambda token: records.list_memories_request(user_id, page_size, token),
+            lambda response: map(records.memory_from_pb, response.memories),
+        )
 
     def delete_memory(self, user_id: str, memory_id: str | int) -> None:
         request = records.delete_memory_request(user_id, memory_id)

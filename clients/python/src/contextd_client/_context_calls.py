@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal, TypeVar
 
 from ._errors import InvalidResponseError
-from ._fields import _enum_name, _ident, _sequence, _text, _type_name
+from ._fields import _cache_layout, _enum_name, _ident, _sequence, _text, _type_name
 from ._messages import MessageLike, message_from_pb, messages_to_pb
 from ._parts import PartLike, user_message_fields
 from ._pb import context_pb2 as pb
@@ -32,6 +32,8 @@ from ._types import (
 
 OutputFormat = Literal["neutral", "openai", "anthropic"]
 OverflowPolicy = Literal["keep", "fail"]
+#: Where the volatile context layers go (see CacheLayout in context.proto).
+CacheLayout = Literal["off", "stable_prefix"]
 
 LAYER_NAMES: tuple[str, ...] = ("identity", "rules", "skill", "mode", "memory", "context")
 
@@ -112,6 +114,7 @@ def build_messages_request(
     tokenizer: str,
     output_format: OutputFormat,
     on_overflow: OverflowPolicy,
+    cache_layout: CacheLayout | None = None,
 ) -> pb.BuildMessagesRequest:
     if isinstance(token_budget, bool) or not isinstance(token_budget, int):
         raise TypeError(f"token_budget must be an int, not {_type_name(token_budget)}")
@@ -122,6 +125,7 @@ def build_messages_request(
         output_format=_choice(output_format, _FORMATS, "output_format"),
         overflow_policy=_choice(on_overflow, _POLICIES, "on_overflow"),
         history=messages_to_pb(history, "history"),
+        cache_layout=_cache_layout(cache_layout, "cache_layout"),
     )
     if system_prompt is not None:
         prompts = (

@@ -1,7 +1,9 @@
-"""gRPC errors -> ContextdError, with the google.rpc.BadRequest field violations decoded."""
+"""gRPC errors -> ContextdError and its subclass per status code, with the
+google.rpc.BadRequest field violations decoded."""
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, cast
@@ -10,6 +12,36 @@ import grpc
 from google.protobuf.message import DecodeError
 from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
+
+
+class StatusCode(enum.IntEnum):
+    """The gRPC status codes, named and numbered as gRPC does, so that callers need not
+    import grpc: ``StatusCode.NOT_FOUND == 5``, ``StatusCode(error.code.value[0])``."""
+
+    OK = 0
+    CANCELLED = 1
+    UNKNOWN = 2
+    INVALID_ARGUMENT = 3
+    DEADLINE_EXCEEDED = 4
+    NOT_FOUND = 5
+    ALREADY_EXISTS = 6
+    PERMISSION_DENIED = 7
+    RESOURCE_EXHAUSTED = 8
+    FAILED_PRECONDITION = 9
+    ABORTED = 10
+    OUT_OF_RANGE = 11
+    UNIMPLEMENTED = 12
+    INTERNAL = 13
+    UNAVAILABLE = 14
+    DATA_LOSS = 15
+    UNAUTHENTICATED = 16
+
+    @property
+    def grpc_code(self) -> grpc.StatusCode:
+        return _GRPC_CODES[self.value]
+
+
+_GRPC_CODES: dict[int, grpc.StatusCode] = {code.value[0]: code for code in grpc.StatusCode}
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,28 +53,34 @@ class FieldViolation:
 
 
 class ContextdError(Exception):
-    """A failed contextd call.
+    """A failed contextd call; a failed call raises the subclass of its status code
+    (:class:`NotFoundError`, :class:`InvalidArgumentError`, ...; see ``ERROR_CLASSES``).
 
-    ``code`` is the gRPC status code, ``message`` the server's message, and
-    ``violations`` the field violations of an INVALID_ARGUMENT error (empty for
-    other codes). ``status`` is the full ``google.rpc.Status`` when the server sent
-    one. The original ``grpc.RpcError`` is the exception's ``__cause__``.
+    ``status_code`` is the status as this package's :class:`StatusCode`; ``code`` the
+    same status as a ``grpc.StatusCode`` (both are given to the constructor as
+    either). ``message`` is the server's message, and ``violations`` the field
+    violations of an INVALID_ARGUMENT error (empty for other codes). ``status`` is the
+    full ``google.rpc.Status`` when the server sent one. The original
+    ``grpc.RpcError`` is the exception's ``__cause__``.
     """
 
     code: grpc.StatusCode
+    status_code: StatusCode
     message: str
     violations: list[FieldViolation]
     status: status_pb2.Status | None
 
     def __init__(
         self,
-        code: grpc.StatusCode,
+        code: grpc.StatusCode | StatusCode,
         message: str,
         violations: Iterable[FieldViolation] = (),
         status: status_pb2.Status | None = None,
     ) -> None:
-        super().__init__(f"{code.name}: {message}")
-        self.code = code
+        status_code = code if isinstance(code, StatusCode) else StatusCode(code.value[0])
+        super().__init__(f"{status_code.name}: {message}")
+        self.code = status_code.grpc_code
+        self.status_code = status_code
         self.message = message
         self.violations = list(violations)
         self.status = status
@@ -74,16 +112,111 @@ class ContextdError(Exception):
                             FieldViolation(v.field, v.description)
                             for v in bad_request.field_violations
                         )
-        return cls(code, message, violations, status)
+        return error_class(code)(code, message, violations, status)
 
 
-class InvalidResponseError(ContextdError, ValueError):
+class CancelledError(ContextdError):
+    """CANCELLED: the call was cancelled, most often by this client."""
+
+
+class UnknownError(ContextdError):
+    """UNKNOWN: a failure the server or gRPC could not classify."""
+
+
+class InvalidArgumentError(ContextdError):
+    """INVALID_ARGUMENT: the request is malformed; ``field_violations`` name the fields."""
+
+    @property
+    def field_violations(self) -> list[FieldViolation]:
+        return self.violations
+
+
+class DeadlineExceededError(ContextdError):
+    """DEADLINE_EXCEEDED: the call's timeout passed before it finished."""
+
+
+class NotFoundError(ContextdError):
+    """NOT_FOUND: the session, message, memory, template or skill does not exist."""
+
+
+class AlreadyExistsError(ContextdError):
+    """ALREADY_EXISTS: what the call creates is there already."""
+
+
+class PermissionDeniedError(ContextdError):
+    """PERMISSION_DENIED: the caller may not touch this user's data."""
+
+
+class ResourceExhaustedError(ContextdError):
+    """RESOURCE_EXHAUSTED: a quota or size limit was reached."""
+
+
+class FailedPreconditionError(ContextdError):
+    """FAILED_PRECONDITION: the request is valid but cannot run in the current state."""
+
+
+class AbortedError(ContextdError):
+    """ABORTED: the call was aborted, e.g. by a concurrent change."""
+
+
+class OutOfRangeError(ContextdError):
+    """OUT_OF_RANGE: a value is past the valid range."""
+
+
+class UnimplementedError(ContextdError):
+    """UNIMPLEMENTED: the server does not offer this call."""
+
+
+class InternalError(ContextdError):
+    """INTERNAL: the server failed, or its response could not be decoded."""
+
+
+class UnavailableError(ContextdError):
+    """UNAVAILABLE: the server cannot be reached or is shutting down; a retry may succeed."""
+
+
+class DataLossError(ContextdError):
+    """DATA_LOSS: unrecoverable data loss or corruption."""
+
+
+class UnauthenticatedError(ContextdError):
+    """UNAUTHENTICATED: the call carries no valid credential."""
+
+
+#: The class raised for each status code (OK has none: it is never an error).
+ERROR_CLASSES: dict[StatusCode, type[ContextdError]] = {
+    StatusCode.CANCELLED: CancelledError,
+    StatusCode.UNKNOWN: UnknownError,
+    StatusCode.INVALID_ARGUMENT: InvalidArgumentError,
+    StatusCode.DEADLINE_EXCEEDED: DeadlineExceededError,
+    StatusCode.NOT_FOUND: NotFoundError,
+    StatusCode.ALREADY_EXISTS: AlreadyExistsError,
+    StatusCode.PERMISSION_DENIED: PermissionDeniedError,
+    StatusCode.RESOURCE_EXHAUSTED: ResourceExhaustedError,
+    StatusCode.FAILED_PRECONDITION: FailedPreconditionError,
+    StatusCode.ABORTED: AbortedError,
+    StatusCode.OUT_OF_RANGE: OutOfRangeError,
+    StatusCode.UNIMPLEMENTED: UnimplementedError,
+    StatusCode.INTERNAL: InternalError,
+    StatusCode.UNAVAILABLE: UnavailableError,
+    StatusCode.DATA_LOSS: DataLossError,
+    StatusCode.UNAUTHENTICATED: UnauthenticatedError,
+}
+
+
+def error_class(code: grpc.StatusCode | StatusCode) -> type[ContextdError]:
+    """The ContextdError subclass raised for ``code`` (ContextdError itself for OK)."""
+    status_code = code if isinstance(code, StatusCode) else StatusCode(code.value[0])
+    return ERROR_CLASSES.get(status_code, ContextdError)
+
+
+class InvalidResponseError(InternalError, ValueError):
     """The call succeeded but its response cannot be decoded.
 
     Raised when ``BuildMessagesResponse.payload_json`` is not a JSON object. ``code``
     is INTERNAL, as gRPC reports a response it cannot deserialize; ``status`` is
     ``None`` and ``violations`` empty. The decoding error, if any, is ``__cause__``.
-    Being a ``ContextdError`` and a ``ValueError``, it is caught as either.
+    Being an ``InternalError`` and a ``ValueError``, it is caught as either.
     """
 
     def __init__(self, message: str) -> None:

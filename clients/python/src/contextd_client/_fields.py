@@ -25,6 +25,18 @@ _MEMORY_MODES: dict[bool | None, int] = {
     True: pb.MEMORY_MODE_ON,
     False: pb.MEMORY_MODE_OFF,
 }
+_CACHE_LAYOUTS: dict[str | None, pb.CacheLayout] = {
+    None: pb.CACHE_LAYOUT_UNSPECIFIED,
+    "off": pb.CACHE_LAYOUT_OFF,
+    "stable_prefix": pb.CACHE_LAYOUT_STABLE_PREFIX,
+}
+
+
+def _cache_layout(value: object, where: str) -> pb.CacheLayout:
+    """ "off", "stable_prefix" or None (the server's default) as the enum."""
+    if not (value is None or isinstance(value, str)) or value not in _CACHE_LAYOUTS:
+        raise ValueError(f"{where} must be 'off', 'stable_prefix' or None, not {value!r}")
+    return _CACHE_LAYOUTS[value]
 
 
 def _type_name(value: object) -> str:

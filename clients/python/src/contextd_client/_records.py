@@ -11,13 +11,14 @@ from datetime import UTC, datetime
 from typing import Any, cast
 
 from ._errors import InvalidResponseError
-from ._fields import _MEMORY_MODES, _ident, _int, _text, _type_name
+from ._fields import _MEMORY_MODES, _cache_layout, _ident, _int, _text, _type_name
 from ._messages import MessageLike, message_from_pb, messages_to_pb
 from ._pb import context_pb2 as pb
 from ._pb import memory_pb2 as mpb
 from ._pb import prompts_pb2 as ppb
 from ._pb import sessions_pb2 as spb
 from ._pb import users_pb2 as upb
+from ._record_types import AddedMemory, Collected, Memory, ScoredMemory, Session
 
 
 def _texts(values: object, where: str) -> list[str]:
@@ -52,11 +53,6 @@ SESSION_CONTEXT_KEYS = (
     "recent_sessions_limit",
     "cache_layout",
 )
-_CACHE_LAYOUTS = {
-    None: pb.CACHE_LAYOUT_UNSPECIFIED,
-    "off": pb.CACHE_LAYOUT_OFF,
-    "stable_prefix": pb.CACHE_LAYOUT_STABLE_PREFIX,
-}
 
 
 def session_context_to_pb(session: object) -> pb.SessionContext:
@@ -72,11 +68,7 @@ def session_context_to_pb(session: object) -> pb.SessionContext:
     memory = session.get("memory")
     if memory not in _MEMORY_MODES:
         raise TypeError(f"session['memory'] must be True, False or None, not {memory!r}")
-    layout = session.get("cache_layout")
-    if not (layout is None or isinstance(layout, str)) or layout not in _CACHE_LAYOUTS:
-        raise ValueError(
-            f"session['cache_layout'] must be 'off', 'stable_prefix' or None, not {layout!r}"
-        )
+    layout = _cache_layout(session.get("cache_layout"), "session['cache_layout']")
     variables = session.get("variables") or {}
     if not isinstance(variables, Mapping):
         raise TypeError(f"session['variables'] must be a mapping, not {_type_name(variables)}")
@@ -94,7 +86,7 @@ def session_context_to_pb(session: object) -> pb.SessionContext:
         recent_sessions_limit=_int(
             session.get("recent_sessions_limit", 0), "session['recent_sessions_limit']"
         ),
-        cache_layout=_CACHE_LAYOUTS[layout],
+        cache_layout=layout,
     )
 
 
@@ -112,7 +104,7 @@ def collect_request(
     )
 
 
-def collected(response: pb.CollectResponse) -> dict[str, Any]:
+def collected(response: pb.CollectResponse) -> Collected:
     return {
         "message_id": response.message_id,
         "is_collected": response.is_collected,
@@ -171,7 +163,7 @@ def session_summary_request(
     )
 
 
-def session_from_pb(session: spb.Session) -> dict[str, Any]:
+def session_from_pb(session: spb.Session) -> Session:
     return {
         "id": session.id,
         "user_id": session.user_id,
@@ -277,7 +269,7 @@ def end_session_request(user_id: str, session_id: str, mode: str) -> spb.EndSess
 # Memories ---------------------------------------------------------------------------
 
 
-def memory_from_pb(memory: mpb.Memory) -> dict[str, Any]:
+def memory_from_pb(memory: mpb.Memory) -> Memory:
     return {
         "id": memory.id,
         "user_id": memory.user_id,
@@ -300,7 +292,7 @@ def add_memory_request(
     )
 
 
-def added_memory(response: mpb.AddMemoryResponse) -> dict[str, Any]:
+def added_memory(response: mpb.AddMemoryResponse) -> AddedMemory:
     """The memory, with ``created`` false when the user already had the same text."""
     return {**memory_from_pb(response.memory), "created": response.created}
 
@@ -313,7 +305,7 @@ def search_memories_request(user_id: str, query: str, limit: int) -> mpb.SearchM
     )
 
 
-def scored_memories(response: mpb.SearchMemoriesResponse) -> list[dict[str, Any]]:
+def scored_memories(response: mpb.SearchMemoriesResponse) -> list[ScoredMemory]:
     return [
         {
             **memory_from_pb(found.memory),

@@ -1,0 +1,169 @@
+"""Every StreamChatRequest field is reachable from ``stream_chat`` of both Python clients,
+whose arguments are one shared declaration."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from contextd_client import AsyncContextClient, ContextClient, cpb, image_part, pb
+from google.protobuf.descriptor import Descriptor
+from google.protobuf.message import Message as ProtoMessage
+
+from tests.support.fake_chat_server import FakeChatServer, fake_chat_server
+from tests.support.images import png
+
+# Fields no request sets: the server fills them in.
+OUTPUT_ONLY = {"messages.tokens"}
+
+# A text and both kinds of image (an image's url and data are alternatives).
+PARTS = [
+    "look:",
+    image_part(url="https://x.test/a.png", width=4, height=5),
+    image_part(data=png(2, 3), detail="high"),
+]
+
+# Two turns that together set every field (user_message and user_message_parts are
+# alternatives).
+TURNS: list[dict[str, Any]] = [
+    {
+        "user_message": "hi",
+        "user_id": "ada",
+        "session_id": "s1",
+        "scenario": "support",
+        "host": "word",
+        "variables": {"lang": "en"},
+        "memory": True,
+        "memory_limit": 3,
+        "recent_sessions_limit": 2,
+        "cache_layout": "stable_prefix",
+        "messages": [
+            {"role": "user", "content": PARTS},
+            {
+                "id": "m2",
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [{"id": "c1", "name": "f", "arguments": "{}"}],
+            },
+            {"role": "tool", "tool_call_id": "c1", "content": "42"},
+        ],
+        "tools": [{"name": "f", "description": "d", "parameters": {"type": "object"}}],
+        "tool_results": [{"tool_call_id": "c1", "content": "42"}],
+        "tool_protocol": "react",
+        "token_budget": 100,
+        "tokenizer": "estimate",
+        "model": "m",
+        "temperature": 0.5,
+        "max_output_tokens": 10,
+        "stop": ["END"],
+        "refuse_over_limit": True,
+        "title": "t",
+        "mode": "notebook",
+    },
+    {
+        "user_message": PARTS,
+        "user_id": "ada",
+    },
+]
+
+
+def field_paths(descriptor: Descriptor, prefix: str = "") -> set[str]:
+    """Every field path of a message type, nested messages included (maps as a whole)."""
+    out: set[str] = set()
+    for field in descriptor.fields:
+        path = prefix + field.name
+        out.add(path)
+        nested = field.message_type
+        if nested is not None and not nested.GetOptions().map_entry:
+            out |= field_paths(nested, path + ".")
+    return out
+
+
+def set_paths(message: ProtoMessage, prefix: str = "") -> set[str]:
+    """The field paths ``message`` sets (in any element of a repeated field)."""
+    out: set[str] = set()
+    for field, value in message.ListFields():
+        path = prefix + field.name
+        out.add(path)
+        if field.message_type is None or field.message_type.GetOptions().map_entry:
+            continue
+        items = value if field.is_repeated else [value]
+        for item in items:
+            out |= set_paths(item, path + ".")
+    return out
+
+
+EXPECTED = field_paths(cpb.StreamChatRequest.DESCRIPTOR) - OUTPUT_ONLY
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeChatServer]:
+    with fake_chat_server() as server:
+        yield server
+
+
+def test_both_clients_have_the_same_stream_chat_arguments() -> None:
+    sync = inspect.signature(ContextClient.stream_chat)
+    aio = inspect.signature(AsyncContextClient.stream_chat)
+    assert list(sync.parameters.values()) == list(aio.parameters.values())
+    assert "tool_protocol" in sync.parameters and "cache_layout" in sync.parameters
+
+
+def test_every_request_field_is_reachable_from_the_sync_client(fake: FakeChatServer) -> None:
+    with ContextClient(fake.address) as client:
+        for turn in TURNS:
+            client.stream_chat(**turn).result()
+    sent = set().union(*(set_paths(r) for r in fake.requests))
+    assert sorted(EXPECTED - sent) == []
+
+
+async def test_every_request_field_is_reachable_from_the_async_client(
+    fake: FakeChatServer,
+) -> None:
+    async with AsyncContextClient(fake.address) as client:
+        for turn in TURNS:
+            await client.stream_chat(**turn).result()
+    sent = set().union(*(set_paths(r) for r in fake.requests))
+    assert sorted(EXPECTED - sent) == []
+
+
+def test_new_arguments_are_sent_as_their_enums(fake: FakeChatServer) -> None:
+    with ContextClient(fake.address) as client:
+        client.stream_chat("hi", user_id="ada", tool_protocol="native", cache_layout="off").result()
+        client.stream_chat("hi", user_id="ada").result()
+    explicit, default = fake.requests
+    assert explicit.tool_protocol == cpb.TOOL_PROTOCOL_NATIVE
+    assert explicit.session.cache_layout == pb.CACHE_LAYOUT_OFF
+    assert default.tool_protocol == cpb.TOOL_PROTOCOL_UNSPECIFIED
+    assert default.session.cache_layout == 0 and default.session.memory_limit == 0
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"tool_protocol": "xml"}, "tool_protocol must be 'native', 'react' or None"),
+        ({"cache_layout": ["off"]}, "cache_layout must be 'off', 'stable_prefix' or None"),
+    ],
+)
+def test_unknown_names_raise_at_once(kwargs: dict[str, Any], message: str) -> None:
+    with ContextClient("127.0.0.1:1") as client, pytest.raises(ValueError, match=message):
+        client.stream_chat("hi", user_id="ada", **kwargs)
+
+
+async def test_build_messages_takes_the_inline_cache_layout(
+    client: ContextClient, aclient: AsyncContextClient
+) -> None:
+    kwargs: dict[str, Any] = {
+        "layers": {"identity": "You are Ada.", "memory": "Likes tea."},
+        "history": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}],
+        "token_budget": 1000,
+        "cache_layout": "stable_prefix",
+    }
+    built = client.build_messages("Hi", **kwargs)
+    assert [m["role"] for m in built.messages] == ["system", "user", "assistant", "system", "user"]
+    assert "Likes tea." in built.messages[3]["content"]
+    assert (await aclient.build_messages("Hi", **kwargs)).messages == built.messages
+    with pytest.raises(ValueError, match="cache_layout must be"):
+        client.build_messages("Hi", token_budget=10, cache_layout="on")  # type: ignore[arg-type]
