@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import pkgutil
 import re
 import subprocess
@@ -170,9 +171,12 @@ def test_make_run_installs_the_sdk_contextd_chat_needs(tmp_path: Path) -> None:
     venv = tmp_path / "venv"
     (venv / "bin").mkdir(parents=True)
     (venv / "bin" / "python").touch()  # as if made: make only prints what it would install
+    # Run from make test, the outer make's variables would reach this one.
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
     done = subprocess.run(
-        ["make", "-n", f"VENV={venv}", "run"],
+        ["make", "--no-print-directory", "-n", f"VENV={venv}", "run"],
         cwd=ROOT,
+        env=env,
         capture_output=True,
         text=True,
         timeout=60,

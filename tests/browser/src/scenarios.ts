@@ -163,6 +163,7 @@ export async function tour(c: Clients, user: string): Promise<void> {
   await c.sessions.listMessages({ userId: user, sessionId, pageSize: 50 });
   await c.context.collect({ userId: user, messageId: answerId, remember: true });
   await drain(c.sessions.exportEvents({ userId: user, sessionId }));
+  await c.sessions.endSession({ userId: user, sessionId, mode: "taskpane" });
   await c.sessions.listSessions({ userId: user, pageSize: 10 });
 
   await expectError(() =>
