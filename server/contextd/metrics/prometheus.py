@@ -5,12 +5,18 @@ from __future__ import annotations
 
 import platform
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    disable_created_metrics,
+)
 from prometheus_client.metrics_core import CounterMetricFamily, Metric
 
 from contextd.core.pipeline import DroppedRange
+from contextd.metrics.loop_histogram import LoopHistogram, LoopHistogramChild
 from contextd.metrics.recorder import Recorder, StatementObserver
 
 # The bucket boundaries the GenAI semantic conventions ask for.
@@ -24,16 +30,20 @@ _TOKENS = tuple(float(4**n) for n in range(2, 11))  # 16 ... 1048576
 class RpcMeter:
     """One method's gRPC metrics, with the label values resolved once."""
 
-    __slots__ = ("_handled", "_labels", "handling", "started")
+    __slots__ = ("_by_code", "_handled", "_labels", "handling", "started")
 
     def __init__(self, metrics: GrpcMetrics, labels: tuple[str, str, str]) -> None:
         self._labels = labels
         self._handled = metrics.handled
+        self._by_code: dict[str, Counter] = {}
         self.started = metrics.started.labels(*labels)
         self.handling = metrics.handling.labels(*labels)
 
     def handled(self, code: str) -> Counter:
-        return self._handled.labels(*self._labels, code)
+        found = self._by_code.get(code)
+        if found is None:
+            found = self._by_code[code] = self._handled.labels(*self._labels, code)
+        return found
 
 
 class GrpcMetrics:
@@ -50,12 +60,14 @@ class GrpcMetrics:
             (*labels, "grpc_code"),
             registry=registry,
         )
-        self.handling = Histogram(
+        # Once per call, on the loop's thread: the cheaper kind.
+        self.handling = LoopHistogram(
             "grpc_server_handling_seconds",
             "Seconds from an RPC's start to its end (its last message for a stream).",
             labels,
-            registry=registry,
+            Histogram.DEFAULT_BUCKETS[:-1],  # the +Inf bucket is always there
         )
+        registry.register(self.handling)
 
     def meter(self, full_method: str, grpc_type: str) -> RpcMeter:
         service, _, method = full_method.strip("/").rpartition("/")
@@ -66,6 +78,9 @@ class PrometheusRecorder(Recorder):
     enabled = True
 
     def __init__(self, version: str) -> None:
+        # No ``_created`` series beside each counter: go-grpc-prometheus has none, and
+        # they double what a scrape carries.
+        disable_created_metrics()  # type: ignore[no-untyped-call]
         self.registry = registry = CollectorRegistry(auto_describe=True)
         self.grpc = GrpcMetrics(registry)
         info = Gauge(
@@ -102,12 +117,14 @@ class PrometheusRecorder(Recorder):
             buckets=_GEN_AI_TOKENS,
             registry=registry,
         )
-        self._kept = Histogram(
+        kept = LoopHistogram(
             "contextd_build_kept_tokens",
-            "Tokens of the message lists built (BuildMessages, StreamChat's steps).",
-            buckets=_TOKENS,
-            registry=registry,
+            "Tokens of the message lists BuildMessages built.",
+            (),
+            _TOKENS,
         )
+        registry.register(kept)
+        self._kept = kept.labels()
         self._dropped = Counter(
             "contextd_build_dropped_messages",
             "History messages left out of built message lists, by reason.",
@@ -133,13 +150,14 @@ class PrometheusRecorder(Recorder):
             ("protocol", "grpc_code"),
             registry=registry,
         )
-        self._statements = Histogram(
+        # On the loop's thread with every SQLite statement: the cheaper kind.
+        self._statements = LoopHistogram(
             "contextd_store_statement_seconds",
             "Seconds a database statement took, by engine and statement kind.",
             ("engine", "statement"),
-            buckets=_SHORT_SECONDS,
-            registry=registry,
+            _SHORT_SECONDS,
         )
+        registry.register(self._statements)
 
     def chat_turn_ended(self, status: str) -> None:
         self._turns.labels(status).inc()
@@ -177,7 +195,7 @@ class PrometheusRecorder(Recorder):
     def statement_observer(self, engine: str) -> StatementObserver:
         histogram = self._statements
         # By SQL text: a repository's statements are constants, so this stays small.
-        children: dict[str, Any] = {}
+        children: dict[str, LoopHistogramChild] = {}
 
         def observe(sql: str, seconds: float) -> None:
             child = children.get(sql)
