@@ -17,6 +17,8 @@ from contextd.v1 import context_pb2 as pb
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
+from tests.support.pg_databases import TEMPLATE
+from tests.support.postgres import PostgresServer
 from tests.support.sdk import free_port
 from tests.support.server import ServerProcess, start_server
 
@@ -169,3 +171,23 @@ def test_without_the_flag_there_is_no_metrics_port(tmp_path: Path) -> None:
         assert proc.logs("metrics listening") == []
     finally:
         assert proc.stop() == 0
+
+
+def test_on_postgresql_statements_and_the_database_size_are_recorded(
+    tmp_path: Path, postgres: PostgresServer
+) -> None:
+    url = postgres.create_database(f"metrics_{uuid.uuid4().hex[:12]}", template=TEMPLATE)
+    proc = start_server(tmp_path, "--metrics-port", str(free_port()), database_url=url)
+    try:
+        with grpc.insecure_channel(proc.address) as channel:
+            stub = chat_pb2_grpc.ChatServiceStub(channel)
+            request = cpb.StreamChatRequest(
+                session=pb.SessionContext(user_id="pg-metrics"), user_message="hello"
+            )
+            list(stub.StreamChat(request))
+        samples = scrape(proc)
+    finally:
+        assert proc.stop() == 0
+    statements = {"engine": "postgresql", "statement": "INSERT"}
+    assert value(samples, "contextd_store_statement_seconds_count", **statements) > 0
+    assert value(samples, "contextd_database_size_bytes") > 0
