@@ -23,6 +23,7 @@ SCRIPTS = (
     "stream_vs_grpc",
     "first_delta",
     "auth_cost",
+    "metrics_cost",
     "pg_driver",
     "pg_vs_sqlite",
     "prompt_cache",

@@ -82,6 +82,10 @@ class Settings:
     sqlite_synchronous: str = _setting(
         "NORMAL", "NORMAL survives a process crash, FULL also a power cut"
     )
+    metrics_port: int = _setting(
+        0, "HTTP port serving GET /metrics in the Prometheus text format; 0 for none"
+    )
+    metrics_host: str = _setting("", "address for the metrics port; empty for the same as --host")
     web_port: int = _setting(
         -1,
         "HTTP/1.1 port for gRPC-Web and Connect (browsers, .NET Framework): "

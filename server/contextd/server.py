@@ -21,6 +21,7 @@ from grpc_health.v1 import _async as health_aio  # health.aio re-exports this mo
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from contextd import __version__
 from contextd.api.auth import Authenticator
 from contextd.api.auth_modes import authenticator_factory
 from contextd.api.chat_servicer import ChatServicer
@@ -45,6 +46,10 @@ from contextd.core.content import ImageLimits
 from contextd.core.errors import DatabaseUnavailable
 from contextd.core.network import exposed_hosts
 from contextd.core.tokens import TokenizerRegistry
+from contextd.metrics.endpoint import PATH as METRICS_PATH
+from contextd.metrics.endpoint import MetricsEndpoint
+from contextd.metrics.prometheus import PrometheusRecorder
+from contextd.metrics.recorder import NULL_RECORDER, Recorder
 from contextd.providers.registry import api_key_from_env, make_provider
 from contextd.store.catalog import CatalogRepo
 from contextd.store.conversation import ConversationRepo
@@ -80,7 +85,7 @@ from contextd.v1 import (
     users_pb2_grpc,
 )
 from contextd.web.cors import CorsPolicy
-from contextd.web.gateway import WebGateway
+from contextd.web.gateway import CallCounter, WebGateway
 from contextd.web.healthz import HealthStatus
 from contextd.web.limits import WebLimits
 
@@ -222,15 +227,17 @@ async def start(
             raise SystemExit(f"{masked_url(settings.database_url)}: {error}") from None
         undo.push_async_callback(db.close)
         db.disk = DiskWatch(settings.data_dir)
+        metrics = _recorder(settings, db)
+        guard = _guard(settings, authenticator(db) if authenticator else None, limits, metrics)
         server = grpc.aio.server(
-            interceptors=[_guard(settings, authenticator(db) if authenticator else None, limits)],
+            interceptors=[guard],
             options=[
                 ("grpc.max_receive_message_length", settings.max_message_bytes),
                 ("grpc.max_send_message_length", settings.max_message_bytes),
             ],
             maximum_concurrent_rpcs=settings.max_concurrent_rpcs,
         )
-        closers, chat = _add_services(server, settings, tokenizers, db)
+        closers, chat = _add_services(server, settings, tokenizers, db, metrics)
         for close in reversed(closers):
             undo.push_async_callback(close, 0.0)
         # Before serving: the turns a killed server left open get their end.
@@ -272,10 +279,15 @@ async def start(
                 tls,
                 limits.web_peer_secret,
                 _overall_health(health_servicer),
+                metrics,
             )
             if cors is not None
             else None
         )
+        if isinstance(metrics, PrometheusRecorder):
+            endpoint = await _start_metrics(settings, metrics, db)
+            undo.push_async_callback(endpoint.aclose)
+            closers.append(_untimed(endpoint.aclose))
         await serving.start()
         log.info("listening", extra={"address": f"{settings.host}:{port}", "tls": tls is not None})
         undo.pop_all()
@@ -283,14 +295,36 @@ async def start(
 
 
 def _guard(
-    settings: Settings, authenticator: Authenticator | None, limits: Limits
+    settings: Settings, authenticator: Authenticator | None, limits: Limits, metrics: Recorder
 ) -> GuardInterceptor:
+    grpc_metrics = metrics.grpc if isinstance(metrics, PrometheusRecorder) else None
     if authenticator is None:
-        return GuardInterceptor(limits=limits)
+        return GuardInterceptor(limits=limits, metrics=grpc_metrics)
     open_services = [health.SERVICE_NAME]
     if not settings.auth_protect_reflection:
         open_services.append(reflection.SERVICE_NAME)
-    return GuardInterceptor(authenticator, open_services, limits)
+    return GuardInterceptor(authenticator, open_services, limits, grpc_metrics)
+
+
+def _recorder(settings: Settings, db: Database) -> Recorder:
+    """What the server records its metrics into: nothing without a metrics port."""
+    if settings.metrics_port < 0 or settings.metrics_port > 65535:
+        raise SystemExit(f"--metrics-port must be from 0 to 65535, not {settings.metrics_port}")
+    if settings.metrics_port == 0:
+        return NULL_RECORDER
+    recorder = PrometheusRecorder(__version__)
+    db.time_statements(recorder.statement_observer(db.dialect.name))
+    return recorder
+
+
+async def _start_metrics(
+    settings: Settings, recorder: PrometheusRecorder, db: Database
+) -> MetricsEndpoint:
+    endpoint = MetricsEndpoint(recorder, db.size_bytes)
+    host = settings.metrics_host or settings.host
+    port = await endpoint.start(host, settings.metrics_port)
+    log.info("metrics listening", extra={"address": f"{host}:{port}", "path": METRICS_PATH})
+    return endpoint
 
 
 def _limits(settings: Settings, web: bool) -> Limits:
@@ -367,7 +401,15 @@ async def _start_web(
     tls: ServerTls | None,
     peer_secret: str,
     health: HealthStatus,
+    metrics: Recorder,
 ) -> WebGateway:
+    count: CallCounter | None = None
+    if isinstance(metrics, PrometheusRecorder):
+        web_call = metrics.web_call
+
+        def count(protocol: str, code: grpc.StatusCode) -> None:
+            web_call(protocol, code.name)
+
     gateway = WebGateway(
         target,
         cors,
@@ -382,6 +424,7 @@ async def _start_web(
         peer_key=WEB_PEER_KEY if peer_secret else "",
         peer_secret=peer_secret,
         health=health,
+        count=count,
     )
     host = settings.web_host or settings.host
     port = await gateway.start(host, settings.web_port)
@@ -393,10 +436,14 @@ async def _start_web(
 
 
 def _add_services(
-    server: grpc.aio.Server, settings: Settings, tokenizers: TokenizerRegistry, db: Database
+    server: grpc.aio.Server,
+    settings: Settings,
+    tokenizers: TokenizerRegistry,
+    db: Database,
+    metrics: Recorder,
 ) -> tuple[list[Closer], ChatApp]:
     """Register every service; return what must be closed on stop, and the chat."""
-    memories = MemoryRepo(db, half_life_days=settings.memory_half_life_days)
+    memories = MemoryRepo(db, half_life_days=settings.memory_half_life_days, metrics=metrics)
     summaries = SummaryRepo(db)
     catalog = CatalogRepo(db)
     events = db.event_log(settings.data_dir / "history")
@@ -412,7 +459,7 @@ def _add_services(
     )
     builder = SessionContextBuilder(defaults, sessions, catalog, memories, summaries)
     image_limits = ImageLimits(max_image_bytes=settings.max_image_bytes)
-    context = ContextApp(tokenizers, settings.max_history_messages, builder, image_limits)
+    context = ContextApp(tokenizers, settings.max_history_messages, builder, image_limits, metrics)
     context_pb2_grpc.add_ContextServiceServicer_to_server(
         ContextServicer(context, sessions), server
     )
@@ -450,7 +497,10 @@ def _add_services(
         provider,
         limits,
         after_turn=after_turn.schedule,
+        metrics=metrics,
     )
+    if isinstance(metrics, PrometheusRecorder):
+        _record_after_turn(metrics, after_turn)
     chat_pb2_grpc.add_ChatServiceServicer_to_server(ChatServicer(chat, context), server)
     sessions_pb2_grpc.add_SessionServiceServicer_to_server(
         SessionServicer(sessions, tokenizers.default, chat, image_limits), server
@@ -477,6 +527,26 @@ def _add_services(
         retention.start()
         closers.insert(0, _untimed(retention.aclose))  # first: it writes to the database
     return closers, chat
+
+
+def _record_after_turn(metrics: PrometheusRecorder, runner: AfterTurnRunner) -> None:
+    """The after-turn work's figures, read when scraped: it keeps them anyway."""
+    stats = runner.stats
+    metrics.gauge(
+        "contextd_after_turn_pending",
+        "Turns whose after-turn work (memories, summaries) is waiting or running.",
+        lambda: runner.pending,
+    )
+    metrics.counter(
+        "contextd_after_turn_failures",
+        "After-turn work that failed (each part of a turn's work counts).",
+        lambda: stats.failures,
+    )
+    metrics.counter(
+        "contextd_after_turn_dropped",
+        "Turns whose after-turn work was refused: too many pending, or shutting down.",
+        lambda: stats.dropped,
+    )
 
 
 async def serve(settings: Settings) -> None:

@@ -22,6 +22,7 @@ from contextd.core.tokens import (
     TokenizerRegistry,
     message_tokens,
 )
+from contextd.metrics.recorder import NULL_RECORDER, Recorder
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +69,9 @@ class ContextApp:
         max_history_messages: int,
         sessions: SessionContextBuilder,
         image_limits: ImageLimits | None = None,
+        metrics: Recorder = NULL_RECORDER,
     ) -> None:
+        self.metrics = metrics
         self.tokenizers = tokenizers
         self.image_limits = image_limits or ImageLimits()
         self.max_history_messages = max_history_messages
@@ -95,6 +98,13 @@ class ContextApp:
     async def build(self, request: InlineRequest | SessionModeRequest) -> BuiltMessages:
         """BuildMessages, the one place that picks the way: from the stored session, the
         plain shortcut when the request is that case, or the general build."""
+        built = await self._build(request)
+        if self.metrics.enabled:
+            report = built.result.report if isinstance(built, SessionBuild) else built.report
+            self.metrics.built(report.total_tokens, report.dropped)
+        return built
+
+    async def _build(self, request: InlineRequest | SessionModeRequest) -> BuiltMessages:
         if isinstance(request, SessionModeRequest):
             return await self._build_for_session(request)
         plain = await self._build_plain(request)

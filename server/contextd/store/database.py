@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 # A result row: sqlite3.Row or asyncpg.Record, both read by index and by column name.
 Row = Any
 Params = Sequence[Any] | Mapping[str, Any]
+# Told each timed statement's SQL and the seconds it took.
+StatementObserver = Callable[[str, float], None]
 
 
 class Cursor(Protocol):
@@ -103,6 +105,14 @@ class Database(ABC):
 
     @abstractmethod
     async def schema_version(self) -> int: ...
+
+    @abstractmethod
+    def time_statements(self, observe: StatementObserver) -> None:
+        """Tell ``observe`` of every statement from now on (for the metrics)."""
+
+    @abstractmethod
+    async def size_bytes(self) -> int:
+        """How much room the database takes."""
 
     @abstractmethod
     async def close(self) -> None: ...

@@ -38,7 +38,13 @@ from pathlib import Path
 from typing import Any
 
 from contextd.core.errors import StorageFull
-from contextd.store.database import SQLITE, Database, Params, migration_files
+from contextd.store.database import (
+    SQLITE,
+    Database,
+    Params,
+    StatementObserver,
+    migration_files,
+)
 from contextd.store.events import EventLog
 
 Row = sqlite3.Row
@@ -105,6 +111,39 @@ class SqliteConnection:
     def close(self) -> None:
         self._conn.close()
 
+    def timed(self, observe: StatementObserver) -> SqliteConnection:
+        """The same connection, with each statement's seconds told to ``observe``."""
+        return _TimedConnection(self._conn, observe)
+
+
+class _TimedConnection(SqliteConnection):
+    """A connection that times its statements: a class of its own, so that a server that
+    does not time them runs the plain methods."""
+
+    __slots__ = ("_observe",)
+
+    def __init__(self, conn: sqlite3.Connection, observe: StatementObserver) -> None:
+        super().__init__(conn)
+        self._observe = observe
+
+    def execute(self, sql: str, params: Params = ()) -> Cursor:
+        started = time.perf_counter()
+        cursor = Cursor(self._conn.execute(sql, params))
+        self._observe(sql, time.perf_counter() - started)
+        return cursor
+
+    async def execute_fetchall(self, sql: str, params: Params = ()) -> list[Row]:
+        started = time.perf_counter()
+        rows = self._conn.execute(sql, params).fetchall()
+        self._observe(sql, time.perf_counter() - started)
+        return rows
+
+    async def executemany(self, sql: str, rows: Iterable[Params]) -> Cursor:
+        started = time.perf_counter()
+        cursor = Cursor(self._conn.executemany(sql, rows))
+        self._observe(sql, time.perf_counter() - started)
+        return cursor
+
 
 def _connect(path: Path, synchronous: str) -> sqlite3.Connection:
     # isolation_level=None: no implicit transactions; BEGIN IMMEDIATE is explicit.
@@ -156,6 +195,18 @@ class SqliteDatabase(Database):
     async def close(self) -> None:
         self._reader.close()
         self._writer.close()
+
+    def time_statements(self, observe: StatementObserver) -> None:
+        self._writer = self._writer.timed(observe)
+        self._reader = self._reader.timed(observe)
+
+    async def size_bytes(self) -> int:
+        """The database file's size and its write-ahead log's."""
+        total = 0
+        for path in (self.path, self.path.with_name(self.path.name + "-wal")):
+            with contextlib.suppress(FileNotFoundError):
+                total += path.stat().st_size
+        return total
 
     async def _migrate(self) -> None:
         async with self.transaction() as conn:

@@ -38,6 +38,7 @@ from typing import Any
 from contextd.core.errors import SessionNotFound
 from contextd.core.identity import DEFAULT_TENANT
 from contextd.core.search_terms import TERMS_VERSION, content_hash, query_terms
+from contextd.metrics.recorder import NULL_RECORDER, Recorder
 from contextd.store import memory_index
 from contextd.store.database import Connection, Database
 from contextd.store.db import SqliteDatabase
@@ -122,7 +123,9 @@ class MemoryRepo:
         half_life_days: float = DEFAULT_HALF_LIFE_DAYS,
         recency_weight: float = DEFAULT_RECENCY_WEIGHT,
         max_ranked: int = DEFAULT_MAX_RANKED,
+        metrics: Recorder = NULL_RECORDER,
     ) -> None:
+        self.metrics = metrics
         if not half_life_days > 0:
             raise ValueError("half_life_days must be > 0")
         if not 0.0 <= recency_weight <= 1.0:
@@ -499,6 +502,14 @@ class MemoryRepo:
         A query without usable terms (only punctuation, say) finds nothing; search syntax
         in it (quotes, ``*``, ``AND``, ``NEAR``, ``|``, parentheses) is plain text.
         """
+        started = time.perf_counter()
+        found = await self._search(user_id, query, limit, now, tenant_id)
+        self.metrics.memory_search(time.perf_counter() - started, len(found))
+        return found
+
+    async def _search(
+        self, user_id: str, query: str, limit: int, now: float | None, tenant_id: str
+    ) -> list[ScoredMemory]:
         if limit < 1:
             raise ValueError(f"limit must be >= 1, got {limit}")
         limit = min(limit, MAX_SEARCH_LIMIT)

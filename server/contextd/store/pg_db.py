@@ -35,6 +35,7 @@ from contextd.store.database import (
     Database,
     Params,
     Row,
+    StatementObserver,
     migration_files,
 )
 from contextd.store.database_watch import DatabaseWatch
@@ -149,8 +150,17 @@ class PgCursor:
 
 
 async def _run(
-    conn: PoolConnectionProxy[Any], statement: Statement, args: Sequence[Any]
+    conn: PoolConnectionProxy[Any],
+    statement: Statement,
+    args: Sequence[Any],
+    observe: StatementObserver | None = None,
 ) -> tuple[Sequence[Row], int]:
+    if observe is not None:
+        started = time.perf_counter()
+        try:
+            return await _run(conn, statement, args)
+        finally:
+            observe(statement.sql, time.perf_counter() - started)
     if statement.returns_rows:
         rows = await conn.fetch(statement.sql, *args)
         return rows, len(rows)
@@ -160,25 +170,38 @@ async def _run(
 class PgConnection:
     """One pooled connection, inside a transaction."""
 
-    __slots__ = ("_conn",)
+    __slots__ = ("_conn", "_observe")
 
-    def __init__(self, conn: PoolConnectionProxy[Any]) -> None:
+    def __init__(
+        self, conn: PoolConnectionProxy[Any], observe: StatementObserver | None = None
+    ) -> None:
         self._conn = conn
+        self._observe = observe
 
     def execute(self, sql: str, params: Params = ()) -> PgCursor:
         statement = translate(sql)
         args = statement.arguments(params)
-        return PgCursor(lambda: _run(self._conn, statement, args))
+        return PgCursor(lambda: _run(self._conn, statement, args, self._observe))
 
     async def execute_fetchall(self, sql: str, params: Params = ()) -> Sequence[Row]:
         statement = translate(sql)
-        return await self._conn.fetch(statement.sql, *statement.arguments(params))
+        started = time.perf_counter()
+        try:
+            return await self._conn.fetch(statement.sql, *statement.arguments(params))
+        finally:
+            if self._observe is not None:
+                self._observe(statement.sql, time.perf_counter() - started)
 
     async def executemany(self, sql: str, rows: Iterable[Params]) -> None:
         statement = translate(sql)
         batch = [statement.arguments(row) for row in rows]
         if batch:
-            await self._conn.executemany(statement.sql, batch)
+            started = time.perf_counter()
+            try:
+                await self._conn.executemany(statement.sql, batch)
+            finally:
+                if self._observe is not None:
+                    self._observe(statement.sql, time.perf_counter() - started)
 
 
 class PgReader:
@@ -195,15 +218,13 @@ class PgReader:
 
         async def run() -> tuple[Sequence[Row], int]:
             async with self._db.connection() as conn:
-                return await _run(conn, statement, args)
+                return await _run(conn, statement, args, self._db.observe)
 
         return PgCursor(run)
 
     async def execute_fetchall(self, sql: str, params: Params = ()) -> Sequence[Row]:
-        statement = translate(sql)
-        args = statement.arguments(params)
         async with self._db.connection() as conn:
-            return await conn.fetch(statement.sql, *args)
+            return await PgConnection(conn, self._db.observe).execute_fetchall(sql, params)
 
     async def executemany(self, sql: str, rows: Iterable[Params]) -> None:
         raise TypeError("the reader does not write")
@@ -217,6 +238,7 @@ class PostgresDatabase(Database):
         self._pool = pool
         self._pool_timeout = pool_timeout
         self._reader = PgReader(self)
+        self.observe: StatementObserver | None = None
         self._watch = DatabaseWatch(self._answers)
         self.reachability = self._watch
 
@@ -308,7 +330,7 @@ class PostgresDatabase(Database):
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[PgConnection]:
         async with self.connection() as conn, conn.transaction():
-            yield PgConnection(conn)
+            yield PgConnection(conn, self.observe)
 
     @property
     def reader(self) -> PgReader:
@@ -327,6 +349,13 @@ class PostgresDatabase(Database):
 
     def event_log(self, history_dir: Path) -> DatabaseEventLog:
         return DatabaseEventLog(self)
+
+    def time_statements(self, observe: StatementObserver) -> None:
+        self.observe = observe
+
+    async def size_bytes(self) -> int:
+        rows = await self._reader.execute_fetchall("SELECT pg_database_size(current_database())")
+        return int(rows[0][0])
 
     async def _migrate(self) -> None:
         known = migration_files("contextd.store.migrations_pg")

@@ -101,6 +101,8 @@ def refuse_misfit(request: web.Request, cors_headers: dict[str, str]) -> web.Res
 
 
 class ConnectExchange(Exchange):
+    protocol = "connect"
+
     def __init__(
         self,
         request: web.Request,

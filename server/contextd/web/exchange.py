@@ -65,6 +65,8 @@ class NativeCall:
         self._call = channel.stream_stream(path, None, None)(
             iter(messages), timeout=deadline_s, metadata=metadata
         )
+        # The status the client was answered with, once the exchange read it.
+        self.code: grpc.StatusCode | None = None
 
     async def initial_metadata(self) -> Metadata:
         return list(await self._call.initial_metadata() or ())
@@ -77,8 +79,9 @@ class NativeCall:
             return  # the outcome says why
 
     async def outcome(self) -> Outcome:
+        self.code = await self._call.code()
         return Outcome(
-            await self._call.code(),
+            self.code,
             await self._call.details() or "",
             list(await self._call.trailing_metadata() or ()),
         )
@@ -92,6 +95,8 @@ class NativeCall:
 
 class Exchange(abc.ABC):
     """One HTTP request and its response, in one protocol."""
+
+    protocol: str  # its name in the web port's metrics
 
     def __init__(self, request: web.Request, cors_headers: dict[str, str]) -> None:
         self.request = request

@@ -12,6 +12,7 @@ import asyncio
 import logging
 import re
 import ssl
+from collections.abc import Callable
 
 import grpc
 import grpc.aio
@@ -23,6 +24,9 @@ from contextd.web.exchange import CallError, Exchange, NativeCall, method_for
 from contextd.web.limits import BodyBudget, WebLimits, capped_connections
 
 log = logging.getLogger("contextd.web")
+
+# Told of each call on the web port: its protocol and the status it was answered with.
+CallCounter = Callable[[str, grpc.StatusCode], None]
 
 _METHOD_PATH = re.compile(r"/[A-Za-z_][\w.]*/[A-Za-z_]\w*")
 _SUPPORTED = ", ".join([*grpc_web.CONTENT_TYPES, *connect.UNARY_TYPES, *connect.STREAM_TYPES])
@@ -48,11 +52,14 @@ class WebGateway:
         peer_key: str = "",
         peer_secret: str = "",
         health: healthz.HealthStatus | None = None,
+        count: CallCounter | None = None,
     ) -> None:
         """``peer_key``, ``peer_secret``: when given, each forwarded call carries
         ``peer_key: <peer_secret> <client address>``, so the native server can tell the
         web port's callers apart (it believes only a value with the secret). ``health``:
-        when given, ``GET /healthz`` answers with it."""
+        when given, ``GET /healthz`` answers with it. ``count``: when given, told of
+        each call's protocol and the status it was answered with."""
+        self._count = count
         self._cors = cors
         self._peer = (peer_key, peer_secret) if peer_key and peer_secret else None
         self._ssl_context = ssl_context
@@ -154,6 +161,8 @@ class WebGateway:
             # so that the client can read this answer.
             if body is not None:
                 self._budget.give_back(len(body))
+            if self._count is not None:
+                self._count(exchange.protocol, error.code)
             return await exchange.refuse(error)
         call = NativeCall(self._channel, request.path, messages, deadline_s, call_metadata)
         try:
@@ -166,6 +175,9 @@ class WebGateway:
         finally:
             call.cancel()
             self._budget.give_back(len(body))
+            if self._count is not None:
+                # No status read: the client went away before the call's end.
+                self._count(exchange.protocol, call.code or grpc.StatusCode.CANCELLED)
 
     async def _read_body(self, request: web.Request, limit: int) -> bytes:
         """The whole body, counted in the shared budget (given back by the caller once

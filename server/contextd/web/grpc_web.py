@@ -19,6 +19,8 @@ CONTENT_TYPES = {
 
 
 class GrpcWebExchange(Exchange):
+    protocol = "grpc-web"
+
     def __init__(self, request: web.Request, cors_headers: dict[str, str]) -> None:
         super().__init__(request, cors_headers)
         self._text = CONTENT_TYPES[request.content_type]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+import time
 import weakref
 from collections.abc import AsyncGenerator, Callable
 from typing import Any
@@ -32,6 +33,7 @@ from contextd.app.sessions import SessionsApp
 from contextd.core.errors import SessionNotFound, Violations
 from contextd.core.messages import ChatMessage, Role, ToolCall
 from contextd.core.tokens import message_tokens
+from contextd.metrics.recorder import NULL_RECORDER, Recorder
 from contextd.providers.base import (
     Finished,
     ModelEvent,
@@ -62,7 +64,9 @@ class ChatApp:
         provider: Provider,
         limits: ChatLimits,
         after_turn: Callable[[FinishedTurn], None] | None = None,
+        metrics: Recorder = NULL_RECORDER,
     ) -> None:
+        self.metrics = metrics
         self.sessions = sessions
         self.builder = builder
         self.memories = memories
@@ -200,6 +204,7 @@ class ChatApp:
             self.events,
             self.after_turn,
             self.partials,
+            self.metrics,
         )
         # A session starts at its first turn, and again at the first turn after it ended.
         if (not history and not continuing) or (history and await self._ended(session)):
@@ -268,6 +273,8 @@ class ChatApp:
             # text delta to pass.
             try:
                 turn.begin_step(request.prompt_tokens_estimate)
+                started = time.perf_counter()
+                failure: BaseException | None = None
                 stream = self.provider.stream(request)
                 try:
                     async with contextlib.aclosing(stream):
@@ -275,8 +282,12 @@ class ChatApp:
                             event = _chat_event(turn, model_event, calls)
                             if event is not None:
                                 yield event
+                except BaseException as error:
+                    failure = error
+                    raise
                 finally:
                     turn.end_step(calls)
+                    self._model_call_ended(turn, request, started, failure)
             except ProviderError as error:
                 yield await turn.store_partial(TurnStatus.ERROR, _error_text(error))
                 return
@@ -299,6 +310,21 @@ class ChatApp:
             # counts it.
             turn.step += 1
             request = await tools.next_request(answers)
+
+    def _model_call_ended(
+        self, turn: Turn, request: ModelRequest, started: float, failure: BaseException | None
+    ) -> None:
+        if not self.metrics.enabled:
+            return
+        usage = turn.step_usage
+        self.metrics.model_call(
+            self.provider.name,
+            request.model or self.provider.default_model,
+            time.perf_counter() - started,
+            _error_type(failure),
+            usage.prompt_tokens,
+            usage.completion_tokens,
+        )
 
     def _tool_protocol(self, req: ChatTurnRequest, turn: Turn) -> ToolProtocol[Any]:
         """The turn's way of offering tools. (Any: the step loop never looks into a
@@ -362,6 +388,8 @@ class ChatApp:
 def _chat_event(turn: Turn, event: ModelEvent, calls: list[ToolCall]) -> ChatEvent | None:
     """A model event into the turn (tool calls into ``calls``); what the caller sees of it."""
     if isinstance(event, TextDelta):
+        if not turn.text:
+            turn.first_delta()
         turn.text += event.text
         return DeltaEvent(event.text, turn.step)
     if isinstance(event, ToolCallReady):
@@ -372,6 +400,15 @@ def _chat_event(turn: Turn, event: ModelEvent, calls: list[ToolCall]) -> ChatEve
     if isinstance(event, Finished):
         turn.step_finished = True
     return None
+
+
+def _error_type(failure: BaseException | None) -> str:
+    """A model call's outcome as the ``error_type`` label: "" when it succeeded."""
+    if failure is None:
+        return ""
+    if isinstance(failure, asyncio.CancelledError | GeneratorExit):
+        return "cancelled"
+    return type(failure).__name__
 
 
 def _error_text(error: ProviderError) -> str:

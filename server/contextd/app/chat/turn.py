@@ -11,6 +11,7 @@ from contextd.app.sessions import SessionsApp
 from contextd.core.messages import ChatMessage, Role, ToolCall
 from contextd.core.pipeline import is_blank
 from contextd.core.tokens import Tokenizer
+from contextd.metrics.recorder import NULL_RECORDER, Recorder
 from contextd.providers.base import Usage
 from contextd.store.events import EventStore, event_tokens
 from contextd.store.models import NewMessage, Session, StoredMessage
@@ -28,7 +29,9 @@ class Turn:
     __slots__ = (
         "_after_turn",
         "_counter",
+        "_delta_seen",
         "_events",
+        "_metrics",
         "_opened",
         "_partials",
         "_sessions",
@@ -62,6 +65,7 @@ class Turn:
         events: EventStore,
         after_turn: Callable[[FinishedTurn], None] | None,
         partials: PartialAnswerRepo,
+        metrics: Recorder = NULL_RECORDER,
     ) -> None:
         self.session = session
         self.index = index
@@ -89,8 +93,17 @@ class Turn:
         self._events = events
         self._after_turn = after_turn
         self._partials = partials
+        self._metrics = metrics
+        self._delta_seen = False
         self._opened = False  # the turn's partial_answers row is written
         self.partial = PartialAnswerWriter(partials, self)
+
+    def first_delta(self) -> None:
+        """A text delta arrives while the turn has no text yet (an empty delta leaves
+        it so): the first one is timed."""
+        if not self._delta_seen:
+            self._delta_seen = True
+            self._metrics.first_delta(time.monotonic() - self.started)
 
     # The steps.
 
@@ -284,6 +297,7 @@ class Turn:
         if error:
             meta["errorMessage"] = error
         await self.event("turn_end", meta=meta)
+        self._metrics.chat_turn_ended(status.value)
         if self._after_turn is not None and status is TurnStatus.OK:
             # Memory extraction and summaries run in the background: the completed
             # event does not wait for them.

@@ -1,0 +1,123 @@
+"""What ``--metrics-port`` costs BuildMessages: throughput with metrics on ÷ off.
+
+Two server children run side by side (this script with ``--serve``): one without a
+metrics port, one with ``--metrics-port`` on a free port. The client sends the same
+serialized BuildMessagesRequest as build_vs_echo.py to both, in alternating rounds
+(off, on, off, ...) after a warm-up, so every on-side call pays all that the metrics
+add to it: the gRPC counters and histogram, the build's kept and dropped figures. At the
+end the on side's ``/metrics`` is scraped once, to check it counted the calls. The
+result is the median over round pairs of ``calls/s with metrics ÷ calls/s without``;
+the target is ≥ 0.95 (metrics cost ≤ 5 %).
+Run: ``python bench/metrics_cost.py [--quick]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import socket
+import sys
+import urllib.request
+
+import grpc.aio
+from _common import machine_note, median, print_table, result_line
+from _server import serve, spawn_server
+from build_vs_echo import BUILD_METHOD, Side, build_request, throughput_round
+
+NAME = "metrics_cost"
+TARGET = 0.95
+
+
+def _same(data: bytes) -> bytes:
+    return data
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _scrape(port: int) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as reply:
+        text: str = reply.read().decode()
+        return text
+
+
+async def run(args: argparse.Namespace) -> int:
+    payload = build_request().SerializeToString()
+    print(machine_note(), flush=True)
+    metrics_port = _free_port()
+    off_server = spawn_server(__file__, args.log_level)
+    on_server = spawn_server(__file__, args.log_level, "--metrics-port", str(metrics_port))
+    try:
+        async with (
+            grpc.aio.insecure_channel(f"127.0.0.1:{off_server.port}") as off_channel,
+            grpc.aio.insecure_channel(f"127.0.0.1:{on_server.port}") as on_channel,
+        ):
+            plain = off_channel.unary_unary(BUILD_METHOD, _same, _same)
+            metered = on_channel.unary_unary(BUILD_METHOD, _same, _same)
+            if await plain(payload) != await metered(payload):
+                raise SystemExit("BuildMessages answered differently with metrics on")
+            off = Side("metrics off", plain)
+            on = Side("metrics on", metered)
+            pairs = ((off, off_server), (on, on_server))
+            for side, server in pairs:  # warm-up, not recorded
+                await throughput_round(side, payload, args.warmup, server, record=False)
+            for _ in range(args.rounds):
+                for side, server in pairs:
+                    await throughput_round(side, payload, args.calls, server)
+        scraped = await asyncio.to_thread(_scrape, metrics_port)
+    finally:
+        off_server.stop()
+        on_server.stop()
+    if 'grpc_method="BuildMessages"' not in scraped:
+        raise SystemExit("the metrics port did not count BuildMessages")
+
+    print(
+        f"{NAME}: BuildMessages, request {len(payload)} bytes; {args.calls} calls/round, "
+        f"{args.rounds} rounds per side, alternating; server log level {args.log_level}"
+    )
+    rows = [
+        [
+            side.name,
+            f"{median(side.rates):.0f}",
+            f"{min(side.rates):.0f}-{max(side.rates):.0f}",
+            f"{median(side.server_cpu_us):.0f}" if side.server_cpu_us else "n/a",
+        ]
+        for side in (off, on)
+    ]
+    print_table(["side", "calls/s", "range", "server CPU us/call"], rows)
+    ratios = [b / a for a, b in zip(off.rates, on.rates, strict=True)]
+    ratio = median(ratios)
+    print(
+        f"ratio metrics on / metrics off calls/s: {ratio:.3f} = median of {len(ratios)} "
+        f"round pairs (range {min(ratios):.3f}-{max(ratios):.3f})"
+    )
+    print(result_line(NAME, ratio, TARGET, ratio >= TARGET))
+    return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--quick", action="store_true", help="small counts (smoke test)")
+    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--metrics-port", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--log-level", default="INFO", help="server log level, or OFF (default INFO, as served)"
+    )
+    parser.add_argument("--rounds", type=int, help="rounds per side (default 10, quick 2)")
+    parser.add_argument("--calls", type=int, help="calls per round (default 2000, quick 400)")
+    args = parser.parse_args()
+    if args.serve:
+        asyncio.run(serve(args.log_level, [], metrics_port=args.metrics_port))
+        return 0
+    args.rounds = args.rounds or (2 if args.quick else 10)
+    args.calls = args.calls or (400 if args.quick else 2000)
+    args.warmup = 200 if args.quick else 2000
+    return asyncio.run(run(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
