@@ -64,7 +64,23 @@ from ._pb import sessions_pb2 as spb
 from ._pb import sessions_pb2_grpc as spb_grpc
 from ._pb import users_pb2 as upb
 from ._pb import users_pb2_grpc as upb_grpc
-from ._record_types import AddedMemory, Collected, Memory, ScoredMemory, Session
+from ._record_types import (
+    AddedMemory,
+    Collected,
+    DeletedCounts,
+    EventType,
+    Memory,
+    Message,
+    MessageStatus,
+    MessageToolCall,
+    Role,
+    ScoredMemory,
+    Session,
+    SessionEvent,
+    Skill,
+    StoredMessage,
+    Template,
+)
 from ._retry import RetryPolicy
 from ._types import (
     TURN_STATUSES,
@@ -114,7 +130,9 @@ __all__ = [
     "ContextdError",
     "DataLossError",
     "DeadlineExceededError",
+    "DeletedCounts",
     "DroppedRange",
+    "EventType",
     "FailedPreconditionError",
     "FieldViolation",
     "InternalError",
@@ -122,7 +140,10 @@ __all__ = [
     "InvalidResponseError",
     "LayerInfo",
     "Memory",
+    "Message",
     "MessageLike",
+    "MessageStatus",
+    "MessageToolCall",
     "Metadata",
     "MovedToolResult",
     "NotFoundError",
@@ -134,9 +155,14 @@ __all__ = [
     "RemovedToolCall",
     "ResourceExhaustedError",
     "RetryPolicy",
+    "Role",
     "ScoredMemory",
     "Session",
+    "SessionEvent",
+    "Skill",
     "StatusCode",
+    "StoredMessage",
+    "Template",
     "TextDelta",
     "TokenCount",
     "TokenProvider",

@@ -38,7 +38,18 @@ from ._pb import (
 from ._pb import context_pb2_grpc as pb_grpc
 from ._pb import prompts_pb2 as ppb
 from ._pb import sessions_pb2 as spb
-from ._record_types import AddedMemory, Collected, Memory, ScoredMemory, Session
+from ._record_types import (
+    AddedMemory,
+    Collected,
+    DeletedCounts,
+    Memory,
+    ScoredMemory,
+    Session,
+    SessionEvent,
+    Skill,
+    StoredMessage,
+    Template,
+)
 from ._retry import RetryPolicy, retry_delay
 from ._types import AssembledPrompt, BuildResult, TokenCount, TokenizerList
 
@@ -296,7 +307,7 @@ class AsyncContextClient:
         messages: Sequence[MessageLike],
         *,
         turn_index: int = 0,
-    ) -> list[dict[str, Any]]:
+    ) -> list[StoredMessage]:
         """Store messages at the end of a session, in one transaction; returns them stored."""
         request = records.append_messages_request(user_id, session_id, messages, turn_index)
         response = await self._call(self.session_stub.AppendMessages, request)
@@ -304,13 +315,13 @@ class AsyncContextClient:
 
     async def list_messages(
         self, user_id: str, session_id: str, *, page_size: int = 0
-    ) -> list[dict[str, Any]]:
+    ) -> list[StoredMessage]:
         """Every stored message of a session, oldest first, as dicts (all pages read)."""
         return [m async for m in self.iter_messages(user_id, session_id, page_size=page_size)]
 
     def iter_messages(
         self, user_id: str, session_id: str, *, page_size: int = 0
-    ) -> AsyncIterator[dict[str, Any]]:
+    ) -> AsyncIterator[StoredMessage]:
         """:meth:`list_messages` lazily, for ``async for`` (no ``await``)."""
         return async_pages(
             functools.partial(self._call, self.session_stub.ListMessages),
@@ -346,7 +357,7 @@ class AsyncContextClient:
 
     def export_events(
         self, user_id: str, session_id: str, *, after: int = 0
-    ) -> AsyncIterator[dict[str, Any]]:
+    ) -> AsyncIterator[SessionEvent]:
         """The session's event log as an async iterator of dicts (no ``await``)."""
         request = records.export_events_request(user_id, session_id, after)
         return self._export_events(request)
@@ -368,7 +379,7 @@ class AsyncContextClient:
         request = records.end_session_request(user_id, session_id, mode)
         return bool((await self._call(self.session_stub.EndSession, request)).ended)
 
-    async def _export_events(self, request: Any) -> AsyncIterator[dict[str, Any]]:
+    async def _export_events(self, request: Any) -> AsyncIterator[SessionEvent]:
         metadata = await self._metadata()
         call = self.session_stub.ExportEvents(request, timeout=self.timeout, metadata=metadata)
         try:
@@ -424,13 +435,13 @@ class AsyncContextClient:
 
     async def upsert_template(
         self, scenario: str, system_prompt: str, *, enabled: bool = True
-    ) -> dict[str, Any]:
+    ) -> Template:
         """Create or replace a scenario's template; its ``version`` grows on each change."""
         request = records.upsert_template_request(scenario, system_prompt, enabled)
         response = await self._call(self.prompt_stub.UpsertTemplate, request)
         return records.template_from_pb(response.template)
 
-    async def list_templates(self) -> list[dict[str, Any]]:
+    async def list_templates(self) -> list[Template]:
         response = await self._call(self.prompt_stub.ListTemplates, ppb.ListTemplatesRequest())
         return [records.template_from_pb(t) for t in response.templates]
 
@@ -446,15 +457,13 @@ class AsyncContextClient:
         description: str = "",
         apps: Sequence[str] = (),
         enabled: bool = True,
-    ) -> dict[str, Any]:
+    ) -> Skill:
         """Create or replace a skill; ``apps`` are the hosts it applies to (none: every host)."""
         request = records.upsert_skill_request(name, prompt, description, apps, enabled)
         response = await self._call(self.prompt_stub.UpsertSkill, request)
         return records.skill_from_pb(response.skill)
 
-    async def list_skills(
-        self, *, app: str = "", enabled_only: bool = False
-    ) -> list[dict[str, Any]]:
+    async def list_skills(self, *, app: str = "", enabled_only: bool = False) -> list[Skill]:
         """Skills for host ``app`` and for every host (``app=""``: all skills)."""
         request = records.list_skills_request(app, enabled_only)
         response = await self._call(self.prompt_stub.ListSkills, request)
@@ -467,7 +476,7 @@ class AsyncContextClient:
 
     async def delete_user(
         self, user_id: str, *, confirm_user_id: str | None = None
-    ) -> dict[str, int]:
+    ) -> DeletedCounts:
         """Erase everything stored for a user (sessions, messages, summaries, memories,
         memory history, event logs, API keys); returns how many of each went.
 

@@ -30,7 +30,18 @@ from ._pb import (
 from ._pb import context_pb2_grpc as pb_grpc
 from ._pb import prompts_pb2 as ppb
 from ._pb import sessions_pb2 as spb
-from ._record_types import AddedMemory, Collected, Memory, ScoredMemory, Session
+from ._record_types import (
+    AddedMemory,
+    Collected,
+    DeletedCounts,
+    Memory,
+    ScoredMemory,
+    Session,
+    SessionEvent,
+    Skill,
+    StoredMessage,
+    Template,
+)
 from ._retry import RetryPolicy, retry_delay
 from ._types import AssembledPrompt, BuildResult, TokenCount, TokenizerList
 
@@ -307,7 +318,7 @@ class ContextClient:
         messages: Sequence[MessageLike],
         *,
         turn_index: int = 0,
-    ) -> list[dict[str, Any]]:
+    ) -> list[StoredMessage]:
         """Store messages at the end of a session, in one transaction; returns them stored."""
         request = records.append_messages_request(user_id, session_id, messages, turn_index)
         response = self._call(self.session_stub.AppendMessages, request)
@@ -315,13 +326,13 @@ class ContextClient:
 
     def list_messages(
         self, user_id: str, session_id: str, *, page_size: int = 0
-    ) -> list[dict[str, Any]]:
+    ) -> list[StoredMessage]:
         """Every stored message of a session, oldest first, as dicts (all pages read)."""
         return list(self.iter_messages(user_id, session_id, page_size=page_size))
 
     def iter_messages(
         self, user_id: str, session_id: str, *, page_size: int = 0
-    ) -> Iterator[dict[str, Any]]:
+    ) -> Iterator[StoredMessage]:
         """:meth:`list_messages` lazily: each page is asked for when the last is used up."""
         return pages(
             functools.partial(self._call, self.session_stub.ListMessages),
@@ -356,7 +367,7 @@ class ContextClient:
 
     def export_events(
         self, user_id: str, session_id: str, *, after: int = 0
-    ) -> Iterator[dict[str, Any]]:
+    ) -> Iterator[SessionEvent]:
         """The session's event log, oldest first, one dict per event (skipping ``after``)."""
         request = records.export_events_request(user_id, session_id, after)
         return self._export_events(request)
@@ -380,7 +391,7 @@ class ContextClient:
         request = records.end_session_request(user_id, session_id, mode)
         return bool(self._call(self.session_stub.EndSession, request).ended)
 
-    def _export_events(self, request: Any) -> Iterator[dict[str, Any]]:
+    def _export_events(self, request: Any) -> Iterator[SessionEvent]:
         call = self.session_stub.ExportEvents(
             request, timeout=self.timeout, metadata=self._metadata()
         )
@@ -435,13 +446,13 @@ class ContextClient:
 
     def upsert_template(
         self, scenario: str, system_prompt: str, *, enabled: bool = True
-    ) -> dict[str, Any]:
+    ) -> Template:
         """Create or replace a scenario's template; its ``version`` grows on each change."""
         request = records.upsert_template_request(scenario, system_prompt, enabled)
         response = self._call(self.prompt_stub.UpsertTemplate, request)
         return records.template_from_pb(response.template)
 
-    def list_templates(self) -> list[dict[str, Any]]:
+    def list_templates(self) -> list[Template]:
         response = self._call(self.prompt_stub.ListTemplates, ppb.ListTemplatesRequest())
         return [records.template_from_pb(t) for t in response.templates]
 
@@ -457,12 +468,12 @@ class ContextClient:
         description: str = "",
         apps: Sequence[str] = (),
         enabled: bool = True,
-    ) -> dict[str, Any]:
+    ) -> Skill:
         """Create or replace a skill; ``apps`` are the hosts it applies to (none: every host)."""
         request = records.upsert_skill_request(name, prompt, description, apps, enabled)
         return records.skill_from_pb(self._call(self.prompt_stub.UpsertSkill, request).skill)
 
-    def list_skills(self, *, app: str = "", enabled_only: bool = False) -> list[dict[str, Any]]:
+    def list_skills(self, *, app: str = "", enabled_only: bool = False) -> list[Skill]:
         """Skills for host ``app`` and for every host (``app=""``: all skills)."""
         request = records.list_skills_request(app, enabled_only)
         response = self._call(self.prompt_stub.ListSkills, request)
@@ -473,7 +484,7 @@ class ContextClient:
 
     # Users ------------------------------------------------------------------------
 
-    def delete_user(self, user_id: str, *, confirm_user_id: str | None = None) -> dict[str, int]:
+    def delete_user(self, user_id: str, *, confirm_user_id: str | None = None) -> DeletedCounts:
         """Erase everything stored for a user (sessions, messages, summaries, memories,
         memory history, event logs, API keys); returns how many of each went.
 

@@ -1,10 +1,64 @@
 """The shapes of the stored-record dicts the clients return (TypedDicts: plain dicts at
 run time, with their keys and value types known to type checkers)."""
 
-from __future__ import annotations
+# No "from __future__ import annotations": the annotations must be evaluated for
+# NotRequired keys to show as optional in __optional_keys__ at run time.
 
 from datetime import datetime
-from typing import TypedDict
+from typing import Any, Literal, NotRequired, TypeAlias, TypedDict
+
+# The enum-like strings below name the values this client knows; each is also open to
+# any other string, because a newer server may send a value this client does not know
+# (a role number becomes "unknown(N)", a new status or event type arrives as it is).
+
+#: A message's role; "unspecified" or "unknown(N)" from a newer server.
+Role: TypeAlias = Literal["system", "user", "assistant", "tool"]
+#: How a stored answer was cut short; "" for a complete message.
+MessageStatus: TypeAlias = Literal["", "partial", "cancelled", "error", "interrupted"]
+#: The ``type`` of an event in a session's log.
+EventType: TypeAlias = Literal[
+    "session_start",
+    "turn_start",
+    "assistant",
+    "action",
+    "observation",
+    "final",
+    "turn_end",
+    "session_end",
+]
+
+
+class MessageToolCall(TypedDict):
+    """A tool call of an assistant message; ``arguments`` is JSON text."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+class Message(TypedDict):
+    """A message read back from the server; the keys after ``content`` are present only
+    when set, except ``tokens``. ``parts`` holds its text and image parts (its
+    ``content`` then ""), as the README describes them."""
+
+    role: Role | str
+    content: str
+    tool_calls: NotRequired[list[MessageToolCall]]
+    tool_call_id: NotRequired[str]
+    parts: NotRequired[list[dict[str, Any]]]
+    id: NotRequired[str]
+    tokens: int
+
+
+class StoredMessage(Message):
+    """A message of a session, with where and how it is stored (``seq`` counts from 0)."""
+
+    session_id: str
+    seq: int
+    turn_index: int
+    is_collected: bool
+    status: MessageStatus | str
+    create_time: datetime | None
 
 
 class Session(TypedDict):
@@ -53,3 +107,51 @@ class Collected(TypedDict):
     message_id: str
     is_collected: bool
     memory_id: str
+
+
+class Template(TypedDict):
+    """A scenario's system prompt template; ``version`` grows on each change."""
+
+    scenario: str
+    system_prompt: str
+    version: int
+    enabled: bool
+    update_time: datetime | None
+
+
+class Skill(TypedDict):
+    """A skill; ``apps`` are the hosts it applies to (empty: every host)."""
+
+    name: str
+    description: str
+    prompt: str
+    apps: list[str]
+    enabled: bool
+    update_time: datetime | None
+
+
+class DeletedCounts(TypedDict):
+    """What ``delete_user`` erased, by kind (``summaries``: compression and session
+    summaries; ``event_logs``: log files)."""
+
+    sessions: int
+    messages: int
+    summaries: int
+    memories: int
+    memory_history: int
+    event_logs: int
+    api_keys: int
+
+
+class SessionEvent(TypedDict):
+    """One event of a session's log; ``ts`` is its UTC time as ISO 8601 text, and the
+    keys after ``session_id`` are present only when the event has them."""
+
+    ts: str
+    session_id: str
+    turn: NotRequired[int]
+    step: NotRequired[int]
+    type: NotRequired[EventType | str]
+    content: NotRequired[str]
+    role: NotRequired[Role | str]
+    meta: NotRequired[dict[str, Any]]

@@ -18,7 +18,18 @@ from ._pb import memory_pb2 as mpb
 from ._pb import prompts_pb2 as ppb
 from ._pb import sessions_pb2 as spb
 from ._pb import users_pb2 as upb
-from ._record_types import AddedMemory, Collected, Memory, ScoredMemory, Session
+from ._record_types import (
+    AddedMemory,
+    Collected,
+    DeletedCounts,
+    Memory,
+    ScoredMemory,
+    Session,
+    SessionEvent,
+    Skill,
+    StoredMessage,
+    Template,
+)
 
 
 def _texts(values: object, where: str) -> list[str]:
@@ -177,7 +188,7 @@ def session_from_pb(session: spb.Session) -> Session:
     }
 
 
-def session_message_from_pb(stored: spb.SessionMessage) -> dict[str, Any]:
+def session_message_from_pb(stored: spb.SessionMessage) -> StoredMessage:
     """A stored message: the message dict plus where and how it is stored."""
     out = message_from_pb(stored.message)
     out.update(
@@ -188,7 +199,7 @@ def session_message_from_pb(stored: spb.SessionMessage) -> dict[str, Any]:
         status=stored.status,
         create_time=_time(stored, "create_time"),
     )
-    return out
+    return cast(StoredMessage, out)
 
 
 def create_session_request(
@@ -212,7 +223,7 @@ def create_session_request(
     )
 
 
-def event_from_json(response: spb.ExportEventsResponse) -> dict[str, Any]:
+def event_from_json(response: spb.ExportEventsResponse) -> SessionEvent:
     """One event of the log, decoded; a line that is not a JSON object is a server bug."""
     try:
         parsed = json.loads(response.json)
@@ -222,7 +233,7 @@ def event_from_json(response: spb.ExportEventsResponse) -> dict[str, Any]:
         ) from error
     if not isinstance(parsed, dict):
         raise InvalidResponseError("ExportEventsResponse.json is not a JSON object")
-    return parsed
+    return cast(SessionEvent, parsed)
 
 
 def get_session_request(user_id: str, session_id: str) -> spb.GetSessionRequest:
@@ -341,15 +352,23 @@ def delete_user_request(user_id: str, confirm_user_id: str | None) -> upb.Delete
     return upb.DeleteUserRequest(user_id=user, confirm_user_id=confirm)
 
 
-def deleted_counts(response: upb.DeleteUserResponse) -> dict[str, int]:
+def deleted_counts(response: upb.DeleteUserResponse) -> DeletedCounts:
     """How many of each DeleteUser deleted, by the response's field names."""
-    return {field.name: int(getattr(response, field.name)) for field in response.DESCRIPTOR.fields}
+    return {
+        "sessions": response.sessions,
+        "messages": response.messages,
+        "summaries": response.summaries,
+        "memories": response.memories,
+        "memory_history": response.memory_history,
+        "event_logs": response.event_logs,
+        "api_keys": response.api_keys,
+    }
 
 
 # Templates and skills ---------------------------------------------------------------
 
 
-def template_from_pb(template: ppb.PromptTemplate) -> dict[str, Any]:
+def template_from_pb(template: ppb.PromptTemplate) -> Template:
     return {
         "scenario": template.scenario,
         "system_prompt": template.system_prompt,
@@ -369,7 +388,7 @@ def upsert_template_request(
     )
 
 
-def skill_from_pb(skill: ppb.Skill) -> dict[str, Any]:
+def skill_from_pb(skill: ppb.Skill) -> Skill:
     return {
         "name": skill.name,
         "description": skill.description,
