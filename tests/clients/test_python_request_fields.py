@@ -9,11 +9,10 @@ from typing import Any
 
 import pytest
 from contextd_client import AsyncContextClient, ContextClient, cpb, image_part, pb
-from google.protobuf.descriptor import Descriptor
-from google.protobuf.message import Message as ProtoMessage
 
 from tests.support.fake_chat_server import FakeChatServer, fake_chat_server
 from tests.support.images import png
+from tests.support.proto_paths import field_paths, set_paths
 
 # Fields no request sets: the server fills them in.
 OUTPUT_ONLY = {"messages.tokens"}
@@ -67,32 +66,6 @@ TURNS: list[dict[str, Any]] = [
         "user_id": "ada",
     },
 ]
-
-
-def field_paths(descriptor: Descriptor, prefix: str = "") -> set[str]:
-    """Every field path of a message type, nested messages included (maps as a whole)."""
-    out: set[str] = set()
-    for field in descriptor.fields:
-        path = prefix + field.name
-        out.add(path)
-        nested = field.message_type
-        if nested is not None and not nested.GetOptions().map_entry:
-            out |= field_paths(nested, path + ".")
-    return out
-
-
-def set_paths(message: ProtoMessage, prefix: str = "") -> set[str]:
-    """The field paths ``message`` sets (in any element of a repeated field)."""
-    out: set[str] = set()
-    for field, value in message.ListFields():
-        path = prefix + field.name
-        out.add(path)
-        if field.message_type is None or field.message_type.GetOptions().map_entry:
-            continue
-        items = value if field.is_repeated else [value]
-        for item in items:
-            out |= set_paths(item, path + ".")
-    return out
 
 
 EXPECTED = field_paths(cpb.StreamChatRequest.DESCRIPTOR) - OUTPUT_ONLY
