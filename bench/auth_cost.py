@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import grpc.aio
-from _common import machine_note, median, print_table, result_line
+from _common import machine_note
 from _server import serve, spawn_server
-from build_vs_echo import BUILD_METHOD, Side, build_request, throughput_round
+from build_vs_echo import BUILD_METHOD, Side, alternating_rounds, build_request, report_cost
 
 if TYPE_CHECKING:
     from contextd.server import RunningServer
@@ -83,36 +83,12 @@ async def run(args: argparse.Namespace) -> int:
                 off = Side("auth none", plain)
                 on = Side("auth api-key", with_key)
                 pairs = ((off, off_server), (on, on_server))
-                for side, server in pairs:  # warm-up, not recorded
-                    await throughput_round(side, payload, args.warmup, server, record=False)
-                for _ in range(args.rounds):
-                    for side, server in pairs:
-                        await throughput_round(side, payload, args.calls, server)
+                await alternating_rounds(pairs, payload, args.warmup, args.rounds, args.calls)
         finally:
             off_server.stop()
             on_server.stop()
 
-    print(
-        f"{NAME}: BuildMessages, request {len(payload)} bytes; {args.calls} calls/round, "
-        f"{args.rounds} rounds per side, alternating; server log level {args.log_level}"
-    )
-    rows = [
-        [
-            side.name,
-            f"{median(side.rates):.0f}",
-            f"{min(side.rates):.0f}-{max(side.rates):.0f}",
-            f"{median(side.server_cpu_us):.0f}" if side.server_cpu_us else "n/a",
-        ]
-        for side in (off, on)
-    ]
-    print_table(["side", "calls/s", "range", "server CPU us/call"], rows)
-    ratios = [b / a for a, b in zip(off.rates, on.rates, strict=True)]
-    ratio = median(ratios)
-    print(
-        f"ratio auth api-key / auth none calls/s: {ratio:.3f} = median of {len(ratios)} "
-        f"round pairs (range {min(ratios):.3f}-{max(ratios):.3f})"
-    )
-    print(result_line(NAME, ratio, TARGET, ratio >= TARGET))
+    report_cost(NAME, payload, args, off, on, TARGET)
     return 0
 
 

@@ -25,7 +25,7 @@ import argparse
 import asyncio
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -124,6 +124,46 @@ async def throughput_round(
         side.client_cpu_us.append((proc1 - proc0) / calls * 1e6)
         if cpu0 is not None and cpu1 is not None:
             side.server_cpu_us.append((cpu1 - cpu0) / calls * 1e6)
+
+
+async def alternating_rounds(
+    pairs: Sequence[tuple[Side, ServerChild]], payload: bytes, warmup: int, rounds: int, calls: int
+) -> None:
+    """A warm-up round per side (not recorded), then ``rounds`` rounds of each side in turn,
+    so both sides see the same machine load."""
+    for side, server in pairs:
+        await throughput_round(side, payload, warmup, server, record=False)
+    for _ in range(rounds):
+        for side, server in pairs:
+            await throughput_round(side, payload, calls, server)
+
+
+def report_cost(
+    name: str, payload: bytes, args: argparse.Namespace, off: Side, on: Side, target: float
+) -> None:
+    """The throughput table of two sides and the RESULT line of ``on`` / ``off``, the
+    median of the round pairs' ratios."""
+    print(
+        f"{name}: BuildMessages, request {len(payload)} bytes; {args.calls} calls/round, "
+        f"{args.rounds} rounds per side, alternating; server log level {args.log_level}"
+    )
+    rows = [
+        [
+            side.name,
+            f"{median(side.rates):.0f}",
+            f"{min(side.rates):.0f}-{max(side.rates):.0f}",
+            f"{median(side.server_cpu_us):.0f}" if side.server_cpu_us else "n/a",
+        ]
+        for side in (off, on)
+    ]
+    print_table(["side", "calls/s", "range", "server CPU us/call"], rows)
+    ratios = [b / a for a, b in zip(off.rates, on.rates, strict=True)]
+    ratio = median(ratios)
+    print(
+        f"ratio {on.name} / {off.name} calls/s: {ratio:.3f} = median of {len(ratios)} "
+        f"round pairs (range {min(ratios):.3f}-{max(ratios):.3f})"
+    )
+    print(result_line(name, ratio, target, ratio >= target))
 
 
 async def latency_round(side: Side, payload: bytes, calls: int) -> None:
