@@ -6,7 +6,7 @@ import contextlib
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -59,6 +59,8 @@ class FakeChatServer:
     # Set when a turn ended before its last event was sent: the client cancelled it.
     cancelled: threading.Event = field(default_factory=threading.Event)
     finished: threading.Event = field(default_factory=threading.Event)
+    # (RPC name, its metadata) of every call, in the order they came.
+    calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
 
     def stream_chat(self, request: cpb.StreamChatRequest, context: grpc.ServicerContext) -> Any:
         self.requests.append(request)
@@ -135,6 +137,22 @@ class FakeChatServer:
         yield spb.ExportEventsResponse(json="[1, 2]", type="broken")
 
 
+class _CallRecorder(grpc.ServerInterceptor):
+    """Records each call's metadata in ``fake.calls`` before it is handled."""
+
+    def __init__(self, fake: FakeChatServer) -> None:
+        self.fake = fake
+
+    def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Any],
+        details: grpc.HandlerCallDetails,
+    ) -> Any:
+        name = details.method.rsplit("/", 1)[-1]
+        self.fake.calls.append((name, dict(details.invocation_metadata)))
+        return continuation(details)
+
+
 def _serialize(response: Any) -> bytes:
     return response if isinstance(response, bytes) else response.SerializeToString()
 
@@ -178,7 +196,11 @@ def fake_chat_server() -> Iterator[FakeChatServer]:
             ),
         },
     )
-    server = grpc.server(ThreadPoolExecutor(max_workers=8), handlers=[chat, sessions])
+    server = grpc.server(
+        ThreadPoolExecutor(max_workers=8),
+        handlers=[chat, sessions],
+        interceptors=[_CallRecorder(fake)],
+    )
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
     fake.address = f"127.0.0.1:{port}"

@@ -51,6 +51,7 @@ from ._record_types import (
     Template,
 )
 from ._retry import RetryPolicy, retry_delay
+from ._trace import metadata_keys, trace_metadata, with_trace
 from ._types import AssembledPrompt, BuildResult, TokenCount, TokenizerList
 
 
@@ -70,6 +71,9 @@ class AsyncContextClient:
 
     ``retries`` (a :class:`RetryPolicy`; default none) retries unary calls that fail
     with UNAVAILABLE; StreamChat and ExportEvents are never retried.
+
+    ``propagate_trace`` (default on): see :class:`ContextClient`. A stream's trace context
+    is the one current when :meth:`stream_chat` or :meth:`export_events` is called.
     """
 
     def __init__(
@@ -83,11 +87,14 @@ class AsyncContextClient:
         api_key: str | None = None,
         token: AsyncTokenProvider | None = None,
         retries: RetryPolicy | None = None,
+        propagate_trace: bool = True,
     ) -> None:
         self.target = target
         self.timeout = timeout
         self.retries = retries
         self.metadata = call_metadata(metadata)
+        self.propagate_trace = propagate_trace
+        self._own_keys = metadata_keys(self.metadata)
         check_credentials(api_key, token, self.metadata, sync=False)
         self._key = None if api_key is None else bearer(api_key, "api_key")
         self._token = token
@@ -133,11 +140,15 @@ class AsyncContextClient:
     def __repr__(self) -> str:
         return f"AsyncContextClient({self.target!r}, timeout={self.timeout!r})"
 
-    async def _metadata(self) -> CallMetadata | None:
-        """``metadata`` with the credential; a provider's token is asked for now."""
-        if self._token is None:
-            return with_pair(self.metadata, self._key)
-        return with_pair(self.metadata, await async_token_pair(self._token))
+    async def _metadata(self, trace: CallMetadata | None = None) -> CallMetadata | None:
+        """``metadata`` with the credential and ``trace`` (default: the current trace
+        context); a provider's token is asked for now."""
+        pair = self._key if self._token is None else await async_token_pair(self._token)
+        return with_trace(with_pair(self.metadata, pair), self._trace() if trace is None else trace)
+
+    def _trace(self) -> CallMetadata:
+        """The current trace context as metadata, when propagated."""
+        return trace_metadata(self._own_keys) if self.propagate_trace else ()
 
     async def _call(self, method: Callable[..., Any], request: Any) -> Any:
         attempt = 1
@@ -246,16 +257,16 @@ class AsyncContextClient:
         deadline = self._timeout(turn.timeout)
         if self._token is not None:
             # The token may have to be awaited: the call starts at the first read.
-            return AsyncChatStream(start=self._start_chat(request, deadline))
-        metadata = with_pair(self.metadata, self._key)
+            return AsyncChatStream(start=self._start_chat(request, deadline, self._trace()))
+        metadata = with_trace(with_pair(self.metadata, self._key), self._trace())
         return AsyncChatStream(
             self.chat_stub.StreamChat(request, timeout=deadline, metadata=metadata)
         )
 
     async def _start_chat(
-        self, request: Any, deadline: float | None
+        self, request: Any, deadline: float | None, trace: CallMetadata
     ) -> grpc.aio.UnaryStreamCall[Any, Any]:
-        metadata = await self._metadata()
+        metadata = await self._metadata(trace)
         call: grpc.aio.UnaryStreamCall[Any, Any] = self.chat_stub.StreamChat(
             request, timeout=deadline, metadata=metadata
         )
@@ -360,7 +371,8 @@ class AsyncContextClient:
     ) -> AsyncIterator[SessionEvent]:
         """The session's event log as an async iterator of dicts (no ``await``)."""
         request = records.export_events_request(user_id, session_id, after)
-        return self._export_events(request)
+        # The trace context of the caller now, not of whoever reads the first event.
+        return self._export_events(request, self._trace())
 
     async def export_xml(self, user_id: str, session_id: str) -> str:
         """The session's event log as the XML history document."""
@@ -379,8 +391,10 @@ class AsyncContextClient:
         request = records.end_session_request(user_id, session_id, mode)
         return bool((await self._call(self.session_stub.EndSession, request)).ended)
 
-    async def _export_events(self, request: Any) -> AsyncIterator[SessionEvent]:
-        metadata = await self._metadata()
+    async def _export_events(
+        self, request: Any, trace: CallMetadata
+    ) -> AsyncIterator[SessionEvent]:
+        metadata = await self._metadata(trace)
         call = self.session_stub.ExportEvents(request, timeout=self.timeout, metadata=metadata)
         try:
             async for response in call:

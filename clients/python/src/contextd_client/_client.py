@@ -43,6 +43,7 @@ from ._record_types import (
     Template,
 )
 from ._retry import RetryPolicy, retry_delay
+from ._trace import metadata_keys, trace_metadata, with_trace
 from ._types import AssembledPrompt, BuildResult, TokenCount, TokenizerList
 
 DEFAULT_TARGET = "127.0.0.1:50151"
@@ -77,6 +78,10 @@ class ContextClient:
 
     ``retries`` (a :class:`RetryPolicy`; default none) retries unary calls that fail
     with UNAVAILABLE; StreamChat and ExportEvents are never retried.
+
+    ``propagate_trace`` (default on): when the process uses OpenTelemetry and a span is
+    current, every call carries its trace context (``traceparent``) in its metadata; a
+    ``traceparent`` in ``metadata`` wins.
     """
 
     def __init__(
@@ -90,11 +95,14 @@ class ContextClient:
         api_key: str | None = None,
         token: TokenProvider | None = None,
         retries: RetryPolicy | None = None,
+        propagate_trace: bool = True,
     ) -> None:
         self.target = target
         self.timeout = timeout
         self.retries = retries
         self.metadata = call_metadata(metadata)
+        self.propagate_trace = propagate_trace
+        self._own_keys = metadata_keys(self.metadata)
         check_credentials(api_key, token, self.metadata, sync=True)
         self._key = None if api_key is None else bearer(api_key, "api_key")
         self._token = token
@@ -140,11 +148,15 @@ class ContextClient:
     def __repr__(self) -> str:
         return f"ContextClient({self.target!r}, timeout={self.timeout!r})"
 
-    def _metadata(self) -> CallMetadata | None:
-        """``metadata`` with the credential; a provider's token is asked for now."""
-        return with_pair(
-            self.metadata, self._key if self._token is None else token_pair(self._token)
-        )
+    def _metadata(self, trace: CallMetadata | None = None) -> CallMetadata | None:
+        """``metadata`` with the credential and ``trace`` (default: the current trace
+        context); a provider's token is asked for now."""
+        pair = self._key if self._token is None else token_pair(self._token)
+        return with_trace(with_pair(self.metadata, pair), self._trace() if trace is None else trace)
+
+    def _trace(self) -> CallMetadata:
+        """The current trace context as metadata, when propagated."""
+        return trace_metadata(self._own_keys) if self.propagate_trace else ()
 
     def _call(self, method: Callable[..., Any], request: Any) -> Any:
         attempt = 1
@@ -370,7 +382,8 @@ class ContextClient:
     ) -> Iterator[SessionEvent]:
         """The session's event log, oldest first, one dict per event (skipping ``after``)."""
         request = records.export_events_request(user_id, session_id, after)
-        return self._export_events(request)
+        # The trace context of the caller now, not of whoever reads the first event.
+        return self._export_events(request, self._trace())
 
     def export_xml(self, user_id: str, session_id: str) -> str:
         """The session's event log as the XML history document."""
@@ -391,9 +404,9 @@ class ContextClient:
         request = records.end_session_request(user_id, session_id, mode)
         return bool(self._call(self.session_stub.EndSession, request).ended)
 
-    def _export_events(self, request: Any) -> Iterator[SessionEvent]:
+    def _export_events(self, request: Any, trace: CallMetadata) -> Iterator[SessionEvent]:
         call = self.session_stub.ExportEvents(
-            request, timeout=self.timeout, metadata=self._metadata()
+            request, timeout=self.timeout, metadata=self._metadata(trace)
         )
         try:
             for response in call:
