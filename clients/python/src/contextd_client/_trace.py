@@ -25,7 +25,9 @@ _TRACE_KEYS = frozenset({"traceparent", "tracestate"})
 def _injector() -> Callable[[dict[str, str]], None] | None:
     try:
         from opentelemetry import propagate
-    except ImportError:  # opentelemetry-api missing or broken: nothing to propagate
+    except Exception:
+        # Missing, or failing at import (an unknown name in OTEL_PROPAGATORS raises):
+        # the calls go without trace context rather than fail.
         return None
     return propagate.inject
 
