@@ -1,4 +1,5 @@
 import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
+import { sendTraceContext, type OpenTelemetryApi } from "./trace.js";
 
 /** Gives the bearer token of the next call: a string, or a promise of one. */
 export type TokenProvider = () => string | Promise<string>;
@@ -21,9 +22,16 @@ export interface CallSettings {
    */
   token?: TokenProvider;
   /**
+   * Whether every call carries the active OpenTelemetry trace context (`traceparent`),
+   * when `@opentelemetry/api` can be imported (default `true`). Or the API itself
+   * (`import * as api from "@opentelemetry/api"`), for a bundled app where the client
+   * cannot import it by name. A `traceparent` in `metadata` or the call's `headers` wins.
+   */
+  propagateTrace?: boolean | OpenTelemetryApi;
+  /**
    * Connect interceptors run on every call, in this order, after the client's own
-   * (which set the bearer token and `metadata`): they see the headers as they are sent
-   * and may change them.
+   * (which set the bearer token, `metadata` and the trace context): they see the
+   * headers as they are sent and may change them.
    */
   interceptors?: Interceptor[];
 }
@@ -33,7 +41,8 @@ export function defaultTimeout(settings: CallSettings): number | undefined {
   return settings.timeoutMs === undefined ? 30_000 : (settings.timeoutMs ?? undefined);
 }
 
-/** The client's interceptors, outermost first: its credential, its metadata, the caller's. */
+/** The client's interceptors, outermost first: its credential, its metadata, the trace
+ * context, the caller's. */
 export function interceptorsOf(settings: CallSettings): Interceptor[] {
   const interceptors: Interceptor[] = [];
   const credential = tokenSource(settings);
@@ -42,6 +51,10 @@ export function interceptorsOf(settings: CallSettings): Interceptor[] {
   }
   if (settings.metadata) {
     interceptors.push(sendMetadata(new Headers(settings.metadata)));
+  }
+  const { propagateTrace = true } = settings;
+  if (propagateTrace !== false) {
+    interceptors.push(sendTraceContext(propagateTrace === true ? undefined : propagateTrace));
   }
   return [...interceptors, ...(settings.interceptors ?? [])];
 }
