@@ -24,6 +24,7 @@ SCRIPTS = (
     "first_delta",
     "auth_cost",
     "metrics_cost",
+    "observability_cost",
     "pg_driver",
     "pg_vs_sqlite",
     "prompt_cache",

@@ -8,6 +8,8 @@ import re
 import sys
 import time
 
+from opentelemetry import trace
+
 _STANDARD = set(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {"message", "asctime"}
 
 
@@ -20,6 +22,14 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "msg": record.getMessage(),
         }
+        # Written inside a span: its ids, so that the line leads to its trace. Inside a
+        # call whose caller sent a trace but which has no span of its own (tracing off),
+        # the caller's trace id alone.
+        span = trace.get_current_span().get_span_context()
+        if span.is_valid:
+            entry["trace_id"] = trace.format_trace_id(span.trace_id)
+            if not span.is_remote:
+                entry["span_id"] = trace.format_span_id(span.span_id)
         entry.update({k: v for k, v in record.__dict__.items() if k not in _STANDARD})
         if record.exc_info:
             entry["exc"] = self.formatException(record.exc_info)

@@ -70,6 +70,7 @@ from contextd.store.sessions import SessionRepo
 from contextd.store.summaries import SummaryRepo
 from contextd.store.users import UserRepo
 from contextd.tls import ServerTls
+from contextd.tracing.setup import install_from_env
 from contextd.v1 import (
     chat_pb2,
     chat_pb2_grpc,
@@ -556,8 +557,13 @@ async def serve(settings: Settings) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    running = await start(settings)
-    await stop.wait()
-    log.info("shutting down", extra={"grace_s": settings.shutdown_grace})
-    await running.stop()
+    tracing = install_from_env()
+    try:
+        running = await start(settings)
+        await stop.wait()
+        log.info("shutting down", extra={"grace_s": settings.shutdown_grace})
+        await running.stop()
+    finally:
+        if tracing is not None:  # the spans still waiting are exported
+            await asyncio.to_thread(tracing.shutdown)
     log.info("stopped")

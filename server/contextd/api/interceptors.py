@@ -1,7 +1,8 @@
 """One interceptor for every RPC: checks the caller's credential and limits, maps errors
 to status codes, logs one line per call and an audit line per call on user data, and
-counts and times the call for the metrics port when it is on (here rather than in an
-interceptor of its own, which would add a generator layer to every streamed message).
+counts and times the call for the metrics port when it is on, and traces it as a server
+span when tracing is on (here rather than in interceptors of their own, which would each
+add a generator layer to every streamed message).
 
 With an authenticator (``--auth`` other than none), every method except the open ones
 (health, and reflection unless it is protected) needs a bearer credential; the check
@@ -38,6 +39,7 @@ from contextd.api.types import Context, Handler
 from contextd.core.errors import ContextdError, Unauthenticated
 from contextd.core.identity import Identity
 from contextd.metrics.prometheus import GrpcMetrics, RpcMeter
+from contextd.tracing import rpc_span
 
 log = logging.getLogger("contextd.rpc")
 
@@ -75,13 +77,17 @@ class _Method:
     turns: TurnSlots | None
     web_peer_secret: str
     meter: RpcMeter | None  # None without a metrics port
+    trace: rpc_span.RpcTrace
 
 
 class _Call:
     """Admission, timing and outcome of one RPC, logged when it ends."""
 
-    def __init__(self, method: _Method, request: Any) -> None:
+    def __init__(self, method: _Method, request: Any, context: Context) -> None:
         self.method = method
+        # The caller's trace is current from here to the call's end (its log lines
+        # included), with the call's span in it when tracing is on.
+        self.span = method.trace.begin(context.invocation_metadata())
         self.request = request
         self.code = grpc.StatusCode.OK
         self.started = time.perf_counter()
@@ -170,6 +176,8 @@ class _Call:
             extra["credential"] = self.identity.credential_id
             extra["user"] = self.identity.user_id
         log.info("rpc", extra=extra)
+        if self.span is not None:
+            rpc_span.end(self.span, self.code)
         if self.user is not None and method.audit is not None:
             method.audit.write(
                 method.name, self.user, self.identity, self.code, self.request, self.response
@@ -193,7 +201,7 @@ def _peer_address(context: Context, web_peer_secret: str) -> str:
 
 def _guard_unary(method: _Method, behavior: Unary, parser: RequestParser) -> Unary:
     async def handler(request: Any, context: Context) -> Any:
-        call = _Call(method, request)
+        call = _Call(method, request, context)
         try:
             if not is_unparsed(request):  # the common case: no context manager to enter
                 call.request = checked(request)
@@ -216,7 +224,7 @@ async def _answer(call: _Call, behavior: Unary, context: Context) -> Any:
 
 def _guard_stream(method: _Method, behavior: Streaming, parser: RequestParser) -> Streaming:
     async def handler(request: Any, context: Context) -> AsyncGenerator[Any, None]:
-        call = _Call(method, request)
+        call = _Call(method, request, context)
         try:
             request = call.request = await parser.ready(request)
             await call.admit(context)
@@ -269,6 +277,7 @@ class GuardInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
                 limits.turns if name in limits.turn_methods else None,
                 limits.web_peer_secret,
                 None if self._metrics is None else self._metrics.meter(name, grpc_type),
+                rpc_span.RpcTrace(name),
             )
         return found
 

@@ -79,6 +79,7 @@ from contextd.store.memories import MemoryRepo
 from contextd.store.memory_history import MemoryHistoryRepo
 from contextd.store.models import StoredMessage
 from contextd.store.summaries import SummaryRepo
+from contextd.tracing import spans
 
 log = logging.getLogger("contextd.after_turn")
 
@@ -273,7 +274,9 @@ class AfterTurnRunner:
         try:
             async with entry.lock, self._slots:
                 started = time.monotonic()
-                await self._work(turn)
+                # A trace of its own, linked to the turn's call: the work outlives it.
+                with spans.linked_root("contextd.after_turn", {"contextd.turn": turn.turn_index}):
+                    await self._work(turn)
                 log.debug(
                     "after-turn work done",
                     extra={**_ids(turn), "ms": int((time.monotonic() - started) * 1000)},

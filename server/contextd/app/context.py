@@ -23,6 +23,7 @@ from contextd.core.tokens import (
     message_tokens,
 )
 from contextd.metrics.recorder import NULL_RECORDER, Recorder
+from contextd.tracing import spans
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,14 +92,16 @@ class ContextApp:
             return EstimateTokenizer()
 
     async def assemble_prompt(self, layers: PromptLayers, tokenizer: str) -> AssembledPrompt:
-        text = assemble_system_prompt(layers)
-        tok = self.tokenizers.get(tokenizer)
-        return await self._offload.run_if(2 * len(text), _assembled, text, layers, tok)
+        with spans.span("contextd.assemble_prompt"):
+            text = assemble_system_prompt(layers)
+            tok = self.tokenizers.get(tokenizer)
+            return await self._offload.run_if(2 * len(text), _assembled, text, layers, tok)
 
     async def build(self, request: InlineRequest | SessionModeRequest) -> BuiltMessages:
         """BuildMessages, the one place that picks the way: from the stored session, the
         plain shortcut when the request is that case, or the general build."""
-        built = await self._build(request)
+        with spans.span("contextd.build_messages"):
+            built = await self._build(request)
         if self.metrics.enabled:
             report = built.result.report if isinstance(built, SessionBuild) else built.report
             self.metrics.built(report.total_tokens, report.dropped)

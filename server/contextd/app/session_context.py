@@ -42,6 +42,7 @@ from contextd.store.catalog import CatalogRepo
 from contextd.store.memories import MemoryRepo
 from contextd.store.models import PromptTemplate, Session, Skill, StoredMessage
 from contextd.store.summaries import SummaryRepo
+from contextd.tracing import spans
 
 log = logging.getLogger("contextd.context")
 
@@ -139,6 +140,10 @@ class SessionContextBuilder:
     async def build(self, req: SessionBuildRequest, session: Session | None = None) -> SessionBuild:
         """Build from the stored session. ``session``: the session ``req`` names, when the
         caller has read it already (through SessionsApp.get, so its owner is checked)."""
+        with spans.span("contextd.session_context"):
+            return await self._build(req, session)
+
+    async def _build(self, req: SessionBuildRequest, session: Session | None) -> SessionBuild:
         _validate(req)
         if session is None:
             session = await self.sessions.get(req.caller, req.session_id)

@@ -116,6 +116,7 @@ class EventAssembler:
         self._completion_tokens = 0
         self._stop_reason = ""
         self._stopped = False
+        self._response: tuple[str, str] = ("", "")  # id and model, from message_start
 
     def feed(self, item: object) -> list[ModelEvent]:
         event = as_json_object(item)
@@ -127,6 +128,7 @@ class EventAssembler:
             if not isinstance(message, Mapping):
                 raise TypeError("message_start without a message")
             self._take_usage(message.get("usage"))
+            self._response = (as_text(message.get("id")), as_text(message.get("model")))
         elif kind == "content_block_start":
             return self._block_start(event)
         elif kind == "content_block_delta":
@@ -156,7 +158,8 @@ class EventAssembler:
             read, write = self._cache_read_tokens, self._cache_write_tokens
             prompt = self._input_tokens + read + write
             events.append(Usage(prompt, self._completion_tokens, read, write))
-        events.append(Finished(normalize_stop_reason(self._stop_reason), self._stop_reason))
+        reason = normalize_stop_reason(self._stop_reason)
+        events.append(Finished(reason, self._stop_reason, *self._response))
         return events
 
     def _take_usage(self, usage: object) -> None:

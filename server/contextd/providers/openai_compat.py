@@ -118,6 +118,7 @@ class ChunkAssembler:
         self._usage: Usage | None = None
         self._finish_raw: str | None = None
         self._had_tool_calls = False
+        self._response: tuple[str, str] = ("", "")  # id and model, from the finishing chunk
 
     def feed(self, item: object) -> list[ModelEvent]:
         chunk = as_json_object(item)
@@ -157,6 +158,7 @@ class ChunkAssembler:
             finish = choice.get("finish_reason")
             if finish is not None:
                 self._finish_raw = as_text(finish)
+                self._response = (as_text(chunk.get("id")), as_text(chunk.get("model")))
                 events.extend(self._ready_calls())
         return events
 
@@ -168,7 +170,7 @@ class ChunkAssembler:
         if self._usage is not None:
             events.append(self._usage)
         reason = normalize_finish_reason(self._finish_raw, had_tool_calls=self._had_tool_calls)
-        events.append(Finished(reason, self._finish_raw))
+        events.append(Finished(reason, self._finish_raw, *self._response))
         return events
 
     def _add_tool_delta(self, raw: object) -> None:

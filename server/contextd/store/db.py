@@ -46,6 +46,9 @@ from contextd.store.database import (
     migration_files,
 )
 from contextd.store.events import EventLog
+from contextd.tracing import spans
+
+_SPAN_ATTRIBUTES = {"db.system": "sqlite", "db.system.name": "sqlite"}
 
 Row = sqlite3.Row
 
@@ -238,19 +241,21 @@ class SqliteDatabase(Database):
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[SqliteConnection]:
-        """A write transaction (BEGIN IMMEDIATE), committed on success, rolled back on error."""
-        async with self._write_lock:
-            try:
-                # Inside the try: a cancel that lands while BEGIN is queued must still
-                # roll back, or the connection stays inside a transaction for good.
-                await self._writer.execute("BEGIN IMMEDIATE")
-                yield self._writer
-                await self._writer.execute("COMMIT")
-            except BaseException as error:
-                await asyncio.shield(self._rollback())
-                if self.disk is not None and self.disk.noticed(error):
-                    raise StorageFull() from error
-                raise
+        """A write transaction (BEGIN IMMEDIATE), committed on success, rolled back on error.
+        Traced as one span (its wait for the writer included), not a span per statement."""
+        with spans.span("sqlite transaction", _SPAN_ATTRIBUTES):
+            async with self._write_lock:
+                try:
+                    # Inside the try: a cancel that lands while BEGIN is queued must still
+                    # roll back, or the connection stays inside a transaction for good.
+                    await self._writer.execute("BEGIN IMMEDIATE")
+                    yield self._writer
+                    await self._writer.execute("COMMIT")
+                except BaseException as error:
+                    await asyncio.shield(self._rollback())
+                    if self.disk is not None and self.disk.noticed(error):
+                        raise StorageFull() from error
+                    raise
 
     async def _rollback(self) -> None:
         # OperationalError: no transaction was active (BEGIN never ran or COMMIT finished).

@@ -47,6 +47,7 @@ from contextd.store.memory_index_pg import TsvectorIndex
 from contextd.store.memory_query import choose_terms
 from contextd.store.models import Memory, ScoredMemory
 from contextd.store.paging import decode_token, encode_token, page_limit
+from contextd.tracing import spans
 
 DEFAULT_HALF_LIFE_DAYS = 30.0
 DEFAULT_RECENCY_WEIGHT = 0.25
@@ -503,7 +504,10 @@ class MemoryRepo:
         in it (quotes, ``*``, ``AND``, ``NEAR``, ``|``, parentheses) is plain text.
         """
         started = time.perf_counter()
-        found = await self._search(user_id, query, limit, now, tenant_id)
+        with spans.span("contextd.memory_search", {"contextd.memory.limit": limit}) as span:
+            found = await self._search(user_id, query, limit, now, tenant_id)
+            if span is not None:
+                span.set_attribute("contextd.memory.hits", len(found))
         self.metrics.memory_search(time.perf_counter() - started, len(found))
         return found
 

@@ -27,6 +27,7 @@ from typing import Any
 
 import asyncpg
 from asyncpg.pool import PoolConnectionProxy
+from opentelemetry.trace import SpanKind
 
 from contextd.core.errors import DatabaseUnavailable, StorageFull
 from contextd.store.database import (
@@ -41,6 +42,9 @@ from contextd.store.database import (
 from contextd.store.database_watch import DatabaseWatch
 from contextd.store.pg_events import DatabaseEventLog
 from contextd.store.pg_sql import Statement, translate
+from contextd.tracing import spans
+
+_SPAN_ATTRIBUTES = {"db.system": "postgresql", "db.system.name": "postgresql"}
 
 # Taken by the migration transaction, so that replicas starting together migrate once.
 MIGRATION_LOCK = 0x636F6E7465787464  # "contextd"
@@ -329,8 +333,10 @@ class PostgresDatabase(Database):
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[PgConnection]:
-        async with self.connection() as conn, conn.transaction():
-            yield PgConnection(conn, self.observe)
+        # One span per transaction (its wait for a connection included), none per statement.
+        with spans.span("postgresql transaction", _SPAN_ATTRIBUTES, SpanKind.CLIENT):
+            async with self.connection() as conn, conn.transaction():
+                yield PgConnection(conn, self.observe)
 
     @property
     def reader(self) -> PgReader:

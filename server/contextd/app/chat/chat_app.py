@@ -8,7 +8,10 @@ import math
 import time
 import weakref
 from collections.abc import AsyncGenerator, Callable
+from contextlib import AbstractContextManager
 from typing import Any
+
+from opentelemetry.trace import Span
 
 from contextd.app.chat.events import (
     ChatEvent,
@@ -48,6 +51,7 @@ from contextd.store.events import EventStore
 from contextd.store.memories import MemoryRepo
 from contextd.store.models import Session
 from contextd.store.partial_answers import PartialAnswerRepo
+from contextd.tracing import genai
 
 # How far back a continuing turn looks for the calls the host's results answer.
 _RECENT_FOR_OPEN_CALLS = 64
@@ -67,6 +71,8 @@ class ChatApp:
         metrics: Recorder = NULL_RECORDER,
     ) -> None:
         self.metrics = metrics
+        # Where the model calls go, for their spans (none for a provider in the process).
+        self._model_server = genai.ModelServer.of(getattr(provider, "base_url", ""))
         self.sessions = sessions
         self.builder = builder
         self.memories = memories
@@ -276,18 +282,21 @@ class ChatApp:
                 started = time.perf_counter()
                 failure: BaseException | None = None
                 stream = self.provider.stream(request)
-                try:
-                    async with contextlib.aclosing(stream):
-                        async for model_event in stream:
-                            event = _chat_event(turn, model_event, calls)
-                            if event is not None:
-                                yield event
-                except BaseException as error:
-                    failure = error
-                    raise
-                finally:
-                    turn.end_step(calls)
-                    self._model_call_ended(turn, request, started, failure)
+                with self._model_span(request) as span:
+                    try:
+                        async with contextlib.aclosing(stream):
+                            async for model_event in stream:
+                                event = _chat_event(turn, model_event, calls)
+                                if event is not None:
+                                    yield event
+                    except BaseException as error:
+                        failure = error
+                        raise
+                    finally:
+                        turn.end_step(calls)
+                        self._model_call_ended(turn, request, started, failure)
+                        if span is not None:
+                            _model_span_ended(span, turn, calls, failure)
             except ProviderError as error:
                 yield await turn.store_partial(TurnStatus.ERROR, _error_text(error))
                 return
@@ -310,6 +319,16 @@ class ChatApp:
             # counts it.
             turn.step += 1
             request = await tools.next_request(answers)
+
+    def _model_span(self, request: ModelRequest) -> AbstractContextManager[Span | None]:
+        return genai.model_call(
+            self.provider.name,
+            request.model or self.provider.default_model,
+            self._model_server,
+            max_tokens=request.max_output_tokens,
+            temperature=request.temperature,
+            messages=request.messages,
+        )
 
     def _model_call_ended(
         self, turn: Turn, request: ModelRequest, started: float, failure: BaseException | None
@@ -398,8 +417,26 @@ def _chat_event(turn: Turn, event: ModelEvent, calls: list[ToolCall]) -> ChatEve
     if isinstance(event, Usage):
         return UsageEvent(turn.take_usage(event, calls), turn.step)
     if isinstance(event, Finished):
-        turn.step_finished = True
+        turn.step_finish = event
     return None
+
+
+def _model_span_ended(
+    span: Span, turn: Turn, calls: list[ToolCall], failure: BaseException | None
+) -> None:
+    finish = turn.step_finish
+    usage = turn.step_usage
+    genai.model_call_ended(
+        span,
+        finish_reason=finish.reason if finish is not None else "",
+        response_id=finish.response_id if finish is not None else "",
+        response_model=finish.response_model if finish is not None else "",
+        input_tokens=usage.prompt_tokens,
+        output_tokens=usage.completion_tokens,
+        text=turn.text[turn.step_start :],
+        calls=calls,
+        error_type=_error_type(failure),
+    )
 
 
 def _error_type(failure: BaseException | None) -> str:

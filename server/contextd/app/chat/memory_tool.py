@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from contextd.app.chat.turn import Turn
 from contextd.providers.base import ToolSpec
 from contextd.store.memories import MemoryRepo
+from contextd.tracing import genai
 
 MEMORY_TOOL = ToolSpec(
     name="memory_search",
@@ -28,9 +29,14 @@ class MemorySearch:
         self._memories = memories
         self._turn = turn
 
-    async def answer(self, query: str, action: Mapping[str, object]) -> str:
-        """Search for ``query``; the action (``action``: its event's details) and the
-        observation go to the event log. Returns the observation: one fact a line."""
+    async def answer(self, query: str, action: Mapping[str, object], call_id: str) -> str:
+        """Search for ``query`` (the model's call ``call_id``); the action (``action``: its
+        event's details) and the observation go to the event log. Returns the
+        observation: one fact a line."""
+        with genai.tool_call(MEMORY_TOOL.name, call_id):
+            return await self._answer(query, action)
+
+    async def _answer(self, query: str, action: Mapping[str, object]) -> str:
         turn = self._turn
         await turn.event("action", step=turn.step, meta=dict(action))
         found = await self._memories.search(

@@ -102,7 +102,7 @@ class NativeTools(ToolProtocol[StepCalls]):
         results: list[str] = []
         for call in action.tool_use:
             details = {"tool": call.name, "input": call.arguments}
-            results.append(await self.memory.answer(_argument(call, "query"), details))
+            results.append(await self.memory.answer(_argument(call, "query"), details, call.id))
         await turn.store(
             [
                 turn.row(ChatMessage(Role.TOOL, result, tool_call_id=call.id))

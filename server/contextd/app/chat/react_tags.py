@@ -134,7 +134,7 @@ class ReactTags(ToolProtocol[react.Action]):
         if used.tool == MEMORY_TOOL.name:
             call = _call(stored.id, used)
             details["tool_call_id"] = call.id
-            result = await self.memory.answer(react.query_of(used.input), details)
+            result = await self.memory.answer(react.query_of(used.input), details, call.id)
             return InlineAnswers((ToolCallEvent(call, turn.step),), (result,))
         await turn.event("action", step=turn.step, meta=details)
         known = [t.name for t in (*self.req.tools, MEMORY_TOOL)]

@@ -12,7 +12,7 @@ from contextd.core.messages import ChatMessage, Role, ToolCall
 from contextd.core.pipeline import is_blank
 from contextd.core.tokens import Tokenizer
 from contextd.metrics.recorder import NULL_RECORDER, Recorder
-from contextd.providers.base import Usage
+from contextd.providers.base import Finished, Usage
 from contextd.store.events import EventStore, event_tokens
 from contextd.store.models import NewMessage, Session, StoredMessage
 from contextd.store.partial_answers import PartialAnswerRepo
@@ -45,7 +45,7 @@ class Turn:
         "started",
         "step",
         "step_counted",
-        "step_finished",
+        "step_finish",
         "step_start",
         "step_usage",
         "text",
@@ -85,7 +85,8 @@ class Turn:
         self.usage = TokenUsage()
         self.step_usage = TokenUsage()
         self.step_counted = True  # step_usage is in usage
-        self.step_finished = False  # the provider ended the step's stream itself
+        # How the provider ended the step's stream; None: it did not (yet).
+        self.step_finish: Finished | None = None
         # The session's usage totals once the turn's usage is stored (with its answer).
         self.session_usage: TokenUsage | None = None
         self.completed = False  # its TurnCompleted is made: nothing is left to store
@@ -122,7 +123,7 @@ class Turn:
         (``count_step``), however it ends."""
         self.step_usage = TokenUsage(prompt_tokens_estimate=prompt_tokens_estimate)
         self.step_counted = False
-        self.step_finished = False
+        self.step_finish = None
         self.step_start = len(self.text)
         self.partial.start()
 
@@ -141,7 +142,7 @@ class Turn:
     def end_step(self, calls: Sequence[ToolCall]) -> None:
         """The model call's stream ended, however it ended (``calls``: its tool calls)."""
         self.partial.stop()
-        if self.step_finished or calls or self.step_start < len(self.text):
+        if self.step_finish is not None or calls or self.step_start < len(self.text):
             # The model saw the prompt: a call that broke off before it said anything
             # may not have got that far, and counts only the estimate, apart.
             self._count_unreported(calls)

@@ -1,0 +1,82 @@
+"""The server's tracer, or None when tracing is off, and the spans every layer starts.
+
+A module-level tracer, not the API's global one: a test installs a provider of its own
+(with an in-memory exporter) for each server it starts, which the API's set-once global
+would not allow. Spans are made current with the API's context, so the log lines
+written inside one carry its ids (``contextd.logs``)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Mapping
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.propagate import extract
+from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode, Tracer
+from opentelemetry.util.types import AttributeValue
+
+from contextd import __version__
+
+_tracer: Tracer | None = None
+
+# Reused, never entered state: a span site without tracing costs this one object.
+_NO_SPAN: contextlib.nullcontext[None] = contextlib.nullcontext()
+
+
+def install(provider: trace.TracerProvider | None) -> None:
+    """Send the spans of every layer to ``provider`` from now on; None turns them off."""
+    global _tracer
+    _tracer = None if provider is None else provider.get_tracer("contextd", __version__)
+
+
+def tracer() -> Tracer | None:
+    """The tracer, or None when tracing is off."""
+    return _tracer
+
+
+def span(
+    name: str,
+    attributes: Mapping[str, AttributeValue] | None = None,
+    kind: SpanKind = SpanKind.INTERNAL,
+) -> contextlib.AbstractContextManager[Span | None]:
+    """A child of the current span, current while the block runs; an exception leaving
+    the block marks it failed. Without tracing, a context manager doing nothing (None)."""
+    if _tracer is None:
+        return _NO_SPAN
+    return _tracer.start_as_current_span(name, kind=kind, attributes=attributes)
+
+
+def incoming(carrier: Mapping[str, str]) -> otel_context.Context | None:
+    """The caller's trace context in ``carrier`` (headers or metadata), as the global
+    propagators read it; None when it holds no valid one."""
+    found = extract(carrier)
+    return found if trace.get_current_span(found).get_span_context().is_valid else None
+
+
+def adopt(parent: otel_context.Context) -> None:
+    """Make the caller's trace current for the rest of the call's task, without a span of
+    ours (tracing off): the call's log lines still carry the caller's trace id. Never
+    detached: each call runs in a task of its own, whose context ends with it."""
+    otel_context.attach(parent)
+
+
+def fail(span: Span, error_type: str, description: str = "") -> None:
+    """Mark ``span`` failed with ``error_type`` (the conventions' ``error.type``)."""
+    span.set_attribute("error.type", error_type)
+    span.set_status(Status(StatusCode.ERROR, description or None))
+
+
+@contextlib.contextmanager
+def linked_root(name: str, attributes: Mapping[str, AttributeValue]) -> Iterator[Span | None]:
+    """A span of a trace of its own, linked to the span current now: for work the current
+    span's call does not wait for (after-turn work outlives its turn's call)."""
+    if _tracer is None:
+        yield None
+        return
+    cause = trace.get_current_span().get_span_context()
+    links = [Link(cause)] if cause.is_valid else []
+    with _tracer.start_as_current_span(
+        name, context=otel_context.Context(), attributes=attributes, links=links
+    ) as root:
+        yield root
