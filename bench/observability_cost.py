@@ -2,11 +2,12 @@
 
 Two server children run side by side (this script with ``--serve``): one with neither,
 one with ``--metrics-port`` on a free port and tracing on through ``OTEL_*`` (every call
-sampled, exported over OTLP/HTTP to a local sink in this process that reads and discards
-each batch). The client sends the same serialized BuildMessagesRequest as
-build_vs_echo.py to both, in alternating rounds (off, on, off, ...) after a warm-up, so
-every on-side call pays for its server span, its build span, the metrics, and the
-export of its spans. At the end the sink must have received spans. The result is the
+sampled unless ``--sample RATIO`` says otherwise, exported over OTLP/HTTP to a local
+sink in this process that reads and discards each batch). The client sends the same
+serialized BuildMessagesRequest as build_vs_echo.py to both, in alternating rounds (off,
+on, off, ...) after a warm-up, so every sampled on-side call pays for its server span,
+its build span and their export, and every call for the metrics. With every call
+sampled, the sink must have received spans. The result is the
 median over round pairs of ``calls/s with both ÷ calls/s without``; the target is ≥ 0.95.
 Run: ``python bench/observability_cost.py [--quick]``.
 """
@@ -53,7 +54,9 @@ async def run(args: argparse.Namespace) -> int:
     endpoint = f"http://127.0.0.1:{sink.server_address[1]}"
     off_server = spawn_server(__file__, args.log_level)
     on_server = spawn_server(
-        __file__, args.log_level, "--metrics-port", str(_free_port()), "--otlp", endpoint
+        __file__,
+        args.log_level,
+        *("--metrics-port", str(_free_port()), "--otlp", endpoint, "--sample", str(args.sample)),
     )
     try:
         async with (
@@ -65,14 +68,15 @@ async def run(args: argparse.Namespace) -> int:
             if await plain(payload) != await observed(payload):
                 raise SystemExit("BuildMessages answered differently with metrics and tracing on")
             off = Side("both off", plain)
-            on = Side("metrics+tracing on", observed)
+            sampled = "every call" if args.sample >= 1 else f"{args.sample:g} of calls"
+            on = Side(f"metrics+tracing on ({sampled} sampled)", observed)
             pairs = ((off, off_server), (on, on_server))
             await alternating_rounds(pairs, payload, args.warmup, args.rounds, args.calls)
     finally:
         off_server.stop()
         on_server.stop()  # the spans still waiting are exported as it stops
         sink.shutdown()
-    if not _Sink.received:
+    if args.sample >= 1 and not _Sink.received:
         raise SystemExit("the OTLP sink received no spans")
     report_cost(NAME, payload, args, off, on, TARGET)
     return 0
@@ -83,6 +87,10 @@ async def _serve_traced(args: argparse.Namespace) -> None:
 
     if args.otlp:
         os.environ["OTEL_EXPORTER_OTLP_ENDPOINT"] = args.otlp
+    if args.sample < 1:
+        # What a busy server would run: the caller's decision if it made one, else a ratio.
+        os.environ["OTEL_TRACES_SAMPLER"] = "parentbased_traceidratio"
+        os.environ["OTEL_TRACES_SAMPLER_ARG"] = str(args.sample)
     tracing = install_from_env()
     try:
         await serve(args.log_level, [], metrics_port=args.metrics_port)
@@ -97,6 +105,12 @@ def main() -> int:
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--metrics-port", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--otlp", default="", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--sample",
+        type=float,
+        default=1.0,
+        help="share of calls the traced server samples (default 1: every call)",
+    )
     parser.add_argument(
         "--log-level", default="INFO", help="server log level, or OFF (default INFO, as served)"
     )
