@@ -121,6 +121,13 @@ def test_a_chat_turn_records_the_turn_the_model_call_and_the_store(
     assert info.value == 1 and info.labels["version"] and info.labels["python"]
 
 
+def test_the_event_loop_lag_is_observed_four_times_a_second(server: ServerProcess) -> None:
+    lag = "contextd_event_loop_lag_seconds_count"
+    samples = scrape_until(server, lambda samples: value(samples, lag) >= 2)
+    assert value(samples, lag) >= 2
+    assert value(samples, "contextd_event_loop_lag_seconds_sum") < value(samples, lag)
+
+
 def test_a_web_port_call_is_counted_once_and_by_protocol(
     server: ServerProcess, channel: grpc.Channel
 ) -> None:
