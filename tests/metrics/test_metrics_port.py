@@ -14,9 +14,8 @@ import pytest
 from contextd.v1 import chat_pb2 as cpb
 from contextd.v1 import chat_pb2_grpc, context_pb2_grpc
 from contextd.v1 import context_pb2 as pb
-from prometheus_client.parser import text_string_to_metric_families
-from prometheus_client.samples import Sample
 
+from tests.support.metrics_scrape import logged_address, scrape, scrape_until, value
 from tests.support.pg_databases import TEMPLATE
 from tests.support.postgres import PostgresServer
 from tests.support.sdk import free_port
@@ -40,28 +39,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
 def channel(server: ServerProcess) -> Iterator[grpc.Channel]:
     with grpc.insecure_channel(server.address) as channel:
         yield channel
-
-
-def _address(server: ServerProcess, msg: str) -> str:
-    [line] = server.logs(msg)
-    return str(line["address"])
-
-
-def scrape(server: ServerProcess) -> list[Sample]:
-    url = f"http://{_address(server, 'metrics listening')}/metrics"
-    with urllib.request.urlopen(url, timeout=10) as reply:
-        assert reply.headers["Content-Type"].startswith("text/plain")
-        text = reply.read().decode()
-    return [s for family in text_string_to_metric_families(text) for s in family.samples]
-
-
-def value(samples: list[Sample], name: str, **labels: str) -> float:
-    """The sum of ``name``'s samples whose labels include ``labels``."""
-    return sum(
-        s.value
-        for s in samples
-        if s.name == name and all(s.labels.get(k) == v for k, v in labels.items())
-    )
 
 
 def _build(channel: grpc.Channel, budget: int) -> None:
@@ -101,8 +78,10 @@ def test_a_refused_call_is_counted_with_its_code(
     with pytest.raises(grpc.RpcError) as info:
         _build(channel, 0)
     assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-    samples = scrape(server)
     refused = {"grpc_method": "BuildMessages", "grpc_code": "INVALID_ARGUMENT"}
+    samples = scrape_until(
+        server, lambda samples: value(samples, "grpc_server_handled_total", **refused) >= 1
+    )
     assert value(samples, "grpc_server_handled_total", **refused) >= 1
 
 
@@ -142,12 +121,19 @@ def test_a_chat_turn_records_the_turn_the_model_call_and_the_store(
     assert info.value == 1 and info.labels["version"] and info.labels["python"]
 
 
+def test_the_event_loop_lag_is_observed_four_times_a_second(server: ServerProcess) -> None:
+    lag = "contextd_event_loop_lag_seconds_count"
+    samples = scrape_until(server, lambda samples: value(samples, lag) >= 2)
+    assert value(samples, lag) >= 2
+    assert value(samples, "contextd_event_loop_lag_seconds_sum") < value(samples, lag)
+
+
 def test_a_web_port_call_is_counted_once_and_by_protocol(
     server: ServerProcess, channel: grpc.Channel
 ) -> None:
     labels = {"grpc_method": "CountTokens", "grpc_code": "OK"}
     before = scrape(server)
-    web = _address(server, "grpc-web listening")
+    web = logged_address(server, "grpc-web listening")
     request = urllib.request.Request(
         f"http://{web}/{CTX}/CountTokens",
         data=json.dumps({"texts": ["one two three"]}).encode(),

@@ -4,8 +4,9 @@ call's path: the event loop's lag, and figures read from the database when scrap
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
+import threading
+import time
 from collections.abc import Awaitable, Callable
 
 from aiohttp import web
@@ -16,7 +17,7 @@ from contextd.metrics.prometheus import PrometheusRecorder
 log = logging.getLogger("contextd.metrics")
 
 PATH = "/metrics"
-# How often the lag probe asks to be woken; short enough to see a stall of a second.
+# How often the lag probe hands the loop a callback; short enough to see a stall of a second.
 LAG_INTERVAL_S = 0.25
 
 
@@ -36,14 +37,14 @@ class MetricsEndpoint:
         )
         self._lag = Histogram(
             "contextd_event_loop_lag_seconds",
-            "How late the event loop ran a callback it was asked to run at a set time.",
+            "How long a callback handed to the event loop waited to run.",
             buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
             registry=recorder.registry,
         )
         app = web.Application()
         app.router.add_get(PATH, self._scrape)
         self._runner = web.AppRunner(app, access_log=None)
-        self._probe: asyncio.Task[None] | None = None
+        self._probe: LagProbe | None = None
 
     async def start(self, host: str, port: int) -> int:
         """Listen and start the lag probe; return the bound port."""
@@ -54,16 +55,14 @@ class MetricsEndpoint:
         except OSError as error:
             await self._runner.cleanup()
             raise SystemExit(f"cannot listen for metrics on {host}:{port}: {error}") from None
-        self._probe = asyncio.get_running_loop().create_task(self._measure_lag())
+        self._probe = LagProbe(asyncio.get_running_loop(), self._lag)
         server = site._server
         assert isinstance(server, asyncio.Server)
         return int(server.sockets[0].getsockname()[1])
 
     async def aclose(self) -> None:
         if self._probe is not None:
-            self._probe.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._probe
+            self._probe.stop()
         await self._runner.cleanup()
 
     async def _scrape(self, request: web.Request) -> web.Response:
@@ -74,9 +73,30 @@ class MetricsEndpoint:
         body = generate_latest(self._recorder.registry)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
-    async def _measure_lag(self) -> None:
-        loop = asyncio.get_running_loop()
-        while True:
-            expected = loop.time() + LAG_INTERVAL_S
-            await asyncio.sleep(LAG_INTERVAL_S)
-            self._lag.observe(max(0.0, loop.time() - expected))
+
+class LagProbe:
+    """Every ``LAG_INTERVAL_S``, a thread of its own hands the loop a callback that
+    observes how long it waited to run. From a thread rather than a timer on the loop:
+    a timer always pending makes the loop compute a timeout at each of its iterations,
+    several per call."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, lag: Histogram) -> None:
+        self._loop = loop
+        self._lag = lag
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="contextd-lag-probe", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stopped.wait(LAG_INTERVAL_S):
+            try:
+                self._loop.call_soon_threadsafe(self._ran, time.perf_counter())
+            except RuntimeError:  # the loop closed before ``stop``
+                return
+
+    def _ran(self, handed: float) -> None:
+        self._lag.observe(time.perf_counter() - handed)

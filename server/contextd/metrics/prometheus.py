@@ -16,6 +16,7 @@ from prometheus_client import (
 from prometheus_client.metrics_core import CounterMetricFamily, Metric
 
 from contextd.core.pipeline import DroppedRange
+from contextd.metrics.loop_counter import LoopCounter, LoopCounterChild
 from contextd.metrics.loop_histogram import LoopHistogram, LoopHistogramChild
 from contextd.metrics.recorder import Recorder, StatementObserver
 
@@ -35,11 +36,11 @@ class RpcMeter:
     def __init__(self, metrics: GrpcMetrics, labels: tuple[str, str, str]) -> None:
         self._labels = labels
         self._handled = metrics.handled
-        self._by_code: dict[str, Counter] = {}
+        self._by_code: dict[str, LoopCounterChild] = {}
         self.started = metrics.started.labels(*labels)
         self.handling = metrics.handling.labels(*labels)
 
-    def handled(self, code: str) -> Counter:
+    def handled(self, code: str) -> LoopCounterChild:
         found = self._by_code.get(code)
         if found is None:
             found = self._by_code[code] = self._handled.labels(*self._labels, code)
@@ -51,16 +52,15 @@ class GrpcMetrics:
 
     def __init__(self, registry: CollectorRegistry) -> None:
         labels = ("grpc_type", "grpc_service", "grpc_method")
-        self.started = Counter(
-            "grpc_server_started", "RPCs started on the server.", labels, registry=registry
-        )
-        self.handled = Counter(
+        # Each once per call, on the loop's thread: the cheaper kind.
+        self.started = LoopCounter("grpc_server_started", "RPCs started on the server.", labels)
+        registry.register(self.started)
+        self.handled = LoopCounter(
             "grpc_server_handled",
             "RPCs completed on the server, by status code.",
             (*labels, "grpc_code"),
-            registry=registry,
         )
-        # Once per call, on the loop's thread: the cheaper kind.
+        registry.register(self.handled)
         self.handling = LoopHistogram(
             "grpc_server_handling_seconds",
             "Seconds from an RPC's start to its end (its last message for a stream).",
@@ -125,12 +125,13 @@ class PrometheusRecorder(Recorder):
         )
         registry.register(kept)
         self._kept = kept.labels()
-        self._dropped = Counter(
+        # With every build that leaves messages out, on the loop's thread.
+        self._dropped = LoopCounter(
             "contextd_build_dropped_messages",
             "History messages left out of built message lists, by reason.",
             ("reason",),
-            registry=registry,
         )
+        registry.register(self._dropped)
         self._search_seconds = Histogram(
             "contextd_memory_search_seconds",
             "Seconds a memory search took.",
