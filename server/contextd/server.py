@@ -50,6 +50,7 @@ from contextd.metrics.endpoint import PATH as METRICS_PATH
 from contextd.metrics.endpoint import MetricsEndpoint
 from contextd.metrics.prometheus import PrometheusRecorder
 from contextd.metrics.recorder import NULL_RECORDER, Recorder
+from contextd.providers.embeddings import Embedder, make_embedder
 from contextd.providers.registry import api_key_from_env, make_provider
 from contextd.store.catalog import CatalogRepo
 from contextd.store.conversation import ConversationRepo
@@ -192,6 +193,12 @@ async def start(
         )
     try:
         check_days(settings.retention_days)
+        embedder = make_embedder(  # before anything starts
+            settings.embedding_provider,
+            settings.embedding_model,
+            settings.embedding_base_url,
+            timeout=settings.embedding_timeout,
+        )
     except ValueError as error:
         raise SystemExit(str(error)) from None
     tls = ServerTls.load(settings.tls_cert, settings.tls_key, settings.tls_client_ca)
@@ -237,7 +244,7 @@ async def start(
             ],
             maximum_concurrent_rpcs=settings.max_concurrent_rpcs,
         )
-        closers, chat = _add_services(server, settings, tokenizers, db, metrics)
+        closers, chat = _add_services(server, settings, tokenizers, db, metrics, embedder)
         for close in reversed(closers):
             undo.push_async_callback(close, 0.0)
         # Before serving: the turns a killed server left open get their end.
@@ -441,6 +448,7 @@ def _add_services(
     tokenizers: TokenizerRegistry,
     db: Database,
     metrics: Recorder,
+    embedder: Embedder | None,
 ) -> tuple[list[Closer], ChatApp]:
     """Register every service; return what must be closed on stop, and the chat."""
     memories = MemoryRepo(db, half_life_days=settings.memory_half_life_days, metrics=metrics)
@@ -512,6 +520,7 @@ def _add_services(
     closers: list[Closer] = [
         after_turn.aclose,  # what is left of the grace period
         _untimed(provider.aclose),
+        *([_untimed(embedder.aclose)] if embedder else []),
         _untimed(events.aclose),
     ]
     if settings.retention_days > 0:
