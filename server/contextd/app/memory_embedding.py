@@ -19,11 +19,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+from contextd.core.memory_facts.facts import ExistingMemory
+from contextd.core.memory_facts.reconciliation import MeaningThresholds
 from contextd.metrics.prometheus import PrometheusRecorder
 from contextd.metrics.recorder import NULL_RECORDER, Recorder
-from contextd.providers.embeddings import Embedder, EmbeddingError
+from contextd.providers.embeddings import Embedder, EmbeddingError, EmbeddingPurpose
 from contextd.store.memories import MemoryRepo
 from contextd.store.memory_hybrid import MeaningRanking, Owner
 from contextd.store.memory_vectors import PENDING_BATCH, MemoryVectorRepo
@@ -33,6 +36,12 @@ log = logging.getLogger("contextd.memory_embedding")
 # Below this cosine a memory is not "close in meaning" at all. A provider may say
 # otherwise through a ``min_similarity`` attribute (models differ in their baseline).
 DEFAULT_MIN_SIMILARITY = 0.3
+# Reconciliation after a turn: a new fact this close to a memory says the same thing
+# (restated, not stored twice); this close, and the memory states a single-valued fact,
+# it gives that fact a new value (core/memory_facts/reconciliation.py). Provisional
+# values: a provider may set ``duplicate_similarity`` / ``same_subject_similarity``.
+DEFAULT_DUPLICATE_SIMILARITY = 0.92
+DEFAULT_SAME_SUBJECT_SIMILARITY = 0.6
 DEFAULT_QUERY_TIMEOUT = 2.0
 
 
@@ -59,13 +68,19 @@ class EmbeddingRanker:
         self._timeout = timeout
         floor = getattr(embedder, "min_similarity", DEFAULT_MIN_SIMILARITY)
         self.min_similarity = float(floor)
+        self.thresholds = MeaningThresholds(
+            float(getattr(embedder, "duplicate_similarity", DEFAULT_DUPLICATE_SIMILARITY)),
+            float(getattr(embedder, "same_subject_similarity", DEFAULT_SAME_SUBJECT_SIMILARITY)),
+        )
 
-    async def rank(self, owner: Owner, query: str, count: int) -> MeaningRanking:
+    async def rank(
+        self, owner: Owner, query: str, count: int, purpose: EmbeddingPurpose = "query"
+    ) -> MeaningRanking:
         if not query.strip():
             return MeaningRanking()
         self._stats.calls += 1
         try:
-            vectors = await asyncio.wait_for(self._embedder.embed([query], "query"), self._timeout)
+            vectors = await asyncio.wait_for(self._embedder.embed([query], purpose), self._timeout)
         except (EmbeddingError, TimeoutError) as error:
             self._stats.failures += 1
             reason = str(error) or f"no answer within {self._timeout:g} s"
@@ -195,3 +210,23 @@ def search_by_meaning(
             lambda: stats.pending,
         )
     return worker
+
+
+async def closest_memories(
+    memories: MemoryRepo, owner: Owner, texts: Sequence[str]
+) -> tuple[dict[str, tuple[ExistingMemory, float]], MeaningThresholds | None]:
+    """Each text's nearest memory of the owner by meaning, with their cosine, and the
+    thresholds to judge them by; nothing when search by meaning is off or fails."""
+    ranker = memories.meaning
+    if not isinstance(ranker, EmbeddingRanker):
+        return {}, None
+    closest: dict[str, tuple[ExistingMemory, float]] = {}
+    for text in texts:
+        ranking = await ranker.rank(owner, text, 1, "document")
+        if not ranking.hits:
+            continue
+        memory_id, cosine = ranking.hits[0]
+        memory = await memories.get(memory_id, tenant_id=owner[0])
+        if memory is not None and memory.user_id == owner[1]:
+            closest[text] = (ExistingMemory(memory.id, memory.content), cosine)
+    return closest, ranker.thresholds

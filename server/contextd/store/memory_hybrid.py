@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from contextd.core.rank_fusion import reciprocal_rank_fusion
 from contextd.store.database import Connection
@@ -39,9 +39,12 @@ class MemorySearchResult:
 
 
 class MeaningRanker(Protocol):
-    async def rank(self, owner: Owner, query: str, count: int) -> MeaningRanking:
-        """The owner's memories closest in meaning to ``query``; never raises for a
-        provider failure (an empty ranking with a note instead)."""
+    async def rank(
+        self, owner: Owner, query: str, count: int, purpose: Literal["query", "document"] = ...
+    ) -> MeaningRanking:
+        """The owner's memories closest in meaning to ``query`` (a search's query, or a
+        new fact compared with the memories: a "document"); never raises for a provider
+        failure (an empty ranking with a note instead)."""
         ...
 
 
