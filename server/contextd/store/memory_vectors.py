@@ -99,12 +99,14 @@ class MemoryVectorRepo:
         return int(rows[0][0])
 
     async def save(
-        self, memories: Sequence[PendingMemory], vectors: Sequence[Sequence[float]]
+        self, memories: Sequence[PendingMemory], vectors: Sequence[Sequence[float] | None]
     ) -> int:
         """Store each memory's vector, unless its text changed since it was read (that
-        text is embedded on a later pass); how many were stored. ``embedded_at`` moves
-        past the user's latest even when clocks of replicas differ: it is what searches
-        check their cached matrix against."""
+        text is embedded on a later pass); how many were stored. None for a text the
+        provider refused: the memory is marked done for this model, without a vector
+        (found by its terms only; tried again when its text or the model changes).
+        ``embedded_at`` moves past the user's latest even when clocks of replicas
+        differ: it is what searches check their cached matrix against."""
         now = time.time()
         stored = 0
         async with self._db.transaction() as conn:
@@ -116,16 +118,16 @@ class MemoryVectorRepo:
                     " AND v.embedding_model = ? ORDER BY v.embedded_at DESC LIMIT 1), 0) + 0.001)"
                     " WHERE id = ? AND content_hash = ? RETURNING id",
                     (
-                        to_blob(vector),
+                        None if vector is None else to_blob(vector),
                         self.model,
-                        len(vector),
+                        0 if vector is None else len(vector),
                         now,
                         self.model,
                         memory.id,
                         content_hash(memory.content),
                     ),
                 )
-                stored += len(list(rows))
+                stored += len(list(rows)) if vector is not None else 0
         return stored
 
     # --- search ---------------------------------------------------------------------------
