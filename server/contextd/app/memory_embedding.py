@@ -82,10 +82,17 @@ class EmbeddingRanker:
         self._stats.calls += 1
         try:
             vectors = await asyncio.wait_for(self._embedder.embed([query], purpose), self._timeout)
-        except (EmbeddingError, TimeoutError) as error:
-            self._stats.failures += 1
+        except Exception as error:  # whatever the provider does, the search goes on
             reason = str(error) or f"no answer within {self._timeout:g} s"
-            log.warning("query not embedded; searching by terms", extra={"error": reason})
+            if isinstance(error, EmbeddingError) and error.refused:
+                # Not a failure: the provider does not take such text (a language it
+                # cannot read, say).
+                return MeaningRanking(note=f"ranked by terms only: {reason}")
+            self._stats.failures += 1
+            log.warning(
+                "query not embedded; searching by terms",
+                extra={"error": f"{type(error).__name__}: {reason}"},
+            )
             return MeaningRanking(
                 note=f"ranked by terms only: the query was not embedded ({reason})"
             )
