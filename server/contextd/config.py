@@ -64,6 +64,19 @@ class Settings:
         "with --provider echo: milliseconds between streamed deltas (0 to 60000), "
         "to watch streaming and cancelling; 0 streams at once",
     )
+    embedding_provider: str = _setting(
+        "none",
+        "memory search by meaning: none (terms and recency only), openai (any "
+        "OpenAI-compatible /embeddings endpoint) or local (a CPU model, the "
+        "local-embeddings extra)",
+    )
+    embedding_model: str = _setting(
+        "", "embedding model; empty for the provider's default (openai: text-embedding-3-small)"
+    )
+    embedding_base_url: str = _setting(
+        "", "embeddings API base URL for --embedding-provider openai; empty for OpenAI's"
+    )
+    embedding_timeout: float = _setting(10.0, "seconds one embedding call may take")
     max_prompt_tokens: int = _setting(8000, "most prompt tokens a chat turn sends")
     warn_prompt_tokens: int = _setting(6000, "prompt tokens over which a turn warns")
     max_steps: int = _setting(4, "model calls per turn, server-side tools included")

@@ -36,6 +36,7 @@ from contextd.app.chat import ChatApp, ChatLimits
 from contextd.app.context import ContextApp
 from contextd.app.interrupted_turns import close_interrupted_turns
 from contextd.app.memories import MemoriesApp
+from contextd.app.memory_embedding import search_by_meaning
 from contextd.app.prompts import PromptsApp
 from contextd.app.retention import RetentionPurger, check_days
 from contextd.app.session_context import LayerDefaults, SessionContextBuilder
@@ -50,6 +51,7 @@ from contextd.metrics.endpoint import PATH as METRICS_PATH
 from contextd.metrics.endpoint import MetricsEndpoint
 from contextd.metrics.prometheus import PrometheusRecorder
 from contextd.metrics.recorder import NULL_RECORDER, Recorder
+from contextd.providers.embeddings import Embedder, make_embedder
 from contextd.providers.registry import api_key_from_env, make_provider
 from contextd.store.catalog import CatalogRepo
 from contextd.store.conversation import ConversationRepo
@@ -59,6 +61,7 @@ from contextd.store.disk import DiskWatch
 from contextd.store.log_removals import LogRemovals
 from contextd.store.memories import MemoryRepo
 from contextd.store.memory_history import MemoryHistoryRepo
+from contextd.store.memory_vectors import MemoryVectorRepo
 from contextd.store.open_database import (
     check_database_url,
     masked_url,
@@ -193,6 +196,12 @@ async def start(
         )
     try:
         check_days(settings.retention_days)
+        embedder = make_embedder(  # before anything starts
+            settings.embedding_provider,
+            settings.embedding_model,
+            settings.embedding_base_url,
+            timeout=settings.embedding_timeout,
+        )
     except ValueError as error:
         raise SystemExit(str(error)) from None
     tls = ServerTls.load(settings.tls_cert, settings.tls_key, settings.tls_client_ca)
@@ -238,7 +247,7 @@ async def start(
             ],
             maximum_concurrent_rpcs=settings.max_concurrent_rpcs,
         )
-        closers, chat = _add_services(server, settings, tokenizers, db, metrics)
+        closers, chat = _add_services(server, settings, tokenizers, db, metrics, embedder)
         for close in reversed(closers):
             undo.push_async_callback(close, 0.0)
         # Before serving: the turns a killed server left open get their end.
@@ -442,9 +451,19 @@ def _add_services(
     tokenizers: TokenizerRegistry,
     db: Database,
     metrics: Recorder,
+    embedder: Embedder | None,
 ) -> tuple[list[Closer], ChatApp]:
     """Register every service; return what must be closed on stop, and the chat."""
     memories = MemoryRepo(db, half_life_days=settings.memory_half_life_days, metrics=metrics)
+    if embedder is not None:  # vectors made in the background, used by every memory search
+        embedding = search_by_meaning(
+            memories,
+            embedder,
+            MemoryVectorRepo(db, embedder.model),
+            query_timeout=settings.embedding_timeout,
+            metrics=metrics,
+        )
+        embedding.start()
     summaries = SummaryRepo(db)
     catalog = CatalogRepo(db)
     events = db.event_log(settings.data_dir / "history")
@@ -513,6 +532,7 @@ def _add_services(
     closers: list[Closer] = [
         after_turn.aclose,  # what is left of the grace period
         _untimed(provider.aclose),
+        *([_untimed(embedding.aclose), _untimed(embedder.aclose)] if embedder else []),
         _untimed(events.aclose),
     ]
     if settings.retention_days > 0:

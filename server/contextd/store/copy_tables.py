@@ -10,7 +10,8 @@ every table in one target transaction: a stopped copy leaves the target as it wa
 Left out, because each engine makes them itself: the search index of the memories (added
 here through the target's own index), SQLite's FTS5 tables and the sessions' ``rowid``
 (the target numbers sessions in the source's order), PostgreSQL's event log tables
-(copied as event logs, store/copy_logs.py).
+(copied as event logs, store/copy_logs.py), and the memories' vectors (derived from their
+text, like the index: the target's server embeds the copied memories again).
 """
 
 from __future__ import annotations
@@ -22,6 +23,10 @@ from contextd.store.database import Connection, Database
 from contextd.store.memory_index import MemoryIndex
 
 BATCH = 500
+# Columns left out on purpose (see the module doc): the target makes them again.
+LEFT_OUT: dict[str, frozenset[str]] = {
+    "memories": frozenset({"embedding", "embedding_model", "embedding_dims", "embedded_at"}),
+}
 # A row's values, in the order of Table.columns.
 Values = tuple[Any, ...]
 

@@ -17,6 +17,7 @@ from contextd.core.search_terms import index_terms
 from contextd.store.database import Connection, Row
 from contextd.store.db import SqliteDatabase
 from contextd.store.memory_query import match_expression, search_sql
+from contextd.store.models import Memory
 
 # (tenant id, user id)
 Owner = tuple[str, str]
@@ -42,6 +43,21 @@ async def memory_batches(conn: Connection) -> AsyncIterator[Sequence[Row]]:
 MEMORY_COLUMNS = (
     "id, user_id, content, source_session_id, source_message_id, created_at, updated_at, tenant_id"
 )
+
+
+def memory_from_row(row: Row) -> Memory:
+    """The memory in the first columns of a row that starts with ``MEMORY_COLUMNS``."""
+    mid, user_id, content, session_id, message_id, created_at, updated_at, tenant = row[:8]
+    return Memory(
+        id=mid,
+        user_id=user_id,
+        content=content,
+        source_session_id=session_id,
+        source_message_id=message_id,
+        created_at=created_at,
+        updated_at=updated_at,
+        tenant_id=tenant,
+    )
 
 
 def user_key(user_id: str, tenant_id: str = DEFAULT_TENANT) -> str:
