@@ -38,6 +38,7 @@ from _memory_data import memory_texts
 from _recall_data import MEMORIES, OLD_FACTS, QUESTIONS, Lang, Question
 from _server import ServerChild, serve, spawn_server
 from contextd.core.search_terms import index_terms, query_terms
+from contextd.providers.embeddings import Embedder
 from contextd.v1 import memory_pb2 as mpb
 from contextd.v1 import memory_pb2_grpc
 
@@ -157,22 +158,36 @@ async def run_provider(provider: str, args: argparse.Namespace) -> Run:
     return Run(provider, scores, times)
 
 
-async def local_embed_times(rounds: int) -> list[float]:
-    """Milliseconds the local model takes to embed each question, in this process."""
-    from contextd.providers.local_embeddings import LocalEmbedder
+def dot(a: Sequence[float], b: Sequence[float]) -> float:
+    return sum(x * y for x, y in zip(a, b, strict=True))
 
-    embedder = LocalEmbedder()
-    try:
-        await embedder.embed(["warm-up"], "query")
-        times: list[float] = []
-        for _ in range(rounds):
-            for q in QUESTIONS:
-                t0 = time.perf_counter()
-                await embedder.embed([q.text], "query")
-                times.append((time.perf_counter() - t0) * 1000)
-        return times
-    finally:
-        await embedder.aclose()
+
+async def vector_only(embedder: Embedder) -> Scores:
+    """The model alone, in this process: each user's memories (superseded ones too) ranked
+    by cosine similarity to the question. What the model can add, whatever the fusion."""
+    scores = Scores()
+    for user, memories in MEMORIES.items():
+        keys = [*memories, *(f"old {k}" for u, k, _ in OLD_FACTS if u == user)]
+        texts = [*memories.values(), *(t for u, _, t in OLD_FACTS if u == user)]
+        vectors = await embedder.embed(texts, "document")
+        for q in (q for q in QUESTIONS if q.user == user):
+            (query,) = await embedder.embed([q.text], "query")
+            order = sorted(range(len(keys)), key=lambda i: -dot(query, vectors[i]))
+            rank = [keys[i] for i in order].index(q.answer) + 1
+            scores.add(q, rank if rank <= 10 else 0)
+    return scores
+
+
+async def embed_times(embedder: Embedder, rounds: int) -> list[float]:
+    """Milliseconds the model takes to embed each question, in this process."""
+    await embedder.embed(["warm-up"], "query")
+    times: list[float] = []
+    for _ in range(rounds):
+        for q in QUESTIONS:
+            t0 = time.perf_counter()
+            await embedder.embed([q.text], "query")
+            times.append((time.perf_counter() - t0) * 1000)
+    return times
 
 
 def recall_table(runs: Sequence[Run]) -> None:
@@ -184,14 +199,14 @@ def recall_table(runs: Sequence[Run]) -> None:
         rows.append(row)
     headers = ["lang", "kind", "questions"]
     for r in runs:
-        label = "term-only" if r.provider == "none" else f"hybrid ({r.provider})"
+        label = {"none": "term-only", "local": "hybrid (local)"}.get(r.provider, r.provider)
         headers += [f"{label} recall@5", f"{label} MRR"]
     print_table(headers, rows)
 
 
 def latency_table(runs: Sequence[Run], embed: list[float] | None, memories: int) -> float | None:
     rows = []
-    for r in runs:
+    for r in runs[:2]:
         label = "term-only" if r.provider == "none" else f"hybrid ({r.provider}), with embedding"
         rows.append([label, f"{percentile(r.times, 0.5):.2f}", f"{percentile(r.times, 0.95):.2f}"])
     own: float | None = None
@@ -224,7 +239,16 @@ async def run(args: argparse.Namespace) -> int:
     else:
         providers.append("local")
     runs = [await run_provider(p, args) for p in providers]
-    embed = await local_embed_times(args.rounds) if len(runs) > 1 else None
+    embed = None
+    if len(runs) > 1:
+        from contextd.providers.local_embeddings import LocalEmbedder
+
+        embedder = LocalEmbedder()
+        try:
+            embed = await embed_times(embedder, args.rounds)
+            runs.append(Run("model alone", await vector_only(embedder), []))
+        finally:
+            await embedder.aclose()
     recall_table(runs)
     own_p50 = latency_table(runs, embed, args.memories)
 
@@ -234,7 +258,7 @@ async def run(args: argparse.Namespace) -> int:
 
         languages = MODEL_LANGUAGES[DEFAULT_LOCAL_MODEL]
         print(f"\nlocal model {DEFAULT_LOCAL_MODEL}: the target applies to {', '.join(languages)}")
-    best = runs[-1].scores
+    best = runs[1].scores if len(runs) > 1 else runs[0].scores
     ratio = min(best.recall((lang, "paraphrase")) for lang in languages)
     no_loss = all(
         best.recall((lang, "lexical")) >= runs[0].scores.recall((lang, "lexical"))

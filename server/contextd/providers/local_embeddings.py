@@ -73,6 +73,10 @@ class LocalEmbedder:
         self._loading = self._executor.submit(self._load)
 
     def _load(self) -> None:
+        # One thread of torch's own: the model's work then leaves the other cores to the
+        # event loop and the database, and short texts are faster on a busy machine than
+        # with torch's threads fighting the server's (bench/README.md, memory_recall.py).
+        importlib.import_module("torch").set_num_threads(1)
         sentence_transformers = importlib.import_module("sentence_transformers")
         self._encoder = sentence_transformers.SentenceTransformer(
             str(self._directory), device="cpu", local_files_only=True
