@@ -36,6 +36,7 @@ from contextd.app.chat import ChatApp, ChatLimits
 from contextd.app.context import ContextApp
 from contextd.app.interrupted_turns import close_interrupted_turns
 from contextd.app.memories import MemoriesApp
+from contextd.app.memory_embedding import search_by_meaning
 from contextd.app.prompts import PromptsApp
 from contextd.app.retention import RetentionPurger, check_days
 from contextd.app.session_context import LayerDefaults, SessionContextBuilder
@@ -60,6 +61,7 @@ from contextd.store.disk import DiskWatch
 from contextd.store.log_removals import LogRemovals
 from contextd.store.memories import MemoryRepo
 from contextd.store.memory_history import MemoryHistoryRepo
+from contextd.store.memory_vectors import MemoryVectorRepo
 from contextd.store.open_database import (
     check_database_url,
     masked_url,
@@ -452,6 +454,15 @@ def _add_services(
 ) -> tuple[list[Closer], ChatApp]:
     """Register every service; return what must be closed on stop, and the chat."""
     memories = MemoryRepo(db, half_life_days=settings.memory_half_life_days, metrics=metrics)
+    if embedder is not None:  # vectors made in the background, used by every memory search
+        embedding = search_by_meaning(
+            memories,
+            embedder,
+            MemoryVectorRepo(db, embedder.model),
+            query_timeout=settings.embedding_timeout,
+            metrics=metrics,
+        )
+        embedding.start()
     summaries = SummaryRepo(db)
     catalog = CatalogRepo(db)
     events = db.event_log(settings.data_dir / "history")
@@ -520,7 +531,7 @@ def _add_services(
     closers: list[Closer] = [
         after_turn.aclose,  # what is left of the grace period
         _untimed(provider.aclose),
-        *([_untimed(embedder.aclose)] if embedder else []),
+        *([_untimed(embedding.aclose), _untimed(embedder.aclose)] if embedder else []),
         _untimed(events.aclose),
     ]
     if settings.retention_days > 0:

@@ -17,6 +17,7 @@ from contextd.store.copy_tables import TABLES
 from contextd.store.database import Database
 from contextd.store.db import SqliteDatabase
 from contextd.store.memories import MemoryRepo
+from contextd.store.memory_vectors import MemoryVectorRepo
 from contextd.store.models import NewMessage
 from contextd.store.pg_db import PostgresDatabase
 from contextd.store.sessions import SessionRepo
@@ -127,3 +128,15 @@ async def test_copied_in_batches_both_ways(
     again = await copy_store(db, source_dir, target, target_dir)
     assert [c.copied for c in again] == [0] * len(again)
     assert all(c.matches and c.present == c.source for c in again)
+
+
+async def test_vectors_are_not_copied_but_made_again(
+    db: Database, target: Database, tmp_path: Path
+) -> None:
+    memories, vectors = MemoryRepo(db), MemoryVectorRepo(db, "fake-embed-1")
+    await memories.add("ada", "I am vegetarian")
+    await vectors.save(await vectors.pending(), [[1.0, 0.0]])
+    assert await vectors.count_pending() == 0
+    await copy_store(db, tmp_path / "source", target, tmp_path / "target")
+    copied = MemoryVectorRepo(target, "fake-embed-1")
+    assert [m.content for m in await copied.pending()] == ["I am vegetarian"]

@@ -11,6 +11,7 @@ Running in its own thread, it serves a server process as well as in-process code
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import json
@@ -18,10 +19,12 @@ import math
 import re
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from contextd.providers.embeddings import EmbeddingError
 
 DIMENSIONS = 64
 _WORD = re.compile(r"\w+")
@@ -157,3 +160,30 @@ def fake_embeddings(**options: Any) -> Iterator[FakeEmbeddings]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+@dataclass
+class InProcessEmbedder:
+    """An Embedder with :func:`fake_vector`s, without HTTP: for store and app tests.
+
+    ``failing`` calls fail next (EmbeddingError); ``delay`` seconds pass before each answer.
+    """
+
+    model: str = "fake-embed-1"
+    synonyms: dict[str, str] = field(default_factory=dict)
+    failing: int = 0
+    delay: float = 0.0
+    provider: str = "fake"
+    calls: list[tuple[list[str], str]] = field(default_factory=list)
+
+    async def embed(self, texts: Sequence[str], purpose: str) -> list[list[float]]:
+        self.calls.append((list(texts), purpose))
+        if self.delay:
+            await asyncio.sleep(self.delay)
+        if self.failing > 0:
+            self.failing -= 1
+            raise EmbeddingError("fake: provider down")
+        return [fake_vector(text, self.synonyms) for text in texts]
+
+    async def aclose(self) -> None:
+        pass

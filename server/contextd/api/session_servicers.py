@@ -175,7 +175,9 @@ class MemoryServicer(memory_pb2_grpc.MemoryServiceServicer):  # type: ignore[mis
         self, request: mpb.SearchMemoriesRequest, context: Context
     ) -> mpb.SearchMemoriesResponse:
         found = await self._app.search(caller_for(request.user_id), request.query, request.limit)
-        return mpb.SearchMemoriesResponse(results=[records.scored_memory_to_pb(s) for s in found])
+        return mpb.SearchMemoriesResponse(
+            results=[records.scored_memory_to_pb(s) for s in found.found], note=found.note
+        )
 
     async def ListMemories(
         self, request: mpb.ListMemoriesRequest, context: Context

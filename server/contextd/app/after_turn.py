@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from contextd.app.chat import FinishedTurn
+from contextd.app.memory_embedding import closest_memories
 from contextd.config import Settings
 from contextd.core.memory_facts import (
     RULE_METHOD,
@@ -355,9 +356,12 @@ class AfterTurnRunner:
                 return
             existing = await self._related(turn, [f.text for f in facts])
             facts = [Fact(f.text, rule_replaces(f.text, existing)) for f in facts]
-        decisions = reconcile(facts, existing)
+        owner = (turn.tenant_id, turn.user_id)
+        closest, thresholds = await closest_memories(self.memories, owner, [f.text for f in facts])
+        decisions = reconcile(facts, existing, closest, thresholds)
         for decision in decisions:
             await self._guard("memory write", turn, self._apply(turn, exchange, decision, method))
+        self.memories.changed()  # a rewritten memory needs a new vector
         if decisions:
             log.info(
                 "memories written",
@@ -412,6 +416,8 @@ class AfterTurnRunner:
     ) -> None:
         session_id, message_id = turn.session_id, exchange.user.id
         text = decision.fact.text
+        if decision.action is Action.RESTATE and decision.target is not None:
+            text = decision.target.text  # the same in other words: the memory is refreshed
         if decision.action is Action.UPDATE and decision.target is not None:
             done = await self.history.replace(
                 decision.target.id,

@@ -8,7 +8,8 @@ from contextd.app.sessions import SessionsApp
 from contextd.core.errors import InvalidArgument, NotFound, Violations
 from contextd.core.pipeline import is_blank
 from contextd.store.memories import MemoryRepo
-from contextd.store.models import Memory, ScoredMemory
+from contextd.store.memory_hybrid import MemorySearchResult
+from contextd.store.models import Memory
 
 MAX_MEMORY_CHARS = 4000
 MAX_QUERY_CHARS = 4000
@@ -49,11 +50,13 @@ class MemoriesApp:
             if session_id and message.session_id != session_id:
                 raise InvalidArgument.one("source_message_id", "not a message of source_session_id")
 
-    async def search(self, caller: Caller, query: str, limit: int) -> list[ScoredMemory]:
+    async def search(self, caller: Caller, query: str, limit: int) -> MemorySearchResult:
         limit = page_size(limit, 10, 100, field="limit")
         if len(query) > MAX_QUERY_CHARS:
             raise InvalidArgument.one("query", f"at most {MAX_QUERY_CHARS} characters")
-        return await self.memories.search(caller.user_id, query, limit, tenant_id=caller.tenant_id)
+        return await self.memories.search_noted(
+            caller.user_id, query, limit, tenant_id=caller.tenant_id
+        )
 
     async def list_memories(
         self, caller: Caller, size: int, token: str

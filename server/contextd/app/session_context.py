@@ -261,7 +261,7 @@ class SessionContextBuilder:
             memory.layer.note = recent.layer.note = note
             return memory, recent
         try:
-            found = await self.memories.search(
+            searched = await self.memories.search_noted(
                 req.caller.user_id,
                 req.user_message if req.memory_query is None else req.memory_query,
                 req.memory_limit or self.defaults.memory_limit,
@@ -277,7 +277,8 @@ class SessionContextBuilder:
             log.warning("memory unavailable, building without it", exc_info=True)
             memory.layer.note = recent.layer.note = f"memory unavailable: {type(error).__name__}"
             return memory, recent
-        memory.lines = [f"- {m.memory.content}" for m in found]
+        memory.lines = [f"- {m.memory.content}" for m in searched.found]
+        memory.layer.note = searched.note
         recent.lines = [
             f"- {s.title}: {s.summary}" if s.title else f"- {s.summary}" for s in others
         ]

@@ -10,7 +10,8 @@ every table in one target transaction: a stopped copy leaves the target as it wa
 Left out, because each engine makes them itself: the search index of the memories (added
 here through the target's own index), SQLite's FTS5 tables and the sessions' ``rowid``
 (the target numbers sessions in the source's order), PostgreSQL's event log tables
-(copied as event logs, store/copy_logs.py).
+(copied as event logs, store/copy_logs.py), and the memories' vectors (derived from their
+text, like the index: the target's server embeds the copied memories again).
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,6 +42,7 @@ from contextd.metrics.recorder import NULL_RECORDER, Recorder
 from contextd.store import memory_index
 from contextd.store.database import Connection, Database
 from contextd.store.db import SqliteDatabase
+from contextd.store.memory_hybrid import Fusion, MeaningRanker, MemorySearchResult, hybrid_search
 from contextd.store.memory_index import MEMORY_COLUMNS, FtsIndex, MemoryIndex
 from contextd.store.memory_index_pg import TsvectorIndex
 from contextd.store.memory_query import choose_terms
@@ -144,6 +145,10 @@ class MemoryRepo:
         # out of it. Kept only when this process is the database's only writer.
         self._without_memories: set[tuple[str, str]] = set()
         self._remember_without = db.dialect.keeps_caches
+        # Set by the application layer when an embedding provider is on (the store knows
+        # none): search by meaning too, and who to tell that memories need vectors.
+        self.meaning: MeaningRanker | None = None
+        self.changed: Callable[[], None] = lambda: None
 
     # --- writes -------------------------------------------------------------------------
 
@@ -166,6 +171,8 @@ class MemoryRepo:
         owner = (tenant_id, user_id)
         added = await self._add(owner, content, source_session_id, source_message_id, now)
         self._has_memories(owner)
+        if added[1]:
+            self.changed()
         return added
 
     def _has_memories(self, owner: tuple[str, str]) -> None:
@@ -246,6 +253,8 @@ class MemoryRepo:
             owner, contents, source_session_id, source_message_id, now, timestamps
         )
         self._has_memories(owner)
+        if added:
+            self.changed()
         return added
 
     async def _add_many(
@@ -365,7 +374,8 @@ class MemoryRepo:
             return Rewrite(old, await _touch(conn, int(others[0][0]), ts), "merge")
         updated = await conn.execute_fetchall(
             "UPDATE memories SET content = ?, content_hash = ?, source_session_id = ?,"
-            " source_message_id = ?, updated_at = max(updated_at, ?)"
+            " source_message_id = ?, updated_at = max(updated_at, ?),"
+            " embedding = NULL, embedding_model = '', embedding_dims = 0"  # the old text's
             f" WHERE id = ? RETURNING {_COLUMNS}",
             (text, new_hash, source_session_id, source_message_id, ts, old.id),
         )
@@ -502,10 +512,37 @@ class MemoryRepo:
         A query without usable terms (only punctuation, say) finds nothing; search syntax
         in it (quotes, ``*``, ``AND``, ``NEAR``, ``|``, parentheses) is plain text.
         """
+        return (await self.search_noted(user_id, query, limit, now, tenant_id=tenant_id)).found
+
+    async def search_noted(
+        self,
+        user_id: str,
+        query: str,
+        limit: int = 10,
+        now: float | None = None,
+        *,
+        tenant_id: str = DEFAULT_TENANT,
+    ) -> MemorySearchResult:
+        """:meth:`search`, with a note when search by meaning is on but could not be used
+        (store/memory_hybrid.py)."""
         started = time.perf_counter()
-        found = await self._search(user_id, query, limit, now, tenant_id)
-        self.metrics.memory_search(time.perf_counter() - started, len(found))
-        return found
+        owner = (tenant_id, user_id)
+        if self.meaning is None or limit < 1 or not user_id or owner in self._without_memories:
+            result = MemorySearchResult(await self._search(user_id, query, limit, now, tenant_id))
+        else:
+            limit = min(limit, MAX_SEARCH_LIMIT)
+            count = max(MIN_CANDIDATES, CANDIDATES_PER_RESULT * limit)
+            by_terms = await self._search(user_id, query, count, now, tenant_id)
+            at = time.time() if now is None else now
+            result = await hybrid_search(
+                self._db.reader,
+                self.meaning.rank(owner, query, count),
+                by_terms,
+                Fusion(owner, limit, at, self._half_life, self._weight),
+                memory_from_row,
+            )
+        self.metrics.memory_search(time.perf_counter() - started, len(result.found))
+        return result
 
     async def _search(
         self, user_id: str, query: str, limit: int, now: float | None, tenant_id: str

@@ -26,7 +26,7 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18\x63ontextd/v1/memory.proto\x12\x0b\x63ontextd.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xce\x01\n\x06Memory\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0f\n\x07user_id\x18\x02 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x03 \x01(\t\x12\x19\n\x11source_session_id\x18\x04 \x01(\t\x12\x19\n\x11source_message_id\x18\x05 \x01(\t\x12/\n\x0b\x63reate_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bupdate_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"f\n\x0cScoredMemory\x12#\n\x06memory\x18\x01 \x01(\x0b\x32\x13.contextd.v1.Memory\x12\r\n\x05score\x18\x02 \x01(\x01\x12\x11\n\trelevance\x18\x03 \x01(\x01\x12\x0f\n\x07recency\x18\x04 \x01(\x01\"j\n\x10\x41\x64\x64MemoryRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\t\x12\x19\n\x11source_session_id\x18\x03 \x01(\t\x12\x19\n\x11source_message_id\x18\x04 \x01(\t\"I\n\x11\x41\x64\x64MemoryResponse\x12#\n\x06memory\x18\x01 \x01(\x0b\x32\x13.contextd.v1.Memory\x12\x0f\n\x07\x63reated\x18\x02 \x01(\x08\"F\n\x15SearchMemoriesRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\r\n\x05query\x18\x02 \x01(\t\x12\r\n\x05limit\x18\x03 \x01(\x05\"D\n\x16SearchMemoriesResponse\x12*\n\x07results\x18\x01 \x03(\x0b\x32\x19.contextd.v1.ScoredMemory\"M\n\x13ListMemoriesRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\"V\n\x14ListMemoriesResponse\x12%\n\x08memories\x18\x01 \x03(\x0b\x32\x13.contextd.v1.Memory\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"9\n\x13\x44\x65leteMemoryRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\x11\n\tmemory_id\x18\x02 \x01(\t\"\x16\n\x14\x44\x65leteMemoryResponse2\xe0\x02\n\rMemoryService\x12J\n\tAddMemory\x12\x1d.contextd.v1.AddMemoryRequest\x1a\x1e.contextd.v1.AddMemoryResponse\x12Y\n\x0eSearchMemories\x12\".contextd.v1.SearchMemoriesRequest\x1a#.contextd.v1.SearchMemoriesResponse\x12S\n\x0cListMemories\x12 .contextd.v1.ListMemoriesRequest\x1a!.contextd.v1.ListMemoriesResponse\x12S\n\x0c\x44\x65leteMemory\x12 .contextd.v1.DeleteMemoryRequest\x1a!.contextd.v1.DeleteMemoryResponseB\x0e\xaa\x02\x0b\x43ontextd.V1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18\x63ontextd/v1/memory.proto\x12\x0b\x63ontextd.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xce\x01\n\x06Memory\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0f\n\x07user_id\x18\x02 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x03 \x01(\t\x12\x19\n\x11source_session_id\x18\x04 \x01(\t\x12\x19\n\x11source_message_id\x18\x05 \x01(\t\x12/\n\x0b\x63reate_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bupdate_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"f\n\x0cScoredMemory\x12#\n\x06memory\x18\x01 \x01(\x0b\x32\x13.contextd.v1.Memory\x12\r\n\x05score\x18\x02 \x01(\x01\x12\x11\n\trelevance\x18\x03 \x01(\x01\x12\x0f\n\x07recency\x18\x04 \x01(\x01\"j\n\x10\x41\x64\x64MemoryRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\t\x12\x19\n\x11source_session_id\x18\x03 \x01(\t\x12\x19\n\x11source_message_id\x18\x04 \x01(\t\"I\n\x11\x41\x64\x64MemoryResponse\x12#\n\x06memory\x18\x01 \x01(\x0b\x32\x13.contextd.v1.Memory\x12\x0f\n\x07\x63reated\x18\x02 \x01(\x08\"F\n\x15SearchMemoriesRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\r\n\x05query\x18\x02 \x01(\t\x12\r\n\x05limit\x18\x03 \x01(\x05\"R\n\x16SearchMemoriesResponse\x12*\n\x07results\x18\x01 \x03(\x0b\x32\x19.contextd.v1.ScoredMemory\x12\x0c\n\x04note\x18\x02 \x01(\t\"M\n\x13ListMemoriesRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\"V\n\x14ListMemoriesResponse\x12%\n\x08memories\x18\x01 \x03(\x0b\x32\x13.contextd.v1.Memory\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"9\n\x13\x44\x65leteMemoryRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\x11\n\tmemory_id\x18\x02 \x01(\t\"\x16\n\x14\x44\x65leteMemoryResponse2\xe0\x02\n\rMemoryService\x12J\n\tAddMemory\x12\x1d.contextd.v1.AddMemoryRequest\x1a\x1e.contextd.v1.AddMemoryResponse\x12Y\n\x0eSearchMemories\x12\".contextd.v1.SearchMemoriesRequest\x1a#.contextd.v1.SearchMemoriesResponse\x12S\n\x0cListMemories\x12 .contextd.v1.ListMemoriesRequest\x1a!.contextd.v1.ListMemoriesResponse\x12S\n\x0c\x44\x65leteMemory\x12 .contextd.v1.DeleteMemoryRequest\x1a!.contextd.v1.DeleteMemoryResponseB\x0e\xaa\x02\x0b\x43ontextd.V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -45,15 +45,15 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_SEARCHMEMORIESREQUEST']._serialized_start=570
   _globals['_SEARCHMEMORIESREQUEST']._serialized_end=640
   _globals['_SEARCHMEMORIESRESPONSE']._serialized_start=642
-  _globals['_SEARCHMEMORIESRESPONSE']._serialized_end=710
-  _globals['_LISTMEMORIESREQUEST']._serialized_start=712
-  _globals['_LISTMEMORIESREQUEST']._serialized_end=789
-  _globals['_LISTMEMORIESRESPONSE']._serialized_start=791
-  _globals['_LISTMEMORIESRESPONSE']._serialized_end=877
-  _globals['_DELETEMEMORYREQUEST']._serialized_start=879
-  _globals['_DELETEMEMORYREQUEST']._serialized_end=936
-  _globals['_DELETEMEMORYRESPONSE']._serialized_start=938
-  _globals['_DELETEMEMORYRESPONSE']._serialized_end=960
-  _globals['_MEMORYSERVICE']._serialized_start=963
-  _globals['_MEMORYSERVICE']._serialized_end=1315
+  _globals['_SEARCHMEMORIESRESPONSE']._serialized_end=724
+  _globals['_LISTMEMORIESREQUEST']._serialized_start=726
+  _globals['_LISTMEMORIESREQUEST']._serialized_end=803
+  _globals['_LISTMEMORIESRESPONSE']._serialized_start=805
+  _globals['_LISTMEMORIESRESPONSE']._serialized_end=891
+  _globals['_DELETEMEMORYREQUEST']._serialized_start=893
+  _globals['_DELETEMEMORYREQUEST']._serialized_end=950
+  _globals['_DELETEMEMORYRESPONSE']._serialized_start=952
+  _globals['_DELETEMEMORYRESPONSE']._serialized_end=974
+  _globals['_MEMORYSERVICE']._serialized_start=977
+  _globals['_MEMORYSERVICE']._serialized_end=1329
 # @@protoc_insertion_point(module_scope)

@@ -1,13 +1,23 @@
 """What becomes of each new fact given the user's related memories: added, restated or
-replacing one of them."""
+replacing one of them.
+
+By text: equal texts are the same memory, and a fact replaces the memory it names. By
+meaning, when memories have vectors (``closest``: each fact's nearest memory and their
+cosine): a fact at least ``duplicate_at`` close to a memory says the same thing in other
+words and only restates it (it is not stored twice); a fact at least ``same_subject_at``
+close to a memory that states a single-valued fact (where the user lives, their job,
+name, age...) and that is not itself a statement of another kind gives that subject a
+new value ("I moved to Porto" after "I live in Lisbon"): it replaces the memory.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
 from contextd.core.memory_facts.facts import ExistingMemory, Fact
+from contextd.core.memory_facts.rules import SINGLE_VALUED, parse_statement
 from contextd.core.search_terms import dedup_key
 
 
@@ -18,18 +28,32 @@ class Action(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
+class MeaningThresholds:
+    """Cosines of a fact and a memory: the same fact in other words, the same subject."""
+
+    duplicate_at: float
+    same_subject_at: float
+
+
+@dataclass(frozen=True, slots=True)
 class Decision:
     action: Action
     fact: Fact
     target: ExistingMemory | None = None
 
 
-def reconcile(facts: Sequence[Fact], existing: Sequence[ExistingMemory]) -> list[Decision]:
+def reconcile(
+    facts: Sequence[Fact],
+    existing: Sequence[ExistingMemory],
+    closest: Mapping[str, tuple[ExistingMemory, float]] | None = None,
+    thresholds: MeaningThresholds | None = None,
+) -> list[Decision]:
     """What to do with each fact, given the related memories the extraction saw.
 
     Equal texts (``search_terms.dedup_key``) are the same memory. ``replaces`` must name
     one of ``existing``; each of them is replaced at most once, and a fact that names
-    nothing known is added as new.
+    nothing known is added as new, unless ``closest`` (fact text -> its nearest memory and
+    their cosine) and ``thresholds`` find it by meaning (see the module doc).
     """
     by_key: dict[str, ExistingMemory] = {}
     for memory in existing:
@@ -47,9 +71,27 @@ def reconcile(facts: Sequence[Fact], existing: Sequence[ExistingMemory]) -> list
             decisions.append(Decision(Action.RESTATE, fact, same))
             continue
         target = by_key.get(dedup_key(fact.replaces)) if fact.replaces else None
+        near = closest.get(fact.text) if closest and thresholds else None
+        if target is None and near is not None and thresholds is not None:
+            memory, cosine = near
+            if cosine >= thresholds.duplicate_at:
+                decisions.append(Decision(Action.RESTATE, fact, memory))
+                continue
+            if cosine >= thresholds.same_subject_at and new_value_of(fact.text, memory.text):
+                target = memory
         if target is not None and target.id not in replaced:
             replaced.add(target.id)
             decisions.append(Decision(Action.UPDATE, fact, target))
             continue
         decisions.append(Decision(Action.ADD, fact))
     return decisions
+
+
+def new_value_of(fact: str, memory: str) -> bool:
+    """Whether ``fact``, close in meaning to ``memory``, can give its subject a new value:
+    the memory states a single-valued fact and the fact is no statement of another kind."""
+    old = parse_statement(memory)
+    if old is None or old.kind not in SINGLE_VALUED:
+        return False
+    new = parse_statement(fact)
+    return new is None or new.kind == old.kind

@@ -71,10 +71,12 @@ class SearchMemoriesRequest(_message.Message):
     def __init__(self, user_id: _Optional[str] = ..., query: _Optional[str] = ..., limit: _Optional[int] = ...) -> None: ...
 
 class SearchMemoriesResponse(_message.Message):
-    __slots__ = ("results",)
+    __slots__ = ("results", "note")
     RESULTS_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
     results: _containers.RepeatedCompositeFieldContainer[ScoredMemory]
-    def __init__(self, results: _Optional[_Iterable[_Union[ScoredMemory, _Mapping]]] = ...) -> None: ...
+    note: str
+    def __init__(self, results: _Optional[_Iterable[_Union[ScoredMemory, _Mapping]]] = ..., note: _Optional[str] = ...) -> None: ...
 
 class ListMemoriesRequest(_message.Message):
     __slots__ = ("user_id", "page_size", "page_token")

@@ -1,0 +1,232 @@
+"""Search by meaning: memories embedded in the background, queries embedded at search time.
+
+:class:`EmbeddingWorker` gives every memory without a vector of the server's model one:
+woken when memories are added or rewritten, and every ``poll_interval`` seconds anyway
+(memories another replica added, or left behind by a failure). It embeds a batch at a
+time; when the provider fails it waits (doubling from ``retry_delay`` up to
+``max_retry_delay``, or the provider's ``Retry-After``) and tries again: a memory is never
+lost, only found by its terms until its vector is stored. Two replicas may embed the same
+memory at once; the later write wins with an equal vector.
+
+:class:`EmbeddingRanker` is the MeaningRanker that MemoryRepo.search fuses with its term
+ranking: it embeds the query (purpose "query") within ``timeout`` seconds and compares it
+with the user's vectors; a failure or timeout gives an empty ranking and a note, never an
+error, so the search falls back to terms.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from contextd.core.memory_facts.facts import ExistingMemory
+from contextd.core.memory_facts.reconciliation import MeaningThresholds
+from contextd.metrics.prometheus import PrometheusRecorder
+from contextd.metrics.recorder import NULL_RECORDER, Recorder
+from contextd.providers.embeddings import Embedder, EmbeddingError, EmbeddingPurpose
+from contextd.store.memories import MemoryRepo
+from contextd.store.memory_hybrid import MeaningRanking, Owner
+from contextd.store.memory_vectors import PENDING_BATCH, MemoryVectorRepo
+
+log = logging.getLogger("contextd.memory_embedding")
+
+# Below this cosine a memory is not "close in meaning" at all. A provider may say
+# otherwise through a ``min_similarity`` attribute (models differ in their baseline).
+DEFAULT_MIN_SIMILARITY = 0.3
+# Reconciliation after a turn: a new fact this close to a memory says the same thing
+# (restated, not stored twice); this close, and the memory states a single-valued fact,
+# it gives that fact a new value (core/memory_facts/reconciliation.py). Provisional
+# values: a provider may set ``duplicate_similarity`` / ``same_subject_similarity``.
+DEFAULT_DUPLICATE_SIMILARITY = 0.92
+DEFAULT_SAME_SUBJECT_SIMILARITY = 0.6
+DEFAULT_QUERY_TIMEOUT = 2.0
+
+
+@dataclass(slots=True)
+class EmbeddingStats:
+    calls: int = 0  # embedding calls of the worker and of searches
+    failures: int = 0  # of those, how many failed or timed out
+    embedded: int = 0  # memory vectors stored
+    pending: int = 0  # memories without a vector, as last counted by the worker
+
+
+class EmbeddingRanker:
+    def __init__(
+        self,
+        embedder: Embedder,
+        vectors: MemoryVectorRepo,
+        stats: EmbeddingStats,
+        *,
+        timeout: float = DEFAULT_QUERY_TIMEOUT,
+    ) -> None:
+        self._embedder = embedder
+        self._vectors = vectors
+        self._stats = stats
+        self._timeout = timeout
+        floor = getattr(embedder, "min_similarity", DEFAULT_MIN_SIMILARITY)
+        self.min_similarity = float(floor)
+        self.thresholds = MeaningThresholds(
+            float(getattr(embedder, "duplicate_similarity", DEFAULT_DUPLICATE_SIMILARITY)),
+            float(getattr(embedder, "same_subject_similarity", DEFAULT_SAME_SUBJECT_SIMILARITY)),
+        )
+
+    async def rank(
+        self, owner: Owner, query: str, count: int, purpose: EmbeddingPurpose = "query"
+    ) -> MeaningRanking:
+        if not query.strip():
+            return MeaningRanking()
+        self._stats.calls += 1
+        try:
+            vectors = await asyncio.wait_for(self._embedder.embed([query], purpose), self._timeout)
+        except (EmbeddingError, TimeoutError) as error:
+            self._stats.failures += 1
+            reason = str(error) or f"no answer within {self._timeout:g} s"
+            log.warning("query not embedded; searching by terms", extra={"error": reason})
+            return MeaningRanking(
+                note=f"ranked by terms only: the query was not embedded ({reason})"
+            )
+        hits = await self._vectors.nearest(owner, vectors[0], count)
+        return MeaningRanking([(mid, sim) for mid, sim in hits if sim >= self.min_similarity])
+
+
+class EmbeddingWorker:
+    def __init__(
+        self,
+        embedder: Embedder,
+        vectors: MemoryVectorRepo,
+        stats: EmbeddingStats,
+        *,
+        batch_size: int = PENDING_BATCH,
+        poll_interval: float = 30.0,
+        retry_delay: float = 1.0,
+        max_retry_delay: float = 60.0,
+    ) -> None:
+        self._embedder = embedder
+        self._vectors = vectors
+        self.stats = stats
+        self._batch = batch_size
+        self._poll = poll_interval
+        self._retry_delay = retry_delay
+        self._max_retry_delay = max_retry_delay
+        self._wake = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="memory-embedding")
+
+    def wake(self) -> None:
+        """Memories may need vectors: look soon (at once unless waiting after a failure)."""
+        self._idle.clear()
+        self._wake.set()
+
+    async def wait_idle(self) -> None:
+        """Until a pass found nothing left to embed (for tests and tools)."""
+        await self._idle.wait()
+
+    async def aclose(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def _run(self) -> None:
+        failures = 0
+        while True:
+            self._wake.clear()
+            try:
+                await self.embed_pending()
+            except EmbeddingError as error:
+                failures += 1
+                delay = min(self._max_retry_delay, self._retry_delay * 2 ** (failures - 1))
+                delay = max(delay, min(error.retry_after or 0.0, self._max_retry_delay))
+                log.warning(
+                    "memories not embedded; trying again later",
+                    extra={"error": str(error), "retry_in": delay},
+                )
+                await asyncio.sleep(delay)  # wakes meanwhile wait: the provider is failing
+                continue
+            except Exception:
+                failures += 1
+                log.exception("memory embedding failed; trying again later")
+                await asyncio.sleep(min(self._max_retry_delay, self._retry_delay * 2**failures))
+                continue
+            failures = 0
+            self._idle.set()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self._poll)
+
+    async def embed_pending(self) -> int:
+        """Embed every memory without a vector of this model; how many were stored."""
+        stored = 0
+        after = 0
+        self.stats.pending = await self._vectors.count_pending()
+        while batch := await self._vectors.pending(after, self._batch):
+            self.stats.calls += 1
+            try:
+                vectors = await self._embedder.embed([m.content for m in batch], "document")
+            except EmbeddingError:
+                self.stats.failures += 1
+                raise
+            done = await self._vectors.save(batch, vectors)
+            stored += done
+            self.stats.embedded += done
+            self.stats.pending = max(0, self.stats.pending - done)
+            after = batch[-1].id
+        return stored
+
+
+def search_by_meaning(
+    memories: MemoryRepo,
+    embedder: Embedder,
+    vectors: MemoryVectorRepo,
+    *,
+    query_timeout: float = DEFAULT_QUERY_TIMEOUT,
+    metrics: Recorder = NULL_RECORDER,
+) -> EmbeddingWorker:
+    """Turn on search by meaning for ``memories``; the worker, to start and to close."""
+    stats = EmbeddingStats()
+    worker = EmbeddingWorker(embedder, vectors, stats)
+    memories.meaning = EmbeddingRanker(embedder, vectors, stats, timeout=query_timeout)
+    memories.changed = worker.wake
+    if isinstance(metrics, PrometheusRecorder):
+        metrics.counter(
+            "contextd_embedding_calls",
+            "Embedding provider calls (memories in the background, and search queries).",
+            lambda: stats.calls,
+        )
+        metrics.counter(
+            "contextd_embedding_failures",
+            "Embedding provider calls that failed or timed out.",
+            lambda: stats.failures,
+        )
+        metrics.gauge(
+            "contextd_embedding_pending",
+            "Memories without a vector of the server's model, as last counted.",
+            lambda: stats.pending,
+        )
+    return worker
+
+
+async def closest_memories(
+    memories: MemoryRepo, owner: Owner, texts: Sequence[str]
+) -> tuple[dict[str, tuple[ExistingMemory, float]], MeaningThresholds | None]:
+    """Each text's nearest memory of the owner by meaning, with their cosine, and the
+    thresholds to judge them by; nothing when search by meaning is off or fails."""
+    ranker = memories.meaning
+    if not isinstance(ranker, EmbeddingRanker):
+        return {}, None
+    closest: dict[str, tuple[ExistingMemory, float]] = {}
+    for text in texts:
+        ranking = await ranker.rank(owner, text, 1, "document")
+        if not ranking.hits:
+            continue
+        memory_id, cosine = ranking.hits[0]
+        memory = await memories.get(memory_id, tenant_id=owner[0])
+        if memory is not None and memory.user_id == owner[1]:
+            closest[text] = (ExistingMemory(memory.id, memory.content), cosine)
+    return closest, ranker.thresholds

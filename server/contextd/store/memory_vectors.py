@@ -1,0 +1,202 @@
+"""The memories' vectors: stored with each memory (migration 0013), searched per user.
+
+A vector belongs to the memory row, so it follows the memory's owner and goes with it
+(deleting a memory or a user deletes its vectors); a rewrite of the text clears it
+(MemoryRepo.rewrite) until the background worker embeds the new text. Vectors of a
+model other than the server's count as missing, and are made again.
+
+Search compares a query vector with one user's vectors only: a matrix of that user's
+unit vectors is cached in the process and checked on each search against a cheap
+signature of the user's stored vectors (how many, the sum of their ids and the latest
+``embedded_at``, read from an index), so writes by another process (a PostgreSQL
+replica) are seen by the next search. The cosine is one matrix-vector product (numpy).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from contextd.core.search_terms import content_hash
+from contextd.store.database import Database
+
+Owner = tuple[str, str]  # (tenant id, user id)
+# Users whose matrices stay cached, least recently searched dropped first.
+DEFAULT_CACHED_USERS = 256
+PENDING_BATCH = 64
+
+Vector = npt.NDArray[np.float32]
+
+
+@dataclass(frozen=True, slots=True)
+class PendingMemory:
+    """A memory to embed: its text as read (the vector is kept only if it still says so)."""
+
+    id: int
+    content: str
+
+
+@dataclass(frozen=True, slots=True)
+class _Matrix:
+    signature: tuple[int, int, float]
+    ids: npt.NDArray[np.int64]
+    unit: npt.NDArray[np.float32]  # one unit vector per row, in the order of ids
+
+
+def to_blob(vector: Sequence[float]) -> bytes:
+    return np.asarray(vector, dtype="<f4").tobytes()
+
+
+def from_blob(blob: bytes) -> Vector:
+    return np.frombuffer(blob, dtype="<f4")
+
+
+def _unit(matrix: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+    norms = np.linalg.norm(matrix, axis=-1, keepdims=True)
+    return (matrix / np.where(norms == 0, 1, norms)).astype(np.float32, copy=False)
+
+
+class MemoryVectorRepo:
+    """Reads and writes the memories' vectors of one model (the server's)."""
+
+    def __init__(self, db: Database, model: str, *, cached_users: int = DEFAULT_CACHED_USERS):
+        if not model:
+            raise ValueError("an embedding model id is needed")
+        self._db = db
+        self.model = model
+        self._cached_users = cached_users
+        self._matrices: OrderedDict[Owner, _Matrix] = OrderedDict()
+        self._loading: dict[Owner, asyncio.Lock] = {}
+
+    # --- the background worker's side ----------------------------------------------------
+
+    async def pending(self, after_id: int = 0, limit: int = PENDING_BATCH) -> list[PendingMemory]:
+        """Memories with no vector of this model, in id order from ``after_id``."""
+        rows = await self._db.reader.execute_fetchall(
+            "SELECT id, content FROM memories"
+            " WHERE (embedding_model < ? OR embedding_model > ?) AND id > ? ORDER BY id LIMIT ?",
+            (self.model, self.model, after_id, limit),
+        )
+        return [PendingMemory(int(mid), content) for mid, content in rows]
+
+    async def count_pending(self) -> int:
+        rows = list(
+            await self._db.reader.execute_fetchall(
+                "SELECT COUNT(*) FROM memories WHERE embedding_model < ? OR embedding_model > ?",
+                (self.model, self.model),
+            )
+        )
+        return int(rows[0][0])
+
+    async def save(
+        self, memories: Sequence[PendingMemory], vectors: Sequence[Sequence[float]]
+    ) -> int:
+        """Store each memory's vector, unless its text changed since it was read (that
+        text is embedded on a later pass); how many were stored."""
+        now = time.time()
+        stored = 0
+        async with self._db.transaction() as conn:
+            for memory, vector in zip(memories, vectors, strict=True):
+                rows = await conn.execute_fetchall(
+                    "UPDATE memories SET embedding = ?, embedding_model = ?, embedding_dims = ?,"
+                    " embedded_at = ? WHERE id = ? AND content_hash = ? RETURNING id",
+                    (
+                        to_blob(vector),
+                        self.model,
+                        len(vector),
+                        now,
+                        memory.id,
+                        content_hash(memory.content),
+                    ),
+                )
+                stored += len(list(rows))
+        return stored
+
+    # --- search ---------------------------------------------------------------------------
+
+    async def nearest(
+        self, owner: Owner, query: Sequence[float], count: int
+    ) -> list[tuple[int, float]]:
+        """The owner's ``count`` memories whose vectors are closest to ``query``, as
+        (memory id, cosine), best first."""
+        matrix = await self._matrix(owner)
+        if matrix is None or count < 1:
+            return []
+        if matrix.unit.shape[1] != len(query):
+            return []  # a vector of another dimension cannot be compared
+        similarity = matrix.unit @ _unit(np.asarray(query, dtype=np.float32))
+        if len(similarity) > count:
+            top = np.argpartition(-similarity, count - 1)[:count]
+            top = top[np.argsort(-similarity[top], kind="stable")]
+        else:
+            top = np.argsort(-similarity, kind="stable")
+        return [(int(matrix.ids[i]), float(similarity[i])) for i in top]
+
+    async def vectors_of(self, owner: Owner, ids: Sequence[int]) -> dict[int, Vector]:
+        """The owner's stored unit vectors of these memories (those it has)."""
+        matrix = await self._matrix(owner)
+        if matrix is None:
+            return {}
+        wanted = set(ids)
+        return {
+            int(mid): matrix.unit[row]
+            for row, mid in enumerate(matrix.ids.tolist())
+            if mid in wanted
+        }
+
+    def forget(self, owner: Owner) -> None:
+        """Drop the owner's cached matrix (their vectors changed in this process)."""
+        self._matrices.pop(owner, None)
+
+    async def _signature(self, owner: Owner) -> tuple[int, int, float]:
+        rows = list(
+            await self._db.reader.execute_fetchall(
+                "SELECT COUNT(*), COALESCE(SUM(id), 0), COALESCE(MAX(embedded_at), 0)"
+                " FROM memories WHERE tenant_id = ? AND user_id = ? AND embedding_model = ?",
+                (*owner, self.model),
+            )
+        )
+        count, id_sum, latest = rows[0]
+        return int(count), int(id_sum), float(latest)
+
+    async def _matrix(self, owner: Owner) -> _Matrix | None:
+        signature = await self._signature(owner)
+        if signature[0] == 0:
+            self.forget(owner)
+            return None
+        cached = self._matrices.get(owner)
+        if cached is not None and cached.signature == signature:
+            self._matrices.move_to_end(owner)
+            return cached
+        lock = self._loading.setdefault(owner, asyncio.Lock())
+        async with lock:
+            cached = self._matrices.get(owner)
+            if cached is None or cached.signature != signature:
+                cached = await self._load(owner)
+                self._matrices[owner] = cached
+                while len(self._matrices) > self._cached_users:
+                    self._matrices.popitem(last=False)
+        self._loading.pop(owner, None)
+        self._matrices.move_to_end(owner)
+        return cached
+
+    async def _load(self, owner: Owner) -> _Matrix:
+        # The signature is read again with the rows, so the two describe the same state.
+        signature = await self._signature(owner)
+        rows = await self._db.reader.execute_fetchall(
+            "SELECT id, embedding, embedding_dims FROM memories"
+            " WHERE tenant_id = ? AND user_id = ? AND embedding_model = ? ORDER BY id",
+            (*owner, self.model),
+        )
+        dims = max((int(r[2]) for r in rows), default=0)
+        kept = [(int(r[0]), bytes(r[1])) for r in rows if int(r[2]) == dims and r[1] is not None]
+        ids = np.fromiter((mid for mid, _ in kept), dtype=np.int64, count=len(kept))
+        raw = np.frombuffer(b"".join(blob for _, blob in kept), dtype="<f4")
+        unit = _unit(raw.reshape(len(kept), dims) if kept else np.zeros((0, 0), np.float32))
+        return _Matrix(signature, ids, unit)

@@ -1,0 +1,72 @@
+"""Reconciliation after a turn by meaning: with memories embedded, a near-duplicate fact
+is not stored twice and a new value of a single-valued fact supersedes the old one."""
+
+from __future__ import annotations
+
+import json
+
+from contextd.app.memory_embedding import EmbeddingWorker, search_by_meaning
+from contextd.store.memory_vectors import MemoryVectorRepo
+
+from tests.support.after_turn_env import USER, Env, ScriptedProvider, run
+from tests.support.fake_embeddings import InProcessEmbedder
+
+SYNONYMS = {"moved": "live", "vegetarian": "meat", "eat": "meat"}
+
+
+def _by_meaning(env: Env) -> EmbeddingWorker:
+    embedder = InProcessEmbedder(synonyms=dict(SYNONYMS))
+    # "I moved to Porto" and "I live in Lisbon" share one of their two concepts (0.5).
+    embedder.same_subject_similarity = 0.45  # type: ignore[attr-defined]
+    return search_by_meaning(env.memories, embedder, MemoryVectorRepo(env.db, embedder.model))
+
+
+async def _facts_turn(env: Env, facts: list[str], text: str) -> None:
+    provider = ScriptedProvider(facts=json.dumps({"facts": [{"text": f} for f in facts]}))
+    runner = env.runner(provider)
+    _, turn = await env.turn(await env.session(), 1, text)
+    await run(runner, turn)
+
+
+async def test_contradiction_by_meaning_supersedes_with_history(env: Env) -> None:
+    worker = _by_meaning(env)
+    memory, _ = await env.memories.add(USER, "I live in Lisbon")
+    await env.memories.add(USER, "I work as a nurse")
+    await worker.embed_pending()
+    await _facts_turn(env, ["I moved to Porto"], "I moved to Porto last week")
+    assert await env.contents() == ["I moved to Porto", "I work as a nurse"]
+    [update] = await env.history.for_memory(memory.id)
+    assert (update.action, update.old_content, update.new_content) == (
+        "update",
+        "I live in Lisbon",
+        "I moved to Porto",
+    )
+    # The rewritten memory lost its old vector and gets a new one.
+    vectors = MemoryVectorRepo(env.db, "fake-embed-1")
+    assert await vectors.count_pending() == 1
+    await worker.embed_pending()
+    assert await vectors.count_pending() == 0
+
+
+async def test_near_duplicate_is_not_stored_twice(env: Env) -> None:
+    worker = _by_meaning(env)
+    memory, _ = await env.memories.add(USER, "I am vegetarian")
+    await worker.embed_pending()
+    await _facts_turn(env, ["I am a vegetarian"], "As I said, I am a vegetarian")
+    assert await env.contents() == ["I am vegetarian"]
+    [after] = (await env.memories.list_memories(USER))[0]
+    assert after.id == memory.id and after.updated_at >= memory.updated_at
+
+
+async def test_unrelated_fact_is_added(env: Env) -> None:
+    worker = _by_meaning(env)
+    await env.memories.add(USER, "I live in Lisbon")
+    await worker.embed_pending()
+    await _facts_turn(env, ["I have a cat named Tom"], "I have a cat named Tom")
+    assert await env.contents() == ["I have a cat named Tom", "I live in Lisbon"]
+
+
+async def test_without_vectors_reconciliation_is_by_text(env: Env) -> None:
+    await env.memories.add(USER, "I live in Lisbon")
+    await _facts_turn(env, ["I moved to Porto"], "I moved to Porto last week")
+    assert await env.contents() == ["I live in Lisbon", "I moved to Porto"]
