@@ -17,12 +17,19 @@ from typing import Any
 
 import pytest
 from contextd.providers import local_embeddings
-from contextd.providers.embeddings import make_embedder
-from contextd.providers.local_embeddings import DEFAULT_LOCAL_MODEL, LocalEmbedder
+from contextd.providers.embeddings import EmbeddingError, make_embedder
+from contextd.providers.local_embeddings import (
+    DEFAULT_LOCAL_MODEL,
+    LocalEmbedder,
+    mostly_unspaced_script,
+)
 
 EXTRA_INSTALLED = all(
     importlib.util.find_spec(name) is not None
-    for name in ("sentence_transformers", local_embeddings.PACKAGED_MODELS[DEFAULT_LOCAL_MODEL])
+    for name in (
+        "sentence_transformers",
+        local_embeddings.PACKAGED_MODELS[DEFAULT_LOCAL_MODEL].package,
+    )
 )
 needs_model = pytest.mark.skipif(
     not EXTRA_INSTALLED, reason="the local-embeddings extra is not installed"
@@ -87,7 +94,7 @@ async def test_similar_sentences_are_closer_than_unrelated_ones(embedder: LocalE
     )
     assert cosine(question, answer) > cosine(question, unrelated) + 0.1
     zh_question, zh_answer, zh_unrelated = await embedder.embed(
-        ["用户喜欢吃辣吗", "用户不喜欢吃辣", "用户开一辆白色的电动车"], "query"
+        ["用户喜欢吃辣吗", "用户不喜欢吃辣", "用户开一辆白色的电动车"], "document"
     )
     assert cosine(zh_question, zh_answer) > cosine(zh_question, zh_unrelated)
 
@@ -128,6 +135,26 @@ async def test_no_network_access_is_attempted(
     assert network_attempts == []
     assert os.environ["HF_HUB_OFFLINE"] == "1"
     assert os.environ["TRANSFORMERS_OFFLINE"] == "1"
+
+
+@needs_model
+async def test_the_english_model_refuses_questions_in_chinese_not_memories(
+    embedder: LocalEmbedder,
+) -> None:
+    assert embedder.min_similarity == 0.2
+    with pytest.raises(EmbeddingError, match="reads English only"):
+        await embedder.embed(["用户能吃四川菜吗"], "query")
+    assert len(await embedder.embed(["Can I eat Sichuan food? 四川"], "query")) == 1
+    assert len(await embedder.embed(["用户不喜欢吃辣", "I am vegetarian"], "document")) == 2
+
+
+def test_mostly_unspaced_script() -> None:
+    assert mostly_unspaced_script("用户能吃四川菜吗")
+    assert mostly_unspaced_script("我喜欢 sushi")
+    assert mostly_unspaced_script("コーヒーが好き")
+    assert not mostly_unspaced_script("I like 咖啡 a lot")
+    assert not mostly_unspaced_script("Café au lait, s'il vous plaît")
+    assert not mostly_unspaced_script("12:30 !")
 
 
 def test_an_unknown_model_is_refused() -> None:

