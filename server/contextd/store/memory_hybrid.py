@@ -72,12 +72,16 @@ async def hybrid_search(
     rows = {s.memory.id: s.memory for s in by_terms}
     missing = [mid for mid, _ in by_meaning.hits if mid not in rows]
     if missing:
+        # By id alone, owner checked here: with the owner in the statement, a planner
+        # with stale statistics may read all of the user's rows instead.
         found = await reader.execute_fetchall(
-            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE tenant_id = ? AND user_id = ?"
-            f" AND id IN ({', '.join('?' * len(missing))})",
-            (*fusion.owner, *missing),
+            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id IN ({', '.join('?' * len(missing))})",
+            missing,
         )
-        rows.update((int(row[0]), from_row(row)) for row in found)
+        for row in found:
+            memory = from_row(row)
+            if (memory.tenant_id, memory.user_id) == fusion.owner:
+                rows[memory.id] = memory
     return MemorySearchResult(fuse(by_terms, by_meaning.hits, rows, fusion), by_meaning.note)
 
 

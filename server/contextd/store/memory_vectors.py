@@ -6,10 +6,14 @@ A vector belongs to the memory row, so it follows the memory's owner and goes wi
 model other than the server's count as missing, and are made again.
 
 Search compares a query vector with one user's vectors only: a matrix of that user's
-unit vectors is cached in the process and checked on each search against a cheap
-signature of the user's stored vectors (how many, the sum of their ids and the latest
-``embedded_at``, read from an index), so writes by another process (a PostgreSQL
-replica) are seen by the next search. The cosine is one matrix-vector product (numpy).
+unit vectors is cached in the process and checked on each search against the user's
+latest ``embedded_at`` (one index lookup), which every stored vector moves forward, so a
+vector stored by another process (a PostgreSQL replica) is seen by the next search. A
+deleted memory's vector may stay in a cached matrix until the next vector is stored:
+the search reads the memories it found from the table, so a deleted one is never
+returned. A memory whose text changed keeps ranking by its old vector until the worker
+stores the new one (at once, in the background). The cosines are one matrix-vector
+product (numpy).
 """
 
 from __future__ import annotations
@@ -44,7 +48,7 @@ class PendingMemory:
 
 @dataclass(frozen=True, slots=True)
 class _Matrix:
-    signature: tuple[int, int, float]
+    signature: float  # the user's latest embedded_at when it was read
     ids: npt.NDArray[np.int64]
     unit: npt.NDArray[np.float32]  # one unit vector per row, in the order of ids
 
@@ -95,27 +99,35 @@ class MemoryVectorRepo:
         return int(rows[0][0])
 
     async def save(
-        self, memories: Sequence[PendingMemory], vectors: Sequence[Sequence[float]]
+        self, memories: Sequence[PendingMemory], vectors: Sequence[Sequence[float] | None]
     ) -> int:
         """Store each memory's vector, unless its text changed since it was read (that
-        text is embedded on a later pass); how many were stored."""
+        text is embedded on a later pass); how many were stored. None for a text the
+        provider refused: the memory is marked done for this model, without a vector
+        (found by its terms only; tried again when its text or the model changes).
+        ``embedded_at`` moves past the user's latest even when clocks of replicas
+        differ: it is what searches check their cached matrix against."""
         now = time.time()
         stored = 0
         async with self._db.transaction() as conn:
             for memory, vector in zip(memories, vectors, strict=True):
                 rows = await conn.execute_fetchall(
                     "UPDATE memories SET embedding = ?, embedding_model = ?, embedding_dims = ?,"
-                    " embedded_at = ? WHERE id = ? AND content_hash = ? RETURNING id",
+                    " embedded_at = max(?, COALESCE((SELECT v.embedded_at FROM memories v"
+                    " WHERE v.tenant_id = memories.tenant_id AND v.user_id = memories.user_id"
+                    " AND v.embedding_model = ? ORDER BY v.embedded_at DESC LIMIT 1), 0) + 0.001)"
+                    " WHERE id = ? AND content_hash = ? RETURNING id",
                     (
-                        to_blob(vector),
+                        None if vector is None else to_blob(vector),
                         self.model,
-                        len(vector),
+                        0 if vector is None else len(vector),
                         now,
+                        self.model,
                         memory.id,
                         content_hash(memory.content),
                     ),
                 )
-                stored += len(list(rows))
+                stored += len(list(rows)) if vector is not None else 0
         return stored
 
     # --- search ---------------------------------------------------------------------------
@@ -130,7 +142,9 @@ class MemoryVectorRepo:
             return []
         if matrix.unit.shape[1] != len(query):
             return []  # a vector of another dimension cannot be compared
-        similarity = matrix.unit @ _unit(np.asarray(query, dtype=np.float32))
+        # einsum, not @: it stays on this thread, while BLAS hands a matrix-vector product
+        # to its thread pool, which waits for busy cores (bench/README.md).
+        similarity = np.einsum("ij,j->i", matrix.unit, _unit(np.asarray(query, dtype=np.float32)))
         if len(similarity) > count:
             top = np.argpartition(-similarity, count - 1)[:count]
             top = top[np.argsort(-similarity[top], kind="stable")]
@@ -154,20 +168,21 @@ class MemoryVectorRepo:
         """Drop the owner's cached matrix (their vectors changed in this process)."""
         self._matrices.pop(owner, None)
 
-    async def _signature(self, owner: Owner) -> tuple[int, int, float]:
+    async def _signature(self, owner: Owner) -> float:
         rows = list(
             await self._db.reader.execute_fetchall(
-                "SELECT COUNT(*), COALESCE(SUM(id), 0), COALESCE(MAX(embedded_at), 0)"
-                " FROM memories WHERE tenant_id = ? AND user_id = ? AND embedding_model = ?",
+                # Not MAX(): that form the planner may answer by reading all the rows.
+                "SELECT embedded_at FROM memories"
+                " WHERE tenant_id = ? AND user_id = ? AND embedding_model = ?"
+                " ORDER BY embedded_at DESC LIMIT 1",
                 (*owner, self.model),
             )
         )
-        count, id_sum, latest = rows[0]
-        return int(count), int(id_sum), float(latest)
+        return float(rows[0][0]) if rows else 0.0
 
     async def _matrix(self, owner: Owner) -> _Matrix | None:
         signature = await self._signature(owner)
-        if signature[0] == 0:
+        if not signature:
             self.forget(owner)
             return None
         cached = self._matrices.get(owner)

@@ -9,6 +9,6 @@ ALTER TABLE memories ADD COLUMN embedding_dims INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE memories ADD COLUMN embedded_at REAL NOT NULL DEFAULT 0;
 -- The background worker's scan for memories to embed (another model's, or none yet).
 CREATE INDEX memories_embedding_model ON memories (embedding_model, id);
--- A user's vectors of one model: the search's cheap "did they change" check
--- (count, sum of ids, latest embedded_at) reads only this index.
+-- A user's vectors of one model: a search's check that they did not change (their
+-- latest embedded_at) is one lookup in this index.
 CREATE INDEX memories_user_vectors ON memories (tenant_id, user_id, embedding_model, embedded_at);

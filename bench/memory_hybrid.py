@@ -1,0 +1,171 @@
+"""Hybrid memory search (terms + vectors) against term-only search, the provider's time left out.
+
+One user holds 10,000 memories (bench/_memory_data.py's texts) and 50 other users 100
+each, every one with a stored vector (random, ``--dims`` values: 384 as small local
+models make, 1536 as OpenAI's text-embedding-3-small). The query embedder answers at once
+with a random vector, so the figures are contextd's own work: the term search (asking
+for more candidates than term-only search does), the check that the user's vectors did
+not change, the cosines over the user's cached matrix, reading the memories only the
+vectors found, and the fusion. Every vector ranks (no similarity floor): the most rows
+fusion can get. Runs on SQLite and, when a PostgreSQL is available
+(tests/support/postgres.py), on PostgreSQL too. The target is absolute, **hybrid p50 <=
+10 ms**; the RESULT ratio is hybrid p50 / term-only p50 on SQLite.
+Run: ``python bench/memory_hybrid.py [--quick] [--dims N]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for tests.support
+
+import numpy as np
+from _common import machine_note, median, print_table, result_line
+from _memory_data import memory_texts, queries
+from contextd.app.memory_embedding import EmbeddingRanker, EmbeddingStats
+from contextd.store.database import Database
+from contextd.store.db import SqliteDatabase
+from contextd.store.memories import MemoryRepo
+from contextd.store.memory_vectors import MemoryVectorRepo
+from contextd.store.pg_db import PostgresDatabase
+
+from tests.support.postgres import running_postgres
+
+NAME = "memory_hybrid"
+TARGET_P50_MS = 10.0
+MAIN_USER = "user-main"
+MODEL = "bench-embed"
+
+
+class InstantEmbedder:
+    """Random vectors at once: the provider's own time is not what is measured."""
+
+    provider = "bench"
+    model = MODEL
+    min_similarity = -1.0  # every vector ranks
+
+    def __init__(self, dims: int) -> None:
+        self._dims = dims
+        self._rng = np.random.default_rng(20261125)
+
+    async def embed(self, texts: Sequence[str], purpose: str) -> list[list[float]]:
+        return [self._rng.standard_normal(self._dims).tolist() for _ in texts]
+
+    async def aclose(self) -> None:
+        pass
+
+
+async def load(db: Database, memories: int, embedder: InstantEmbedder) -> MemoryRepo:
+    repo = MemoryRepo(db)
+    texts = memory_texts(memories)
+    for start in range(0, len(texts), 1000):
+        await repo.add_many(MAIN_USER, texts[start : start + 1000])
+    for user in range(50):
+        await repo.add_many(f"user-{user}", memory_texts(100, seed=user))
+    vectors = MemoryVectorRepo(db, MODEL)
+    after = 0
+    while batch := await vectors.pending(after, 1000):
+        await vectors.save(batch, await embedder.embed([m.content for m in batch], "document"))
+        after = batch[-1].id
+    return repo
+
+
+async def timed(repo: MemoryRepo, qs: Sequence[str], rounds: int) -> list[float]:
+    samples = []
+    for _ in range(rounds):
+        for q in qs:
+            started = time.perf_counter()
+            await repo.search(MAIN_USER, q, 10)
+            samples.append((time.perf_counter() - started) * 1e3)
+    return samples
+
+
+async def measure(db: Database, args: argparse.Namespace) -> dict[str, list[float]]:
+    embedder = InstantEmbedder(args.dims)
+    repo = await load(db, args.memories, embedder)
+    qs = queries(60 if args.quick else 240)
+    rounds = 2 if args.quick else 5
+    await timed(repo, qs[:10], 1)  # warm
+    terms = await timed(repo, qs, rounds)
+    vectors = MemoryVectorRepo(db, MODEL)
+    repo.meaning = EmbeddingRanker(embedder, vectors, EmbeddingStats())
+    started = time.perf_counter()
+    await repo.search(MAIN_USER, qs[0], 10)
+    first = [(time.perf_counter() - started) * 1e3]
+    hybrid = await timed(repo, qs, rounds)
+    return {"terms": terms, "first": first, "hybrid": hybrid}
+
+
+async def bench(args: argparse.Namespace) -> int:
+    print(machine_note(), flush=True)
+    print(
+        f"{NAME}: {args.memories} memories of {MAIN_USER} and 50 x 100 of other users, "
+        f"{args.dims} dimensions, limit 10"
+    )
+    results: dict[str, dict[str, list[float]]] = {}
+    with tempfile.TemporaryDirectory(prefix="contextd-bench-") as tmp:
+        db: Database = await SqliteDatabase.open(Path(tmp) / "bench.sqlite3")
+        try:
+            results["SQLite"] = await measure(db, args)
+        finally:
+            await db.close()
+    with contextlib.ExitStack() as stack:
+        try:
+            postgres = None if args.sqlite_only else stack.enter_context(running_postgres())
+        except LookupError as error:
+            print(f"PostgreSQL side skipped: {error}")
+            postgres = None
+        if postgres is not None:
+            db = await PostgresDatabase.open(
+                postgres.create_database("bench"), pool_size=4, statement_timeout=300
+            )
+            try:
+                results["PostgreSQL"] = await measure(db, args)
+            finally:
+                await db.close()
+    labels = {
+        "terms": "term-only search",
+        "first": "first hybrid search (loads the matrix)",
+        "hybrid": "hybrid search",
+    }
+    rows = []
+    for engine, sides in results.items():
+        for side, values in sides.items():
+            ordered = sorted(values)
+            p95 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))]
+            rows.append(
+                [
+                    f"{engine}: {labels[side]}",
+                    str(len(values)),
+                    f"{median(ordered):.2f}",
+                    f"{p95:.2f}",
+                    f"{ordered[-1]:.2f}",
+                ]
+            )
+    print_table(["side", "calls", "p50 ms", "p95 ms", "max ms"], rows)
+    hybrid_p50 = median(results["SQLite"]["hybrid"])
+    ratio = hybrid_p50 / median(results["SQLite"]["terms"])
+    worst = max(median(sides["hybrid"]) for sides in results.values())
+    print(f"hybrid p50 {hybrid_p50:.2f} ms on SQLite, {worst:.2f} ms at worst (target <= 10 ms)")
+    print(result_line(NAME, ratio, TARGET_P50_MS, worst <= TARGET_P50_MS))
+    return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--quick", action="store_true", help="fewer queries and rounds")
+    parser.add_argument("--memories", type=int, default=10_000)
+    parser.add_argument("--dims", type=int, default=384)
+    parser.add_argument("--sqlite-only", action="store_true")
+    return asyncio.run(bench(parser.parse_args()))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
