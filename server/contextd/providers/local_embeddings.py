@@ -97,12 +97,14 @@ class LocalEmbedder:
 
     provider = "local"
 
-    def __init__(self, model: str | None = None) -> None:
+    def __init__(self, model: str | None = None, *, any_script: bool = False) -> None:
+        """``any_script`` embeds text in any script even with an English-only model: for
+        measuring the model on what it refuses (bench/memory_recall.py), not for serving."""
         self.model = model or DEFAULT_LOCAL_MODEL
         self._directory = model_directory(self.model)
         packaged = PACKAGED_MODELS[self.model]
         self.min_similarity = packaged.min_similarity
-        self._english_only = packaged.english_only
+        self._english_only = packaged.english_only and not any_script
         os.environ.update(OFFLINE_ENVIRONMENT)
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="contextd-embed")
         self._encoder: Any = None
@@ -131,15 +133,18 @@ class LocalEmbedder:
     async def embed(self, texts: Sequence[str], purpose: EmbeddingPurpose) -> list[list[float]]:
         """One unit-length vector per text; questions and memories are embedded alike.
 
-        An English-only model refuses a question mostly in Chinese, Japanese or Korean
-        (EmbeddingError): the search then ranks by terms, which find such questions,
-        instead of mixing in a ranking by noise. Memories are embedded whatever their
-        language, since a batch must not fail for one of them.
+        An English-only model refuses text mostly in Chinese, Japanese or Korean
+        (EmbeddingError, ``refused``): its vectors of such text are noise, close to each
+        other whatever they say. A question is then searched by its terms, which find such
+        questions, instead of mixing in a ranking by noise; a memory is found by its terms
+        only (the server embeds the rest of a refused batch one text at a time); a new
+        fact is reconciled by its text.
         """
+        del purpose
         if not texts:
             return []
-        if purpose == "query" and self._english_only and any(map(mostly_unspaced_script, texts)):
-            raise EmbeddingError(f"{self.model} reads English only")
+        if self._english_only and any(map(mostly_unspaced_script, texts)):
+            raise EmbeddingError(f"{self.model} reads English only", refused=True)
         loop = asyncio.get_running_loop()
         try:
             return await loop.run_in_executor(self._executor, self._encode, list(texts))
