@@ -217,25 +217,32 @@ def recall_table(runs: Sequence[Run]) -> None:
     print_table(headers, rows)
 
 
+def of_lang(values: Sequence[float], lang: Lang) -> list[float]:
+    """The values of questions in ``lang``: timings follow QUESTIONS, round after round."""
+    return [v for i, v in enumerate(values) if QUESTIONS[i % len(QUESTIONS)].lang == lang]
+
+
+def latency_row(label: str, values: Sequence[float]) -> list[str]:
+    cells = [label, f"{percentile(values, 0.5):.2f}", f"{percentile(values, 0.95):.2f}"]
+    for lang in ("en", "zh"):
+        mine = of_lang(values, lang)
+        cells += [f"{percentile(mine, 0.5):.2f}", f"{percentile(mine, 0.95):.2f}"]
+    return cells
+
+
 def latency_table(runs: Sequence[Run], embed: list[float] | None, memories: int) -> float | None:
     rows = []
     for r in runs[:2]:
         label = "term-only" if r.provider == "none" else f"hybrid ({r.provider}), with embedding"
-        rows.append([label, f"{percentile(r.times, 0.5):.2f}", f"{percentile(r.times, 0.95):.2f}"])
+        rows.append(latency_row(label, r.times))
     own: float | None = None
     if embed is not None and len(runs) > 1:
-        rows.append(
-            ["local model: embed one question", f"{percentile(embed, 0.5):.2f}",
-             f"{percentile(embed, 0.95):.2f}"]
-        )  # fmt: skip
+        rows.append(latency_row("local model: embed (or refuse) one question", embed))
         without = [max(0.0, s - e) for s, e in zip(runs[1].times, embed, strict=True)]
         own = percentile(without, 0.5)
-        rows.append(
-            ["hybrid without embedding (paired estimate)", f"{own:.2f}",
-             f"{percentile(without, 0.95):.2f}"]
-        )  # fmt: skip
+        rows.append(latency_row("hybrid without embedding (paired estimate)", without))
     print(f"\nSearchMemories latency, {memories} memories of one user (ms)")
-    print_table(["search", "p50", "p95"], rows)
+    print_table(["search", "p50", "p95", "en p50", "en p95", "zh p50", "zh p95"], rows)
     return own
 
 
