@@ -78,9 +78,10 @@ gen: $(VENV)/.dev-deps
 	$(BIN)/python scripts/gen_protos.py
 
 ## bench: run the benchmarks one after another (ratios measured in one run)
-BENCHMARKS := build_vs_echo trim_vs_langchain session_build memory_search memory_hybrid store_writes \
-	stream_vs_grpc first_delta auth_cost metrics_cost pg_driver pg_vs_sqlite prompt_cache
-bench: $(VENV)/.dev-deps
+BENCHMARKS := build_vs_echo trim_vs_langchain session_build memory_search memory_hybrid \
+	memory_recall store_writes stream_vs_grpc first_delta auth_cost metrics_cost pg_driver \
+	pg_vs_sqlite prompt_cache
+bench: $(VENV)/.dev-deps $(VENV)/.local-embeddings
 	for b in $(BENCHMARKS); do $(BIN)/python bench/$$b.py || exit 1; done
 
 clean:
