@@ -249,9 +249,7 @@ def latency_table(runs: Sequence[Run], embed: list[float] | None, memories: int)
     own: float | None = None
     if embed is not None and len(runs) > 1:
         hybrid = runs[1]
-        rows.append(
-            latency_row("local model in the server: embed one question", hybrid.embed_times)
-        )
+        rows.append(latency_row("local model in the server, per question", hybrid.embed_times))
         without = [s - e for s, e in zip(hybrid.times, hybrid.embed_times, strict=True)]
         own = percentile(without, 0.5)
         rows.append(latency_row("hybrid without the embedding", without))
