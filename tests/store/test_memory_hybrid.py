@@ -188,3 +188,21 @@ async def test_a_refused_text_does_not_hold_up_the_others(hybrid: Hybrid) -> Non
     )
     found = await hybrid.memories.search("ada", "Do I eat meat?", 3)
     assert found[0].memory.content == "I am vegetarian"
+
+
+async def test_worker_embeds_what_was_left_unembedded_when_it_starts(hybrid: Hybrid) -> None:
+    await hybrid.memories.add_many("ada", FACTS)  # before the worker runs: a restart
+    hybrid.worker.start()
+    await asyncio.wait_for(hybrid.worker.wait_idle(), 5)
+    assert await hybrid.vectors.count_pending() == 0
+    assert hybrid.stats.embedded == len(FACTS)
+
+
+async def test_a_refused_query_is_searched_by_terms_without_a_failure(hybrid: Hybrid) -> None:
+    await hybrid.memories.add_many("ada", FACTS)
+    await hybrid.settle()
+    hybrid.embedder.refuse = {"black coffee"}
+    result = await hybrid.memories.search_noted("ada", "black coffee", 3)
+    assert result.found[0].memory.content.startswith("My favourite drink")
+    assert result.note == "ranked by terms only: fake: input refused"
+    assert hybrid.stats.failures == 0

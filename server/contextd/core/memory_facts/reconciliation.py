@@ -3,15 +3,24 @@ replacing one of them.
 
 By text: equal texts are the same memory, and a fact replaces the memory it names. By
 meaning, when memories have vectors (``closest``: each fact's nearest memory and their
-cosine): a fact at least ``duplicate_at`` close to a memory says the same thing in other
-words and only restates it (it is not stored twice); a fact at least ``same_subject_at``
-close to a memory that states a single-valued fact (where the user lives, their job,
-name, age...) and that is not itself a statement of another kind gives that subject a
-new value ("I moved to Porto" after "I live in Lisbon"): it replaces the memory.
+cosine), only where the text rules leave the fact alone:
+
+* a fact at least ``duplicate_at`` close to a memory says the same thing in other words
+  and only restates it (it is not stored twice), unless the rules read both as the same
+  kind of statement with different values ("I have three kids", "I have two kids" are
+  that close: cosine alone cannot tell a rewording from a new value);
+* a first-person fact at least ``same_subject_at`` close to a memory that states a
+  single-valued fact (where the user lives, their job, name, age...), and that is no
+  statement of another kind, gives that subject a new value ("I moved to Porto" after
+  "I live in Lisbon"): it replaces the memory. First person only: "My sister lives in
+  Porto" is as close to "I live in Lisbon" as "I moved to Porto" is.
+
+bench/README.md gives the cosines these rules and their default thresholds come from.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -19,6 +28,9 @@ from enum import StrEnum
 from contextd.core.memory_facts.facts import ExistingMemory, Fact
 from contextd.core.memory_facts.rules import SINGLE_VALUED, parse_statement
 from contextd.core.search_terms import dedup_key
+
+# A fact about the user themselves: "I ...", "I'm ...", "我..." (not "我的妹妹...").
+_FIRST_PERSON = re.compile(r"\s*(?:(?:i|i'm|im|i've|i'd)\b|我(?!的))", re.IGNORECASE)
 
 
 class Action(StrEnum):
@@ -74,7 +86,7 @@ def reconcile(
         near = closest.get(fact.text) if closest and thresholds else None
         if target is None and near is not None and thresholds is not None:
             memory, cosine = near
-            if cosine >= thresholds.duplicate_at:
+            if cosine >= thresholds.duplicate_at and not _other_values(fact.text, memory.text):
                 decisions.append(Decision(Action.RESTATE, fact, memory))
                 continue
             if cosine >= thresholds.same_subject_at and new_value_of(fact.text, memory.text):
@@ -89,9 +101,21 @@ def reconcile(
 
 def new_value_of(fact: str, memory: str) -> bool:
     """Whether ``fact``, close in meaning to ``memory``, can give its subject a new value:
-    the memory states a single-valued fact and the fact is no statement of another kind."""
+    the memory states a single-valued fact, the fact speaks of the user in the first
+    person and is no statement of another kind (nor the same value)."""
     old = parse_statement(memory)
-    if old is None or old.kind not in SINGLE_VALUED:
+    if old is None or old.kind not in SINGLE_VALUED or not _FIRST_PERSON.match(fact):
         return False
     new = parse_statement(fact)
-    return new is None or new.kind == old.kind
+    return new is None or _other_values(fact, memory)
+
+
+def _other_values(fact: str, memory: str) -> bool:
+    """The rules read both as the same kind of statement, with different values."""
+    new, old = parse_statement(fact), parse_statement(memory)
+    return (
+        new is not None
+        and old is not None
+        and new.kind == old.kind
+        and dedup_key(new.value) != dedup_key(old.value)
+    )
