@@ -61,6 +61,19 @@ def _incoming(metadata: Any) -> Any:
     """The caller's trace context from the metadata keys the propagators read
     (``traceparent`` and ``tracestate`` by default, ``OTEL_PROPAGATORS`` otherwise);
     None when the call brought none."""
-    fields = get_global_textmap().fields
+    fields = _fields_read()
     carrier = {key: value for key, value in metadata or () if key in fields}
     return spans.incoming(carrier) if carrier else None
+
+
+# The global propagator and the keys it reads: a composite propagator builds that set
+# anew each time it is asked, on every call, so it is kept until the propagator changes.
+_read_by: list[Any] = [None, frozenset()]
+
+
+def _fields_read() -> frozenset[str]:
+    textmap = get_global_textmap()
+    if textmap is not _read_by[0]:
+        _read_by[:] = [textmap, frozenset(textmap.fields)]
+    fields: frozenset[str] = _read_by[1]
+    return fields
