@@ -43,7 +43,7 @@ from ._record_types import (
     Collected,
     DeletedCounts,
     Memory,
-    ScoredMemory,
+    MemoryHits,
     Session,
     SessionEvent,
     Skill,
@@ -422,9 +422,7 @@ class AsyncContextClient:
         request = records.add_memory_request(user_id, content, source_session_id, source_message_id)
         return records.added_memory(await self._call(self.memory_stub.AddMemory, request))
 
-    async def search_memories(
-        self, user_id: str, query: str, *, limit: int = 0
-    ) -> list[ScoredMemory]:
+    async def search_memories(self, user_id: str, query: str, *, limit: int = 0) -> MemoryHits:
         """The user's memories most relevant to ``query``, best first, with their scores."""
         request = records.search_memories_request(user_id, query, limit)
         return records.scored_memories(await self._call(self.memory_stub.SearchMemories, request))

@@ -35,7 +35,7 @@ from ._record_types import (
     Collected,
     DeletedCounts,
     Memory,
-    ScoredMemory,
+    MemoryHits,
     Session,
     SessionEvent,
     Skill,
@@ -434,7 +434,7 @@ class ContextClient:
         request = records.add_memory_request(user_id, content, source_session_id, source_message_id)
         return records.added_memory(self._call(self.memory_stub.AddMemory, request))
 
-    def search_memories(self, user_id: str, query: str, *, limit: int = 0) -> list[ScoredMemory]:
+    def search_memories(self, user_id: str, query: str, *, limit: int = 0) -> MemoryHits:
         """The user's memories most relevant to ``query``, best first, with their scores."""
         request = records.search_memories_request(user_id, query, limit)
         return records.scored_memories(self._call(self.memory_stub.SearchMemories, request))

@@ -4,6 +4,7 @@ run time, with their keys and value types known to type checkers)."""
 # No "from __future__ import annotations": the annotations must be evaluated for
 # NotRequired keys to show as optional in __optional_keys__ at run time.
 
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any, Literal, NotRequired, TypeAlias, TypedDict
 
@@ -99,6 +100,16 @@ class ScoredMemory(Memory):
     score: float
     relevance: float
     recency: float
+
+
+class MemoryHits(list[ScoredMemory]):
+    """What ``search_memories`` returns: the memories found, best first (a list), and
+    ``note``, why they were ranked by their terms alone although the server searches by
+    meaning (its embedding provider failed or refused the query); "" otherwise."""
+
+    def __init__(self, found: Iterable[ScoredMemory] = (), note: str = "") -> None:
+        super().__init__(found)
+        self.note = note
 
 
 class Collected(TypedDict):

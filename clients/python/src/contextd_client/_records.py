@@ -23,6 +23,7 @@ from ._record_types import (
     Collected,
     DeletedCounts,
     Memory,
+    MemoryHits,
     ScoredMemory,
     Session,
     SessionEvent,
@@ -316,8 +317,8 @@ def search_memories_request(user_id: str, query: str, limit: int) -> mpb.SearchM
     )
 
 
-def scored_memories(response: mpb.SearchMemoriesResponse) -> list[ScoredMemory]:
-    return [
+def scored_memories(response: mpb.SearchMemoriesResponse) -> MemoryHits:
+    found: list[ScoredMemory] = [
         {
             **memory_from_pb(found.memory),
             "score": found.score,
@@ -326,6 +327,7 @@ def scored_memories(response: mpb.SearchMemoriesResponse) -> list[ScoredMemory]:
         }
         for found in response.results
     ]
+    return MemoryHits(found, response.note)
 
 
 def list_memories_request(user_id: str, page_size: int, page_token: str) -> mpb.ListMemoriesRequest:
