@@ -507,6 +507,7 @@ def _add_services(
         sessions.conversation,
         MemoryHistoryRepo(db, memories),
         AfterTurnSettings.from_settings(settings),
+        metrics,
     )
     chat = ChatApp(
         sessions,

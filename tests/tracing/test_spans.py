@@ -5,6 +5,7 @@ trace on both ports, trace ids in log lines, and an error status."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from collections.abc import Sequence
@@ -211,3 +212,32 @@ async def test_a_failed_call_has_an_error_status(traced: Traced) -> None:
     attributes = dict(server.attributes or {})
     assert attributes["rpc.grpc.status_code"] == grpc.StatusCode.INVALID_ARGUMENT.value[0]
     assert attributes["error.type"] == "INVALID_ARGUMENT"
+
+
+async def test_after_turn_model_calls_are_chat_spans_of_their_own_trace(traced: Traced) -> None:
+    traced.fake.script(oa.text_reply(["Noted: you like jazz."]))
+    found = await _turn(traced, "I like jazz. Please remember that.")
+    [server] = _named(found, "contextd.v1.ChatService/StreamChat")
+    deadline = asyncio.get_running_loop().time() + 10
+    while True:
+        after = _named(traced.exporter.get_finished_spans(), "contextd.after_turn")
+        linked = [s for s in after if any(link.context == server.context for link in s.links)]
+        if linked or asyncio.get_running_loop().time() > deadline:
+            break
+        await asyncio.sleep(0.05)
+    [root] = linked
+    assert root.parent is None and root.context is not None
+    in_root = [
+        s
+        for s in traced.exporter.get_finished_spans()
+        if s.context is not None and s.context.trace_id == root.context.trace_id
+    ]
+    calls = _named(in_root, "chat fake-model")
+    assert calls, "the memory extraction asks the model"
+    for model_call in calls:
+        assert _within(in_root, model_call, root)
+        attributes = dict(model_call.attributes or {})
+        assert attributes["gen_ai.operation.name"] == "chat"
+        assert attributes["gen_ai.request.temperature"] == 0.0
+        assert attributes["gen_ai.usage.output_tokens"] > 0
+        assert "gen_ai.input.messages" not in attributes

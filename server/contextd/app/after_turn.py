@@ -42,13 +42,13 @@ happens after the turn's ``turn_end``. Its record is ``memory_history``.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from contextd.app.after_turn_model import AfterTurnModel
 from contextd.app.chat import FinishedTurn
 from contextd.app.memory_embedding import closest_memories
 from contextd.config import Settings
@@ -72,9 +72,10 @@ from contextd.core.memory_facts import (
     rule_replaces,
     session_summary_messages,
 )
-from contextd.core.messages import ChatMessage, Role
+from contextd.core.messages import Role
 from contextd.core.pipeline import is_blank
-from contextd.providers.base import ModelRequest, Provider, TextDelta
+from contextd.metrics.recorder import NULL_RECORDER, Recorder
+from contextd.providers.base import Provider
 from contextd.store.conversation import ConversationRepo
 from contextd.store.memories import MemoryRepo
 from contextd.store.memory_history import MemoryHistoryRepo
@@ -86,8 +87,6 @@ log = logging.getLogger("contextd.after_turn")
 
 T = TypeVar("T")
 
-# A model answer is read up to this many characters; past them the call is stopped.
-MAX_MODEL_OUTPUT_CHARS = 20_000
 # The newest messages a session summary is written from.
 SUMMARY_RECENT_MESSAGES = 12
 
@@ -180,6 +179,7 @@ class AfterTurnRunner:
         conversation: ConversationRepo,
         history: MemoryHistoryRepo,
         settings: AfterTurnSettings | None = None,
+        metrics: Recorder = NULL_RECORDER,
     ) -> None:
         self.provider = provider
         self.memories = memories
@@ -187,6 +187,9 @@ class AfterTurnRunner:
         self.conversation = conversation
         self.history = history
         self.settings = settings or AfterTurnSettings()
+        self._model = AfterTurnModel(
+            provider, self.settings.model_timeout, self.settings.max_output_tokens, metrics
+        )
         use = self.settings.use_model
         self.use_model = provider.capabilities.follows_instructions if use is None else use
         self.stats = AfterTurnStats()
@@ -398,7 +401,7 @@ class AfterTurnRunner:
             max_chars=s.max_fact_chars,
         )
         try:
-            output = await self._complete(messages)
+            output = await self._model.complete(messages)
             parsed = parse_facts(output, max_facts=s.max_facts, max_chars=s.max_fact_chars)
         except Exception as error:
             self.stats.model_fallbacks += 1
@@ -473,7 +476,7 @@ class AfterTurnRunner:
         summary = ""
         if self.use_model:
             try:
-                output = await self._complete(
+                output = await self._model.complete(
                     compression_messages(previous, lines, max_chars=s.compression_summary_chars)
                 )
                 summary = clean_summary(output, s.compression_summary_chars)
@@ -514,7 +517,7 @@ class AfterTurnRunner:
         if self.use_model:
             recent = await self._newest(turn, SUMMARY_RECENT_MESSAGES)
             try:
-                output = await self._complete(
+                output = await self._model.complete(
                     session_summary_messages(
                         first_text,
                         [_line(r) for r in recent],
@@ -544,25 +547,6 @@ class AfterTurnRunner:
             self.stats.session_summaries += 1
 
     # --- the model ------------------------------------------------------------------------
-
-    async def _complete(self, messages: list[ChatMessage]) -> str:
-        """One model call's text (tool calls are not offered), within ``model_timeout``."""
-        request = ModelRequest(
-            messages=messages, temperature=0.0, max_output_tokens=self.settings.max_output_tokens
-        )
-        parts: list[str] = []
-        size = 0
-        async with asyncio.timeout(self.settings.model_timeout):
-            async with contextlib.aclosing(self.provider.stream(request)) as stream:
-                async for event in stream:
-                    if isinstance(event, TextDelta):
-                        parts.append(event.text)
-                        size += len(event.text)
-                        if size > MAX_MODEL_OUTPUT_CHARS:
-                            raise ValueError(
-                                f"the model wrote more than {MAX_MODEL_OUTPUT_CHARS} characters"
-                            )
-        return "".join(parts)
 
 
 def _line(row: StoredMessage) -> Line:
