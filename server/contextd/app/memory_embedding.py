@@ -196,7 +196,9 @@ class EmbeddingWorker:
             if not error.refused:
                 raise
             if len(batch) == 1:
-                log.warning(
+                # INFO: a provider may refuse a whole language by design (the local
+                # model, Chinese text), and each memory of it would warn otherwise.
+                log.info(
                     "a memory's text was refused by the embedding provider; "
                     "it is found by its terms only",
                     extra={"memory_id": batch[0].id, "error": str(error)},
