@@ -64,7 +64,7 @@ class AfterTurnModel:
                 failure = error
                 raise
             finally:
-                error_type = "" if failure is None else type(failure).__name__
+                error_type = genai.error_type(failure)
                 if span is not None:
                     answer.ended(span, error_type)
                 self.metrics.model_call(

@@ -11,6 +11,7 @@ words, and by default a trace carries none of them.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import urllib.parse
@@ -87,6 +88,16 @@ def model_call(
         record_exception=False,
         set_status_on_exception=False,
     )
+
+
+def error_type(failure: BaseException | None) -> str:
+    """A model call's outcome as its ``error.type`` (and the metrics' ``error_type``
+    label): "" when it succeeded, "cancelled" when it was called off."""
+    if failure is None:
+        return ""
+    if isinstance(failure, asyncio.CancelledError | GeneratorExit):
+        return "cancelled"
+    return type(failure).__name__
 
 
 def model_call_ended(

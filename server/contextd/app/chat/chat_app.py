@@ -340,7 +340,7 @@ class ChatApp:
             self.provider.name,
             request.model or self.provider.default_model,
             time.perf_counter() - started,
-            _error_type(failure),
+            genai.error_type(failure),
             usage.prompt_tokens,
             usage.completion_tokens,
         )
@@ -435,17 +435,8 @@ def _model_span_ended(
         output_tokens=usage.completion_tokens,
         text=turn.text[turn.step_start :],
         calls=calls,
-        error_type=_error_type(failure),
+        error_type=genai.error_type(failure),
     )
-
-
-def _error_type(failure: BaseException | None) -> str:
-    """A model call's outcome as the ``error_type`` label: "" when it succeeded."""
-    if failure is None:
-        return ""
-    if isinstance(failure, asyncio.CancelledError | GeneratorExit):
-        return "cancelled"
-    return type(failure).__name__
 
 
 def _error_text(error: ProviderError) -> str:
