@@ -20,20 +20,15 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import grpc.aio
 from _common import machine_note
 from _server import serve, spawn_server
-from build_vs_echo import BUILD_METHOD, Side, alternating_rounds, build_request, report_cost
+from build_vs_echo import build_request, builds_off_and_on, cost_parser, report_cost, set_counts
 
 if TYPE_CHECKING:
     from contextd.server import RunningServer
 
 NAME = "auth_cost"
 TARGET = 0.95
-
-
-def _same(data: bytes) -> bytes:
-    return data
 
 
 def _write(path: Path, text: str) -> None:
@@ -65,25 +60,11 @@ async def run(args: argparse.Namespace) -> int:
         off_server = spawn_server(__file__, args.log_level)
         on_server = spawn_server(__file__, args.log_level, "--key-file", str(key_file))
         metadata = (("authorization", f"Bearer {_read(key_file)}"),)
+        servers = (off_server, on_server)
         try:
-            async with (
-                grpc.aio.insecure_channel(f"127.0.0.1:{off_server.port}") as off_channel,
-                grpc.aio.insecure_channel(f"127.0.0.1:{on_server.port}") as on_channel,
-            ):
-                plain = off_channel.unary_unary(BUILD_METHOD, _same, _same)
-                keyed = on_channel.unary_unary(BUILD_METHOD, _same, _same)
-
-                async def with_key(data: bytes) -> bytes:
-                    reply: bytes = await keyed(data, metadata=metadata)
-                    return reply
-
-                # Both sides must answer the same before anything is timed.
-                if await plain(payload) != await with_key(payload):
-                    raise SystemExit("BuildMessages answered differently with auth on")
-                off = Side("auth none", plain)
-                on = Side("auth api-key", with_key)
-                pairs = ((off, off_server), (on, on_server))
-                await alternating_rounds(pairs, payload, args.warmup, args.rounds, args.calls)
+            off, on = await builds_off_and_on(
+                servers, ("auth none", "auth api-key"), payload, args, metadata
+            )
         finally:
             off_server.stop()
             on_server.stop()
@@ -93,22 +74,13 @@ async def run(args: argparse.Namespace) -> int:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--quick", action="store_true", help="small counts (smoke test)")
-    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
+    parser = cost_parser(__doc__)
     parser.add_argument("--key-file", help=argparse.SUPPRESS)
-    parser.add_argument(
-        "--log-level", default="INFO", help="server log level, or OFF (default INFO, as served)"
-    )
-    parser.add_argument("--rounds", type=int, help="rounds per side (default 10, quick 2)")
-    parser.add_argument("--calls", type=int, help="calls per round (default 2000, quick 400)")
     args = parser.parse_args()
     if args.serve:
         asyncio.run(_serve(args))
         return 0
-    args.rounds = args.rounds or (2 if args.quick else 10)
-    args.calls = args.calls or (400 if args.quick else 2000)
-    args.warmup = 200 if args.quick else 2000
+    set_counts(args)
     return asyncio.run(run(args))
 
 

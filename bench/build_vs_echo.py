@@ -138,6 +138,58 @@ async def alternating_rounds(
             await throughput_round(side, payload, calls, server)
 
 
+def cost_parser(doc: str | None) -> argparse.ArgumentParser:
+    """The options of a throughput comparison: ``--quick``, ``--log-level``, ``--rounds``,
+    ``--calls``, and the hidden ``--serve`` its server children are started with."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0] if doc else None)
+    parser.add_argument("--quick", action="store_true", help="small counts (smoke test)")
+    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--log-level", default="INFO", help="server log level, or OFF (default INFO, as served)"
+    )
+    parser.add_argument("--rounds", type=int, help="rounds per side (default 10, quick 2)")
+    parser.add_argument("--calls", type=int, help="calls per round (default 2000, quick 400)")
+    return parser
+
+
+def set_counts(args: argparse.Namespace) -> None:
+    """Rounds, calls per round and warm-up calls, from the options or ``--quick``."""
+    args.rounds = args.rounds or (2 if args.quick else 10)
+    args.calls = args.calls or (400 if args.quick else 2000)
+    args.warmup = 200 if args.quick else 2000
+
+
+async def builds_off_and_on(
+    servers: tuple[ServerChild, ServerChild],
+    names: tuple[str, str],
+    payload: bytes,
+    args: argparse.Namespace,
+    metadata: tuple[tuple[str, str], ...] = (),
+) -> tuple[Side, Side]:
+    """``payload`` as BuildMessages to both servers (the second called with ``metadata``),
+    checked to answer the same, then timed in alternating rounds."""
+    off_server, on_server = servers
+    async with (
+        grpc.aio.insecure_channel(f"127.0.0.1:{off_server.port}") as off_channel,
+        grpc.aio.insecure_channel(f"127.0.0.1:{on_server.port}") as on_channel,
+    ):
+        plain = off_channel.unary_unary(BUILD_METHOD, _identity, _identity)
+        raw = on_channel.unary_unary(BUILD_METHOD, _identity, _identity)
+
+        async def with_metadata(data: bytes) -> bytes:
+            reply: bytes = await raw(data, metadata=metadata)
+            return reply
+
+        # Without metadata the on side is called as directly as the off side.
+        other: Call = with_metadata if metadata else raw
+        if await plain(payload) != await other(payload):
+            raise SystemExit(f"BuildMessages answered differently with {names[1]}")
+        off, on = Side(names[0], plain), Side(names[1], other)
+        pairs = ((off, off_server), (on, on_server))
+        await alternating_rounds(pairs, payload, args.warmup, args.rounds, args.calls)
+    return off, on
+
+
 def report_cost(
     name: str, payload: bytes, args: argparse.Namespace, off: Side, on: Side, target: float
 ) -> None:
@@ -259,21 +311,11 @@ async def run(args: argparse.Namespace) -> int:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--quick", action="store_true", help="small counts (smoke test)")
-    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument(
-        "--log-level", default="INFO", help="server log level, or OFF (default INFO, as served)"
-    )
-    parser.add_argument("--rounds", type=int, help="rounds per side (default 10, quick 2)")
-    parser.add_argument("--calls", type=int, help="calls per round (default 2000, quick 400)")
-    args = parser.parse_args()
+    args = cost_parser(__doc__).parse_args()
     if args.serve:
         asyncio.run(serve(args.log_level, [echo_handler()]))
         return 0
-    args.rounds = args.rounds or (2 if args.quick else 10)
-    args.calls = args.calls or (400 if args.quick else 2000)
-    args.warmup = 200 if args.quick else 2000
+    set_counts(args)
     args.latency_calls = 50 if args.quick else 300
     return asyncio.run(run(args))
 

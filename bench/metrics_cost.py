@@ -19,17 +19,12 @@ import socket
 import sys
 import urllib.request
 
-import grpc.aio
 from _common import machine_note
 from _server import serve, spawn_server
-from build_vs_echo import BUILD_METHOD, Side, alternating_rounds, build_request, report_cost
+from build_vs_echo import build_request, builds_off_and_on, cost_parser, report_cost, set_counts
 
 NAME = "metrics_cost"
 TARGET = 0.95
-
-
-def _same(data: bytes) -> bytes:
-    return data
 
 
 def _free_port() -> int:
@@ -52,18 +47,9 @@ async def run(args: argparse.Namespace) -> int:
     off_server = spawn_server(__file__, args.log_level)
     on_server = spawn_server(__file__, args.log_level, "--metrics-port", str(metrics_port))
     try:
-        async with (
-            grpc.aio.insecure_channel(f"127.0.0.1:{off_server.port}") as off_channel,
-            grpc.aio.insecure_channel(f"127.0.0.1:{on_server.port}") as on_channel,
-        ):
-            plain = off_channel.unary_unary(BUILD_METHOD, _same, _same)
-            metered = on_channel.unary_unary(BUILD_METHOD, _same, _same)
-            if await plain(payload) != await metered(payload):
-                raise SystemExit("BuildMessages answered differently with metrics on")
-            off = Side("metrics off", plain)
-            on = Side("metrics on", metered)
-            pairs = ((off, off_server), (on, on_server))
-            await alternating_rounds(pairs, payload, args.warmup, args.rounds, args.calls)
+        servers = (off_server, on_server)
+        names = ("metrics off", "metrics on")
+        off, on = await builds_off_and_on(servers, names, payload, args)
         scraped = await asyncio.to_thread(_scrape, metrics_port)
     finally:
         off_server.stop()
@@ -76,22 +62,13 @@ async def run(args: argparse.Namespace) -> int:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--quick", action="store_true", help="small counts (smoke test)")
-    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
+    parser = cost_parser(__doc__)
     parser.add_argument("--metrics-port", type=int, default=0, help=argparse.SUPPRESS)
-    parser.add_argument(
-        "--log-level", default="INFO", help="server log level, or OFF (default INFO, as served)"
-    )
-    parser.add_argument("--rounds", type=int, help="rounds per side (default 10, quick 2)")
-    parser.add_argument("--calls", type=int, help="calls per round (default 2000, quick 400)")
     args = parser.parse_args()
     if args.serve:
         asyncio.run(serve(args.log_level, [], metrics_port=args.metrics_port))
         return 0
-    args.rounds = args.rounds or (2 if args.quick else 10)
-    args.calls = args.calls or (400 if args.quick else 2000)
-    args.warmup = 200 if args.quick else 2000
+    set_counts(args)
     return asyncio.run(run(args))
 
 

@@ -21,11 +21,10 @@ import os
 import sys
 import threading
 
-import grpc.aio
 from _common import machine_note
 from _server import serve, spawn_server
-from build_vs_echo import BUILD_METHOD, Side, alternating_rounds, build_request, report_cost
-from metrics_cost import _free_port, _same
+from build_vs_echo import build_request, builds_off_and_on, cost_parser, report_cost, set_counts
+from metrics_cost import _free_port
 
 NAME = "observability_cost"
 TARGET = 0.95
@@ -58,20 +57,10 @@ async def run(args: argparse.Namespace) -> int:
         args.log_level,
         *("--metrics-port", str(_free_port()), "--otlp", endpoint, "--sample", str(args.sample)),
     )
+    sampled = "every call" if args.sample >= 1 else f"{args.sample:g} of calls"
+    names = ("both off", f"metrics+tracing on ({sampled} sampled)")
     try:
-        async with (
-            grpc.aio.insecure_channel(f"127.0.0.1:{off_server.port}") as off_channel,
-            grpc.aio.insecure_channel(f"127.0.0.1:{on_server.port}") as on_channel,
-        ):
-            plain = off_channel.unary_unary(BUILD_METHOD, _same, _same)
-            observed = on_channel.unary_unary(BUILD_METHOD, _same, _same)
-            if await plain(payload) != await observed(payload):
-                raise SystemExit("BuildMessages answered differently with metrics and tracing on")
-            off = Side("both off", plain)
-            sampled = "every call" if args.sample >= 1 else f"{args.sample:g} of calls"
-            on = Side(f"metrics+tracing on ({sampled} sampled)", observed)
-            pairs = ((off, off_server), (on, on_server))
-            await alternating_rounds(pairs, payload, args.warmup, args.rounds, args.calls)
+        off, on = await builds_off_and_on((off_server, on_server), names, payload, args)
     finally:
         off_server.stop()
         on_server.stop()  # the spans still waiting are exported as it stops
@@ -100,9 +89,7 @@ async def _serve_traced(args: argparse.Namespace) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--quick", action="store_true", help="small counts (smoke test)")
-    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
+    parser = cost_parser(__doc__)
     parser.add_argument("--metrics-port", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--otlp", default="", help=argparse.SUPPRESS)
     parser.add_argument(
@@ -111,18 +98,11 @@ def main() -> int:
         default=1.0,
         help="share of calls the traced server samples (default 1: every call)",
     )
-    parser.add_argument(
-        "--log-level", default="INFO", help="server log level, or OFF (default INFO, as served)"
-    )
-    parser.add_argument("--rounds", type=int, help="rounds per side (default 10, quick 2)")
-    parser.add_argument("--calls", type=int, help="calls per round (default 2000, quick 400)")
     args = parser.parse_args()
     if args.serve:
         asyncio.run(_serve_traced(args))
         return 0
-    args.rounds = args.rounds or (2 if args.quick else 10)
-    args.calls = args.calls or (400 if args.quick else 2000)
-    args.warmup = 200 if args.quick else 2000
+    set_counts(args)
     return asyncio.run(run(args))
 
 
