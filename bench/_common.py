@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import random
+import socket
 import statistics
 from collections.abc import Sequence
 
@@ -179,6 +180,14 @@ def long_history(n: int, seed: int = 20261121) -> list[tuple[str, str]]:
             text = " ".join(parts)
         turns.append(("assistant", text))
     return turns
+
+
+def free_port() -> int:
+    """A local TCP port free at the time of asking (for a server child's extra port)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
 
 
 def machine_note() -> str:

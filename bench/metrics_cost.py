@@ -15,23 +15,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import socket
 import sys
 import urllib.request
 
-from _common import machine_note
+from _common import free_port, machine_note
 from _server import serve, spawn_server
 from build_vs_echo import build_request, builds_off_and_on, cost_parser, report_cost, set_counts
 
 NAME = "metrics_cost"
 TARGET = 0.95
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def _scrape(port: int) -> str:
@@ -43,7 +35,7 @@ def _scrape(port: int) -> str:
 async def run(args: argparse.Namespace) -> int:
     payload = build_request().SerializeToString()
     print(machine_note(), flush=True)
-    metrics_port = _free_port()
+    metrics_port = free_port()
     off_server = spawn_server(__file__, args.log_level)
     on_server = spawn_server(__file__, args.log_level, "--metrics-port", str(metrics_port))
     try:

@@ -16,27 +16,19 @@ from __future__ import annotations
 import argparse
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 import grpc
-from _common import machine_note, median, print_table, result_line
+from _common import free_port, machine_note, median, print_table, result_line
 from build_vs_echo import BUILD_METHOD, build_request
 
 NAME = "metrics_instructions"
 TARGET = 1.05
 SERVER = Path(__file__).with_name("metrics_cost.py")
 WARMUP = 200
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def _same(data: bytes) -> bytes:
@@ -51,7 +43,7 @@ def instructions_per_call(metrics: bool, calls: int, log_level: str, work: Path)
         *(sys.executable, str(SERVER), "--serve", "--log-level", log_level),
     ]
     if metrics:
-        command += ["--metrics-port", str(_free_port())]
+        command += ["--metrics-port", str(free_port())]
     child = subprocess.Popen(
         command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
     )

@@ -21,10 +21,9 @@ import os
 import sys
 import threading
 
-from _common import machine_note
+from _common import free_port, machine_note
 from _server import serve, spawn_server
 from build_vs_echo import build_request, builds_off_and_on, cost_parser, report_cost, set_counts
-from metrics_cost import _free_port
 
 NAME = "observability_cost"
 TARGET = 0.95
@@ -55,7 +54,7 @@ async def run(args: argparse.Namespace) -> int:
     on_server = spawn_server(
         __file__,
         args.log_level,
-        *("--metrics-port", str(_free_port()), "--otlp", endpoint, "--sample", str(args.sample)),
+        *("--metrics-port", str(free_port()), "--otlp", endpoint, "--sample", str(args.sample)),
     )
     sampled = "every call" if args.sample >= 1 else f"{args.sample:g} of calls"
     names = ("both off", f"metrics+tracing on ({sampled} sampled)")
