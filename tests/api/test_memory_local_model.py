@@ -23,7 +23,8 @@ pytestmark = pytest.mark.skipif(
         importlib.util.find_spec(name) is None
         for name in ("sentence_transformers", PACKAGED_MODELS[DEFAULT_LOCAL_MODEL].package)
     ),
-    reason="the local-embeddings extra is not installed",
+    reason="the local-embeddings extra is not installed: it needs torch, "
+    "which no package index or wheelhouse here holds",
 )
 
 

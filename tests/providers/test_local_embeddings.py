@@ -32,7 +32,9 @@ EXTRA_INSTALLED = all(
     )
 )
 needs_model = pytest.mark.skipif(
-    not EXTRA_INSTALLED, reason="the local-embeddings extra is not installed"
+    not EXTRA_INSTALLED,
+    reason="the local-embeddings extra is not installed: it needs torch, "
+    "which no package index or wheelhouse here holds",
 )
 
 
