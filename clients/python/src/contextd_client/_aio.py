@@ -15,10 +15,10 @@ from . import _chat_calls as chat_calls
 from . import _context_calls as context_calls
 from . import _records as records
 from ._chat import AsyncChatStream
-from ._client import DEFAULT_TARGET, CallMetadata, Metadata, call_metadata
 from ._context_calls import CacheLayout, OutputFormat, OverflowPolicy
 from ._credentials import (
     AsyncTokenProvider,
+    CallMetadata,
     async_token_pair,
     bearer,
     check_credentials,
@@ -26,6 +26,7 @@ from ._credentials import (
 )
 from ._errors import ContextdError
 from ._messages import MessageLike
+from ._options import DEFAULT_TARGET, Metadata, call_metadata
 from ._pages import async_pages
 from ._parts import PartLike
 from ._pb import (

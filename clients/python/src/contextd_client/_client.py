@@ -6,7 +6,7 @@ import functools
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import EllipsisType, TracebackType
-from typing import Any, TypeAlias
+from typing import Any
 
 import grpc
 
@@ -15,9 +15,17 @@ from . import _context_calls as context_calls
 from . import _records as records
 from ._chat import ChatStream
 from ._context_calls import CacheLayout, OutputFormat, OverflowPolicy
-from ._credentials import TokenProvider, bearer, check_credentials, token_pair, with_pair
+from ._credentials import (
+    CallMetadata,
+    TokenProvider,
+    bearer,
+    check_credentials,
+    token_pair,
+    with_pair,
+)
 from ._errors import ContextdError
 from ._messages import MessageLike
+from ._options import DEFAULT_TARGET, Metadata, call_metadata
 from ._pages import pages
 from ._parts import PartLike
 from ._pb import (
@@ -45,20 +53,6 @@ from ._record_types import (
 from ._retry import RetryPolicy, retry_delay
 from ._trace import metadata_keys, trace_metadata, with_trace
 from ._types import AssembledPrompt, BuildResult, TokenCount, TokenizerList
-
-DEFAULT_TARGET = "127.0.0.1:50151"
-
-MetadataValue: TypeAlias = str | bytes
-Metadata: TypeAlias = Mapping[str, MetadataValue] | Sequence[tuple[str, MetadataValue]]
-CallMetadata: TypeAlias = tuple[tuple[str, MetadataValue], ...]
-
-
-def call_metadata(metadata: Metadata | None) -> CallMetadata | None:
-    """Metadata sent with every call, as the tuple of pairs grpc expects."""
-    if metadata is None:
-        return None
-    pairs = metadata.items() if isinstance(metadata, Mapping) else metadata
-    return tuple((key, value) for key, value in pairs)
 
 
 class ContextClient:
