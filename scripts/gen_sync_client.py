@@ -6,13 +6,13 @@
 ContextClient (_client.py) is AsyncContextClient (_aio.py) without the awaiting: the
 same methods, arguments, requests, responses, error mapping, retries and metadata, over
 a blocking grpc channel. So only the async client is written by hand, and the sync one
-is made from it as httpcore makes its own: unasync drops ``async`` and ``await`` and
-renames the asyncio names (TOKENS); then the few places where the sync client says or
-does something else get its own text: short snippets (TEXTS), the docstrings written for
-a reader of the sync client (DOCSTRINGS) and the methods only the asyncio client needs
-in its own form (METHODS). Last, ruff sorts the imports and formats the module, so that
-it passes ``make lint`` as it is. Each replacement must find its place in _aio.py: an
-edit there that moves one away fails here instead of leaving the sync client wrong.
+is made from it: unasync drops ``async`` and ``await`` and renames the asyncio names
+(TOKENS); then the few places where the sync client says or does something else get its
+own text: short snippets (TEXTS), the docstrings written for a reader of the sync client
+(DOCSTRINGS) and the methods it has in a form of its own or not at all (METHODS). Last,
+ruff sorts the imports and formats the module, so that it passes ``make lint`` as it is.
+Each replacement must find its place in _aio.py: an edit there that moves one away fails
+here instead of leaving the sync client wrong.
 """
 
 from __future__ import annotations
@@ -138,7 +138,8 @@ def stream_chat(self, turn: chat_calls.ChatTurn) -> ChatStream:
 
 
 class GenerationError(Exception):
-    """_aio.py no longer has a place that a replacement above is for."""
+    """The sync client cannot be made: a replacement lost its place in _aio.py, or ruff
+    failed."""
 
 
 def _unasync(source: str) -> str:
