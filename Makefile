@@ -76,6 +76,7 @@ test: $(VENV)/.dev-deps $(VENV)/.local-embeddings lint $(NODE_BUILT) $(BROWSER_H
 
 lint: $(VENV)/.dev-deps
 	$(BIN)/python scripts/gen_protos.py --check
+	$(BIN)/python scripts/gen_sync_client.py --check
 	$(BIN)/buf lint
 	$(BIN)/python scripts/check_breaking.py
 	$(BIN)/ruff check .
