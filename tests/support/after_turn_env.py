@@ -64,7 +64,7 @@ class ScriptedProvider:
             raise reply
         for i in range(0, len(reply), 7):
             yield TextDelta(reply[i : i + 7])
-        yield Finished("stop", "stop")
+        yield Finished("stop")
 
     async def aclose(self) -> None:
         return None
