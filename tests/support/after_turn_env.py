@@ -7,8 +7,7 @@ import logging
 from collections.abc import AsyncGenerator
 
 import pytest
-from contextd.app.after_turn import AfterTurnRunner, AfterTurnSettings
-from contextd.app.chat import FinishedTurn
+from contextd.app.after_turn import AfterTurnRunner, AfterTurnSettings, FinishedTurn
 from contextd.core.messages import ChatMessage, Role
 from contextd.providers.base import LANGUAGE_MODEL, Finished, ModelEvent, ModelRequest, TextDelta
 from contextd.providers.echo import EchoProvider

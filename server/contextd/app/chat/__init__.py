@@ -22,7 +22,6 @@ from contextd.app.chat.chat_app import ChatApp
 from contextd.app.chat.events import (
     ChatEvent,
     DeltaEvent,
-    FinishedTurn,
     TokenUsage,
     ToolCallEvent,
     TurnCompleted,
@@ -40,7 +39,6 @@ __all__ = [
     "ChatLimits",
     "ChatTurnRequest",
     "DeltaEvent",
-    "FinishedTurn",
     "ModelOptions",
     "TokenUsage",
     "ToolCallEvent",

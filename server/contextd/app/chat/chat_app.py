@@ -13,10 +13,10 @@ from typing import Any
 
 from opentelemetry.trace import Span
 
+from contextd.app.after_turn import FinishedTurn
 from contextd.app.chat.events import (
     ChatEvent,
     DeltaEvent,
-    FinishedTurn,
     ToolCallEvent,
     TurnStarted,
     TurnStatus,

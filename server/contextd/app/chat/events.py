@@ -1,4 +1,4 @@
-"""What a chat turn tells its caller as it runs, and what the work after it needs."""
+"""What a chat turn tells its caller as it runs."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ from enum import StrEnum
 
 from contextd.app.session_context import ContextLayer
 from contextd.core.build import BuildReport
-from contextd.core.identity import DEFAULT_TENANT
 from contextd.core.messages import ToolCall
 from contextd.store.sessions import UsageTotals
 
@@ -100,14 +99,3 @@ class TurnCompleted:
 
 
 ChatEvent = TurnStarted | DeltaEvent | ToolCallEvent | UsageEvent | TurnCompleted
-
-
-@dataclass(frozen=True, slots=True)
-class FinishedTurn:
-    """A turn that completed with status ok: what background work after it needs."""
-
-    session_id: str
-    user_id: str
-    turn_index: int
-    tokenizer: str = ""  # the turn's tokenizer: the stored counts read with its messages
-    tenant_id: str = DEFAULT_TENANT  # the user's tenant: user ids are unique only in one

@@ -5,7 +5,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
-from contextd.app.chat.events import FinishedTurn, TokenUsage, TurnCompleted, TurnStatus
+from contextd.app.after_turn import FinishedTurn
+from contextd.app.chat.events import TokenUsage, TurnCompleted, TurnStatus
 from contextd.app.chat.partial_writer import PartialAnswerWriter
 from contextd.app.sessions import SessionsApp
 from contextd.core.messages import ChatMessage, Role, ToolCall
