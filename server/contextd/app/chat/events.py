@@ -6,10 +6,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
+from contextd.app.chat.turn import TokenUsage
 from contextd.app.session_context import ContextLayer
 from contextd.core.build import BuildReport
 from contextd.core.messages import ToolCall
-from contextd.store.sessions import UsageTotals
 
 
 class TurnStatus(StrEnum):
@@ -21,36 +21,6 @@ class TurnStatus(StrEnum):
     # Never reported to a caller: the status of a turn the server's end cut off, closed
     # at the next start (its stored answer's and its turn_end event's).
     INTERRUPTED = "interrupted"
-
-
-@dataclass(slots=True)
-class TokenUsage:
-    """A step's, a turn's or a session's usage; the figures as in UsageTotals."""
-
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    prompt_tokens_estimate: int = 0
-    cache_read_tokens: int = 0
-    cache_write_tokens: int = 0
-    estimated: bool = False
-
-    def add(self, other: TokenUsage) -> None:
-        self.prompt_tokens += other.prompt_tokens
-        self.completion_tokens += other.completion_tokens
-        self.prompt_tokens_estimate += other.prompt_tokens_estimate
-        self.cache_read_tokens += other.cache_read_tokens
-        self.cache_write_tokens += other.cache_write_tokens
-        self.estimated = self.estimated or other.estimated
-
-    def totals(self) -> UsageTotals:
-        return UsageTotals(
-            self.prompt_tokens,
-            self.completion_tokens,
-            self.prompt_tokens_estimate,
-            self.cache_read_tokens,
-            self.cache_write_tokens,
-            self.estimated,
-        )
 
 
 @dataclass(frozen=True, slots=True)
