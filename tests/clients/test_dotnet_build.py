@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.dotnet_generated import README
 from tests.support.dotnet_sdk import (
     CONFIGURATION,
     DOTNET_DIR,
@@ -105,6 +106,90 @@ def test_csharp_and_vb_tests_pass_against_a_live_contextd(build: Run, tmp_path: 
     assert counters["passed"] >= 80, counters
     names = {r.name for r in report.results}
     assert any(n.startswith("Contextd.Client.Tests.VbSampleTests.") for n in names), names
+
+
+# What the README's VB snippets take from around them: the add-in's own variables.
+SNIPPET_CONTEXT = {
+    "client": "ContextdClient",
+    "sessionId": "String",
+    "request": "BuildMessagesRequest",
+    "completed": "TurnCompleted",
+    "answerBox": "AnswerBox",
+    "cancelButtonToken": "CancellationToken",
+    "chartPng": "String",
+    "history": "List(Of ChatMessage)",
+}
+
+SNIPPETS_PROJECT = """<Project Sdk="Microsoft.NET.Sdk">
+  <PropertyGroup>
+    <TargetFramework>net10.0</TargetFramework>
+    <OptionStrict>On</OptionStrict>
+    <OptionExplicit>On</OptionExplicit>
+    <OptionInfer>On</OptionInfer>
+    <TreatWarningsAsErrors>true</TreatWarningsAsErrors>
+  </PropertyGroup>
+  <ItemGroup>
+    <ProjectReference Include="{library}" />
+  </ItemGroup>
+</Project>
+"""
+
+SNIPPETS_HEADER = """Imports System.Threading
+Imports Contextd.Client
+Imports Contextd.V1
+Imports Grpc.Net.Client.Web
+Imports Microsoft.Extensions.AI
+{imports}
+
+' Stands for a task pane's text box.
+Public Class AnswerBox
+    Public Sub AppendText(text As String)
+    End Sub
+End Class
+
+Public Module Snippets
+    ' Stands for the add-in's own token function.
+    Function GetSsoTokenAsync(cancel As CancellationToken) As Task(Of String)
+        Return Task.FromResult("token")
+    End Function
+"""
+
+
+def _snippet_function(index: int, code: str) -> str:
+    """One README snippet as a function whose parameters are the variables it uses from
+    around it."""
+    declared = set(re.findall(r"^\s*(?:Dim|Using)\s+(\w+)", code, re.M))
+    parameters = ", ".join(
+        f"{name} As {kind}"
+        for name, kind in SNIPPET_CONTEXT.items()
+        if name not in declared and re.search(rf"\b{name}\b", code)
+    )
+    kind = "Async Function" if "Await " in code else "Sub"
+    end = "End Function" if kind == "Async Function" else "End Sub"
+    returns = " As Task" if kind == "Async Function" else ""
+    body = "\n".join("        " + line for line in code.splitlines())
+    return f"    {kind} Snippet{index}({parameters}){returns}\n{body}\n    {end}\n"
+
+
+def test_the_readmes_vb_snippets_compile(build: Run, tmp_path: Path) -> None:
+    """With Option Strict, each snippet as the body of a function of its own."""
+    snippets = re.findall(r"^```vb\n(.*?)^```$", README.read_text(), re.M | re.S)
+    assert len(snippets) >= 10
+    imports: set[str] = set()
+    functions = []
+    for i, snippet in enumerate(snippets, 1):
+        lines = snippet.splitlines()
+        imports |= {line for line in lines if line.startswith("Imports ")}
+        code = "\n".join(line for line in lines if not line.startswith("Imports "))
+        functions.append(_snippet_function(i, code))
+    project = tmp_path / "snippets"
+    project.mkdir()
+    (project / "Snippets.vbproj").write_text(SNIPPETS_PROJECT.format(library=LIBRARY_PROJECT))
+    imports -= set(SNIPPETS_HEADER.splitlines())
+    source = SNIPPETS_HEADER.format(imports="\n".join(sorted(imports)))
+    (project / "Snippets.vb").write_text(source + "\n".join(functions) + "End Module\n")
+    result = run(["build", "-c", CONFIGURATION], cwd=project)
+    assert result.returncode == 0, result.explain() + "\n" + (project / "Snippets.vb").read_text()
 
 
 @pytest.fixture(scope="module")
