@@ -223,9 +223,10 @@ class ChatApp:
         continuing = bool(req.tool_results)
         index = max((history[-1].turn_index if history else 0) + (0 if continuing else 1), 1)
         turn = Turn(session, index, req.caller.user_id, req.tokenizer, req.user_message)
-        # A session starts at its first turn, and again at the first turn after it ended.
+        # A session starts at its first turn (a new session's needs no read of its log),
+        # and again at the first turn after it ended.
         session_log = SessionLog(self._events, session)
-        if (not history and not continuing) or (history and await session_log.ended()):
+        if (not history and not continuing) or await session_log.needs_start():
             await session_log.start(self._config_meta(req))
         tools = self._tool_protocol(req, turn)
         record, log = tools.record, tools.log

@@ -27,6 +27,12 @@ class SessionLog:
         last = await self._events.last(self._session_id, tenant_id=self._tenant_id)
         return last is not None and last.get("type") == "session_end"
 
+    async def needs_start(self) -> bool:
+        """Whether a turn must write session_start first: the log is empty (a new
+        session, or one whose messages the host appended) or ends with session_end."""
+        last = await self._events.last(self._session_id, tenant_id=self._tenant_id)
+        return last is None or last.get("type") == "session_end"
+
     async def start(self, meta: dict[str, object]) -> None:
         await self._events.append(
             self._session_id, "session_start", meta=meta, tenant_id=self._tenant_id
