@@ -28,11 +28,11 @@ from pathlib import Path
 from contextd.core.errors import DatabaseUnavailable
 from contextd.store.copy_store import copy_store
 from contextd.store.copy_tables import CopyConflict, TableCount
-from contextd.store.data_lock import DataDirInUse, DataDirLock
-from contextd.store.database import Database
-from contextd.store.db import DB_FILENAME, SqliteDatabase
-from contextd.store.open_database import POSTGRES_SCHEMES, masked_url
-from contextd.store.pg_db import PostgresDatabase
+from contextd.store.engine.data_lock import DataDirInUse, DataDirLock
+from contextd.store.engine.database import Database
+from contextd.store.engine.open import POSTGRES_SCHEMES, masked_url
+from contextd.store.engine.postgresql import PostgresDatabase
+from contextd.store.engine.sqlite import DB_FILENAME, SqliteDatabase
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -8,9 +8,9 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from contextd.store.database import Database
-from contextd.store.db import SqliteDatabase
-from contextd.store.pg_db import PostgresDatabase
+from contextd.store.engine.database import Database
+from contextd.store.engine.postgresql import PostgresDatabase
+from contextd.store.engine.sqlite import SqliteDatabase
 
 ENGINES = ("sqlite", "postgresql")
 

@@ -16,8 +16,8 @@ from contextd.core.messages import ChatMessage, Role, ToolCall
 from contextd.store import tail_cache
 from contextd.store.catalog import CatalogRepo
 from contextd.store.conversation import ConversationRepo
-from contextd.store.database import Database
-from contextd.store.db import SqliteConnection
+from contextd.store.engine.database import Database
+from contextd.store.engine.sqlite import SqliteConnection
 from contextd.store.memories import MemoryRepo
 from contextd.store.models import NewMessage, Skill, StoredMessage
 from contextd.store.sessions import SessionRepo, UsageTotals

@@ -14,12 +14,12 @@ from contextd.store import copy_logs, copy_tables
 from contextd.store.conversation import ConversationRepo
 from contextd.store.copy_store import copy_store
 from contextd.store.copy_tables import TABLES
-from contextd.store.database import Database
-from contextd.store.db import SqliteDatabase
+from contextd.store.engine.database import Database
+from contextd.store.engine.postgresql import PostgresDatabase
+from contextd.store.engine.sqlite import SqliteDatabase
 from contextd.store.memories import MemoryRepo
 from contextd.store.memory_vectors import MemoryVectorRepo
 from contextd.store.models import NewMessage
-from contextd.store.pg_db import PostgresDatabase
 from contextd.store.sessions import SessionRepo
 
 from tests.support import images

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from contextd.store.database_watch import DatabaseWatch
+from contextd.store.engine.reachability import DatabaseWatch
 
 
 async def test_it_probes_until_the_database_answers() -> None:

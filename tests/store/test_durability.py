@@ -10,7 +10,7 @@ from pathlib import Path
 
 from contextd.core.messages import ChatMessage, Role
 from contextd.store.conversation import ConversationRepo
-from contextd.store.db import SqliteDatabase
+from contextd.store.engine.sqlite import SqliteDatabase
 from contextd.store.models import NewMessage
 from contextd.store.sessions import SessionRepo
 
@@ -86,7 +86,7 @@ from pathlib import Path
 import pytest
 from contextd.core.messages import ChatMessage, Role
 from contextd.store.conversation import ConversationRepo
-from contextd.store.db import SqliteDatabase
+from contextd.store.engine.sqlite import SqliteDatabase
 from contextd.store.models import NewMessage
 from contextd.store.sessions import SessionRepo
 

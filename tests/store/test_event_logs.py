@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from contextd.store.database import Database
+from contextd.store.engine.database import Database
 from contextd.store.events import EventStore
 from contextd.store.sessions import SessionRepo
 

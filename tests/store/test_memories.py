@@ -11,8 +11,8 @@ from contextd.core.errors import SessionNotFound
 from contextd.core.search_terms import TERMS_VERSION
 from contextd.store import memories as memories_module
 from contextd.store import memory_index
-from contextd.store.database import Database
-from contextd.store.db import SqliteDatabase
+from contextd.store.engine.database import Database
+from contextd.store.engine.sqlite import SqliteDatabase
 from contextd.store.memories import MemoryRepo
 from contextd.store.memory_history import MemoryHistoryRepo
 from contextd.store.memory_query import choose_terms, match_expression

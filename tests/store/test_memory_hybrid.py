@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from contextd.app.memory_embedding import EmbeddingRanker, EmbeddingStats, EmbeddingWorker
-from contextd.store.database import Database
+from contextd.store.engine.database import Database
 from contextd.store.log_removals import LogRemovals
 from contextd.store.memories import MemoryRepo
 from contextd.store.memory_history import MemoryHistoryRepo

@@ -7,7 +7,7 @@ import pytest
 from contextd.core.errors import SessionNotFound
 from contextd.core.messages import ChatMessage, Role
 from contextd.store.conversation import ConversationRepo
-from contextd.store.database import Database
+from contextd.store.engine.database import Database
 from contextd.store.models import NewMessage, Session
 from contextd.store.partial_answers import PartialAnswerRepo
 from contextd.store.sessions import SessionRepo, UsageTotals

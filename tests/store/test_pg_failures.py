@@ -12,9 +12,9 @@ import grpc
 import pytest
 from contextd.api.errors import status_for
 from contextd.core.errors import DatabaseUnavailable, StorageFull
-from contextd.store.open_database import check_database_url, masked_url
-from contextd.store.pg_db import PostgresDatabase, _translated
-from contextd.store.pg_sql import translate
+from contextd.store.engine.open import check_database_url, masked_url
+from contextd.store.engine.postgresql import PostgresDatabase, _translated
+from contextd.store.engine.postgresql_sql import translate
 from contextd.store.sessions import SessionRepo
 
 

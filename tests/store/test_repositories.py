@@ -14,8 +14,8 @@ from contextd.core.errors import SessionNotFound
 from contextd.core.messages import ChatMessage, Role, ToolCall
 from contextd.store.catalog import CatalogRepo
 from contextd.store.conversation import TAIL_SQL, ConversationRepo
-from contextd.store.database import Database
-from contextd.store.db import SqliteDatabase
+from contextd.store.engine.database import Database
+from contextd.store.engine.sqlite import SqliteDatabase
 from contextd.store.models import NewMessage, Session, Skill
 from contextd.store.paging import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
 from contextd.store.sessions import SessionRepo

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from contextd.store.catalog import CatalogRepo
-from contextd.store.database import Database
+from contextd.store.engine.database import Database
 
 
 async def test_template_found_ignoring_case_only_when_asked(db: Database) -> None:

@@ -13,8 +13,9 @@ from contextd.core.errors import SessionNotFound
 from contextd.core.messages import ChatMessage, Role
 from contextd.store.catalog import CatalogRepo
 from contextd.store.conversation import ConversationRepo
-from contextd.store.database import Database, migration_files
-from contextd.store.db import SqliteDatabase, _statements
+from contextd.store.engine.database import Database
+from contextd.store.engine.migrations import SQLITE_MIGRATIONS, migration_files
+from contextd.store.engine.sqlite import SqliteDatabase, _statements
 from contextd.store.events import EventLog
 from contextd.store.memories import MemoryRepo
 from contextd.store.memory_history import MemoryHistoryRepo
@@ -39,7 +40,7 @@ def _database_of_version(path: Path, version: int) -> sqlite3.Connection:
         "CREATE TABLE schema_migrations ("
         " version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL)"
     )
-    for number, name, sql in migration_files("contextd.store.migrations")[:version]:
+    for number, name, sql in migration_files(SQLITE_MIGRATIONS)[:version]:
         for statement in _statements(sql):
             conn.execute(statement)
         conn.execute("INSERT INTO schema_migrations VALUES (?, ?, ?)", (number, name, time.time()))
@@ -102,7 +103,7 @@ async def test_migration_keeps_every_row_in_the_default_tenant(tmp_path: Path) -
 
     db = await SqliteDatabase.open(path)
     try:
-        assert await db.schema_version() == len(migration_files("contextd.store.migrations"))
+        assert await db.schema_version() == len(migration_files(SQLITE_MIGRATIONS))
         sessions, conversation = SessionRepo(db), ConversationRepo(db)
         summaries, memories = SummaryRepo(db), MemoryRepo(db)
         listed, _ = await sessions.list_sessions("alice")

@@ -22,7 +22,7 @@ from contextd.providers.base import (
     TextDelta,
     Usage,
 )
-from contextd.store.database import Database
+from contextd.store.engine.database import Database
 from contextd.store.memory_index import user_key
 from contextd.v1 import chat_pb2 as cpb
 from contextd.v1 import chat_pb2_grpc, memory_pb2_grpc, sessions_pb2_grpc, users_pb2_grpc

@@ -13,7 +13,7 @@ from typing import Any
 
 from contextd.core.api_keys import KeyParts, hash_secret, new_key
 from contextd.core.identity import DEFAULT_TENANT, TENANT_ID_RULE, is_tenant_id
-from contextd.store.database import Database
+from contextd.store.engine.database import Database
 
 _COLUMNS = (
     "id, secret_hash, name, user_id, tenant_id, service,"

@@ -6,7 +6,7 @@ reads its own row of a name when it has one, else the default; it writes and del
 its own rows, so deleting its override brings the default back.
 
 Every session-mode build reads the skills (and the scenario's template): reads are kept in
-memory and all of them dropped by any write once it committed (the rule in store/db.py),
+memory and all of them dropped by any write once it committed (the rule in store/engine/sqlite.py),
 since this class is the tables' only writer in this process, the database's only writer.
 On PostgreSQL, where another server may write, nothing is kept.
 """
@@ -18,7 +18,7 @@ import time
 from typing import Any
 
 from contextd.core.identity import DEFAULT_TENANT
-from contextd.store.database import Database
+from contextd.store.engine.database import Database
 from contextd.store.models import PromptTemplate, Skill
 
 _TEMPLATE_COLUMNS = "scenario, system_prompt, version, enabled, updated_at"

@@ -18,7 +18,7 @@ from typing import BinaryIO, Protocol
 
 from contextd.core.identity import DEFAULT_TENANT, TENANT_ID_RULE, is_tenant_id
 from contextd.store.copy_tables import BATCH, CopyConflict, TableCount
-from contextd.store.database import Database
+from contextd.store.engine.database import Database
 from contextd.store.events import check_session_id
 
 _READ_CHUNK = 256 * 1024

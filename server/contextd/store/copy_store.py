@@ -15,7 +15,7 @@ from contextd.store.copy_tables import (
     fix_session_counts,
     raise_counter,
 )
-from contextd.store.database import Database
+from contextd.store.engine.database import Database
 from contextd.store.memories import MemoryRepo
 
 

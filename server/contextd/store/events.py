@@ -37,7 +37,7 @@ from typing import Any, Protocol
 
 from contextd.core.errors import StorageFull
 from contextd.core.identity import DEFAULT_TENANT, TENANT_ID_RULE, is_tenant_id
-from contextd.store.disk import DiskWatch
+from contextd.store.engine.disk import DiskWatch
 
 EVENT_TYPES = frozenset(
     {

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from contextd.store.database import Connection, Database
+from contextd.store.engine.database import Connection, Database
 from contextd.store.events import EventStore
 
 _NOTE = ".json"

@@ -39,8 +39,8 @@ from contextd.core.identity import DEFAULT_TENANT
 from contextd.core.search_terms import TERMS_VERSION, content_hash, query_terms
 from contextd.metrics.recorder import NULL_RECORDER, Recorder
 from contextd.store import memory_index
-from contextd.store.database import Connection, Database
-from contextd.store.db import SqliteDatabase
+from contextd.store.engine.database import Connection, Database
+from contextd.store.engine.sqlite import SqliteDatabase
 from contextd.store.memory_hybrid import Fusion, MeaningRanker, MemorySearchResult, hybrid_search
 from contextd.store.memory_index import (
     MEMORY_COLUMNS,
@@ -167,7 +167,7 @@ class MemoryRepo:
         return added
 
     def _has_memories(self, owner: tuple[str, str]) -> None:
-        """Called once a write that gave the user memories committed (store/db.py)."""
+        """Called once a write that gave the user memories committed (store/engine/sqlite.py)."""
         self._without_memories.discard(owner)
 
     async def _add(

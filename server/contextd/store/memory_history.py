@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from contextd.core.identity import DEFAULT_TENANT
-from contextd.store.database import Connection, Database
+from contextd.store.engine.database import Connection, Database
 from contextd.store.memories import MemoryRepo
 from contextd.store.models import Memory
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from contextd.core.rank_fusion import reciprocal_rank_fusion
-from contextd.store.database import Connection
+from contextd.store.engine.database import Connection
 from contextd.store.memory_index import MEMORY_COLUMNS
 from contextd.store.models import Memory, ScoredMemory
 

@@ -14,8 +14,8 @@ from typing import Any, Protocol
 
 from contextd.core.identity import DEFAULT_TENANT
 from contextd.core.search_terms import index_terms
-from contextd.store.database import Connection, Row
-from contextd.store.db import SqliteDatabase
+from contextd.store.engine.database import Connection, Row
+from contextd.store.engine.sqlite import SqliteDatabase
 from contextd.store.memory_query import match_expression, search_sql
 from contextd.store.models import Memory
 

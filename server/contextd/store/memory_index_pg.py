@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from contextd.store import memory_index
-from contextd.store.database import Connection, Database, Row
+from contextd.store.engine.database import Connection, Database, Row
 from contextd.store.memory_index import MEMORY_COLUMNS, Owner
 
 _SET_TERMS = "UPDATE memories SET search_terms = array_to_tsvector(CAST(? AS TEXT[])) WHERE id = ?"

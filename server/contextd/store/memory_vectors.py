@@ -28,7 +28,7 @@ import numpy as np
 import numpy.typing as npt
 
 from contextd.core.search_terms import content_hash
-from contextd.store.database import Database
+from contextd.store.engine.database import Database
 
 Owner = tuple[str, str]  # (tenant id, user id)
 # Users whose matrices stay cached, least recently searched dropped first.

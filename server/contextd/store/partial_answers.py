@@ -6,7 +6,7 @@ the turn goes on after, and deleted in the transaction that stores the turn's an
 conversation never holds a half answer: history reads do not see these rows.
 
 Each row names its ``owner``, a token of the process that runs the turn. With one process
-per database (SQLite: store/data_lock.py), every row left at start is a turn the server's
+per database (SQLite: store/engine/data_lock.py), every row left at start is a turn the server's
 end cut off (``left_behind``). Where processes share the database (PostgreSQL), the row is
 also the session's lease: a turn claims it before it numbers itself (``claim``), its
 owner renews ``updated_at`` about once a second (``renew``), and a row no one renewed for
@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 
 from contextd.core.errors import SessionNotFound
-from contextd.store.database import Connection, Database, Row
+from contextd.store.engine.database import Connection, Database, Row
 from contextd.store.sessions import UsageTotals, usage_totals
 
 # A statement to run inside a ConversationRepo transaction, with the messages it stores.

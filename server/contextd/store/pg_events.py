@@ -20,7 +20,7 @@ from contextd.core.identity import DEFAULT_TENANT, TENANT_ID_RULE, is_tenant_id
 from contextd.store.events import check_after_line, check_session_id, encode_event
 
 if TYPE_CHECKING:
-    from contextd.store.pg_db import PostgresDatabase
+    from contextd.store.engine.postgresql import PostgresDatabase
 
 _PAGE = 500
 

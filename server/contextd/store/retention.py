@@ -13,7 +13,7 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from contextd.store.database import Database
+from contextd.store.engine.database import Database
 from contextd.store.log_removals import LogRemovals, Session
 
 

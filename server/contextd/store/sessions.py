@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 
 from contextd.core.errors import SessionNotFound
 from contextd.core.identity import DEFAULT_TENANT
-from contextd.store.database import Connection, Database
+from contextd.store.engine.database import Connection, Database
 from contextd.store.models import Session
 from contextd.store.paging import decode_token, encode_token, page_limit
 

@@ -5,7 +5,7 @@ A session's active compression summary is read by every turn twice (the window, 
 compression check after it) and changes rarely: it is kept in memory per session, set by
 :meth:`SummaryRepo.add_compression` (the table's only writer in this process, the
 database's only writer) and dropped when the session is deleted. Every write changes the
-caches once it committed (the rule in store/db.py). Where other processes share the
+caches once it committed (the rule in store/engine/sqlite.py). Where other processes share the
 database (PostgreSQL) nothing is kept, and a session's summary writes, in any process, run
 one after the other (``Database.lock_in_transaction``).
 
@@ -27,7 +27,7 @@ from typing import Any
 
 from contextd.core.errors import SessionNotFound
 from contextd.core.identity import DEFAULT_TENANT
-from contextd.store.database import Database
+from contextd.store.engine.database import Database
 from contextd.store.models import CompressionSummaryRow, SessionSummary
 
 # Sessions whose active compression summary (or its absence) is kept in memory.

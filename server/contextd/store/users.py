@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from contextd.core.identity import DEFAULT_TENANT
-from contextd.store.database import Connection, Database
+from contextd.store.engine.database import Connection, Database
 from contextd.store.log_removals import LogRemovals, Note
 from contextd.store.memories import MemoryRepo
 

@@ -1,5 +1,5 @@
 """The PostgreSQL database: an asyncpg pool, forward-only migrations in
-store/migrations_pg, the same repositories as SQLite (store/database.py).
+store/engine/migrations/postgresql, the same repositories as SQLite (store/engine/database.py).
 
 Several replicas may share the database, so nothing here assumes this process is the
 only writer: repositories keep no reads in memory (``Dialect.keeps_caches``), and writes
@@ -30,18 +30,18 @@ from asyncpg.pool import PoolConnectionProxy
 from opentelemetry.trace import SpanKind
 
 from contextd.core.errors import DatabaseUnavailable, StorageFull
-from contextd.store.database import (
+from contextd.store.engine.database import (
     POSTGRESQL,
     Connection,
     Database,
     Params,
     Row,
     StatementObserver,
-    migration_files,
 )
-from contextd.store.database_watch import DatabaseWatch
+from contextd.store.engine.migrations import POSTGRESQL_MIGRATIONS, migration_files
+from contextd.store.engine.postgresql_sql import Statement, translate
+from contextd.store.engine.reachability import DatabaseWatch
 from contextd.store.pg_events import DatabaseEventLog
-from contextd.store.pg_sql import Statement, translate
 from contextd.tracing import spans
 
 _SPAN_ATTRIBUTES = {"db.system": "postgresql", "db.system.name": "postgresql"}
@@ -364,7 +364,7 @@ class PostgresDatabase(Database):
         return int(rows[0][0])
 
     async def _migrate(self) -> None:
-        known = migration_files("contextd.store.migrations_pg")
+        known = migration_files(POSTGRESQL_MIGRATIONS)
         async with self.connection() as conn, conn.transaction():
             # Replicas starting together: one migrates, the others wait here and then
             # find the version already current.

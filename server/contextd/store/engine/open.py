@@ -7,9 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-from contextd.store.database import Database
-from contextd.store.db import DB_FILENAME, SqliteDatabase
-from contextd.store.pg_db import PostgresDatabase
+from contextd.store.engine.database import Database
+from contextd.store.engine.postgresql import PostgresDatabase
+from contextd.store.engine.sqlite import DB_FILENAME, SqliteDatabase
 
 POSTGRES_SCHEMES = ("postgresql", "postgres")
 

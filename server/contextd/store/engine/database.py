@@ -1,5 +1,5 @@
 """What repositories code against: a database with write transactions and a reader, on
-either engine (store/db.py for SQLite, store/pg_db.py for PostgreSQL; open_database.py
+either engine (store/engine/sqlite.py, store/engine/postgresql.py; store/engine/open.py
 picks one).
 
 Repository SQL is shared: it uses ``?`` or ``:name`` placeholders, which the PostgreSQL
@@ -13,12 +13,11 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from contextd.store.database_watch import DatabaseWatch
-from contextd.store.disk import DiskWatch
+from contextd.store.engine.disk import DiskWatch
+from contextd.store.engine.reachability import DatabaseWatch
 
 if TYPE_CHECKING:
     from contextd.store.events import EventStore
@@ -121,18 +120,3 @@ class Database(ABC):
     def event_log(self, history_dir: Path) -> EventStore:
         """The sessions' event logs: files in ``history_dir`` for SQLite, a table for
         PostgreSQL (replicas share no disk)."""
-
-
-def migration_files(package: str) -> list[tuple[int, str, str]]:
-    """(version, name, sql) for every file NNNN_name.sql in ``package``, in order; the
-    versions must be 1..n without gaps."""
-    found = []
-    for entry in resources.files(package).iterdir():
-        if entry.name.endswith(".sql"):
-            version, _, name = entry.name.removesuffix(".sql").partition("_")
-            found.append((int(version), name, entry.read_text(encoding="utf-8")))
-    found.sort()
-    versions = [v for v, _, _ in found]
-    if versions != list(range(1, len(found) + 1)):
-        raise RuntimeError(f"{package}: migrations must be numbered 1..n without gaps: {versions}")
-    return found

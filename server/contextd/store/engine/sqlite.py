@@ -38,13 +38,13 @@ from pathlib import Path
 from typing import Any
 
 from contextd.core.errors import StorageFull
-from contextd.store.database import (
+from contextd.store.engine.database import (
     SQLITE,
     Database,
     Params,
     StatementObserver,
-    migration_files,
 )
+from contextd.store.engine.migrations import SQLITE_MIGRATIONS, migration_files
 from contextd.store.events import EventLog
 from contextd.tracing import spans
 
@@ -220,7 +220,7 @@ class SqliteDatabase(Database):
             async with conn.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations") as c:
                 row = await c.fetchone()
             current = int(row[0]) if row else 0
-            known = migration_files("contextd.store.migrations")
+            known = migration_files(SQLITE_MIGRATIONS)
             if current > len(known):
                 raise RuntimeError(
                     f"database {self.path} has schema version {current}, newer than this "
