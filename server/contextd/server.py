@@ -323,7 +323,7 @@ def _recorder(settings: Settings, db: Database) -> Recorder:
     if settings.metrics_port == 0:
         return NULL_RECORDER
     recorder = PrometheusRecorder(__version__)
-    db.time_statements(recorder.statement_observer(db.dialect.name))
+    db.time_statements(recorder.statement_observer(db.engine))
     return recorder
 
 

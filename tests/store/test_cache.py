@@ -435,7 +435,7 @@ async def test_counts_of_messages_deleted_meanwhile_are_left_out(db: Database) -
 async def test_on_postgresql_every_read_sees_another_servers_writes(db: Database) -> None:
     """Two sets of repositories on one database stand for two servers: nothing one of
     them read before is served again once the other wrote."""
-    if db.dialect.keeps_caches:
+    if not db.shared_between_processes:
         pytest.skip("SQLite has a single writer, which its caches rely on")
     one, two = SessionRepo(db), ConversationRepo(db)
     other = ConversationRepo(db)

@@ -37,7 +37,7 @@ async def target(
 ) -> AsyncIterator[Database]:
     """A database of the other engine."""
     other: Database
-    if db.dialect.name == "postgresql":
+    if db.engine == "postgresql":
         other = await SqliteDatabase.open(tmp_path / "target" / "contextd.sqlite3")
     else:
         other = await PostgresDatabase.open(request.getfixturevalue("postgres_url"), pool_size=4)

@@ -36,7 +36,7 @@ async def read_all(log: EventStore, sid: str, after: int = 0, tenant: str = "def
 
 async def stored_lines(db: Database, tmp_path: Path, sid: str) -> list[str]:
     """The session's lines as the engine keeps them."""
-    if db.dialect.name == "sqlite":
+    if db.engine == "sqlite":
         # U+2028 is no line break: only newlines end lines.
         return (tmp_path / "history" / f"{sid}.jsonl").read_text("utf-8").split("\n")[:-1]
     rows = await db.reader.execute_fetchall(
@@ -118,7 +118,7 @@ async def test_a_deleted_sessions_lines_go_with_it(events: EventStore, db: Datab
     sid = await new_session(db)
     await events.append(sid, "session_start", ts=TS)
     assert await SessionRepo(db).delete(sid)
-    if db.dialect.name == "sqlite":
+    if db.engine == "sqlite":
         return  # files: removed after the commit (store/log_removals.py)
     assert await read_all(events, sid) == []  # in the deleting transaction
     await events.append(sid, "turn_end", ts=TS)  # a turn that ran on: not written
@@ -141,7 +141,7 @@ async def test_last_is_the_last_whole_event(
     await events.append(sid, "session_end", meta={"mode": "once"}, ts=TS)
     assert await events.last(sid) == (await read_all(events, sid))[-1]
     assert await events.last(sid, tenant_id="other") is None
-    if db.dialect.name == "sqlite":  # a torn last line (a crash mid-write) is no event
+    if db.engine == "sqlite":  # a torn last line (a crash mid-write) is no event
         path = tmp_path / "history" / f"{sid}.jsonl"
         path.write_bytes(path.read_bytes() + b'{"ts":"torn')
         last = await events.last(sid)

@@ -41,7 +41,7 @@ def contents(hits: list[ScoredMemory]) -> list[str]:
 
 async def fts_integrity(db: Database) -> None:
     """SQLite's FTS5 check of its index (PostgreSQL's terms are a column of the row)."""
-    if db.dialect.name != "sqlite":
+    if db.engine != "sqlite":
         return
     async with db.transaction() as conn:
         await conn.execute(
@@ -480,7 +480,7 @@ async def test_index_is_rebuilt_when_built_by_another_terms_version(db: Database
     await repo.add_many("alice", ["我每天早上都喝咖啡", "I drink tea"])
     forget = (
         "INSERT INTO memories_fts (memories_fts) VALUES ('delete-all')"
-        if db.dialect.name == "sqlite"
+        if db.engine == "sqlite"
         else "UPDATE memories SET search_terms = ''"
     )
     async with db.transaction() as conn:

@@ -24,11 +24,7 @@ async def close_interrupted_turns(partials: PartialAnswerRepo, sessions: Session
     """Close every turn a partial answer was left behind by; how many were closed. One that
     cannot be closed now is logged and left for the next start."""
     closed = 0
-    unrenewed_for = partials.lease_seconds if partials.shared else 0.0
-    for found in await partials.left_behind(unrenewed_for):
-        left = await partials.take_over(found) if partials.shared else found
-        if left is None:  # renewed, or another replica closes it
-            continue
+    async for left in partials.abandoned():
         try:
             await close_turn(left, partials, sessions)
         except Exception as error:

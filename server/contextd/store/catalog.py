@@ -51,7 +51,7 @@ class CatalogRepo:
     def __init__(self, db: Database) -> None:
         self._db = db
         # Reads are kept only while this process is the database's only writer.
-        self._keep = db.dialect.keeps_caches
+        self._keep = not db.shared_between_processes
         self._templates: dict[tuple[str, str, bool], PromptTemplate | None] = {}
         self._skills: dict[tuple[str, str | None, bool], tuple[Skill, ...]] = {}
 

@@ -8,7 +8,7 @@ Every chat turn reads its session's newest messages two or three times (its numb
 window, the work after the turn). :class:`ConversationRepo` keeps them in memory
 (store/tail_cache.py, which has the rule that keeps them current) and tells that cache of
 every write once it committed. A session created through SessionRepo starts cached, with
-no rows. On PostgreSQL, where another server may write, nothing is kept (NoTailCache).
+no rows. Where another server may write (PostgreSQL), nothing is kept (NoTailCache).
 
 Every read names the session's tenant (the default one unless given): stored rows and
 kept ones are found only within it, kept rows being keyed by (tenant, session).
@@ -115,8 +115,7 @@ class ConversationRepo:
 
     def __init__(self, db: Database) -> None:
         self._db = db
-        self._tails = TailCache() if db.dialect.keeps_caches else NoTailCache()
-        self._lock_session = not db.dialect.single_writer
+        self._tails = NoTailCache() if db.shared_between_processes else TailCache()
         db.session_created.append(lambda tenant_id, sid: self._tails.created((tenant_id, sid)))
         db.session_deleted.append(lambda tenant_id, sid: self._tails.drop((tenant_id, sid)))
 
@@ -174,9 +173,8 @@ class ConversationRepo:
             return [], None
         totals = None
         async with self._db.transaction() as conn:
-            if self._lock_session:
-                # Writers run at once: the next seq is read under the session's row lock.
-                await conn.execute("SELECT 1 FROM sessions WHERE id = ? FOR UPDATE", (session_id,))
+            # The next seq is read under the session's row lock (where writers run at once).
+            await self._db.lock_row(conn, "sessions", session_id)
             stored = await _insert(conn, session_id, owner, messages)
             if usage is not None:
                 totals = await add_usage(conn, session_id, usage)

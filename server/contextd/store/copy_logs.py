@@ -159,7 +159,7 @@ class TableLines:
 
 def log_lines(db: Database, data_dir: Path) -> LogLines:
     """Where the database's engine keeps the event logs (as Database.event_log)."""
-    if db.dialect.name == "sqlite":
+    if db.engine == "sqlite":
         return FileLines(data_dir / "history")
     return TableLines(db)
 

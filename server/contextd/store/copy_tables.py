@@ -348,7 +348,7 @@ async def raise_counter(db: Database, conn: Connection, table: Table, at_least: 
     wanted = max(wanted, at_least)
     if wanted <= await _counter(db, conn, table):
         return
-    if db.dialect.name == "sqlite":
+    if db.engine == "sqlite":
         done = await conn.execute(
             "UPDATE sqlite_sequence SET seq = ? WHERE name = ?", (wanted, table.name)
         )
@@ -364,7 +364,7 @@ async def raise_counter(db: Database, conn: Connection, table: Table, at_least: 
 
 async def _counter(db: Database, conn: Connection, table: Table) -> int:
     """The last id the counter gave out (0: none)."""
-    if db.dialect.name == "sqlite":
+    if db.engine == "sqlite":
         rows = await conn.execute_fetchall(
             "SELECT seq FROM sqlite_sequence WHERE name = ?", (table.name,)
         )

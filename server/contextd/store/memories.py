@@ -135,7 +135,7 @@ class MemoryRepo:
         # no query. Only ``add`` and ``add_many`` give a user memories; each takes the user
         # out of it. Kept only when this process is the database's only writer.
         self._without_memories: set[tuple[str, str]] = set()
-        self._remember_without = db.dialect.keeps_caches
+        self._remember_without = not db.shared_between_processes
         # Set by the application layer when an embedding provider is on (the store knows
         # none): search by meaning too, and who to tell that memories need vectors.
         self.meaning: MeaningRanker | None = None

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, replace
 
 from contextd.core.errors import SessionNotFound
@@ -70,8 +70,9 @@ class PartialAnswerRepo:
         self.owner = uuid.uuid4().hex  # this process's rows
         self.lease_seconds = lease_seconds
         # Other processes run turns on the same database: a turn claims its session's
-        # row first and renews it while it runs.
-        self.shared = not db.dialect.keeps_caches
+        # row before it starts (``claim``), renews it while it runs and gives back a claim
+        # it stored nothing under (``release``).
+        self.turns_hold_leases = db.shared_between_processes
 
     def opening(
         self, tenant_id: str, session_id: str, turn_index: int, tokenizer: str, step: int = 0
@@ -184,6 +185,21 @@ class PartialAnswerRepo:
             (time.time() - unrenewed_for,),
         )
         return [_partial(r) for r in rows]
+
+    async def abandoned(self) -> AsyncIterator[PartialAnswer]:
+        """The rows of turns no process runs any more, for the caller to close, oldest turn
+        first. With one process per database, every row (the process's last end cut those
+        turns off); where processes share it, the rows whose lease expired, each made this
+        process's as it comes (one renewed or taken by another process meanwhile is left:
+        its turn runs, or the other process closes it)."""
+        if not self.turns_hold_leases:
+            for left in await self.left_behind():
+                yield left
+            return
+        for found in await self.left_behind(self.lease_seconds):
+            taken = await self.take_over(found)
+            if taken is not None:
+                yield taken
 
     async def take_over(self, left: PartialAnswer) -> PartialAnswer | None:
         """``left``'s row made this process's, unless its owner renewed it (or another

@@ -14,7 +14,8 @@ each list is kept until a summary it may show changes
 (:meth:`SummaryRepo.upsert_session_summary` of another of the user's sessions than the one
 it leaves out) or a session is deleted.
 
-On PostgreSQL, where another server may write, neither is kept (``Dialect.keeps_caches``).
+Where another server may write (PostgreSQL: ``Database.shared_between_processes``),
+neither is kept.
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ class SummaryRepo:
     def __init__(self, db: Database) -> None:
         self._db = db
         # Reads are kept only while this process is the database's only writer.
-        self._keep = db.dialect.keeps_caches
+        self._keep = not db.shared_between_processes
         # session id -> its active compression summary, None when it has none.
         self._active: OrderedDict[str, CompressionSummaryRow | None] = OrderedDict()
         # (tenant id, user id) -> (session left out, limit) -> recent_session_summaries'

@@ -148,7 +148,7 @@ class ChatApp:
         v.raise_if_any()
         session = await self.sessions.get(caller, session_id)
         async with self._session_lock(session.id):
-            if self.partials.shared:
+            if self.partials.turns_hold_leases:
                 await hold_session(self.partials, self.sessions, session, deadline)
             try:
                 if await self._ended(session):
@@ -166,7 +166,7 @@ class ChatApp:
                 )
                 return True
             finally:
-                if self.partials.shared:
+                if self.partials.turns_hold_leases:
                     await asyncio.shield(self.partials.release(session.id))
 
     async def _ended(self, session: Session) -> bool:
@@ -181,7 +181,7 @@ class ChatApp:
         processes' turns of it, where they share the database), the context, the stored
         input, the turn's first events; the first step's model request."""
         session = await self._session(req)
-        if not (req.session_id and self.partials.shared):
+        if not (req.session_id and self.partials.turns_hold_leases):
             return await self._begin(req, session)
         await hold_session(self.partials, self.sessions, session, req.deadline)
         try:

@@ -65,7 +65,7 @@ class PartialAnswerWriter:
         if self._task is not None:
             return
         if (turn.step, length) == self._saved or not length:
-            if self._repo.shared and not self._lease_lost:
+            if self._repo.turns_hold_leases and not self._lease_lost:
                 self._task = loop.create_task(self._renew())
             return
         self._task = loop.create_task(self._save(turn.step, turn.step_text, turn.usage_so_far()))

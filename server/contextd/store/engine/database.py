@@ -3,8 +3,9 @@ either engine (store/engine/sqlite.py, store/engine/postgresql.py; store/engine/
 picks one).
 
 Repository SQL is shared: it uses ``?`` or ``:name`` placeholders, which the PostgreSQL
-side translates, and passes values of the column's type. Where an engine needs other SQL,
-a repository branches on ``Database.dialect``, in the smallest place it can.
+side translates, and passes values of the column's type. Where the engines differ, the
+engine provides the part (its event log, its memory index, a row lock), so that no
+repository picks one; repositories read only what an engine does (``Database``'s traits).
 """
 
 from __future__ import annotations
@@ -12,9 +13,8 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from contextd.store.engine.disk import DiskWatch
 from contextd.store.engine.reachability import DatabaseWatch
@@ -54,28 +54,14 @@ class Connection(Protocol):
     async def executemany(self, sql: str, rows: Iterable[Params]) -> object: ...
 
 
-@dataclass(frozen=True, slots=True)
-class Dialect:
-    """What differs between the engines, for the few places where the code must.
-
-    ``keeps_caches``: this process is the database's only writer, so repositories may keep
-    reads in memory (SQLite). On PostgreSQL another replica may write at any time, and a
-    kept read could be stale.
-    ``single_writer``: write transactions never run at once (SQLite's one writer
-    connection); otherwise a write that reads before it writes locks the rows it depends on.
-    """
-
-    name: str  # "sqlite" or "postgresql"
-    keeps_caches: bool
-    single_writer: bool
-
-
-SQLITE = Dialect("sqlite", keeps_caches=True, single_writer=True)
-POSTGRESQL = Dialect("postgresql", keeps_caches=False, single_writer=False)
-
-
 class Database(ABC):
-    dialect: Dialect
+    # "sqlite" or "postgresql": for metrics, spans and logs.
+    engine: ClassVar[str]
+    # Other processes may write the database at any time (PostgreSQL's replicas), so a read
+    # kept in memory could be stale: repositories keep none, and a session's turns hold a
+    # lease on it across processes. False where this process is the database's only writer
+    # (SQLite, one server per data directory: store/engine/data_lock.py).
+    shared_between_processes: ClassVar[bool]
 
     def __init__(self) -> None:
         # Told of a write that failed for want of space (set by the server; SQLite only).
@@ -100,6 +86,12 @@ class Database(ABC):
         """Hold the lock named by ``key`` until ``conn``'s transaction ends: transactions
         that take the same lock, in any process, run one after the other. Nothing to do
         where write transactions never run at once (SQLite)."""
+        return None
+
+    async def lock_row(self, conn: Connection, table: str, row_id: str) -> None:
+        """Hold the row of ``table`` whose id is ``row_id`` until ``conn``'s transaction
+        ends, for a write that reads before it writes: other writers of the row wait. Nothing
+        to do where write transactions never run at once (SQLite)."""
         return None
 
     @abstractmethod

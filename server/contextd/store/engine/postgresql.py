@@ -2,7 +2,7 @@
 store/engine/migrations/postgresql, the same repositories as SQLite (store/engine/database.py).
 
 Several replicas may share the database, so nothing here assumes this process is the
-only writer: repositories keep no reads in memory (``Dialect.keeps_caches``), and writes
+only writer: repositories keep no reads in memory (``shared_between_processes``), and writes
 run at once, each on its own pooled connection in a READ COMMITTED transaction.
 
 Every statement waits at most ``pool_timeout`` seconds for a free connection and runs
@@ -31,7 +31,6 @@ from opentelemetry.trace import SpanKind
 
 from contextd.core.errors import DatabaseUnavailable, StorageFull
 from contextd.store.engine.database import (
-    POSTGRESQL,
     Connection,
     Database,
     Params,
@@ -235,7 +234,8 @@ class PgReader:
 
 
 class PostgresDatabase(Database):
-    dialect = POSTGRESQL
+    engine = "postgresql"
+    shared_between_processes = True
 
     def __init__(self, pool: asyncpg.Pool[Any], pool_timeout: float) -> None:
         super().__init__()
@@ -348,6 +348,9 @@ class PostgresDatabase(Database):
         await conn.execute(
             "SELECT pg_advisory_xact_lock(hashtextextended(?, 0))", ("\x1f".join(key),)
         )
+
+    async def lock_row(self, conn: Connection, table: str, row_id: str) -> None:
+        await conn.execute(f"SELECT 1 FROM {table} WHERE id = ? FOR UPDATE", (row_id,))
 
     async def schema_version(self) -> int:
         rows = await self._reader.execute_fetchall("SELECT MAX(version) FROM schema_migrations")

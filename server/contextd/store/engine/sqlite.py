@@ -39,7 +39,6 @@ from typing import Any
 
 from contextd.core.errors import StorageFull
 from contextd.store.engine.database import (
-    SQLITE,
     Database,
     Params,
     StatementObserver,
@@ -159,7 +158,8 @@ def _connect(path: Path, synchronous: str) -> sqlite3.Connection:
 
 
 class SqliteDatabase(Database):
-    dialect = SQLITE
+    engine = "sqlite"
+    shared_between_processes = False
 
     def __init__(self, path: Path, writer: SqliteConnection, reader: SqliteConnection):
         super().__init__()
