@@ -63,7 +63,7 @@ from contextd.store.engine.open import (
     masked_url,
     open_database,
 )
-from contextd.store.log_removals import LogRemovals
+from contextd.store.event_log.removals import LogRemovals
 from contextd.store.memories import MemoryRepo
 from contextd.store.memory_history import MemoryHistoryRepo
 from contextd.store.memory_vectors import MemoryVectorRepo

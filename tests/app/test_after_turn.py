@@ -15,7 +15,7 @@ from contextd.app.sessions import SessionsApp
 from contextd.core.memory_facts import RULE_METHOD
 from contextd.core.tokens import TokenizerRegistry
 from contextd.providers.errors import ProviderUnavailable
-from contextd.store.events import EventLog
+from contextd.store.event_log.files import EventLog
 
 from tests.support.after_turn_env import USER, Env, ScriptedProvider, after_turn_records, run
 

@@ -17,6 +17,7 @@ from contextd.store.copy_tables import TABLES
 from contextd.store.engine.database import Database
 from contextd.store.engine.postgresql import PostgresDatabase
 from contextd.store.engine.sqlite import SqliteDatabase
+from contextd.store.event_log import table
 from contextd.store.memories import MemoryRepo
 from contextd.store.memory_vectors import MemoryVectorRepo
 from contextd.store.models import NewMessage
@@ -97,6 +98,7 @@ async def test_copied_in_batches_both_ways(
 ) -> None:
     monkeypatch.setattr(copy_tables, "BATCH", 2)
     monkeypatch.setattr(copy_logs, "BATCH", 2)
+    monkeypatch.setattr(table, "PAGE", 2)  # PostgreSQL's lines, read for the copy
     source_dir, target_dir = tmp_path / "source", tmp_path / "target"
     await _fill(db, source_dir / "history")
 

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from contextd.store.events import EventLog, event_tokens, format_ts
+from contextd.store.event_log.events import event_tokens, format_ts
+from contextd.store.event_log.files import EventLog
 
 # A documented example of a whole session, line by line.
 EVENT_LOG_EXAMPLE = r"""
@@ -383,7 +384,7 @@ async def test_a_failed_write_fails_its_append_and_the_next_works(tmp_path: Path
 CHILD = """
 import asyncio, random, sys
 from pathlib import Path
-from contextd.store.events import EventLog
+from contextd.store.event_log.files import EventLog
 
 async def main() -> None:
     log = EventLog(Path(sys.argv[1]))

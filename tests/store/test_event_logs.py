@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from contextd.store.engine.database import Database
-from contextd.store.events import EventStore
+from contextd.store.event_log.events import EventStore
 from contextd.store.sessions import SessionRepo
 
 TS = 1715342400.0
@@ -119,7 +119,7 @@ async def test_a_deleted_sessions_lines_go_with_it(events: EventStore, db: Datab
     await events.append(sid, "session_start", ts=TS)
     assert await SessionRepo(db).delete(sid)
     if db.engine == "sqlite":
-        return  # files: removed after the commit (store/log_removals.py)
+        return  # files: removed after the commit (store/event_log/removals.py)
     assert await read_all(events, sid) == []  # in the deleting transaction
     await events.append(sid, "turn_end", ts=TS)  # a turn that ran on: not written
     rows = await db.reader.execute_fetchall(

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from contextd.app.memory_embedding import EmbeddingRanker, EmbeddingStats, EmbeddingWorker
 from contextd.store.engine.database import Database
-from contextd.store.log_removals import LogRemovals
+from contextd.store.event_log.removals import LogRemovals
 from contextd.store.memories import MemoryRepo
 from contextd.store.memory_history import MemoryHistoryRepo
 from contextd.store.memory_vectors import MemoryVectorRepo

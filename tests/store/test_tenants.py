@@ -16,7 +16,7 @@ from contextd.store.conversation import ConversationRepo
 from contextd.store.engine.database import Database
 from contextd.store.engine.migrations import SQLITE_MIGRATIONS, migration_files
 from contextd.store.engine.sqlite import SqliteDatabase, _statements
-from contextd.store.events import EventLog
+from contextd.store.event_log.files import EventLog
 from contextd.store.memories import MemoryRepo
 from contextd.store.memory_history import MemoryHistoryRepo
 from contextd.store.models import NewMessage, Skill

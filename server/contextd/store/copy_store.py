@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from contextd.store.copy_logs import copy_logs, log_lines
+from contextd.store.copy_logs import copy_logs
 from contextd.store.copy_tables import (
     TABLES,
     TableCount,
@@ -44,9 +44,7 @@ async def copy_store(
             if table.counter:
                 given = await counter_high_water(source, source.reader, table)
                 await raise_counter(target, conn, table, given)
-    counts.append(
-        await copy_logs(
-            source, log_lines(source, source_dir), target, log_lines(target, target_dir)
-        )
-    )
+    source_logs = source.event_lines(source_dir / "history")
+    target_logs = target.event_lines(target_dir / "history")
+    counts.append(await copy_logs(source, source_logs, target, target_logs))
     return counts

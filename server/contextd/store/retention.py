@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from contextd.store.engine.database import Database
-from contextd.store.log_removals import LogRemovals, Session
+from contextd.store.event_log.removals import LogRemovals, Session
 
 
 @dataclass(frozen=True, slots=True)

@@ -47,7 +47,7 @@ from contextd.providers.base import (
     Usage,
 )
 from contextd.providers.errors import ProviderError, ProviderRateLimited
-from contextd.store.events import EventStore
+from contextd.store.event_log.events import EventStore
 from contextd.store.memories import MemoryRepo
 from contextd.store.models import Session
 from contextd.store.partial_answers import PartialAnswerRepo

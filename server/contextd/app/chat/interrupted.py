@@ -24,7 +24,7 @@ from contextd.app.chat.events import TurnStatus
 from contextd.app.sessions import SessionsApp
 from contextd.core.messages import ChatMessage, Role
 from contextd.core.pipeline import is_blank
-from contextd.store.events import event_tokens
+from contextd.store.event_log.events import event_tokens
 from contextd.store.partial_answers import PartialAnswer, PartialAnswerRepo
 from contextd.store.sessions import UsageTotals
 

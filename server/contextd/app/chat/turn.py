@@ -13,7 +13,7 @@ from contextd.core.pipeline import is_blank
 from contextd.core.tokens import Tokenizer
 from contextd.metrics.recorder import NULL_RECORDER, Recorder
 from contextd.providers.base import Finished, Usage
-from contextd.store.events import EventStore, event_tokens
+from contextd.store.event_log.events import EventStore, event_tokens
 from contextd.store.models import NewMessage, Session, StoredMessage
 from contextd.store.partial_answers import PartialAnswerRepo
 from contextd.store.sessions import UsageTotals

@@ -20,7 +20,7 @@ from contextd.store.engine.disk import DiskWatch
 from contextd.store.engine.reachability import DatabaseWatch
 
 if TYPE_CHECKING:
-    from contextd.store.events import EventStore
+    from contextd.store.event_log.events import EventLines, EventStore
 
 # A result row: sqlite3.Row or asyncpg.Record, both read by index and by column name.
 Row = Any
@@ -108,7 +108,13 @@ class Database(ABC):
     @abstractmethod
     async def close(self) -> None: ...
 
+    # --- the parts that differ with the engine ----------------------------------------
+
     @abstractmethod
     def event_log(self, history_dir: Path) -> EventStore:
         """The sessions' event logs: files in ``history_dir`` for SQLite, a table for
         PostgreSQL (replicas share no disk)."""
+
+    @abstractmethod
+    def event_lines(self, history_dir: Path) -> EventLines:
+        """The same logs as lines of text, for ``contextd store copy``."""

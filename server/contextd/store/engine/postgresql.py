@@ -40,7 +40,7 @@ from contextd.store.engine.database import (
 from contextd.store.engine.migrations import POSTGRESQL_MIGRATIONS, migration_files
 from contextd.store.engine.postgresql_sql import Statement, translate
 from contextd.store.engine.reachability import DatabaseWatch
-from contextd.store.pg_events import DatabaseEventLog
+from contextd.store.event_log.table import DatabaseEventLog, TableLines
 from contextd.tracing import spans
 
 _SPAN_ATTRIBUTES = {"db.system": "postgresql", "db.system.name": "postgresql"}
@@ -358,6 +358,9 @@ class PostgresDatabase(Database):
 
     def event_log(self, history_dir: Path) -> DatabaseEventLog:
         return DatabaseEventLog(self)
+
+    def event_lines(self, history_dir: Path) -> TableLines:
+        return TableLines(self)
 
     def time_statements(self, observe: StatementObserver) -> None:
         self.observe = observe

@@ -44,7 +44,7 @@ from contextd.store.engine.database import (
     StatementObserver,
 )
 from contextd.store.engine.migrations import SQLITE_MIGRATIONS, migration_files
-from contextd.store.events import EventLog
+from contextd.store.event_log.files import EventLog, FileLines
 from contextd.tracing import spans
 
 _SPAN_ATTRIBUTES = {"db.system": "sqlite", "db.system.name": "sqlite"}
@@ -278,6 +278,9 @@ class SqliteDatabase(Database):
         log = EventLog(history_dir)
         log.disk = self.disk
         return log
+
+    def event_lines(self, history_dir: Path) -> FileLines:
+        return FileLines(history_dir)
 
 
 def _statements(sql: str) -> list[str]:

@@ -1,6 +1,6 @@
 -- 0004_event_logs_follow_sessions: a session's event log goes with the session, in the
 -- transaction that deletes it. The files of SQLite's set-up are removed after the commit
--- (store/log_removals.py), and a process that died in between left them for its next
+-- (store/event_log/removals.py), and a process that died in between left them for its next
 -- start; in the database nothing is left for any replica to find.
 
 DELETE FROM event_lines WHERE session_id NOT IN (SELECT id FROM sessions);

@@ -1,9 +1,7 @@
-"""The event log: one JSONL file per session, history_dir/<session_id>.jsonl for the
+"""SQLite's event log: one JSONL file per session, history_dir/<session_id>.jsonl for the
 default tenant's sessions and history_dir/tenants/<tenant_id>/<session_id>.jsonl for
-another tenant's (tenant ids are plain names, core/identity.py, checked again here).
-
-Every line is one JSON event with these keys, in this order, a None field left out: ts,
-session_id, turn, step, type, content, role, meta.
+another tenant's (tenant ids are plain names, core/identity.py, checked again here); each
+line an event as store/event_log/events.py encodes it.
 
 ``append`` encodes its line and writes it with one ``os.write`` on the event loop's
 thread, before it returns: a session's lines land in the order ``append`` was called and
@@ -26,176 +24,40 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import json
 import os
-import re
-import time
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, BinaryIO
 
 from contextd.core.errors import StorageFull
-from contextd.core.identity import DEFAULT_TENANT, TENANT_ID_RULE, is_tenant_id
+from contextd.core.identity import DEFAULT_TENANT
+from contextd.store.engine.database import Connection
 from contextd.store.engine.disk import DiskWatch
-
-EVENT_TYPES = frozenset(
-    {
-        "session_start",
-        "turn_start",
-        "assistant",
-        "action",
-        "observation",
-        "final",
-        "turn_end",
-        "session_end",
-    }
+from contextd.store.event_log.events import (
+    check_after_line,
+    check_session_id,
+    check_tenant_id,
+    encode_event,
 )
-ROLES = frozenset({"system", "user", "assistant"})
 
-_SESSION_ID = re.compile(r"[0-9a-f]{32}")
-# allow_nan=False: NaN/Infinity are not JSON and a strict reader would reject them.
-_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 _READ_CHUNK = 256 * 1024
 _OPEN_FLAGS = os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
 
 
-def event_tokens(
-    prompt: int | None,
-    completion: int | None,
-    *,
-    cache_read: int = 0,
-    cache_write: int = 0,
-    estimated: bool = False,
-) -> dict[str, int | bool]:
-    """``meta.tokens``: the counts given, with ``total`` only when both are known; the
-    prompt-cache counts when not 0, and ``estimated`` when a figure was counted locally."""
-    tokens: dict[str, int | bool] = {}
-    if prompt is not None:
-        tokens["prompt"] = prompt
-    if completion is not None:
-        tokens["completion"] = completion
-    if prompt is not None and completion is not None:
-        tokens["total"] = prompt + completion
-    if cache_read:
-        tokens["cacheRead"] = cache_read
-    if cache_write:
-        tokens["cacheWrite"] = cache_write
-    if estimated:
-        tokens["estimated"] = True
-    return tokens
+def tenant_dir(history_dir: Path, tenant_id: str) -> Path:
+    """Where the tenant's files are: history_dir itself for the default tenant."""
+    if tenant_id == DEFAULT_TENANT:
+        return history_dir
+    check_tenant_id(tenant_id)
+    return history_dir / "tenants" / tenant_id
 
 
-def format_ts(ts: float) -> str:
-    """Epoch seconds as ISO 8601 UTC with milliseconds: 2024-05-10T12:00:00.123Z."""
-    seconds, millis = divmod(round(ts * 1000), 1000)
-    return f"{_format_seconds(seconds)}.{millis:03d}Z"
-
-
-@functools.lru_cache(maxsize=4)
-def _format_seconds(seconds: int) -> str:
-    # Events come in bursts within one second: its text is made once.
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds))
-
-
-def check_session_id(session_id: str) -> str:
-    """A session id is 32 lowercase hex characters (uuid4().hex); anything else could
-    name a path outside history_dir, so it is refused."""
-    if not isinstance(session_id, str) or not _SESSION_ID.fullmatch(session_id):
-        raise ValueError(f"session_id must be 32 lowercase hex characters, got {session_id!r}")
-    return session_id
-
-
-def _check_index(name: str, value: int | None, minimum: int) -> None:
-    if value is not None and (
-        not isinstance(value, int) or isinstance(value, bool) or value < minimum
-    ):
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-
-
-def encode_event(
-    session_id: str,
-    type: str,
-    turn: int | None,
-    step: int | None,
-    content: str | None,
-    role: str | None,
-    meta: dict[str, Any] | None,
-    ts: float | None,
-) -> tuple[dict[str, Any], str]:
-    """A checked event and its JSON line (without the newline), the same on every engine."""
-    check_session_id(session_id)
-    if type not in EVENT_TYPES:
-        raise ValueError(f"type must be one of {sorted(EVENT_TYPES)}, got {type!r}")
-    if role is not None and role not in ROLES:
-        raise ValueError(f"role must be one of {sorted(ROLES)}, got {role!r}")
-    _check_index("turn", turn, 1)
-    _check_index("step", step, 0)
-    if content is not None and not isinstance(content, str):
-        raise ValueError(f"content must be a string, got {content!r}")
-    if meta is not None and not isinstance(meta, dict):
-        raise ValueError(f"meta must be a dict, got {meta!r}")
-
-    event: dict[str, Any] = {
-        "ts": format_ts(time.time() if ts is None else ts),
-        "session_id": session_id,
-    }
-    for key, value in (
-        ("turn", turn),
-        ("step", step),
-        ("type", type),
-        ("content", content),
-        ("role", role),
-        ("meta", meta),
-    ):
-        if value is not None:
-            event[key] = value
-    return event, _ENCODER.encode(event)
-
-
-def check_after_line(after_line: int) -> None:
-    if isinstance(after_line, bool) or not isinstance(after_line, int) or after_line < 0:
-        raise ValueError(f"after_line must be an integer >= 0, got {after_line!r}")
-
-
-class EventStore(Protocol):
-    """A session's event log, whichever engine keeps it (this module's files, or
-    store/pg_events.py's table): the same lines, the same reads."""
-
-    # Whether a session's log is deleted with the session's row, in its transaction
-    # (a table's foreign key), rather than after the commit (store/log_removals.py).
-    goes_with_session: bool
-
-    async def append(
-        self,
-        session_id: str,
-        type: str,
-        *,
-        turn: int | None = None,
-        step: int | None = None,
-        content: str | None = None,
-        role: str | None = None,
-        meta: dict[str, Any] | None = None,
-        ts: float | None = None,
-        tenant_id: str = DEFAULT_TENANT,
-    ) -> dict[str, Any]: ...
-
-    def read(
-        self, session_id: str, *, after_line: int = 0, tenant_id: str = DEFAULT_TENANT
-    ) -> AsyncIterator[dict[str, Any]]: ...
-
-    async def last(
-        self, session_id: str, *, tenant_id: str = DEFAULT_TENANT
-    ) -> dict[str, Any] | None: ...
-
-    async def delete(self, session_id: str, *, tenant_id: str = DEFAULT_TENANT) -> bool: ...
-
-    async def aclose(self) -> None: ...
+def log_path(history_dir: Path, tenant_id: str, session_id: str) -> Path:
+    return tenant_dir(history_dir, tenant_id) / f"{check_session_id(session_id)}.jsonl"
 
 
 class EventLog:
-    goes_with_session = False  # files: removed after the commit
-
     def __init__(self, history_dir: Path) -> None:
         self.history_dir = history_dir
         history_dir.mkdir(parents=True, exist_ok=True)
@@ -206,21 +68,13 @@ class EventLog:
         # on its first append.
         self._dirs = {DEFAULT_TENANT: os.fspath(history_dir)}
 
-    def tenant_dir(self, tenant_id: str) -> Path:
-        """Where the tenant's files are: history_dir itself for the default tenant."""
-        if tenant_id == DEFAULT_TENANT:
-            return self.history_dir
-        if not is_tenant_id(tenant_id):
-            raise ValueError(f"tenant_id: {TENANT_ID_RULE}, got {tenant_id!r}")
-        return self.history_dir / "tenants" / tenant_id
-
     def path(self, session_id: str, tenant_id: str = DEFAULT_TENANT) -> Path:
-        return self.tenant_dir(tenant_id) / f"{check_session_id(session_id)}.jsonl"
+        return log_path(self.history_dir, tenant_id, session_id)
 
     def _dir_for_append(self, tenant_id: str) -> str:
         found = self._dirs.get(tenant_id)
         if found is None:
-            path = self.tenant_dir(tenant_id)
+            path = tenant_dir(self.history_dir, tenant_id)
             path.mkdir(parents=True, exist_ok=True)
             found = self._dirs[tenant_id] = os.fspath(path)
         return found
@@ -293,6 +147,12 @@ class EventLog:
     async def aclose(self) -> None:
         """Refuse new appends and deletes (every earlier one is already written)."""
         self._closed = True
+
+    async def deleted_with_sessions(
+        self, conn: Connection, session_ids: Sequence[str]
+    ) -> int | None:
+        """None: files outlive the rows, removed after the commit (removals.py)."""
+        return None
 
 
 def _write(path: str, data: bytes) -> None:
@@ -411,3 +271,66 @@ class _ReadCursor:
             events.append(event)
         self.skip = 0
         return events
+
+
+class FileLines:
+    """The event log files as lines of text (store/event_log/events.py, EventLines), for
+    ``contextd store copy``; reading them makes no directory."""
+
+    def __init__(self, history_dir: Path) -> None:
+        self._dir = history_dir
+
+    def _path(self, tenant_id: str, session_id: str) -> Path:
+        return log_path(self._dir, tenant_id, session_id)
+
+    async def batches(self, tenant_id: str, session_id: str) -> AsyncIterator[list[str]]:
+        for lines in _file_batches(self._path(tenant_id, session_id)):
+            yield lines
+
+    async def count(self, tenant_id: str, session_id: str) -> int:
+        return _count_lines(self._path(tenant_id, session_id))
+
+    async def write(
+        self, tenant_id: str, session_id: str, batches: AsyncIterator[list[str]]
+    ) -> int:
+        path = self._path(tenant_id, session_id)
+        written = 0
+        # Replaces what holds no whole line (nothing, or a torn line).
+        with _create(path) as file:
+            async for lines in batches:
+                file.write("".join(line + "\n" for line in lines).encode("utf-8"))
+                written += len(lines)
+        if not written:
+            path.unlink()
+        return written
+
+
+# Sync file helpers: the copy is a command of its own, with no other work on its loop.
+def _file_batches(path: Path) -> Iterator[list[str]]:
+    """The file's whole lines, a chunk at a time (none for a missing file)."""
+    try:
+        file = open(path, "rb")  # noqa: SIM115 - closed below
+    except FileNotFoundError:
+        return
+    with file:
+        rest = b""
+        while chunk := file.read(_READ_CHUNK):
+            *lines, rest = (rest + chunk).split(b"\n")
+            if lines:
+                yield [line.decode("utf-8") for line in lines]
+
+
+def _count_lines(path: Path) -> int:
+    lines = 0
+    try:
+        with open(path, "rb") as file:
+            while chunk := file.read(_READ_CHUNK):
+                lines += chunk.count(b"\n")
+    except FileNotFoundError:
+        return 0
+    return lines
+
+
+def _create(path: Path) -> BinaryIO:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return open(path, "wb")

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from contextd.store.engine.database import Connection, Database
-from contextd.store.events import EventStore
+from contextd.store.event_log.events import EventStore
 
 _NOTE = ".json"
 _PARTIAL = ".partial"
@@ -56,13 +56,9 @@ class LogRemovals:
         transaction, before their rows are deleted (None when there are none)."""
         if not sessions:
             return None
-        if self._events.goes_with_session:
-            rows = await conn.execute_fetchall(
-                "SELECT COUNT(*) FROM event_log_ends"
-                " WHERE session_id IN (SELECT value FROM json_each(?))",
-                (json.dumps([session_id for _, session_id in sessions]),),
-            )
-            return Note(None, tuple(sessions), int(rows[0][0]))
+        going = await self._events.deleted_with_sessions(conn, [sid for _, sid in sessions])
+        if going is not None:
+            return Note(None, tuple(sessions), going)
         path = self._dir / f"{uuid.uuid4().hex}{_NOTE}"
         partial = path.with_suffix(_PARTIAL)
         partial.write_text(json.dumps([list(s) for s in sessions]), encoding="utf-8")

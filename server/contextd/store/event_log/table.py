@@ -1,4 +1,4 @@
-"""The event log in PostgreSQL: what store/events.py keeps in files, one row per line
+"""PostgreSQL's event log: what store/event_log/files.py keeps in files, one row per line
 (table event_lines, numbered per session from 1), since replicas share no disk.
 
 A line is the same JSON text the file log writes, so a session's export is byte for byte
@@ -11,18 +11,25 @@ lines that existed when the read started, as a file read is a snapshot of the fi
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import asyncpg
 
-from contextd.core.identity import DEFAULT_TENANT, TENANT_ID_RULE, is_tenant_id
-from contextd.store.events import check_after_line, check_session_id, encode_event
+from contextd.core.identity import DEFAULT_TENANT
+from contextd.store.engine.database import Connection, Database
+from contextd.store.event_log.events import (
+    check_after_line,
+    check_session_id,
+    check_tenant_id,
+    encode_event,
+)
 
 if TYPE_CHECKING:
     from contextd.store.engine.postgresql import PostgresDatabase
 
-_PAGE = 500
+# Lines read per statement.
+PAGE = 500
 
 # Run on its own, outside a transaction block: PostgreSQL commits the one statement by
 # itself, one round trip where BEGIN, the statement and COMMIT would take three.
@@ -39,14 +46,7 @@ _APPEND = (
 )
 
 
-def _check_tenant(tenant_id: str) -> None:
-    if tenant_id != DEFAULT_TENANT and not is_tenant_id(tenant_id):
-        raise ValueError(f"tenant_id: {TENANT_ID_RULE}, got {tenant_id!r}")
-
-
 class DatabaseEventLog:
-    goes_with_session = True  # its rows' foreign key: ON DELETE CASCADE
-
     def __init__(self, db: PostgresDatabase) -> None:
         self._db = db
         self._closed = False
@@ -70,7 +70,7 @@ class DatabaseEventLog:
     ) -> dict[str, Any]:
         """Write one event of the tenant's session and return it once it committed."""
         event, line = encode_event(session_id, type, turn, step, content, role, meta, ts)
-        _check_tenant(tenant_id)
+        check_tenant_id(tenant_id)
         self._check_open()
         try:
             async with self._db.connection() as conn:
@@ -84,7 +84,7 @@ class DatabaseEventLog:
     ) -> AsyncIterator[dict[str, Any]]:
         """Yield the session's events in order, skipping the first ``after_line``."""
         check_session_id(session_id)
-        _check_tenant(tenant_id)
+        check_tenant_id(tenant_id)
         check_after_line(after_line)
         reader = self._db.reader
         ends = await reader.execute_fetchall(
@@ -97,7 +97,7 @@ class DatabaseEventLog:
             rows = await reader.execute_fetchall(
                 "SELECT line, data FROM event_lines WHERE tenant_id = ? AND session_id = ?"
                 " AND line > ? AND line <= ? ORDER BY line LIMIT ?",
-                (tenant_id, session_id, after, last, _PAGE),
+                (tenant_id, session_id, after, last, PAGE),
             )
             if not rows:  # deleted under the read
                 return
@@ -110,7 +110,7 @@ class DatabaseEventLog:
     ) -> dict[str, Any] | None:
         """The session's last event; None when it has none."""
         check_session_id(session_id)
-        _check_tenant(tenant_id)
+        check_tenant_id(tenant_id)
         rows = await self._db.reader.execute_fetchall(
             "SELECT data FROM event_lines WHERE tenant_id = ? AND session_id = ?"
             " ORDER BY line DESC LIMIT 1",
@@ -122,7 +122,7 @@ class DatabaseEventLog:
         """Remove the session's lines; True if there were any. A later append starts again
         at line 1, as a new file would."""
         check_session_id(session_id)
-        _check_tenant(tenant_id)
+        check_tenant_id(tenant_id)
         self._check_open()
         async with self._db.transaction() as conn:
             ends = await conn.execute(
@@ -138,3 +138,65 @@ class DatabaseEventLog:
     async def aclose(self) -> None:
         """Refuse new appends and deletes (every earlier one is already committed)."""
         self._closed = True
+
+    async def deleted_with_sessions(
+        self, conn: Connection, session_ids: Sequence[str]
+    ) -> int | None:
+        """The logs go with their sessions' rows (foreign keys, ON DELETE CASCADE)."""
+        rows = await conn.execute_fetchall(
+            "SELECT COUNT(*) FROM event_log_ends"
+            " WHERE session_id IN (SELECT value FROM json_each(?))",
+            (json.dumps(list(session_ids)),),
+        )
+        return int(rows[0][0])
+
+
+class TableLines:
+    """The event_lines rows as lines of text (EventLines), for ``contextd store copy``."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def batches(self, tenant_id: str, session_id: str) -> AsyncIterator[list[str]]:
+        after = 0
+        while True:
+            rows = await self._db.reader.execute_fetchall(
+                "SELECT line, data FROM event_lines WHERE tenant_id = ? AND session_id = ?"
+                " AND line > ? ORDER BY line LIMIT ?",
+                (tenant_id, session_id, after, PAGE),
+            )
+            if not rows:
+                return
+            yield [str(row[1]) for row in rows]
+            after = int(rows[-1][0])
+
+    async def count(self, tenant_id: str, session_id: str) -> int:
+        rows = await self._db.reader.execute_fetchall(
+            "SELECT COUNT(*) FROM event_lines WHERE tenant_id = ? AND session_id = ?",
+            (tenant_id, session_id),
+        )
+        return int(rows[0][0])
+
+    async def write(
+        self, tenant_id: str, session_id: str, batches: AsyncIterator[list[str]]
+    ) -> int:
+        written = 0
+        async with self._db.transaction() as conn:
+            async for lines in batches:
+                await conn.executemany(
+                    "INSERT INTO event_lines (tenant_id, session_id, line, data)"
+                    " VALUES (?, ?, ?, ?)",
+                    [
+                        (tenant_id, session_id, written + number, line)
+                        for number, line in enumerate(lines, start=1)
+                    ],
+                )
+                written += len(lines)
+            if written:
+                await conn.execute(
+                    "INSERT INTO event_log_ends (tenant_id, session_id, last_line)"
+                    " VALUES (?, ?, ?) ON CONFLICT (tenant_id, session_id)"
+                    " DO UPDATE SET last_line = excluded.last_line",
+                    (tenant_id, session_id, written),
+                )
+        return written
