@@ -33,8 +33,8 @@ from contextd.app.memory_embedding import EmbeddingRanker, EmbeddingStats
 from contextd.store.engine.database import Database
 from contextd.store.engine.postgresql import PostgresDatabase
 from contextd.store.engine.sqlite import SqliteDatabase
-from contextd.store.memories import MemoryRepo
-from contextd.store.memory_vectors import MemoryVectorRepo
+from contextd.store.memory.repository import MemoryRepo
+from contextd.store.memory.vectors import MemoryVectorRepo
 
 from tests.support.postgres import running_postgres
 

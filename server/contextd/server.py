@@ -64,9 +64,9 @@ from contextd.store.engine.open import (
     open_database,
 )
 from contextd.store.event_log.removals import LogRemovals
-from contextd.store.memories import MemoryRepo
-from contextd.store.memory_history import MemoryHistoryRepo
-from contextd.store.memory_vectors import MemoryVectorRepo
+from contextd.store.memory.history import MemoryHistoryRepo
+from contextd.store.memory.repository import MemoryRepo
+from contextd.store.memory.vectors import MemoryVectorRepo
 from contextd.store.partial_answers import LEASE_SECONDS, PartialAnswerRepo
 from contextd.store.retention import SessionPurge
 from contextd.store.sessions import SessionRepo

@@ -18,7 +18,7 @@ from contextd.store.catalog import CatalogRepo
 from contextd.store.conversation import ConversationRepo
 from contextd.store.engine.database import Database
 from contextd.store.engine.sqlite import SqliteConnection
-from contextd.store.memories import MemoryRepo
+from contextd.store.memory.repository import MemoryRepo
 from contextd.store.models import NewMessage, Skill, StoredMessage
 from contextd.store.sessions import SessionRepo, UsageTotals
 from contextd.store.summaries import SummaryRepo

@@ -18,8 +18,8 @@ from contextd.store.engine.database import Database
 from contextd.store.engine.postgresql import PostgresDatabase
 from contextd.store.engine.sqlite import SqliteDatabase
 from contextd.store.event_log import table
-from contextd.store.memories import MemoryRepo
-from contextd.store.memory_vectors import MemoryVectorRepo
+from contextd.store.memory.repository import MemoryRepo
+from contextd.store.memory.vectors import MemoryVectorRepo
 from contextd.store.models import NewMessage
 from contextd.store.sessions import SessionRepo
 

@@ -9,13 +9,14 @@ from pathlib import Path
 import pytest
 from contextd.core.errors import SessionNotFound
 from contextd.core.search_terms import TERMS_VERSION
-from contextd.store import memories as memories_module
-from contextd.store import memory_index
 from contextd.store.engine.database import Database
 from contextd.store.engine.sqlite import SqliteDatabase
-from contextd.store.memories import MemoryRepo
-from contextd.store.memory_history import MemoryHistoryRepo
-from contextd.store.memory_query import choose_terms, match_expression
+from contextd.store.memory import index as memory_index
+from contextd.store.memory import repository as memories_module
+from contextd.store.memory.fts5_index import match_expression
+from contextd.store.memory.history import MemoryHistoryRepo
+from contextd.store.memory.index import choose_terms
+from contextd.store.memory.repository import MemoryRepo
 from contextd.store.models import ScoredMemory
 from contextd.store.sessions import SessionRepo
 

@@ -12,9 +12,9 @@ import pytest
 from contextd.app.memory_embedding import EmbeddingRanker, EmbeddingStats, EmbeddingWorker
 from contextd.store.engine.database import Database
 from contextd.store.event_log.removals import LogRemovals
-from contextd.store.memories import MemoryRepo
-from contextd.store.memory_history import MemoryHistoryRepo
-from contextd.store.memory_vectors import MemoryVectorRepo
+from contextd.store.memory.history import MemoryHistoryRepo
+from contextd.store.memory.repository import MemoryRepo
+from contextd.store.memory.vectors import MemoryVectorRepo
 from contextd.store.users import UserRepo
 
 from tests.support.fake_embeddings import InProcessEmbedder

@@ -17,8 +17,8 @@ from contextd.store.engine.database import Database
 from contextd.store.engine.migrations import SQLITE_MIGRATIONS, migration_files
 from contextd.store.engine.sqlite import SqliteDatabase, _statements
 from contextd.store.event_log.files import EventLog
-from contextd.store.memories import MemoryRepo
-from contextd.store.memory_history import MemoryHistoryRepo
+from contextd.store.memory.history import MemoryHistoryRepo
+from contextd.store.memory.repository import MemoryRepo
 from contextd.store.models import NewMessage, Skill
 from contextd.store.sessions import SessionRepo
 from contextd.store.summaries import SummaryRepo
@@ -92,7 +92,7 @@ async def test_migration_keeps_every_row_in_the_default_tenant(tmp_path: Path) -
     path = tmp_path / "contextd.sqlite3"
     old = _database_of_version(path, 6)
     # The memories index as version 6 built it, so that search works without a rebuild.
-    from contextd.store.memory_index import fts_terms
+    from contextd.store.memory.fts5_index import fts_terms
 
     _fill_version_6(old)
     for mid, text in old.execute("SELECT id, content FROM memories").fetchall():

@@ -23,7 +23,7 @@ from contextd.providers.base import (
     Usage,
 )
 from contextd.store.engine.database import Database
-from contextd.store.memory_index import user_key
+from contextd.store.memory.index import user_key
 from contextd.v1 import chat_pb2 as cpb
 from contextd.v1 import chat_pb2_grpc, memory_pb2_grpc, sessions_pb2_grpc, users_pb2_grpc
 from contextd.v1 import context_pb2 as pb

@@ -16,7 +16,7 @@ from contextd.store.copy_tables import (
     raise_counter,
 )
 from contextd.store.engine.database import Database
-from contextd.store.memories import MemoryRepo
+from contextd.store.memory.repository import MemoryRepo
 
 
 async def copy_store(

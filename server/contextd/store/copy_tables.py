@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from contextd.store.engine.database import Connection, Database
-from contextd.store.memory_index import MemoryIndex
+from contextd.store.memory.index import MemoryIndex
 
 BATCH = 500
 # Columns left out on purpose (see the module doc): the target makes them again.

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from contextd.core.identity import DEFAULT_TENANT
 from contextd.store.engine.database import Connection, Database
 from contextd.store.event_log.removals import LogRemovals, Note
-from contextd.store.memories import MemoryRepo
+from contextd.store.memory.repository import MemoryRepo
 
 
 @dataclass(frozen=True, slots=True)

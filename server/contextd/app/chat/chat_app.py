@@ -48,7 +48,7 @@ from contextd.providers.base import (
 )
 from contextd.providers.errors import ProviderError, ProviderRateLimited
 from contextd.store.event_log.events import EventStore
-from contextd.store.memories import MemoryRepo
+from contextd.store.memory.repository import MemoryRepo
 from contextd.store.models import Session
 from contextd.store.partial_answers import PartialAnswerRepo
 from contextd.tracing import genai

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 from contextd.app.chat.turn import Turn
 from contextd.providers.base import ToolSpec
-from contextd.store.memories import MemoryRepo
+from contextd.store.memory.repository import MemoryRepo
 from contextd.tracing import genai
 
 MEMORY_TOOL = ToolSpec(

@@ -21,6 +21,7 @@ from contextd.store.engine.reachability import DatabaseWatch
 
 if TYPE_CHECKING:
     from contextd.store.event_log.events import EventLines, EventStore
+    from contextd.store.memory.index import MemoryIndex
 
 # A result row: sqlite3.Row or asyncpg.Record, both read by index and by column name.
 Row = Any
@@ -118,3 +119,7 @@ class Database(ABC):
     @abstractmethod
     def event_lines(self, history_dir: Path) -> EventLines:
         """The same logs as lines of text, for ``contextd store copy``."""
+
+    @abstractmethod
+    def memory_index(self) -> MemoryIndex:
+        """The memories' search index: FTS5 for SQLite, a tsvector column for PostgreSQL."""

@@ -41,6 +41,7 @@ from contextd.store.engine.migrations import POSTGRESQL_MIGRATIONS, migration_fi
 from contextd.store.engine.postgresql_sql import Statement, translate
 from contextd.store.engine.reachability import DatabaseWatch
 from contextd.store.event_log.table import DatabaseEventLog, TableLines
+from contextd.store.memory.tsvector_index import TsvectorIndex
 from contextd.tracing import spans
 
 _SPAN_ATTRIBUTES = {"db.system": "postgresql", "db.system.name": "postgresql"}
@@ -361,6 +362,9 @@ class PostgresDatabase(Database):
 
     def event_lines(self, history_dir: Path) -> TableLines:
         return TableLines(self)
+
+    def memory_index(self) -> TsvectorIndex:
+        return TsvectorIndex(self)
 
     def time_statements(self, observe: StatementObserver) -> None:
         self.observe = observe

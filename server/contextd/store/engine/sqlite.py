@@ -45,6 +45,7 @@ from contextd.store.engine.database import (
 )
 from contextd.store.engine.migrations import SQLITE_MIGRATIONS, migration_files
 from contextd.store.event_log.files import EventLog, FileLines
+from contextd.store.memory.fts5_index import FtsIndex
 from contextd.tracing import spans
 
 _SPAN_ATTRIBUTES = {"db.system": "sqlite", "db.system.name": "sqlite"}
@@ -281,6 +282,9 @@ class SqliteDatabase(Database):
 
     def event_lines(self, history_dir: Path) -> FileLines:
         return FileLines(history_dir)
+
+    def memory_index(self) -> FtsIndex:
+        return FtsIndex(self)
 
 
 def _statements(sql: str) -> list[str]:

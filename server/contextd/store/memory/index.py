@@ -1,22 +1,18 @@
-"""The memories' search index: what MemoryRepo asks of it, the user-keyed terms both
-engines index, and SQLite's index (FTS5, migration 0002_memories.sql says why it is laid
-out so). PostgreSQL's is in store/memory_index_pg.py.
+"""The memories' search index: what MemoryRepo asks of it, and what both engines' indexes
+share: each memory's terms keyed by its user, the memory columns a search returns, and
+which of a query's terms a search ranks by. SQLite's index is in fts5_index.py,
+PostgreSQL's in tsvector_index.py; the engine picks (``Database.memory_index``).
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
-import math
-import sqlite3
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, Protocol
 
 from contextd.core.identity import DEFAULT_TENANT
 from contextd.core.search_terms import index_terms
 from contextd.store.engine.database import Connection, Row
-from contextd.store.engine.sqlite import SqliteDatabase
-from contextd.store.memory_query import match_expression, search_sql
 from contextd.store.models import Memory
 
 # (tenant id, user id)
@@ -81,9 +77,22 @@ def keyed_terms(user_id: str, content: str, tenant_id: str = DEFAULT_TENANT) -> 
     return [key + term for term in index_terms(content)]
 
 
-def fts_terms(user_id: str, content: str, tenant_id: str = DEFAULT_TENANT) -> str:
-    """The ``memories_fts.terms`` value of a memory: its keyed terms, space-separated."""
-    return " ".join(keyed_terms(user_id, content, tenant_id))
+def choose_terms(frequency: dict[str, int], budget: int) -> list[str]:
+    """The rarest terms whose memories add up to at most ``budget`` (at least one term).
+
+    ``frequency`` maps each term to how many memories contain it; terms absent from it (no
+    memory has them) are never chosen.
+    """
+    chosen: list[str] = []
+    total = 0
+    for term, docs in sorted(frequency.items(), key=lambda item: (item[1], item[0])):
+        if docs <= 0:
+            continue
+        if chosen and total + docs > budget:
+            break
+        chosen.append(term)
+        total += docs
+    return chosen
 
 
 class MemoryIndex(Protocol):
@@ -112,76 +121,4 @@ class MemoryIndex(Protocol):
         above ``budget`` may be given as any number above it."""
 
     async def ranked(self, chosen: Sequence[str], params: dict[str, Any]) -> Sequence[Row]:
-        """The ranking statement's rows for the chosen keyed terms (memories.py)."""
-
-
-class FtsIndex:
-    """SQLite: a contentless FTS5 table of keyed terms, rowid = memory id."""
-
-    def __init__(self, db: SqliteDatabase) -> None:
-        self._db = db
-        self._search_sql = search_sql(MEMORY_COLUMNS)
-
-    async def prepare(self) -> None:
-        """SQLite builds without the math functions get ``pow`` from Python."""
-        try:
-            await self._db.reader.execute_fetchall("SELECT pow(0.5, 1.0)")
-        except sqlite3.OperationalError:
-            await self._db.create_function("pow", 2, math.pow, deterministic=True)
-
-    async def add(self, conn: Connection, memory_id: int, owner: Owner, text: str) -> None:
-        tenant_id, user_id = owner
-        await conn.execute(
-            "INSERT INTO memories_fts (rowid, terms) VALUES (?, ?)",
-            (memory_id, fts_terms(user_id, text, tenant_id)),
-        )
-
-    async def add_new(
-        self, conn: Connection, owner: Owner, texts: Mapping[str, str], before: int
-    ) -> None:
-        tenant_id, user_id = owner
-        await conn.executemany(
-            "INSERT INTO memories_fts (rowid, terms) SELECT id, ? FROM memories"
-            " WHERE tenant_id = ? AND user_id = ? AND content_hash = ? AND id > ?",
-            [
-                (fts_terms(user_id, text, tenant_id), tenant_id, user_id, digest, before)
-                for digest, text in texts.items()
-            ],
-        )
-
-    async def remove(self, conn: Connection, owner: Owner, rows: Sequence[tuple[int, str]]) -> None:
-        # A contentless FTS5 table forgets a row only when given its terms again.
-        tenant_id, user_id = owner
-        await conn.executemany(
-            "INSERT INTO memories_fts (memories_fts, rowid, terms) VALUES ('delete', ?, ?)",
-            [(memory_id, fts_terms(user_id, content, tenant_id)) for memory_id, content in rows],
-        )
-
-    async def rebuild(self, conn: Connection) -> int:
-        await conn.execute("INSERT INTO memories_fts (memories_fts) VALUES ('delete-all')")
-        count = 0
-        async for rows in memory_batches(conn):
-            await conn.executemany(
-                "INSERT INTO memories_fts (rowid, terms) VALUES (?, ?)",
-                [
-                    (mid, fts_terms(user_id, content, tenant))
-                    for mid, user_id, content, tenant in rows
-                ],
-            )
-            count += len(rows)
-        return count
-
-    async def frequency(self, keyed: Sequence[str], budget: int) -> dict[str, int]:
-        return {
-            term: int(docs)
-            for term, docs in await self._db.reader.execute_fetchall(
-                "SELECT term, doc FROM memories_fts_vocab"
-                " WHERE term IN (SELECT value FROM json_each(?))",
-                (json.dumps(list(keyed), ensure_ascii=False),),
-            )
-        }
-
-    async def ranked(self, chosen: Sequence[str], params: dict[str, Any]) -> Sequence[Row]:
-        return await self._db.reader.execute_fetchall(
-            self._search_sql, {**params, "match": match_expression(chosen)}
-        )
+        """The ranking statement's rows for the chosen keyed terms (repository.py)."""

@@ -1,16 +1,16 @@
 """The memories' search index on PostgreSQL, with nothing beyond core PostgreSQL.
 
-Each memory's keyed terms (store/memory_index.py: the same terms SQLite indexes, each
+Each memory's keyed terms (store/memory/index.py: the same terms SQLite indexes, each
 prefixed with the user's key) are the lexemes of its ``search_terms`` tsvector, taken as
 they are (``array_to_tsvector``; a text search parser would split them again, and under
 the C locale it does not know CJK letters). A GIN index over that column finds a term's
 memories in the user's own posting list. A query is the OR of the chosen terms, each
 quoted, so nothing in it is read as tsquery syntax.
 
-The ranking has SQLite's shape (store/memories.py): the ``max_ranked`` newest matches,
-the best text matches and the newest of them scored, relevance divided by the best
-relevance of the query (0 < relevance <= 1), recency halving every half-life. Relevance
-is ``ts_rank`` (how many of the query's terms a memory holds) where SQLite has bm25.
+The ranking has SQLite's shape (store/memory/repository.py): the ``max_ranked`` newest
+matches, the best text matches and the newest of them scored, relevance divided by the best
+relevance of the query (0 < relevance <= 1), recency halving every half-life. Relevance is
+``ts_rank`` (how many of the query's terms a memory holds) where SQLite has bm25.
 """
 
 from __future__ import annotations
@@ -18,9 +18,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from contextd.store import memory_index
 from contextd.store.engine.database import Connection, Database, Row
-from contextd.store.memory_index import MEMORY_COLUMNS, Owner
+from contextd.store.memory.index import MEMORY_COLUMNS, Owner, keyed_terms, memory_batches
 
 _SET_TERMS = "UPDATE memories SET search_terms = array_to_tsvector(CAST(? AS TEXT[])) WHERE id = ?"
 
@@ -90,9 +89,7 @@ class TsvectorIndex:
 
     async def add(self, conn: Connection, memory_id: int, owner: Owner, text: str) -> None:
         tenant_id, user_id = owner
-        await conn.execute(
-            _SET_TERMS, (memory_index.keyed_terms(user_id, text, tenant_id), memory_id)
-        )
+        await conn.execute(_SET_TERMS, (keyed_terms(user_id, text, tenant_id), memory_id))
 
     async def add_new(
         self, conn: Connection, owner: Owner, texts: Mapping[str, str], before: int
@@ -102,7 +99,7 @@ class TsvectorIndex:
             "UPDATE memories SET search_terms = array_to_tsvector(CAST(? AS TEXT[]))"
             " WHERE tenant_id = ? AND user_id = ? AND content_hash = ? AND id > ?",
             [
-                (memory_index.keyed_terms(user_id, text, tenant_id), *owner, digest, before)
+                (keyed_terms(user_id, text, tenant_id), *owner, digest, before)
                 for digest, text in texts.items()
             ],
         )
@@ -114,11 +111,11 @@ class TsvectorIndex:
 
     async def rebuild(self, conn: Connection) -> int:
         count = 0
-        async for rows in memory_index.memory_batches(conn):
+        async for rows in memory_batches(conn):
             await conn.executemany(
                 _SET_TERMS,
                 [
-                    (memory_index.keyed_terms(user_id, content, tenant), mid)
+                    (keyed_terms(user_id, content, tenant), mid)
                     for mid, user_id, content, tenant in rows
                 ],
             )

@@ -14,7 +14,7 @@ from typing import Any
 
 from contextd.core.identity import DEFAULT_TENANT
 from contextd.store.engine.database import Connection, Database
-from contextd.store.memories import MemoryRepo
+from contextd.store.memory.repository import MemoryRepo
 from contextd.store.models import Memory
 
 _COLUMNS = (

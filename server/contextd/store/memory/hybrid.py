@@ -1,7 +1,7 @@
 """Memory search by terms and by meaning together (MemoryRepo.search with a ranker set).
 
-The term ranking is today's index search (store/memories.py), ordered by its text
-relevance; the vector ranking is the user's memories closest in meaning to the query
+The term ranking is today's index search (store/memory/repository.py), ordered by its
+text relevance; the vector ranking is the user's memories closest in meaning to the query
 (a :class:`MeaningRanker`, which the application layer makes from an embedding provider).
 They are fused by reciprocal rank (core/rank_fusion.py); a memory's ``relevance`` is its
 fused score divided by the best one (1.0 = the best), and its ``score`` weighs relevance
@@ -17,7 +17,7 @@ from typing import Any, Literal, Protocol
 
 from contextd.core.rank_fusion import reciprocal_rank_fusion
 from contextd.store.engine.database import Connection
-from contextd.store.memory_index import MEMORY_COLUMNS
+from contextd.store.memory.index import MEMORY_COLUMNS
 from contextd.store.models import Memory, ScoredMemory
 
 Owner = tuple[str, str]  # (tenant id, user id)

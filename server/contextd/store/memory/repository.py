@@ -3,8 +3,8 @@
 A user is (tenant_id, user_id): reads and writes name both, index terms are keyed by both.
 
 Search goes through an index of the terms made by ``contextd.core.search_terms``, each
-keyed by its user: SQLite FTS5 (store/memory_index.py, migration 0002_memories.sql for the
-layout and why) or a PostgreSQL tsvector column (store/memory_index_pg.py). A search:
+keyed by its user, the engine's (store/memory/fts5_index.py: SQLite FTS5, migration
+0002_memories.sql for the layout and why; tsvector_index.py: a PostgreSQL column). A search:
 
 1. turns the query into terms and looks up, in one read, how many of the user's memories
    contain each; terms no memory contains are dropped, and if none is
@@ -38,18 +38,10 @@ from contextd.core.errors import SessionNotFound
 from contextd.core.identity import DEFAULT_TENANT
 from contextd.core.search_terms import TERMS_VERSION, content_hash, query_terms
 from contextd.metrics.recorder import NULL_RECORDER, Recorder
-from contextd.store import memory_index
 from contextd.store.engine.database import Connection, Database
-from contextd.store.engine.sqlite import SqliteDatabase
-from contextd.store.memory_hybrid import Fusion, MeaningRanker, MemorySearchResult, hybrid_search
-from contextd.store.memory_index import (
-    MEMORY_COLUMNS,
-    FtsIndex,
-    MemoryIndex,
-    memory_from_row,
-)
-from contextd.store.memory_index_pg import TsvectorIndex
-from contextd.store.memory_query import choose_terms
+from contextd.store.memory import index as memory_index
+from contextd.store.memory.hybrid import Fusion, MeaningRanker, MemorySearchResult, hybrid_search
+from contextd.store.memory.index import MEMORY_COLUMNS, choose_terms, memory_from_row
 from contextd.store.models import Memory, ScoredMemory
 from contextd.store.paging import decode_token, encode_token, page_limit
 from contextd.tracing import spans
@@ -64,13 +56,6 @@ MAX_SEARCH_LIMIT = 100
 CANDIDATES_PER_RESULT = 5
 MIN_CANDIDATES = 50
 _COLUMNS = MEMORY_COLUMNS
-
-
-def index_for(db: Database) -> MemoryIndex:
-    """The search index of the database's engine."""
-    if isinstance(db, SqliteDatabase):
-        return FtsIndex(db)
-    return TsvectorIndex(db)
 
 
 def _clean(content: str) -> str:
@@ -125,7 +110,7 @@ class MemoryRepo:
         if max_ranked < 1:
             raise ValueError("max_ranked must be >= 1")
         self._db = db
-        self.index = index_for(db)
+        self.index = db.memory_index()
         self._half_life = half_life_days * 86400.0
         self._weight = recency_weight
         self._max_ranked = max_ranked
@@ -515,7 +500,7 @@ class MemoryRepo:
         tenant_id: str = DEFAULT_TENANT,
     ) -> MemorySearchResult:
         """:meth:`search`, with a note when search by meaning is on but could not be used
-        (store/memory_hybrid.py)."""
+        (store/memory/hybrid.py)."""
         started = time.perf_counter()
         owner = (tenant_id, user_id)
         with spans.span("contextd.memory_search", {"contextd.memory.limit": limit}) as span:
