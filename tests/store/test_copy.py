@@ -1,4 +1,4 @@
-"""store/copy_*.py from each engine into the other, two rows or lines at a time so that
+"""store_copy/ from each engine into the other, two rows or lines at a time so that
 every table and log is copied over several batches: the target holds the same rows and
 event lines, finds the memories, and a second copy copies nothing."""
 
@@ -10,10 +10,7 @@ from pathlib import Path
 import pytest
 from contextd.core.content import ImagePart, TextPart
 from contextd.core.messages import ChatMessage, Role
-from contextd.store import copy_logs, copy_tables
 from contextd.store.conversation import ConversationRepo
-from contextd.store.copy_store import copy_store
-from contextd.store.copy_tables import TABLES
 from contextd.store.engine.database import Database
 from contextd.store.engine.postgresql import PostgresDatabase
 from contextd.store.engine.sqlite import SqliteDatabase
@@ -22,6 +19,10 @@ from contextd.store.memory.repository import MemoryRepo
 from contextd.store.memory.vectors import MemoryVectorRepo
 from contextd.store.models import NewMessage
 from contextd.store.sessions import SessionRepo
+from contextd.store_copy import logs as copy_logs
+from contextd.store_copy import tables as copy_tables
+from contextd.store_copy.copy import copy_store
+from contextd.store_copy.tables import TABLES
 
 from tests.support import images
 

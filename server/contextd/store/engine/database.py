@@ -121,5 +121,14 @@ class Database(ABC):
         """The same logs as lines of text, for ``contextd store copy``."""
 
     @abstractmethod
+    async def id_counter(self, conn: Connection, table: str, column: str) -> int:
+        """The last id the counter of ``table``'s ``column`` gave out (0: none)."""
+
+    @abstractmethod
+    async def set_id_counter(self, conn: Connection, table: str, column: str, last: int) -> None:
+        """Make the counter of ``table``'s ``column`` go on after ``last`` (for the copy,
+        which inserts ids as they were)."""
+
+    @abstractmethod
     def memory_index(self) -> MemoryIndex:
         """The memories' search index: FTS5 for SQLite, a tsvector column for PostgreSQL."""

@@ -120,6 +120,12 @@ def _closed(conn: PoolConnectionProxy[Any]) -> bool:
         return True
 
 
+async def _sequence(conn: Connection, table: str, column: str) -> str:
+    """The identity sequence that gives ``table``'s ``column`` its ids."""
+    rows = await conn.execute_fetchall("SELECT pg_get_serial_sequence(?, ?)", (table, column))
+    return str(rows[0][0])
+
+
 def _rowcount(status: str) -> int:
     """The row count of a command status such as ``UPDATE 3`` or ``INSERT 0 1``."""
     last = status.rpartition(" ")[2]
@@ -362,6 +368,17 @@ class PostgresDatabase(Database):
 
     def event_lines(self, history_dir: Path) -> TableLines:
         return TableLines(self)
+
+    async def id_counter(self, conn: Connection, table: str, column: str) -> int:
+        rows = await conn.execute_fetchall(
+            f"SELECT last_value, is_called FROM {await _sequence(conn, table, column)}"
+        )
+        return int(rows[0][0]) if rows[0][1] else 0
+
+    async def set_id_counter(self, conn: Connection, table: str, column: str, last: int) -> None:
+        await conn.execute_fetchall(
+            "SELECT setval(CAST(? AS REGCLASS), ?)", (await _sequence(conn, table, column), last)
+        )
 
     def memory_index(self) -> TsvectorIndex:
         return TsvectorIndex(self)

@@ -39,6 +39,7 @@ from typing import Any
 
 from contextd.core.errors import StorageFull
 from contextd.store.engine.database import (
+    Connection,
     Database,
     Params,
     StatementObserver,
@@ -282,6 +283,22 @@ class SqliteDatabase(Database):
 
     def event_lines(self, history_dir: Path) -> FileLines:
         return FileLines(history_dir)
+
+    async def id_counter(self, conn: Connection, table: str, column: str) -> int:
+        # AUTOINCREMENT: one counter per table, in sqlite_sequence.
+        rows = await conn.execute_fetchall(
+            "SELECT seq FROM sqlite_sequence WHERE name = ?", (table,)
+        )
+        return int(rows[0][0]) if rows else 0
+
+    async def set_id_counter(self, conn: Connection, table: str, column: str, last: int) -> None:
+        done = await conn.execute(
+            "UPDATE sqlite_sequence SET seq = ? WHERE name = ?", (last, table)
+        )
+        if done.rowcount == 0:
+            await conn.execute(
+                "INSERT INTO sqlite_sequence (name, seq) VALUES (?, ?)", (table, last)
+            )
 
     def memory_index(self) -> FtsIndex:
         return FtsIndex(self)

@@ -1,13 +1,15 @@
 """``contextd store copy``: everything one database holds, copied into another of either
-engine, with its event logs. Tables first, in one target transaction (store/copy_tables.py),
-then the event logs (store/copy_logs.py), then each count is checked."""
+engine, with its event logs. Tables first, in one target transaction (store_copy/tables.py),
+then the event logs (store_copy/logs.py), then each count is checked."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from contextd.store.copy_logs import copy_logs
-from contextd.store.copy_tables import (
+from contextd.store.engine.database import Database
+from contextd.store.memory.repository import MemoryRepo
+from contextd.store_copy.logs import copy_logs
+from contextd.store_copy.tables import (
     TABLES,
     TableCount,
     copy_table,
@@ -15,8 +17,6 @@ from contextd.store.copy_tables import (
     fix_session_counts,
     raise_counter,
 )
-from contextd.store.engine.database import Database
-from contextd.store.memory.repository import MemoryRepo
 
 
 async def copy_store(

@@ -10,7 +10,7 @@ every table in one target transaction: a stopped copy leaves the target as it wa
 Left out, because each engine makes them itself: the search index of the memories (added
 here through the target's own index), SQLite's FTS5 tables and the sessions' ``rowid``
 (the target numbers sessions in the source's order), PostgreSQL's event log tables
-(copied as event logs, store/copy_logs.py), and the memories' vectors (derived from their
+(copied as event logs, store_copy/logs.py), and the memories' vectors (derived from their
 text, like the index: the target's server embeds the copied memories again).
 """
 
@@ -338,7 +338,7 @@ async def counter_high_water(db: Database, conn: Connection, table: Table) -> in
     rows = await conn.execute_fetchall(
         f"SELECT COALESCE(MAX({table.counter}), 0) FROM {table.name}"
     )
-    return max(int(rows[0][0]), await _counter(db, conn, table))
+    return max(int(rows[0][0]), await db.id_counter(conn, table.name, table.counter))
 
 
 async def raise_counter(db: Database, conn: Connection, table: Table, at_least: int) -> None:
@@ -346,37 +346,5 @@ async def raise_counter(db: Database, conn: Connection, table: Table, at_least: 
     holds (the copied ones were inserted as they were, not given by the counter)."""
     wanted = await counter_high_water(db, conn, table)
     wanted = max(wanted, at_least)
-    if wanted <= await _counter(db, conn, table):
-        return
-    if db.engine == "sqlite":
-        done = await conn.execute(
-            "UPDATE sqlite_sequence SET seq = ? WHERE name = ?", (wanted, table.name)
-        )
-        if done.rowcount == 0:
-            await conn.execute(
-                "INSERT INTO sqlite_sequence (name, seq) VALUES (?, ?)", (table.name, wanted)
-            )
-        return
-    await conn.execute_fetchall(
-        "SELECT setval(CAST(? AS REGCLASS), ?)", (await _sequence(conn, table), wanted)
-    )
-
-
-async def _counter(db: Database, conn: Connection, table: Table) -> int:
-    """The last id the counter gave out (0: none)."""
-    if db.engine == "sqlite":
-        rows = await conn.execute_fetchall(
-            "SELECT seq FROM sqlite_sequence WHERE name = ?", (table.name,)
-        )
-        return int(rows[0][0]) if rows else 0
-    rows = await conn.execute_fetchall(
-        f"SELECT last_value, is_called FROM {await _sequence(conn, table)}"
-    )
-    return int(rows[0][0]) if rows[0][1] else 0
-
-
-async def _sequence(conn: Connection, table: Table) -> str:
-    rows = await conn.execute_fetchall(
-        "SELECT pg_get_serial_sequence(?, ?)", (table.name, table.counter)
-    )
-    return str(rows[0][0])
+    if wanted > await db.id_counter(conn, table.name, table.counter):
+        await db.set_id_counter(conn, table.name, table.counter, wanted)

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-from contextd.store.copy_tables import BATCH, CopyConflict, TableCount
 from contextd.store.engine.database import Database
 from contextd.store.event_log.events import EventLines
+from contextd.store_copy.tables import BATCH, CopyConflict, TableCount
 
 # The name the counts give the event logs' lines.
 EVENT_LINES = "event log lines"
