@@ -35,8 +35,6 @@ Owner = tuple[str, str]  # (tenant id, user id)
 DEFAULT_CACHED_USERS = 256
 PENDING_BATCH = 64
 
-Vector = npt.NDArray[np.float32]
-
 
 @dataclass(frozen=True, slots=True)
 class PendingMemory:
@@ -55,10 +53,6 @@ class _Matrix:
 
 def to_blob(vector: Sequence[float]) -> bytes:
     return np.asarray(vector, dtype="<f4").tobytes()
-
-
-def from_blob(blob: bytes) -> Vector:
-    return np.frombuffer(blob, dtype="<f4")
 
 
 def _unit(matrix: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
@@ -151,18 +145,6 @@ class MemoryVectorRepo:
         else:
             top = np.argsort(-similarity, kind="stable")
         return [(int(matrix.ids[i]), float(similarity[i])) for i in top]
-
-    async def vectors_of(self, owner: Owner, ids: Sequence[int]) -> dict[int, Vector]:
-        """The owner's stored unit vectors of these memories (those it has)."""
-        matrix = await self._matrix(owner)
-        if matrix is None:
-            return {}
-        wanted = set(ids)
-        return {
-            int(mid): matrix.unit[row]
-            for row, mid in enumerate(matrix.ids.tolist())
-            if mid in wanted
-        }
 
     def forget(self, owner: Owner) -> None:
         """Drop the owner's cached matrix (their vectors changed in this process)."""
