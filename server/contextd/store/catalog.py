@@ -38,13 +38,24 @@ READ_CACHE_ENTRIES = 256
 
 
 def _template_from_row(row: Any) -> PromptTemplate:
-    scenario, system_prompt, version, enabled, updated_at = row
-    return PromptTemplate(scenario, system_prompt, version, bool(enabled), updated_at)
+    return PromptTemplate(
+        scenario=row["scenario"],
+        system_prompt=row["system_prompt"],
+        version=row["version"],
+        enabled=bool(row["enabled"]),
+        updated_at=row["updated_at"],
+    )
 
 
 def _skill_from_row(row: Any) -> Skill:
-    name, description, prompt, apps, enabled, updated_at = row
-    return Skill(name, description, prompt, tuple(json.loads(apps)), bool(enabled), updated_at)
+    return Skill(
+        name=row["name"],
+        description=row["description"],
+        prompt=row["prompt"],
+        apps=tuple(json.loads(row["apps"])),
+        enabled=bool(row["enabled"]),
+        updated_at=row["updated_at"],
+    )
 
 
 class CatalogRepo:

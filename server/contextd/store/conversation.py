@@ -41,14 +41,18 @@ AlsoInTransaction = Callable[[Connection], Awaitable[None]] | None
 # Rows per INSERT statement: 8 parameters a row, 4,000 in all, far below SQLite's 32,766.
 _INSERT_CHUNK = 500
 
-_COLUMNS = (
-    "c.id, c.session_id, c.user_id, c.seq, c.role, c.content, c.tool_calls, c.tool_call_id,"
-    " c.turn_index, c.is_collected, c.status, c.created_at, c.parts"
-)
+# A message's columns, in the order ``_stored`` unpacks them: every read selects them
+# through ``_COLUMNS``, then its token counts as ``tokens``.
+_MESSAGE_COLUMNS = (
+    "id", "session_id", "user_id", "seq", "role", "content", "tool_calls", "tool_call_id",
+    "turn_index", "is_collected", "status", "created_at", "parts",
+)  # fmt: skip
+_COLUMNS = ", ".join(f"c.{name}" for name in _MESSAGE_COLUMNS)
+_WIDTH = len(_MESSAGE_COLUMNS)
 # All token counts of the row as one JSON object ({"tokenizer": count}), NULL when none.
 _ALL_TOKENS = (
     "(SELECT json_group_object(t.tokenizer, t.tokens) FROM message_tokens t"
-    " WHERE t.message_id = c.id)"
+    " WHERE t.message_id = c.id) AS tokens"
 )
 
 # The rolling window, newest first: conversation_session_seq searched backwards from the
@@ -86,10 +90,11 @@ _ROLES = {role.value: role for role in Role}
 
 
 def _stored(row: Any, tokens: Mapping[str, int]) -> StoredMessage:
-    (mid, session_id, user_id, seq, role, content, calls, call_id, turn, collected, status, at) = (
-        row[:12]
-    )
-    parts = row[12]
+    # Unpacked in the order of _MESSAGE_COLUMNS, not looked up by name: a tail read builds
+    # up to TAIL_CACHE_ROWS rows, and 13 lookups by name in an sqlite3.Row cost several
+    # times what unpacking does.
+    (mid, session_id, user_id, seq, role, content, calls, call_id, turn, collected, status, at,
+     parts) = row[:_WIDTH]  # fmt: skip
     message = ChatMessage(
         _ROLES[role],
         content,
@@ -105,8 +110,14 @@ def _stored(row: Any, tokens: Mapping[str, int]) -> StoredMessage:
     )
 
 
+def _with_one_count(row: Any, tokenizer: str) -> StoredMessage:
+    count = row["tokens"]
+    return _stored(row, NO_TOKENS if count is None else MappingProxyType({tokenizer: count}))
+
+
 def _with_all_tokens(row: Any) -> StoredMessage:
-    return _stored(row, token_counts(json.loads(row[13])) if row[13] else NO_TOKENS)
+    tokens = row["tokens"]
+    return _stored(row, token_counts(json.loads(tokens)) if tokens else NO_TOKENS)
 
 
 class ConversationRepo:
@@ -242,7 +253,7 @@ class ConversationRepo:
             " ORDER BY seq DESC LIMIT 1",
             (session_id, tenant_id),
         )
-        return int(rows[0][0]) if rows else 0
+        return int(rows[0]["turn_index"]) if rows else 0
 
     async def tail(
         self, session_id: str, limit: int, tokenizer: str, *, tenant_id: str = DEFAULT_TENANT
@@ -262,10 +273,7 @@ class ConversationRepo:
         rows = await self._db.reader.execute_fetchall(
             TAIL_SQL, (tokenizer, session_id, tenant_id, limit)
         )
-        out = [
-            _stored(row, NO_TOKENS if row[13] is None else MappingProxyType({tokenizer: row[13]}))
-            for row in rows
-        ]
+        out = [_with_one_count(row, tokenizer) for row in rows]
         out.reverse()
         self._tails.read(key, tokenizer, out, limit)
         return out
@@ -344,7 +352,7 @@ async def _insert(
         if not rows:  # the join on sessions found no such session of this user
             raise SessionNotFound(session_id)
         # The chunk's seqs are contiguous from its first one, in the chunk's order.
-        ids = {seq: mid for mid, seq in rows}
+        ids = {row["seq"]: row["id"] for row in rows}
         first = min(ids)
         for ordinal, new in enumerate(chunk):
             seq = first + ordinal

@@ -233,15 +233,15 @@ class PartialAnswerRepo:
 
 def _partial(r: Row) -> PartialAnswer:
     return PartialAnswer(
-        tenant_id=r[0],
-        session_id=r[1],
-        user_id=r[2],
-        turn_index=int(r[3]),
-        step=int(r[4]),
-        text=r[5],
-        tokenizer=r[6],
-        usage=usage_totals(r[7:12], bool(r[12])),
-        started_at=float(r[13]),
-        updated_at=float(r[14]),
-        owner=r[15],
+        tenant_id=r["tenant_id"],
+        session_id=r["session_id"],
+        user_id=r["user_id"],
+        turn_index=int(r["turn_index"]),
+        step=int(r["step"]),
+        text=r["text"],
+        tokenizer=r["tokenizer"],
+        usage=usage_totals(r, bool(r["usage_estimated"])),
+        started_at=float(r["started_at"]),
+        updated_at=float(r["updated_at"]),
+        owner=r["owner"],
     )

@@ -41,15 +41,14 @@ _COMPRESSION_COLUMNS = "id, session_id, message_ids, start_message_id, summary, 
 
 
 def _compression_from_row(row: Any) -> CompressionSummaryRow:
-    cid, session_id, message_ids, start_message_id, summary, active, created_at = row
     return CompressionSummaryRow(
-        id=cid,
-        session_id=session_id,
-        message_ids=tuple(int(m) for m in json.loads(message_ids)),
-        start_message_id=start_message_id,
-        summary=summary,
-        active=bool(active),
-        created_at=created_at,
+        id=row["id"],
+        session_id=row["session_id"],
+        message_ids=tuple(int(m) for m in json.loads(row["message_ids"])),
+        start_message_id=row["start_message_id"],
+        summary=row["summary"],
+        active=bool(row["active"]),
+        created_at=row["created_at"],
     )
 
 
@@ -123,7 +122,7 @@ class SummaryRepo:
                     "SELECT id FROM compression_summaries WHERE session_id = ? AND active = 1",
                     (session_id,),
                 )
-                if (int(active[0][0]) if active else 0) != previous_id:
+                if (int(active[0]["id"]) if active else 0) != previous_id:
                     self._active.pop(session_id, None)
                     return None
             await conn.execute(
@@ -227,8 +226,14 @@ class SummaryRepo:
             (tenant_id, user_id, exclude_session_id, limit),
         )
         found = [
-            SessionSummary(session_id=sid, user_id=uid, summary=summary, updated_at=at, title=title)
-            for sid, uid, summary, at, title in rows
+            SessionSummary(
+                session_id=row["session_id"],
+                user_id=row["user_id"],
+                summary=row["summary"],
+                updated_at=row["updated_at"],
+                title=row["title"],
+            )
+            for row in rows
         ]
         if not self._keep:
             return found

@@ -33,8 +33,8 @@ async def _sessions(db: Database) -> AsyncIterator[list[tuple[str, str]]]:
         )
         if not rows:
             return
-        yield [(str(row[0]), str(row[1])) for row in rows]
-        last = rows[-1][2]
+        yield [(str(row["tenant_id"]), str(row["id"])) for row in rows]
+        last = rows[-1]["rowid"]
 
 
 async def count_lines(db: Database, logs: EventLines) -> int:

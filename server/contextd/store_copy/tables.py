@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from contextd.store.engine.database import Connection, Database
+from contextd.store.engine.database import Connection, Database, Row
 from contextd.store.memory.index import MemoryIndex
 
 BATCH = 500
@@ -235,9 +235,14 @@ def _where_keys(table: Table, count: int) -> str:
     return " OR ".join([one] * count)
 
 
+def _values(table: Table, row: Row) -> Values:
+    """A row's values in the order of ``table.columns``, read by name."""
+    return tuple(row[column] for column in table.columns)
+
+
 async def count_rows(conn: Connection, table: str) -> int:
-    rows = await conn.execute_fetchall(f"SELECT COUNT(*) FROM {table}")
-    return int(rows[0][0])
+    rows = await conn.execute_fetchall(f"SELECT COUNT(*) AS row_count FROM {table}")
+    return int(rows[0]["row_count"])
 
 
 async def copy_table(
@@ -250,12 +255,11 @@ async def copy_table(
     follow through ``index``."""
     count = TableCount(table.name, target_before=await count_rows(target, table.name))
     columns = ", ".join(table.columns)
-    # The paged-on columns again at the end of each row: where the next batch starts.
-    select = ", ".join((*table.columns, *table.paged_on))
+    # The paged-on columns say where the next batch starts.
+    select = ", ".join((*table.columns, *(c for c in table.paged_on if c not in table.columns)))
     order = ", ".join(table.paged_on)
     after = f" WHERE ({order}) > ({', '.join('?' * len(table.paged_on))})"
     insert = f"INSERT INTO {table.name} ({columns}) VALUES ({', '.join('?' * len(table.columns))})"
-    width = len(table.columns)
     last: Values = ()
     while True:
         rows = await source.reader.execute_fetchall(
@@ -264,8 +268,8 @@ async def copy_table(
         )
         if not rows:
             break
-        last = tuple(rows[-1][width:])
-        values = [tuple(row[:width]) for row in rows]
+        last = tuple(rows[-1][column] for column in table.paged_on)
+        values = [_values(table, row) for row in rows]
         new = await _missing(target, table, values)
         count.source += len(values)
         count.present += len(values) - len(new)
@@ -280,15 +284,13 @@ async def copy_table(
 
 async def _missing(target: Connection, table: Table, values: list[Values]) -> list[Values]:
     """The rows the target lacks; CopyConflict for one it holds with other values."""
-    keys = len(table.key)
-    found = {
-        tuple(row[:keys]): tuple(row)
-        for row in await target.execute_fetchall(
-            f"SELECT {', '.join(table.columns)} FROM {table.name}"
-            f" WHERE {_where_keys(table, len(values))}",
-            [part for row in values for part in row[:keys]],
-        )
-    }
+    keys = len(table.key)  # the first values of a row
+    held = await target.execute_fetchall(
+        f"SELECT {', '.join(table.columns)} FROM {table.name}"
+        f" WHERE {_where_keys(table, len(values))}",
+        [part for row in values for part in row[:keys]],
+    )
+    found = {there[:keys]: there for there in (_values(table, row) for row in held)}
     new = []
     for row in values:
         there = found.get(row[:keys])
@@ -327,18 +329,18 @@ async def fix_session_counts(source: Database, target: Connection) -> None:
             return
         await target.executemany(
             "UPDATE sessions SET message_count = ?, updated_at = ? WHERE id = ?",
-            [(row[1], row[2], row[0]) for row in rows],
+            [(row["message_count"], row["updated_at"], row["id"]) for row in rows],
         )
-        last = rows[-1][3]
+        last = rows[-1]["rowid"]
 
 
 async def counter_high_water(db: Database, conn: Connection, table: Table) -> int:
     """The highest id the table's counter gave out, or a row holds (ids are never given
     twice: on SQLite the counter also stays above ids deleted since)."""
     rows = await conn.execute_fetchall(
-        f"SELECT COALESCE(MAX({table.counter}), 0) FROM {table.name}"
+        f"SELECT COALESCE(MAX({table.counter}), 0) AS highest FROM {table.name}"
     )
-    return max(int(rows[0][0]), await db.id_counter(conn, table.name, table.counter))
+    return max(int(rows[0]["highest"]), await db.id_counter(conn, table.name, table.counter))
 
 
 async def raise_counter(db: Database, conn: Connection, table: Table, at_least: int) -> None:

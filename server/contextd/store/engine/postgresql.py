@@ -122,8 +122,10 @@ def _closed(conn: PoolConnectionProxy[Any]) -> bool:
 
 async def _sequence(conn: Connection, table: str, column: str) -> str:
     """The identity sequence that gives ``table``'s ``column`` its ids."""
-    rows = await conn.execute_fetchall("SELECT pg_get_serial_sequence(?, ?)", (table, column))
-    return str(rows[0][0])
+    rows = await conn.execute_fetchall(
+        "SELECT pg_get_serial_sequence(?, ?) AS sequence", (table, column)
+    )
+    return str(rows[0]["sequence"])
 
 
 def _rowcount(status: str) -> int:
@@ -360,8 +362,10 @@ class PostgresDatabase(Database):
         await conn.execute(f"SELECT 1 FROM {table} WHERE id = ? FOR UPDATE", (row_id,))
 
     async def schema_version(self) -> int:
-        rows = await self._reader.execute_fetchall("SELECT MAX(version) FROM schema_migrations")
-        return int(rows[0][0]) if rows and rows[0][0] is not None else 0
+        rows = await self._reader.execute_fetchall(
+            "SELECT MAX(version) AS version FROM schema_migrations"
+        )
+        return int(rows[0]["version"]) if rows and rows[0]["version"] is not None else 0
 
     def event_log(self, history_dir: Path) -> DatabaseEventLog:
         return DatabaseEventLog(self)
@@ -373,7 +377,7 @@ class PostgresDatabase(Database):
         rows = await conn.execute_fetchall(
             f"SELECT last_value, is_called FROM {await _sequence(conn, table, column)}"
         )
-        return int(rows[0][0]) if rows[0][1] else 0
+        return int(rows[0]["last_value"]) if rows[0]["is_called"] else 0
 
     async def set_id_counter(self, conn: Connection, table: str, column: str, last: int) -> None:
         await conn.execute_fetchall(
@@ -387,8 +391,10 @@ class PostgresDatabase(Database):
         self.observe = observe
 
     async def size_bytes(self) -> int:
-        rows = await self._reader.execute_fetchall("SELECT pg_database_size(current_database())")
-        return int(rows[0][0])
+        rows = await self._reader.execute_fetchall(
+            "SELECT pg_database_size(current_database()) AS size"
+        )
+        return int(rows[0]["size"])
 
     async def _migrate(self) -> None:
         known = migration_files(POSTGRESQL_MIGRATIONS)

@@ -184,7 +184,7 @@ class SqliteDatabase(Database):
         reader: sqlite3.Connection | None = None
         try:
             mode = writer.execute("PRAGMA journal_mode = WAL").fetchone()
-            if not mode or str(mode[0]).lower() != "wal":
+            if not mode or str(mode["journal_mode"]).lower() != "wal":
                 raise RuntimeError(f"{path}: SQLite refused WAL mode (got {mode})")
             reader = _connect(path, synchronous)
             reader.execute("PRAGMA query_only = ON")
@@ -219,9 +219,11 @@ class SqliteDatabase(Database):
                 "CREATE TABLE IF NOT EXISTS schema_migrations ("
                 " version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL)"
             )
-            async with conn.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations") as c:
+            async with conn.execute(
+                "SELECT COALESCE(MAX(version), 0) AS version FROM schema_migrations"
+            ) as c:
                 row = await c.fetchone()
-            current = int(row[0]) if row else 0
+            current = int(row["version"]) if row else 0
             known = migration_files(SQLITE_MIGRATIONS)
             if current > len(known):
                 raise RuntimeError(
@@ -237,9 +239,11 @@ class SqliteDatabase(Database):
                 )
 
     async def schema_version(self) -> int:
-        async with self._reader.execute("SELECT MAX(version) FROM schema_migrations") as cursor:
+        async with self._reader.execute(
+            "SELECT MAX(version) AS version FROM schema_migrations"
+        ) as cursor:
             row = await cursor.fetchone()
-        return int(row[0]) if row and row[0] is not None else 0
+        return int(row["version"]) if row and row["version"] is not None else 0
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[SqliteConnection]:
@@ -289,7 +293,7 @@ class SqliteDatabase(Database):
         rows = await conn.execute_fetchall(
             "SELECT seq FROM sqlite_sequence WHERE name = ?", (table,)
         )
-        return int(rows[0][0]) if rows else 0
+        return int(rows[0]["seq"]) if rows else 0
 
     async def set_id_counter(self, conn: Connection, table: str, column: str, last: int) -> None:
         done = await conn.execute(

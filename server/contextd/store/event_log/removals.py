@@ -91,7 +91,7 @@ class LogRemovals:
     async def _finish_left_over(self, note: Path) -> int:
         listed = _read(note)
         existing = {
-            row[0]
+            row["id"]
             for row in await self._db.reader.execute_fetchall(
                 "SELECT id FROM sessions WHERE id IN (SELECT value FROM json_each(?))",
                 (json.dumps([session_id for _, session_id in listed]),),

@@ -91,7 +91,7 @@ class DatabaseEventLog:
             "SELECT last_line FROM event_log_ends WHERE tenant_id = ? AND session_id = ?",
             (tenant_id, session_id),
         )
-        last = int(ends[0][0]) if ends else 0
+        last = int(ends[0]["last_line"]) if ends else 0
         after = after_line
         while after < last:
             rows = await reader.execute_fetchall(
@@ -101,9 +101,9 @@ class DatabaseEventLog:
             )
             if not rows:  # deleted under the read
                 return
-            for _, data in rows:
-                yield json.loads(data)
-            after = int(rows[-1][0])
+            for row in rows:
+                yield json.loads(row["data"])
+            after = int(rows[-1]["line"])
 
     async def last(
         self, session_id: str, *, tenant_id: str = DEFAULT_TENANT
@@ -116,7 +116,7 @@ class DatabaseEventLog:
             " ORDER BY line DESC LIMIT 1",
             (tenant_id, session_id),
         )
-        return json.loads(rows[0][0]) if rows else None
+        return json.loads(rows[0]["data"]) if rows else None
 
     async def delete(self, session_id: str, *, tenant_id: str = DEFAULT_TENANT) -> bool:
         """Remove the session's lines; True if there were any. A later append starts again
@@ -144,11 +144,11 @@ class DatabaseEventLog:
     ) -> int | None:
         """The logs go with their sessions' rows (foreign keys, ON DELETE CASCADE)."""
         rows = await conn.execute_fetchall(
-            "SELECT COUNT(*) FROM event_log_ends"
+            "SELECT COUNT(*) AS logs FROM event_log_ends"
             " WHERE session_id IN (SELECT value FROM json_each(?))",
             (json.dumps(list(session_ids)),),
         )
-        return int(rows[0][0])
+        return int(rows[0]["logs"])
 
 
 class TableLines:
@@ -167,15 +167,15 @@ class TableLines:
             )
             if not rows:
                 return
-            yield [str(row[1]) for row in rows]
-            after = int(rows[-1][0])
+            yield [str(row["data"]) for row in rows]
+            after = int(rows[-1]["line"])
 
     async def count(self, tenant_id: str, session_id: str) -> int:
         rows = await self._db.reader.execute_fetchall(
-            "SELECT COUNT(*) FROM event_lines WHERE tenant_id = ? AND session_id = ?",
+            "SELECT COUNT(*) AS line_count FROM event_lines WHERE tenant_id = ? AND session_id = ?",
             (tenant_id, session_id),
         )
-        return int(rows[0][0])
+        return int(rows[0]["line_count"])
 
     async def write(
         self, tenant_id: str, session_id: str, batches: AsyncIterator[list[str]]

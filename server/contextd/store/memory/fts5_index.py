@@ -122,8 +122,8 @@ class FtsIndex:
             await conn.executemany(
                 "INSERT INTO memories_fts (rowid, terms) VALUES (?, ?)",
                 [
-                    (mid, fts_terms(user_id, content, tenant))
-                    for mid, user_id, content, tenant in rows
+                    (row["id"], fts_terms(row["user_id"], row["content"], row["tenant_id"]))
+                    for row in rows
                 ],
             )
             count += len(rows)
@@ -131,8 +131,8 @@ class FtsIndex:
 
     async def frequency(self, keyed: Sequence[str], budget: int) -> dict[str, int]:
         return {
-            term: int(docs)
-            for term, docs in await self._db.reader.execute_fetchall(
+            row["term"]: int(row["doc"])
+            for row in await self._db.reader.execute_fetchall(
                 "SELECT term, doc FROM memories_fts_vocab"
                 " WHERE term IN (SELECT value FROM json_each(?))",
                 (json.dumps(list(keyed), ensure_ascii=False),),

@@ -9,18 +9,13 @@ never lost without its history row.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from contextd.core.identity import DEFAULT_TENANT
 from contextd.store.engine.database import Connection, Database
 from contextd.store.memory.repository import MemoryRepo
 from contextd.store.models import Memory
-
-_COLUMNS = (
-    "id, memory_id, user_id, action, old_content, new_content, replaced_memory_id, method,"
-    " source_session_id, source_message_id, changed_at"
-)
 
 
 @dataclass(slots=True)
@@ -47,8 +42,13 @@ class Replacement:
     change: MemoryChange | None
 
 
+# A history row's columns: MemoryChange's fields, named alike.
+_FIELDS = tuple(field.name for field in fields(MemoryChange))
+_COLUMNS = ", ".join(_FIELDS)
+
+
 def _change_from_row(row: Any) -> MemoryChange:
-    return MemoryChange(*row[:11])
+    return MemoryChange(**{name: row[name] for name in _FIELDS})
 
 
 async def _insert(

@@ -21,7 +21,7 @@ REINDEX_BATCH = 5000
 
 
 async def memory_batches(conn: Connection) -> AsyncIterator[Sequence[Row]]:
-    """Every memory as (id, user_id, content, tenant_id), in id order, a batch at a time:
+    """Every memory's id, user_id, content and tenant_id, in id order, a batch at a time:
     what an index is rebuilt from, in bounded memory."""
     last = 0
     while True:
@@ -32,7 +32,7 @@ async def memory_batches(conn: Connection) -> AsyncIterator[Sequence[Row]]:
         if not rows:
             return
         yield rows
-        last = int(rows[-1][0])
+        last = int(rows[-1]["id"])
 
 
 # The columns of a memory every search returns, then relevance, recency and score.
@@ -42,17 +42,16 @@ MEMORY_COLUMNS = (
 
 
 def memory_from_row(row: Row) -> Memory:
-    """The memory in the first columns of a row that starts with ``MEMORY_COLUMNS``."""
-    mid, user_id, content, session_id, message_id, created_at, updated_at, tenant = row[:8]
+    """The memory in a row that holds ``MEMORY_COLUMNS``."""
     return Memory(
-        id=mid,
-        user_id=user_id,
-        content=content,
-        source_session_id=session_id,
-        source_message_id=message_id,
-        created_at=created_at,
-        updated_at=updated_at,
-        tenant_id=tenant,
+        id=row["id"],
+        user_id=row["user_id"],
+        content=row["content"],
+        source_session_id=row["source_session_id"],
+        source_message_id=row["source_message_id"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        tenant_id=row["tenant_id"],
     )
 
 

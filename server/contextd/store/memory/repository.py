@@ -191,7 +191,7 @@ class MemoryRepo:
                 )
             )
             if rows:
-                mid = int(rows[0][0])
+                mid = int(rows[0]["id"])
                 await self.index.add(conn, mid, owner, text)
                 memory = Memory(
                     mid, user_id, text, source_session_id, source_message_id, ts, ts, tenant_id
@@ -263,8 +263,10 @@ class MemoryRepo:
         await self.ensure_index()
         async with self._db.transaction() as conn:
             await self.lock_user(conn, owner, source_session_id)
-            rows = list(await conn.execute_fetchall("SELECT COALESCE(MAX(id), 0) FROM memories"))
-            before = int(rows[0][0])
+            rows = list(
+                await conn.execute_fetchall("SELECT COALESCE(MAX(id), 0) AS id FROM memories")
+            )
+            before = int(rows[0]["id"])
             await conn.executemany(
                 "INSERT INTO memories (tenant_id, user_id, content, content_hash,"
                 " source_session_id, source_message_id, created_at, updated_at)"
@@ -282,11 +284,12 @@ class MemoryRepo:
             # The owner's only: on PostgreSQL another server may add memories meanwhile.
             rows = list(
                 await conn.execute_fetchall(
-                    "SELECT COUNT(*) FROM memories WHERE tenant_id = ? AND user_id = ? AND id > ?",
+                    "SELECT COUNT(*) AS added FROM memories"
+                    " WHERE tenant_id = ? AND user_id = ? AND id > ?",
                     (*owner, before),
                 )
             )
-        return int(rows[0][0])
+        return int(rows[0]["added"])
 
     async def delete(self, memory_id: int) -> bool:
         """Delete a memory and its index entry; False if there was none."""
@@ -334,10 +337,10 @@ class MemoryRepo:
             " WHERE id = ? AND tenant_id = ? AND user_id = ?",
             (memory_id, tenant_id, user_id),
         )
-        if not rows or rows[0][8] != content_hash(expected_content):
+        if not rows or rows[0]["content_hash"] != content_hash(expected_content):
             return None
         old = memory_from_row(rows[0])
-        if rows[0][8] == new_hash:
+        if rows[0]["content_hash"] == new_hash:
             return Rewrite(old, await _touch(conn, old.id, ts), "")
         others = await conn.execute_fetchall(
             "SELECT id FROM memories WHERE tenant_id = ? AND user_id = ? AND content_hash = ?",
@@ -347,7 +350,7 @@ class MemoryRepo:
         if others:
             await conn.execute("DELETE FROM memories WHERE id = ?", (old.id,))
             await self.index.remove(conn, owner, [(old.id, old.content)])
-            return Rewrite(old, await _touch(conn, int(others[0][0]), ts), "merge")
+            return Rewrite(old, await _touch(conn, int(others[0]["id"]), ts), "merge")
         updated = await conn.execute_fetchall(
             "UPDATE memories SET content = ?, content_hash = ?, source_session_id = ?,"
             " source_message_id = ?, updated_at = max(updated_at, ?),"
@@ -406,7 +409,7 @@ class MemoryRepo:
                     "SELECT terms_version FROM memories_fts_state WHERE id = 1"
                 )
             )
-            if not rows or rows[0][0] != TERMS_VERSION:
+            if not rows or rows[0]["terms_version"] != TERMS_VERSION:
                 async with self._db.transaction() as conn:
                     again = list(
                         await conn.execute_fetchall(
@@ -417,7 +420,7 @@ class MemoryRepo:
                         await conn.execute(
                             "INSERT INTO memories_fts_state (id, terms_version) VALUES (1, 0)"
                         )
-                    if not again or again[0][0] != TERMS_VERSION:
+                    if not again or again[0]["terms_version"] != TERMS_VERSION:
                         await self._rebuild(conn)
             await self.index.prepare()
             self._index_checked = True
@@ -437,11 +440,11 @@ class MemoryRepo:
     async def count(self, user_id: str, *, tenant_id: str = DEFAULT_TENANT) -> int:
         rows = list(
             await self._db.reader.execute_fetchall(
-                "SELECT COUNT(*) FROM memories WHERE tenant_id = ? AND user_id = ?",
+                "SELECT COUNT(*) AS memories FROM memories WHERE tenant_id = ? AND user_id = ?",
                 (tenant_id, user_id),
             )
         )
-        return int(rows[0][0])
+        return int(rows[0]["memories"])
 
     async def list_memories(
         self,
@@ -572,9 +575,9 @@ class MemoryRepo:
         return [
             ScoredMemory(
                 memory=memory_from_row(row),
-                score=float(row[10]),
-                relevance=float(row[8]),
-                recency=float(row[9]),
+                score=float(row["score"]),
+                relevance=float(row["relevance"]),
+                recency=float(row["recency"]),
             )
             for row in rows
         ]

@@ -65,7 +65,7 @@ LIMIT :limit
 # choose terms, and a common term costs no more than that).
 _FREQUENCY_SQL = (
     "SELECT t.term, (SELECT COUNT(*) FROM (SELECT 1 FROM memories"
-    " WHERE search_terms @@ CAST(t.quoted AS TSQUERY) LIMIT ?) AS found)"
+    " WHERE search_terms @@ CAST(t.quoted AS TSQUERY) LIMIT ?) AS found) AS docs"
     " FROM unnest(CAST(? AS TEXT[]), CAST(? AS TEXT[])) AS t(term, quoted)"
 )
 
@@ -115,8 +115,8 @@ class TsvectorIndex:
             await conn.executemany(
                 _SET_TERMS,
                 [
-                    (keyed_terms(user_id, content, tenant), mid)
-                    for mid, user_id, content, tenant in rows
+                    (keyed_terms(row["user_id"], row["content"], row["tenant_id"]), row["id"])
+                    for row in rows
                 ],
             )
             count += len(rows)
@@ -126,7 +126,7 @@ class TsvectorIndex:
         rows = await self._db.reader.execute_fetchall(
             _FREQUENCY_SQL, (budget + 1, list(keyed), [quoted(term) for term in keyed])
         )
-        return {term: int(docs) for term, docs in rows if docs}
+        return {row["term"]: int(row["docs"]) for row in rows if row["docs"]}
 
     async def ranked(self, chosen: Sequence[str], params: dict[str, Any]) -> Sequence[Row]:
         return await self._db.reader.execute_fetchall(

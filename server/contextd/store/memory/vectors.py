@@ -81,16 +81,17 @@ class MemoryVectorRepo:
             " WHERE (embedding_model < ? OR embedding_model > ?) AND id > ? ORDER BY id LIMIT ?",
             (self.model, self.model, after_id, limit),
         )
-        return [PendingMemory(int(mid), content) for mid, content in rows]
+        return [PendingMemory(int(row["id"]), row["content"]) for row in rows]
 
     async def count_pending(self) -> int:
         rows = list(
             await self._db.reader.execute_fetchall(
-                "SELECT COUNT(*) FROM memories WHERE embedding_model < ? OR embedding_model > ?",
+                "SELECT COUNT(*) AS pending FROM memories"
+                " WHERE embedding_model < ? OR embedding_model > ?",
                 (self.model, self.model),
             )
         )
-        return int(rows[0][0])
+        return int(rows[0]["pending"])
 
     async def save(
         self, memories: Sequence[PendingMemory], vectors: Sequence[Sequence[float] | None]
@@ -160,7 +161,7 @@ class MemoryVectorRepo:
                 (*owner, self.model),
             )
         )
-        return float(rows[0][0]) if rows else 0.0
+        return float(rows[0]["embedded_at"]) if rows else 0.0
 
     async def _matrix(self, owner: Owner) -> _Matrix | None:
         signature = await self._signature(owner)
@@ -191,8 +192,12 @@ class MemoryVectorRepo:
             " WHERE tenant_id = ? AND user_id = ? AND embedding_model = ? ORDER BY id",
             (*owner, self.model),
         )
-        dims = max((int(r[2]) for r in rows), default=0)
-        kept = [(int(r[0]), bytes(r[1])) for r in rows if int(r[2]) == dims and r[1] is not None]
+        dims = max((int(r["embedding_dims"]) for r in rows), default=0)
+        kept = [
+            (int(r["id"]), bytes(r["embedding"]))
+            for r in rows
+            if int(r["embedding_dims"]) == dims and r["embedding"] is not None
+        ]
         ids = np.fromiter((mid for mid, _ in kept), dtype=np.int64, count=len(kept))
         raw = np.frombuffer(b"".join(blob for _, blob in kept), dtype="<f4")
         unit = _unit(raw.reshape(len(kept), dims) if kept else np.zeros((0, 0), np.float32))
