@@ -1,9 +1,10 @@
-"""MemoryRepo on both engines: dedup, Chinese/English search, ranking, isolation, paging."""
+"""MemoryRepo on both engines: dedup, Chinese/English search, ranking, isolation (of users and
+of tenants), paging, bulk loads, the index rebuilt for new terms, users known to have no
+memories."""
 
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 from pathlib import Path
 
 import pytest
@@ -13,13 +14,14 @@ from contextd.store.engine.database import Database
 from contextd.store.engine.sqlite import SqliteDatabase
 from contextd.store.memory import index as memory_index
 from contextd.store.memory import repository as memories_module
-from contextd.store.memory.fts5_index import match_expression
 from contextd.store.memory.history import MemoryHistoryRepo
-from contextd.store.memory.index import choose_terms
 from contextd.store.memory.repository import MemoryRepo
 from contextd.store.models import ScoredMemory
 from contextd.store.sessions import SessionRepo
 
+from tests.support.store_helpers import fts_integrity
+
+A, B = "acme", "globex"
 DAY = 86400.0
 NOW = 1_800_000_000.0
 
@@ -38,19 +40,6 @@ async def sources(db: Database) -> list[str]:
 
 def contents(hits: list[ScoredMemory]) -> list[str]:
     return [h.memory.content for h in hits]
-
-
-async def fts_integrity(db: Database) -> None:
-    """SQLite's FTS5 check of its index (PostgreSQL's terms are a column of the row)."""
-    if db.engine != "sqlite":
-        return
-    async with db.transaction() as conn:
-        await conn.execute(
-            "INSERT INTO memories_fts (memories_fts, rank) VALUES ('integrity-check', 0)"
-        )
-
-
-# --- add, dedup, get ------------------------------------------------------------------------
 
 
 async def test_add_stores_a_memory_with_provenance(repo: MemoryRepo, sources: list[str]) -> None:
@@ -123,9 +112,6 @@ async def test_empty_user_is_refused(repo: MemoryRepo) -> None:
         await repo.add_many("", ["something"])
 
 
-# --- search: Chinese, English, mixed -------------------------------------------------------
-
-
 async def test_two_character_chinese_word_finds_the_memory(repo: MemoryRepo) -> None:
     await repo.add("alice", "我每天早上都喝咖啡")
     await repo.add("alice", "我住在上海")
@@ -174,9 +160,6 @@ async def test_fullwidth_and_accents_match_their_plain_forms(repo: MemoryRepo) -
     await repo.add("alice", "Ｍｙ ｆａｖｏｒｉｔｅ ｃａｆé is downstairs")
     assert len(await repo.search("alice", "Cafe")) == 1
     assert len(await repo.search("alice", "favorite")) == 1
-
-
-# --- search: ranking ------------------------------------------------------------------------
 
 
 async def test_more_relevant_memory_ranks_first(repo: MemoryRepo) -> None:
@@ -257,20 +240,6 @@ async def test_common_terms_do_not_hide_rare_ones(db: Database) -> None:
     assert len(await repo.search("alice", "同事", now=NOW)) == 5
 
 
-def test_choose_terms_keeps_the_rarest_within_the_budget() -> None:
-    assert choose_terms({"a": 3000, "b": 10, "c": 500, "d": 0}, 1000) == ["b", "c"]
-    assert choose_terms({"a": 3000, "b": 5000}, 1000) == ["a"]
-    assert choose_terms({}, 1000) == []
-    assert choose_terms({"z": 0}, 1000) == []
-
-
-def test_match_expression_quotes_every_term() -> None:
-    assert match_expression(["coffee", 'a"b', "NEAR"]) == '"coffee" OR "a""b" OR "NEAR"'
-
-
-# --- search: odd queries --------------------------------------------------------------------
-
-
 @pytest.mark.parametrize(
     "query",
     [
@@ -330,9 +299,6 @@ async def test_fts_syntax_words_are_searched_as_words(repo: MemoryRepo) -> None:
     assert contents(await repo.search("alice", "coffee AND")) == ["I drink coffee every morning"]
 
 
-# --- users ------------------------------------------------------------------------------------
-
-
 async def test_users_never_see_each_others_memories(repo: MemoryRepo) -> None:
     await repo.add("alice", "我每天早上都喝咖啡")
     await repo.add_many("bob", ["我每天早上都喝咖啡", "我也喜欢咖啡", "coffee is life"])
@@ -356,9 +322,6 @@ async def test_isolation_holds_even_if_user_keys_collide(
     assert contents(await repo.search("bob", "咖啡")) == ["我也喝咖啡"]
 
 
-# --- delete -----------------------------------------------------------------------------------
-
-
 async def test_delete_removes_the_memory_from_search(repo: MemoryRepo, db: Database) -> None:
     coffee, _ = await repo.add("alice", "我每天早上都喝咖啡")
     await repo.add("alice", "我住在上海")
@@ -372,9 +335,6 @@ async def test_delete_removes_the_memory_from_search(repo: MemoryRepo, db: Datab
     assert created and again.id > coffee.id  # ids are never reused
     assert contents(await repo.search("alice", "咖啡")) == ["我每天早上都喝咖啡"]
     await fts_integrity(db)
-
-
-# --- list -------------------------------------------------------------------------------------
 
 
 async def test_list_pages_newest_first(repo: MemoryRepo) -> None:
@@ -437,9 +397,6 @@ async def test_a_memory_comes_only_from_a_session_of_its_user_that_is_there(
     with pytest.raises(SessionNotFound):
         await history.replace(memory.id, "alice", "I like tea", "I like coffee", "x", gone.id)
     assert (await repo.get(memory.id)) == memory
-
-
-# --- add_many, reindex ------------------------------------------------------------------------
 
 
 async def test_add_many_counts_new_memories_and_indexes_them(
@@ -509,21 +466,54 @@ async def test_memories_survive_reopening_the_database(tmp_path: Path) -> None:
 
 
 @pytest.mark.sqlite_only
-async def test_a_replacement_whose_history_row_fails_changes_no_memory(
-    db: Database, repo: MemoryRepo
+async def test_a_user_found_without_memories_is_searched_again_once_given_some(
+    db: Database,
 ) -> None:
-    history = MemoryHistoryRepo(db, repo)
-    memory, _ = await repo.add("alice", "I live in Paris", now=NOW)
-    async with db.transaction() as conn:
-        await conn.execute(
-            "CREATE TRIGGER refuse_history BEFORE INSERT ON memory_history"
-            " BEGIN SELECT RAISE(ABORT, 'refused'); END"
-        )
-    with pytest.raises(sqlite3.IntegrityError):
-        await history.replace(memory.id, "alice", "I live in Paris", "I live in Oslo", "x")
-    # The memory, its index entry and its history roll back together.
-    assert await repo.get(memory.id) == memory
-    assert contents(await repo.search("alice", "Paris", now=NOW)) == ["I live in Paris"]
-    assert await repo.search("alice", "Oslo", now=NOW) == []
-    assert await history.for_memory(memory.id) == []
-    await fts_integrity(db)
+    memories = MemoryRepo(db)
+    assert await memories.search("alice", "coffee") == []
+    assert await memories.search("alice", "coffee") == []  # answered from memory
+    await memories.add("alice", "Alice drinks coffee")
+    assert [m.memory.content for m in await memories.search("alice", "coffee")] == [
+        "Alice drinks coffee"
+    ]
+    assert await memories.search("bob", "tea") == []
+    await memories.add_many("bob", ["Bob drinks tea", "Bob likes rain"])
+    assert [m.memory.content for m in await memories.search("bob", "tea")] == ["Bob drinks tea"]
+    # A search that reads while a memory is being added, before its commit, does not
+    # hide it afterwards.
+    assert await memories.search("carol", "jazz") == []
+    adding = asyncio.create_task(memories.add("carol", "Carol plays jazz"))
+    async with db.transaction():  # holds the write lock: the add waits for it
+        await asyncio.sleep(0)
+        assert await memories.search("carol", "jazz") == []
+    await adding
+    assert [m.memory.content for m in await memories.search("carol", "jazz")] == [
+        "Carol plays jazz"
+    ]
+
+
+async def test_memories_and_their_search_stay_in_their_tenant(db: Database) -> None:
+    memories = MemoryRepo(db)
+    a_mem, _ = await memories.add("bob", "I drink coffee every morning", tenant_id=A)
+    # The same text for bob of B is B's own memory, not a duplicate of A's.
+    b_mem, created = await memories.add("bob", "I drink coffee every morning", tenant_id=B)
+    assert created and b_mem.id != a_mem.id and b_mem.tenant_id == B
+    await memories.add("bob", "我住在上海", tenant_id=A)
+    assert [m.memory.id for m in await memories.search("bob", "coffee", tenant_id=A)] == [a_mem.id]
+    assert [m.memory.id for m in await memories.search("bob", "coffee", tenant_id=B)] == [b_mem.id]
+    assert await memories.search("bob", "上海", tenant_id=B) == []
+    assert await memories.search("bob", "coffee") == []
+    assert await memories.get(a_mem.id, tenant_id=B) is None
+    assert await memories.count("bob", tenant_id=A) == 2
+    assert await memories.count("bob", tenant_id=B) == 1
+    listed, _ = await memories.list_memories("bob", tenant_id=B)
+    assert [m.id for m in listed] == [b_mem.id]
+    added = await memories.add_many("bob", ["tea", "I drink coffee every morning"], tenant_id=B)
+    assert added == 1
+    assert await memories.count("bob", tenant_id=A) == 2
+    # Deleting B's memory leaves A's and A's index entries.
+    assert await memories.delete(b_mem.id)
+    assert [m.memory.id for m in await memories.search("bob", "coffee", tenant_id=A)] == [a_mem.id]
+    assert await memories.reindex() == 3
+    assert [m.memory.id for m in await memories.search("bob", "coffee", tenant_id=A)] == [a_mem.id]
+    assert await memories.search("bob", "coffee", tenant_id=B) == []

@@ -1,6 +1,7 @@
 """The event log on either engine: files (SQLite) or the event_lines table (PostgreSQL)
 hold the same lines and answer reads the same way; on PostgreSQL appends to one session
-keep their numbers and order under concurrency."""
+keep their numbers and order under concurrency. And the event's own fields: timestamps,
+token counts."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any
 
 import pytest
 from contextd.store.engine.database import Database
-from contextd.store.event_log.events import EventStore
+from contextd.store.event_log.events import EventStore, event_tokens, format_ts
 from contextd.store.sessions import SessionRepo
 
 TS = 1715342400.0
@@ -146,3 +147,14 @@ async def test_last_is_the_last_whole_event(
         path.write_bytes(path.read_bytes() + b'{"ts":"torn')
         last = await events.last(sid)
         assert last is not None and last["type"] == "session_end"
+
+
+def test_timestamps_and_tokens() -> None:
+    assert format_ts(1715342400.123) == "2024-05-10T12:00:00.123Z"
+    assert format_ts(1715342400.0) == "2024-05-10T12:00:00.000Z"
+    assert format_ts(1715342400.9996) == "2024-05-10T12:00:01.000Z"
+    assert event_tokens(120, 35) == {"prompt": 120, "completion": 35, "total": 155}
+    assert event_tokens(12, None) == {"prompt": 12}
+    assert event_tokens(None, 28) == {"completion": 28}
+    assert event_tokens(None, None) == {}
+    assert event_tokens(0, 0) == {"prompt": 0, "completion": 0, "total": 0}

@@ -1,4 +1,5 @@
-"""The JSONL event log (docs/chat.md) on real files: format, ordering, torn lines, crashes."""
+"""The JSONL event log (docs/chat.md) on real files: format, ordering, torn lines, crashes,
+and another tenant's logs in a directory of their own."""
 
 from __future__ import annotations
 
@@ -15,8 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from contextd.store.event_log.events import event_tokens, format_ts
+from contextd.store.event_log.events import event_tokens
 from contextd.store.event_log.files import EventLog
+
+A, B = "acme", "globex"
 
 # A documented example of a whole session, line by line.
 EVENT_LOG_EXAMPLE = r"""
@@ -29,6 +32,8 @@ EVENT_LOG_EXAMPLE = r"""
 {"ts":"2024-05-10T12:00:08Z","session_id":"sess_x","turn":1,"type":"turn_end","meta":{"status":"ok","stepCount":2,"durationMs":3000,"tokens":{"prompt":132,"completion":63,"total":195}}}
 {"ts":"2024-05-10T12:05:00Z","session_id":"sess_x","type":"session_end"}
 """  # noqa: E501
+
+
 KEY_ORDER = ["ts", "session_id", "turn", "step", "type", "content", "role", "meta"]
 
 
@@ -121,17 +126,6 @@ async def test_the_documented_example_through_the_api(log: EventLog) -> None:
         raw[-1] == f'{{"ts":"2024-05-10T12:05:00.500Z","session_id":"{sid}","type":"session_end"}}'
     )
     assert await read_all(log, sid) == ours
-
-
-def test_timestamps_and_tokens() -> None:
-    assert format_ts(1715342400.123) == "2024-05-10T12:00:00.123Z"
-    assert format_ts(1715342400.0) == "2024-05-10T12:00:00.000Z"
-    assert format_ts(1715342400.9996) == "2024-05-10T12:00:01.000Z"
-    assert event_tokens(120, 35) == {"prompt": 120, "completion": 35, "total": 155}
-    assert event_tokens(12, None) == {"prompt": 12}
-    assert event_tokens(None, 28) == {"completion": 28}
-    assert event_tokens(None, None) == {}
-    assert event_tokens(0, 0) == {"prompt": 0, "completion": 0, "total": 0}
 
 
 async def test_fifty_concurrent_appenders_keep_call_order(log: EventLog) -> None:
@@ -449,3 +443,34 @@ async def test_appended_events_survive_sigkill(tmp_path: Path) -> None:
         assert len(steps) - len(this_round) == acked_total  # earlier rounds untouched
         acked_total += len(this_round)
     await log.aclose()
+
+
+async def test_event_logs_of_other_tenants_live_in_a_tenant_directory(tmp_path: Path) -> None:
+    log = EventLog(tmp_path / "history")
+    sid = "b" * 32
+    await log.append(sid, "session_start")
+    await log.append(sid, "session_start", tenant_id=A)
+    await log.append(sid, "turn_start", turn=1, tenant_id=A)
+    assert (tmp_path / "history" / f"{sid}.jsonl").is_file()  # the default tenant: as before
+    assert (tmp_path / "history" / "tenants" / A / f"{sid}.jsonl").is_file()
+    assert [e["type"] async for e in log.read(sid)] == ["session_start"]
+    assert [e["type"] async for e in log.read(sid, tenant_id=A)] == ["session_start", "turn_start"]
+    assert [e async for e in log.read(sid, tenant_id=B)] == []
+    assert await log.delete(sid, tenant_id=A)
+    assert [e["type"] async for e in log.read(sid)] == ["session_start"]
+
+
+@pytest.mark.parametrize("tenant", ["..", "../x", "a/b", ".hidden", "", "x" * 129, "a b", "é"])
+async def test_event_log_refuses_a_tenant_id_that_is_not_a_plain_name(
+    tmp_path: Path, tenant: str
+) -> None:
+    log = EventLog(tmp_path / "history")
+    with pytest.raises(ValueError, match="tenant_id"):
+        await log.append("c" * 32, "session_start", tenant_id=tenant)
+    with pytest.raises(ValueError, match="tenant_id"):
+        log.path("c" * 32, tenant)
+    assert _names_under(tmp_path) == ["history"]
+
+
+def _names_under(root: Path) -> list[str]:
+    return sorted(p.name for p in root.rglob("*"))

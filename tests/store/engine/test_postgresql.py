@@ -1,6 +1,6 @@
-"""PostgreSQL's failures as callers see them: an unreachable database, a dropped
-connection, an exhausted pool and a statement past its timeout are DatabaseUnavailable
-(UNAVAILABLE), a full disk StorageFull; and the placeholder translation of shared SQL."""
+"""PostgreSQL's failures as callers see them: an unreachable database, a dropped connection,
+an exhausted pool and a statement past its timeout are DatabaseUnavailable (UNAVAILABLE),
+a full disk StorageFull."""
 
 from __future__ import annotations
 
@@ -12,9 +12,7 @@ import grpc
 import pytest
 from contextd.api.errors import status_for
 from contextd.core.errors import DatabaseUnavailable, StorageFull
-from contextd.store.engine.open import check_database_url, masked_url
 from contextd.store.engine.postgresql import PostgresDatabase, _translated
-from contextd.store.engine.postgresql_sql import translate
 from contextd.store.sessions import SessionRepo
 
 
@@ -77,30 +75,3 @@ def test_failures_map_to_their_status() -> None:
     assert isinstance(_translated(ConnectionRefusedError(), False), DatabaseUnavailable)
     assert _translated(asyncpg.exceptions.UniqueViolationError("dup"), False) is None
     assert status_for(DatabaseUnavailable("down")).code == grpc.StatusCode.UNAVAILABLE
-
-
-def test_urls_are_checked_and_masked() -> None:
-    check_database_url("postgresql://u:p@db:5432/contextd")
-    check_database_url("postgres://db/contextd")
-    with pytest.raises(SystemExit, match="only postgresql://") as refused:
-        check_database_url("mysql://root:hunter2@db/contextd")
-    assert "hunter2" not in str(refused.value)
-    assert masked_url("postgresql://u:hunter2@db:5432/c") == "postgresql://u:***@db:5432/c"
-    assert masked_url("postgresql://u:pw@[::1]/c?sslmode=require") == (
-        "postgresql://u:***@[::1]/c?sslmode=require"
-    )
-    assert masked_url("postgresql://db/c") == "postgresql://db/c"
-
-
-def test_placeholders_are_translated_once_per_statement() -> None:
-    positional = translate("SELECT '?', \"a?\" FROM t WHERE a = ? AND b::text = ?")
-    assert positional.sql == "SELECT '?', \"a?\" FROM t WHERE a = $1 AND b::text = $2"
-    assert positional.arguments((1, 2)) == (1, 2)
-    named = translate("SELECT ':x' WHERE a = :user OR b = :tenant OR c = :user")
-    assert named.sql == "SELECT ':x' WHERE a = $1 OR b = $2 OR c = $1"
-    assert named.arguments({"tenant": "t", "user": "u", "unused": 0}) == ["u", "t"]
-    assert translate("UPDATE t SET a = 1").returns_rows is False
-    assert translate("DELETE FROM t RETURNING id").returns_rows is True
-    assert translate(" with x AS (SELECT 1) SELECT * FROM x").returns_rows is True
-    with pytest.raises(ValueError, match="mixes"):
-        translate("SELECT ? WHERE a = :b")
