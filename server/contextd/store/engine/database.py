@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from contextd.store.event_log.events import EventLines, EventStore
     from contextd.store.memory.index import MemoryIndex
 
-# A result row: sqlite3.Row or asyncpg.Record, both read by index and by column name.
+# A result row: sqlite3.Row or asyncpg.Record; repositories read it by column name.
 Row = Any
 Params = Sequence[Any] | Mapping[str, Any]
 # Told each timed statement's SQL and the seconds it took.

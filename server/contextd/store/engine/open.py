@@ -1,6 +1,6 @@
 """Which database the settings name: PostgreSQL for a ``--database-url``, else the SQLite
-file in the data directory. The only place that picks an engine (the event log follows:
-``Database.event_log``)."""
+file in the data directory. The only place that picks an engine: the parts that differ
+(event log, memory index, ...) come from the database opened here (``Database``)."""
 
 from __future__ import annotations
 
