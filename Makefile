@@ -6,7 +6,8 @@ BIN := $(VENV)/bin
 .PHONY: run test lint gen bench clean
 
 # Every install goes through scripts/with_wheels: from the package index when it answers,
-# else from a wheelhouse beside the checkout (machines without PyPI).
+# else from a wheelhouse beside the checkout (machines without PyPI). The tests run
+# through it too, for those that build the SDK's wheel with pip.
 PIP := scripts/with_wheels $(BIN)/python -m pip
 
 $(BIN)/python:
@@ -72,19 +73,21 @@ $(TASKPANE_BUILT): $(TASKPANE)/node_modules/.installed \
 ## examples built, then every test
 test: $(VENV)/.dev-deps $(VENV)/.local-embeddings lint $(NODE_BUILT) $(BROWSER_HARNESS_BUILT) $(NODE_EXAMPLE_INSTALLED) \
 	$(TASKPANE_BUILT)
-	$(BIN)/python -m pytest
+	scripts/with_wheels $(BIN)/python -m pytest
 
 lint: $(VENV)/.dev-deps
 	$(BIN)/python scripts/gen_protos.py --check
+	$(BIN)/python scripts/gen_sync_client.py --check
 	$(BIN)/buf lint
 	$(BIN)/python scripts/check_breaking.py
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-## gen: regenerate the Python code from protos/
+## gen: regenerate the Python code from protos/, and the SDK's sync client from its async one
 gen: $(VENV)/.dev-deps
 	$(BIN)/python scripts/gen_protos.py
+	$(BIN)/python scripts/gen_sync_client.py
 
 ## bench: run the benchmarks one after another (ratios measured in one run)
 BENCHMARKS := build_vs_echo trim_vs_langchain session_build memory_search memory_hybrid \

@@ -24,7 +24,7 @@ from __future__ import annotations
 from ._aio import AsyncContextClient
 from ._chat import AsyncChatStream, ChatStream
 from ._chat_calls import ToolLike, ToolProtocol, ToolResultLike
-from ._client import DEFAULT_TARGET, ContextClient, Metadata
+from ._client import ContextClient
 from ._context_calls import CacheLayout, OutputFormat, OverflowPolicy
 from ._credentials import AsyncTokenProvider, TokenProvider
 from ._errors import (
@@ -51,6 +51,7 @@ from ._errors import (
     UnknownError,
 )
 from ._messages import MessageLike
+from ._options import DEFAULT_TARGET, Metadata
 from ._parts import PartLike, image_part
 from ._pb import chat_pb2 as cpb
 from ._pb import chat_pb2_grpc as cpb_grpc

@@ -1,4 +1,10 @@
-"""The asyncio client, over grpc.aio."""
+"""The asyncio client, over grpc.aio, and the source of the sync client.
+
+The two clients differ only in their transport (blocking or awaited calls), so the sync
+one is not kept by hand: scripts/gen_sync_client.py writes _client.py from this module
+with unasync, and `make lint` fails while that file is stale. Edit this module, then run
+the script.
+"""
 
 from __future__ import annotations
 
@@ -15,10 +21,10 @@ from . import _chat_calls as chat_calls
 from . import _context_calls as context_calls
 from . import _records as records
 from ._chat import AsyncChatStream
-from ._client import DEFAULT_TARGET, CallMetadata, Metadata, call_metadata
 from ._context_calls import CacheLayout, OutputFormat, OverflowPolicy
 from ._credentials import (
     AsyncTokenProvider,
+    CallMetadata,
     async_token_pair,
     bearer,
     check_credentials,
@@ -26,6 +32,7 @@ from ._credentials import (
 )
 from ._errors import ContextdError
 from ._messages import MessageLike
+from ._options import DEFAULT_TARGET, Metadata, call_metadata
 from ._pages import async_pages
 from ._parts import PartLike
 from ._pb import (
@@ -107,7 +114,7 @@ class AsyncContextClient:
             else grpc.aio.secure_channel(target, credentials)
         )
         self._closed = False
-        #: The generated ContextServiceStub; its methods return awaitable calls.
+        #: The generated ContextServiceStub, for calls the helpers do not cover.
         self.stub = pb_grpc.ContextServiceStub(self._channel)
         #: The generated stubs of the other services, on the same channel.
         self.chat_stub = chat_pb2_grpc.ChatServiceStub(self._channel)
@@ -389,7 +396,8 @@ class AsyncContextClient:
     async def end_session(self, user_id: str, session_id: str, *, mode: str = "") -> bool:
         """End the session (see :meth:`ContextClient.end_session`)."""
         request = records.end_session_request(user_id, session_id, mode)
-        return bool((await self._call(self.session_stub.EndSession, request)).ended)
+        response = await self._call(self.session_stub.EndSession, request)
+        return bool(response.ended)
 
     async def _export_events(
         self, request: Any, trace: CallMetadata
