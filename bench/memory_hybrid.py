@@ -30,11 +30,11 @@ import numpy as np
 from _common import machine_note, median, print_table, result_line
 from _memory_data import memory_texts, queries
 from contextd.app.memory_embedding import EmbeddingRanker, EmbeddingStats
-from contextd.store.database import Database
-from contextd.store.db import SqliteDatabase
-from contextd.store.memories import MemoryRepo
-from contextd.store.memory_vectors import MemoryVectorRepo
-from contextd.store.pg_db import PostgresDatabase
+from contextd.store.engine.database import Database
+from contextd.store.engine.postgresql import PostgresDatabase
+from contextd.store.engine.sqlite import SqliteDatabase
+from contextd.store.memory.repository import MemoryRepo
+from contextd.store.memory.vectors import MemoryVectorRepo
 
 from tests.support.postgres import running_postgres
 
