@@ -145,4 +145,3 @@ class LocalEmbedder:
 
     async def aclose(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
-
