@@ -6,6 +6,7 @@ it, or with an unknown model, always run.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib.util
 import math
 import os
@@ -159,6 +160,33 @@ async def test_the_model_runs_numpy_on_one_thread(embedder: LocalEmbedder) -> No
     assert counts == [1]
 
 
+@needs_model
+async def test_a_question_while_the_model_loads_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Searches go by terms at once rather than wait seconds for the model; memories wait."""
+    gate = threading.Event()
+    load = LocalEmbedder._load
+
+    def slow(self: LocalEmbedder) -> None:
+        gate.wait(30)
+        load(self)
+
+    monkeypatch.setattr(LocalEmbedder, "_load", slow)
+    loading = LocalEmbedder()
+    try:
+        with pytest.raises(EmbeddingError, match="still loading") as refused:
+            await loading.embed(["Do I eat meat?"], "query")
+        assert refused.value.refused
+        waiting = asyncio.ensure_future(loading.embed(["I am vegetarian"], "document"))
+        await asyncio.sleep(0.05)
+        assert not waiting.done()
+        gate.set()
+        assert [len(v) for v in await waiting] == [512]
+        assert [len(v) for v in await loading.embed(["Do I eat meat?"], "query")] == [512]
+    finally:
+        gate.set()
+        await loading.aclose()
+
+
 async def test_a_model_that_cannot_load_fails_every_call_with_the_reason(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -173,6 +201,8 @@ async def test_a_model_that_cannot_load_fails_every_call_with_the_reason(
     monkeypatch.setattr(local_embeddings, "check_installed", lambda model: PACKAGED)
     failing = LocalEmbedder()
     try:
+        with contextlib.suppress(OSError):
+            await asyncio.wrap_future(failing._loading)
         for _ in range(2):
             with pytest.raises(EmbeddingError, match="truncated file") as error:
                 await failing.embed(["I am vegetarian"], "query")

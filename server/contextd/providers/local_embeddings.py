@@ -10,9 +10,10 @@ pinned by version and hash (deploy/local-model-requirements.txt).
 The model runs in one worker thread of its own: encoding is CPU work that would otherwise
 stop the event loop, and one thread keeps the model's memory single and its calls in order.
 Loading (a few seconds, mostly reading the tokenizer's vocabulary) starts in that thread
-when the embedder is made, so startup does not wait for it; the first texts wait for it
-instead. A model that cannot load is logged once, and every call then fails with the
-reason (searches fall back to terms, memories wait for their vectors).
+when the embedder is made, so startup does not wait for it; memories to embed wait for
+it, questions meanwhile are searched by their terms. A model that cannot load is logged
+once, and every call then fails with the reason (searches fall back to terms, memories
+wait for their vectors).
 """
 
 from __future__ import annotations
@@ -133,10 +134,15 @@ class LocalEmbedder:
         return vectors
 
     async def embed(self, texts: Sequence[str], purpose: EmbeddingPurpose) -> list[list[float]]:
-        """One unit-length vector per text; questions and memories are embedded alike."""
-        del purpose
+        """One unit-length vector per text; questions and memories are embedded alike.
+
+        While the model loads, a question is refused (EmbeddingError, ``refused``) rather
+        than kept waiting: its search goes by terms at once, with a note; memories wait.
+        """
         if not texts:
             return []
+        if purpose == "query" and not self._loading.done():
+            raise EmbeddingError(f"the local model {self.model} is still loading", refused=True)
         loop = asyncio.get_running_loop()
         try:
             return await loop.run_in_executor(self._executor, self._encode, list(texts))
