@@ -17,6 +17,7 @@ Run: ``python bench/memory_thresholds.py``.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import statistics
 import sys
@@ -124,5 +125,12 @@ async def run() -> int:
     return 0
 
 
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--quick", action="store_true", help="the same run (it is quick)")
+    parser.parse_args()
+    return asyncio.run(run())
+
+
 if __name__ == "__main__":
-    sys.exit(asyncio.run(run()))
+    sys.exit(main())
