@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test lint gen bench clean
+.PHONY: run test lint gen bench clean dotnet
 
 # Every install goes through scripts/with_wheels: from the package index when it answers,
 # else from a wheelhouse beside the checkout (machines without PyPI). The tests run
@@ -64,10 +64,16 @@ $(TASKPANE_BUILT): $(TASKPANE)/node_modules/.installed \
 	$(addprefix $(TASKPANE)/,package.json tsconfig.json) $(wildcard $(TASKPANE)/src/*.ts)
 
 ## test: generated code fresh, lint, types, the Node client, the browser page and the
-## examples built, then every test
+## examples built, then every test; among them tests/clients/test_dotnet_build.py builds
+## the .NET client, runs its C# and VB tests and packs it where `dotnet` is on PATH (they
+## skip with the reason where it is not)
 test: $(VENV)/.dev-deps lint $(NODE_BUILT) $(BROWSER_HARNESS_BUILT) $(NODE_EXAMPLE_INSTALLED) \
 	$(TASKPANE_BUILT)
 	scripts/with_wheels $(BIN)/python -m pytest
+
+## dotnet: only the .NET client's checks, its build, tests and package (needs `dotnet`)
+dotnet: $(VENV)/.dev-deps
+	$(BIN)/python -m pytest tests/clients/test_dotnet.py tests/clients/test_dotnet_build.py
 
 lint: $(VENV)/.dev-deps
 	$(BIN)/python scripts/gen_protos.py --check
@@ -95,3 +101,4 @@ clean:
 	rm -rf $(NODE_CLIENT)/node_modules $(NODE_CLIENT)/dist $(NODE_CLIENT)/src/gen
 	rm -rf $(BROWSER_HARNESS)/node_modules $(BROWSER_HARNESS)/dist $(BROWSER_HARNESS)/src/gen
 	rm -rf examples/node/node_modules $(TASKPANE)/node_modules $(TASKPANE)/dist
+	rm -rf clients/dotnet/*/bin clients/dotnet/*/obj clients/dotnet/*/TestResults
