@@ -99,7 +99,8 @@ class EmbeddingRanker:
                 note=f"ranked by terms only: the query was not embedded ({reason})"
             )
         hits = await self._vectors.nearest(owner, vectors[0], count)
-        return MeaningRanking([(mid, sim) for mid, sim in hits if sim >= self.min_similarity])
+        floor = self.min_similarity
+        return MeaningRanking([(mid, sim) for mid, sim in hits if sim >= floor], floor=floor)
 
 
 class EmbeddingWorker:

@@ -206,3 +206,29 @@ async def test_a_refused_query_is_searched_by_terms_without_a_failure(hybrid: Hy
     assert result.found[0].memory.content.startswith("My favourite drink")
     assert result.note == "ranked by terms only: fake: input refused"
     assert hybrid.stats.failures == 0
+
+
+async def test_dated_memories_do_not_push_aside_the_memory_closest_in_meaning(
+    db: Database,
+) -> None:
+    """The memory the model ranks first stays first when newer memories share a word with
+    the question. The fused score used to weigh recency by a quarter against a relevance
+    made of reciprocal ranks, all close together: a memory found only by its terms tied
+    with the one found only by meaning, and the newer of the two won, so that among
+    memories of different dates hybrid search lost most of what the model found."""
+    h = _hybrid(db, InProcessEmbedder(synonyms=dict(SYNONYMS)))
+    now = 1_800_000_000.0
+    day = 86400.0
+    answer = "I am vegetarian"
+    # Each shares "eat" with the question; their many other words keep them far in meaning.
+    newer = [
+        f"We eat out with friends from the {club} club, then walk home along the river "
+        f"and stop for ice cream, music, jokes, photos and long talks on day {i}"
+        for i, club in enumerate(("climbing", "chess", "rowing", "cycling", "choir"))
+    ]
+    await h.memories.add_many(
+        "ada", [answer, *newer], timestamps=[now - 90 * day] + [now - i * day for i in range(5)]
+    )
+    await h.settle()
+    found = await h.memories.search("ada", "Do I eat meat?", 3, now=now)
+    assert found[0].memory.content == answer

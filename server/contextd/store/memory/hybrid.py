@@ -3,10 +3,9 @@
 The term ranking is today's index search (store/memory/repository.py), ordered by its
 text relevance; the vector ranking is the user's memories closest in meaning to the query
 (a :class:`MeaningRanker`, which the application layer makes from an embedding provider).
-They are fused by reciprocal rank (core/rank_fusion.py); a memory's ``relevance`` is its
-fused score divided by the best one (1.0 = the best), and its ``score`` weighs relevance
-and recency as term search does. When the ranker cannot rank (the provider failed or
-timed out), the term results stand alone and the note says why.
+They are ranked together by core/memory_ranking.py (the weights, and why recency only
+breaks near ties there). When the ranker cannot rank (the provider failed or timed out),
+the term results stand alone and the note says why.
 """
 
 from __future__ import annotations
@@ -15,7 +14,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from contextd.core.rank_fusion import reciprocal_rank_fusion
+from contextd.core.memory_ranking import Candidate, rank_hybrid
 from contextd.store.engine.database import Connection
 from contextd.store.memory.index import MEMORY_COLUMNS
 from contextd.store.models import Memory, ScoredMemory
@@ -25,10 +24,12 @@ Owner = tuple[str, str]  # (tenant id, user id)
 
 @dataclass(frozen=True, slots=True)
 class MeaningRanking:
-    """(memory id, similarity) best first; ``note`` says why it is empty when it failed."""
+    """(memory id, similarity) best first; ``note`` says why it is empty when it failed;
+    ``floor``: the similarity below which a memory is left out of ``hits``."""
 
     hits: Sequence[tuple[int, float]] = ()
     note: str = ""
+    floor: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,13 +51,13 @@ class MeaningRanker(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class Fusion:
-    """Whose memories, how many results, and the recency rule (as term search has it)."""
+    """Whose memories, the query, how many results, and recency's half-life (seconds)."""
 
     owner: Owner
+    query: str
     limit: int
     now: float
     half_life: float
-    weight: float
 
 
 async def hybrid_search(
@@ -82,7 +83,8 @@ async def hybrid_search(
             memory = from_row(row)
             if (memory.tenant_id, memory.user_id) == fusion.owner:
                 rows[memory.id] = memory
-    return MemorySearchResult(fuse(by_terms, by_meaning.hits, rows, fusion), by_meaning.note)
+    found = fuse(by_terms, by_meaning.hits, rows, fusion, by_meaning.floor)
+    return MemorySearchResult(found, by_meaning.note)
 
 
 def fuse(
@@ -90,22 +92,25 @@ def fuse(
     by_meaning: Sequence[tuple[int, float]],
     rows: dict[int, Memory],
     fusion: Fusion,
+    floor: float = 0.0,
 ) -> list[ScoredMemory]:
-    """The fused ranking of both lists (``rows``: every memory either names)."""
-    term_order = sorted(by_terms, key=lambda s: -s.relevance)
-    fused = reciprocal_rank_fusion(
-        [[s.memory.id for s in term_order], [mid for mid, _ in by_meaning]]
+    """The ranking of both lists (``rows``: every memory either names; ``floor``: the
+    meaning ranking's), by core/memory_ranking.py; the term results as they are when
+    nothing ranked by meaning."""
+    if not by_meaning:
+        return list(by_terms[: fusion.limit])
+    relevance = {s.memory.id: s.relevance for s in by_terms}
+    cosine = dict(by_meaning)
+    candidates = [
+        Candidate(mid, memory.content, memory.updated_at, relevance.get(mid, 0.0), cosine.get(mid))
+        for mid, memory in rows.items()
+    ]
+    ranked = rank_hybrid(
+        fusion.query,
+        candidates,
+        unseen=floor,
+        now=fusion.now,
+        half_life=fusion.half_life,
+        limit=fusion.limit,
     )
-    fused = {mid: value for mid, value in fused.items() if mid in rows}
-    if not fused:
-        return []
-    best = max(fused.values())
-    scored = []
-    for mid, value in fused.items():
-        memory = rows[mid]
-        relevance = value / best
-        recency = 0.5 ** (max(0.0, fusion.now - memory.updated_at) / fusion.half_life)
-        score = (1.0 - fusion.weight) * relevance + fusion.weight * recency
-        scored.append(ScoredMemory(memory, score, relevance, recency))
-    scored.sort(key=lambda s: (-s.score, -s.memory.updated_at, -s.memory.id))
-    return scored[: fusion.limit]
+    return [ScoredMemory(rows[r.id], r.score, r.relevance, r.recency) for r in ranked]

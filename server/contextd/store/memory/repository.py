@@ -519,7 +519,7 @@ class MemoryRepo:
                     self._db.reader,
                     self.meaning.rank(owner, query, count),
                     by_terms,
-                    Fusion(owner, limit, at, self._half_life, self._weight),
+                    Fusion(owner, query, limit, at, self._half_life),
                     memory_from_row,
                 )
             if span is not None:
