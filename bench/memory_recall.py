@@ -48,9 +48,9 @@ from contextd.app.memory_embedding import search_by_meaning
 from contextd.core.search_terms import index_terms, query_terms
 from contextd.providers.embeddings import EmbeddingError, EmbeddingPurpose
 from contextd.providers.local_embeddings import DEFAULT_LOCAL_MODEL, LocalEmbedder
-from contextd.store.db import SqliteDatabase
-from contextd.store.memories import MemoryRepo
-from contextd.store.memory_vectors import MemoryVectorRepo
+from contextd.store.engine.sqlite import SqliteDatabase
+from contextd.store.memory.repository import MemoryRepo
+from contextd.store.memory.vectors import MemoryVectorRepo
 from contextd.v1 import memory_pb2 as mpb
 from contextd.v1 import memory_pb2_grpc
 

@@ -147,6 +147,21 @@ class MemoryVectorRepo:
             top = np.argsort(-similarity, kind="stable")
         return [(int(matrix.ids[i]), float(similarity[i])) for i in top]
 
+    async def vectors_of(
+        self, owner: Owner, ids: Sequence[int]
+    ) -> dict[int, npt.NDArray[np.float32]]:
+        """The owner's stored unit vectors of these memories (those it has): what the
+        recall benchmark ranks by meaning alone, beside the server's search."""
+        matrix = await self._matrix(owner)
+        if matrix is None:
+            return {}
+        wanted = set(ids)
+        return {
+            int(mid): matrix.unit[row]
+            for row, mid in enumerate(matrix.ids.tolist())
+            if mid in wanted
+        }
+
     def forget(self, owner: Owner) -> None:
         """Drop the owner's cached matrix (their vectors changed in this process)."""
         self._matrices.pop(owner, None)
