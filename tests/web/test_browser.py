@@ -317,11 +317,15 @@ def test_collect_and_export_events_after_the_turn(browsed: Browsed) -> None:
     exported = page.call("SessionService/ExportEvents")["events"]
     lines = [json.loads(event["json"]) for event in exported]
     assert [event["type"] for event in exported] == [line["type"] for line in lines]
-    assert [line["type"] for line in lines] == ["turn_start", "assistant", "final", "turn_end"]
+    # The session's messages were appended before its first turn, which starts its log.
+    assert [line["type"] for line in lines] == [
+        "session_start",
+        *("turn_start", "assistant", "final", "turn_end"),
+    ]
     assert {line["session_id"] for line in lines} == {session_id}
-    assert lines[0]["content"] == "What should I see first in Lisbon?"
-    assert lines[2]["content"] == events(page, "ChatService/StreamChat")[-1][1]["finalText"]
-    assert lines[3]["meta"]["status"] == "ok"
+    assert lines[1]["content"] == "What should I see first in Lisbon?"
+    assert lines[3]["content"] == events(page, "ChatService/StreamChat")[-1][1]["finalText"]
+    assert lines[4]["meta"]["status"] == "ok"
 
 
 def test_invalid_argument_names_each_field_decoded_in_the_browser(browsed: Browsed) -> None:
