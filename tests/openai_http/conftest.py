@@ -20,6 +20,7 @@ from tests.support.keyed_server import KeyedServer, keyed_server
 from tests.support.server import ServerProcess, start_server
 
 MODEL = "fake-model"
+MAX_MESSAGE = 1024 * 1024  # --max-message-bytes: an oversized body is cheap to send
 
 
 def openai_args(model: RuleModel) -> tuple[str, ...]:
@@ -27,6 +28,7 @@ def openai_args(model: RuleModel) -> tuple[str, ...]:
         *("--web-port", "0", "--openai-api"),
         *("--provider", "openai", "--provider-base-url", model.url),
         *("--provider-model", MODEL, "--provider-timeout", "10"),
+        *("--max-message-bytes", str(MAX_MESSAGE)),
     )
 
 

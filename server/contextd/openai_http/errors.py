@@ -19,6 +19,7 @@ from contextd.openai_http.params import ParamMap
 
 _DETAILS_KEY = "grpc-status-details-bin"
 _EXCERPT = 40
+_LONGEST_MESSAGE = 300
 
 # status, type and code of each native status, as OpenAI answers the same kind of failure.
 _MAPPED: dict[grpc.StatusCode, tuple[int, str, str | None]] = {
@@ -114,6 +115,8 @@ def from_rpc_error(error: grpc.aio.AioRpcError, params: ParamMap | None = None) 
         # Over --max-message-bytes, not a rate: a retry would fail the same way.
         status, kind, error_code = 413, "invalid_request_error", "request_too_large"
     message = details or code.name.lower()
+    if len(message) > _LONGEST_MESSAGE:  # it may quote what the caller sent
+        message = message[:_LONGEST_MESSAGE] + "..."
     return OpenAIError(status, message, kind, param, error_code, headers, code)
 
 

@@ -203,6 +203,8 @@ def _parts(content: list[Any], at: str, params: ParamMap, native: str) -> list[p
             parts.append(pb.ContentPart(text=string(part.get("text"), f"{where}.text")))
             continue
         params.add(f"{native}[{j}].image", f"{where}.image_url")
+        for source in ("url", "data"):  # both come from the image's URL
+            params.add(f"{native}[{j}].image.{source}", f"{where}.image_url.url")
         parts.append(pb.ContentPart(image=_image(part.get("image_url"), f"{where}.image_url")))
     return parts
 

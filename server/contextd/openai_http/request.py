@@ -219,9 +219,9 @@ def _tools(raw: object, params: ParamMap) -> list[cpb.ToolDefinition]:
     for k, item in enumerate(jf.array(raw, "tools")):
         at = f"tools[{k}]"
         tool = jf.obj(item, at)
-        jf.known_keys(tool, frozenset({"type", "function"}), at)
         if tool.get("type") != "function":
             raise invalid(f"{at}.type", "only function tools are supported")
+        jf.known_keys(tool, frozenset({"type", "function"}), at)
         function = jf.obj(tool.get("function"), f"{at}.function")
         jf.known_keys(
             function, frozenset({"name", "description", "parameters", "strict"}), f"{at}.function"

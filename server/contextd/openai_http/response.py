@@ -15,6 +15,7 @@ from typing import Any
 
 import grpc
 from google.protobuf import json_format
+from google.protobuf.message import Message
 
 from contextd.openai_http.errors import OpenAIError, retry_advice
 from contextd.v1 import chat_pb2 as cpb
@@ -63,7 +64,7 @@ class Completion:
             "prompt_tokens_estimate": started.prompt_tokens_estimate,
             "prompt_tokens_warning": started.prompt_tokens_warning,
             "provider": started.provider,
-            "report": json_format.MessageToDict(started.context, preserving_proto_field_name=True),
+            "report": report_json(started.context),
         }
 
     def failure(self, done: cpb.TurnCompleted) -> OpenAIError | None:
@@ -159,6 +160,15 @@ class Completion:
             last["usage"] = usage(done.turn_usage)
             chunks.append(last)
         return chunks
+
+
+def report_json(report: Message) -> dict[str, Any]:
+    """The report with every field, zeros and empty lists included (the JSON mapping
+    would leave them out)."""
+    found: dict[str, Any] = json_format.MessageToDict(
+        report, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
+    )
+    return found
 
 
 def usage(u: cpb.TokenUsage) -> dict[str, Any]:
