@@ -69,10 +69,13 @@ TASKPANE_BUILT := $(TASKPANE)/dist/.built
 $(TASKPANE_BUILT): $(TASKPANE)/node_modules/.installed \
 	$(addprefix $(TASKPANE)/,package.json tsconfig.json) $(wildcard $(TASKPANE)/src/*.ts)
 
+# The official openai Node package, for tests/openai_http/test_node_sdk.py (nothing to build).
+OPENAI_NODE_INSTALLED := tests/openai_node/node_modules/.installed
+
 ## test: generated code fresh, lint, types, the Node client, the browser page and the
 ## examples built, then every test
 test: $(VENV)/.dev-deps $(VENV)/.local-embeddings lint $(NODE_BUILT) $(BROWSER_HARNESS_BUILT) $(NODE_EXAMPLE_INSTALLED) \
-	$(TASKPANE_BUILT)
+	$(TASKPANE_BUILT) $(OPENAI_NODE_INSTALLED)
 	scripts/with_wheels $(BIN)/python -m pytest
 
 lint: $(VENV)/.dev-deps
@@ -101,3 +104,4 @@ clean:
 	rm -rf $(NODE_CLIENT)/node_modules $(NODE_CLIENT)/dist $(NODE_CLIENT)/src/gen
 	rm -rf $(BROWSER_HARNESS)/node_modules $(BROWSER_HARNESS)/dist $(BROWSER_HARNESS)/src/gen
 	rm -rf examples/node/node_modules $(TASKPANE)/node_modules $(TASKPANE)/dist
+	rm -rf tests/openai_node/node_modules
