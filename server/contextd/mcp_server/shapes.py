@@ -21,7 +21,9 @@ _ROLES = {
 
 
 def as_json(message: Message) -> dict[str, Any]:
-    found: dict[str, Any] = json_format.MessageToDict(message, preserving_proto_field_name=True)
+    found: dict[str, Any] = json_format.MessageToDict(
+        message, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
+    )
     return found
 
 
