@@ -154,11 +154,7 @@ class McpListener:
     async def start(self, host: str, port: int) -> int:
         """Listen; return the bound port (``port`` 0 picks a free one)."""
         try:
-            self._socket = socket.create_server(
-                (host, port),
-                family=socket.AF_INET6 if ":" in host else socket.AF_INET,
-                reuse_port=False,
-            )
+            self._socket = _listening_socket(host, port)
         except OSError as error:
             await self._channel.close(None)
             raise SystemExit(f"cannot listen for the MCP port on {host}:{port}: {error}") from None
@@ -184,3 +180,26 @@ class McpListener:
             self._server.should_exit = True
             await self._main
         await self._channel.close(None)
+
+
+def _listening_socket(host: str, port: int) -> socket.socket:
+    """A TCP listener made the way asyncio makes its own: with its protocol named, so that
+    asyncio turns Nagle's algorithm off on the connections it accepts (it does so only for
+    sockets whose protocol is IPPROTO_TCP; without, each answer waits on a delayed ACK,
+    about 40 ms)."""
+    family, kind, proto, _, address = socket.getaddrinfo(
+        host or None,
+        port,
+        type=socket.SOCK_STREAM,
+        proto=socket.IPPROTO_TCP,
+        flags=socket.AI_PASSIVE,
+    )[0]
+    listener = socket.socket(family, kind, proto)
+    try:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(address)
+        listener.listen(100)
+    except OSError:
+        listener.close()
+        raise
+    return listener
