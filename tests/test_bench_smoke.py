@@ -30,6 +30,8 @@ SCRIPTS = (
     "pg_vs_sqlite",
     "prompt_cache",
     "memory_recall",
+    "openai_first_token",
+    "mcp_tool_call",
 )
 
 
