@@ -106,7 +106,7 @@ class Settings:
     )
     web_host: str = _setting("", "address for the web port; empty for the same as --host")
     web_max_connections: int = _setting(
-        1000, "web port connections open at once; more are answered 503"
+        1000, "web port (and MCP port) connections open at once; more are answered 503"
     )
     web_body_timeout: float = _setting(
         30.0, "seconds a request body may take to arrive on the web port"
