@@ -21,6 +21,7 @@ from tests.support.server import ServerProcess, start_server
 
 MODEL = "fake-model"
 MAX_MESSAGE = 1024 * 1024  # --max-message-bytes: an oversized body is cheap to send
+ORIGIN = "https://app.example"  # the page origin --cors-origins allows
 
 
 def openai_args(model: RuleModel) -> tuple[str, ...]:
@@ -28,7 +29,7 @@ def openai_args(model: RuleModel) -> tuple[str, ...]:
         *("--web-port", "0", "--openai-api"),
         *("--provider", "openai", "--provider-base-url", model.url),
         *("--provider-model", MODEL, "--provider-timeout", "10"),
-        *("--max-message-bytes", str(MAX_MESSAGE)),
+        *("--max-message-bytes", str(MAX_MESSAGE), "--cors-origins", ORIGIN),
     )
 
 
