@@ -117,7 +117,8 @@ def translate(body: jf.JsonObject, headers: Mapping[str, str]) -> ChatRequest:
     metadata = _metadata(body.get("metadata"))
     session = _session(headers.get(SESSION_HEADER), metadata.get(SESSION_KEY))
     params.add("session.user_id", "user")
-    params.add("session.session_id", SESSION_HEADER if headers.get(SESSION_HEADER) else SESSION_KEY)
+    named_by = SESSION_HEADER if headers.get(SESSION_HEADER) else f"metadata.{SESSION_KEY}"
+    params.add("session.session_id", named_by)
     turn: Turn = (
         session_turn(body.get("messages"), params)
         if session is not None
