@@ -138,3 +138,10 @@ async def test_without_a_user_the_tools_say_so(open_server: ServerProcess) -> No
     async with connect(mcp_url(open_server)) as client:
         error = await refused(client, "add_memory", content="whose?")
     assert "INVALID_ARGUMENT" in error and "user_id" in error
+
+
+async def test_a_refusal_quotes_no_unbounded_input(open_server: ServerProcess) -> None:
+    async with connect(mcp_url(open_server), **{"X-Contextd-User": "hal"}) as client:
+        error = await refused(client, "read_session", session_id="9" * 20 + "x" * 5000)
+    assert error.startswith("Error executing tool read_session: NOT_FOUND")
+    assert len(error) < 400

@@ -33,6 +33,7 @@ T = TypeVar("T")
 MESSAGES_URI = "contextd://sessions/{session_id}/messages"
 # A resource read gives at most this many messages (the newest are in read_session).
 RESOURCE_MESSAGES = 1000
+_LONGEST_ERROR = 300
 _FORMATS = {
     "neutral": pb.OUTPUT_FORMAT_NEUTRAL,
     "openai": pb.OUTPUT_FORMAT_OPENAI,
@@ -54,7 +55,14 @@ async def _native(call: Awaitable[T], error: type[Exception] = ToolError) -> T:
     try:
         return await call
     except grpc.aio.AioRpcError as failure:
-        raise error(f"{failure.code().name}: {failure.details() or ''}") from None
+        raise error(_refusal(failure)) from None
+
+
+def _refusal(failure: grpc.aio.AioRpcError) -> str:
+    """The status and message of a failed call, bounded: a message may quote an id the
+    caller sent, of any length."""
+    text = f"{failure.code().name}: {failure.details() or ''}"
+    return text if len(text) <= _LONGEST_ERROR else text[:_LONGEST_ERROR] + "..."
 
 
 def build_server(native: Native, caller_of: CallerOf) -> MCPServer:
@@ -128,7 +136,7 @@ def build_server(native: Native, caller_of: CallerOf) -> MCPServer:
             if added.created:  # undo: a refused update leaves the memories as they were
                 undo = mpb.DeleteMemoryRequest(user_id=caller.user_id, memory_id=new_id)
                 await _native(native.memories.DeleteMemory(undo, metadata=metadata))
-            raise ToolError(f"{failure.code().name}: {failure.details() or ''}") from None
+            raise ToolError(_refusal(failure)) from None
         return {"memory": shapes.memory(added.memory), "replaced": memory_id}
 
     @server.tool()

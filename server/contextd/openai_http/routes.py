@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -121,7 +121,7 @@ class OpenAIRoutes:
         chat: ChatRequest,
         completion: Completion,
     ) -> web.Response:
-        done = await _completed(call, chat, completion, on_delta=None)
+        done = await _completed(call, chat, on_delta=None)
         failure = completion.failure(done)
         if failure is not None:
             raise failure
@@ -154,7 +154,7 @@ class OpenAIRoutes:
             await _send(response, completion.chunk({"content": text}, None, chat.include_usage))
 
         try:
-            done = await _completed(call, chat, completion, on_delta)
+            done = await _completed(call, chat, on_delta)
         except OpenAIError as error:
             # Too late for a status: the SDKs raise an error event as the call's error.
             await _send(response, error.body())
@@ -260,8 +260,7 @@ class OpenAIRoutes:
 async def _completed(
     call: grpc.aio.UnaryStreamCall[cpb.StreamChatRequest, cpb.StreamChatResponse],
     chat: ChatRequest,
-    completion: Completion,
-    on_delta: Any,
+    on_delta: Callable[[str], Awaitable[None]] | None,
 ) -> cpb.TurnCompleted:
     """Read the turn to its end, passing each text delta to ``on_delta`` (when given)."""
     try:
