@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test lint gen bench clean
+.PHONY: run test lint gen bench clean dotnet
 
 # Every install goes through scripts/with_wheels: from the package index when it answers,
 # else from a wheelhouse beside the checkout (machines without PyPI). The tests run
@@ -73,10 +73,16 @@ $(TASKPANE_BUILT): $(TASKPANE)/node_modules/.installed \
 OPENAI_NODE_INSTALLED := tests/openai_node/node_modules/.installed
 
 ## test: generated code fresh, lint, types, the Node client, the browser page and the
-## examples built, then every test
+## examples built, then every test; among them tests/clients/test_dotnet_build.py builds
+## the .NET client, runs its C# and VB tests and packs it where `dotnet` is on PATH (they
+## skip with the reason where it is not)
 test: $(VENV)/.dev-deps $(VENV)/.local-embeddings lint $(NODE_BUILT) $(BROWSER_HARNESS_BUILT) $(NODE_EXAMPLE_INSTALLED) \
 	$(TASKPANE_BUILT) $(OPENAI_NODE_INSTALLED)
 	scripts/with_wheels $(BIN)/python -m pytest
+
+## dotnet: only the .NET client's checks, its build, tests and package (needs `dotnet`)
+dotnet: $(VENV)/.dev-deps
+	$(BIN)/python -m pytest tests/clients/test_dotnet.py tests/clients/test_dotnet_build.py
 
 lint: $(VENV)/.dev-deps
 	$(BIN)/python scripts/gen_protos.py --check
@@ -105,3 +111,4 @@ clean:
 	rm -rf $(BROWSER_HARNESS)/node_modules $(BROWSER_HARNESS)/dist $(BROWSER_HARNESS)/src/gen
 	rm -rf examples/node/node_modules $(TASKPANE)/node_modules $(TASKPANE)/dist
 	rm -rf tests/openai_node/node_modules
+	rm -rf clients/dotnet/*/bin clients/dotnet/*/obj clients/dotnet/*/TestResults

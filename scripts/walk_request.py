@@ -3,9 +3,10 @@
 Starts a contextd server in this process (SQLite in a temporary directory, the echo
 model), stores a session with some history, then traces one session-mode
 ``BuildMessages`` and one ``StreamChat`` turn with ``sys.setprofile``. Only frames in
-``server/contextd`` count; left out are the generated code under ``v1/`` and the
-cross-cutting modules every call passes whatever it asks (the guard interceptor with its
-request parsing and audit line, tracing, metrics). For each request it prints:
+``server/contextd`` count, in the request's own task (work it schedules into other
+tasks, such as what runs after a turn, is left out); left out too are the generated code
+under ``v1/`` and the cross-cutting modules every call passes whatever it asks (the guard
+interceptor with its request parsing and audit line, tracing, metrics). For each request it prints:
 
 - files: the distinct modules of the server in which code ran;
 - steps: the distinct calls from a function in one module to a function in another
@@ -61,13 +62,19 @@ LAYERS = {"core": 0, "store": 1, "providers": 1, "metrics": 1, "tracing": 1, "ap
 TOP = 3  # api/, web/, server.py, config.py and the other top-level modules
 
 
-def module_of(path: str) -> str | None:
+@functools.cache
+def server_module(path: str) -> str | None:
     """The module's path under the package, or None for code outside the server."""
     resolved = Path(path).resolve()
     if not resolved.is_relative_to(PACKAGE) or resolved.is_relative_to(GENERATED):
         return None
-    module = str(resolved.relative_to(PACKAGE))
-    return None if module.startswith(CROSS_CUTTING) else module
+    return str(resolved.relative_to(PACKAGE))
+
+
+def module_of(path: str) -> str | None:
+    """The module's path under the package, or None for code outside the request's path."""
+    module = server_module(path)
+    return None if module is None or module.startswith(CROSS_CUTTING) else module
 
 
 def layer_of(module: str) -> int:
@@ -116,6 +123,7 @@ class Walk:
     files: list[str] = field(default_factory=list)
     steps: list[tuple[str, str]] = field(default_factory=list)
     _seen_steps: set[tuple[str, str]] = field(default_factory=set)
+    task: asyncio.Task[Any] | None = None
 
     @property
     def climbs(self) -> list[tuple[str, str]]:
@@ -126,7 +134,14 @@ class Walk:
         ]
 
     def profile(self, frame: types.FrameType, event: str, _arg: object) -> None:
-        if event != "call":
+        if event != "call" or server_module(frame.f_code.co_filename) is None:
+            return
+        # The request's own task: the first the server's code runs in once tracing is on.
+        # Work it schedules in other tasks (after a turn, in the background) is not its path.
+        task = asyncio.current_task()
+        if self.task is None:
+            self.task = task
+        if task is not self.task:
             return
         callee = module_of(frame.f_code.co_filename)
         if callee is None:

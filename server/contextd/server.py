@@ -34,7 +34,6 @@ from contextd.api.user_servicer import UserServicer
 from contextd.app.after_turn import AfterTurnRunner, AfterTurnSettings
 from contextd.app.chat import ChatApp, ChatLimits
 from contextd.app.context import ContextApp
-from contextd.app.interrupted_turns import close_interrupted_turns
 from contextd.app.memories import MemoriesApp
 from contextd.app.memory_embedding import search_by_meaning
 from contextd.app.prompts import PromptsApp
@@ -254,7 +253,7 @@ async def start(
         for close in reversed(closers):
             undo.push_async_callback(close, 0.0)
         # Before serving: the turns a killed server left open get their end.
-        await close_interrupted_turns(chat.partials, chat.sessions)
+        await chat.close_interrupted_turns()
         health_servicer = health_aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
         serving = ServingHealth(health_servicer, SERVICE_NAMES)
@@ -475,9 +474,8 @@ def _add_services(
     summaries = SummaryRepo(db)
     catalog = CatalogRepo(db)
     events = db.event_log(settings.data_dir / "history")
-    sessions = SessionsApp(
-        SessionRepo(db), ConversationRepo(db), summaries, memories, tokenizers, events
-    )
+    conversation = ConversationRepo(db)
+    sessions = SessionsApp(SessionRepo(db), conversation, summaries, memories, tokenizers, events)
     defaults = LayerDefaults(
         identity=settings.system_identity,
         rules=settings.system_rules,
@@ -512,20 +510,24 @@ def _add_services(
         provider,
         memories,
         summaries,
-        sessions.conversation,
+        conversation,
         MemoryHistoryRepo(db, memories),
         AfterTurnSettings.from_settings(settings),
         metrics,
     )
     chat = ChatApp(
-        sessions,
-        builder,
-        memories,
-        events,
-        PartialAnswerRepo(db, float(os.environ.get(TESTING_TURN_LEASE_ENV) or LEASE_SECONDS)),
-        provider,
-        limits,
-        after_turn=after_turn.schedule,
+        sessions=sessions,
+        conversation=conversation,
+        events=events,
+        partials=PartialAnswerRepo(
+            db, float(os.environ.get(TESTING_TURN_LEASE_ENV) or LEASE_SECONDS)
+        ),
+        tokenizers=tokenizers,
+        builder=builder,
+        memories=memories,
+        provider=provider,
+        limits=limits,
+        after_turn=after_turn,
         metrics=metrics,
     )
     if isinstance(metrics, PrometheusRecorder):

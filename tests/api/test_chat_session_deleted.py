@@ -52,7 +52,7 @@ class HeldProvider:
         await self.release.wait()
         yield TextDelta("second")
         yield Usage(10, 2)
-        yield Finished("stop", "stop")
+        yield Finished("stop")
 
     async def aclose(self) -> None:
         return None

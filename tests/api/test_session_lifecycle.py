@@ -10,6 +10,7 @@ import grpc
 import grpc.aio
 import pytest
 from contextd.v1 import chat_pb2 as cpb
+from contextd.v1 import context_pb2 as ctx
 from contextd.v1 import sessions_pb2 as spb
 
 from tests.support.chat_live import (
@@ -89,6 +90,31 @@ async def test_default_modes_and_a_session_never_chatted(openai_live: Live) -> N
     [ended] = await exported(live, user, other)
     assert ended["type"] == "session_end"
     assert ended["meta"]["host"] == "Word" and ended["meta"]["scenario"] == "notes"
+
+
+async def test_a_session_of_appended_messages_starts_at_its_first_turn(openai_live: Live) -> None:
+    live, user = openai_live, new_user()
+    created = await live.sessions.CreateSession(spb.CreateSessionRequest(user_id=user))
+    sid = created.session.id
+    await live.sessions.AppendMessages(
+        spb.AppendMessagesRequest(
+            user_id=user,
+            session_id=sid,
+            messages=[
+                ctx.Message(role=ctx.ROLE_USER, content="run elsewhere"),
+                ctx.Message(role=ctx.ROLE_ASSISTANT, content="answered elsewhere"),
+            ],
+        )
+    )
+    await turn(live, user, "and here?", sid, mode="taskpane")
+    assert await end(live, user, sid, "taskpane") is True
+    events = await exported(live, user, sid)
+    assert [e["type"] for e in events] == [
+        "session_start",
+        *("turn_start", "assistant", "final", "turn_end"),
+        "session_end",
+    ]
+    assert events[0]["meta"]["mode"] == "taskpane"
 
 
 async def test_a_tool_result_after_the_end_reopens_the_session(openai_live: Live) -> None:

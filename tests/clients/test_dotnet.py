@@ -1,13 +1,16 @@
-"""Checks of the .NET client (clients/dotnet) that need no .NET SDK.
+"""Checks of the .NET client (clients/dotnet) that need no .NET SDK, so they run everywhere.
 
-No .NET SDK can be installed on this project's machines, so `dotnet build` never runs
-here. What runs instead: protoc's own C# generator over every proto (the code Grpc.Tools
-generates at build time), the project files checked against the repository, and the
-wrapper and the VB sample checked against the RPCs and the generated names.
+The compiler and the tests against a live server are in test_dotnet_build.py, where `dotnet`
+is on PATH. These check what holds with or without it: protoc's own C# generator accepts
+every proto (the code Grpc.Tools generates at build time), the project files point at the
+repository's protos and pin every package, the wrapper has a method per RPC and the README
+lists them all, and the README's VB snippets, which no compiler sees, use only names that
+exist (as does the VB sample, which the compiler checks where there is one).
 """
 
 from __future__ import annotations
 
+import json
 import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -62,9 +65,28 @@ def test_wrapper_imports_the_generated_namespace() -> None:
         assert re.search(rf"^using {re.escape(namespace)};$", source, re.M)
 
 
-def _options_properties() -> set[str]:
-    source = (LIBRARY / "ContextdClientOptions.cs").read_text()
-    return set(re.findall(r"public [\w.<>?, ]+ (\w+) \{ get;", source))
+def _library_properties() -> dict[str, set[str]]:
+    """The settable properties of the library's own classes (the options), by class."""
+    found: dict[str, set[str]] = {}
+    for path in LIBRARY.glob("*.cs"):
+        source = path.read_text()
+        starts = list(re.finditer(r"public sealed class (\w+)", source))
+        for i, start in enumerate(starts):
+            end = starts[i + 1].start() if i + 1 < len(starts) else len(source)
+            body = source[start.end() : end]
+            found[start.group(1)] = set(re.findall(r"public [\w.<>?, ]+ (\w+) \{ get; set;", body))
+    return found
+
+
+# Microsoft.Extensions.AI's ChatOptions, as far as the VB code sets it.
+CHAT_OPTIONS = {
+    "ConversationId",
+    "Instructions",
+    "ModelId",
+    "Temperature",
+    "MaxOutputTokens",
+    "Tools",
+}
 
 
 @pytest.mark.parametrize("name", list(vb_code()))
@@ -72,11 +94,11 @@ def test_vb_code_uses_only_generated_types_properties_and_enum_members(
     generated: GeneratedCSharp, name: str
 ) -> None:
     vb = vb_code()[name]
-    types = {**generated.properties, "ContextdClientOptions": _options_properties()}
+    types = {**generated.properties, **_library_properties(), "ChatOptions": CHAT_OPTIONS}
     # New X With { .A = ..., .B = New Y With { ... } }: every X and each of its .A exists.
     for match in re.finditer(r"New (\w+) With \{", vb):
         type_name = match.group(1)
-        assert type_name in types, f"{type_name} is neither a generated message nor the options"
+        assert type_name in types, f"{type_name} is neither a generated message nor an option"
         for field_name in _initializer_fields(vb, match.end()):
             assert field_name in types[type_name], f"{type_name} has no {field_name}"
     for type_name in re.findall(r"New (\w+(?:Request|Response))\(\)", vb):
@@ -101,25 +123,30 @@ def test_vb_code_checks_see_the_sample_requests(generated: GeneratedCSharp) -> N
     assert {"EventOneofCase", "TurnStatus", "OutputFormat"} <= set(enums)
 
 
-# Members of .NET and the gRPC packages the VB code uses besides contextd's own names.
+# Members of .NET, the gRPC packages and Microsoft.Extensions.AI the VB code uses besides
+# contextd's own names.
 BCL_MEMBERS = {
     "Add",  # RepeatedField / MapField
     "AppendText",
     "Cancel",
     "CancelKeyPress",
     "Core",
+    "ConversationId",  # Microsoft.Extensions.AI: ChatResponse, ChatOptions
     "CopyFrom",  # Google.Protobuf.ByteString
     "Count",
     "Error",
+    "FinishReason",  # ChatResponse
     "FromMinutes",
     "FromSeconds",
     "GetAwaiter",
     "GetEnvironmentVariable",
     "GetResult",
     "GrpcWebText",
+    "InputTokenCount",  # UsageDetails
     "InvalidArgument",
     "IsNullOrEmpty",
     "Join",
+    "OutputTokenCount",  # UsageDetails
     "ReadAllBytes",  # System.IO.File
     "Select",
     "StatusCode",
@@ -170,7 +197,12 @@ def _initializer_fields(source: str, start: int) -> list[str]:
 
 
 def _project_files() -> list[Path]:
-    return sorted(p for ext in ("*.csproj", "*.vbproj", "*.props") for p in DOTNET.rglob(ext))
+    return sorted(
+        p
+        for ext in ("*.csproj", "*.vbproj", "*.props")
+        for p in DOTNET.rglob(ext)
+        if not {"bin", "obj"} & set(p.relative_to(DOTNET).parts)
+    )
 
 
 def test_every_project_file_is_well_formed_xml() -> None:
@@ -196,21 +228,52 @@ def test_library_generates_stubs_from_the_repository_protos() -> None:
     assert covered == {p.resolve() for p in proto_files()}
 
 
+def _package_versions() -> dict[str, str]:
+    props = ET.parse(DOTNET / "Directory.Packages.props").getroot()
+    assert props.findtext("PropertyGroup/ManagePackageVersionsCentrally") == "true"
+    return {v.attrib["Include"]: v.attrib["Version"] for v in props.iter("PackageVersion")}
+
+
+def test_every_package_version_is_pinned_in_one_place_and_locked() -> None:
+    versions = _package_versions()
+    for name, version in versions.items():
+        assert re.fullmatch(r"\d+\.\d+\.\d+", version), f"{name} {version} is not one exact version"
+    for path in _project_files():
+        if path.suffix == ".props":
+            continue
+        project = ET.parse(path).getroot()
+        references = {ref.attrib["Include"]: ref for ref in project.iter("PackageReference")}
+        for name, ref in references.items():
+            assert "Version" not in ref.attrib, (
+                f"{path.name}: {name}'s version belongs in Directory.Packages.props"
+            )
+            assert name in versions, (
+                f"{path.name}: {name} has no version in Directory.Packages.props"
+            )
+        # The lock file beside the project resolved the same versions.
+        lock = json.loads((path.parent / "packages.lock.json").read_text())
+        locked: set[str] = set()
+        for framework, packages in lock["dependencies"].items():
+            for name in set(references) & set(packages):
+                assert packages[name]["resolved"] == versions[name], (path.name, framework, name)
+                locked.add(name)
+        assert locked == set(references), f"{path.name}: {set(references) - locked} not locked"
+    build = ET.parse(DOTNET / "Directory.Build.props").getroot()
+    assert build.findtext("PropertyGroup/TreatWarningsAsErrors") == "true"
+    assert build.findtext("PropertyGroup/RestorePackagesWithLockFile") == "true"
+
+
 def test_library_package_references() -> None:
     project = ET.parse(LIBRARY / "Contextd.Client.csproj").getroot()
     references = {ref.attrib["Include"]: ref for ref in project.iter("PackageReference")}
     assert set(references) >= REQUIRED_PACKAGES
-    for name, ref in references.items():
-        assert re.fullmatch(r"\d+\.\d+\.\d+", ref.attrib.get("Version", "")), name
     tools = references["Grpc.Tools"]
     private = tools.attrib.get("PrivateAssets") or tools.findtext("PrivateAssets")
     assert private == "all", "Grpc.Tools must not flow to the add-in"
     frameworks = project.findtext("PropertyGroup/TargetFrameworks", "").split(";")
-    assert "netstandard2.0" in frameworks, ".NET Framework 4.8 add-ins need netstandard2.0"
-    # Async streams on netstandard2.0: a C# 8+ compiler and IAsyncEnumerable from a package.
-    language = project.findtext("PropertyGroup/LangVersion", "default")
-    numeric = re.fullmatch(r"\d+(\.\d+)?", language)
-    assert language in {"latest", "preview"} or (numeric and float(language) >= 8), language
+    assert frameworks == ["netstandard2.0", "net10.0"], (
+        ".NET Framework 4.8 add-ins need netstandard2.0"
+    )
     async_interfaces = [
         group
         for group in project.iter("ItemGroup")
@@ -311,62 +374,7 @@ def test_vb_code_calls_only_methods_the_wrapper_has() -> None:
         assert called <= public, f"{name} calls {called - public}"
 
 
-# (4) Credentials: the options, the grpc-dotnet members they go through, and the sample.
-
-CREDENTIALS = LIBRARY / "BearerCredentials.cs"
-# Public API of Grpc.Core.Api / Grpc.Net.Client the credentials code may use, as grpc-dotnet
-# documents it: CallCredentials.FromInterceptor(AsyncAuthInterceptor),
-# ChannelCredentials.Create(ChannelCredentials, CallCredentials), .SecureSsl, .Insecure,
-# AuthInterceptorContext.CancellationToken, and the GrpcChannelOptions properties.
-GRPC_MEMBERS = {
-    "CallCredentials": {"FromInterceptor", "Compose"},
-    "ChannelCredentials": {"Create", "SecureSsl", "Insecure"},
-    "context": {"CancellationToken", "MethodName", "ServiceUrl"},
-    "channelOptions": {
-        "Credentials",
-        "UnsafeUseInsecureChannelCallCredentials",
-        "HttpHandler",
-        "HttpVersion",
-        "HttpVersionPolicy",
-        "MaxReceiveMessageSize",
-        "ThrowOperationCanceledOnCancellation",
-    },
-}
-
-
-def test_credential_options_have_their_types() -> None:
-    source = (LIBRARY / "ContextdClientOptions.cs").read_text()
-    assert re.search(r"^\s*public string\? ApiKey \{ get; set; \}$", source, re.M)
-    assert re.search(
-        r"^\s*public Func<CancellationToken, Task<string>>\? TokenProvider \{ get; set; \}$",
-        source,
-        re.M,
-    )
-
-
-def test_credentials_use_only_known_grpc_dotnet_members() -> None:
-    code = {path.name: path.read_text() for path in (CREDENTIALS, WRAPPER)}
-    for name, source in code.items():
-        for owner, members in GRPC_MEMBERS.items():
-            used = set(re.findall(rf"\b{owner}\.(\w+)", source))
-            assert used <= members, f"{name}: {owner} has no {sorted(used - members)}"
-    credentials = code[CREDENTIALS.name]
-    for needed in (
-        "CallCredentials.FromInterceptor(",
-        "ChannelCredentials.Create(",
-        "ChannelCredentials.SecureSsl",
-        "ChannelCredentials.Insecure",
-        "channelOptions.Credentials = ",
-        "channelOptions.UnsafeUseInsecureChannelCallCredentials = !secure;",
-        'metadata.Add("authorization", ',
-        '"Bearer "',
-        "context.CancellationToken",
-    ):
-        assert needed in credentials, needed
-    # The credentials go on the options before the channel is made from them.
-    wrapper = code[WRAPPER.name]
-    apply = wrapper.index("BearerCredentials.Apply(options, url, channelOptions);")
-    assert apply < wrapper.index("GrpcChannel.ForAddress(url, channelOptions)")
+# (4) Credentials in the sample and the README.
 
 
 def test_vb_code_shows_both_credentials_and_the_sample_reads_the_key_from_the_environment() -> None:

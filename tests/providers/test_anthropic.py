@@ -62,7 +62,7 @@ async def test_text_streaming_and_usage(fake: FakeLLMServer, provider: Anthropic
         TextDelta("lo, "),
         TextDelta("world!"),
         Usage(prompt_tokens=42, completion_tokens=6),
-        Finished("stop", "end_turn"),
+        Finished("stop"),
     ]
 
 
@@ -149,7 +149,7 @@ async def test_tool_use_assembled(fake: FakeLLMServer, provider: AnthropicProvid
         ToolCallReady(ToolCall("toolu_oslo", "get_weather", args_oslo)),
         # prompt: input + cache read + cache creation
         Usage(prompt_tokens=155, completion_tokens=58, cache_read_tokens=30, cache_write_tokens=5),
-        Finished("tool_calls", "tool_use"),
+        Finished("tool_calls"),
     ]
 
 
@@ -214,7 +214,7 @@ async def test_thinking_and_unknown_events_skipped(
     )
     events = await collect(provider, ModelRequest(messages=HISTORY))
     assert text_of(events) == "answer"
-    assert events[-1] == Finished("stop", "end_turn")
+    assert events[-1] == Finished("stop")
 
 
 @pytest.mark.parametrize(
@@ -233,7 +233,7 @@ async def test_stop_reasons(
 ) -> None:
     fake.script(an.text_reply(["x"], stop_reason=raw))
     events = await collect(provider, ModelRequest(messages=HISTORY))
-    assert events[-1] == Finished(normalized, raw)
+    assert events[-1] == Finished(normalized)
     assert normalize_stop_reason(raw) == normalized
 
 

@@ -44,7 +44,7 @@ async def test_echo_states_what_it_received() -> None:
     assert len(deltas) > 3, "streamed in several chunks"
     assert all(d.text for d in deltas)
     assert events[-2] == Usage(123, len(EXPECTED.split()), estimated=True)
-    assert events[-1] == Finished("stop", "stop")
+    assert events[-1] == Finished("stop")
     assert not any(isinstance(e, ToolCallReady) for e in events), "never calls tools"
 
 

@@ -68,7 +68,7 @@ async def test_text_streaming_and_usage(fake: FakeLLMServer, provider: OpenAIPro
         TextDelta("wor"),
         TextDelta("ld!"),
         Usage(prompt_tokens=31, completion_tokens=4),
-        Finished("stop", "stop"),
+        Finished("stop"),
     ]
 
 
@@ -141,7 +141,7 @@ async def test_options_for_other_servers(fake: FakeLLMServer) -> None:
         events = await collect(provider, ModelRequest(messages=HISTORY, max_output_tokens=9))
     finally:
         await provider.aclose()
-    assert events == [TextDelta("ok"), Finished("stop", "stop")], "no usage reported, none sent"
+    assert events == [TextDelta("ok"), Finished("stop")], "no usage reported, none sent"
     [sent] = fake.requests
     assert sent.query == {"api-version": "2024-10-21"}
     assert sent.headers["api-key"] == FAKE_KEY
@@ -163,7 +163,7 @@ async def test_parallel_tool_calls_assembled(fake: FakeLLMServer, provider: Open
         ToolCallReady(ToolCall(*calls[0])),
         ToolCallReady(ToolCall(*calls[1])),
         Usage(prompt_tokens=40, completion_tokens=25),
-        Finished("tool_calls", "tool_calls"),
+        Finished("tool_calls"),
     ]
 
 
@@ -189,7 +189,7 @@ async def test_tool_calls_emitted_when_finish_reason_arrives(
     assert isinstance(first, ToolCallReady)
     assert fake.completed == [], "the call came before the stream ended"
     rest = [event async for event in stream]
-    assert rest == [Usage(40, 25), Finished("tool_calls", "tool_calls")]
+    assert rest == [Usage(40, 25), Finished("tool_calls")]
 
 
 @pytest.mark.parametrize(
@@ -208,7 +208,7 @@ async def test_finish_reasons(
 ) -> None:
     fake.script(oa.text_reply(["x"], finish_reason=raw))
     events = await collect(provider, ModelRequest(messages=HISTORY))
-    assert events[-1] == Finished(normalized, raw)
+    assert events[-1] == Finished(normalized)
 
 
 async def test_stop_with_tool_calls_counts_as_tool_calls(
@@ -216,7 +216,7 @@ async def test_stop_with_tool_calls_counts_as_tool_calls(
 ) -> None:
     fake.script(StreamReply(oa.tool_call_frames([("c", "f", "{}")], finish_reason="stop")))
     events = await collect(provider, ModelRequest(messages=HISTORY))
-    assert events[-1] == Finished("tool_calls", "stop")
+    assert events[-1] == Finished("tool_calls")
 
 
 async def test_usage_chunk_with_null_choices(fake: FakeLLMServer, provider: OpenAIProvider) -> None:
@@ -226,7 +226,7 @@ async def test_usage_chunk_with_null_choices(fake: FakeLLMServer, provider: Open
     frames = oa.text_frames(["hi"], usage=None, with_done=False)
     fake.script(StreamReply([*frames, sse(usage_chunk), oa.done()]))
     events = await collect(provider, ModelRequest(messages=HISTORY))
-    assert events == [TextDelta("hi"), Usage(5, 2), Finished("stop", "stop")]
+    assert events == [TextDelta("hi"), Usage(5, 2), Finished("stop")]
 
 
 async def test_finish_without_done_is_accepted(
@@ -234,7 +234,7 @@ async def test_finish_without_done_is_accepted(
 ) -> None:
     fake.script(oa.text_reply(["hi"], with_done=False))
     events = await collect(provider, ModelRequest(messages=HISTORY))
-    assert events[-1] == Finished("stop", "stop")
+    assert events[-1] == Finished("stop")
 
 
 async def test_stream_ending_before_finish_reason_is_bad_response(
@@ -269,7 +269,7 @@ def test_tool_calls_without_index_are_split_by_id() -> None:
     assert events == [
         ToolCallReady(ToolCall("a", "f", "{}")),
         ToolCallReady(ToolCall("b", "g", "{}")),
-        Finished("tool_calls", "tool_calls"),
+        Finished("tool_calls"),
     ]
 
 

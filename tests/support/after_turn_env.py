@@ -7,8 +7,7 @@ import logging
 from collections.abc import AsyncGenerator
 
 import pytest
-from contextd.app.after_turn import AfterTurnRunner, AfterTurnSettings
-from contextd.app.chat import FinishedTurn
+from contextd.app.after_turn import AfterTurnRunner, AfterTurnSettings, FinishedTurn
 from contextd.core.messages import ChatMessage, Role
 from contextd.providers.base import LANGUAGE_MODEL, Finished, ModelEvent, ModelRequest, TextDelta
 from contextd.providers.echo import EchoProvider
@@ -64,7 +63,7 @@ class ScriptedProvider:
             raise reply
         for i in range(0, len(reply), 7):
             yield TextDelta(reply[i : i + 7])
-        yield Finished("stop", "stop")
+        yield Finished("stop")
 
     async def aclose(self) -> None:
         return None

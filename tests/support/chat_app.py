@@ -22,6 +22,7 @@ from contextd.providers.base import ModelEvent, ModelRequest, ToolSpec
 from contextd.providers.echo import EchoProvider
 from contextd.store.catalog import CatalogRepo
 from contextd.store.conversation import ConversationRepo
+from contextd.store.events import EventStore
 from contextd.store.memories import MemoryRepo
 from contextd.store.open_database import open_database
 from contextd.store.partial_answers import PartialAnswerRepo
@@ -45,6 +46,10 @@ class RecordingEcho(EchoProvider):
 @dataclass
 class App:
     chat: ChatApp
+    sessions: SessionsApp
+    conversation: ConversationRepo
+    events: EventStore
+    partials: PartialAnswerRepo
     memories: MemoryRepo
     provider: RecordingEcho
     tokenizer: Tokenizer
@@ -76,18 +81,26 @@ async def in_process(data_dir: Path, database_url: str = "") -> AsyncIterator[Ap
     tokenizers = TokenizerRegistry("cl100k_base")
     memories, summaries = MemoryRepo(db), SummaryRepo(db)
     events = db.event_log(data_dir / "history")
-    sessions = SessionsApp(
-        SessionRepo(db), ConversationRepo(db), summaries, memories, tokenizers, events
-    )
+    conversation = ConversationRepo(db)
+    sessions = SessionsApp(SessionRepo(db), conversation, summaries, memories, tokenizers, events)
     defaults = LayerDefaults("You are a test.", "", True, 5, 3)
     builder = SessionContextBuilder(defaults, sessions, CatalogRepo(db), memories, summaries)
     provider = RecordingEcho()
     partials = PartialAnswerRepo(db)
     chat = ChatApp(
-        sessions, builder, memories, events, partials, provider, ChatLimits(8000, 6000, 4)
+        sessions=sessions,
+        conversation=conversation,
+        events=events,
+        partials=partials,
+        tokenizers=tokenizers,
+        builder=builder,
+        memories=memories,
+        provider=provider,
+        limits=ChatLimits(8000, 6000, 4),
     )
+    tokenizer = tokenizers.get("cl100k_base")
     try:
-        yield App(chat, memories, provider, tokenizers.get("cl100k_base"))
+        yield App(chat, sessions, conversation, events, partials, memories, provider, tokenizer)
     finally:
         await events.aclose()
         await db.close()

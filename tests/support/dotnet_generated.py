@@ -30,6 +30,7 @@ REQUIRED_PACKAGES = {
     "Grpc.Net.Client.Web",
     "Grpc.StatusProto",
     "Grpc.Tools",
+    "Microsoft.Extensions.AI.Abstractions",
 }
 
 

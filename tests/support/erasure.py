@@ -61,7 +61,7 @@ class GatedProvider:
             await self.after_turn_gate.wait()
             yield TextDelta(json.dumps({"facts": [{"text": FACT}]}))
         yield Usage(10, 2)
-        yield Finished("stop", "stop")
+        yield Finished("stop")
 
     async def aclose(self) -> None:
         return None

@@ -26,14 +26,14 @@ namespace Contextd.Client
         /// plain-text channel unless <c>UnsafeUseInsecureChannelCallCredentials</c> is set; contextd's
         /// plain-text port is the loopback set-up, so it is set there (TLS protects the key elsewhere).
         /// </summary>
-        internal static void Apply(ContextdClientOptions options, string url, GrpcChannelOptions channelOptions)
+        internal static void Apply(ContextdClientOptions options, Uri address, GrpcChannelOptions channelOptions)
         {
             var callCredentials = From(options);
             if (callCredentials == null)
             {
                 return;
             }
-            var secure = url.StartsWith("https://", StringComparison.OrdinalIgnoreCase);
+            var secure = address.Scheme == Uri.UriSchemeHttps;
             channelOptions.Credentials = ChannelCredentials.Create(
                 secure ? ChannelCredentials.SecureSsl : ChannelCredentials.Insecure, callCredentials);
             channelOptions.UnsafeUseInsecureChannelCallCredentials = !secure;
@@ -67,21 +67,45 @@ namespace Contextd.Client
             // Asked before every call, so a refreshed token (Office SSO) is used at once.
             return CallCredentials.FromInterceptor(async (context, metadata) =>
             {
-                var token = await provider(context.CancellationToken).ConfigureAwait(false);
-                metadata.Add("authorization", "Bearer " + Checked(token, "the TokenProvider's result"));
+                string? token;
+                try
+                {
+                    token = await provider(context.CancellationToken).ConfigureAwait(false);
+                }
+                catch (OperationCanceledException) when (context.CancellationToken.IsCancellationRequested)
+                {
+                    throw;
+                }
+                catch (Exception error)
+                {
+                    // grpc-dotnet would report this as an INTERNAL "Error starting gRPC call";
+                    // ContextdException makes it UNAUTHENTICATED, naming the provider.
+                    throw new TokenProviderException("the TokenProvider failed: " + error.Message, error);
+                }
+                var problem = Problem(token, "the TokenProvider's result");
+                if (problem != null)
+                {
+                    throw new TokenProviderException(problem, null);
+                }
+                metadata.Add("authorization", "Bearer " + token);
             });
         }
 
         private static string Checked(string? token, string source)
         {
-            if (token == null || !TokenPattern.IsMatch(token))
+            var problem = Problem(token, source);
+            if (problem != null)
             {
-                throw new ArgumentException(
-                    source + " must be a non-empty token of printable characters without spaces " +
-                    "(the key or token itself, without 'Bearer ')");
+                throw new ArgumentException(problem);
             }
-            return token;
+            return token!;
         }
+
+        private static string? Problem(string? token, string source) =>
+            token != null && TokenPattern.IsMatch(token)
+                ? null
+                : source + " must be a non-empty token of printable characters without spaces " +
+                  "(the key or token itself, without 'Bearer ')";
 
         private static bool HasAuthorization(IDictionary<string, string> headers)
         {
@@ -93,6 +117,15 @@ namespace Contextd.Client
                 }
             }
             return false;
+        }
+    }
+
+    /// <summary>The <see cref="ContextdClientOptions.TokenProvider"/> failed or gave no usable token.</summary>
+    internal sealed class TokenProviderException : Exception
+    {
+        internal TokenProviderException(string message, Exception? inner)
+            : base(message, inner)
+        {
         }
     }
 }

@@ -40,7 +40,10 @@ namespace Contextd.Client
                 throw new ArgumentException("an address is required, for example 127.0.0.1:50151", nameof(address));
             }
             _options = options ?? new ContextdClientOptions();
-            _channel = OpenChannel(address, _options);
+            Address = _options.UseGrpcWeb && !string.IsNullOrWhiteSpace(_options.GrpcWebAddress)
+                ? ParseAddress(_options.GrpcWebAddress!, "options.GrpcWebAddress")
+                : ParseAddress(address, nameof(address));
+            _channel = OpenChannel(Address, _options);
             _context = new ContextService.ContextServiceClient(_channel);
             _sessions = new SessionService.SessionServiceClient(_channel);
             _memory = new MemoryService.MemoryServiceClient(_channel);
@@ -52,61 +55,64 @@ namespace Contextd.Client
         /// <summary>The address calls go to (the gRPC-Web one when that is in use).</summary>
         public string Target => _channel.Target;
 
+        /// <summary>The address calls go to, as a URL.</summary>
+        internal Uri Address { get; }
+
         // ContextService
 
         /// <summary>Joins the six system-prompt layers in their fixed order, with token counts.</summary>
         public Task<AssemblePromptResponse> AssemblePromptAsync(AssemblePromptRequest request, CancellationToken cancellationToken = default) =>
-            UnaryAsync(_context.AssemblePromptAsync(request, Unary(cancellationToken)));
+            UnaryAsync(_context.AssemblePromptAsync(request, Unary(cancellationToken)), cancellationToken);
 
         /// <summary>Builds the message list under a token budget, inline or from a stored session.</summary>
         public Task<BuildMessagesResponse> BuildMessagesAsync(BuildMessagesRequest request, CancellationToken cancellationToken = default) =>
-            UnaryAsync(_context.BuildMessagesAsync(request, Unary(cancellationToken)));
+            UnaryAsync(_context.BuildMessagesAsync(request, Unary(cancellationToken)), cancellationToken);
 
         /// <summary>Marks a stored answer collected (or not), optionally remembering it.</summary>
         public Task<CollectResponse> CollectAsync(CollectRequest request, CancellationToken cancellationToken = default) =>
-            UnaryAsync(_context.CollectAsync(request, Unary(cancellationToken)));
+            UnaryAsync(_context.CollectAsync(request, Unary(cancellationToken)), cancellationToken);
 
         /// <summary>Counts tokens of texts and messages.</summary>
         public Task<CountTokensResponse> CountTokensAsync(CountTokensRequest request, CancellationToken cancellationToken = default) =>
-            UnaryAsync(_context.CountTokensAsync(request, Unary(cancellationToken)));
+            UnaryAsync(_context.CountTokensAsync(request, Unary(cancellationToken)), cancellationToken);
 
         /// <summary>The server's tokenizers and its default.</summary>
         public Task<ListTokenizersResponse> ListTokenizersAsync(ListTokenizersRequest request, CancellationToken cancellationToken = default) =>
-            UnaryAsync(_context.ListTokenizersAsync(request, Unary(cancellationToken)));
+            UnaryAsync(_context.ListTokenizersAsync(request, Unary(cancellationToken)), cancellationToken);
 
         // SessionService
 
         /// <summary>Starts a new session (an empty window; the user's memories stay).</summary>
         public Task<CreateSessionResponse> CreateSessionAsync(CreateSessionRequest request, CancellationToken cancellationToken = default) =>
-            UnaryAsync(_sessions.CreateSessionAsync(request, Unary(cancellationToken)));
+            UnaryAsync(_sessions.CreateSessionAsync(request, Unary(cancellationToken)), cancellationToken);
 
         /// <summary>One session of the user.</summary>
         public Task<GetSessionResponse> GetSessionAsync(GetSessionRequest request, CancellationToken cancellationToken = default) =>
-            UnaryAsync(_sessions.GetSessionAsync(request, Unary(cancellationToken)));
+            UnaryAsync(_sessions.GetSessionAsync(request, Unary(cancellationToken)), cancellationToken);
 
         /// <summary>The user's sessions, most recently active first, one page at a time.</summary>
         public Task<ListSessionsResponse> ListSessionsAsync(ListSessionsRequest request, CancellationToken cancellationToken = default) =>
-            UnaryAsync(_sessions.ListSessionsAsync(request, Unary(cancellationToken)));
+            UnaryAsync(_sessions.ListSessionsAsync(request, Unary(cancellationToken)), cancellationToken);
 
         /// <summary>Deletes a session with its messages and summaries.</summary>
         public Task<DeleteSessionResponse> DeleteSessionAsync(DeleteSessionRequest request, CancellationToken cancellationToken = default) =>
-            UnaryAsync(_sessions.DeleteSessionAsync(request, Unary(cancellationToken)));
+            UnaryAsync(_sessions.DeleteSessionAsync(request, Unary(cancellationToken)), cancellationToken);
 
         /// <summary>Stores messages at the end of a session, in one transaction.</summary>
         public Task<AppendMessagesResponse> AppendMessagesAsync(AppendMessagesRequest request, CancellationToken cancellationToken = default) =>
-            UnaryAsync(_sessions.AppendMessagesAsync(request, Unary(cancellationToken)));
+            UnaryAsync(_sessions.AppendMessagesAsync(request, Unary(cancellationToken)), cancellationToken);
 
         /// <summary>A session's messages, oldest first, one page at a time.</summary>
         public Task<ListMessagesResponse> ListMessagesAsync(ListMessagesRequest request, CancellationToken cancellationToken = default) =>
-            UnaryAsync(_sessions.ListMessagesAsync(request, Unary(cancellationToken)));
+            UnaryAsync(_sessions.ListMessagesAsync(request, Unary(cancellationToken)), cancellationToken);
 
         /// <summary>Stores a compression summary that replaces older messages of a session.</summary>
         public Task<AddCompressionSummaryResponse> AddCompressionSummaryAsync(AddCompressionSummaryRequest request, CancellationToken cancellationToken = default) =>
-            UnaryAsync(_sessions.AddCompressionSummaryAsync(request, Unary(cancellationToken)));
+            UnaryAsync(_sessions.AddCompressionSummaryAsync(request, Unary(cancellationToken)), cancellationToken);
 
         /// <summary>Sets the short summary other sessions of the user see.</summary>
         public Task<SetSessionSummaryResponse> SetSessionSummaryAsync(SetSessionSummaryRequest request, CancellationToken cancellationToken = default) =>
-            UnaryAsync(_sessions.SetSessionSummaryAsync(request, Unary(cancellationToken)));
+            UnaryAsync(_sessions.SetSessionSummaryAsync(request, Unary(cancellationToken)), cancellationToken);
 
         /// <summary>A session's event log (chat turns), oldest first, as it streams in.</summary>
         public IAsyncEnumerable<ExportEventsResponse> ExportEvents(ExportEventsRequest request, CancellationToken cancellationToken = default) =>
@@ -131,51 +137,51 @@ namespace Contextd.Client
         /// (<c>Ended</c> is false when it was already ended). A later turn opens it again.
         /// </summary>
         public Task<EndSessionResponse> EndSessionAsync(EndSessionRequest request, CancellationToken cancellationToken = default) =>
-            UnaryAsync(_sessions.EndSessionAsync(request, Unary(cancellationToken)));
+            UnaryAsync(_sessions.EndSessionAsync(request, Unary(cancellationToken)), cancellationToken);
 
         // MemoryService
 
         /// <summary>Stores a memory of the user (the same text is stored once).</summary>
         public Task<AddMemoryResponse> AddMemoryAsync(AddMemoryRequest request, CancellationToken cancellationToken = default) =>
-            UnaryAsync(_memory.AddMemoryAsync(request, Unary(cancellationToken)));
+            UnaryAsync(_memory.AddMemoryAsync(request, Unary(cancellationToken)), cancellationToken);
 
         /// <summary>The user's memories most relevant to a text, with scores.</summary>
         public Task<SearchMemoriesResponse> SearchMemoriesAsync(SearchMemoriesRequest request, CancellationToken cancellationToken = default) =>
-            UnaryAsync(_memory.SearchMemoriesAsync(request, Unary(cancellationToken)));
+            UnaryAsync(_memory.SearchMemoriesAsync(request, Unary(cancellationToken)), cancellationToken);
 
         /// <summary>The user's memories, newest first, one page at a time.</summary>
         public Task<ListMemoriesResponse> ListMemoriesAsync(ListMemoriesRequest request, CancellationToken cancellationToken = default) =>
-            UnaryAsync(_memory.ListMemoriesAsync(request, Unary(cancellationToken)));
+            UnaryAsync(_memory.ListMemoriesAsync(request, Unary(cancellationToken)), cancellationToken);
 
         /// <summary>Deletes one memory of the user.</summary>
         public Task<DeleteMemoryResponse> DeleteMemoryAsync(DeleteMemoryRequest request, CancellationToken cancellationToken = default) =>
-            UnaryAsync(_memory.DeleteMemoryAsync(request, Unary(cancellationToken)));
+            UnaryAsync(_memory.DeleteMemoryAsync(request, Unary(cancellationToken)), cancellationToken);
 
         // PromptService
 
         /// <summary>Creates or replaces a scenario's prompt template.</summary>
         public Task<UpsertTemplateResponse> UpsertTemplateAsync(UpsertTemplateRequest request, CancellationToken cancellationToken = default) =>
-            UnaryAsync(_prompts.UpsertTemplateAsync(request, Unary(cancellationToken)));
+            UnaryAsync(_prompts.UpsertTemplateAsync(request, Unary(cancellationToken)), cancellationToken);
 
         /// <summary>Every scenario's prompt template.</summary>
         public Task<ListTemplatesResponse> ListTemplatesAsync(ListTemplatesRequest request, CancellationToken cancellationToken = default) =>
-            UnaryAsync(_prompts.ListTemplatesAsync(request, Unary(cancellationToken)));
+            UnaryAsync(_prompts.ListTemplatesAsync(request, Unary(cancellationToken)), cancellationToken);
 
         /// <summary>Deletes a scenario's prompt template.</summary>
         public Task<DeleteTemplateResponse> DeleteTemplateAsync(DeleteTemplateRequest request, CancellationToken cancellationToken = default) =>
-            UnaryAsync(_prompts.DeleteTemplateAsync(request, Unary(cancellationToken)));
+            UnaryAsync(_prompts.DeleteTemplateAsync(request, Unary(cancellationToken)), cancellationToken);
 
         /// <summary>Creates or replaces a skill.</summary>
         public Task<UpsertSkillResponse> UpsertSkillAsync(UpsertSkillRequest request, CancellationToken cancellationToken = default) =>
-            UnaryAsync(_prompts.UpsertSkillAsync(request, Unary(cancellationToken)));
+            UnaryAsync(_prompts.UpsertSkillAsync(request, Unary(cancellationToken)), cancellationToken);
 
         /// <summary>Skills, optionally only those for one host app.</summary>
         public Task<ListSkillsResponse> ListSkillsAsync(ListSkillsRequest request, CancellationToken cancellationToken = default) =>
-            UnaryAsync(_prompts.ListSkillsAsync(request, Unary(cancellationToken)));
+            UnaryAsync(_prompts.ListSkillsAsync(request, Unary(cancellationToken)), cancellationToken);
 
         /// <summary>Deletes a skill.</summary>
         public Task<DeleteSkillResponse> DeleteSkillAsync(DeleteSkillRequest request, CancellationToken cancellationToken = default) =>
-            UnaryAsync(_prompts.DeleteSkillAsync(request, Unary(cancellationToken)));
+            UnaryAsync(_prompts.DeleteSkillAsync(request, Unary(cancellationToken)), cancellationToken);
 
         // UserService
 
@@ -184,7 +190,7 @@ namespace Contextd.Client
         /// event logs, API keys); <c>ConfirmUserId</c> must repeat the user's id.
         /// </summary>
         public Task<DeleteUserResponse> DeleteUserAsync(DeleteUserRequest request, CancellationToken cancellationToken = default) =>
-            UnaryAsync(_users.DeleteUserAsync(request, Unary(cancellationToken)));
+            UnaryAsync(_users.DeleteUserAsync(request, Unary(cancellationToken)), cancellationToken);
 
         // ChatService
 
@@ -226,7 +232,7 @@ namespace Contextd.Client
         /// <summary>Closes the connection; calls in flight are cancelled.</summary>
         public void Dispose() => _channel.Dispose();
 
-        private static GrpcChannel OpenChannel(string address, ContextdClientOptions options)
+        private static GrpcChannel OpenChannel(Uri address, ContextdClientOptions options)
         {
             var channelOptions = new GrpcChannelOptions
             {
@@ -234,13 +240,8 @@ namespace Contextd.Client
                 // A cancelled token surfaces as OperationCanceledException, as .NET callers expect.
                 ThrowOperationCanceledOnCancellation = true,
             };
-            var target = address;
             if (options.UseGrpcWeb)
             {
-                if (!string.IsNullOrWhiteSpace(options.GrpcWebAddress))
-                {
-                    target = options.GrpcWebAddress!;
-                }
                 channelOptions.HttpHandler = new GrpcWebHandler(options.GrpcWebMode, options.HttpHandler ?? new HttpClientHandler());
                 channelOptions.HttpVersion = HttpVersion.Version11;
 #if NET5_0_OR_GREATER
@@ -251,14 +252,24 @@ namespace Contextd.Client
             {
                 channelOptions.HttpHandler = options.HttpHandler;
             }
-            var url = WithScheme(target);
-            BearerCredentials.Apply(options, url, channelOptions);
-            return GrpcChannel.ForAddress(url, channelOptions);
+            BearerCredentials.Apply(options, address, channelOptions);
+            return GrpcChannel.ForAddress(address, channelOptions);
         }
 
         // contextd's own tools print host:port; the .NET channel needs a URL.
-        private static string WithScheme(string address) =>
-            address.Contains("://") ? address : "http://" + address;
+        private static Uri ParseAddress(string address, string parameter)
+        {
+            var url = address.Contains("://") ? address : "http://" + address;
+            if (!Uri.TryCreate(url, UriKind.Absolute, out var parsed)
+                || (parsed.Scheme != Uri.UriSchemeHttp && parsed.Scheme != Uri.UriSchemeHttps)
+                || parsed.Host.Length == 0)
+            {
+                throw new ArgumentException(
+                    "'" + address + "' is not an address: give host:port (127.0.0.1:50151) or an http:// or https:// URL",
+                    parameter);
+            }
+            return parsed;
+        }
 
         private CallOptions Unary(CancellationToken cancellationToken) =>
             CallOptionsWith(_options.Timeout, cancellationToken);
@@ -281,7 +292,7 @@ namespace Contextd.Client
             return new CallOptions(headers: headers, deadline: deadline, cancellationToken: cancellationToken);
         }
 
-        private static async Task<TResponse> UnaryAsync<TResponse>(AsyncUnaryCall<TResponse> call)
+        private static async Task<TResponse> UnaryAsync<TResponse>(AsyncUnaryCall<TResponse> call, CancellationToken cancellationToken)
         {
             using (call)
             {
@@ -292,6 +303,10 @@ namespace Contextd.Client
                 catch (RpcException error)
                 {
                     throw ContextdException.FromRpcException(error);
+                }
+                catch (OperationCanceledException cancelled) when (!cancellationToken.IsCancellationRequested)
+                {
+                    throw Uncancelled(cancelled, call.GetStatus);
                 }
             }
         }
@@ -316,6 +331,10 @@ namespace Contextd.Client
                     {
                         throw ContextdException.FromRpcException(error);
                     }
+                    catch (OperationCanceledException cancelled) when (!cancellationToken.IsCancellationRequested)
+                    {
+                        throw Uncancelled(cancelled, call.GetStatus);
+                    }
                     if (!more)
                     {
                         yield break;
@@ -323,6 +342,25 @@ namespace Contextd.Client
                     yield return call.ResponseStream.Current;
                 }
             }
+        }
+
+        // With ThrowOperationCanceledOnCancellation, grpc-dotnet reports a call that failed while
+        // its credentials were read (a TokenProvider that threw, a deadline that passed meanwhile)
+        // as a cancellation the caller never asked for. The call's status says what happened.
+        private static Exception Uncancelled(OperationCanceledException cancelled, Func<Status> status)
+        {
+            Status final;
+            try
+            {
+                final = status();
+            }
+            catch (InvalidOperationException)
+            {
+                return cancelled;
+            }
+            return final.StatusCode == StatusCode.OK || final.StatusCode == StatusCode.Cancelled
+                ? cancelled
+                : ContextdException.FromRpcException(new RpcException(final));
         }
     }
 }

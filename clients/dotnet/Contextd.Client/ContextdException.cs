@@ -63,6 +63,14 @@ namespace Contextd.Client
             {
                 throw new ArgumentNullException(nameof(error));
             }
+            for (var cause = error.Status.DebugException; cause != null; cause = cause.InnerException)
+            {
+                if (cause is TokenProviderException failed)
+                {
+                    return new ContextdException(
+                        StatusCode.Unauthenticated, failed.Message, Array.Empty<FieldViolation>(), failed.InnerException ?? failed);
+                }
+            }
             return new ContextdException(error.StatusCode, error.Status.Detail, ReadViolations(error), error);
         }
 

@@ -3,7 +3,10 @@
 '   2. BuildMessages in session mode (what the model would see, and why);
 '   3. StreamChat, printing each text delta as it arrives;
 '   4. Collect the answer (and remember it as a memory of the user), then end the session;
-'   5. what a rejected request looks like (ContextdException with field violations).
+'   5. the same through Microsoft.Extensions.AI: ContextdChatClient as an IChatClient (the
+'      session is the ConversationId), and ContextdChatReducer fitting the add-in's own
+'      history to a token budget, for an add-in that calls its model itself;
+'   6. what a rejected request looks like (ContextdException with field violations).
 '
 ' Configuration (environment):
 '   CONTEXTD_ADDRESS           gRPC address, default 127.0.0.1:50151
@@ -18,6 +21,7 @@ Imports System.Threading
 Imports Contextd.Client
 Imports Contextd.V1
 Imports Grpc.Net.Client.Web
+Imports Microsoft.Extensions.AI
 
 Module Program
 
@@ -60,6 +64,7 @@ Module Program
             Console.WriteLine($"contextd at {client.Target}")
             Try
                 Await RunFlowAsync(client, userId, cancel.Token)
+                Await RunChatClientAsync(client, userId, cancel.Token)
                 Await ShowRejectedRequestAsync(client)
                 Return 0
             Catch ex As ContextdException
@@ -138,11 +143,54 @@ Module Program
         End If
 
         ' The add-in is done with this session: its event log gets session_end.
-        Await client.EndSessionAsync(New EndSessionRequest With {
+        Dim ended = Await client.EndSessionAsync(New EndSessionRequest With {
             .UserId = userId,
             .SessionId = sessionId,
             .Mode = "sample"
         }, cancellationToken)
+        Console.WriteLine($"session ended: {ended.Ended}")
+    End Function
+
+    ' 5. Microsoft.Extensions.AI: the host composes its AI through IChatClient.
+    Private Async Function RunChatClientAsync(client As ContextdClient, userId As String, cancellationToken As CancellationToken) As Task
+        Dim chat As IChatClient = New ContextdChatClient(client, New ContextdChatClientOptions With {
+            .UserId = userId,
+            .Scenario = "excel",
+            .Host = "excel",
+            .Mode = "sample"
+        })
+        ' No ConversationId: a new contextd session; the response names it.
+        Dim first = Await chat.GetResponseAsync("What does SUMIF do?", Nothing, cancellationToken)
+        Console.WriteLine($"IChatClient: {first.Text}")
+        Console.WriteLine($"  conversation {first.ConversationId}, finish {first.FinishReason}, " &
+                          $"tokens in {first.Usage.InputTokenCount} out {first.Usage.OutputTokenCount}")
+        ' The ConversationId continues the session: send only the new message.
+        Dim followUp As New List(Of ChatMessage) From {New ChatMessage(ChatRole.User, "And SUMIFS?")}
+        Dim second = Await chat.GetResponseAsync(followUp, New ChatOptions With {.ConversationId = first.ConversationId}, cancellationToken)
+        Console.WriteLine($"IChatClient, same conversation: {second.Text}")
+        Await client.EndSessionAsync(New EndSessionRequest With {
+            .UserId = userId,
+            .SessionId = first.ConversationId,
+            .Mode = "sample"
+        }, cancellationToken)
+
+        ' An add-in that calls its own model fits its history to the budget with contextd.
+        Dim history As New List(Of ChatMessage) From {New ChatMessage(ChatRole.System, "You are an Excel expert.")}
+        For i = 1 To 6
+            history.Add(New ChatMessage(ChatRole.User, $"Question {i}: which formula sums the travel costs?"))
+            history.Add(New ChatMessage(ChatRole.Assistant, $"Answer {i}: =SUMIF(A:A, ""Travel"", B:B)"))
+        Next
+        history.Add(New ChatMessage(ChatRole.User, "And for March only?"))
+        Dim reducer As New ContextdChatReducer(client, New ContextdChatReducerOptions With {
+            .TokenBudget = 100,
+            .Tokenizer = "cl100k_base"
+        })
+        Dim reduction = Await reducer.ReduceWithReportAsync(history, cancellationToken)
+        Console.WriteLine($"IChatReducer: kept {reduction.Messages.Count} of {history.Count} messages, " &
+                          $"{reduction.Report.TotalTokens} of {reduction.Report.TokenBudget} tokens")
+        For Each dropped In reduction.Report.Dropped
+            Console.WriteLine($"  dropped {dropped.Count} from {dropped.StartIndex}: {dropped.Reason}")
+        Next
     End Function
 
     Private Sub PrintEvent(ev As StreamChatResponse)
@@ -156,7 +204,7 @@ Module Program
         End Select
     End Sub
 
-    ' 5. A request with no token budget: the server names the field.
+    ' 6. A request with no token budget: the server names the field.
     Private Async Function ShowRejectedRequestAsync(client As ContextdClient) As Task
         Dim bad As New BuildMessagesRequest With {.UserMessage = "hello"}
         bad.SystemPrompts.Add("You are a helpful assistant.")

@@ -110,23 +110,10 @@ class SessionsApp:
             raise InvalidArgument.one(
                 "turn_index", f"turns only grow: the session is at turn {last}; 0 for the next"
             )
-        rows = [self.new_message(m, turn_index) for m in messages]
+        rows = [new_message(self.tokenizers, m, turn_index) for m in messages]
         return await self.conversation.append(
             session_id, caller.user_id, rows, tenant_id=caller.tenant_id
         )
-
-    def new_message(
-        self, message: ChatMessage, turn_index: int, status: str = "", tokenizer: str = ""
-    ) -> NewMessage:
-        """A row to store, with its counts under the default tokenizer, the estimate and
-        ``tokenizer`` (a chat turn's), so that building from the session never
-        tokenizes it again."""
-        tokens: dict[str, int] = {}
-        for name in ("", ESTIMATE, tokenizer):
-            tok = self.tokenizers.get(name)
-            if tok.name not in tokens:
-                tokens[tok.name] = message_tokens(message, tok)
-        return NewMessage(message, turn_index=turn_index, status=status, tokens=tokens)
 
     async def list_messages(
         self, caller: Caller, session_id: str, size: int, token: str
@@ -225,3 +212,21 @@ class SessionsApp:
             raise NotFound(f"no message with id {message_id!r}")
         caller.check_owner(stored.user_id, "the message")
         return stored
+
+
+def new_message(
+    tokenizers: TokenizerRegistry,
+    message: ChatMessage,
+    turn_index: int,
+    status: str = "",
+    tokenizer: str = "",
+) -> NewMessage:
+    """A row to store, with its counts under the default tokenizer, the estimate and
+    ``tokenizer`` (a chat turn's), so that building from the session never tokenizes it
+    again."""
+    tokens: dict[str, int] = {}
+    for name in ("", ESTIMATE, tokenizer):
+        tok = tokenizers.get(name)
+        if tok.name not in tokens:
+            tokens[tok.name] = message_tokens(message, tok)
+    return NewMessage(message, turn_index=turn_index, status=status, tokens=tokens)

@@ -37,7 +37,6 @@ from __future__ import annotations
 import asyncio
 import datetime
 import email.utils
-import json
 import logging
 import random
 import time
@@ -385,10 +384,6 @@ def as_int(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise TypeError(f"expected a number, got {type(value).__name__}")
     return int(value)
-
-
-def dumps_compact(value: object) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 async def next_events(

@@ -159,7 +159,7 @@ class EventAssembler:
             prompt = self._input_tokens + read + write
             events.append(Usage(prompt, self._completion_tokens, read, write))
         reason = normalize_stop_reason(self._stop_reason)
-        events.append(Finished(reason, self._stop_reason, *self._response))
+        events.append(Finished(reason, *self._response))
         return events
 
     def _take_usage(self, usage: object) -> None:

@@ -74,8 +74,6 @@ class Usage:
 class Finished:
     # Normalized: "stop", "tool_calls", "length", "content_filter" or "other".
     reason: str
-    # The provider's own word for it, for logs and events.
-    raw_reason: str = ""
     # The answer's id and the model that wrote it, as the provider said ("" if it did
     # not): for traces, not part of how the stream ended (not compared).
     response_id: str = field(default="", compare=False)

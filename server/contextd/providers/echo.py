@@ -17,7 +17,7 @@ writes, and a cancellation gets in there). Then
 ``Usage``: prompt = the estimate, completion = the number of whitespace-separated
 words in the answer (a local count, no tokenizer), marked ``estimated``: no model
 counted them, and a turn's usage says so like that of a server that reports none.
-Then ``Finished("stop", "stop")``.
+Then ``Finished("stop")``.
 It never calls tools.
 """
 
@@ -105,7 +105,7 @@ class EchoProvider:
                 await asyncio.sleep(self.chunk_delay)
             yield TextDelta(chunk)
         yield Usage(request.prompt_tokens_estimate, len(answer.split()), estimated=True)
-        yield Finished("stop", "stop")
+        yield Finished("stop")
 
     async def aclose(self) -> None:
         return None

@@ -170,7 +170,7 @@ class ChunkAssembler:
         if self._usage is not None:
             events.append(self._usage)
         reason = normalize_finish_reason(self._finish_raw, had_tool_calls=self._had_tool_calls)
-        events.append(Finished(reason, self._finish_raw, *self._response))
+        events.append(Finished(reason, *self._response))
         return events
 
     def _add_tool_delta(self, raw: object) -> None:

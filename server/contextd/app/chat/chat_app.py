@@ -7,35 +7,44 @@ import contextlib
 import math
 import time
 import weakref
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator
 from contextlib import AbstractContextManager
 from typing import Any
 
 from opentelemetry.trace import Span
 
+from contextd.app.after_turn import AfterTurnRunner
+from contextd.app.chat.event_log import SessionLog, TurnLog
 from contextd.app.chat.events import (
     ChatEvent,
     DeltaEvent,
-    FinishedTurn,
     ToolCallEvent,
     TurnStarted,
     TurnStatus,
     UsageEvent,
 )
+from contextd.app.chat.interrupted import InterruptedTurns
 from contextd.app.chat.memory_tool import MemorySearch
 from contextd.app.chat.native_tools import NativeTools
 from contextd.app.chat.react_tags import REFUSED_SUBJECT, ReactAddendum, ReactTags
+from contextd.app.chat.recorder import TurnRecorder
 from contextd.app.chat.request import ChatLimits, ChatTurnRequest, check_mode, validate
 from contextd.app.chat.session_lease import hold_session
 from contextd.app.chat.step_context import StepContexts
-from contextd.app.chat.tool_protocol import FinalAnswer, HostAction, ToolProtocol, ToolUse
+from contextd.app.chat.tool_protocol import (
+    FinalAnswer,
+    HostAction,
+    ToolProtocol,
+    ToolUse,
+    TurnParts,
+)
 from contextd.app.chat.turn import Turn
 from contextd.app.scope import Caller
 from contextd.app.session_context import SessionContextBuilder
 from contextd.app.sessions import SessionsApp
 from contextd.core.errors import SessionNotFound, Violations
 from contextd.core.messages import ChatMessage, Role, ToolCall
-from contextd.core.tokens import message_tokens
+from contextd.core.tokens import TokenizerRegistry, message_tokens
 from contextd.metrics.recorder import NULL_RECORDER, Recorder
 from contextd.providers.base import (
     Finished,
@@ -47,6 +56,7 @@ from contextd.providers.base import (
     Usage,
 )
 from contextd.providers.errors import ProviderError, ProviderRateLimited
+from contextd.store.conversation import ConversationRepo
 from contextd.store.events import EventStore
 from contextd.store.memories import MemoryRepo
 from contextd.store.models import Session
@@ -58,29 +68,40 @@ _RECENT_FOR_OPEN_CALLS = 64
 
 
 class ChatApp:
+    """StreamChat's turns and EndSession's end of a session. ``sessions`` finds and
+    creates the caller's sessions; the turn is stored in ``conversation``, logged in
+    ``events`` and kept in ``partials`` while it streams; ``after_turn`` (when given) gets
+    every turn that ends ok."""
+
     def __init__(
         self,
+        *,
         sessions: SessionsApp,
-        builder: SessionContextBuilder,
-        memories: MemoryRepo,
+        conversation: ConversationRepo,
         events: EventStore,
         partials: PartialAnswerRepo,
+        tokenizers: TokenizerRegistry,
+        builder: SessionContextBuilder,
+        memories: MemoryRepo,
         provider: Provider,
         limits: ChatLimits,
-        after_turn: Callable[[FinishedTurn], None] | None = None,
+        after_turn: AfterTurnRunner | None = None,
         metrics: Recorder = NULL_RECORDER,
     ) -> None:
-        self.metrics = metrics
+        self._sessions = sessions
+        self._conversation = conversation
+        self._events = events
+        self._partials = partials
+        self._tokenizers = tokenizers
+        self._builder = builder
+        self._memories = memories
+        self._provider = provider
+        self._limits = limits
+        self._after_turn = after_turn
+        self._metrics = metrics
+        self._interrupted = InterruptedTurns(partials, conversation, events, tokenizers)
         # Where the model calls go, for their spans (none for a provider in the process).
         self._model_server = genai.ModelServer.of(getattr(provider, "base_url", ""))
-        self.sessions = sessions
-        self.builder = builder
-        self.memories = memories
-        self.events = events
-        self.partials = partials
-        self.provider = provider
-        self.limits = limits
-        self.after_turn = after_turn
         # One turn at a time per session: a turn reads the history, numbers itself and
         # appends; two at once would share a turn index and interleave their messages.
         # Other processes sharing the database are held off by the session's lease
@@ -94,6 +115,11 @@ class ChatApp:
         lock = self._session_locks.get(session_id)
         return lock is not None and lock.locked()
 
+    async def close_interrupted_turns(self) -> int:
+        """Before serving: close the turns a killed server left open (interrupted.py);
+        how many were closed."""
+        return await self._interrupted.close_left_behind()
+
     async def run(self, req: ChatTurnRequest) -> AsyncGenerator[ChatEvent, None]:
         """One turn as a stream of events. Errors before TurnStarted raise; later ones
         end the stream with a TurnCompleted whose status says what happened. Turns of
@@ -106,19 +132,20 @@ class ChatApp:
         # Every text delta passes each generator between the provider and the caller:
         # this one iterates the steps itself, and the steps the provider's stream.
         async with lock:
-            started, turn, tools, request = await self._start(req)
+            started, tools, request = await self._start(req)
+            record = tools.record
             try:
                 yield started
                 # aclosing: closed here (a GeneratorExit at the yield), the steps and the
                 # provider's stream close before the partial answer is stored.
-                steps = self._steps(turn, tools, request)
+                steps = self._steps(tools, request)
                 async with contextlib.aclosing(steps):
                     async for event in steps:
                         yield event
             except SessionNotFound:
                 # Deleted while the turn ran: nothing more is stored, and the events the
                 # turn logged after the deletion must not leave a log behind it.
-                await asyncio.shield(self.events.delete(turn.session.id))
+                await asyncio.shield(SessionLog(self._events, tools.turn.session).delete())
                 raise
             except BaseException as error:
                 # A client cancel, a passed deadline or a bug: keep what was said, go on.
@@ -127,9 +154,8 @@ class ChatApp:
                 reason = (
                     "the call was cancelled or its deadline passed" if cancelled else repr(error)
                 )
-                if not turn.completed:  # a close at the last event leaves nothing to store
-                    turn.count_step()  # the prompt was sent all the same
-                    await asyncio.shield(turn.store_partial(status, reason))
+                if not record.completed:  # a close at the last event leaves nothing to store
+                    await asyncio.shield(record.store_partial(status, reason))
                 raise
 
     def _session_lock(self, session_id: str) -> asyncio.Lock:
@@ -146,76 +172,64 @@ class ChatApp:
         v = Violations()
         check_mode(mode, "mode", v)
         v.raise_if_any()
-        session = await self.sessions.get(caller, session_id)
+        session = await self._sessions.get(caller, session_id)
+        shared = self._partials.shared
         async with self._session_lock(session.id):
-            if self.partials.shared:
-                await hold_session(self.partials, self.sessions, session, deadline)
+            if shared:
+                await hold_session(self._partials, self._interrupted, session, deadline)
             try:
-                if await self._ended(session):
+                log = SessionLog(self._events, session)
+                if await log.ended():
                     return False
-                meta = {
-                    "mode": mode or "session",
-                    "provider": self.provider.name,
-                    "scenario": session.scenario,
-                    "host": session.host,
-                    "title": session.title,
-                    "metadata": session.metadata,
-                }
-                await self.events.append(
-                    session.id, "session_end", meta=meta, tenant_id=session.tenant_id
+                await log.end(
+                    {
+                        "mode": mode or "session",
+                        "provider": self._provider.name,
+                        "scenario": session.scenario,
+                        "host": session.host,
+                        "title": session.title,
+                        "metadata": session.metadata,
+                    }
                 )
                 return True
             finally:
-                if self.partials.shared:
-                    await asyncio.shield(self.partials.release(session.id))
-
-    async def _ended(self, session: Session) -> bool:
-        """Whether the session's log ends with session_end (nothing since EndSession)."""
-        last = await self.events.last(session.id, tenant_id=session.tenant_id)
-        return last is not None and last.get("type") == "session_end"
+                if shared:
+                    await asyncio.shield(self._partials.release(session.id))
 
     async def _start(
         self, req: ChatTurnRequest
-    ) -> tuple[TurnStarted, Turn, ToolProtocol[Any], ModelRequest]:
+    ) -> tuple[TurnStarted, ToolProtocol[Any], ModelRequest]:
         """Everything before the model is called: the session (held against other
         processes' turns of it, where they share the database), the context, the stored
         input, the turn's first events; the first step's model request."""
         session = await self._session(req)
-        if not (req.session_id and self.partials.shared):
+        if not (req.session_id and self._partials.shared):
             return await self._begin(req, session)
-        await hold_session(self.partials, self.sessions, session, req.deadline)
+        await hold_session(self._partials, self._interrupted, session, req.deadline)
         try:
             return await self._begin(req, session)
         except BaseException:
             # A turn that stored no input leaves nothing to close: the session is free.
             with contextlib.suppress(Exception):
-                await asyncio.shield(self.partials.release(session.id))
+                await asyncio.shield(self._partials.release(session.id))
             raise
 
     async def _begin(
         self, req: ChatTurnRequest, session: Session
-    ) -> tuple[TurnStarted, Turn, ToolProtocol[Any], ModelRequest]:
-        history = await self.sessions.conversation.tail(
+    ) -> tuple[TurnStarted, ToolProtocol[Any], ModelRequest]:
+        history = await self._conversation.tail(
             session.id, 1, req.tokenizer.name, tenant_id=session.tenant_id
         )
         continuing = bool(req.tool_results)
-        index = (history[-1].turn_index if history else 0) + (0 if continuing else 1)
-        turn = Turn(
-            session,
-            max(index, 1),
-            req.caller.user_id,
-            req.tokenizer,
-            req.user_message,
-            self.sessions,
-            self.events,
-            self.after_turn,
-            self.partials,
-            self.metrics,
-        )
-        # A session starts at its first turn, and again at the first turn after it ended.
-        if (not history and not continuing) or (history and await self._ended(session)):
-            await turn.event("session_start", meta=self._config_meta(req))
+        index = max((history[-1].turn_index if history else 0) + (0 if continuing else 1), 1)
+        turn = Turn(session, index, req.caller.user_id, req.tokenizer, req.user_message)
+        # A session starts at its first turn (a new session's needs no read of its log),
+        # and again at the first turn after it ended.
+        session_log = SessionLog(self._events, session)
+        if (not history and not continuing) or await session_log.needs_start():
+            await session_log.start(self._config_meta(req))
         tools = self._tool_protocol(req, turn)
+        record, log = tools.record, tools.log
 
         # The input (a user message, tool results, an observation) is built into the
         # context first, not stored yet, then stored: a turn refused for the prompt
@@ -233,97 +247,95 @@ class ChatApp:
         else:
             context = await tools.contexts.for_user_message(req.user_message, req.user_parts)
             # The session was read above: store directly, with token counts.
-            row = turn.row(ChatMessage(Role.USER, req.user_message, parts=req.user_parts))
-            [stored] = await turn.store([row])
+            row = record.row(ChatMessage(Role.USER, req.user_message, parts=req.user_parts))
+            [stored] = await record.store([row])
             user_message_id = str(stored.id)
             input_tokens = row.tokens[req.tokenizer.name]
         request = tools.model_request(context)
         estimate = request.prompt_tokens_estimate
-        # The whole prompt's estimate is the first step's ``assistant`` event's.
-        await turn.event(
-            "turn_start",
-            content=req.user_message,
-            role="user",
-            meta={"tokens": {"prompt": input_tokens}, "continuing": continuing},
-        )
+        await log.turn_start(req.user_message, input_tokens, continuing)
         for call, (_, content) in zip(answered, req.tool_results, strict=True):
             # A result belongs to the step of the call it answers, the one before this
             # call's first.
-            await turn.event(
-                "observation",
-                step=turn.step - 1,
-                content=content,
-                meta={"tool": call.name, "tool_call_id": call.id},
-            )
+            await log.observation(turn.step - 1, content, call.name, call.id)
         started = TurnStarted(
             session.id,
             turn.index,
             user_message_id,
             estimate,
-            estimate > self.limits.warn_prompt_tokens,
+            estimate > self._limits.warn_prompt_tokens,
             context.report,
-            self.provider.name,
-            req.model.model or self.provider.default_model,
+            self._provider.name,
+            req.model.model or self._provider.default_model,
             tools.contexts.layers,
         )
-        return started, turn, tools, request
+        return started, tools, request
 
     async def _steps(
-        self, turn: Turn, tools: ToolProtocol[ToolUse], request: ModelRequest
+        self, tools: ToolProtocol[ToolUse], request: ModelRequest
     ) -> AsyncGenerator[ChatEvent, None]:
         """Model calls until an answer, a host tool call or the step limit; ``tools``
         reads what each step asks for."""
+        turn, record = tools.turn, tools.record
+        timed = False  # the first text delta of the call is timed
         while True:
             calls: list[ToolCall] = []
             # The model step, inline: a generator per step would be one more for every
             # text delta to pass.
             try:
-                turn.begin_step(request.prompt_tokens_estimate)
+                record.begin_step(request.prompt_tokens_estimate)
+                step = turn.step
                 started = time.perf_counter()
                 failure: BaseException | None = None
-                stream = self.provider.stream(request)
+                stream = self._provider.stream(request)
                 with self._model_span(request) as span:
                     try:
                         async with contextlib.aclosing(stream):
                             async for model_event in stream:
-                                event = _chat_event(turn, model_event, calls)
-                                if event is not None:
-                                    yield event
+                                if isinstance(model_event, TextDelta):
+                                    if not timed:
+                                        timed = True
+                                        seconds = time.monotonic() - turn.started
+                                        self._metrics.first_delta(seconds)
+                                    turn.add_text(model_event.text)
+                                    yield DeltaEvent(model_event.text, step)
+                                else:
+                                    event = _chat_event(turn, model_event, calls)
+                                    if event is not None:
+                                        yield event
                     except BaseException as error:
                         failure = error
                         raise
                     finally:
-                        turn.end_step(calls)
+                        record.end_step(calls)
                         self._model_call_ended(turn, request, started, failure)
                         if span is not None:
                             _model_span_ended(span, turn, calls, failure)
             except ProviderError as error:
-                yield await turn.store_partial(TurnStatus.ERROR, _error_text(error))
+                yield await record.store_partial(TurnStatus.ERROR, _error_text(error))
                 return
-            await turn.log_step()
+            await tools.log.assistant(turn.step, turn.step_text, turn.usage.step)
             outcome = tools.read_step(turn.step_text, calls)
             if isinstance(outcome, FinalAnswer):
-                yield await turn.answer(outcome.text, outcome.final_text)
+                yield await record.answer(outcome.text, outcome.final_text)
                 return
             if isinstance(outcome, HostAction):
                 for event in await tools.require_action(outcome):
                     yield event
                 return
-            if turn.steps_this_call >= self.limits.max_steps:
+            if turn.steps_this_call >= self._limits.max_steps:
                 yield await tools.stop_at_step_limit(outcome)
                 return
             answers = await tools.answer_inline(outcome)
             for event in answers.events:
                 yield event
-            # The next step begins with building its context: a turn that ends there
-            # counts it.
-            turn.step += 1
+            turn.next_step()
             request = await tools.next_request(answers)
 
     def _model_span(self, request: ModelRequest) -> AbstractContextManager[Span | None]:
         return genai.model_call(
-            self.provider.name,
-            request.model or self.provider.default_model,
+            self._provider.name,
+            request.model or self._provider.default_model,
             self._model_server,
             max_tokens=request.max_output_tokens,
             temperature=request.temperature,
@@ -333,12 +345,12 @@ class ChatApp:
     def _model_call_ended(
         self, turn: Turn, request: ModelRequest, started: float, failure: BaseException | None
     ) -> None:
-        if not self.metrics.enabled:
+        if not self._metrics.enabled:
             return
-        usage = turn.step_usage
-        self.metrics.model_call(
-            self.provider.name,
-            request.model or self.provider.default_model,
+        usage = turn.usage.step
+        self._metrics.model_call(
+            self._provider.name,
+            request.model or self._provider.default_model,
             time.perf_counter() - started,
             genai.error_type(failure),
             usage.prompt_tokens,
@@ -346,31 +358,42 @@ class ChatApp:
         )
 
     def _tool_protocol(self, req: ChatTurnRequest, turn: Turn) -> ToolProtocol[Any]:
-        """The turn's way of offering tools. (Any: the step loop never looks into a
-        protocol's own reading of a step's tool use.)"""
-        memory = MemorySearch(self.memories, turn)
-        max_tokens = self.limits.max_prompt_tokens
+        """The turn's way of offering tools, with the parts of the turn it works with: its
+        event log, its recorder, its memory searches and its steps' contexts. (Any: the
+        step loop never looks into a protocol's own reading of a step's tool use.)"""
+        log = TurnLog(self._events, turn.session.id, turn.session.tenant_id, turn.index)
+        record = TurnRecorder(
+            turn,
+            log,
+            self._conversation,
+            self._partials,
+            self._tokenizers,
+            self._after_turn,
+            self._metrics,
+        )
+        memory = MemorySearch(self._memories, turn, log)
+        max_tokens = self._limits.max_prompt_tokens
         if not req.react:
-            contexts = StepContexts(self.builder, max_tokens, req, turn)
-            return NativeTools(req, turn, contexts, memory)
+            contexts = StepContexts(self._builder, max_tokens, req, turn)
+            return NativeTools(req, TurnParts(turn, record, log, contexts, memory))
         # The addendum is made once per turn; every context leaves room for it.
         addendum = ReactAddendum.for_request(req)
         contexts = StepContexts(
-            self.builder, max_tokens, req, turn, addendum.tokens, REFUSED_SUBJECT
+            self._builder, max_tokens, req, turn, addendum.tokens, REFUSED_SUBJECT
         )
-        return ReactTags(req, turn, contexts, memory, addendum)
+        return ReactTags(req, TurnParts(turn, record, log, contexts, memory), addendum)
 
     async def _session(self, req: ChatTurnRequest) -> Session:
         if req.session_id:
-            return await self.sessions.get(req.caller, req.session_id)
-        return await self.sessions.create(req.caller, req.scenario, req.host, req.title)
+            return await self._sessions.get(req.caller, req.session_id)
+        return await self._sessions.create(req.caller, req.scenario, req.host, req.title)
 
     async def _answered_calls(
         self, req: ChatTurnRequest, tools: ToolProtocol[Any], session: Session
     ) -> list[ToolCall]:
         """The calls the host's results answer, in their order: each must be a call that
         ended the previous turn and has no result yet."""
-        recent = await self.sessions.conversation.tail(
+        recent = await self._conversation.tail(
             session.id, _RECENT_FOR_OPEN_CALLS, req.tokenizer.name, tenant_id=session.tenant_id
         )
         open_calls = tools.open_calls(recent)
@@ -388,36 +411,32 @@ class ChatApp:
         (its first user message; the turn's observations come after it), and its steps
         so far, one stored assistant message each (a step that did not end the turn
         stored its tool calls, the last one the calls the results answer)."""
-        rows = await self.sessions.conversation.turn_messages(
+        rows = await self._conversation.turn_messages(
             turn.session.id, turn.index, turn.tokenizer, tenant_id=turn.session.tenant_id
         )
-        turn.question = next((r.message.content for r in rows if r.message.role is Role.USER), "")
+        question = next((r.message.content for r in rows if r.message.role is Role.USER), "")
         # At least one: the calls answered are a step's.
-        turn.continue_from(max(1, sum(r.message.role is Role.ASSISTANT for r in rows)))
+        turn.continue_from(max(1, sum(r.message.role is Role.ASSISTANT for r in rows)), question)
 
     def _config_meta(self, req: ChatTurnRequest) -> dict[str, object]:
         return {
             "mode": req.mode or ("prebuilt" if req.messages else "session"),
-            "provider": self.provider.name,
-            "model": req.model.model or self.provider.default_model,
+            "provider": self._provider.name,
+            "model": req.model.model or self._provider.default_model,
             "tokenizer": req.tokenizer.name,
         }
 
 
 def _chat_event(turn: Turn, event: ModelEvent, calls: list[ToolCall]) -> ChatEvent | None:
-    """A model event into the turn (tool calls into ``calls``); what the caller sees of it."""
-    if isinstance(event, TextDelta):
-        if not turn.text:
-            turn.first_delta()
-        turn.text += event.text
-        return DeltaEvent(event.text, turn.step)
+    """A model event other than text into the turn (tool calls into ``calls``); what the
+    caller sees of it."""
     if isinstance(event, ToolCallReady):
         calls.append(event.call)
         return ToolCallEvent(event.call, turn.step)
     if isinstance(event, Usage):
         return UsageEvent(turn.take_usage(event, calls), turn.step)
     if isinstance(event, Finished):
-        turn.step_finish = event
+        turn.finish_step(event)
     return None
 
 
@@ -425,7 +444,7 @@ def _model_span_ended(
     span: Span, turn: Turn, calls: list[ToolCall], failure: BaseException | None
 ) -> None:
     finish = turn.step_finish
-    usage = turn.step_usage
+    usage = turn.usage.step
     genai.model_call_ended(
         span,
         finish_reason=finish.reason if finish is not None else "",
@@ -433,7 +452,7 @@ def _model_span_ended(
         response_model=finish.response_model if finish is not None else "",
         input_tokens=usage.prompt_tokens,
         output_tokens=usage.completion_tokens,
-        text=turn.text[turn.step_start :],
+        text=turn.step_text,
         calls=calls,
         error_type=genai.error_type(failure),
     )

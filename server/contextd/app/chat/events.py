@@ -1,4 +1,4 @@
-"""What a chat turn tells its caller as it runs, and what the work after it needs."""
+"""What a chat turn tells its caller as it runs."""
 
 from __future__ import annotations
 
@@ -6,11 +6,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
+from contextd.app.chat.turn import TokenUsage
 from contextd.app.session_context import ContextLayer
 from contextd.core.build import BuildReport
-from contextd.core.identity import DEFAULT_TENANT
 from contextd.core.messages import ToolCall
-from contextd.store.sessions import UsageTotals
 
 
 class TurnStatus(StrEnum):
@@ -22,36 +21,6 @@ class TurnStatus(StrEnum):
     # Never reported to a caller: the status of a turn the server's end cut off, closed
     # at the next start (its stored answer's and its turn_end event's).
     INTERRUPTED = "interrupted"
-
-
-@dataclass(slots=True)
-class TokenUsage:
-    """A step's, a turn's or a session's usage; the figures as in UsageTotals."""
-
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    prompt_tokens_estimate: int = 0
-    cache_read_tokens: int = 0
-    cache_write_tokens: int = 0
-    estimated: bool = False
-
-    def add(self, other: TokenUsage) -> None:
-        self.prompt_tokens += other.prompt_tokens
-        self.completion_tokens += other.completion_tokens
-        self.prompt_tokens_estimate += other.prompt_tokens_estimate
-        self.cache_read_tokens += other.cache_read_tokens
-        self.cache_write_tokens += other.cache_write_tokens
-        self.estimated = self.estimated or other.estimated
-
-    def totals(self) -> UsageTotals:
-        return UsageTotals(
-            self.prompt_tokens,
-            self.completion_tokens,
-            self.prompt_tokens_estimate,
-            self.cache_read_tokens,
-            self.cache_write_tokens,
-            self.estimated,
-        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,14 +69,3 @@ class TurnCompleted:
 
 
 ChatEvent = TurnStarted | DeltaEvent | ToolCallEvent | UsageEvent | TurnCompleted
-
-
-@dataclass(frozen=True, slots=True)
-class FinishedTurn:
-    """A turn that completed with status ok: what background work after it needs."""
-
-    session_id: str
-    user_id: str
-    turn_index: int
-    tokenizer: str = ""  # the turn's tokenizer: the stored counts read with its messages
-    tenant_id: str = DEFAULT_TENANT  # the user's tenant: user ids are unique only in one

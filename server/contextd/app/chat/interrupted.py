@@ -11,106 +11,114 @@ an ``assistant`` event with that text, then a ``turn_end`` event with status
 message with the row's deletion after, in one transaction: a close that stops between the
 two finds the row again, sees the turn's end in the log and only stores the message.
 
-Rows are closed at start (app/interrupted_turns.py) and, where processes share the
-database, by the next turn of the session once the row's lease expired
-(app/chat/session_lease.py).
+Rows are closed at start, before the server serves (``close_left_behind``): a row found
+then is a turn that never ended. On a database other processes share, only rows whose
+lease expired are (another replica's live turns are not), each taken over first so that
+one process closes it. The next turn of such a session closes it too, when it finds it
+once the row's lease expired (session_lease.py).
 """
 
 from __future__ import annotations
 
 import logging
 
+from contextd.app.chat.event_log import TurnLog
 from contextd.app.chat.events import TurnStatus
-from contextd.app.sessions import SessionsApp
+from contextd.app.chat.turn import TokenUsage
+from contextd.app.sessions import new_message
 from contextd.core.messages import ChatMessage, Role
 from contextd.core.pipeline import is_blank
-from contextd.store.events import event_tokens
+from contextd.core.tokens import TokenizerRegistry
+from contextd.store.conversation import ConversationRepo
+from contextd.store.events import EventStore
 from contextd.store.partial_answers import PartialAnswer, PartialAnswerRepo
-from contextd.store.sessions import UsageTotals
 
 log = logging.getLogger("contextd.chat")
 
 
-async def close_turn(
-    left: PartialAnswer, partials: PartialAnswerRepo, sessions: SessionsApp
-) -> None:
-    """Close the turn of ``left`` (a row of this process now) and remove the row; a row of
-    turn 0 is a claim whose turn stored nothing, only removed."""
-    if left.turn_index == 0:
-        await partials.release(left.session_id, left.owner)
-        return
-    await _close(left, partials, sessions)
-    log.info(
-        "closed an interrupted turn",
-        extra={**turn_ids(left), "step": left.step, "kept_chars": len(left.text)},
-    )
+class InterruptedTurns:
+    """Closes the turns whose process's end cut them off."""
 
+    def __init__(
+        self,
+        partials: PartialAnswerRepo,
+        conversation: ConversationRepo,
+        events: EventStore,
+        tokenizers: TokenizerRegistry,
+    ) -> None:
+        self._partials = partials
+        self._conversation = conversation
+        self._events = events
+        self._tokenizers = tokenizers
 
-async def _close(left: PartialAnswer, partials: PartialAnswerRepo, sessions: SessionsApp) -> None:
-    events = sessions.event_log
-    has_text = not is_blank(left.text)
-    rows = []
-    if has_text:
-        message = ChatMessage(Role.ASSISTANT, left.text)
-        status = TurnStatus.INTERRUPTED.value
-        rows.append(sessions.new_message(message, left.turn_index, status, left.tokenizer))
-    text_tokens = sessions.tokenizers.get(left.tokenizer).count(left.text) if has_text else 0
-    usage = _with_unreported(left.usage, text_tokens)
-    tokens = event_tokens(
-        usage.prompt_tokens,
-        usage.completion_tokens,
-        cache_read=usage.cache_read_tokens,
-        cache_write=usage.cache_write_tokens,
-        estimated=usage.estimated,
-    )
-    if not await _turn_ended_in_log(left, sessions):
-        if has_text:
-            await events.append(
-                left.session_id,
-                "assistant",
-                turn=left.turn_index,
-                step=left.step,
-                content=left.text,
-                role="assistant",
-                meta={"tokens": tokens},
-                tenant_id=left.tenant_id,
-            )
-        status = TurnStatus.INTERRUPTED.value
-        await events.append(
-            left.session_id,
-            "turn_end",
-            turn=left.turn_index,
-            meta={"status": status, "stepCount": left.step + 1, "tokens": tokens},
-            tenant_id=left.tenant_id,
+    async def close_left_behind(self) -> int:
+        """Close every turn a partial answer was left behind by; how many were closed.
+        One that cannot be closed now is logged and left for the next start."""
+        partials = self._partials
+        closed = 0
+        unrenewed_for = partials.lease_seconds if partials.shared else 0.0
+        for found in await partials.left_behind(unrenewed_for):
+            left = await partials.take_over(found) if partials.shared else found
+            if left is None:  # renewed, or another replica closes it
+                continue
+            try:
+                await self.close(left)
+            except Exception as error:
+                log.warning(
+                    "could not close an interrupted turn; the next start tries again",
+                    extra={**_turn_ids(left), "error": repr(error)},
+                )
+                continue
+            closed += 1
+        return closed
+
+    async def close(self, left: PartialAnswer) -> None:
+        """Close the turn of ``left`` (a row of this process now) and remove the row; a
+        row of turn 0 is a claim whose turn stored nothing, only removed."""
+        if left.turn_index == 0:
+            await self._partials.release(left.session_id, left.owner)
+            return
+        await self._close(left)
+        log.info(
+            "closed an interrupted turn",
+            extra={**_turn_ids(left), "step": left.step, "kept_chars": len(left.text)},
         )
-    await sessions.conversation.append_with_usage(
-        left.session_id,
-        left.user_id,
-        rows,
-        usage,
-        tenant_id=left.tenant_id,
-        also=partials.deleting(left.session_id, left.owner),
-    )
+
+    async def _close(self, left: PartialAnswer) -> None:
+        has_text = not is_blank(left.text)
+        status = TurnStatus.INTERRUPTED.value
+        rows = []
+        if has_text:
+            message = ChatMessage(Role.ASSISTANT, left.text)
+            rows.append(
+                new_message(self._tokenizers, message, left.turn_index, status, left.tokenizer)
+            )
+        # Figures no provider reported are counted as a turn's are, from the kept text.
+        usage = TokenUsage.of(left.usage)
+        counter = self._tokenizers.get(left.tokenizer)
+        usage.fill_unreported(counter, left.text if has_text else "")
+        if not await self._turn_ended_in_log(left):
+            turn_log = TurnLog(self._events, left.session_id, left.tenant_id, left.turn_index)
+            if has_text:
+                await turn_log.assistant(left.step, left.text, usage)
+            await turn_log.turn_end(status, left.step + 1, usage)
+        await self._conversation.append_with_usage(
+            left.session_id,
+            left.user_id,
+            rows,
+            usage.totals(),
+            tenant_id=left.tenant_id,
+            also=self._partials.deleting(left.session_id, left.owner),
+        )
+
+    async def _turn_ended_in_log(self, left: PartialAnswer) -> bool:
+        """Whether the turn's last event in the session's log is its end."""
+        last = None
+        async for event in self._events.read(left.session_id, tenant_id=left.tenant_id):
+            if event.get("turn") == left.turn_index:
+                last = event.get("type")
+        return last == "turn_end"
 
 
-def _with_unreported(usage: UsageTotals, text_tokens: int) -> UsageTotals:
-    """``usage`` with the figures it lacks: the prompt estimate for a prompt no provider
-    reported, the kept text's count (``text_tokens``) for a completion."""
-    if not usage.prompt_tokens and usage.prompt_tokens_estimate:
-        usage = usage._replace(prompt_tokens=usage.prompt_tokens_estimate, estimated=True)
-    if not usage.completion_tokens and text_tokens:
-        usage = usage._replace(completion_tokens=text_tokens, estimated=True)
-    return usage
-
-
-async def _turn_ended_in_log(left: PartialAnswer, sessions: SessionsApp) -> bool:
-    """Whether the turn's last event in the session's log is its end."""
-    last = None
-    async for event in sessions.event_log.read(left.session_id, tenant_id=left.tenant_id):
-        if event.get("turn") == left.turn_index:
-            last = event.get("type")
-    return last == "turn_end"
-
-
-def turn_ids(left: PartialAnswer) -> dict[str, object]:
+def _turn_ids(left: PartialAnswer) -> dict[str, object]:
     return {"session_id": left.session_id, "tenant_id": left.tenant_id, "turn": left.turn_index}

@@ -3,8 +3,7 @@ protocol, and answered within the turn instead of by the host."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
+from contextd.app.chat.event_log import TurnLog
 from contextd.app.chat.turn import Turn
 from contextd.providers.base import ToolSpec
 from contextd.store.memories import MemoryRepo
@@ -25,25 +24,26 @@ MEMORY_RESULTS = 5  # the facts one search returns, at most
 class MemorySearch:
     """Answers a turn's memory searches from the user's remembered facts."""
 
-    def __init__(self, memories: MemoryRepo, turn: Turn) -> None:
+    def __init__(self, memories: MemoryRepo, turn: Turn, log: TurnLog) -> None:
         self._memories = memories
         self._turn = turn
+        self._log = log
 
-    async def answer(self, query: str, action: Mapping[str, object], call_id: str) -> str:
-        """Search for ``query`` (the model's call ``call_id``); the action (``action``: its
-        event's details) and the observation go to the event log. Returns the
-        observation: one fact a line."""
+    async def answer(
+        self, query: str, tool_input: str, call_id: str, *, logged_call_id: str | None = None
+    ) -> str:
+        """Search for ``query`` (the model's call ``call_id``, ``tool_input`` its input);
+        the action (with ``logged_call_id``, when given) and the observation go to the
+        event log. Returns the observation: one fact a line."""
         with genai.tool_call(MEMORY_TOOL.name, call_id):
-            return await self._answer(query, action)
+            return await self._answer(query, tool_input, logged_call_id)
 
-    async def _answer(self, query: str, action: Mapping[str, object]) -> str:
-        turn = self._turn
-        await turn.event("action", step=turn.step, meta=dict(action))
+    async def _answer(self, query: str, tool_input: str, logged_call_id: str | None) -> str:
+        turn, log = self._turn, self._log
+        await log.action(turn.step, MEMORY_TOOL.name, tool_input, logged_call_id)
         found = await self._memories.search(
             turn.user_id, query, MEMORY_RESULTS, tenant_id=turn.session.tenant_id
         )
         observation = "\n".join(f"- {m.memory.content}" for m in found) or "(nothing found)"
-        await turn.event(
-            "observation", step=turn.step, content=observation, meta={"tool": MEMORY_TOOL.name}
-        )
+        await log.observation(turn.step, observation, MEMORY_TOOL.name)
         return observation

@@ -6,9 +6,8 @@ import json
 from collections.abc import Mapping, Sequence
 
 from contextd.app.chat.events import ChatEvent, TurnCompleted, TurnStatus
-from contextd.app.chat.memory_tool import MEMORY_TOOL, MemorySearch
+from contextd.app.chat.memory_tool import MEMORY_TOOL
 from contextd.app.chat.request import ChatTurnRequest
-from contextd.app.chat.step_context import StepContexts
 from contextd.app.chat.tool_protocol import (
     FinalAnswer,
     HostAction,
@@ -16,8 +15,8 @@ from contextd.app.chat.tool_protocol import (
     InlineAnswers,
     StepOutcome,
     ToolProtocol,
+    TurnParts,
 )
-from contextd.app.chat.turn import Turn
 from contextd.core.build import BuildResult
 from contextd.core.messages import ChatMessage, Role, ToolCall
 from contextd.providers.base import ModelRequest
@@ -32,10 +31,8 @@ class NativeTools(ToolProtocol[StepCalls]):
     the calls and their results are stored as tool messages and the turn goes on. A
     call of a host tool ends the turn; the host's results come back as tool messages."""
 
-    def __init__(
-        self, req: ChatTurnRequest, turn: Turn, contexts: StepContexts, memory: MemorySearch
-    ) -> None:
-        super().__init__(req, turn, contexts, memory)
+    def __init__(self, req: ChatTurnRequest, parts: TurnParts) -> None:
+        super().__init__(req, parts)
         self._tools = (*req.tools, MEMORY_TOOL)
 
     def model_request(self, context: BuildResult) -> ModelRequest:
@@ -59,13 +56,13 @@ class NativeTools(ToolProtocol[StepCalls]):
         }
 
     async def take_host_results(self) -> BuildResult:
-        turn = self.turn
+        record = self.record
         rows = [
-            turn.row(ChatMessage(Role.TOOL, content, tool_call_id=call_id))
+            record.row(ChatMessage(Role.TOOL, content, tool_call_id=call_id))
             for call_id, content in self.req.tool_results
         ]
         context = await self.contexts.for_continuation([row.message for row in rows])
-        await turn.store(rows)
+        await record.store(rows)
         return context
 
     def read_step(self, text: str, calls: Sequence[ToolCall]) -> StepOutcome[StepCalls]:
@@ -78,34 +75,33 @@ class NativeTools(ToolProtocol[StepCalls]):
 
     async def require_action(self, action: HostAction[StepCalls]) -> Sequence[ChatEvent]:
         """The step's calls were streamed already; the host runs those of its tools."""
-        turn = self.turn
+        turn, record = self.turn, self.record
         host_calls = [c for c in action.tool_use if c.name != MEMORY_TOOL.name]
-        stored = await turn.store_answer(ChatMessage(Role.ASSISTANT, action.text, action.tool_use))
+        message = ChatMessage(Role.ASSISTANT, action.text, action.tool_use)
+        stored = await record.store_answer(message)
         for call in host_calls:
-            await turn.event(
-                "action",
-                step=turn.step,
-                meta={"tool": call.name, "input": call.arguments, "tool_call_id": call.id},
-            )
+            await self.log.action(turn.step, call.name, call.arguments, call.id)
         status = TurnStatus.REQUIRES_ACTION
-        return (await turn.complete(stored, status, turn.text, pending=host_calls),)
+        return (await record.complete(stored, status, turn.text, pending=host_calls),)
 
     async def stop_at_step_limit(self, action: InlineAction[StepCalls]) -> TurnCompleted:
-        turn = self.turn
-        stored = await turn.store_answer(ChatMessage(Role.ASSISTANT, action.text, action.tool_use))
-        return await turn.complete(stored, TurnStatus.MAX_STEPS, turn.text)
+        record = self.record
+        message = ChatMessage(Role.ASSISTANT, action.text, action.tool_use)
+        stored = await record.store_answer(message)
+        return await record.complete(stored, TurnStatus.MAX_STEPS, self.turn.text)
 
     async def answer_inline(self, action: InlineAction[StepCalls]) -> InlineAnswers:
         """Store the calls, run each memory search, store the results (as a host would)."""
-        turn = self.turn
-        await turn.store_step(ChatMessage(Role.ASSISTANT, action.text, action.tool_use))
+        record = self.record
+        await record.store_step(ChatMessage(Role.ASSISTANT, action.text, action.tool_use))
         results: list[str] = []
         for call in action.tool_use:
-            details = {"tool": call.name, "input": call.arguments}
-            results.append(await self.memory.answer(_argument(call, "query"), details, call.id))
-        await turn.store(
+            # The action is logged without the call's id (a ReAct search's has it).
+            query = _argument(call, "query")
+            results.append(await self.memory.answer(query, call.arguments, call.id))
+        await record.store(
             [
-                turn.row(ChatMessage(Role.TOOL, result, tool_call_id=call.id))
+                record.row(ChatMessage(Role.TOOL, result, tool_call_id=call.id))
                 for call, result in zip(action.tool_use, results, strict=True)
             ]
         )

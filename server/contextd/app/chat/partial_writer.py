@@ -5,13 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
 
+from contextd.app.chat.turn import Turn
 from contextd.store.partial_answers import PartialAnswerRepo
 from contextd.store.sessions import UsageTotals
-
-if TYPE_CHECKING:
-    from contextd.app.chat.turn import Turn
 
 log = logging.getLogger("contextd.chat")
 
@@ -60,15 +57,15 @@ class PartialAnswerWriter:
     def _tick(self) -> None:
         loop = asyncio.get_running_loop()
         self._timer = loop.call_later(SAVE_INTERVAL, self._tick)
-        turn = self._turn
-        length = len(turn.text) - turn.step_start
         if self._task is not None:
             return
-        if (turn.step, length) == self._saved or not length:
+        turn = self._turn
+        text = turn.step_text
+        if (turn.step, len(text)) == self._saved or not text:
             if self._repo.shared and not self._lease_lost:
                 self._task = loop.create_task(self._renew())
             return
-        self._task = loop.create_task(self._save(turn.step, turn.step_text, turn.usage_so_far()))
+        self._task = loop.create_task(self._save(turn.step, text, turn.usage.so_far()))
 
     async def _renew(self) -> None:
         session_id = self._turn.session.id

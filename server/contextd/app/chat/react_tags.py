@@ -8,9 +8,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from contextd.app.chat.events import ChatEvent, ToolCallEvent, TurnCompleted, TurnStatus
-from contextd.app.chat.memory_tool import MEMORY_TOOL, MemorySearch
+from contextd.app.chat.memory_tool import MEMORY_TOOL
 from contextd.app.chat.request import ChatTurnRequest
-from contextd.app.chat.step_context import StepContexts
 from contextd.app.chat.tool_protocol import (
     FinalAnswer,
     HostAction,
@@ -18,8 +17,8 @@ from contextd.app.chat.tool_protocol import (
     InlineAnswers,
     StepOutcome,
     ToolProtocol,
+    TurnParts,
 )
-from contextd.app.chat.turn import Turn
 from contextd.core import react
 from contextd.core.build import BuildResult
 from contextd.core.messages import ChatMessage, Role, ToolCall
@@ -61,15 +60,8 @@ class ReactTags(ToolProtocol[react.Action]):
     with no tags) ends it. Text deltas stream the model's raw text, tags included; the
     stored answer and ``final_text`` are the ``<final>`` content only."""
 
-    def __init__(
-        self,
-        req: ChatTurnRequest,
-        turn: Turn,
-        contexts: StepContexts,
-        memory: MemorySearch,
-        addendum: ReactAddendum,
-    ) -> None:
-        super().__init__(req, turn, contexts, memory)
+    def __init__(self, req: ChatTurnRequest, parts: TurnParts, addendum: ReactAddendum) -> None:
+        super().__init__(req, parts)
         self._addendum = addendum
         self._host_tools = {t.name for t in req.tools}
 
@@ -107,39 +99,34 @@ class ReactTags(ToolProtocol[react.Action]):
 
     async def require_action(self, action: HostAction[react.Action]) -> Sequence[ChatEvent]:
         """Store the step; its call is named after the stored message."""
-        turn = self.turn
-        stored = await turn.store_answer(ChatMessage(Role.ASSISTANT, action.text))
+        turn, record = self.turn, self.record
+        stored = await record.store_answer(ChatMessage(Role.ASSISTANT, action.text))
         assert stored is not None  # the text holds an <action> tag
         call = _call(stored.id, action.tool_use)
-        await turn.event(
-            "action",
-            step=turn.step,
-            meta={"tool": call.name, "input": action.tool_use.input, "tool_call_id": call.id},
-        )
+        await self.log.action(turn.step, call.name, action.tool_use.input, call.id)
         status = TurnStatus.REQUIRES_ACTION
-        completed = await turn.complete(stored, status, "", pending=(call,))
+        completed = await record.complete(stored, status, "", pending=(call,))
         return ToolCallEvent(call, turn.step), completed
 
     async def stop_at_step_limit(self, action: InlineAction[react.Action]) -> TurnCompleted:
         status = TurnStatus.MAX_STEPS
         message = ChatMessage(Role.ASSISTANT, action.text)
-        stored = await self.turn.store_answer(message, status.value)
-        return await self.turn.complete(stored, status, "")
+        stored = await self.record.store_answer(message, status.value)
+        return await self.record.complete(stored, status, "")
 
     async def answer_inline(self, action: InlineAction[react.Action]) -> InlineAnswers:
         """memory_search, or an error naming the tools for a tool that does not exist."""
         turn, used = self.turn, action.tool_use
-        stored = await turn.store_step(ChatMessage(Role.ASSISTANT, action.text))
-        details: dict[str, object] = {"tool": used.tool, "input": used.input}
+        stored = await self.record.store_step(ChatMessage(Role.ASSISTANT, action.text))
         if used.tool == MEMORY_TOOL.name:
             call = _call(stored.id, used)
-            details["tool_call_id"] = call.id
-            result = await self.memory.answer(react.query_of(used.input), details, call.id)
+            query = react.query_of(used.input)
+            result = await self.memory.answer(query, used.input, call.id, logged_call_id=call.id)
             return InlineAnswers((ToolCallEvent(call, turn.step),), (result,))
-        await turn.event("action", step=turn.step, meta=details)
+        await self.log.action(turn.step, used.tool, used.input)
         known = [t.name for t in (*self.req.tools, MEMORY_TOOL)]
         result = react.unknown_tool(used.tool, known)
-        await turn.event("observation", step=turn.step, content=result, meta={"tool": used.tool})
+        await self.log.observation(turn.step, result, used.tool)
         return InlineAnswers((), (result,))
 
     async def next_request(self, answers: InlineAnswers) -> ModelRequest:
@@ -151,7 +138,7 @@ class ReactTags(ToolProtocol[react.Action]):
         the context like a user message, then stored."""
         observed = react.observation(result)
         context = await self.contexts.for_user_message(observed)
-        await self.turn.store([self.turn.row(ChatMessage(Role.USER, observed))])
+        await self.record.store([self.record.row(ChatMessage(Role.USER, observed))])
         return context
 
 

@@ -6,7 +6,7 @@ partial_answers row as a lease (store/partial_answers.py) from before it numbers
 until its answer is stored: a turn that finds another process's live row waits for it,
 polling with a growing pause, for as long as its call's deadline allows; a row whose
 process stopped renewing it is a turn that process's end cut off, closed here as
-interrupted (app/chat/interrupted.py) before the turn goes on.
+interrupted (interrupted.py) before the turn goes on.
 """
 
 from __future__ import annotations
@@ -14,8 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from contextd.app.chat.interrupted import close_turn
-from contextd.app.sessions import SessionsApp
+from contextd.app.chat.interrupted import InterruptedTurns
 from contextd.core.errors import SessionBusy
 from contextd.store.models import Session
 from contextd.store.partial_answers import Busy, PartialAnswerRepo
@@ -31,7 +30,7 @@ DEADLINE_MARGIN_S = 0.25
 
 async def hold_session(
     partials: PartialAnswerRepo,
-    sessions: SessionsApp,
+    interrupted: InterruptedTurns,
     session: Session,
     deadline: float | None,
 ) -> None:
@@ -47,7 +46,7 @@ async def hold_session(
         if claim is None:
             return
         if not isinstance(claim, Busy):
-            await close_turn(claim, partials, sessions)
+            await interrupted.close(claim)
             continue
         left = give_up - time.monotonic()
         if left <= 0:

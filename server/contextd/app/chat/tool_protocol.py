@@ -20,8 +20,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from contextd.app.chat.event_log import TurnLog
 from contextd.app.chat.events import ChatEvent, TurnCompleted
 from contextd.app.chat.memory_tool import MemorySearch
+from contextd.app.chat.recorder import TurnRecorder
 from contextd.app.chat.request import ChatTurnRequest
 from contextd.app.chat.step_context import StepContexts
 from contextd.app.chat.turn import Turn
@@ -70,17 +72,29 @@ class InlineAnswers:
     results: Sequence[str]
 
 
-class ToolProtocol(ABC, Generic[ToolUse]):
-    """One turn's way of offering tools. ``contexts`` builds its steps' contexts (with
-    room for what the protocol adds to the prompt); ``memory`` answers memory searches."""
+@dataclass(frozen=True, slots=True)
+class TurnParts:
+    """What a tool protocol works with, of the turn it serves: its state, how it is stored
+    and logged, its steps' contexts (with room for what the protocol adds to the prompt),
+    and its memory searches."""
 
-    def __init__(
-        self, req: ChatTurnRequest, turn: Turn, contexts: StepContexts, memory: MemorySearch
-    ) -> None:
+    turn: Turn
+    record: TurnRecorder
+    log: TurnLog
+    contexts: StepContexts
+    memory: MemorySearch
+
+
+class ToolProtocol(ABC, Generic[ToolUse]):
+    """One turn's way of offering tools."""
+
+    def __init__(self, req: ChatTurnRequest, parts: TurnParts) -> None:
         self.req = req
-        self.turn = turn
-        self.contexts = contexts
-        self.memory = memory
+        self.turn = parts.turn
+        self.record = parts.record
+        self.log = parts.log
+        self.contexts = parts.contexts
+        self.memory = parts.memory
 
     @abstractmethod
     def model_request(self, context: BuildResult) -> ModelRequest:

@@ -1,4 +1,5 @@
-"""AfterTurnRunner: compression, scheduling and shutdown; the whole path through a server."""
+"""AfterTurnRunner: scheduling, the guard around each part of the work, shutdown; the
+whole path through a server."""
 
 from __future__ import annotations
 
@@ -11,73 +12,51 @@ from pathlib import Path
 
 import grpc
 import pytest
-from contextd.app.after_turn import AfterTurnRunner, AfterTurnSettings
-from contextd.app.chat import FinishedTurn
+from contextd.app.after_turn import AfterTurnRunner, AfterTurnSettings, FinishedTurn
 from contextd.config import Settings
 from contextd.providers.base import ModelEvent, ModelRequest, TextDelta
 from contextd.providers.echo import EchoProvider
-from contextd.store.models import StoredMessage
 from contextd.v1 import chat_pb2 as cpb
 from contextd.v1 import chat_pb2_grpc, memory_pb2_grpc
 from contextd.v1 import context_pb2 as pb
 from contextd.v1 import memory_pb2 as mpb
 
-from tests.support.after_turn_env import Env, ScriptedProvider, run
+from tests.support.after_turn_env import USER, Env, ScriptedProvider, after_turn_records, run
 from tests.support.server import start_server
 
-# --- compression ------------------------------------------------------------------------------
 
+async def test_storage_errors_are_logged_and_the_other_parts_still_run(
+    env: Env, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("disk on fire")
 
-async def test_compression_past_the_threshold_with_the_fallback(env: Env) -> None:
-    runner = env.runner(compress_after_messages=6, compress_keep_last=2)
+    monkeypatch.setattr(env.summaries, "upsert_session_summary", broken)
+    monkeypatch.setattr(env.history, "record_add", broken)
+    runner = env.runner()
     sid = await env.session()
-    stored: list[StoredMessage] = []
-    for index in range(1, 4):  # 6 messages: not over the threshold
-        message, turn = await env.turn(sid, index, f"question {index}", f"answer {index}")
-        stored.append(message)
+    _, turn = await env.turn(sid, 1, "I like jazz. I live in Oslo.")
+    with caplog.at_level(logging.ERROR, "contextd.after_turn"):
         await run(runner, turn)
-    assert await env.summaries.active_compression(sid) is None
-
-    message, turn = await env.turn(sid, 4, "question 4", "answer 4")  # 8 messages
-    await run(runner, turn)
-    first = await env.summaries.active_compression(sid)
-    assert first is not None
-    all_ids = tuple(m.id for m in (await env.conversation.list_messages(sid))[0])
-    assert first.message_ids == all_ids[:6] and first.start_message_id == all_ids[0]
-    assert first.summary.startswith("(extract, not a model summary: 6 earlier messages)")
-    assert "- user: question 1" in first.summary and "- assistant: answer 3" in first.summary
-    assert "question 4" not in first.summary
-
-    for index in range(5, 8):  # uncovered: 4, 6, 8 messages; compressed again at 8
-        _, turn = await env.turn(sid, index, f"question {index}", f"answer {index}")
-        await run(runner, turn)
-    second = await env.summaries.active_compression(sid)
-    assert second is not None and second.id != first.id
-    all_ids = tuple(m.id for m in (await env.conversation.list_messages(sid))[0])
-    assert second.message_ids == all_ids[:12] and second.start_message_id == all_ids[0]
-    assert "question 1" in second.summary  # the previous summary is folded in
-    assert "question 6" in second.summary and "question 7" not in second.summary
-    assert runner.stats.compressions == 2
+    assert await env.contents() == ["I like jazz", "I live in Oslo"]
+    errors = after_turn_records(caplog, logging.ERROR)
+    assert [r.getMessage() for r in errors] == [
+        "after-turn memory write failed",
+        "after-turn memory write failed",
+        "after-turn session summary failed",
+    ]
+    assert all(r.exc_info and "disk on fire" in str(r.exc_info[1]) for r in errors)
+    assert getattr(errors[0], "session_id", None) == sid
+    assert runner.stats.failures == 3
 
 
-async def test_compression_by_the_model(env: Env) -> None:
-    provider = ScriptedProvider(compression="```\nEarlier: the user asked about 1-3.\n```")
-    runner = env.runner(provider, compress_after_messages=4, compress_keep_last=2)
+async def test_a_turn_that_is_not_stored_is_skipped(env: Env) -> None:
+    runner = env.runner()
     sid = await env.session()
-    for index in range(1, 4):
-        _, turn = await env.turn(sid, index, f"question {index}", f"answer {index}")
-    await run(runner, turn)
-    active = await env.summaries.active_compression(sid)
-    assert active is not None and active.summary == "Earlier: the user asked about 1-3."
-    assert len(active.message_ids) == 4
-    [prompt] = provider.prompts("compression")
-    assert "question 1" in prompt and "answer 2" in prompt and "question 3" not in prompt
-    # The session summary was written after it and saw it.
-    [summary_prompt] = provider.prompts("summary")
-    assert "Earlier: the user asked about 1-3." in summary_prompt
-
-
-# --- scheduling and shutdown ----------------------------------------------------------------
+    await run(runner, FinishedTurn(sid, USER, 5))
+    await run(runner, FinishedTurn("no-such-session", USER, 1))
+    assert runner.stats.finished == 2 and runner.stats.failures == 0
+    assert await env.session_summary(sid) is None
 
 
 async def test_schedule_returns_at_once_and_the_work_happens_after(env: Env) -> None:
@@ -120,16 +99,6 @@ async def test_aclose_cancels_what_outlives_its_timeout(
         await asyncio.wait_for(runner.aclose(), 5)
     assert runner.pending == 0
     assert any("cancelled at shutdown" in r.getMessage() for r in caplog.records)
-
-
-async def test_model_calls_time_out(env: Env, caplog: pytest.LogCaptureFixture) -> None:
-    provider = ScriptedProvider(gate=asyncio.Event())  # never answers
-    runner = env.runner(provider, model_timeout=0.05)
-    sid = await env.session()
-    _, turn = await env.turn(sid, 1, "I like tea")
-    await asyncio.wait_for(run(runner, turn), 5)
-    assert await env.contents() == ["I like tea"]  # the rule fallback
-    assert runner.stats.model_fallbacks == 2  # facts and the session summary
 
 
 async def test_too_many_pending_turns_are_dropped(env: Env) -> None:
@@ -193,9 +162,6 @@ def test_settings() -> None:
     assert AfterTurnRunner(ScriptedProvider(), *[None] * 4).use_model  # type: ignore[arg-type]
     forced = AfterTurnSettings(use_model=True)
     assert AfterTurnRunner(EchoProvider(), *[None] * 4, forced).use_model  # type: ignore[arg-type,call-arg]
-
-
-# --- through a live server ------------------------------------------------------------------
 
 
 def poll(check: Callable[[], bool], timeout: float = 5.0) -> bool:

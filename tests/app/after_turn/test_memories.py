@@ -1,25 +1,17 @@
-"""AfterTurnRunner on a real SQLite database: memories with provenance and history, session
-summaries, and failures that never reach the chat (compression and scheduling are in
-test_after_turn_scheduling.py)."""
+"""Memory extraction after a turn, on a real SQLite database: the rule fallback (the echo
+provider) and the model's facts, with provenance and history; a bad model answer falls
+back to the rules."""
 
 from __future__ import annotations
 
 import json
 import logging
-from pathlib import Path
 
 import pytest
-from contextd.app.chat import FinishedTurn
-from contextd.app.scope import Caller
-from contextd.app.sessions import SessionsApp
 from contextd.core.memory_facts import RULE_METHOD
-from contextd.core.tokens import TokenizerRegistry
 from contextd.providers.errors import ProviderUnavailable
-from contextd.store.events import EventLog
 
 from tests.support.after_turn_env import USER, Env, ScriptedProvider, after_turn_records, run
-
-# --- the rule fallback (echo provider) -------------------------------------------------------
 
 
 async def test_echo_fallback_stores_facts_with_provenance(env: Env) -> None:
@@ -103,48 +95,6 @@ async def test_users_do_not_share_memories(env: Env) -> None:
     await run(runner, bob)
     assert await env.contents() == ["I live in Paris"]
     assert await env.contents("bob") == ["I live in Rome"]
-
-
-async def test_echo_session_summary_is_an_extract(env: Env) -> None:
-    runner = env.runner()
-    sid = await env.session()
-    _, first = await env.turn(sid, 1, "我想学做红烧肉", "echo: 好的")
-    await run(runner, first)
-    assert (
-        await env.session_summary(sid)
-        == "（摘录，未经模型总结）开始：「我想学做红烧肉」 → 「echo: 好的」"
-    )
-    _, second = await env.turn(sid, 2, "需要多久？", "大约一个小时")
-    await run(runner, second)
-    summary = await env.session_summary(sid)
-    assert summary == (
-        "（摘录，未经模型总结）开始：「我想学做红烧肉」；最近：「需要多久？」 → 「大约一个小时」"
-    )
-    # The recent_sessions layer of the user's other sessions reads it.
-    other = await env.session()
-    [recent] = await env.summaries.recent_session_summaries(USER, other)
-    assert recent.session_id == sid and recent.summary == summary
-
-
-async def test_a_summary_the_host_set_is_kept_after_later_turns(env: Env, tmp_path: Path) -> None:
-    runner = env.runner()
-    sid = await env.session()
-    _, first = await env.turn(sid, 1, "Plan the budget", "echo: ok")
-    await run(runner, first)
-    assert "Plan the budget" in await env.session_summary(sid)  # automatic so far
-    events = EventLog(tmp_path / "history")
-    app = SessionsApp(
-        env.sessions, env.conversation, env.summaries, env.memories, TokenizerRegistry(), events
-    )
-    await app.set_session_summary(Caller(USER), sid, "Q3 budget plan")  # SetSessionSummary
-    await events.aclose()
-    _, second = await env.turn(sid, 2, "Add travel costs", "echo: added")
-    await run(runner, second)
-    assert await env.session_summary(sid) == "Q3 budget plan"
-    assert runner.stats.session_summaries == 1  # the second turn's was not written
-
-
-# --- the model path -------------------------------------------------------------------------
 
 
 async def test_model_facts_are_stored_with_the_model_as_method(env: Env) -> None:
@@ -276,70 +226,3 @@ async def test_bad_model_answers_fall_back_to_rules(
     assert runner.stats.model_fallbacks == 1 and runner.stats.failures == 0
     [record] = after_turn_records(caplog, logging.WARNING)
     assert "using the rule fallback" in record.getMessage()
-
-
-async def test_a_failing_provider_is_logged_and_never_raised(
-    env: Env, caplog: pytest.LogCaptureFixture
-) -> None:
-    error = ProviderUnavailable("fake", "down")
-    provider = ScriptedProvider(facts=error, summary=error, compression=error)
-    runner = env.runner(provider, compress_after_messages=2, compress_keep_last=1)
-    sid = await env.session()
-    await env.turn(sid, 1, "first question")
-    _, turn = await env.turn(sid, 2, "I like jazz")
-    with caplog.at_level(logging.WARNING, "contextd.after_turn"):
-        await run(runner, turn)
-    # Everything fell back, nothing was raised, each fallback was logged.
-    assert await env.contents() == ["I like jazz"]
-    summary = await env.session_summary(sid)
-    assert summary is not None and summary.startswith("(extract, not a model summary)")
-    compression = await env.summaries.active_compression(sid)
-    assert compression is not None and compression.summary.startswith("(extract")
-    assert runner.stats.model_fallbacks == 3
-    assert len(after_turn_records(caplog, logging.WARNING)) == 3
-
-
-async def test_storage_errors_are_logged_and_the_other_parts_still_run(
-    env: Env, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    async def broken(*args: object, **kwargs: object) -> None:
-        raise RuntimeError("disk on fire")
-
-    monkeypatch.setattr(env.summaries, "upsert_session_summary", broken)
-    monkeypatch.setattr(env.history, "record_add", broken)
-    runner = env.runner()
-    sid = await env.session()
-    _, turn = await env.turn(sid, 1, "I like jazz. I live in Oslo.")
-    with caplog.at_level(logging.ERROR, "contextd.after_turn"):
-        await run(runner, turn)
-    assert await env.contents() == ["I like jazz", "I live in Oslo"]
-    errors = after_turn_records(caplog, logging.ERROR)
-    assert [r.getMessage() for r in errors] == [
-        "after-turn memory write failed",
-        "after-turn memory write failed",
-        "after-turn session summary failed",
-    ]
-    assert all(r.exc_info and "disk on fire" in str(r.exc_info[1]) for r in errors)
-    assert getattr(errors[0], "session_id", None) == sid
-    assert runner.stats.failures == 3
-
-
-async def test_a_turn_that_is_not_stored_is_skipped(env: Env) -> None:
-    runner = env.runner()
-    sid = await env.session()
-    await run(runner, FinishedTurn(sid, USER, 5))
-    await run(runner, FinishedTurn("no-such-session", USER, 1))
-    assert runner.stats.finished == 2 and runner.stats.failures == 0
-    assert await env.session_summary(sid) is None
-
-
-async def test_model_session_summary_is_cleaned_and_sees_the_session(env: Env) -> None:
-    provider = ScriptedProvider(summary="```\nUser plans a trip to Japan.\n\n\nOpen: dates.\n```")
-    runner = env.runner(provider)
-    sid = await env.session()
-    await env.turn(sid, 1, "Help me plan a trip to Japan")
-    _, turn = await env.turn(sid, 2, "What about April?", "April is cherry blossom season.")
-    await run(runner, turn)
-    assert await env.session_summary(sid) == "User plans a trip to Japan.\nOpen: dates."
-    [prompt] = provider.prompts("summary")
-    assert "Help me plan a trip to Japan" in prompt and "cherry blossom" in prompt

@@ -11,7 +11,7 @@ from contextd.app.chat.native_tools import NativeTools
 from contextd.app.chat.react_tags import ReactAddendum, ReactTags
 from contextd.app.chat.request import ChatTurnRequest
 from contextd.app.chat.step_context import StepContexts
-from contextd.app.chat.tool_protocol import FinalAnswer, HostAction, InlineAction
+from contextd.app.chat.tool_protocol import FinalAnswer, HostAction, InlineAction, TurnParts
 from contextd.app.chat.turn import Turn
 from contextd.app.scope import Caller
 from contextd.core import react
@@ -28,22 +28,23 @@ def request(react_tags: bool) -> ChatTurnRequest:
     return ChatTurnRequest(Caller("alice"), "", "hi", TOKENIZER, tools=[WEATHER], react=react_tags)
 
 
-def turn() -> Turn:
-    # Reading a step stores nothing: no repositories.
-    return Turn(Session("s1", "alice"), 1, "alice", TOKENIZER, "hi", None, None, None, None)  # type: ignore[arg-type]
+def parts(req: ChatTurnRequest, reserved_tokens: int = 0) -> TurnParts:
+    # Reading a step stores and logs nothing: no repositories, no recorder, no log.
+    t = Turn(Session("s1", "alice"), 1, "alice", TOKENIZER, "hi")
+    contexts = StepContexts(None, 8000, req, t, reserved_tokens)  # type: ignore[arg-type]
+    memory = MemorySearch(None, t, None)  # type: ignore[arg-type]
+    return TurnParts(t, None, None, contexts, memory)  # type: ignore[arg-type]
 
 
 def native() -> NativeTools:
-    req, t = request(False), turn()
-    contexts = StepContexts(None, 8000, req, t)  # type: ignore[arg-type]
-    return NativeTools(req, t, contexts, MemorySearch(None, t))  # type: ignore[arg-type]
+    req = request(False)
+    return NativeTools(req, parts(req))
 
 
 def react_tags() -> ReactTags:
-    req, t = request(True), turn()
+    req = request(True)
     addendum = ReactAddendum.for_request(req)
-    contexts = StepContexts(None, 8000, req, t, addendum.tokens)  # type: ignore[arg-type]
-    return ReactTags(req, t, contexts, MemorySearch(None, t), addendum)  # type: ignore[arg-type]
+    return ReactTags(req, parts(req, addendum.tokens), addendum)
 
 
 def call(call_id: str, name: str) -> ToolCall:
@@ -56,7 +57,7 @@ def stored(seq: int, message: ChatMessage, status: str = "") -> StoredMessage:
 
 def test_native_steps() -> None:
     tools = native()
-    tools.turn.text = "Looked it up. Tea."
+    tools.turn.add_text("Looked it up. Tea.")
     # The answer reported is every step's text; the one stored, this step's.
     assert tools.read_step("Tea.", []) == FinalAnswer("Tea.", "Looked it up. Tea.")
     memory = [call("c1", MEMORY_TOOL.name)]

@@ -1,16 +1,20 @@
 """The model calls of after-turn work (memory extraction, summaries): text only, within
 a time limit and a size limit, each with the span and the metrics of a turn's model
-calls."""
+calls; and what every job does with one: ask the model when it is used, and fall back to
+its rule-based result when the model is not, or when its call or its answer fails."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from opentelemetry.trace import Span
 
+from contextd.app.after_turn.work import AfterTurnStats, FinishedTurn, ids, log
 from contextd.core.messages import ChatMessage
 from contextd.metrics.recorder import NULL_RECORDER, Recorder
 from contextd.providers.base import Finished, ModelRequest, Provider, TextDelta, Usage
@@ -18,6 +22,8 @@ from contextd.tracing import genai
 
 # A model answer is read up to this many characters; past them the call is stopped.
 MAX_MODEL_OUTPUT_CHARS = 20_000
+
+T = TypeVar("T")
 
 
 class AfterTurnModel:
@@ -76,6 +82,38 @@ class AfterTurnModel:
                     answer.usage.completion_tokens,
                 )
         return answer.text
+
+
+class ModelOrRules:
+    """The model as after-turn jobs ask it: only when it is ``used`` (else each job goes
+    by its rules), and with one way to fail, the same for every job (``ask``)."""
+
+    def __init__(self, model: AfterTurnModel, used: bool, stats: AfterTurnStats) -> None:
+        self._model = model
+        self.used = used
+        self._stats = stats
+
+    @property
+    def name(self) -> str:
+        """The model's name, for the records of what it wrote."""
+        return self._model.provider.default_model
+
+    async def ask(
+        self,
+        turn: FinishedTurn,
+        messages: list[ChatMessage],
+        read: Callable[[str], T],
+        failure: str,
+    ) -> T | None:
+        """The model's answer to ``messages`` as ``read`` makes it out, or None when the
+        call or the reading failed: then ``failure`` is logged as a warning with the
+        error, the fallback is counted, and the caller uses its rule-based result."""
+        try:
+            return read(await self._model.complete(messages))
+        except Exception as error:
+            self._stats.model_fell_back()
+            log.warning(failure, extra={**ids(turn), "error": f"{type(error).__name__}: {error}"})
+            return None
 
 
 @dataclass

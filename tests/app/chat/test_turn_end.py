@@ -25,12 +25,12 @@ async def test_a_stream_closed_at_turn_completed_stores_the_answer_once(tmp_path
                 break
         assert started is not None and completed is not None
 
-        stored = await chat.sessions.conversation.tail(started.session_id, 10, "cl100k_base")
+        stored = await app.conversation.tail(started.session_id, 10, "cl100k_base")
         assert [(m.message.role.value, m.status) for m in stored] == [
             ("user", ""),
             ("assistant", ""),
         ]
         assert stored[-1].message.content == completed.final_text
-        lines = [e async for e in chat.events.read(started.session_id)]
+        lines = [e async for e in app.events.read(started.session_id)]
         assert [e["type"] for e in lines].count("turn_end") == 1
         assert completed.session_usage.completion_tokens == completed.turn_usage.completion_tokens

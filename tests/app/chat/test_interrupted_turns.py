@@ -8,8 +8,8 @@ import time
 from pathlib import Path
 
 from contextd.app.chat import ChatTurnRequest, TurnCompleted, TurnStarted
-from contextd.app.interrupted_turns import close_interrupted_turns
 from contextd.app.scope import Caller
+from contextd.app.sessions import new_message
 from contextd.core.messages import ChatMessage, Role
 from contextd.store.partial_answers import PartialAnswerRepo
 from contextd.store.sessions import UsageTotals
@@ -27,7 +27,7 @@ def slow(app: App) -> None:
 async def test_the_streaming_text_is_saved_once_a_second(tmp_path: Path) -> None:
     async with in_process(tmp_path) as app:
         slow(app)
-        partials = app.chat.partials
+        partials = app.partials
         saves: list[tuple[float, str]] = []
         save = partials.save
 
@@ -65,12 +65,12 @@ async def test_a_failing_write_does_not_break_the_turn(tmp_path: Path) -> None:
         async def failing(session_id: str, step: int, text: str, usage: UsageTotals) -> None:
             raise OSError("no room")
 
-        app.chat.partials.save = failing  # type: ignore[method-assign]
+        app.partials.save = failing  # type: ignore[method-assign]
         req = ChatTurnRequest(Caller("alice"), "", LONG, app.tokenizer)
         events = [event async for event in app.chat.run(req)]
         completed = events[-1]
         assert isinstance(completed, TurnCompleted) and completed.status.value == "ok"
-        assert await app.chat.partials.left_behind() == []
+        assert await app.partials.left_behind() == []
 
 
 async def test_a_cancelled_turn_leaves_no_partial_answer(tmp_path: Path) -> None:
@@ -82,23 +82,22 @@ async def test_a_cancelled_turn_leaves_no_partial_answer(tmp_path: Path) -> None
             if time.monotonic() - begun > 1.2:
                 break
         await stream.aclose()
-        assert await app.chat.partials.left_behind() == []
+        assert await app.partials.left_behind() == []
 
 
 async def killed_turn(app: App, text: str) -> str:
     """What a server killed while a turn streamed leaves: the user message with the
     open row, the turn_start event, the text saved so far. Returns the session."""
-    sessions = app.chat.sessions
-    session = await sessions.create(Caller("alice"))
-    partials: PartialAnswerRepo = app.chat.partials
-    await sessions.conversation.append(
+    session = await app.sessions.create(Caller("alice"))
+    partials: PartialAnswerRepo = app.partials
+    await app.conversation.append(
         session.id,
         "alice",
-        [sessions.new_message(ChatMessage(Role.USER, "Tell me"), 1)],
+        [new_message(app.sessions.tokenizers, ChatMessage(Role.USER, "Tell me"), 1)],
         also=partials.opening(session.tenant_id, session.id, 1, "cl100k_base"),
     )
-    await app.chat.events.append(session.id, "session_start")
-    await app.chat.events.append(session.id, "turn_start", turn=1, content="Tell me")
+    await app.events.append(session.id, "session_start")
+    await app.events.append(session.id, "turn_start", turn=1, content="Tell me")
     if text:
         await partials.save(session.id, 0, text, UsageTotals(0, 0, 50))
     return session.id
@@ -107,16 +106,15 @@ async def killed_turn(app: App, text: str) -> str:
 async def test_a_killed_turn_is_closed_once(tmp_path: Path) -> None:
     async with in_process(tmp_path) as app:
         sid = await killed_turn(app, "Once upon")
-        sessions = app.chat.sessions
-        assert await close_interrupted_turns(app.chat.partials, sessions) == 1
+        assert await app.chat.close_interrupted_turns() == 1
 
-        stored = await sessions.conversation.tail(sid, 10, "cl100k_base")
+        stored = await app.conversation.tail(sid, 10, "cl100k_base")
         assert [(m.message.role, m.message.content, m.turn_index, m.status) for m in stored] == [
             (Role.USER, "Tell me", 1, ""),
             (Role.ASSISTANT, "Once upon", 1, "interrupted"),
         ]
         assert stored[-1].tokens["cl100k_base"] > 0
-        lines = [e async for e in app.chat.events.read(sid)]
+        lines = [e async for e in app.events.read(sid)]
         assert [(e["type"], e.get("turn")) for e in lines] == [
             ("session_start", None),
             ("turn_start", 1),
@@ -131,18 +129,18 @@ async def test_a_killed_turn_is_closed_once(tmp_path: Path) -> None:
             "tokens": {"prompt": 50, "completion": 2, "total": 52, "estimated": True},
         }
 
-        assert await close_interrupted_turns(app.chat.partials, sessions) == 0
-        assert await sessions.conversation.tail(sid, 10, "cl100k_base") == stored
-        assert [e async for e in app.chat.events.read(sid)] == lines
+        assert await app.chat.close_interrupted_turns() == 0
+        assert await app.conversation.tail(sid, 10, "cl100k_base") == stored
+        assert [e async for e in app.events.read(sid)] == lines
 
 
 async def test_a_turn_killed_before_its_text_gets_only_its_end(tmp_path: Path) -> None:
     async with in_process(tmp_path) as app:
         sid = await killed_turn(app, "")
-        assert await close_interrupted_turns(app.chat.partials, app.chat.sessions) == 1
-        stored = await app.chat.sessions.conversation.tail(sid, 10, "cl100k_base")
+        assert await app.chat.close_interrupted_turns() == 1
+        stored = await app.conversation.tail(sid, 10, "cl100k_base")
         assert [m.message.role for m in stored] == [Role.USER]
-        lines = [e async for e in app.chat.events.read(sid)]
+        lines = [e async for e in app.events.read(sid)]
         assert [e["type"] for e in lines] == ["session_start", "turn_start", "turn_end"]
         assert lines[-1]["meta"]["status"] == "interrupted"
 
@@ -151,20 +149,20 @@ async def test_a_turn_whose_end_is_logged_is_not_logged_again(tmp_path: Path) ->
     """A start stopped between the log and the commit: the next one only stores."""
     async with in_process(tmp_path) as app:
         sid = await killed_turn(app, "Once upon")
-        events = app.chat.events
+        events = app.events
         await events.append(sid, "assistant", turn=1, step=0, content="Once upon")
         await events.append(sid, "turn_end", turn=1, meta={"status": "interrupted"})
         before = [e async for e in events.read(sid)]
-        assert await close_interrupted_turns(app.chat.partials, app.chat.sessions) == 1
+        assert await app.chat.close_interrupted_turns() == 1
         assert [e async for e in events.read(sid)] == before
-        stored = await app.chat.sessions.conversation.tail(sid, 10, "cl100k_base")
+        stored = await app.conversation.tail(sid, 10, "cl100k_base")
         assert [m.status for m in stored] == ["", "interrupted"]
 
 
 async def test_the_next_turn_follows_the_closed_one(tmp_path: Path) -> None:
     async with in_process(tmp_path) as app:
         sid = await killed_turn(app, "Once upon")
-        await close_interrupted_turns(app.chat.partials, app.chat.sessions)
+        await app.chat.close_interrupted_turns()
         req = ChatTurnRequest(Caller("alice"), sid, "Go on", app.tokenizer)
         events = [event async for event in app.chat.run(req)]
         started, completed = events[0], events[-1]

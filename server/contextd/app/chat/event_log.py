@@ -1,0 +1,140 @@
+"""The lines chat writes to a session's event log (docs/chat.md, "The event log"): the
+session's start and end, and each turn's events, from its start to its end.
+
+Everything about a line's type, step and meta is decided here; the store encodes and
+writes it (store/events.py).
+"""
+
+from __future__ import annotations
+
+from contextd.app.chat.turn import TokenUsage
+from contextd.store.events import EventStore, event_tokens
+from contextd.store.models import Session
+
+
+class SessionLog:
+    """A session's event log: its session_start and session_end lines."""
+
+    __slots__ = ("_events", "_session_id", "_tenant_id")
+
+    def __init__(self, events: EventStore, session: Session) -> None:
+        self._events = events
+        self._session_id = session.id
+        self._tenant_id = session.tenant_id
+
+    async def ended(self) -> bool:
+        """Whether the log ends with session_end (nothing since EndSession)."""
+        last = await self._events.last(self._session_id, tenant_id=self._tenant_id)
+        return last is not None and last.get("type") == "session_end"
+
+    async def needs_start(self) -> bool:
+        """Whether a turn must write session_start first: the log is empty (a new
+        session, or one whose messages the host appended) or ends with session_end."""
+        last = await self._events.last(self._session_id, tenant_id=self._tenant_id)
+        return last is None or last.get("type") == "session_end"
+
+    async def start(self, meta: dict[str, object]) -> None:
+        await self._events.append(
+            self._session_id, "session_start", meta=meta, tenant_id=self._tenant_id
+        )
+
+    async def end(self, meta: dict[str, object]) -> None:
+        await self._events.append(
+            self._session_id, "session_end", meta=meta, tenant_id=self._tenant_id
+        )
+
+    async def delete(self) -> None:
+        await self._events.delete(self._session_id, tenant_id=self._tenant_id)
+
+
+class TurnLog:
+    """The lines of one turn (``index``) of a session."""
+
+    __slots__ = ("_events", "_index", "_session_id", "_tenant_id")
+
+    def __init__(self, events: EventStore, session_id: str, tenant_id: str, index: int) -> None:
+        self._events = events
+        self._session_id = session_id
+        self._tenant_id = tenant_id
+        self._index = index
+
+    async def turn_start(self, content: str, input_tokens: int, continuing: bool) -> None:
+        """``input_tokens``: the estimate of the user's input (the user message, or the
+        tool results of a continued turn); the whole prompt's is the first step's."""
+        meta: dict[str, object] = {"tokens": {"prompt": input_tokens}, "continuing": continuing}
+        await self._append("turn_start", content=content, role="user", meta=meta)
+
+    async def assistant(self, step: int, text: str, usage: TokenUsage) -> None:
+        """A model call ended, with ``text``."""
+        meta: dict[str, object] = {"tokens": tokens(usage)}
+        await self._append("assistant", step=step, content=text, role="assistant", meta=meta)
+
+    async def action(
+        self, step: int, tool: str, tool_input: str, tool_call_id: str | None = None
+    ) -> None:
+        meta: dict[str, object] = {"tool": tool, "input": tool_input}
+        if tool_call_id is not None:
+            meta["tool_call_id"] = tool_call_id
+        await self._append("action", step=step, meta=meta)
+
+    async def observation(
+        self, step: int, result: str, tool: str, tool_call_id: str | None = None
+    ) -> None:
+        """A tool's result, at the step of the call it answers."""
+        meta: dict[str, object] = {"tool": tool}
+        if tool_call_id is not None:
+            meta["tool_call_id"] = tool_call_id
+        await self._append("observation", step=step, content=result, meta=meta)
+
+    async def final(self, step: int, answer: str, turn_usage: TokenUsage) -> None:
+        meta: dict[str, object] = {"tokens": tokens(turn_usage)}
+        await self._append("final", step=step, content=answer, role="assistant", meta=meta)
+
+    async def turn_end(
+        self,
+        status: str,
+        step_count: int,
+        turn_usage: TokenUsage,
+        *,
+        duration_ms: int | None = None,
+        error: str = "",
+    ) -> None:
+        """``duration_ms``: None for a turn closed after the server's end cut it off."""
+        meta: dict[str, object] = {"status": status, "stepCount": step_count}
+        if duration_ms is not None:
+            meta["durationMs"] = duration_ms
+        meta["tokens"] = tokens(turn_usage)
+        if error:
+            meta["errorMessage"] = error
+        await self._append("turn_end", meta=meta)
+
+    async def _append(
+        self,
+        type: str,
+        *,
+        step: int | None = None,
+        content: str | None = None,
+        role: str | None = None,
+        meta: dict[str, object] | None = None,
+    ) -> None:
+        await self._events.append(
+            self._session_id,
+            type,
+            turn=self._index,
+            step=step,
+            content=content,
+            role=role,
+            meta=meta,
+            tenant_id=self._tenant_id,
+        )
+
+
+def tokens(u: TokenUsage) -> dict[str, int | bool]:
+    """``meta.tokens`` of a usage: a prompt figure no one reported is the estimate."""
+    return event_tokens(
+        u.prompt_tokens or u.prompt_tokens_estimate,
+        u.completion_tokens,
+        cache_read=u.cache_read_tokens,
+        cache_write=u.cache_write_tokens,
+        estimated=u.estimated or (not u.prompt_tokens and u.prompt_tokens_estimate > 0),
+    )

@@ -1,0 +1,201 @@
+"""A turn as it is stored: its messages, its usage and its partial answer, and its end."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from contextd.app.after_turn import AfterTurnRunner, FinishedTurn
+from contextd.app.chat.event_log import TurnLog
+from contextd.app.chat.events import TurnCompleted, TurnStatus
+from contextd.app.chat.partial_writer import PartialAnswerWriter
+from contextd.app.chat.turn import Turn
+from contextd.app.sessions import new_message
+from contextd.core.messages import ChatMessage, Role, ToolCall
+from contextd.core.pipeline import is_blank
+from contextd.core.tokens import TokenizerRegistry
+from contextd.metrics.recorder import NULL_RECORDER, Recorder
+from contextd.store.conversation import ConversationRepo
+from contextd.store.models import NewMessage, StoredMessage
+from contextd.store.partial_answers import PartialAnswerRepo
+
+
+class TurnRecorder:
+    """Stores a turn whatever ends it: its input before the model is called, each step it
+    goes on after, its answer with the turn's usage when it ends, with a status when it
+    ends early. Meanwhile the turn's partial_answers row, opened with its input, keeps what
+    the streaming step said (partial_writer.py), for a server killed before the turn
+    ends. Ending the turn logs it, counts it, and hands an ok turn to the after-turn work."""
+
+    __slots__ = (
+        "_after_turn",
+        "_completed",
+        "_conversation",
+        "_log",
+        "_metrics",
+        "_opened",
+        "_partials",
+        "_tokenizers",
+        "_turn",
+        "_writer",
+    )
+
+    def __init__(
+        self,
+        turn: Turn,
+        log: TurnLog,
+        conversation: ConversationRepo,
+        partials: PartialAnswerRepo,
+        tokenizers: TokenizerRegistry,
+        after_turn: AfterTurnRunner | None = None,
+        metrics: Recorder = NULL_RECORDER,
+    ) -> None:
+        self._turn = turn
+        self._log = log
+        self._conversation = conversation
+        self._partials = partials
+        self._tokenizers = tokenizers
+        self._after_turn = after_turn
+        self._metrics = metrics
+        self._writer = PartialAnswerWriter(partials, turn)
+        self._opened = False  # the turn's partial_answers row is written
+        self._completed = False  # its TurnCompleted is made: nothing is left to store
+
+    @property
+    def completed(self) -> bool:
+        return self._completed
+
+    # The steps.
+
+    def begin_step(self, prompt_tokens_estimate: int) -> None:
+        """A model call starts: its text is saved as it streams."""
+        self._turn.begin_step(prompt_tokens_estimate)
+        self._writer.start()
+
+    def end_step(self, calls: Sequence[ToolCall]) -> None:
+        """The model call's stream ended, however it ended (``calls``: its tool calls)."""
+        self._writer.stop()
+        self._turn.end_step(calls)
+
+    # Storing messages.
+
+    def row(self, message: ChatMessage, status: str = "") -> NewMessage:
+        """A message of this turn to store, with its token counts (the turn's
+        tokenizer's among them: the next turn builds with it)."""
+        turn = self._turn
+        return new_message(self._tokenizers, message, turn.index, status, turn.tokenizer)
+
+    async def store(self, rows: Sequence[NewMessage]) -> list[StoredMessage]:
+        """Messages of the turn; the turn's input (its first) opens its partial_answers
+        row, in the same transaction."""
+        turn = self._turn
+        session = turn.session
+        opening = None
+        if not self._opened:
+            opening = self._partials.opening(
+                session.tenant_id, session.id, turn.index, turn.tokenizer, turn.step
+            )
+        stored = await self._conversation.append(
+            session.id, turn.user_id, rows, tenant_id=session.tenant_id, also=opening
+        )
+        self._opened = True
+        return stored
+
+    async def store_step(self, message: ChatMessage) -> StoredMessage:
+        """An assistant message the turn goes on after (its tool calls answered here);
+        the partial answer is emptied with it: the next step's text comes next."""
+        await self._writer.settle()
+        turn = self._turn
+        emptying = self._partials.emptying(turn.session.id, turn.step + 1, turn.usage.so_far())
+        [stored] = await self._conversation.append(
+            turn.session.id,
+            turn.user_id,
+            [self.row(message)],
+            tenant_id=turn.session.tenant_id,
+            also=emptying,
+        )
+        return stored
+
+    async def store_answer(self, message: ChatMessage, status: str = "") -> StoredMessage | None:
+        """The turn's last assistant message (none when it is blank) and its usage, in
+        one transaction, which deletes the partial answer: the turn's last write but the
+        event log's."""
+        await self._writer.settle()
+        turn = self._turn
+        rows = []
+        if not is_blank(message.content) or message.tool_calls:
+            rows.append(self.row(message, status))
+        stored, totals = await self._conversation.append_with_usage(
+            turn.session.id,
+            turn.user_id,
+            rows,
+            turn.usage.turn.totals(),
+            tenant_id=turn.session.tenant_id,
+            also=self._partials.deleting(turn.session.id),
+        )
+        turn.usage.stored(totals)
+        return stored[0] if stored else None
+
+    # Ending the turn.
+
+    async def answer(self, text: str, final_text: str) -> TurnCompleted:
+        """The step answered the user: store ``text`` and end the turn ok, reporting
+        ``final_text``."""
+        turn = self._turn
+        stored = await self.store_answer(ChatMessage(Role.ASSISTANT, text))
+        await self._log.final(turn.step, text, turn.usage.turn)
+        return await self.complete(stored, TurnStatus.OK, final_text)
+
+    async def store_partial(self, status: TurnStatus, error: str) -> TurnCompleted:
+        """Keep what the model said in the step that broke off, marked with its status
+        (earlier steps' text is stored with their tool calls), unless the turn's answer
+        was stored already and only its end is missing."""
+        turn = self._turn
+        turn.usage.count_step()  # the prompt was sent all the same
+        stored = None
+        if turn.usage.session is None:
+            message = ChatMessage(Role.ASSISTANT, turn.step_text)
+            stored = await self.store_answer(message, status.value)
+        return await self.complete(stored, status, turn.text, error=error)
+
+    async def complete(
+        self,
+        stored: StoredMessage | None,
+        status: TurnStatus,
+        final_text: str,
+        *,
+        pending: Sequence[ToolCall] = (),
+        error: str = "",
+    ) -> TurnCompleted:
+        """The turn's end, once its answer and usage are stored: logged, handed to the
+        work after the turn when it is ok, and reported."""
+        turn = self._turn
+        usage = turn.usage
+        totals = usage.session
+        assert totals is not None, "every turn stores its answer and usage before it ends"
+        duration = int((time.monotonic() - turn.started) * 1000)
+        await self._log.turn_end(
+            status.value, turn.step + 1, usage.turn, duration_ms=duration, error=error
+        )
+        self._metrics.chat_turn_ended(status.value)
+        if self._after_turn is not None and status is TurnStatus.OK:
+            # Memory extraction and summaries run in the background: the completed
+            # event does not wait for them.
+            session = turn.session
+            self._after_turn.schedule(
+                FinishedTurn(
+                    session.id, session.user_id, turn.index, turn.tokenizer, session.tenant_id
+                )
+            )
+        self._completed = True
+        return TurnCompleted(
+            assistant_message_id=str(stored.id) if stored else "",
+            final_text=final_text,
+            status=status,
+            error_message=error,
+            step_usage=usage.step,
+            turn_usage=usage.turn,
+            session_usage=totals,
+            duration_ms=duration,
+            pending_tool_calls=tuple(pending),
+        )
