@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 
 from contextd.config import Settings
 from contextd.openai_http.routes import Model, OpenAIRoutes
-from contextd.providers.base import Provider
+from contextd.providers.registry import make_provider
 from contextd.tls import ServerTls
 from contextd.web.gateway import Mount
 
@@ -29,12 +29,21 @@ def check(settings: Settings) -> None:
         raise SystemExit(f"--mcp-port must be from -1 to 65535, not {settings.mcp_port}")
 
 
-def web_mounts(settings: Settings, provider: Provider) -> list[Mount]:
+async def web_mounts(settings: Settings) -> list[Mount]:
     """What the web port serves besides gRPC-Web and Connect: the OpenAI-compatible API
-    with --openai-api, listing the configured model."""
+    with --openai-api, listing the configured model. Its name is read from a provider
+    built as the server builds its own (with its default when --provider-model is
+    empty), then closed: nothing of the running server is reached into."""
     if not settings.openai_api:
         return []
-    return [OpenAIRoutes([Model(provider.default_model, provider.name)])]
+    provider = make_provider(
+        settings.provider, base_url=settings.provider_base_url, model=settings.provider_model
+    )
+    try:
+        model = Model(provider.default_model, provider.name)
+    finally:
+        await provider.aclose()
+    return [OpenAIRoutes([model])]
 
 
 async def start_listeners(

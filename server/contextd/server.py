@@ -292,7 +292,7 @@ async def start(
                 limits.web_peer_secret,
                 _overall_health(health_servicer),
                 metrics,
-                host_protocols.web_mounts(settings, chat.provider),
+                await host_protocols.web_mounts(settings),
             )
             if cors is not None
             else None

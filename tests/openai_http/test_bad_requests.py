@@ -222,7 +222,7 @@ def test_an_unknown_url_is_404_in_the_error_shape(served: Served, method: str, p
     assert error_of(response)["message"].startswith(f"Invalid URL ({method} /v1/")
 
 
-@pytest.mark.parametrize("session_id", ["424242", "nope-" + "z" * 3000])
+@pytest.mark.parametrize("session_id", ["424242", "nope-" + "z" * 3000, "9" * 20 + "x" * 9000])
 def test_an_unknown_session_is_404(served: Served, session_id: str) -> None:
     response = post(served, {**OK, "metadata": {"contextd_session": session_id}})
     assert response.status_code == 404

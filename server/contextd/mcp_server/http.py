@@ -30,7 +30,7 @@ from mcp.server.mcpserver import Context
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from contextd.mcp_server.native import USER_HEADER, Caller, Native
+from contextd.mcp_server.native import CHANNEL_OPTIONS, USER_HEADER, Caller, Native
 from contextd.mcp_server.tools import build_server
 
 PATH = "/mcp"
@@ -131,7 +131,7 @@ class McpListener:
         max_connections: int,
         ssl_context: ssl.SSLContext | None = None,
     ) -> None:
-        self._channel = grpc.aio.insecure_channel(target)
+        self._channel = grpc.aio.insecure_channel(target, options=CHANNEL_OPTIONS)
         native = Native(self._channel)
         mcp = build_server(native, http_caller)
         app: ASGIApp = mcp.streamable_http_app(

@@ -34,6 +34,11 @@ class Caller:
         return (("authorization", self.authorization),) if self.authorization else ()
 
 
+# Channel options of the tools' calls: the native answers' metadata taken whole (an error
+# message may be longer than grpc's 8 KiB default; the tools bound what they show).
+CHANNEL_OPTIONS = [("grpc.max_metadata_size", 1024 * 1024)]
+
+
 class Native:
     """Stubs of the native services on one channel."""
 

@@ -13,7 +13,7 @@ import grpc
 import grpc.aio
 from mcp.server.mcpserver import Context
 
-from contextd.mcp_server.native import API_KEY_ENV, USER_ENV, Caller, Native
+from contextd.mcp_server.native import API_KEY_ENV, CHANNEL_OPTIONS, USER_ENV, Caller, Native
 from contextd.mcp_server.tools import build_server
 
 # How long the start waits for the server to accept the credential.
@@ -30,9 +30,9 @@ async def serve(address: str, credentials: grpc.ChannelCredentials | None) -> in
     """Check the credential, then serve until standard input closes; 1 when refused."""
     caller = caller_from_env()
     channel = (
-        grpc.aio.insecure_channel(address)
+        grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
         if credentials is None
-        else grpc.aio.secure_channel(address, credentials)
+        else grpc.aio.secure_channel(address, credentials, options=CHANNEL_OPTIONS)
     )
     async with channel:
         native = Native(channel)

@@ -39,6 +39,8 @@ _DEFAULT_LIMITS = WebLimits()
 # Room for frame headers on top of the largest message, so an oversized message still
 # reaches the native server and fails there exactly as it would natively.
 _BODY_SLACK = 64 * 1024
+# The native answers' metadata a loopback client takes (grpc's default is 8 KiB).
+NATIVE_METADATA_BYTES = 1024 * 1024
 
 
 class BodyTooLarge(CallError):
@@ -78,12 +80,14 @@ class WebGateway:
         self._budget = BodyBudget(limits.max_buffered)
         self._listener: asyncio.Server | None = None
         # No size limits of its own: the native server enforces --max-message-bytes on
-        # requests and responses, with its own status.
+        # requests and responses, with its own status; its trailers come through whole
+        # (an error message may be longer than grpc's 8 KiB default for metadata).
         self.channel = grpc.aio.insecure_channel(
             target,
             options=[
                 ("grpc.max_send_message_length", -1),
                 ("grpc.max_receive_message_length", -1),
+                ("grpc.max_metadata_size", NATIVE_METADATA_BYTES),
             ],
         )
         app = web.Application()
