@@ -5,11 +5,14 @@
 
 FROM python:3.11.14-slim-bookworm AS build
 WORKDIR /src
-COPY deploy/image-requirements.txt ./
-# The pinned packages first (scripts/lock_image.py), then the server without its
-# dependencies, so a later build installs what the pins were tested with.
+COPY deploy/image-requirements.txt deploy/local-model-requirements.txt ./
+# The local embedding model first, checked against its hash; then the pinned packages
+# (scripts/lock_image.py), then the server without its dependencies, so a later build
+# installs what the pins were tested with.
 RUN python -m venv /opt/contextd \
     && /opt/contextd/bin/pip install --no-cache-dir pip==26.3 \
+    && /opt/contextd/bin/pip install --no-cache-dir --require-hashes --no-deps \
+        -r local-model-requirements.txt \
     && /opt/contextd/bin/pip install --no-cache-dir -r image-requirements.txt
 COPY pyproject.toml README.md ./
 COPY server ./server

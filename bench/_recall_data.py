@@ -1,4 +1,9 @@
-"""The labelled memories and questions of bench/memory_recall.py, written for it.
+"""The labelled memories and questions of bench/memory_recall.py, written for it:
+:func:`labelled_lives` gives them all, dated.
+
+Four users with two years of conversations each (bench/_recall_life.py: several hundred
+memories, four kinds of question), two in English and two in Chinese, and the six
+hand-written users below.
 
 Six users, three who write English and three whose memories are in Chinese. Each memory has
 a key; each question names the key of the one memory that answers it. Questions are of two
@@ -10,25 +15,21 @@ kinds:
 
 Every user also has memories on nearby topics (the distractors: cooking next to diet, the
 spouse's job next to the user's), and some facts were updated: the superseded text is added
-first, the new one later, and the right answer is the new one (``OLD_FACTS``).
+first, the new one later, and the right answer is the new one (``OLD_FACTS``). Their
+memories are dated over the same two years: the superseded ones in the first months,
+the others later.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
+import random
 
-Lang = Literal["en", "zh"]
-Kind = Literal["lexical", "paraphrase"]
+import _life_en
+import _life_zh
+from _recall_life import DAYS, Fact, Kind, Lang, Life, Question, live
 
-
-@dataclass(frozen=True)
-class Question:
-    lang: Lang
-    kind: Kind
-    user: str
-    text: str
-    answer: str  # the key of the memory that answers it
+# The users of bench/_recall_life.py, per language.
+LONG_LIVES = {"en": ("olivia", "noah"), "zh": ("wangfang", "lihua")}
 
 
 # user -> key -> text
@@ -150,7 +151,7 @@ OLD_FACTS: list[tuple[str, str, str]] = [
 
 
 def _q(lang: Lang, kind: Kind, user: str, pairs: list[tuple[str, str]]) -> list[Question]:
-    return [Question(lang, kind, user, text, key) for text, key in pairs]
+    return [Question(lang, kind, user, text, (key,)) for text, key in pairs]
 
 
 QUESTIONS: list[Question] = [
@@ -373,3 +374,17 @@ QUESTIONS: list[Question] = [
         ],
     ),
 ]
+
+
+def labelled_lives() -> list[Life]:
+    """Every labelled user: the long lives first, then the hand-written ones."""
+    lives = [live(_life_en.SCRIPT, user) for user in LONG_LIVES["en"]]
+    lives += [live(_life_zh.SCRIPT, user) for user in LONG_LIVES["zh"]]
+    for user, memories in MEMORIES.items():
+        rng = random.Random(user)
+        facts = [Fact(f"old {key}", text, rng.randrange(90)) for u, key, text in OLD_FACTS
+                 if u == user]  # fmt: skip
+        facts += [Fact(key, text, rng.randrange(120, DAYS)) for key, text in memories.items()]
+        questions = tuple(q for q in QUESTIONS if q.user == user)
+        lives.append(Life(user, questions[0].lang, tuple(facts), questions))
+    return lives

@@ -1,8 +1,8 @@
 """Hybrid memory search (terms + vectors) against term-only search, the provider's time left out.
 
 One user holds 10,000 memories (bench/_memory_data.py's texts) and 50 other users 100
-each, every one with a stored vector (random, ``--dims`` values: 384 as small local
-models make, 1536 as OpenAI's text-embedding-3-small). The query embedder answers at once
+each, every one with a stored vector (random, ``--dims`` values: 512 as the local model
+makes, 1536 as OpenAI's text-embedding-3-small). The query embedder answers at once
 with a random vector, so the figures are contextd's own work: the term search (asking
 for more candidates than term-only search does), the check that the user's vectors did
 not change, the cosines over the user's cached matrix, reading the memories only the
@@ -30,11 +30,11 @@ import numpy as np
 from _common import machine_note, median, print_table, result_line
 from _memory_data import memory_texts, queries
 from contextd.app.memory_embedding import EmbeddingRanker, EmbeddingStats
-from contextd.store.database import Database
-from contextd.store.db import SqliteDatabase
-from contextd.store.memories import MemoryRepo
-from contextd.store.memory_vectors import MemoryVectorRepo
-from contextd.store.pg_db import PostgresDatabase
+from contextd.store.engine.database import Database
+from contextd.store.engine.postgresql import PostgresDatabase
+from contextd.store.engine.sqlite import SqliteDatabase
+from contextd.store.memory.repository import MemoryRepo
+from contextd.store.memory.vectors import MemoryVectorRepo
 
 from tests.support.postgres import running_postgres
 
@@ -162,7 +162,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--quick", action="store_true", help="fewer queries and rounds")
     parser.add_argument("--memories", type=int, default=10_000)
-    parser.add_argument("--dims", type=int, default=384)
+    parser.add_argument("--dims", type=int, default=512)
     parser.add_argument("--sqlite-only", action="store_true")
     return asyncio.run(bench(parser.parse_args()))
 

@@ -32,9 +32,9 @@ from pathlib import Path
 
 from _common import machine_note, median, print_table, result_line
 from _memory_data import QUERIES_ZH2, memory_texts, queries
-from contextd.store.db import SqliteDatabase
-from contextd.store.memories import MemoryRepo
-from contextd.store.memory_index import user_key
+from contextd.store.engine.sqlite import SqliteDatabase
+from contextd.store.memory.index import user_key
+from contextd.store.memory.repository import MemoryRepo
 
 NAME = "memory_search"
 TARGET_P50_MS = 10.0

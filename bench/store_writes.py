@@ -34,7 +34,7 @@ from _common import SHORT_HISTORY, machine_note, median, print_table
 from contextd.core.identity import DEFAULT_TENANT
 from contextd.core.messages import ChatMessage, Role
 from contextd.store.conversation import ConversationRepo, _insert_statement
-from contextd.store.db import SqliteDatabase
+from contextd.store.engine.sqlite import SqliteDatabase
 from contextd.store.models import NewMessage, Session
 from contextd.store.sessions import SessionRepo
 

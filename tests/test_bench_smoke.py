@@ -30,6 +30,7 @@ SCRIPTS = (
     "pg_vs_sqlite",
     "prompt_cache",
     "memory_recall",
+    "memory_thresholds",
     "openai_first_token",
     "mcp_tool_call",
 )

@@ -276,7 +276,7 @@ def test_dockerignore_sends_what_the_build_copies_and_nothing_big() -> None:
     )
     for source in sources:
         assert not ignored(source, rules), source
-    assert not ignored("server/contextd/store/migrations/0001_core.sql", rules)
+    assert not ignored("server/contextd/store/engine/migrations/sqlite/0001_core.sql", rules)
     for heavy in (".venv/bin/python", ".git/HEAD", "clients/node/node_modules/x/y.js",
                   "tests/browser/dist/a.js", "server/contextd/__pycache__/cli.pyc",
                   "bench/README.md", "data/contextd.db"):  # fmt: skip

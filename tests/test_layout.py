@@ -15,16 +15,18 @@ SERVER = ROOT / "server" / "contextd"
 MAX_LINES = 600
 
 # What each layer of the server may import from contextd itself; dependencies point one
-# way (api -> app -> core/store/providers), core depends on nothing, the web port only
-# forwards to the native one, and config (the settings) is a leaf anyone above may read;
-# metrics (what the layers record into) and tracing (the spans they start) are leaves
-# every layer but core and web may use; the host protocols (OpenAI's HTTP API, MCP) sit
-# at the top beside api/ and web/ and reach the server only through the native API.
+# way (api -> app -> core/store/providers), core depends on nothing, the store's copy tool
+# (``contextd store copy``) on the store alone, the web port only forwards to the native
+# one, and config (the settings) is a leaf anyone above may read; metrics (what the layers
+# record into) and tracing (the spans they start) are leaves every layer but core and web
+# may use; the host protocols (OpenAI's HTTP API, MCP) sit at the top beside api/ and web/
+# and reach the server only through the native API.
 ALLOWED_IMPORTS = {
     "core": {"core"},
     "metrics": {"metrics", "core"},
     "tracing": {"tracing", "core"},
     "store": {"store", "core", "metrics", "tracing"},
+    "store_copy": {"store_copy", "store", "core"},
     "providers": {"providers", "core", "metrics", "tracing"},
     "app": {"app", "core", "store", "providers", "config", "metrics", "tracing"},
     "api": {"api", "app", "core", "store", "providers", "config", "v1", "metrics", "tracing"},

@@ -67,8 +67,8 @@ class Settings:
     embedding_provider: str = _setting(
         "none",
         "memory search by meaning: none (terms and recency only), openai (any "
-        "OpenAI-compatible /embeddings endpoint) or local (a CPU model, the "
-        "local-embeddings extra)",
+        "OpenAI-compatible /embeddings endpoint) or local (a multilingual model run on "
+        "the CPU, shipped with the server)",
     )
     embedding_model: str = _setting(
         "", "embedding model; empty for the provider's default (openai: text-embedding-3-small)"

@@ -18,7 +18,7 @@ from pathlib import Path
 from contextd.config import Settings
 from contextd.core.identity import DEFAULT_TENANT, TENANT_ID_RULE, is_tenant_id
 from contextd.store.api_keys import ApiKey, ApiKeyRepo
-from contextd.store.open_database import open_database
+from contextd.store.engine.open import open_database
 
 _DAY_S = 86_400.0
 

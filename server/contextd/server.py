@@ -54,18 +54,18 @@ from contextd.providers.embeddings import Embedder, make_embedder
 from contextd.providers.registry import api_key_from_env, make_provider
 from contextd.store.catalog import CatalogRepo
 from contextd.store.conversation import ConversationRepo
-from contextd.store.data_lock import DataDirInUse, DataDirLock
-from contextd.store.database import Database
-from contextd.store.disk import DiskWatch
-from contextd.store.log_removals import LogRemovals
-from contextd.store.memories import MemoryRepo
-from contextd.store.memory_history import MemoryHistoryRepo
-from contextd.store.memory_vectors import MemoryVectorRepo
-from contextd.store.open_database import (
+from contextd.store.engine.data_lock import DataDirInUse, DataDirLock
+from contextd.store.engine.database import Database
+from contextd.store.engine.disk import DiskWatch
+from contextd.store.engine.open import (
     check_database_url,
     masked_url,
     open_database,
 )
+from contextd.store.event_log.removals import LogRemovals
+from contextd.store.memory.history import MemoryHistoryRepo
+from contextd.store.memory.repository import MemoryRepo
+from contextd.store.memory.vectors import MemoryVectorRepo
 from contextd.store.partial_answers import LEASE_SECONDS, PartialAnswerRepo
 from contextd.store.retention import SessionPurge
 from contextd.store.sessions import SessionRepo
@@ -328,7 +328,7 @@ def _recorder(settings: Settings, db: Database) -> Recorder:
     if settings.metrics_port == 0:
         return NULL_RECORDER
     recorder = PrometheusRecorder(__version__)
-    db.time_statements(recorder.statement_observer(db.dialect.name))
+    db.time_statements(recorder.statement_observer(db.engine))
     return recorder
 
 

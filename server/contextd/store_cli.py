@@ -26,13 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from contextd.core.errors import DatabaseUnavailable
-from contextd.store.copy_store import copy_store
-from contextd.store.copy_tables import CopyConflict, TableCount
-from contextd.store.data_lock import DataDirInUse, DataDirLock
-from contextd.store.database import Database
-from contextd.store.db import DB_FILENAME, SqliteDatabase
-from contextd.store.open_database import POSTGRES_SCHEMES, masked_url
-from contextd.store.pg_db import PostgresDatabase
+from contextd.store.engine.data_lock import DataDirInUse, DataDirLock
+from contextd.store.engine.open import POSTGRES_SCHEMES, masked_url, open_database
+from contextd.store.engine.sqlite import DB_FILENAME
+from contextd.store_copy.copy import copy_store
+from contextd.store_copy.tables import CopyConflict, TableCount
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -107,17 +105,11 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _open(place: Place) -> Database:
-    if place.url:
-        return await PostgresDatabase.open(place.url, pool_size=2)
-    return await SqliteDatabase.open(place.data_dir / DB_FILENAME)
-
-
 async def _copy(source: Place, target: Place) -> list[TableCount]:
     async with AsyncExitStack() as stack:
-        source_db = await _open(source)
+        source_db = await open_database(source.url, source.data_dir, pool_size=2)
         stack.push_async_callback(source_db.close)
-        target_db = await _open(target)
+        target_db = await open_database(target.url, target.data_dir, pool_size=2)
         stack.push_async_callback(target_db.close)
         return await copy_store(source_db, source.data_dir, target_db, target.data_dir)
     raise AssertionError("unreachable")  # mypy: AsyncExitStack may swallow errors

@@ -14,7 +14,7 @@ from typing import Any
 import grpc
 import grpc.aio
 import pytest
-from contextd.store.db import DB_FILENAME
+from contextd.store.engine.sqlite import DB_FILENAME
 from contextd.v1 import chat_pb2 as cpb
 from contextd.v1 import chat_pb2_grpc, sessions_pb2_grpc
 from contextd.v1 import context_pb2 as pb

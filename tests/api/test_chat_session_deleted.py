@@ -26,7 +26,7 @@ from contextd.providers.base import (
     TextDelta,
     Usage,
 )
-from contextd.store.db import SqliteDatabase
+from contextd.store.engine.sqlite import SqliteDatabase
 from contextd.v1 import chat_pb2 as cpb
 from contextd.v1 import chat_pb2_grpc, memory_pb2_grpc, sessions_pb2_grpc
 from contextd.v1 import context_pb2 as pb

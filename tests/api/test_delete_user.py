@@ -11,7 +11,7 @@ import grpc
 import grpc.aio
 import pytest
 from contextd.config import Settings
-from contextd.store import log_removals
+from contextd.store.event_log import removals as log_removals
 from contextd.v1 import chat_pb2 as cpb
 from contextd.v1 import context_pb2 as pb
 from contextd.v1 import memory_pb2 as mpb

@@ -8,7 +8,7 @@ import sqlite3
 from pathlib import Path
 
 import grpc
-from contextd.store.db import DB_FILENAME
+from contextd.store.engine.sqlite import DB_FILENAME
 from contextd.v1 import context_pb2 as pb
 from contextd.v1 import context_pb2_grpc, memory_pb2_grpc, sessions_pb2_grpc
 from contextd.v1 import memory_pb2 as mpb

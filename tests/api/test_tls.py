@@ -14,7 +14,7 @@ import grpc
 import pytest
 from contextd.config import Settings
 from contextd.server import start
-from contextd.store.data_lock import DataDirLock
+from contextd.store.engine.data_lock import DataDirLock
 from contextd.tls import ServerTls
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 

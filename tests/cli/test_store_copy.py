@@ -12,8 +12,8 @@ from pathlib import Path
 
 import asyncpg
 import grpc
-from contextd.store.copy_tables import LEFT_OUT, TABLES
-from contextd.store.db import DB_FILENAME, SqliteDatabase
+from contextd.store.engine.sqlite import DB_FILENAME, SqliteDatabase
+from contextd.store_copy.tables import LEFT_OUT, TABLES
 from contextd.v1 import context_pb2 as pb
 from contextd.v1 import sessions_pb2 as spb
 

@@ -51,3 +51,20 @@ def test_without_thresholds_nothing_by_meaning() -> None:
     closest = {"I moved to Porto": (LISBON, 0.9)}
     [decision] = reconcile([Fact("I moved to Porto")], [LISBON], closest)
     assert decision.action is Action.ADD
+
+
+@pytest.mark.parametrize(
+    ("fact", "memory", "expected"),
+    [
+        ("我搬到了杭州", ExistingMemory(11, "我住在上海"), (Action.UPDATE, 11)),
+        ("我现在当老师了", ExistingMemory(12, "我是一名护士"), (Action.UPDATE, 12)),
+        # Family and friends without 的 are not the user: nothing of the user's replaced.
+        ("我丈夫是护士", ExistingMemory(12, "我是一名护士"), (Action.ADD, None)),
+        ("我姐姐住在杭州", ExistingMemory(11, "我住在上海"), (Action.ADD, None)),
+        ("我的姐姐住在杭州", ExistingMemory(11, "我住在上海"), (Action.ADD, None)),
+    ],
+)
+def test_chinese_facts_about_the_user_only_replace(
+    fact: str, memory: ExistingMemory, expected: tuple[Action, int | None]
+) -> None:
+    assert _one(fact, memory, 0.80) == expected

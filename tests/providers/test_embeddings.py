@@ -121,18 +121,3 @@ async def test_make_embedder(monkeypatch: pytest.MonkeyPatch) -> None:
     await embedder.aclose()
     with pytest.raises(ValueError, match="unknown embedding provider"):
         make_embedder("word2vec", None, None)
-
-
-def test_local_without_the_extra_names_the_install(monkeypatch: pytest.MonkeyPatch) -> None:
-    import importlib
-
-    real = importlib.import_module
-
-    def missing(name: str, package: str | None = None) -> object:
-        if name == "contextd.providers.local_embeddings":
-            raise ImportError("No module named 'contextd.providers.local_embeddings'")
-        return real(name, package)
-
-    monkeypatch.setattr(importlib, "import_module", missing)
-    with pytest.raises(ValueError, match=r"pip install contextd\[local-embeddings\]"):
-        make_embedder("local", None, None)

@@ -1,6 +1,5 @@
-"""The store tests' database, on both engines: every test that takes ``db`` runs on
-SQLite and on PostgreSQL, except those marked ``sqlite_only`` (they check SQLite itself:
-its files, FTS5, its errors)."""
+"""The store tests' database, on both engines (tests/support/engines.py), and its two most
+used repositories."""
 
 from __future__ import annotations
 
@@ -8,30 +7,32 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from contextd.store.database import Database
-from contextd.store.db import SqliteDatabase
-from contextd.store.pg_db import PostgresDatabase
+from contextd.store.conversation import ConversationRepo
+from contextd.store.engine.database import Database
+from contextd.store.sessions import SessionRepo
 
-ENGINES = ("sqlite", "postgresql")
+from tests.support import engines
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "sqlite_only: the test checks SQLite itself")
+    config.addinivalue_line("markers", engines.SQLITE_ONLY)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    if "db" in metafunc.fixturenames:
-        only = metafunc.definition.get_closest_marker("sqlite_only")
-        metafunc.parametrize("db", ENGINES[:1] if only else ENGINES, indirect=True)
+    engines.parametrize(metafunc)
 
 
 @pytest.fixture
 async def db(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Database]:
-    database: Database
-    if request.param == "sqlite":
-        database = await SqliteDatabase.open(tmp_path / "contextd.sqlite3")
-    else:
-        url = request.getfixturevalue("postgres_url")
-        database = await PostgresDatabase.open(url, pool_size=4)
-    yield database
-    await database.close()
+    async with engines.opened(request.param, tmp_path, request) as database:
+        yield database
+
+
+@pytest.fixture
+def sessions(db: Database) -> SessionRepo:
+    return SessionRepo(db)
+
+
+@pytest.fixture
+def conversation(db: Database) -> ConversationRepo:
+    return ConversationRepo(db)

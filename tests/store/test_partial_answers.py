@@ -1,16 +1,22 @@
-"""Partial answers on both engines: opened with a turn's input, replaced while it
-streams, deleted with its answer, and never seen by history reads."""
+"""Partial answers on both engines: opened with a turn's input, replaced while it streams,
+deleted with its answer, never seen by history reads; and the row as a session's lease
+between processes sharing a database (two repositories stand for two processes)."""
 
 from __future__ import annotations
+
+import asyncio
+import time
 
 import pytest
 from contextd.core.errors import SessionNotFound
 from contextd.core.messages import ChatMessage, Role
 from contextd.store.conversation import ConversationRepo
-from contextd.store.database import Database
+from contextd.store.engine.database import Database
 from contextd.store.models import NewMessage, Session
-from contextd.store.partial_answers import PartialAnswerRepo
+from contextd.store.partial_answers import Busy, PartialAnswer, PartialAnswerRepo
 from contextd.store.sessions import SessionRepo, UsageTotals
+
+LEASE = 0.3
 
 
 @pytest.fixture
@@ -126,3 +132,84 @@ async def test_deleting_the_session_deletes_its_row(db: Database, session: Sessi
     assert await PartialAnswerRepo(db).left_behind() == []
     [row] = await db.reader.execute_fetchall("SELECT COUNT(*) FROM partial_answers")
     assert row[0] == 0
+
+
+async def start_turn(db: Database, partials: PartialAnswerRepo, session: Session) -> None:
+    """Turn 1's input stored, opening the row ``partials`` claimed."""
+    await ConversationRepo(db).append(
+        session.id,
+        "alice",
+        [NewMessage(ChatMessage(Role.USER, "hi"), turn_index=1)],
+        tenant_id="acme",
+        also=partials.opening("acme", session.id, 1, "cl100k_base"),
+    )
+
+
+async def test_a_live_claim_keeps_other_processes_out(db: Database, session: Session) -> None:
+    mine, theirs = PartialAnswerRepo(db, LEASE), PartialAnswerRepo(db, LEASE)
+    assert await mine.claim("acme", session.id) is None
+    [row] = await mine.left_behind()
+    assert (row.turn_index, row.owner) == (0, mine.owner)
+    busy = await theirs.claim("acme", session.id)
+    assert isinstance(busy, Busy) and busy.until > time.time()
+
+    await start_turn(db, mine, session)
+    await asyncio.sleep(LEASE * 0.7)
+    assert await mine.renew(session.id)
+    await asyncio.sleep(LEASE * 0.7)  # past the first lease, within the renewed one
+    assert isinstance(await theirs.claim("acme", session.id), Busy)
+    assert not await theirs.renew(session.id)
+
+
+async def test_an_expired_claim_is_taken_over_once(db: Database, session: Session) -> None:
+    dead, first, second = (PartialAnswerRepo(db, LEASE) for _ in range(3))
+    assert await dead.claim("acme", session.id) is None
+    await start_turn(db, dead, session)
+    await dead.save(session.id, 0, "Once upon", UsageTotals(0, 0, 40))
+    await asyncio.sleep(LEASE + 0.1)
+
+    taken = await first.claim("acme", session.id)
+    assert isinstance(taken, PartialAnswer)
+    assert (taken.owner, taken.turn_index, taken.text) == (first.owner, 1, "Once upon")
+    # The row is the taker's now: neither its dead owner nor a third process gets it.
+    assert isinstance(await second.claim("acme", session.id), Busy)
+    await dead.save(session.id, 0, "Once upon a time", UsageTotals(0, 0, 40))
+    assert not await dead.renew(session.id)
+    [row] = await first.left_behind()
+    assert row.text == "Once upon"
+
+
+async def test_a_claim_without_a_turn_is_released(db: Database, session: Session) -> None:
+    mine, theirs = PartialAnswerRepo(db, LEASE), PartialAnswerRepo(db, LEASE)
+    assert await mine.claim("acme", session.id) is None
+    await theirs.release(session.id)  # another process's claim stays
+    assert len(await mine.left_behind()) == 1
+    await mine.release(session.id)
+    assert await mine.left_behind() == []
+    assert await theirs.claim("acme", session.id) is None
+
+
+async def test_a_started_turn_is_not_released(db: Database, session: Session) -> None:
+    mine = PartialAnswerRepo(db, LEASE)
+    assert await mine.claim("acme", session.id) is None
+    await start_turn(db, mine, session)
+    await mine.release(session.id)
+    [row] = await mine.left_behind()
+    assert row.turn_index == 1
+
+
+async def test_only_expired_rows_are_left_behind(db: Database, session: Session) -> None:
+    mine = PartialAnswerRepo(db, LEASE)
+    assert await mine.claim("acme", session.id) is None
+    assert await mine.left_behind(LEASE) == []
+    assert len(await mine.left_behind()) == 1
+    await asyncio.sleep(LEASE + 0.1)
+    assert len(await mine.left_behind(LEASE)) == 1
+
+
+async def test_claiming_a_missing_session(db: Database, session: Session) -> None:
+    partials = PartialAnswerRepo(db, LEASE)
+    with pytest.raises(SessionNotFound):
+        await partials.claim("acme", "0" * 32)
+    with pytest.raises(SessionNotFound):
+        await partials.claim("other-tenant", session.id)

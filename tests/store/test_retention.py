@@ -8,8 +8,8 @@ from pathlib import Path
 
 from contextd.core.messages import ChatMessage, Role
 from contextd.store.conversation import ConversationRepo
-from contextd.store.database import Database
-from contextd.store.log_removals import LogRemovals
+from contextd.store.engine.database import Database
+from contextd.store.event_log.removals import LogRemovals
 from contextd.store.models import NewMessage
 from contextd.store.retention import Purged, SessionPurge
 from contextd.store.sessions import SessionRepo

@@ -12,9 +12,9 @@ from contextd.core.messages import ChatMessage, Role
 from contextd.providers.base import LANGUAGE_MODEL, Finished, ModelEvent, ModelRequest, TextDelta
 from contextd.providers.echo import EchoProvider
 from contextd.store.conversation import ConversationRepo
-from contextd.store.db import SqliteDatabase
-from contextd.store.memories import MemoryRepo
-from contextd.store.memory_history import MemoryHistoryRepo
+from contextd.store.engine.sqlite import SqliteDatabase
+from contextd.store.memory.history import MemoryHistoryRepo
+from contextd.store.memory.repository import MemoryRepo
 from contextd.store.models import NewMessage, StoredMessage
 from contextd.store.sessions import SessionRepo
 from contextd.store.summaries import SummaryRepo

@@ -22,9 +22,9 @@ from contextd.providers.base import ModelEvent, ModelRequest, ToolSpec
 from contextd.providers.echo import EchoProvider
 from contextd.store.catalog import CatalogRepo
 from contextd.store.conversation import ConversationRepo
-from contextd.store.events import EventStore
-from contextd.store.memories import MemoryRepo
-from contextd.store.open_database import open_database
+from contextd.store.engine.open import open_database
+from contextd.store.event_log.events import EventStore
+from contextd.store.memory.repository import MemoryRepo
 from contextd.store.partial_answers import PartialAnswerRepo
 from contextd.store.sessions import SessionRepo
 from contextd.store.summaries import SummaryRepo

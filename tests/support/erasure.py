@@ -22,8 +22,8 @@ from contextd.providers.base import (
     TextDelta,
     Usage,
 )
-from contextd.store.database import Database
-from contextd.store.memory_index import user_key
+from contextd.store.engine.database import Database
+from contextd.store.memory.index import user_key
 from contextd.v1 import chat_pb2 as cpb
 from contextd.v1 import chat_pb2_grpc, memory_pb2_grpc, sessions_pb2_grpc, users_pb2_grpc
 from contextd.v1 import context_pb2 as pb
@@ -87,7 +87,7 @@ class InProcess:
 
     async def logged_sessions(self) -> set[str]:
         """The sessions that have an event log: files, or rows on PostgreSQL."""
-        if self.db.dialect.name == "sqlite":
+        if self.db.engine == "sqlite":
             return {path.stem for path in self.history.iterdir()}
         rows = await self.db.reader.execute_fetchall("SELECT session_id FROM event_lines")
         return {str(row[0]) for row in rows}
@@ -191,7 +191,7 @@ _PG_INDEX = (
 async def user_rows(db: Database, user: str) -> dict[str, list[tuple[Any, ...]]]:
     params = {"user": user, "key": user_key(user)}
     queries = dict(_ROWS)
-    if db.dialect.name != "sqlite":
+    if db.engine != "sqlite":
         queries["memories_fts"] = _PG_INDEX
     return {
         table: [tuple(row) for row in await db.reader.execute_fetchall(sql, params)]

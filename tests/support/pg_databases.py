@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from typing import Literal
 
 import pytest
-from contextd.store.pg_db import PostgresDatabase
+from contextd.store.engine.postgresql import PostgresDatabase
 
 from tests.support.postgres import PostgresServer, find_bin_dir, running_postgres
 

@@ -11,7 +11,7 @@ from contextd.api.jwt_auth import JwtAuthenticator
 from contextd.config import Settings
 from contextd.core.network import exposed_hosts
 from contextd.store.api_keys import ApiKeyRepo
-from contextd.store.database import Database
+from contextd.store.engine.database import Database
 
 MODES = ("none", "api-key", "jwt")
 

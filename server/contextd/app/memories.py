@@ -7,8 +7,8 @@ from contextd.app.scope import Caller, is_stored_id, parse_id
 from contextd.app.sessions import SessionsApp
 from contextd.core.errors import InvalidArgument, NotFound, Violations
 from contextd.core.pipeline import is_blank
-from contextd.store.memories import MemoryRepo
-from contextd.store.memory_hybrid import MemorySearchResult
+from contextd.store.memory.hybrid import MemorySearchResult
+from contextd.store.memory.repository import MemoryRepo
 from contextd.store.models import Memory
 
 MAX_MEMORY_CHARS = 4000

@@ -28,9 +28,9 @@ from contextd.core.memory_facts.reconciliation import MeaningThresholds
 from contextd.metrics.prometheus import PrometheusRecorder
 from contextd.metrics.recorder import NULL_RECORDER, Recorder
 from contextd.providers.embeddings import Embedder, EmbeddingError, EmbeddingPurpose
-from contextd.store.memories import MemoryRepo
-from contextd.store.memory_hybrid import MeaningRanking, Owner
-from contextd.store.memory_vectors import PENDING_BATCH, MemoryVectorRepo, PendingMemory
+from contextd.store.memory.hybrid import MeaningRanking, Owner
+from contextd.store.memory.repository import MemoryRepo
+from contextd.store.memory.vectors import PENDING_BATCH, MemoryVectorRepo, PendingMemory
 
 log = logging.getLogger("contextd.memory_embedding")
 
@@ -99,7 +99,8 @@ class EmbeddingRanker:
                 note=f"ranked by terms only: the query was not embedded ({reason})"
             )
         hits = await self._vectors.nearest(owner, vectors[0], count)
-        return MeaningRanking([(mid, sim) for mid, sim in hits if sim >= self.min_similarity])
+        floor = self.min_similarity
+        return MeaningRanking([(mid, sim) for mid, sim in hits if sim >= floor], floor=floor)
 
 
 class EmbeddingWorker:

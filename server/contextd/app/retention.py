@@ -17,7 +17,7 @@ import math
 import time
 from collections.abc import Callable
 
-from contextd.store.log_removals import LogRemovals
+from contextd.store.event_log.removals import LogRemovals
 from contextd.store.retention import Purged, SessionPurge
 
 log = logging.getLogger("contextd.retention")

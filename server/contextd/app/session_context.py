@@ -39,7 +39,7 @@ from contextd.core.pipeline import DroppedRange, DropReason, is_blank
 from contextd.core.template import NO_SCENARIO, MissingVariables, render
 from contextd.core.tokens import Tokenizer, message_tokens
 from contextd.store.catalog import CatalogRepo
-from contextd.store.memories import MemoryRepo
+from contextd.store.memory.repository import MemoryRepo
 from contextd.store.models import PromptTemplate, Session, Skill, StoredMessage
 from contextd.store.summaries import SummaryRepo
 from contextd.tracing import spans

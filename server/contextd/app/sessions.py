@@ -12,8 +12,8 @@ from contextd.core.messages import ChatMessage, Role
 from contextd.core.pipeline import is_blank, validate_history
 from contextd.core.tokens import ESTIMATE, TokenizerRegistry, message_tokens
 from contextd.store.conversation import ConversationRepo
-from contextd.store.events import EventStore
-from contextd.store.memories import MemoryRepo
+from contextd.store.event_log.events import EventStore
+from contextd.store.memory.repository import MemoryRepo
 from contextd.store.models import CompressionSummaryRow, NewMessage, Session, StoredMessage
 from contextd.store.sessions import SessionRepo
 from contextd.store.summaries import SummaryRepo

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from contextd.app.scope import Caller
 from contextd.core.errors import InvalidArgument
-from contextd.store.log_removals import LogRemovals
+from contextd.store.event_log.removals import LogRemovals
 from contextd.store.users import Erased, UserRepo
 
 

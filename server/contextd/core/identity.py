@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 DEFAULT_TENANT = "default"
 
-# A tenant id names a directory of event logs (store/events.py), so it is a plain name:
-# no separator, no leading dot ("..", hidden files), nothing a path could interpret.
+# A tenant id names a directory of event logs (store/event_log/files.py), so it is a plain
+# name: no separator, no leading dot ("..", hidden files), nothing a path could interpret.
 _TENANT_ID = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,127}")
 TENANT_ID_RULE = "1-128 letters, digits, '_', '-' or '.', not starting with '.'"
 

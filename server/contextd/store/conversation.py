@@ -8,7 +8,7 @@ Every chat turn reads its session's newest messages two or three times (its numb
 window, the work after the turn). :class:`ConversationRepo` keeps them in memory
 (store/tail_cache.py, which has the rule that keeps them current) and tells that cache of
 every write once it committed. A session created through SessionRepo starts cached, with
-no rows. On PostgreSQL, where another server may write, nothing is kept (NoTailCache).
+no rows. Where another server may write (PostgreSQL), nothing is kept (NoTailCache).
 
 Every read names the session's tenant (the default one unless given): stored rows and
 kept ones are found only within it, kept rows being keyed by (tenant, session).
@@ -25,7 +25,7 @@ from typing import Any
 from contextd.core.errors import SessionNotFound
 from contextd.core.identity import DEFAULT_TENANT
 from contextd.core.messages import ChatMessage, Role, ToolCall
-from contextd.store.database import Connection, Database
+from contextd.store.engine.database import Connection, Database
 from contextd.store.models import NO_TOKENS, NewMessage, StoredMessage, token_counts
 from contextd.store.paging import decode_token, encode_token, page_limit
 from contextd.store.parts_json import parts_from_json, parts_json
@@ -41,14 +41,18 @@ AlsoInTransaction = Callable[[Connection], Awaitable[None]] | None
 # Rows per INSERT statement: 8 parameters a row, 4,000 in all, far below SQLite's 32,766.
 _INSERT_CHUNK = 500
 
-_COLUMNS = (
-    "c.id, c.session_id, c.user_id, c.seq, c.role, c.content, c.tool_calls, c.tool_call_id,"
-    " c.turn_index, c.is_collected, c.status, c.created_at, c.parts"
-)
+# A message's columns, in the order ``_stored`` unpacks them: every read selects them
+# through ``_COLUMNS``, then its token counts as ``tokens``.
+_MESSAGE_COLUMNS = (
+    "id", "session_id", "user_id", "seq", "role", "content", "tool_calls", "tool_call_id",
+    "turn_index", "is_collected", "status", "created_at", "parts",
+)  # fmt: skip
+_COLUMNS = ", ".join(f"c.{name}" for name in _MESSAGE_COLUMNS)
+_WIDTH = len(_MESSAGE_COLUMNS)
 # All token counts of the row as one JSON object ({"tokenizer": count}), NULL when none.
 _ALL_TOKENS = (
     "(SELECT json_group_object(t.tokenizer, t.tokens) FROM message_tokens t"
-    " WHERE t.message_id = c.id)"
+    " WHERE t.message_id = c.id) AS tokens"
 )
 
 # The rolling window, newest first: conversation_session_seq searched backwards from the
@@ -86,10 +90,11 @@ _ROLES = {role.value: role for role in Role}
 
 
 def _stored(row: Any, tokens: Mapping[str, int]) -> StoredMessage:
-    (mid, session_id, user_id, seq, role, content, calls, call_id, turn, collected, status, at) = (
-        row[:12]
-    )
-    parts = row[12]
+    # Unpacked in the order of _MESSAGE_COLUMNS, not looked up by name: a tail read builds
+    # up to TAIL_CACHE_ROWS rows, and 13 lookups by name in an sqlite3.Row cost several
+    # times what unpacking does.
+    (mid, session_id, user_id, seq, role, content, calls, call_id, turn, collected, status, at,
+     parts) = row[:_WIDTH]  # fmt: skip
     message = ChatMessage(
         _ROLES[role],
         content,
@@ -105,8 +110,14 @@ def _stored(row: Any, tokens: Mapping[str, int]) -> StoredMessage:
     )
 
 
+def _with_one_count(row: Any, tokenizer: str) -> StoredMessage:
+    count = row["tokens"]
+    return _stored(row, NO_TOKENS if count is None else MappingProxyType({tokenizer: count}))
+
+
 def _with_all_tokens(row: Any) -> StoredMessage:
-    return _stored(row, token_counts(json.loads(row[13])) if row[13] else NO_TOKENS)
+    tokens = row["tokens"]
+    return _stored(row, token_counts(json.loads(tokens)) if tokens else NO_TOKENS)
 
 
 class ConversationRepo:
@@ -115,8 +126,7 @@ class ConversationRepo:
 
     def __init__(self, db: Database) -> None:
         self._db = db
-        self._tails = TailCache() if db.dialect.keeps_caches else NoTailCache()
-        self._lock_session = not db.dialect.single_writer
+        self._tails = NoTailCache() if db.shared_between_processes else TailCache()
         db.session_created.append(lambda tenant_id, sid: self._tails.created((tenant_id, sid)))
         db.session_deleted.append(lambda tenant_id, sid: self._tails.drop((tenant_id, sid)))
 
@@ -174,9 +184,8 @@ class ConversationRepo:
             return [], None
         totals = None
         async with self._db.transaction() as conn:
-            if self._lock_session:
-                # Writers run at once: the next seq is read under the session's row lock.
-                await conn.execute("SELECT 1 FROM sessions WHERE id = ? FOR UPDATE", (session_id,))
+            # The next seq is read under the session's row lock (where writers run at once).
+            await self._db.lock_row(conn, "sessions", session_id)
             stored = await _insert(conn, session_id, owner, messages)
             if usage is not None:
                 totals = await add_usage(conn, session_id, usage)
@@ -244,7 +253,7 @@ class ConversationRepo:
             " ORDER BY seq DESC LIMIT 1",
             (session_id, tenant_id),
         )
-        return int(rows[0][0]) if rows else 0
+        return int(rows[0]["turn_index"]) if rows else 0
 
     async def tail(
         self, session_id: str, limit: int, tokenizer: str, *, tenant_id: str = DEFAULT_TENANT
@@ -264,10 +273,7 @@ class ConversationRepo:
         rows = await self._db.reader.execute_fetchall(
             TAIL_SQL, (tokenizer, session_id, tenant_id, limit)
         )
-        out = [
-            _stored(row, NO_TOKENS if row[13] is None else MappingProxyType({tokenizer: row[13]}))
-            for row in rows
-        ]
+        out = [_with_one_count(row, tokenizer) for row in rows]
         out.reverse()
         self._tails.read(key, tokenizer, out, limit)
         return out
@@ -346,7 +352,7 @@ async def _insert(
         if not rows:  # the join on sessions found no such session of this user
             raise SessionNotFound(session_id)
         # The chunk's seqs are contiguous from its first one, in the chunk's order.
-        ids = {seq: mid for mid, seq in rows}
+        ids = {row["seq"]: row["id"] for row in rows}
         first = min(ids)
         for ordinal, new in enumerate(chunk):
             seq = first + ordinal

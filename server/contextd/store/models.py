@@ -133,11 +133,3 @@ class Skill:
     apps: tuple[str, ...] = ()
     enabled: bool = True
     updated_at: float = 0.0
-
-
-@dataclass(slots=True)
-class Page:
-    """A page of results and the token for the next one ("" when there is none)."""
-
-    items: list[object]
-    next_page_token: str = ""

@@ -6,7 +6,7 @@ the turn goes on after, and deleted in the transaction that stores the turn's an
 conversation never holds a half answer: history reads do not see these rows.
 
 Each row names its ``owner``, a token of the process that runs the turn. With one process
-per database (SQLite: store/data_lock.py), every row left at start is a turn the server's
+per database (SQLite: store/engine/data_lock.py), every row left at start is a turn the server's
 end cut off (``left_behind``). Where processes share the database (PostgreSQL), the row is
 also the session's lease: a turn claims it before it numbers itself (``claim``), its
 owner renews ``updated_at`` about once a second (``renew``), and a row no one renewed for
@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, replace
 
 from contextd.core.errors import SessionNotFound
-from contextd.store.database import Connection, Database, Row
+from contextd.store.engine.database import Connection, Database, Row
 from contextd.store.sessions import UsageTotals, usage_totals
 
 # A statement to run inside a ConversationRepo transaction, with the messages it stores.
@@ -70,8 +70,9 @@ class PartialAnswerRepo:
         self.owner = uuid.uuid4().hex  # this process's rows
         self.lease_seconds = lease_seconds
         # Other processes run turns on the same database: a turn claims its session's
-        # row first and renews it while it runs.
-        self.shared = not db.dialect.keeps_caches
+        # row before it starts (``claim``), renews it while it runs and gives back a claim
+        # it stored nothing under (``release``).
+        self.turns_hold_leases = db.shared_between_processes
 
     def opening(
         self, tenant_id: str, session_id: str, turn_index: int, tokenizer: str, step: int = 0
@@ -185,6 +186,21 @@ class PartialAnswerRepo:
         )
         return [_partial(r) for r in rows]
 
+    async def abandoned(self) -> AsyncIterator[PartialAnswer]:
+        """The rows of turns no process runs any more, for the caller to close, oldest turn
+        first. With one process per database, every row (the process's last end cut those
+        turns off); where processes share it, the rows whose lease expired, each made this
+        process's as it comes (one renewed or taken by another process meanwhile is left:
+        its turn runs, or the other process closes it)."""
+        if not self.turns_hold_leases:
+            for left in await self.left_behind():
+                yield left
+            return
+        for found in await self.left_behind(self.lease_seconds):
+            taken = await self.take_over(found)
+            if taken is not None:
+                yield taken
+
     async def take_over(self, left: PartialAnswer) -> PartialAnswer | None:
         """``left``'s row made this process's, unless its owner renewed it (or another
         process took it) since it was read."""
@@ -217,15 +233,15 @@ class PartialAnswerRepo:
 
 def _partial(r: Row) -> PartialAnswer:
     return PartialAnswer(
-        tenant_id=r[0],
-        session_id=r[1],
-        user_id=r[2],
-        turn_index=int(r[3]),
-        step=int(r[4]),
-        text=r[5],
-        tokenizer=r[6],
-        usage=usage_totals(r[7:12], bool(r[12])),
-        started_at=float(r[13]),
-        updated_at=float(r[14]),
-        owner=r[15],
+        tenant_id=r["tenant_id"],
+        session_id=r["session_id"],
+        user_id=r["user_id"],
+        turn_index=int(r["turn_index"]),
+        step=int(r["step"]),
+        text=r["text"],
+        tokenizer=r["tokenizer"],
+        usage=usage_totals(r, bool(r["usage_estimated"])),
+        started_at=float(r["started_at"]),
+        updated_at=float(r["updated_at"]),
+        owner=r["owner"],
     )

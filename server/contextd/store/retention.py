@@ -13,8 +13,8 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from contextd.store.database import Database
-from contextd.store.log_removals import LogRemovals, Session
+from contextd.store.engine.database import Database
+from contextd.store.event_log.removals import LogRemovals, Session
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,12 +44,12 @@ class SessionPurge:
         """The sessions (tenant, id) inactive since ``cutoff`` among the next ``rows``
         sessions after rowid ``after``, and the last rowid read (0 once all were read)."""
         found = await self._db.reader.execute_fetchall(
-            "SELECT rowid, tenant_id, id, updated_at < ? FROM sessions"
+            "SELECT rowid, tenant_id, id, updated_at < ? AS inactive FROM sessions"
             " WHERE rowid > ? ORDER BY rowid LIMIT ?",
             (cutoff, after, rows),
         )
-        sessions = [(str(tenant), str(sid)) for _, tenant, sid, old in found if old]
-        last = int(found[-1][0]) if len(found) == rows else 0
+        sessions = [(str(row["tenant_id"]), str(row["id"])) for row in found if row["inactive"]]
+        last = int(found[-1]["rowid"]) if len(found) == rows else 0
         return sessions, last
 
     async def delete(
@@ -66,18 +66,18 @@ class SessionPurge:
                 " WHERE id IN (SELECT value FROM json_each(?)) AND updated_at < ?",
                 (json.dumps(candidates), cutoff),
             )
-            ids = json.dumps([str(row[0]) for row in rows])
+            ids = json.dumps([str(row["id"]) for row in rows])
             counts = await conn.execute_fetchall(
                 "WITH gone AS (SELECT value FROM json_each(:ids))"
                 " SELECT (SELECT COUNT(*) FROM conversation"
-                "  WHERE session_id IN (SELECT value FROM gone)),"
+                "  WHERE session_id IN (SELECT value FROM gone)) AS messages,"
                 " (SELECT COUNT(*) FROM compression_summaries"
                 "  WHERE session_id IN (SELECT value FROM gone))"
                 " + (SELECT COUNT(*) FROM session_summaries"
-                "  WHERE session_id IN (SELECT value FROM gone))",
+                "  WHERE session_id IN (SELECT value FROM gone)) AS summaries",
                 {"ids": ids},
             )
-            deleted = [(str(row[1]), str(row[0])) for row in rows]
+            deleted = [(str(row["tenant_id"]), str(row["id"])) for row in rows]
             note = await self._removals.note(conn, deleted)
             await conn.execute(
                 "DELETE FROM sessions WHERE id IN (SELECT value FROM json_each(?))", (ids,)
@@ -87,7 +87,7 @@ class SessionPurge:
                 forget(tenant_id, session_id)
         return Purged(
             sessions=len(deleted),
-            messages=int(counts[0][0]),
-            summaries=int(counts[0][1]),
+            messages=int(counts[0]["messages"]),
+            summaries=int(counts[0]["summaries"]),
             event_logs=await self._removals.finish(note),
         )

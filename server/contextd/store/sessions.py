@@ -9,12 +9,12 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from contextd.core.errors import SessionNotFound
 from contextd.core.identity import DEFAULT_TENANT
-from contextd.store.database import Connection, Database
+from contextd.store.engine.database import Connection, Database
 from contextd.store.models import Session
 from contextd.store.paging import decode_token, encode_token, page_limit
 
@@ -24,18 +24,18 @@ _COLUMNS = (
 
 
 def session_from_row(row: Any) -> Session:
-    sid, user_id, scenario, host, title, metadata, created_at, updated_at, count, tenant = row
+    metadata = row["metadata"]
     return Session(
-        id=sid,
-        user_id=user_id,
-        scenario=scenario,
-        host=host,
-        title=title,
+        id=row["id"],
+        user_id=row["user_id"],
+        scenario=row["scenario"],
+        host=row["host"],
+        title=row["title"],
         metadata=json.loads(metadata) if metadata else {},
-        created_at=created_at,
-        updated_at=updated_at,
-        message_count=count,
-        tenant_id=tenant,
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        message_count=row["message_count"],
+        tenant_id=row["tenant_id"],
     )
 
 
@@ -175,10 +175,16 @@ async def add_usage(conn: Connection, session_id: str, usage: UsageTotals) -> Us
     row = rows[0] if rows else None
     if row is None:
         raise SessionNotFound(session_id)
-    return usage_totals(row[:5], int(row[5]) > 0)
+    return usage_totals(row, int(row["estimated_turns"]) > 0)
 
 
-def usage_totals(figures: Sequence[Any], estimated: bool) -> UsageTotals:
-    """UsageTotals from a row's five figures, in UsageTotals' order."""
-    prompt, completion, estimate, cache_read, cache_write = (int(v) for v in figures)
-    return UsageTotals(prompt, completion, estimate, cache_read, cache_write, estimated)
+def usage_totals(row: Any, estimated: bool) -> UsageTotals:
+    """UsageTotals from a row with a column of each figure, named as UsageTotals' fields."""
+    return UsageTotals(
+        prompt_tokens=int(row["prompt_tokens"]),
+        completion_tokens=int(row["completion_tokens"]),
+        prompt_tokens_estimate=int(row["prompt_tokens_estimate"]),
+        cache_read_tokens=int(row["cache_read_tokens"]),
+        cache_write_tokens=int(row["cache_write_tokens"]),
+        estimated=estimated,
+    )

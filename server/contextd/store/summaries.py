@@ -5,7 +5,7 @@ A session's active compression summary is read by every turn twice (the window, 
 compression check after it) and changes rarely: it is kept in memory per session, set by
 :meth:`SummaryRepo.add_compression` (the table's only writer in this process, the
 database's only writer) and dropped when the session is deleted. Every write changes the
-caches once it committed (the rule in store/db.py). Where other processes share the
+caches once it committed (the rule in store/engine/sqlite.py). Where other processes share the
 database (PostgreSQL) nothing is kept, and a session's summary writes, in any process, run
 one after the other (``Database.lock_in_transaction``).
 
@@ -14,7 +14,8 @@ each list is kept until a summary it may show changes
 (:meth:`SummaryRepo.upsert_session_summary` of another of the user's sessions than the one
 it leaves out) or a session is deleted.
 
-On PostgreSQL, where another server may write, neither is kept (``Dialect.keeps_caches``).
+Where another server may write (PostgreSQL: ``Database.shared_between_processes``),
+neither is kept.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from typing import Any
 
 from contextd.core.errors import SessionNotFound
 from contextd.core.identity import DEFAULT_TENANT
-from contextd.store.database import Database
+from contextd.store.engine.database import Database
 from contextd.store.models import CompressionSummaryRow, SessionSummary
 
 # Sessions whose active compression summary (or its absence) is kept in memory.
@@ -40,15 +41,14 @@ _COMPRESSION_COLUMNS = "id, session_id, message_ids, start_message_id, summary, 
 
 
 def _compression_from_row(row: Any) -> CompressionSummaryRow:
-    cid, session_id, message_ids, start_message_id, summary, active, created_at = row
     return CompressionSummaryRow(
-        id=cid,
-        session_id=session_id,
-        message_ids=tuple(int(m) for m in json.loads(message_ids)),
-        start_message_id=start_message_id,
-        summary=summary,
-        active=bool(active),
-        created_at=created_at,
+        id=row["id"],
+        session_id=row["session_id"],
+        message_ids=tuple(int(m) for m in json.loads(row["message_ids"])),
+        start_message_id=row["start_message_id"],
+        summary=row["summary"],
+        active=bool(row["active"]),
+        created_at=row["created_at"],
     )
 
 
@@ -56,7 +56,7 @@ class SummaryRepo:
     def __init__(self, db: Database) -> None:
         self._db = db
         # Reads are kept only while this process is the database's only writer.
-        self._keep = db.dialect.keeps_caches
+        self._keep = not db.shared_between_processes
         # session id -> its active compression summary, None when it has none.
         self._active: OrderedDict[str, CompressionSummaryRow | None] = OrderedDict()
         # (tenant id, user id) -> (session left out, limit) -> recent_session_summaries'
@@ -122,7 +122,7 @@ class SummaryRepo:
                     "SELECT id FROM compression_summaries WHERE session_id = ? AND active = 1",
                     (session_id,),
                 )
-                if (int(active[0][0]) if active else 0) != previous_id:
+                if (int(active[0]["id"]) if active else 0) != previous_id:
                     self._active.pop(session_id, None)
                     return None
             await conn.execute(
@@ -226,8 +226,14 @@ class SummaryRepo:
             (tenant_id, user_id, exclude_session_id, limit),
         )
         found = [
-            SessionSummary(session_id=sid, user_id=uid, summary=summary, updated_at=at, title=title)
-            for sid, uid, summary, at, title in rows
+            SessionSummary(
+                session_id=row["session_id"],
+                user_id=row["user_id"],
+                summary=row["summary"],
+                updated_at=row["updated_at"],
+                title=row["title"],
+            )
+            for row in rows
         ]
         if not self._keep:
             return found

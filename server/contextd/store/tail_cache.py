@@ -3,7 +3,7 @@
 Coherence rule: a cache changes only after its transaction commits, in the same step (no
 ``await`` that suspends between the end of ``async with db.transaction()`` and the call
 here), and a write that raised leaves it alone, since the rollback left the database as it
-was (store/db.py says why this holds). With this process the database's only writer and
+was (store/engine/sqlite.py says why this holds). With this process the database's only writer and
 every write to a conversation made by ConversationRepo, which tells this cache of each one
 once it committed (new messages and counts are added to the kept rows, a changed row or a
 deleted session drops them), the kept rows are what a query would return.

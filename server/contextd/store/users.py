@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from contextd.core.identity import DEFAULT_TENANT
-from contextd.store.database import Connection, Database
-from contextd.store.log_removals import LogRemovals, Note
-from contextd.store.memories import MemoryRepo
+from contextd.store.engine.database import Connection, Database
+from contextd.store.event_log.removals import LogRemovals, Note
+from contextd.store.memory.repository import MemoryRepo
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +54,7 @@ class UserRepo:
             # erasure and finds the user's sessions gone (MemoryRepo.lock_user).
             await self._memories.lock_user(conn, (tenant_id, user_id))
             session_ids = [
-                str(row[0])
+                str(row["id"])
                 for row in await conn.execute_fetchall(
                     "SELECT id FROM sessions WHERE tenant_id = :tenant AND user_id = :user", owner
                 )
@@ -90,13 +90,15 @@ async def _session_contents(conn: Connection, owner: dict[str, str]) -> tuple[in
     """How many messages and summaries the user's sessions hold."""
     rows = await conn.execute_fetchall(
         "WITH mine AS (SELECT id FROM sessions WHERE tenant_id = :tenant AND user_id = :user)"
-        " SELECT (SELECT COUNT(*) FROM conversation WHERE session_id IN (SELECT id FROM mine)),"
+        " SELECT (SELECT COUNT(*) FROM conversation"
+        "  WHERE session_id IN (SELECT id FROM mine)) AS messages,"
         " (SELECT COUNT(*) FROM compression_summaries"
         "  WHERE session_id IN (SELECT id FROM mine))"
-        " + (SELECT COUNT(*) FROM session_summaries WHERE session_id IN (SELECT id FROM mine))",
+        " + (SELECT COUNT(*) FROM session_summaries"
+        "  WHERE session_id IN (SELECT id FROM mine)) AS summaries",
         owner,
     )
-    return int(rows[0][0]), int(rows[0][1])
+    return int(rows[0]["messages"]), int(rows[0]["summaries"])
 
 
 async def _erase_memories(
@@ -113,6 +115,6 @@ async def _erase_memories(
     await repo.index.remove(
         conn,
         (owner["tenant"], owner["user"]),
-        [(int(memory_id), content) for memory_id, content in memories],
+        [(int(row["id"]), row["content"]) for row in memories],
     )
     return history.rowcount, len(memories)

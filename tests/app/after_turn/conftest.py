@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from contextd.store.db import SqliteDatabase
+from contextd.store.engine.sqlite import SqliteDatabase
 
 from tests.support.after_turn_env import Env
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from contextd.app.memory_embedding import EmbeddingWorker, search_by_meaning
-from contextd.store.memory_vectors import MemoryVectorRepo
+from contextd.store.memory.vectors import MemoryVectorRepo
 
 from tests.support.after_turn_env import USER, Env, ScriptedProvider, run
 from tests.support.fake_embeddings import InProcessEmbedder

@@ -8,7 +8,7 @@ from pathlib import Path
 from contextd.app.scope import Caller
 from contextd.app.sessions import SessionsApp
 from contextd.core.tokens import TokenizerRegistry
-from contextd.store.events import EventLog
+from contextd.store.event_log.files import EventLog
 
 from tests.support.after_turn_env import USER, Env, ScriptedProvider, run
 

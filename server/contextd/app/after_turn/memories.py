@@ -41,8 +41,8 @@ from contextd.core.memory_facts import (
     rule_facts,
     rule_replaces,
 )
-from contextd.store.memories import MemoryRepo
-from contextd.store.memory_history import MemoryHistoryRepo
+from contextd.store.memory.history import MemoryHistoryRepo
+from contextd.store.memory.repository import MemoryRepo
 
 
 class MemoryExtraction:

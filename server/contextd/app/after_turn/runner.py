@@ -35,8 +35,8 @@ from contextd.app.after_turn.work import (
 from contextd.metrics.recorder import NULL_RECORDER, Recorder
 from contextd.providers.base import Provider
 from contextd.store.conversation import ConversationRepo
-from contextd.store.memories import MemoryRepo
-from contextd.store.memory_history import MemoryHistoryRepo
+from contextd.store.memory.history import MemoryHistoryRepo
+from contextd.store.memory.repository import MemoryRepo
 from contextd.store.summaries import SummaryRepo
 from contextd.tracing import spans
 

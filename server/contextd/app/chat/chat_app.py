@@ -57,8 +57,8 @@ from contextd.providers.base import (
 )
 from contextd.providers.errors import ProviderError, ProviderRateLimited
 from contextd.store.conversation import ConversationRepo
-from contextd.store.events import EventStore
-from contextd.store.memories import MemoryRepo
+from contextd.store.event_log.events import EventStore
+from contextd.store.memory.repository import MemoryRepo
 from contextd.store.models import Session
 from contextd.store.partial_answers import PartialAnswerRepo
 from contextd.tracing import genai
@@ -173,7 +173,7 @@ class ChatApp:
         check_mode(mode, "mode", v)
         v.raise_if_any()
         session = await self._sessions.get(caller, session_id)
-        shared = self._partials.shared
+        shared = self._partials.turns_hold_leases
         async with self._session_lock(session.id):
             if shared:
                 await hold_session(self._partials, self._interrupted, session, deadline)
@@ -203,7 +203,7 @@ class ChatApp:
         processes' turns of it, where they share the database), the context, the stored
         input, the turn's first events; the first step's model request."""
         session = await self._session(req)
-        if not (req.session_id and self._partials.shared):
+        if not (req.session_id and self._partials.turns_hold_leases):
             return await self._begin(req, session)
         await hold_session(self._partials, self._interrupted, session, req.deadline)
         try:

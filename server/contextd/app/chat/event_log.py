@@ -2,13 +2,13 @@
 session's start and end, and each turn's events, from its start to its end.
 
 Everything about a line's type, step and meta is decided here; the store encodes and
-writes it (store/events.py).
+writes it (store/event_log/).
 """
 
 from __future__ import annotations
 
 from contextd.app.chat.turn import TokenUsage
-from contextd.store.events import EventStore, event_tokens
+from contextd.store.event_log.events import EventStore, event_tokens
 from contextd.store.models import Session
 
 

@@ -30,7 +30,7 @@ from contextd.core.messages import ChatMessage, Role
 from contextd.core.pipeline import is_blank
 from contextd.core.tokens import TokenizerRegistry
 from contextd.store.conversation import ConversationRepo
-from contextd.store.events import EventStore
+from contextd.store.event_log.events import EventStore
 from contextd.store.partial_answers import PartialAnswer, PartialAnswerRepo
 
 log = logging.getLogger("contextd.chat")
@@ -54,13 +54,8 @@ class InterruptedTurns:
     async def close_left_behind(self) -> int:
         """Close every turn a partial answer was left behind by; how many were closed.
         One that cannot be closed now is logged and left for the next start."""
-        partials = self._partials
         closed = 0
-        unrenewed_for = partials.lease_seconds if partials.shared else 0.0
-        for found in await partials.left_behind(unrenewed_for):
-            left = await partials.take_over(found) if partials.shared else found
-            if left is None:  # renewed, or another replica closes it
-                continue
+        async for left in self._partials.abandoned():
             try:
                 await self.close(left)
             except Exception as error:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from contextd.app.chat.event_log import TurnLog
 from contextd.app.chat.turn import Turn
 from contextd.providers.base import ToolSpec
-from contextd.store.memories import MemoryRepo
+from contextd.store.memory.repository import MemoryRepo
 from contextd.tracing import genai
 
 MEMORY_TOOL = ToolSpec(

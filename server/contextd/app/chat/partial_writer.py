@@ -62,7 +62,7 @@ class PartialAnswerWriter:
         turn = self._turn
         text = turn.step_text
         if (turn.step, len(text)) == self._saved or not text:
-            if self._repo.shared and not self._lease_lost:
+            if self._repo.turns_hold_leases and not self._lease_lost:
                 self._task = loop.create_task(self._renew())
             return
         self._task = loop.create_task(self._save(turn.step, text, turn.usage.so_far()))

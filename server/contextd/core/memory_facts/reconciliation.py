@@ -29,8 +29,13 @@ from contextd.core.memory_facts.facts import ExistingMemory, Fact
 from contextd.core.memory_facts.rules import SINGLE_VALUED, parse_statement
 from contextd.core.search_terms import dedup_key
 
-# A fact about the user themselves: "I ...", "I'm ...", "我..." (not "我的妹妹...").
-_FIRST_PERSON = re.compile(r"\s*(?:(?:i|i'm|im|i've|i'd)\b|我(?!的))", re.IGNORECASE)
+# A fact about the user themselves: "I ...", "I'm ...", "我..." (not "我的妹妹...", nor
+# "我妹妹..." or "我丈夫...": Chinese often leaves 的 out before family and friends).
+_FIRST_PERSON = re.compile(
+    r"\s*(?:(?:i|i'm|im|i've|i'd)\b"
+    r"|我(?!的|们的|[姐妹哥弟爸妈父母儿女妻夫]|丈夫|太太|老公|老婆|先生|孩子|朋友|同事|领导|老板))",
+    re.IGNORECASE,
+)
 
 
 class Action(StrEnum):

@@ -1,0 +1,134 @@
+"""What repositories code against: a database with write transactions and a reader, on
+either engine (store/engine/sqlite.py, store/engine/postgresql.py; store/engine/open.py
+picks one).
+
+Repository SQL is shared: it uses ``?`` or ``:name`` placeholders, which the PostgreSQL
+side translates, and passes values of the column's type. Where the engines differ, the
+engine provides the part (its event log, its memory index, a row lock), so that no
+repository picks one; repositories read only what an engine does (``Database``'s traits).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+
+from contextd.store.engine.disk import DiskWatch
+from contextd.store.engine.reachability import DatabaseWatch
+
+if TYPE_CHECKING:
+    from contextd.store.event_log.events import EventLines, EventStore
+    from contextd.store.memory.index import MemoryIndex
+
+# A result row: sqlite3.Row or asyncpg.Record; repositories read it by column name.
+Row = Any
+Params = Sequence[Any] | Mapping[str, Any]
+# Told each timed statement's SQL and the seconds it took.
+StatementObserver = Callable[[str, float], None]
+
+
+class Cursor(Protocol):
+    """The outcome of one statement: await it, or use it as ``async with``."""
+
+    @property
+    def rowcount(self) -> int: ...
+
+    async def fetchone(self) -> Row | None: ...
+
+    async def __aenter__(self) -> Cursor: ...
+
+    async def __aexit__(self, *exc: object) -> None: ...
+
+    def __await__(self) -> Generator[Any, None, Cursor]: ...
+
+
+class Connection(Protocol):
+    """A connection inside a write transaction, or the reader."""
+
+    def execute(self, sql: str, params: Params = ()) -> Cursor: ...
+
+    async def execute_fetchall(self, sql: str, params: Params = ()) -> Sequence[Row]: ...
+
+    async def executemany(self, sql: str, rows: Iterable[Params]) -> object: ...
+
+
+class Database(ABC):
+    # "sqlite" or "postgresql": for metrics, spans and logs.
+    engine: ClassVar[str]
+    # Other processes may write the database at any time (PostgreSQL's replicas), so a read
+    # kept in memory could be stale: repositories keep none, and a session's turns hold a
+    # lease on it across processes. False where this process is the database's only writer
+    # (SQLite, one server per data directory: store/engine/data_lock.py).
+    shared_between_processes: ClassVar[bool]
+
+    def __init__(self) -> None:
+        # Told of a write that failed for want of space (set by the server; SQLite only).
+        self.disk: DiskWatch | None = None
+        # Told of calls that found the database server out of reach (PostgreSQL only).
+        self.reachability: DatabaseWatch | None = None
+        # Called with a session's tenant id and id once its creation or deletion
+        # committed: repositories that cache a session's rows start or drop them.
+        self.session_created: list[Callable[[str, str], None]] = []
+        self.session_deleted: list[Callable[[str, str], None]] = []
+
+    @abstractmethod
+    def transaction(self) -> AbstractAsyncContextManager[Connection]:
+        """A write transaction, committed on success, rolled back on error."""
+
+    @property
+    @abstractmethod
+    def reader(self) -> Connection:
+        """Where a read outside a transaction goes (it sees only committed data)."""
+
+    async def lock_in_transaction(self, conn: Connection, *key: str) -> None:
+        """Hold the lock named by ``key`` until ``conn``'s transaction ends: transactions
+        that take the same lock, in any process, run one after the other. Nothing to do
+        where write transactions never run at once (SQLite)."""
+        return None
+
+    async def lock_row(self, conn: Connection, table: str, row_id: str) -> None:
+        """Hold the row of ``table`` whose id is ``row_id`` until ``conn``'s transaction
+        ends, for a write that reads before it writes: other writers of the row wait. Nothing
+        to do where write transactions never run at once (SQLite)."""
+        return None
+
+    @abstractmethod
+    async def schema_version(self) -> int: ...
+
+    @abstractmethod
+    def time_statements(self, observe: StatementObserver) -> None:
+        """Tell ``observe`` of every statement from now on (for the metrics)."""
+
+    @abstractmethod
+    async def size_bytes(self) -> int:
+        """How much room the database takes."""
+
+    @abstractmethod
+    async def close(self) -> None: ...
+
+    # --- the parts that differ with the engine ----------------------------------------
+
+    @abstractmethod
+    def event_log(self, history_dir: Path) -> EventStore:
+        """The sessions' event logs: files in ``history_dir`` for SQLite, a table for
+        PostgreSQL (replicas share no disk)."""
+
+    @abstractmethod
+    def event_lines(self, history_dir: Path) -> EventLines:
+        """The same logs as lines of text, for ``contextd store copy``."""
+
+    @abstractmethod
+    async def id_counter(self, conn: Connection, table: str, column: str) -> int:
+        """The last id the counter of ``table``'s ``column`` gave out (0: none)."""
+
+    @abstractmethod
+    async def set_id_counter(self, conn: Connection, table: str, column: str, last: int) -> None:
+        """Make the counter of ``table``'s ``column`` go on after ``last`` (for the copy,
+        which inserts ids as they were)."""
+
+    @abstractmethod
+    def memory_index(self) -> MemoryIndex:
+        """The memories' search index: FTS5 for SQLite, a tsvector column for PostgreSQL."""

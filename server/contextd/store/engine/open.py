@@ -1,0 +1,58 @@
+"""Which database the settings name: PostgreSQL for a ``--database-url``, else the SQLite
+file in the data directory. The only place that picks an engine: the parts that differ
+(event log, memory index, ...) come from the database opened here (``Database``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+from contextd.store.engine.database import Database
+from contextd.store.engine.postgresql import PostgresDatabase
+from contextd.store.engine.sqlite import DB_FILENAME, SqliteDatabase
+
+POSTGRES_SCHEMES = ("postgresql", "postgres")
+
+
+def check_database_url(url: str) -> None:
+    """Refuse a URL this server cannot open (SystemExit with the reason)."""
+    if not url:
+        return
+    scheme = urlsplit(url).scheme
+    if scheme not in POSTGRES_SCHEMES:
+        raise SystemExit(
+            f"--database-url {masked_url(url)!r}: only postgresql:// URLs are supported "
+            "(leave it empty for SQLite in the data directory)"
+        )
+
+
+def masked_url(url: str) -> str:
+    """The URL with its password replaced by ***, fit for logs."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    user = parts.username or ""
+    host = parts.hostname or ""
+    if ":" in host:  # an IPv6 address
+        host = f"[{host}]"
+    netloc = f"{user}:***@{host}" + (f":{parts.port}" if parts.port is not None else "")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+async def open_database(
+    url: str,
+    data_dir: Path,
+    *,
+    sqlite_synchronous: str = "NORMAL",
+    pool_size: int = 10,
+    statement_timeout: float = 30.0,
+    pool_timeout: float = 5.0,
+) -> Database:
+    """Open (and migrate) PostgreSQL's database at ``url``, or with no URL the SQLite file
+    in ``data_dir`` (the settings of the other engine do not apply)."""
+    if url:
+        check_database_url(url)
+        return await PostgresDatabase.open(
+            url, pool_size=pool_size, statement_timeout=statement_timeout, pool_timeout=pool_timeout
+        )
+    return await SqliteDatabase.open(data_dir / DB_FILENAME, sqlite_synchronous)

@@ -1,0 +1,195 @@
+"""What an event is on every engine, and what every session's event log answers.
+
+Every line is one JSON event with these keys, in this order, a None field left out: ts,
+session_id, turn, step, type, content, role, meta. A session's log is JSONL files with
+SQLite (store/event_log/files.py), rows of a table with PostgreSQL, whose replicas share
+no disk (store/event_log/table.py): the same lines, byte for byte, and the same reads.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+import time
+from collections.abc import AsyncIterator, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+from contextd.core.identity import DEFAULT_TENANT, TENANT_ID_RULE, is_tenant_id
+
+if TYPE_CHECKING:
+    from contextd.store.engine.database import Connection
+
+EVENT_TYPES = frozenset(
+    {
+        "session_start",
+        "turn_start",
+        "assistant",
+        "action",
+        "observation",
+        "final",
+        "turn_end",
+        "session_end",
+    }
+)
+ROLES = frozenset({"system", "user", "assistant"})
+
+_SESSION_ID = re.compile(r"[0-9a-f]{32}")
+# allow_nan=False: NaN/Infinity are not JSON and a strict reader would reject them.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def event_tokens(
+    prompt: int | None,
+    completion: int | None,
+    *,
+    cache_read: int = 0,
+    cache_write: int = 0,
+    estimated: bool = False,
+) -> dict[str, int | bool]:
+    """``meta.tokens``: the counts given, with ``total`` only when both are known; the
+    prompt-cache counts when not 0, and ``estimated`` when a figure was counted locally."""
+    tokens: dict[str, int | bool] = {}
+    if prompt is not None:
+        tokens["prompt"] = prompt
+    if completion is not None:
+        tokens["completion"] = completion
+    if prompt is not None and completion is not None:
+        tokens["total"] = prompt + completion
+    if cache_read:
+        tokens["cacheRead"] = cache_read
+    if cache_write:
+        tokens["cacheWrite"] = cache_write
+    if estimated:
+        tokens["estimated"] = True
+    return tokens
+
+
+def format_ts(ts: float) -> str:
+    """Epoch seconds as ISO 8601 UTC with milliseconds: 2024-05-10T12:00:00.123Z."""
+    seconds, millis = divmod(round(ts * 1000), 1000)
+    return f"{_format_seconds(seconds)}.{millis:03d}Z"
+
+
+@functools.lru_cache(maxsize=4)
+def _format_seconds(seconds: int) -> str:
+    # Events come in bursts within one second: its text is made once.
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds))
+
+
+def check_session_id(session_id: str) -> str:
+    """A session id is 32 lowercase hex characters (uuid4().hex); anything else could
+    name a path outside history_dir, so it is refused."""
+    if not isinstance(session_id, str) or not _SESSION_ID.fullmatch(session_id):
+        raise ValueError(f"session_id must be 32 lowercase hex characters, got {session_id!r}")
+    return session_id
+
+
+def _check_index(name: str, value: int | None, minimum: int) -> None:
+    if value is not None and (
+        not isinstance(value, int) or isinstance(value, bool) or value < minimum
+    ):
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+
+
+def encode_event(
+    session_id: str,
+    type: str,
+    turn: int | None,
+    step: int | None,
+    content: str | None,
+    role: str | None,
+    meta: dict[str, Any] | None,
+    ts: float | None,
+) -> tuple[dict[str, Any], str]:
+    """A checked event and its JSON line (without the newline), the same on every engine."""
+    check_session_id(session_id)
+    if type not in EVENT_TYPES:
+        raise ValueError(f"type must be one of {sorted(EVENT_TYPES)}, got {type!r}")
+    if role is not None and role not in ROLES:
+        raise ValueError(f"role must be one of {sorted(ROLES)}, got {role!r}")
+    _check_index("turn", turn, 1)
+    _check_index("step", step, 0)
+    if content is not None and not isinstance(content, str):
+        raise ValueError(f"content must be a string, got {content!r}")
+    if meta is not None and not isinstance(meta, dict):
+        raise ValueError(f"meta must be a dict, got {meta!r}")
+
+    event: dict[str, Any] = {
+        "ts": format_ts(time.time() if ts is None else ts),
+        "session_id": session_id,
+    }
+    for key, value in (
+        ("turn", turn),
+        ("step", step),
+        ("type", type),
+        ("content", content),
+        ("role", role),
+        ("meta", meta),
+    ):
+        if value is not None:
+            event[key] = value
+    return event, _ENCODER.encode(event)
+
+
+def check_after_line(after_line: int) -> None:
+    if isinstance(after_line, bool) or not isinstance(after_line, int) or after_line < 0:
+        raise ValueError(f"after_line must be an integer >= 0, got {after_line!r}")
+
+
+def check_tenant_id(tenant_id: str) -> None:
+    """The default tenant, or a plain name: another tenant's logs are kept under its id."""
+    if tenant_id != DEFAULT_TENANT and not is_tenant_id(tenant_id):
+        raise ValueError(f"tenant_id: {TENANT_ID_RULE}, got {tenant_id!r}")
+
+
+class EventStore(Protocol):
+    """A session's event log, whichever engine keeps it: the same lines, the same reads."""
+
+    async def append(
+        self,
+        session_id: str,
+        type: str,
+        *,
+        turn: int | None = None,
+        step: int | None = None,
+        content: str | None = None,
+        role: str | None = None,
+        meta: dict[str, Any] | None = None,
+        ts: float | None = None,
+        tenant_id: str = DEFAULT_TENANT,
+    ) -> dict[str, Any]: ...
+
+    def read(
+        self, session_id: str, *, after_line: int = 0, tenant_id: str = DEFAULT_TENANT
+    ) -> AsyncIterator[dict[str, Any]]: ...
+
+    async def last(
+        self, session_id: str, *, tenant_id: str = DEFAULT_TENANT
+    ) -> dict[str, Any] | None: ...
+
+    async def delete(self, session_id: str, *, tenant_id: str = DEFAULT_TENANT) -> bool: ...
+
+    async def aclose(self) -> None: ...
+
+    async def deleted_with_sessions(
+        self, conn: Connection, session_ids: Sequence[str]
+    ) -> int | None:
+        """How many of these sessions' logs ``conn``'s transaction deletes with their rows
+        (a table's foreign key); None when the logs outlive the rows, to be removed after
+        the commit (files: store/event_log/removals.py)."""
+        ...
+
+
+class EventLines(Protocol):
+    """A session's event log as lines of text without their newlines, for ``contextd store
+    copy`` (a torn last line is not a line)."""
+
+    def batches(self, tenant_id: str, session_id: str) -> AsyncIterator[list[str]]: ...
+
+    async def count(self, tenant_id: str, session_id: str) -> int: ...
+
+    async def write(
+        self, tenant_id: str, session_id: str, batches: AsyncIterator[list[str]]
+    ) -> int:
+        """Write a log the store holds no line of; how many lines were written."""

@@ -1,0 +1,336 @@
+"""SQLite's event log: one JSONL file per session, history_dir/<session_id>.jsonl for the
+default tenant's sessions and history_dir/tenants/<tenant_id>/<session_id>.jsonl for
+another tenant's (tenant ids are plain names, core/identity.py, checked again here); each
+line an event as store/event_log/events.py encodes it.
+
+``append`` encodes its line and writes it with one ``os.write`` on the event loop's
+thread, before it returns: a session's lines land in the order ``append`` was called and
+never interleave, with no lock and no queue. An append is a few system calls (open,
+fstat, a one-byte pread, write, close); a hand-off to a writer thread and back cost more
+than that in CPU alone (bench/README.md, "Measured costs behind the code"), and its
+Python code competed with the event loop for the GIL. The price: a stalled disk stalls
+the event loop.
+
+A line is handed to the kernel (a raw fd, no user-space buffer) before its
+``append`` returns: an appended event survives a crash of the process (SIGKILL
+included) but not a power cut or a kernel crash, since nothing calls fsync.
+
+A crash in the middle of a write can leave a torn last line (no trailing newline).
+Readers skip it; the next write to that file first cuts it off, so the file stays a
+sequence of whole lines and line numbers (``read(after_line=...)``) stay stable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Sequence
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from contextd.core.errors import StorageFull
+from contextd.core.identity import DEFAULT_TENANT
+from contextd.store.engine.database import Connection
+from contextd.store.engine.disk import DiskWatch
+from contextd.store.event_log.events import (
+    check_after_line,
+    check_session_id,
+    check_tenant_id,
+    encode_event,
+)
+
+_READ_CHUNK = 256 * 1024
+_OPEN_FLAGS = os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+
+
+def tenant_dir(history_dir: Path, tenant_id: str) -> Path:
+    """Where the tenant's files are: history_dir itself for the default tenant."""
+    if tenant_id == DEFAULT_TENANT:
+        return history_dir
+    check_tenant_id(tenant_id)
+    return history_dir / "tenants" / tenant_id
+
+
+def log_path(history_dir: Path, tenant_id: str, session_id: str) -> Path:
+    return tenant_dir(history_dir, tenant_id) / f"{check_session_id(session_id)}.jsonl"
+
+
+class EventLog:
+    def __init__(self, history_dir: Path) -> None:
+        self.history_dir = history_dir
+        history_dir.mkdir(parents=True, exist_ok=True)
+        self._closed = False
+        # Told of an append that failed for want of space (set by the server).
+        self.disk: DiskWatch | None = None
+        # Joined as text: cheaper than a Path per event. Tenant -> its directory, made
+        # on its first append.
+        self._dirs = {DEFAULT_TENANT: os.fspath(history_dir)}
+
+    def path(self, session_id: str, tenant_id: str = DEFAULT_TENANT) -> Path:
+        return log_path(self.history_dir, tenant_id, session_id)
+
+    def _dir_for_append(self, tenant_id: str) -> str:
+        found = self._dirs.get(tenant_id)
+        if found is None:
+            path = tenant_dir(self.history_dir, tenant_id)
+            path.mkdir(parents=True, exist_ok=True)
+            found = self._dirs[tenant_id] = os.fspath(path)
+        return found
+
+    async def append(
+        self,
+        session_id: str,
+        type: str,
+        *,
+        turn: int | None = None,
+        step: int | None = None,
+        content: str | None = None,
+        role: str | None = None,
+        meta: dict[str, Any] | None = None,
+        ts: float | None = None,
+        tenant_id: str = DEFAULT_TENANT,
+    ) -> dict[str, Any]:
+        """Write one event of the tenant's session and return it once its line is with
+        the kernel."""
+        event, line = encode_event(session_id, type, turn, step, content, role, meta, ts)
+        data = (line + "\n").encode("utf-8")
+        self._check_open()
+        try:
+            _write(f"{self._dir_for_append(tenant_id)}/{session_id}.jsonl", data)
+        except OSError as error:
+            if self.disk is not None and self.disk.noticed(error):
+                raise StorageFull() from error
+            raise
+        return event
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError("the event log is closed")
+
+    async def read(
+        self, session_id: str, *, after_line: int = 0, tenant_id: str = DEFAULT_TENANT
+    ) -> AsyncGenerator[dict[str, Any], None]:
+        """Yield the session's events in order, skipping the first ``after_line`` lines.
+
+        The read is a snapshot of the file as it was when the read started; a torn last
+        line (a crash mid-write) is skipped; a missing file yields nothing. To page, pass
+        ``after_line`` plus the number of events received as the next ``after_line``.
+        Validation happens at the first iteration, as with any async generator.
+        """
+        path = self.path(session_id, tenant_id)
+        check_after_line(after_line)
+        cursor = _ReadCursor(path, skip=after_line)
+        while True:
+            events = await asyncio.to_thread(cursor.next_chunk)
+            if events is None:
+                return
+            for event in events:
+                yield event
+
+    async def last(
+        self, session_id: str, *, tenant_id: str = DEFAULT_TENANT
+    ) -> dict[str, Any] | None:
+        """The session's last whole event; None when it has none. Read on the event
+        loop's thread, as an append writes: a few system calls at the file's end."""
+        line = _last_line(self.path(session_id, tenant_id))
+        return None if line is None else json.loads(line)
+
+    async def delete(self, session_id: str, *, tenant_id: str = DEFAULT_TENANT) -> bool:
+        """Remove the tenant's session's file; True if there was one. An append after this
+        starts a new file."""
+        path = self.path(session_id, tenant_id)
+        self._check_open()
+        return _unlink(path)
+
+    async def aclose(self) -> None:
+        """Refuse new appends and deletes (every earlier one is already written)."""
+        self._closed = True
+
+    async def deleted_with_sessions(
+        self, conn: Connection, session_ids: Sequence[str]
+    ) -> int | None:
+        """None: files outlive the rows, removed after the commit (removals.py)."""
+        return None
+
+
+def _write(path: str, data: bytes) -> None:
+    """Append ``data`` (whole lines) to ``path``: all of it, or on error none of it."""
+    fd = os.open(path, _OPEN_FLAGS, 0o644)
+    try:
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            size = _cut_torn_tail(fd, size)
+        view = memoryview(data)
+        try:
+            while view:
+                view = view[os.write(fd, view) :]
+        except BaseException:
+            # ENOSPC and the like: do not leave part of a line behind a failed append.
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, size)
+            raise
+    finally:
+        os.close(fd)
+
+
+def _cut_torn_tail(fd: int, size: int) -> int:
+    """Truncate the file after its last newline (a crash tore the last line); return
+    the new size."""
+    end = size
+    while end > 0:
+        start = max(0, end - 64 * 1024)
+        chunk = os.pread(fd, end - start, start)
+        newline = chunk.rfind(b"\n")
+        if newline >= 0:
+            end = start + newline + 1
+            break
+        end = start
+    os.ftruncate(fd, end)
+    return end
+
+
+def _last_line(path: Path) -> bytes | None:
+    """The file's last whole line without its newline (a torn tail is not one), or None."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        return None
+    try:
+        size = os.fstat(fd).st_size
+        want = 4096
+        while True:
+            start = max(0, size - want)
+            data = os.pread(fd, size - start, start)
+            stop = data.rfind(b"\n")
+            if stop >= 0:
+                begin = data.rfind(b"\n", 0, stop) + 1
+                if begin > 0 or start == 0:
+                    return data[begin:stop]
+            elif start == 0:
+                return None
+            want *= 2  # the line began before this chunk
+    finally:
+        os.close(fd)
+
+
+def _unlink(path: Path) -> bool:
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        return False
+    return True
+
+
+class _ReadCursor:
+    """Reads a snapshot of one event file in chunks, one thread hop per chunk."""
+
+    def __init__(self, path: Path, skip: int) -> None:
+        self.path = path
+        self.skip = skip
+        self.offset = 0
+        self.line = 0  # whole lines consumed so far
+        self.end: int | None = None  # the file size when the read started
+
+    def next_chunk(self) -> list[dict[str, Any]] | None:
+        try:
+            with open(self.path, "rb") as file:
+                if self.end is None:
+                    self.end = os.fstat(file.fileno()).st_size
+                want = _READ_CHUNK
+                while True:
+                    length = min(want, self.end - self.offset)
+                    if length <= 0:
+                        return None
+                    file.seek(self.offset)
+                    data = file.read(length)
+                    last = data.rfind(b"\n")
+                    if last >= 0:
+                        break
+                    if len(data) < want:  # a torn last line, or the file shrank
+                        return None
+                    want *= 2  # one line longer than the chunk
+        except FileNotFoundError:  # never written, or deleted under the read
+            return None
+        self.offset += last + 1
+        lines = data[: last + 1].split(b"\n")[:-1]  # bytes: U+2028 is not a line break
+        first = self.line
+        self.line += len(lines)
+        if self.skip >= len(lines):
+            self.skip -= len(lines)
+            return []
+        events = []
+        for number, raw in enumerate(lines[self.skip :], start=first + self.skip + 1):
+            try:
+                event = json.loads(raw)
+            except ValueError as exc:
+                raise ValueError(f"{self.path}: line {number} is not a JSON event") from exc
+            if not isinstance(event, dict):
+                raise ValueError(f"{self.path}: line {number} is not a JSON object")
+            events.append(event)
+        self.skip = 0
+        return events
+
+
+class FileLines:
+    """The event log files as lines of text (store/event_log/events.py, EventLines), for
+    ``contextd store copy``; reading them makes no directory."""
+
+    def __init__(self, history_dir: Path) -> None:
+        self._dir = history_dir
+
+    def _path(self, tenant_id: str, session_id: str) -> Path:
+        return log_path(self._dir, tenant_id, session_id)
+
+    async def batches(self, tenant_id: str, session_id: str) -> AsyncIterator[list[str]]:
+        for lines in _file_batches(self._path(tenant_id, session_id)):
+            yield lines
+
+    async def count(self, tenant_id: str, session_id: str) -> int:
+        return _count_lines(self._path(tenant_id, session_id))
+
+    async def write(
+        self, tenant_id: str, session_id: str, batches: AsyncIterator[list[str]]
+    ) -> int:
+        path = self._path(tenant_id, session_id)
+        written = 0
+        # Replaces what holds no whole line (nothing, or a torn line).
+        with _create(path) as file:
+            async for lines in batches:
+                file.write("".join(line + "\n" for line in lines).encode("utf-8"))
+                written += len(lines)
+        if not written:
+            path.unlink()
+        return written
+
+
+# Sync file helpers: the copy is a command of its own, with no other work on its loop.
+def _file_batches(path: Path) -> Iterator[list[str]]:
+    """The file's whole lines, a chunk at a time (none for a missing file)."""
+    try:
+        file = open(path, "rb")  # noqa: SIM115 - closed below
+    except FileNotFoundError:
+        return
+    with file:
+        rest = b""
+        while chunk := file.read(_READ_CHUNK):
+            *lines, rest = (rest + chunk).split(b"\n")
+            if lines:
+                yield [line.decode("utf-8") for line in lines]
+
+
+def _count_lines(path: Path) -> int:
+    lines = 0
+    try:
+        with open(path, "rb") as file:
+            while chunk := file.read(_READ_CHUNK):
+                lines += chunk.count(b"\n")
+    except FileNotFoundError:
+        return 0
+    return lines
+
+
+def _create(path: Path) -> BinaryIO:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return open(path, "wb")

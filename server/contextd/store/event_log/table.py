@@ -1,0 +1,202 @@
+"""PostgreSQL's event log: what store/event_log/files.py keeps in files, one row per line
+(table event_lines, numbered per session from 1), since replicas share no disk.
+
+A line is the same JSON text the file log writes, so a session's export is byte for byte
+the same on either engine. An append is one statement: it takes the session's next line
+number from event_log_ends (locking that row until it commits) and inserts the line, so
+concurrent appends to a session never share or skip a number. Reads page through the
+lines that existed when the read started, as a file read is a snapshot of the file.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+import asyncpg
+
+from contextd.core.identity import DEFAULT_TENANT
+from contextd.store.engine.database import Connection, Database
+from contextd.store.event_log.events import (
+    check_after_line,
+    check_session_id,
+    check_tenant_id,
+    encode_event,
+)
+
+if TYPE_CHECKING:
+    from contextd.store.engine.postgresql import PostgresDatabase
+
+# Lines read per statement.
+PAGE = 500
+
+# Run on its own, outside a transaction block: PostgreSQL commits the one statement by
+# itself, one round trip where BEGIN, the statement and COMMIT would take three.
+# A session's lines go with it (foreign keys, ON DELETE CASCADE): a line for a session
+# that is gone (deleted while its turn ran) is not written.
+_APPEND = (
+    "WITH next AS ("
+    " INSERT INTO event_log_ends (tenant_id, session_id, last_line)"
+    " SELECT $1, $2, 1 WHERE EXISTS (SELECT 1 FROM sessions WHERE id = $2)"
+    " ON CONFLICT (tenant_id, session_id)"
+    " DO UPDATE SET last_line = event_log_ends.last_line + 1 RETURNING last_line)"
+    " INSERT INTO event_lines (tenant_id, session_id, line, data)"
+    " SELECT $1, $2, last_line, $3 FROM next"
+)
+
+
+class DatabaseEventLog:
+    def __init__(self, db: PostgresDatabase) -> None:
+        self._db = db
+        self._closed = False
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError("the event log is closed")
+
+    async def append(
+        self,
+        session_id: str,
+        type: str,
+        *,
+        turn: int | None = None,
+        step: int | None = None,
+        content: str | None = None,
+        role: str | None = None,
+        meta: dict[str, Any] | None = None,
+        ts: float | None = None,
+        tenant_id: str = DEFAULT_TENANT,
+    ) -> dict[str, Any]:
+        """Write one event of the tenant's session and return it once it committed."""
+        event, line = encode_event(session_id, type, turn, step, content, role, meta, ts)
+        check_tenant_id(tenant_id)
+        self._check_open()
+        try:
+            async with self._db.connection() as conn:
+                await conn.execute(_APPEND, tenant_id, session_id, line)
+        except asyncpg.ForeignKeyViolationError:  # deleted between the check and the insert
+            pass
+        return event
+
+    async def read(
+        self, session_id: str, *, after_line: int = 0, tenant_id: str = DEFAULT_TENANT
+    ) -> AsyncIterator[dict[str, Any]]:
+        """Yield the session's events in order, skipping the first ``after_line``."""
+        check_session_id(session_id)
+        check_tenant_id(tenant_id)
+        check_after_line(after_line)
+        reader = self._db.reader
+        ends = await reader.execute_fetchall(
+            "SELECT last_line FROM event_log_ends WHERE tenant_id = ? AND session_id = ?",
+            (tenant_id, session_id),
+        )
+        last = int(ends[0]["last_line"]) if ends else 0
+        after = after_line
+        while after < last:
+            rows = await reader.execute_fetchall(
+                "SELECT line, data FROM event_lines WHERE tenant_id = ? AND session_id = ?"
+                " AND line > ? AND line <= ? ORDER BY line LIMIT ?",
+                (tenant_id, session_id, after, last, PAGE),
+            )
+            if not rows:  # deleted under the read
+                return
+            for row in rows:
+                yield json.loads(row["data"])
+            after = int(rows[-1]["line"])
+
+    async def last(
+        self, session_id: str, *, tenant_id: str = DEFAULT_TENANT
+    ) -> dict[str, Any] | None:
+        """The session's last event; None when it has none."""
+        check_session_id(session_id)
+        check_tenant_id(tenant_id)
+        rows = await self._db.reader.execute_fetchall(
+            "SELECT data FROM event_lines WHERE tenant_id = ? AND session_id = ?"
+            " ORDER BY line DESC LIMIT 1",
+            (tenant_id, session_id),
+        )
+        return json.loads(rows[0]["data"]) if rows else None
+
+    async def delete(self, session_id: str, *, tenant_id: str = DEFAULT_TENANT) -> bool:
+        """Remove the session's lines; True if there were any. A later append starts again
+        at line 1, as a new file would."""
+        check_session_id(session_id)
+        check_tenant_id(tenant_id)
+        self._check_open()
+        async with self._db.transaction() as conn:
+            ends = await conn.execute(
+                "DELETE FROM event_log_ends WHERE tenant_id = ? AND session_id = ?",
+                (tenant_id, session_id),
+            )
+            await conn.execute(
+                "DELETE FROM event_lines WHERE tenant_id = ? AND session_id = ?",
+                (tenant_id, session_id),
+            )
+        return ends.rowcount > 0
+
+    async def aclose(self) -> None:
+        """Refuse new appends and deletes (every earlier one is already committed)."""
+        self._closed = True
+
+    async def deleted_with_sessions(
+        self, conn: Connection, session_ids: Sequence[str]
+    ) -> int | None:
+        """The logs go with their sessions' rows (foreign keys, ON DELETE CASCADE)."""
+        rows = await conn.execute_fetchall(
+            "SELECT COUNT(*) AS logs FROM event_log_ends"
+            " WHERE session_id IN (SELECT value FROM json_each(?))",
+            (json.dumps(list(session_ids)),),
+        )
+        return int(rows[0]["logs"])
+
+
+class TableLines:
+    """The event_lines rows as lines of text (EventLines), for ``contextd store copy``."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def batches(self, tenant_id: str, session_id: str) -> AsyncIterator[list[str]]:
+        after = 0
+        while True:
+            rows = await self._db.reader.execute_fetchall(
+                "SELECT line, data FROM event_lines WHERE tenant_id = ? AND session_id = ?"
+                " AND line > ? ORDER BY line LIMIT ?",
+                (tenant_id, session_id, after, PAGE),
+            )
+            if not rows:
+                return
+            yield [str(row["data"]) for row in rows]
+            after = int(rows[-1]["line"])
+
+    async def count(self, tenant_id: str, session_id: str) -> int:
+        rows = await self._db.reader.execute_fetchall(
+            "SELECT COUNT(*) AS line_count FROM event_lines WHERE tenant_id = ? AND session_id = ?",
+            (tenant_id, session_id),
+        )
+        return int(rows[0]["line_count"])
+
+    async def write(
+        self, tenant_id: str, session_id: str, batches: AsyncIterator[list[str]]
+    ) -> int:
+        written = 0
+        async with self._db.transaction() as conn:
+            async for lines in batches:
+                await conn.executemany(
+                    "INSERT INTO event_lines (tenant_id, session_id, line, data)"
+                    " VALUES (?, ?, ?, ?)",
+                    [
+                        (tenant_id, session_id, written + number, line)
+                        for number, line in enumerate(lines, start=1)
+                    ],
+                )
+                written += len(lines)
+            if written:
+                await conn.execute(
+                    "INSERT INTO event_log_ends (tenant_id, session_id, last_line)"
+                    " VALUES (?, ?, ?) ON CONFLICT (tenant_id, session_id)"
+                    " DO UPDATE SET last_line = excluded.last_line",
+                    (tenant_id, session_id, written),
+                )
+        return written

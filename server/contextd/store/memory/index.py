@@ -1,0 +1,123 @@
+"""The memories' search index: what MemoryRepo asks of it, and what both engines' indexes
+share: each memory's terms keyed by its user, the memory columns a search returns, and
+which of a query's terms a search ranks by. SQLite's index is in fts5_index.py,
+PostgreSQL's in tsvector_index.py; the engine picks (``Database.memory_index``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Any, Protocol
+
+from contextd.core.identity import DEFAULT_TENANT
+from contextd.core.search_terms import index_terms
+from contextd.store.engine.database import Connection, Row
+from contextd.store.models import Memory
+
+# (tenant id, user id)
+Owner = tuple[str, str]
+REINDEX_BATCH = 5000
+
+
+async def memory_batches(conn: Connection) -> AsyncIterator[Sequence[Row]]:
+    """Every memory's id, user_id, content and tenant_id, in id order, a batch at a time:
+    what an index is rebuilt from, in bounded memory."""
+    last = 0
+    while True:
+        rows = await conn.execute_fetchall(
+            "SELECT id, user_id, content, tenant_id FROM memories WHERE id > ? ORDER BY id LIMIT ?",
+            (last, REINDEX_BATCH),
+        )
+        if not rows:
+            return
+        yield rows
+        last = int(rows[-1]["id"])
+
+
+# The columns of a memory every search returns, then relevance, recency and score.
+MEMORY_COLUMNS = (
+    "id, user_id, content, source_session_id, source_message_id, created_at, updated_at, tenant_id"
+)
+
+
+def memory_from_row(row: Row) -> Memory:
+    """The memory in a row that holds ``MEMORY_COLUMNS``."""
+    return Memory(
+        id=row["id"],
+        user_id=row["user_id"],
+        content=row["content"],
+        source_session_id=row["source_session_id"],
+        source_message_id=row["source_message_id"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        tenant_id=row["tenant_id"],
+    )
+
+
+def user_key(user_id: str, tenant_id: str = DEFAULT_TENANT) -> str:
+    """The 16 hex digits that prefix every index term of the user's memories.
+
+    The default tenant's keys are those of the index before tenants existed (no rebuild);
+    another tenant's are a hash keyed by the tenant, so the same user id in two tenants
+    has two keys. Searches also filter on the tenant: a key collision could cost time,
+    never show another user's memory.
+    """
+    data = user_id.encode("utf-8")
+    if tenant_id == DEFAULT_TENANT:
+        return hashlib.blake2b(data, digest_size=8).hexdigest()
+    tenant = hashlib.blake2b(tenant_id.encode("utf-8"), digest_size=32).digest()
+    return hashlib.blake2b(data, digest_size=8, key=tenant).hexdigest()
+
+
+def keyed_terms(user_id: str, content: str, tenant_id: str = DEFAULT_TENANT) -> list[str]:
+    """A memory's index terms, each prefixed with its user's key."""
+    key = user_key(user_id, tenant_id)
+    return [key + term for term in index_terms(content)]
+
+
+def choose_terms(frequency: dict[str, int], budget: int) -> list[str]:
+    """The rarest terms whose memories add up to at most ``budget`` (at least one term).
+
+    ``frequency`` maps each term to how many memories contain it; terms absent from it (no
+    memory has them) are never chosen.
+    """
+    chosen: list[str] = []
+    total = 0
+    for term, docs in sorted(frequency.items(), key=lambda item: (item[1], item[0])):
+        if docs <= 0:
+            continue
+        if chosen and total + docs > budget:
+            break
+        chosen.append(term)
+        total += docs
+    return chosen
+
+
+class MemoryIndex(Protocol):
+    """Index entries follow the memories inside the caller's write transaction."""
+
+    async def prepare(self) -> None:
+        """Once, before the first search."""
+
+    async def add(self, conn: Connection, memory_id: int, owner: Owner, text: str) -> None:
+        """Index a memory just inserted (or whose text just changed, after ``remove``)."""
+
+    async def add_new(
+        self, conn: Connection, owner: Owner, texts: Mapping[str, str], before: int
+    ) -> None:
+        """Index the owner's memories of these content hashes (-> text) with ids above
+        ``before``: those a bulk insert just made."""
+
+    async def remove(self, conn: Connection, owner: Owner, rows: Sequence[tuple[int, str]]) -> None:
+        """Forget the entries of these (id, content) memories of the owner."""
+
+    async def rebuild(self, conn: Connection) -> int:
+        """Index every memory again; how many there are."""
+
+    async def frequency(self, keyed: Sequence[str], budget: int) -> dict[str, int]:
+        """How many memories hold each of these keyed terms (absent: none); a count
+        above ``budget`` may be given as any number above it."""
+
+    async def ranked(self, chosen: Sequence[str], params: dict[str, Any]) -> Sequence[Row]:
+        """The ranking statement's rows for the chosen keyed terms (repository.py)."""

@@ -1,0 +1,50 @@
+"""``contextd store copy``: everything one database holds, copied into another of either
+engine, with its event logs. Tables first, in one target transaction (store_copy/tables.py),
+then the event logs (store_copy/logs.py), then each count is checked."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from contextd.store.engine.database import Database
+from contextd.store.memory.repository import MemoryRepo
+from contextd.store_copy.logs import copy_logs
+from contextd.store_copy.tables import (
+    TABLES,
+    TableCount,
+    copy_table,
+    counter_high_water,
+    fix_session_counts,
+    raise_counter,
+)
+
+
+async def copy_store(
+    source: Database, source_dir: Path, target: Database, target_dir: Path
+) -> list[TableCount]:
+    """Copy what the target lacks; the counts of every table and of the event log lines.
+
+    ``source_dir`` and ``target_dir`` are the data directories, where SQLite keeps its
+    event logs. Raises CopyConflict when the target holds a key of the source with other
+    values.
+    """
+    memories = MemoryRepo(target)
+    # The target's index is brought to the current terms first: copied memories get
+    # entries of the current terms.
+    await memories.ensure_index()
+    counts = []
+    async with target.transaction() as conn:
+        for table in TABLES:
+            index = memories.index if table.name == "memories" else None
+            count = await copy_table(source, conn, table, index)
+            counts.append(count)
+            if table.name == "conversation" and count.copied:
+                await fix_session_counts(source, conn)
+        for table in TABLES:
+            if table.counter:
+                given = await counter_high_water(source, source.reader, table)
+                await raise_counter(target, conn, table, given)
+    source_logs = source.event_lines(source_dir / "history")
+    target_logs = target.event_lines(target_dir / "history")
+    counts.append(await copy_logs(source, source_logs, target, target_logs))
+    return counts
