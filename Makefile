@@ -63,12 +63,15 @@ TASKPANE_BUILT := $(TASKPANE)/dist/.built
 $(TASKPANE_BUILT): $(TASKPANE)/node_modules/.installed \
 	$(addprefix $(TASKPANE)/,package.json tsconfig.json) $(wildcard $(TASKPANE)/src/*.ts)
 
+# The official openai Node package, for tests/openai_http/test_node_sdk.py (nothing to build).
+OPENAI_NODE_INSTALLED := tests/openai_node/node_modules/.installed
+
 ## test: generated code fresh, lint, types, the Node client, the browser page and the
 ## examples built, then every test; among them tests/clients/test_dotnet_build.py builds
 ## the .NET client, runs its C# and VB tests and packs it where `dotnet` is on PATH (they
 ## skip with the reason where it is not)
 test: $(VENV)/.dev-deps lint $(NODE_BUILT) $(BROWSER_HARNESS_BUILT) $(NODE_EXAMPLE_INSTALLED) \
-	$(TASKPANE_BUILT)
+	$(TASKPANE_BUILT) $(OPENAI_NODE_INSTALLED)
 	scripts/with_wheels $(BIN)/python -m pytest
 
 ## dotnet: only the .NET client's checks, its build, tests and package (needs `dotnet`)
@@ -92,7 +95,7 @@ gen: $(VENV)/.dev-deps
 ## bench: run the benchmarks one after another (ratios measured in one run)
 BENCHMARKS := build_vs_echo trim_vs_langchain session_build memory_search memory_hybrid \
 	memory_recall memory_thresholds store_writes stream_vs_grpc first_delta auth_cost metrics_cost observability_cost \
-	pg_driver pg_vs_sqlite prompt_cache
+	pg_driver pg_vs_sqlite prompt_cache openai_first_token mcp_tool_call
 bench: $(VENV)/.dev-deps
 	for b in $(BENCHMARKS); do $(BIN)/python bench/$$b.py || exit 1; done
 
@@ -101,4 +104,5 @@ clean:
 	rm -rf $(NODE_CLIENT)/node_modules $(NODE_CLIENT)/dist $(NODE_CLIENT)/src/gen
 	rm -rf $(BROWSER_HARNESS)/node_modules $(BROWSER_HARNESS)/dist $(BROWSER_HARNESS)/src/gen
 	rm -rf examples/node/node_modules $(TASKPANE)/node_modules $(TASKPANE)/dist
+	rm -rf tests/openai_node/node_modules
 	rm -rf clients/dotnet/*/bin clients/dotnet/*/obj clients/dotnet/*/TestResults

@@ -31,6 +31,8 @@ SCRIPTS = (
     "prompt_cache",
     "memory_recall",
     "memory_thresholds",
+    "openai_first_token",
+    "mcp_tool_call",
 )
 
 

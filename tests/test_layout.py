@@ -19,7 +19,8 @@ MAX_LINES = 600
 # (``contextd store copy``) on the store alone, the web port only forwards to the native
 # one, and config (the settings) is a leaf anyone above may read; metrics (what the layers
 # record into) and tracing (the spans they start) are leaves every layer but core and web
-# may use.
+# may use; the host protocols (OpenAI's HTTP API, MCP) sit at the top beside api/ and web/
+# and reach the server only through the native API.
 ALLOWED_IMPORTS = {
     "core": {"core"},
     "metrics": {"metrics", "core"},
@@ -30,6 +31,9 @@ ALLOWED_IMPORTS = {
     "app": {"app", "core", "store", "providers", "config", "metrics", "tracing"},
     "api": {"api", "app", "core", "store", "providers", "config", "v1", "metrics", "tracing"},
     "web": {"web"},
+    # The host protocols translate to the native API, as the web port does.
+    "openai_http": {"openai_http", "web", "v1"},
+    "mcp_server": {"mcp_server", "v1"},
 }
 
 GENERATED = ("server/contextd/v1/", "clients/python/src/contextd_client/_pb/")

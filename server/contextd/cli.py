@@ -49,7 +49,42 @@ def _parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     store_cli.add_arguments(store)
+    mcp = commands.add_parser(
+        "mcp",
+        help="serve MCP over standard input and output for a running server (desktop apps)",
+        description=_MCP_DESCRIPTION,
+    )
+    mcp.add_argument(
+        "--stdio", action="store_true", help="serve MCP over standard input and output"
+    )
+    mcp.add_argument("--address", default="127.0.0.1:50151", help="host:port of the server")
+    chat_cli.add_tls_arguments(mcp)
     return parser
+
+
+_MCP_DESCRIPTION = (
+    "Serve MCP (tools for memories, sessions and context) over standard input and "
+    "output, calling the contextd server at --address: as the key in CONTEXTD_API_KEY, "
+    "and with --auth none (or a service key) as the user in CONTEXTD_USER. Over HTTP, "
+    "MCP is served by `contextd serve --mcp-port` instead."
+)
+
+
+def _mcp(args: argparse.Namespace) -> int:
+    if not args.stdio:
+        print(
+            "contextd mcp: give --stdio (over HTTP, `contextd serve --mcp-port` serves MCP)",
+            file=sys.stderr,
+        )
+        return 2
+    # Standard output carries the protocol: logs and gRPC's own lines go to standard error.
+    logs.configure("WARNING")
+    os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
+    from contextd.mcp_server import stdio  # imported late: the MCP SDK only when serving it
+    from contextd.tls import client_credentials
+
+    credentials = client_credentials(args.tls_ca, args.tls_cert, args.tls_key)
+    return asyncio.run(stdio.serve(args.address, credentials))
 
 
 def _health(args: argparse.Namespace) -> int:
@@ -98,6 +133,8 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(keys_cli.run(args))
     elif args.command == "store":
         sys.exit(store_cli.run(args))
+    elif args.command == "mcp":
+        sys.exit(_mcp(args))
 
 
 if __name__ == "__main__":

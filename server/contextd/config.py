@@ -106,7 +106,7 @@ class Settings:
     )
     web_host: str = _setting("", "address for the web port; empty for the same as --host")
     web_max_connections: int = _setting(
-        1000, "web port connections open at once; more are answered 503"
+        1000, "web port (and MCP port) connections open at once; more are answered 503"
     )
     web_body_timeout: float = _setting(
         30.0, "seconds a request body may take to arrive on the web port"
@@ -114,6 +114,15 @@ class Settings:
     web_max_buffered_bytes: int = _setting(
         256 * 1024 * 1024, "request bytes the web port holds for all calls together"
     )
+    openai_api: bool = _setting(
+        False,
+        "serve the OpenAI-compatible API (/v1/chat/completions, /v1/models) on the web "
+        "port (needs --web-port)",
+    )
+    mcp_port: int = _setting(
+        -1, "HTTP port serving MCP (streamable HTTP at /mcp): -1 off, 0 any free port"
+    )
+    mcp_host: str = _setting("", "address for the MCP port; empty for the same as --host")
     cors_origins: str = _setting(
         "",
         "browser origins allowed on the web port, comma-separated "
@@ -171,11 +180,14 @@ class Settings:
     )
 
     def listen_hosts(self) -> list[str]:
-        """The addresses the server listens on: the native port's, and the web port's
-        when it is on."""
-        if self.web_port < 0:
-            return [self.host]
-        return [self.host, self.web_host or self.host]
+        """The addresses the server listens on: the native port's, and the web and MCP
+        ports' when they are on."""
+        hosts = [self.host]
+        if self.web_port >= 0:
+            hosts.append(self.web_host or self.host)
+        if self.mcp_port >= 0:
+            hosts.append(self.mcp_host or self.host)
+        return hosts
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None, **overrides: object) -> Settings:

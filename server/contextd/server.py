@@ -21,7 +21,7 @@ from grpc_health.v1 import _async as health_aio  # health.aio re-exports this mo
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from contextd import __version__
+from contextd import __version__, host_protocols
 from contextd.api.auth import Authenticator
 from contextd.api.auth_modes import authenticator_factory
 from contextd.api.chat_servicer import ChatServicer
@@ -88,7 +88,7 @@ from contextd.v1 import (
     users_pb2_grpc,
 )
 from contextd.web.cors import CorsPolicy
-from contextd.web.gateway import CallCounter, WebGateway
+from contextd.web.gateway import CallCounter, Mount, WebGateway
 from contextd.web.healthz import HealthStatus
 from contextd.web.limits import WebLimits
 
@@ -155,6 +155,7 @@ class RunningServer:
     closers: list[Closer]
     lock: DataDirLock | None  # SQLite only: replicas on PostgreSQL share no directory
     web: WebGateway | None = None
+    listeners: Sequence[Closer] = ()  # stopped with the web port: the MCP port
 
     async def stop(self, grace: float | None = None) -> None:
         """Report NOT_SERVING, keep serving for ``--drain-delay`` so that load balancers
@@ -169,9 +170,10 @@ class RunningServer:
         if drain > 0:
             log.info("draining", extra={"drain_s": drain})
             await asyncio.sleep(drain)
-        native = self.server.stop(max(0.0, deadline - loop.time()))
-        # Web calls are native calls underneath: they end when the native server stops.
-        await asyncio.gather(native, *([self.web.aclose()] if self.web else []))
+        left = max(0.0, deadline - loop.time())
+        # Web and MCP calls are native calls underneath: they end when the native server stops.
+        web = [self.web.aclose()] if self.web else []
+        await asyncio.gather(self.server.stop(left), *web, *(c(left) for c in self.listeners))
         for close in self.closers:
             await close(max(0.0, deadline - loop.time()))
         await self.db.close()
@@ -185,6 +187,7 @@ async def start(
     tokenizers = TokenizerRegistry(settings.default_tokenizer)
     tokenizers.get(settings.default_tokenizer)  # fail at start-up, not on the first call
     cors = _cors_policy(settings) if settings.web_port >= 0 else None  # before anything starts
+    host_protocols.check(settings)  # before anything starts
     authenticator = authenticator_factory(settings)  # before anything starts
     limits = _limits(settings, web=cors is not None)  # before anything starts
     check_database_url(settings.database_url)  # before anything starts
@@ -263,7 +266,7 @@ async def start(
             server.add_generic_rpc_handlers(tuple(extra_handlers))
         address = f"{settings.host}:{settings.port}"
         web_target = ""
-        if tls is not None and cors is not None:
+        if tls is not None and (cors is not None or settings.mcp_port >= 0):
             web_target, remove_socket = _private_socket(server)
             undo.push_async_callback(remove_socket)
             closers.append(_untimed(remove_socket))
@@ -289,10 +292,13 @@ async def start(
                 limits.web_peer_secret,
                 _overall_health(health_servicer),
                 metrics,
+                await host_protocols.web_mounts(settings),
             )
             if cors is not None
             else None
         )
+        target = web_target or _loopback_target(settings, port)
+        listeners = await host_protocols.start_listeners(settings, target, tls, undo)
         if isinstance(metrics, PrometheusRecorder):
             endpoint = await _start_metrics(settings, metrics, db)
             undo.push_async_callback(endpoint.aclose)
@@ -300,7 +306,7 @@ async def start(
         await serving.start()
         log.info("listening", extra={"address": f"{settings.host}:{port}", "tls": tls is not None})
         undo.pop_all()
-    return RunningServer(server, health_servicer, port, settings, db, closers, lock, web)
+    return RunningServer(server, health_servicer, port, settings, db, closers, lock, web, listeners)
 
 
 def _guard(
@@ -411,6 +417,7 @@ async def _start_web(
     peer_secret: str,
     health: HealthStatus,
     metrics: Recorder,
+    mounts: Sequence[Mount] = (),
 ) -> WebGateway:
     count: CallCounter | None = None
     if isinstance(metrics, PrometheusRecorder):
@@ -434,6 +441,7 @@ async def _start_web(
         peer_secret=peer_secret,
         health=health,
         count=count,
+        mounts=mounts,
     )
     host = settings.web_host or settings.host
     port = await gateway.start(host, settings.web_port)

@@ -70,7 +70,7 @@ class CorsPolicy:
         ]
         headers = {
             "Access-Control-Allow-Origin": origin,
-            "Access-Control-Allow-Methods": "POST, OPTIONS",
+            "Access-Control-Allow-Methods": "GET, POST, OPTIONS",
             "Access-Control-Allow-Headers": ", ".join((*_BASE_REQUEST_HEADERS, *custom)),
             "Access-Control-Max-Age": str(PREFLIGHT_MAX_AGE_S),
             "Vary": _PREFLIGHT_VARY,

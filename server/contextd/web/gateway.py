@@ -12,7 +12,7 @@ import asyncio
 import logging
 import re
 import ssl
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 
 import grpc
 import grpc.aio
@@ -27,6 +27,10 @@ log = logging.getLogger("contextd.web")
 
 # Told of each call on the web port: its protocol and the status it was answered with.
 CallCounter = Callable[[str, grpc.StatusCode], None]
+# Routes of their own that a translator mounts on the web port, ahead of the gRPC-Web and
+# Connect catch-all; built from the gateway, whose channel, limits and CORS policy they
+# share (see WebGateway's public attributes).
+Mount = Callable[["WebGateway"], Iterable[web.RouteDef]]
 
 _METHOD_PATH = re.compile(r"/[A-Za-z_][\w.]*/[A-Za-z_]\w*")
 _SUPPORTED = ", ".join([*grpc_web.CONTENT_TYPES, *connect.UNARY_TYPES, *connect.STREAM_TYPES])
@@ -35,6 +39,12 @@ _DEFAULT_LIMITS = WebLimits()
 # Room for frame headers on top of the largest message, so an oversized message still
 # reaches the native server and fails there exactly as it would natively.
 _BODY_SLACK = 64 * 1024
+# The native answers' metadata a loopback client takes (grpc's default is 8 KiB).
+NATIVE_METADATA_BYTES = 1024 * 1024
+
+
+class BodyTooLarge(CallError):
+    """A request body over the limit (told apart from the shared budget being full)."""
 
 
 class WebGateway:
@@ -53,27 +63,31 @@ class WebGateway:
         peer_secret: str = "",
         health: healthz.HealthStatus | None = None,
         count: CallCounter | None = None,
+        mounts: Sequence[Mount] = (),
     ) -> None:
         """``peer_key``, ``peer_secret``: when given, each forwarded call carries
         ``peer_key: <peer_secret> <client address>``, so the native server can tell the
         web port's callers apart (it believes only a value with the secret). ``health``:
         when given, ``GET /healthz`` answers with it. ``count``: when given, told of
-        each call's protocol and the status it was answered with."""
-        self._count = count
-        self._cors = cors
+        each call's protocol and the status it was answered with. ``mounts``: routes
+        of their own, served before the catch-all."""
+        self.count = count
+        self.cors = cors
         self._peer = (peer_key, peer_secret) if peer_key and peer_secret else None
         self._ssl_context = ssl_context
-        self._max_body = max_message_bytes + _BODY_SLACK
+        self.max_body = max_message_bytes + _BODY_SLACK
         self._limits = limits
         self._budget = BodyBudget(limits.max_buffered)
         self._listener: asyncio.Server | None = None
         # No size limits of its own: the native server enforces --max-message-bytes on
-        # requests and responses, with its own status.
-        self._channel = grpc.aio.insecure_channel(
+        # requests and responses, with its own status; its trailers come through whole
+        # (an error message may be longer than grpc's 8 KiB default for metadata).
+        self.channel = grpc.aio.insecure_channel(
             target,
             options=[
                 ("grpc.max_send_message_length", -1),
                 ("grpc.max_receive_message_length", -1),
+                ("grpc.max_metadata_size", NATIVE_METADATA_BYTES),
             ],
         )
         app = web.Application()
@@ -81,6 +95,8 @@ class WebGateway:
             # First, so that it answers every method on its path (other than GET and
             # HEAD with 405).
             app.router.add_route("*", healthz.PATH, healthz.handler(health))
+        for mount in mounts:
+            app.router.add_routes(mount(self))
         app.router.add_route("OPTIONS", "/{tail:.*}", self._preflight)
         app.router.add_route("POST", "/{tail:.*}", self._call)
         # Cancel a call's handler when its client disconnects: that cancels the
@@ -110,11 +126,11 @@ class WebGateway:
         if self._listener is not None:
             self._listener.close()
         await self._runner.cleanup()
-        await self._channel.close(None)
+        await self.channel.close(None)
 
     async def _preflight(self, request: web.Request) -> web.StreamResponse:
         origin = request.headers.get("Origin")
-        if origin is None or not self._cors.allows(origin):
+        if origin is None or not self.cors.allows(origin):
             log.info("cors preflight refused", extra={"origin": origin, "path": request.path})
             return web.Response(status=403)
         requested = request.headers.get("Access-Control-Request-Headers", "")
@@ -123,18 +139,18 @@ class WebGateway:
         private_network = (
             request.headers.get("Access-Control-Request-Private-Network", "").lower() == "true"
         )
-        headers = self._cors.preflight_headers(origin, requested, private_network)
+        headers = self.cors.preflight_headers(origin, requested, private_network)
         return web.Response(status=204, headers=headers)
 
     async def _call(self, request: web.Request) -> web.StreamResponse:
         origin = request.headers.get("Origin")
-        if origin is not None and not self._cors.allows(origin):
+        if origin is not None and not self.cors.allows(origin):
             # A browser would hide the answer, but the call would still have run.
             log.info("cross-origin call refused", extra={"origin": origin, "path": request.path})
             return web.Response(status=403, text="origin not allowed\n")
         if not _METHOD_PATH.fullmatch(request.path):
             return web.Response(status=404, text="not a gRPC method path\n")
-        cors_headers = self._cors.response_headers(origin) if origin is not None else {}
+        cors_headers = self.cors.response_headers(origin) if origin is not None else {}
         misfit = connect.refuse_misfit(request, cors_headers)
         if misfit is not None:
             return misfit
@@ -143,7 +159,7 @@ class WebGateway:
             return web.Response(status=415, text=f"content types: {_SUPPORTED}\n")
         body: bytes | None = None
         try:
-            body = await self._read_body(request, exchange.body_limit(self._max_body))
+            body = await self.read_body(request, exchange.body_limit(self.max_body))
             messages = exchange.messages(body)
             _require_a_message(request.path, messages)
             deadline_s = exchange.deadline()
@@ -151,20 +167,16 @@ class WebGateway:
                 # grpc would read a zero timeout as none at all.
                 raise CallError(grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded")
             call_metadata = _call_metadata(request)
-            if self._peer is not None:
-                key, secret = self._peer
-                if key in call_metadata:  # sent by the client: not believed, replaced
-                    call_metadata.delete_all(key)
-                call_metadata.add(key, f"{secret} {request.remote or ''}")
+            self.vouch_for_peer(request, call_metadata)
         except CallError as error:
             # aiohttp drains what is left of an unread body (for a few seconds at most)
             # so that the client can read this answer.
             if body is not None:
-                self._budget.give_back(len(body))
-            if self._count is not None:
-                self._count(exchange.protocol, error.code)
+                self.release(body)
+            if self.count is not None:
+                self.count(exchange.protocol, error.code)
             return await exchange.refuse(error)
-        call = NativeCall(self._channel, request.path, messages, deadline_s, call_metadata)
+        call = NativeCall(self.channel, request.path, messages, deadline_s, call_metadata)
         try:
             return await exchange.respond(call)
         except ConnectionResetError:
@@ -174,15 +186,30 @@ class WebGateway:
             raise asyncio.CancelledError from None
         finally:
             call.cancel()
-            self._budget.give_back(len(body))
-            if self._count is not None:
+            self.release(body)
+            if self.count is not None:
                 # No status read: the client went away before the call's end.
-                self._count(exchange.protocol, call.code or grpc.StatusCode.CANCELLED)
+                self.count(exchange.protocol, call.code or grpc.StatusCode.CANCELLED)
 
-    async def _read_body(self, request: web.Request, limit: int) -> bytes:
-        """The whole body, counted in the shared budget (given back by the caller once
-        the call ends) and within ``body_timeout``."""
-        too_large = CallError(
+    def vouch_for_peer(self, request: web.Request, call_metadata: grpc.aio.Metadata) -> None:
+        """With a peer secret, tell the native server the client's address (a value the
+        client sent under that key is not believed: it is replaced)."""
+        if self._peer is None:
+            return
+        key, secret = self._peer
+        if key in call_metadata:
+            call_metadata.delete_all(key)
+        call_metadata.add(key, f"{secret} {request.remote or ''}")
+
+    def release(self, body: bytes) -> None:
+        """Give a body read with ``read_body`` back to the shared budget."""
+        self._budget.give_back(len(body))
+
+    async def read_body(self, request: web.Request, limit: int) -> bytes:
+        """The whole body, counted in the shared budget (given back with ``release``
+        once the call ends) and within ``body_timeout``; raises CallError (BodyTooLarge
+        over ``limit``)."""
+        too_large = BodyTooLarge(
             grpc.StatusCode.RESOURCE_EXHAUSTED, f"request body larger than {limit} bytes"
         )
         if (request.content_length or 0) > limit:

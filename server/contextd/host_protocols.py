@@ -1,0 +1,77 @@
+"""The protocols other hosts already speak, served beside the native port: the
+OpenAI-compatible HTTP API (mounted on the web port) and MCP (a port of its own).
+Both translate to native calls, so auth, tenants, limits and the audit log apply as on
+every port. Part of the composition root: the server starts them from here."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+
+from contextd.config import Settings
+from contextd.openai_http.routes import Model, OpenAIRoutes
+from contextd.providers.registry import make_provider
+from contextd.tls import ServerTls
+from contextd.web.gateway import Mount
+
+log = logging.getLogger("contextd.server")
+
+# Stops a listener given the seconds left of the grace period.
+Stop = Callable[[float], Awaitable[None]]
+
+
+def check(settings: Settings) -> None:
+    """Refuse settings that cannot work, before anything starts."""
+    if settings.openai_api and settings.web_port < 0:
+        raise SystemExit("--openai-api is served on the web port: set --web-port too")
+    if settings.mcp_port > 65535:
+        raise SystemExit(f"--mcp-port must be from -1 to 65535, not {settings.mcp_port}")
+
+
+async def web_mounts(settings: Settings) -> list[Mount]:
+    """What the web port serves besides gRPC-Web and Connect: the OpenAI-compatible API
+    with --openai-api, listing the configured model. Its name is read from a provider
+    built as the server builds its own (with its default when --provider-model is
+    empty), then closed: nothing of the running server is reached into."""
+    if not settings.openai_api:
+        return []
+    provider = make_provider(
+        settings.provider, base_url=settings.provider_base_url, model=settings.provider_model
+    )
+    try:
+        model = Model(provider.default_model, provider.name)
+    finally:
+        await provider.aclose()
+    return [OpenAIRoutes([model])]
+
+
+async def start_listeners(
+    settings: Settings,
+    target: str,
+    tls: ServerTls | None,
+    undo: contextlib.AsyncExitStack,
+) -> list[Stop]:
+    """Start the MCP port when --mcp-port is set (its native calls go to ``target``);
+    ``undo`` closes it if a later step of the start fails. Returns what stops it."""
+    if settings.mcp_port < 0:
+        return []
+    # Imported here: the MCP SDK and uvicorn load only for a server that serves MCP.
+    from contextd.mcp_server.http import PATH, McpListener
+
+    host = settings.mcp_host or settings.host
+    listener = McpListener(
+        target,
+        credential_required=settings.auth != "none",
+        host=host,
+        max_body=settings.max_message_bytes,
+        max_connections=settings.web_max_connections,
+        ssl_context=tls.ssl_context if tls is not None else None,
+    )
+    port = await listener.start(host, settings.mcp_port)
+    undo.push_async_callback(listener.aclose)
+    log.info(
+        "mcp listening",
+        extra={"address": f"{host}:{port}", "path": PATH, "tls": tls is not None},
+    )
+    return [listener.aclose]
