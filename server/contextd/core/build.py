@@ -19,13 +19,13 @@ its report.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from contextd.core.content import ContentPart
 from contextd.core.errors import BudgetExceeded, FailedPrecondition, InvalidArgument, Violations
-from contextd.core.fit import KeptHistory, fit_newest, fit_units
+from contextd.core.fit import KeptHistory, UnitCosts, fit_newest, fit_units
 from contextd.core.formats import JsonObject, OutputFormat, render
 from contextd.core.messages import ChatMessage, CompressionSummary, Role
 from contextd.core.pipeline import (
@@ -239,17 +239,17 @@ def build_messages(req: BuildRequest) -> BuildResult:
     history = req.history if reordered is None else reordered.history
     dropped: list[tuple[int, DropReason]] = []
     units = units_newest_first(history, req.compression_summary, dropped, report.removed_tool_calls)
-    unit_tokens = _unit_counter(req, reordered)
+    costs = _unit_costs(req, reordered)
 
     kept = KeptHistory()
-    user_msg = _pin_end(req, report, units, unit_tokens, kept)
+    user_msg = _pin_end(req, report, units, costs, kept)
     pinned = len(kept.entries)
     available = _room(req, report, sum(kept.tokens), user_msg is not None)
     summary_msg, available = _fit_summary(req, report, available)
     if plain and user_msg and req.history_tokens is None and req.compression_summary is None:
         fitted = _fit_plain(req.history, available, tok)
     else:
-        fitted = _fit_repaired(history, units, available, unit_tokens, kept)
+        fitted = _fit_repaired(history, units, available, costs, kept)
     if req.output_format is _ANTHROPIC:
         fitted = _user_first(fitted, pinned, dropped)
     ends = _Ends(system_msg, summary_msg, volatile_msg, volatile_tokens, user_msg)
@@ -288,29 +288,20 @@ def _volatile_in_system(req: BuildRequest) -> bool:
     return not is_blank(req.volatile_prompt)
 
 
-def _unit_counter(req: BuildRequest, reordered: Reordered | None) -> Callable[[Unit], list[int]]:
-    """Token counts of a unit's messages: the request's known counts, or counted."""
+def _unit_costs(req: BuildRequest, reordered: Reordered | None) -> UnitCosts:
+    """Token counts of a unit's messages: the request's known counts (at the reordered
+    history's positions), or counted."""
     known = req.history_tokens
-    if known is not None:
-        if reordered is not None:
-            known = [known[i] for i in reordered.origin]
-        return lambda unit: [known[i] for i, _ in unit]
-    tok = req.tokenizer
-    overhead, count = tok.message_overhead, tok.count
-
-    def counted(unit: Unit) -> list[int]:
-        if len(unit) == 1 and not unit[0][1].tool_calls and not unit[0][1].parts:
-            return [overhead + count(unit[0][1].content)]  # message_tokens, inlined: hot
-        return [message_tokens(m, tok) for _, m in unit]
-
-    return counted
+    if known is not None and reordered is not None:
+        known = [known[i] for i in reordered.origin]
+    return UnitCosts(req.tokenizer, known)
 
 
 def _pin_end(
     req: BuildRequest,
     report: BuildReport,
     units: Iterator[Unit],
-    unit_tokens: Callable[[Unit], list[int]],
+    costs: UnitCosts,
     kept: KeptHistory,
 ) -> ChatMessage | None:
     """The end that always stays: the user message, or, to continue after tool results,
@@ -325,7 +316,7 @@ def _pin_end(
             "user_message",
             "required unless the history ends with tool results to continue from",
         )
-    kept.add(tail, unit_tokens(tail))
+    kept.add(tail, costs.of(tail))
     return None
 
 
@@ -373,10 +364,10 @@ def _fit_repaired(
     history: Sequence[ChatMessage],
     units: Iterator[Unit],
     available: int,
-    unit_tokens: Callable[[Unit], list[int]],
+    costs: UnitCosts,
     kept: KeptHistory,
 ) -> _Fitted:
-    budget_end = fit_units(units, available, unit_tokens, kept)
+    budget_end = fit_units(units, available, costs, kept)
     entries, counts = kept.oldest_first()
     # A repaired message (tool calls removed) is not the request's any more.
     sources = [i if m is history[i] else None for i, m in entries]

@@ -7,16 +7,16 @@ looks at, so the cost follows what is kept, not the history length.
 
 Two forms of the same rule: ``fit_units`` for the repaired units of the general
 build, and ``fit_newest`` for a plain history (every message a unit of its own,
-nothing to repair), which both ``build_messages`` and the plain shortcut use.
+nothing to repair).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from contextd.core.pipeline import Entry, Unit
-from contextd.core.tokens import Tokenizer
+from contextd.core.tokens import Tokenizer, message_tokens
 
 
 @dataclass(slots=True)
@@ -40,16 +40,33 @@ class KeptHistory:
         return self.entries, self.tokens
 
 
-def fit_units(
-    units: Iterator[Unit],
-    available: int,
-    unit_tokens: Callable[[Unit], list[int]],
-    kept: KeptHistory,
-) -> int:
+@dataclass(slots=True)
+class UnitCosts:
+    """Token counts of a unit's messages: ``known`` by history index when given (a stored
+    session keeps them), else counted with ``tokenizer``."""
+
+    tokenizer: Tokenizer
+    known: Sequence[int] | None = None
+
+    def of(self, unit: Unit) -> list[int]:
+        known = self.known
+        if known is not None:
+            return [known[i] for i, _ in unit]
+        tok = self.tokenizer
+        if len(unit) == 1:
+            message = unit[0][1]
+            if not message.tool_calls and not message.parts:
+                # message_tokens, inlined: once per message kept
+                return [tok.message_overhead + tok.count(message.content)]
+        return [message_tokens(m, tok) for _, m in unit]
+
+
+def fit_units(units: Iterator[Unit], available: int, costs: UnitCosts, kept: KeptHistory) -> int:
     """Add to ``kept`` the newest units that fit in ``available`` tokens; return the end of
     the index range dropped for the budget (0 when nothing was)."""
+    cost_of = costs.of
     for unit in units:
-        counts = unit_tokens(unit)
+        counts = cost_of(unit)
         cost = sum(counts)
         if cost > available:
             budget_end = unit[-1][0] + 1
