@@ -12,9 +12,10 @@ nothing to repair).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
+from contextd.core.messages import ChatMessage
 from contextd.core.pipeline import Entry, Unit
 from contextd.core.tokens import Tokenizer, message_tokens
 
@@ -80,16 +81,17 @@ def fit_units(units: Iterator[Unit], available: int, costs: UnitCosts, kept: Kep
 
 
 def fit_newest(
-    newest_first: Iterable[str], size: int, available: int, tok: Tokenizer
+    history: Sequence[ChatMessage], available: int, tok: Tokenizer
 ) -> tuple[int, list[int]]:
-    """``fit_units`` for a plain history of ``size`` messages, given by its texts newest
-    first and read only as far as they fit: no units, no repairs, one loop. Returns the
-    index of the oldest kept message and the kept messages' token counts, oldest first."""
+    """``fit_units`` for a plain history: no units, no repairs, one loop over the texts
+    from the newest back, read only as far as they fit. Returns the index of the oldest
+    kept message and the kept messages' token counts, oldest first."""
     costs: list[int] = []
     add = costs.append
     known, count, overhead = tok.known_counts.get, tok.count, tok.message_overhead
-    start = size
-    for text in newest_first:
+    start = len(history)
+    while start:
+        text = history[start - 1].content
         tokens = known(text)
         cost = overhead + (count(text) if tokens is None else tokens)
         if cost > available:
