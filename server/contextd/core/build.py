@@ -27,7 +27,7 @@ from enum import StrEnum
 
 from contextd.core.content import ContentPart
 from contextd.core.errors import BudgetExceeded, FailedPrecondition, InvalidArgument, Violations
-from contextd.core.fit import KeptHistory, UnitCosts, fit_newest, fit_units
+from contextd.core.fit import KeptHistory, fit_newest, fit_units, unit_costs
 from contextd.core.formats import JsonObject, OutputFormat, render
 from contextd.core.messages import ChatMessage, CompressionSummary, Role
 from contextd.core.pipeline import (
@@ -248,17 +248,17 @@ def build_messages(req: BuildRequest) -> BuildResult:
     history = req.history if reordered is None else reordered.history
     dropped: list[tuple[int, DropReason]] = []
     units = units_newest_first(history, req.compression_summary, dropped, report.removed_tool_calls)
-    costs = _unit_costs(req, reordered)
+    known = _known_counts(req, reordered)
 
     kept = KeptHistory()
-    user_msg = _pin_end(req, report, units, costs, kept)
+    user_msg = _pin_end(req, report, units, known, kept)
     pinned = len(kept.entries)
     available = _room(req, report, sum(kept.tokens), user_msg is not None)
     summary_msg, available = _fit_summary(req, report, available)
     if plain and user_msg and req.history_tokens is None and req.compression_summary is None:
         fitted = _fit_plain(req.history, available, tok)
     else:
-        fitted = _fit_repaired(history, units, available, costs, kept)
+        fitted = _fit_repaired(history, units, available, known, tok, kept)
     if req.output_format is _ANTHROPIC:
         fitted = _user_first(fitted, pinned, dropped)
     ends = _Ends(system_msg, summary_msg, volatile_msg, volatile_tokens, user_msg)
@@ -353,20 +353,20 @@ def _volatile_in_system(req: BuildRequest) -> bool:
     return not is_blank(req.volatile_prompt)
 
 
-def _unit_costs(req: BuildRequest, reordered: Reordered | None) -> UnitCosts:
-    """Token counts of a unit's messages: the request's known counts (at the reordered
-    history's positions), or counted."""
+def _known_counts(req: BuildRequest, reordered: Reordered | None) -> Sequence[int] | None:
+    """The request's known token counts at the reordered history's positions; None when
+    they are to be counted."""
     known = req.history_tokens
     if known is not None and reordered is not None:
-        known = [known[i] for i in reordered.origin]
-    return UnitCosts(req.tokenizer, known)
+        return [known[i] for i in reordered.origin]
+    return known
 
 
 def _pin_end(
     req: BuildRequest,
     report: BuildReport,
     units: Iterator[Unit],
-    costs: UnitCosts,
+    known: Sequence[int] | None,
     kept: KeptHistory,
 ) -> ChatMessage | None:
     """The end that always stays: the user message, or, to continue after tool results,
@@ -381,7 +381,7 @@ def _pin_end(
             "user_message",
             "required unless the history ends with tool results to continue from",
         )
-    kept.add(tail, costs.of(tail))
+    kept.add(tail, unit_costs(tail, known, req.tokenizer))
     return None
 
 
@@ -428,10 +428,11 @@ def _fit_repaired(
     history: Sequence[ChatMessage],
     units: Iterator[Unit],
     available: int,
-    costs: UnitCosts,
+    known: Sequence[int] | None,
+    tok: Tokenizer,
     kept: KeptHistory,
 ) -> _Fitted:
-    budget_end = fit_units(units, available, costs, kept)
+    budget_end = fit_units(units, available, known, tok, kept)
     entries, counts = kept.oldest_first()
     # A repaired message (tool calls removed) is not the request's any more.
     sources = [i if m is history[i] else None for i, m in entries]

@@ -41,33 +41,35 @@ class KeptHistory:
         return self.entries, self.tokens
 
 
-@dataclass(slots=True)
-class UnitCosts:
+def unit_costs(unit: Unit, known: Sequence[int] | None, tok: Tokenizer) -> list[int]:
     """Token counts of a unit's messages: ``known`` by history index when given (a stored
-    session keeps them), else counted with ``tokenizer``."""
-
-    tokenizer: Tokenizer
-    known: Sequence[int] | None = None
-
-    def of(self, unit: Unit) -> list[int]:
-        known = self.known
+    session keeps them), else counted with ``tok``."""
+    # Most units are one message: no comprehension for them (on CPython 3.11 each one
+    # makes a function and calls it), and message_tokens inlined for a text.
+    if len(unit) == 1:
+        index, message = unit[0]
         if known is not None:
-            return [known[i] for i, _ in unit]
-        tok = self.tokenizer
-        if len(unit) == 1:
-            message = unit[0][1]
-            if not message.tool_calls and not message.parts:
-                # message_tokens, inlined: once per message kept
-                return [tok.message_overhead + tok.count(message.content)]
-        return [message_tokens(m, tok) for _, m in unit]
+            return [known[index]]
+        if not message.tool_calls and not message.parts:
+            return [tok.message_overhead + tok.count(message.content)]
+        return [message_tokens(message, tok)]
+    if known is not None:
+        return [known[i] for i, _ in unit]
+    return [message_tokens(m, tok) for _, m in unit]
 
 
-def fit_units(units: Iterator[Unit], available: int, costs: UnitCosts, kept: KeptHistory) -> int:
-    """Add to ``kept`` the newest units that fit in ``available`` tokens; return the end of
-    the index range dropped for the budget (0 when nothing was)."""
-    cost_of = costs.of
+def fit_units(
+    units: Iterator[Unit],
+    available: int,
+    known: Sequence[int] | None,
+    tok: Tokenizer,
+    kept: KeptHistory,
+) -> int:
+    """Add to ``kept`` the newest units that fit in ``available`` tokens (counted as
+    ``unit_costs`` counts them); return the end of the index range dropped for the
+    budget (0 when nothing was)."""
     for unit in units:
-        counts = cost_of(unit)
+        counts = unit_costs(unit, known, tok)
         cost = sum(counts)
         if cost > available:
             budget_end = unit[-1][0] + 1
