@@ -9,7 +9,6 @@ from collections.abc import AsyncIterator
 
 from contextd.api import convert
 from contextd.api.auth import caller_for
-from contextd.api.content_parts import parts_from_pb
 from contextd.api.types import Context
 from contextd.app.chat import (
     ChatApp,
@@ -26,8 +25,7 @@ from contextd.app.chat import (
 )
 from contextd.app.context import ContextApp
 from contextd.app.scope import Caller
-from contextd.core.errors import FieldViolation, InvalidArgument, Violations
-from contextd.core.inline_request import user_message_parts
+from contextd.core.errors import InvalidArgument, Violations
 from contextd.core.pipeline import is_tool_name
 from contextd.providers.base import ToolSpec
 from contextd.v1 import chat_pb2 as cpb
@@ -41,7 +39,6 @@ _STATUS = {
     TurnStatus.CANCELLED: cpb.TURN_STATUS_CANCELLED,
     TurnStatus.ERROR: cpb.TURN_STATUS_ERROR,
 }
-_MEMORY = {pb.MEMORY_MODE_UNSPECIFIED: None, pb.MEMORY_MODE_ON: True, pb.MEMORY_MODE_OFF: False}
 # Whether a prompt over max_prompt_tokens is refused (else trimmed).
 _REFUSE_OVER_LIMIT = {
     cpb.PROMPT_LIMIT_POLICY_UNSPECIFIED: False,
@@ -77,29 +74,20 @@ class ChatServicer(chat_pb2_grpc.ChatServiceServicer):  # type: ignore[misc]
         self, request: cpb.StreamChatRequest, time_remaining: float | None
     ) -> ChatTurnRequest:
         v = Violations()
+        session = request.session
         caller = Caller("")
         try:
-            caller = caller_for(request.session.user_id, "session.user_id")
+            caller = caller_for(session.user_id, "session.user_id")
         except InvalidArgument as error:
             v.extend(error.violations)
-        tokenizer = self._context.tokenizer_or_placeholder(request.tokenizer, v)
+        tokenizer = convert.tokenizer_from_pb(request.tokenizer, self._context.tokenizers, v)
         limits = self._context.image_limits
         messages = convert.messages_from_pb(request.messages, "messages", v, limits)
-        user_message, user_parts = user_message_parts(
-            request.user_message,
-            request.user_message_parts,
-            "user_message_parts",
-            v,
-            parts_from_pb,
-            limits,
+        user_message, user_parts = convert.user_message_from_pb(
+            request.user_message, request.user_message_parts, v, limits
         )
-        if request.session.memory not in _MEMORY:
-            v.add("session.memory", f"unknown memory mode {request.session.memory}")
-        layout_violations: list[FieldViolation] = []
-        cache_layout = convert.cache_layout_from_pb(
-            request.session.cache_layout, "session.cache_layout", layout_violations
-        )
-        v.extend(layout_violations)
+        memory = convert.memory_from_pb(session.memory, "session.memory", v)
+        cache_layout = convert.cache_layout_from_pb(session.cache_layout, "session.cache_layout", v)
         tools = [_tool_from_pb(t, f"tools[{k}]", v) for k, t in enumerate(request.tools)]
         if request.model.max_output_tokens < 0:
             v.add("model.max_output_tokens", "must not be negative")
@@ -111,14 +99,14 @@ class ChatServicer(chat_pb2_grpc.ChatServiceServicer):  # type: ignore[misc]
         model = request.model
         return ChatTurnRequest(
             caller=caller,
-            session_id=request.session.session_id,
+            session_id=session.session_id,
             user_message=user_message,
             user_parts=user_parts,
             tokenizer=tokenizer,
-            scenario=request.session.scenario,
-            host=request.session.host,
-            variables=dict(request.session.variables),
-            memory=_MEMORY.get(request.session.memory),
+            scenario=session.scenario,
+            host=session.host,
+            variables=dict(session.variables),
+            memory=memory,
             cache_layout=cache_layout,
             messages=messages,
             tools=tools,

@@ -33,11 +33,15 @@ class ContextServicer(pb_grpc.ContextServiceServicer):  # type: ignore[misc]
     async def BuildMessages(
         self, request: pb.BuildMessagesRequest, context: Context
     ) -> pb.BuildMessagesResponse:
+        app = self._app
+        if request.HasField("session"):
+            command = convert.session_build_from_pb(request, app.tokenizers, app.image_limits)
+            return convert.build_response_to_pb(await app.build_session(command), None)
         # Read once, as a slice (the cheapest copy): the response copies the messages
         # kept as they are from these.
         history_pb = request.history[:]
-        built = await self._app.build(convert.build_from_pb(request, history_pb))
-        return convert.build_response_to_pb(built, history_pb)
+        build = convert.inline_build_from_pb(request, history_pb, app.tokenizers, app.image_limits)
+        return convert.build_response_to_pb(await app.build(build), history_pb)
 
     async def Collect(self, request: pb.CollectRequest, context: Context) -> pb.CollectResponse:
         stored, memory_id = await self._sessions.collect(

@@ -1,4 +1,11 @@
-"""Proto messages <-> domain objects. Enum fields are checked here; the rest in core/."""
+"""Proto messages <-> domain objects.
+
+A request is read here, once, into the command app/ runs: enum numbers become core's
+enums, the tokenizer's name its tokenizer, content parts checked parts. Every bad field
+is named in one INVALID_ARGUMENT (an unknown value stands in as the default meanwhile,
+so that the rest of the request can still be checked); app/ and core/ see only
+commands in their own terms.
+"""
 
 from __future__ import annotations
 
@@ -7,24 +14,23 @@ from collections.abc import Iterable, Sequence
 
 from contextd.api.auth import caller_for
 from contextd.api.content_parts import fill_parts, parts_from_pb
-from contextd.app.context import BuiltMessages, SessionModeRequest
 from contextd.app.scope import Caller
-from contextd.app.session_context import ContextLayer, SessionBuild, SessionBuildRequest
-from contextd.core.build import BuildReport, BuildResult, CacheLayout, OverflowPolicy
-from contextd.core.content import ImageLimits
+from contextd.app.session_context import BuiltContext, ContextLayer, SessionBuildRequest
+from contextd.core.build import (
+    BuildReport,
+    BuildRequest,
+    BuildResult,
+    CacheLayout,
+    OverflowPolicy,
+    validate_build_request,
+)
+from contextd.core.content import ContentPart, ImageLimits, parts_text
 from contextd.core.errors import FieldViolation, InvalidArgument, Violations
 from contextd.core.formats import OutputFormat
-from contextd.core.inline_request import (
-    ApiMessage,
-    InlineRequest,
-    chat_messages,
-    user_message_parts,
-)
-from contextd.core.messages import ChatMessage, CompressionSummary, Role
+from contextd.core.messages import ChatMessage, CompressionSummary, Role, ToolCall
 from contextd.core.pipeline import DropReason
-from contextd.core.plain_build import PlainResult
 from contextd.core.prompt import LayerReport, PromptLayers
-from contextd.core.tokens import Tokenizer
+from contextd.core.tokens import EstimateTokenizer, Tokenizer, TokenizerRegistry
 from contextd.v1 import context_pb2 as pb
 
 _ROLE_TO_PB: dict[Role, pb.Role] = {
@@ -34,6 +40,7 @@ _ROLE_TO_PB: dict[Role, pb.Role] = {
     Role.TOOL: pb.ROLE_TOOL,
 }
 _ROLES: dict[int, Role] = {number: role for role, number in _ROLE_TO_PB.items()}
+_USER = Role.USER  # read once: per message, enum member lookups show up in the benchmark
 _FORMATS = {
     pb.OUTPUT_FORMAT_UNSPECIFIED: OutputFormat.NEUTRAL,
     pb.OUTPUT_FORMAT_NEUTRAL: OutputFormat.NEUTRAL,
@@ -45,21 +52,16 @@ _CACHE_LAYOUTS: dict[int, CacheLayout] = {
     pb.CACHE_LAYOUT_OFF: CacheLayout.OFF,
     pb.CACHE_LAYOUT_STABLE_PREFIX: CacheLayout.STABLE_PREFIX,
 }
-
-
-def cache_layout_from_pb(value: int, field: str, violations: list[FieldViolation]) -> CacheLayout:
-    """The layout; an unknown value is recorded and stands in as the default."""
-    layout = _CACHE_LAYOUTS.get(value)
-    if layout is None:
-        violations.append(FieldViolation(field, f"unknown cache layout {value}"))
-        return CacheLayout.OFF
-    return layout
-
-
 _POLICIES = {
     pb.OVERFLOW_POLICY_UNSPECIFIED: OverflowPolicy.KEEP_REQUIRED,
     pb.OVERFLOW_POLICY_KEEP_REQUIRED: OverflowPolicy.KEEP_REQUIRED,
     pb.OVERFLOW_POLICY_FAIL: OverflowPolicy.FAIL,
+}
+# None: the server's setting.
+_MEMORY_MODES: dict[int, bool | None] = {
+    pb.MEMORY_MODE_UNSPECIFIED: None,
+    pb.MEMORY_MODE_ON: True,
+    pb.MEMORY_MODE_OFF: False,
 }
 _DROP_REASONS = {
     DropReason.COMPRESSED: pb.DROP_REASON_COMPRESSED,
@@ -68,6 +70,141 @@ _DROP_REASONS = {
     DropReason.BUDGET: pb.DROP_REASON_BUDGET,
     DropReason.LEADING_ASSISTANT: pb.DROP_REASON_LEADING_ASSISTANT,
 }
+
+
+# --- requests ---------------------------------------------------------------------------
+
+
+def inline_build_from_pb(
+    req: pb.BuildMessagesRequest,
+    history_pb: Sequence[pb.Message],
+    tokenizers: TokenizerRegistry,
+    limits: ImageLimits,
+) -> BuildRequest:
+    """BuildMessages with the history in the request, as core's build request.
+    ``history_pb`` is ``req.history[:]``, which the caller keeps to build the response
+    from (each read of a repeated field element makes a new Python object)."""
+    v = Violations()
+    tokenizer = tokenizer_from_pb(req.tokenizer, tokenizers, v)
+    output_format = _FORMATS.get(req.output_format)
+    policy = _POLICIES.get(req.overflow_policy)
+    cache_layout = _CACHE_LAYOUTS.get(req.cache_layout)
+    # Not in the common case: no call for it.
+    if output_format is None or policy is None or cache_layout is None:
+        output_format, policy = _format_and_policy(req, v)
+        cache_layout = cache_layout_from_pb(req.cache_layout, "cache_layout", v)
+    summary = None
+    if req.HasField("compression_summary"):
+        s = req.compression_summary
+        summary = CompressionSummary(tuple(s.message_ids), s.start_message_id, s.summary)
+    user_message, user_parts = user_message_from_pb(
+        req.user_message, req.user_message_parts, v, limits
+    )
+    build = BuildRequest(
+        user_message=user_message,
+        user_parts=user_parts,
+        token_budget=req.token_budget,
+        tokenizer=tokenizer,
+        system_prompts=req.system_prompts[:],
+        layers=layers_from_pb(req.layers) if req.HasField("layers") else None,
+        history=messages_from_pb(history_pb, "history", v, limits),
+        compression_summary=summary,
+        output_format=output_format,
+        overflow_policy=policy,
+        cache_layout=cache_layout,
+    )
+    if v:
+        validate_build_request(build, v)  # raises, naming the build's bad fields too
+    return build
+
+
+def session_build_from_pb(
+    req: pb.BuildMessagesRequest, tokenizers: TokenizerRegistry, limits: ImageLimits
+) -> SessionBuildRequest:
+    """BuildMessages in session mode (``req.session`` set): the list comes from the stored
+    session, so the request's inline fields must stay empty."""
+    s = req.session
+    # First: naming another user than the credential's is refused before anything else.
+    caller = Caller("")
+    caller_violations: Sequence[FieldViolation] = ()
+    try:
+        caller = caller_for(s.user_id, "session.user_id")
+    except InvalidArgument as error:
+        caller_violations = error.violations
+    v = Violations()
+    for name in ("system_prompts", "history"):
+        if getattr(req, name):
+            v.add(name, "must be empty in session mode")
+    for name in ("layers", "compression_summary"):
+        if req.HasField(name):
+            v.add(name, "must be empty in session mode")
+    tokenizer = tokenizer_from_pb(req.tokenizer, tokenizers, v)
+    output_format, policy = _format_and_policy(req, v)
+    memory = memory_from_pb(s.memory, "session.memory", v)
+    cache_layout = cache_layout_from_pb(s.cache_layout, "session.cache_layout", v)
+    v.extend(caller_violations)
+    user_message, user_parts = user_message_from_pb(
+        req.user_message, req.user_message_parts, v, limits
+    )
+    v.raise_if_any()
+    return SessionBuildRequest(
+        caller=caller,
+        session_id=s.session_id,
+        user_message=user_message,
+        user_parts=user_parts,
+        token_budget=req.token_budget,
+        tokenizer=tokenizer,
+        scenario=s.scenario,
+        host=s.host,
+        variables=dict(s.variables),
+        memory=memory,
+        memory_limit=s.memory_limit,
+        recent_sessions_limit=s.recent_sessions_limit,
+        output_format=output_format,
+        overflow_policy=policy,
+        cache_layout=cache_layout,
+    )
+
+
+def _format_and_policy(
+    req: pb.BuildMessagesRequest, violations: Violations
+) -> tuple[OutputFormat, OverflowPolicy]:
+    output_format = _FORMATS.get(req.output_format)
+    if output_format is None:
+        output_format = OutputFormat.NEUTRAL
+        violations.add("output_format", f"unknown output format {req.output_format}")
+    policy = _POLICIES.get(req.overflow_policy)
+    if policy is None:
+        policy = OverflowPolicy.KEEP_REQUIRED
+        violations.add("overflow_policy", f"unknown overflow policy {req.overflow_policy}")
+    return output_format, policy
+
+
+def tokenizer_from_pb(
+    name: str, tokenizers: TokenizerRegistry, violations: Violations
+) -> Tokenizer:
+    """The named tokenizer (the default for ""); an unknown name is recorded and a
+    stand-in returned."""
+    try:
+        return tokenizers.get(name)
+    except InvalidArgument as error:
+        violations.extend(error.violations)
+        return EstimateTokenizer()
+
+
+def cache_layout_from_pb(value: int, field: str, violations: Violations) -> CacheLayout:
+    layout = _CACHE_LAYOUTS.get(value)
+    if layout is None:
+        violations.add(field, f"unknown cache layout {value}")
+        return CacheLayout.OFF
+    return layout
+
+
+def memory_from_pb(value: int, field: str, violations: Violations) -> bool | None:
+    """Whether memory is on for the request; None: the server's setting."""
+    if value not in _MEMORY_MODES:
+        violations.add(field, f"unknown memory mode {value}")
+    return _MEMORY_MODES.get(value)
 
 
 def layers_from_pb(layers: pb.PromptLayers) -> PromptLayers:
@@ -82,178 +219,97 @@ def layers_from_pb(layers: pb.PromptLayers) -> PromptLayers:
 
 
 def messages_from_pb(
-    messages: Iterable[ApiMessage], field: str, violations: Violations, limits: ImageLimits
+    messages: Iterable[pb.Message], field: str, violations: Violations, limits: ImageLimits
 ) -> list[ChatMessage]:
-    return chat_messages(messages, _ROLES, field, violations, parts_from_pb, limits)
-
-
-def build_from_pb(
-    req: pb.BuildMessagesRequest, history_pb: Sequence[pb.Message]
-) -> InlineRequest | SessionModeRequest:
-    """BuildMessages' request for ``ContextApp.build``. ``history_pb`` is ``req.history[:]``,
-    which the caller keeps to build the response from (each read of a repeated field
-    element makes a new Python object). The history stays as received: the app reads it
-    the way the request needs."""
-    if req.HasField("session"):
-        return _session_build_from_pb(req)
-    output_format = _FORMATS.get(req.output_format)
-    policy = _POLICIES.get(req.overflow_policy)
-    cache_layout = _CACHE_LAYOUTS.get(req.cache_layout)
-    violations: Sequence[FieldViolation] = ()
-    # Not in the common case: no call for it.
-    if output_format is None or policy is None or cache_layout is None:
-        output_format, policy, found = _format_and_policy(req)
-        cache_layout = cache_layout_from_pb(req.cache_layout, "cache_layout", found)
-        violations = found
-    summary = None
-    if req.HasField("compression_summary"):
-        s = req.compression_summary
-        summary = CompressionSummary(tuple(s.message_ids), s.start_message_id, s.summary)
-    return InlineRequest(
-        history_pb,
-        _ROLES,
-        req.system_prompts[:],
-        req.user_message,
-        req.token_budget,
-        req.tokenizer,
-        layers_from_pb(req.layers) if req.HasField("layers") else None,
-        summary,
-        output_format,
-        policy,
-        violations,
-        cache_layout,
-        req.user_message_parts[:],
-        parts_from_pb,
-    )
-
-
-def _format_and_policy(
-    req: pb.BuildMessagesRequest,
-) -> tuple[OutputFormat, OverflowPolicy, list[FieldViolation]]:
-    """The output format and overflow policy of either mode; an unknown value is recorded
-    and stands in as the default, so that the rest of the request can still be checked."""
-    violations: list[FieldViolation] = []
-    output_format = _FORMATS.get(req.output_format)
-    if output_format is None:
-        output_format = OutputFormat.NEUTRAL
-        violations.append(
-            FieldViolation("output_format", f"unknown output format {req.output_format}")
+    """The messages in the domain model; an unknown role number is recorded and read as
+    a user turn."""
+    out: list[ChatMessage] = []
+    add = out.append
+    roles = _ROLES
+    for i, m in enumerate(messages):
+        role = roles.get(m.role)
+        if role is None:
+            violations.add(f"{field}[{i}].role", f"unknown role {m.role}; use a ROLE_* value")
+            role = _USER
+        calls = m.tool_calls
+        message = ChatMessage(
+            role,
+            m.content,
+            tuple(ToolCall(c.id, c.name, c.arguments) for c in calls) if calls else (),
+            m.tool_call_id,
+            m.id,
         )
-    policy = _POLICIES.get(req.overflow_policy)
-    if policy is None:
-        policy = OverflowPolicy.KEEP_REQUIRED
-        violations.append(
-            FieldViolation("overflow_policy", f"unknown overflow policy {req.overflow_policy}")
+        if m.parts:
+            message = _with_parts(message, m.parts, f"{field}[{i}]", violations, limits)
+        add(message)
+    return out
+
+
+def _with_parts(
+    message: ChatMessage,
+    raw_parts: Sequence[pb.ContentPart],
+    at: str,
+    violations: Violations,
+    limits: ImageLimits,
+) -> ChatMessage:
+    """The message with its parts, ``content`` their text view."""
+    parts = parts_from_pb(raw_parts, f"{at}.parts", limits, violations)
+    if message.role is not Role.USER:
+        violations.add(f"{at}.parts", "only user messages carry parts")
+    if message.content:
+        violations.add(f"{at}.content", "must be empty when parts are given")
+    return ChatMessage(message.role, parts_text(parts), id=message.id, parts=parts)
+
+
+def user_message_from_pb(
+    user_message: str,
+    raw_parts: Sequence[pb.ContentPart],
+    violations: Violations,
+    limits: ImageLimits,
+) -> tuple[str, tuple[ContentPart, ...]]:
+    """The current user message's text (the parts' text view when given) and parts, from
+    ``user_message`` and ``user_message_parts``."""
+    if not raw_parts:
+        return user_message, ()
+    parts = parts_from_pb(raw_parts, "user_message_parts", limits, violations)
+    if user_message:
+        violations.add(
+            "user_message_parts", "give either the user message's text or its parts, not both"
         )
-    return output_format, policy, violations
+    return parts_text(parts), parts
 
 
-_MEMORY_MODES = {
-    pb.MEMORY_MODE_UNSPECIFIED: None,
-    pb.MEMORY_MODE_ON: True,
-    pb.MEMORY_MODE_OFF: False,
-}
-
-
-def _session_build_from_pb(req: pb.BuildMessagesRequest) -> SessionModeRequest:
-    # Session mode builds from the store: the inline fields must stay empty.
-    inline = [name for name in ("system_prompts", "history") if getattr(req, name)]
-    inline += [name for name in ("layers", "compression_summary") if req.HasField(name)]
-    s = req.session
-    output_format, policy, violations = _format_and_policy(req)
-    if s.memory not in _MEMORY_MODES:
-        violations.append(FieldViolation("session.memory", f"unknown memory mode {s.memory}"))
-    cache_layout = cache_layout_from_pb(s.cache_layout, "session.cache_layout", violations)
-    caller = Caller("")
-    try:
-        caller = caller_for(s.user_id, "session.user_id")
-    except InvalidArgument as error:
-        violations.extend(error.violations)
-
-    def request(
-        tokenizer: Tokenizer, limits: ImageLimits, parts_violations: Violations
-    ) -> SessionBuildRequest:
-        user_message, user_parts = user_message_parts(
-            req.user_message,
-            req.user_message_parts,
-            "user_message_parts",
-            parts_violations,
-            parts_from_pb,
-            limits,
-        )
-        return SessionBuildRequest(
-            caller=caller,
-            session_id=s.session_id,
-            user_message=user_message,
-            user_parts=user_parts,
-            token_budget=req.token_budget,
-            tokenizer=tokenizer,
-            scenario=s.scenario,
-            host=s.host,
-            variables=dict(s.variables),
-            memory=_MEMORY_MODES.get(s.memory),
-            memory_limit=s.memory_limit,
-            recent_sessions_limit=s.recent_sessions_limit,
-            output_format=output_format,
-            overflow_policy=policy,
-            cache_layout=cache_layout,
-        )
-
-    return SessionModeRequest(req.tokenizer, inline, violations, request)
+# --- responses --------------------------------------------------------------------------
 
 
 def build_response_to_pb(
-    built: BuiltMessages, history_pb: Sequence[pb.Message]
+    built: BuiltContext, history_pb: Sequence[pb.Message] | None
 ) -> pb.BuildMessagesResponse:
-    """BuildMessages' response, whichever way it was built. Messages passed through
-    unchanged are copied from the request's ``history_pb``: cheaper than filling anew."""
-    if isinstance(built, PlainResult):
-        return _plain_response_to_pb(built, history_pb)
-    if isinstance(built, SessionBuild):
-        # Its sources are positions in the stored session, not in the request.
-        response = _result_to_pb(built.result, None)
-        response.report.context_layers.extend(context_layers_to_pb(built.layers))
-        return response
-    return _result_to_pb(built, history_pb)
-
-
-def _plain_response_to_pb(
-    result: PlainResult, history_pb: Sequence[pb.Message]
-) -> pb.BuildMessagesResponse:
+    """BuildMessages' response. ``history_pb``: the request's history when the build was
+    inline; the messages kept as they are are copied from it (cheaper than filling anew).
+    A session build's sources are positions in the stored session: None then."""
     response = pb.BuildMessagesResponse()
-    fill_report(response.report, result.report)
-    add = response.messages.add
-    report = result.report
-    if result.system_prompt:
-        system = add()
-        system.role = pb.ROLE_SYSTEM
-        system.content = result.system_prompt
-        system.tokens = report.system_tokens
-    for source, tokens in zip(history_pb[result.kept_from :], result.kept_tokens, strict=True):
-        copy = add()
-        copy.CopyFrom(source)
-        copy.tokens = tokens
-    user = add()
-    user.role = pb.ROLE_USER
-    user.content = result.user_message
-    user.tokens = report.user_message_tokens
-    return response
-
-
-def _result_to_pb(
-    result: BuildResult, history_pb: Sequence[pb.Message] | None
-) -> pb.BuildMessagesResponse:
-    response = pb.BuildMessagesResponse()
-    fill_report(response.report, result.report)
+    result = built.result
+    report = response.report
+    fill_report(report, result.report)
+    if built.layers:
+        report.context_layers.extend(context_layers_to_pb(built.layers))
     if result.payload is not None:
         response.payload_json = json.dumps(
             result.payload, ensure_ascii=False, allow_nan=False, separators=(",", ":")
         )
+    _fill_messages(response, result, history_pb)
+    return response
+
+
+def _fill_messages(
+    response: pb.BuildMessagesResponse, result: BuildResult, history_pb: Sequence[pb.Message] | None
+) -> None:
     add = response.messages.add
     if history_pb is None:
         for m, n in zip(result.messages, result.message_tokens, strict=True):
             fill_message(add(), m, n)
-        return response
+        return
     for m, n, source in zip(result.messages, result.message_tokens, result.sources, strict=True):
         if source is None:
             fill_message(add(), m, n)
@@ -261,7 +317,6 @@ def _result_to_pb(
             copy = add()
             copy.CopyFrom(history_pb[source])
             copy.tokens = n
-    return response
 
 
 def message_to_pb(m: ChatMessage, tokens: int) -> pb.Message:

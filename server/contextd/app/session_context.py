@@ -61,8 +61,11 @@ class LayerDefaults:
     recent_sessions_limit: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SessionBuildRequest:
+    """A build from the stored session ``session_id``: session-mode BuildMessages, and
+    each model step of a chat turn."""
+
     caller: Caller
     session_id: str
     user_message: str
@@ -102,7 +105,10 @@ class ContextLayer:
 
 
 @dataclass(frozen=True, slots=True)
-class SessionBuild:
+class BuiltContext:
+    """What a build answers: the message list with its report, and from a stored session
+    what each context layer gave (none for a history in the request)."""
+
     result: BuildResult
     layers: list[ContextLayer]
 
@@ -137,13 +143,13 @@ class SessionContextBuilder:
         self.memories = memories
         self.summaries = summaries
 
-    async def build(self, req: SessionBuildRequest, session: Session | None = None) -> SessionBuild:
+    async def build(self, req: SessionBuildRequest, session: Session | None = None) -> BuiltContext:
         """Build from the stored session. ``session``: the session ``req`` names, when the
         caller has read it already (through SessionsApp.get, so its owner is checked)."""
         with spans.span("contextd.session_context"):
             return await self._build(req, session)
 
-    async def _build(self, req: SessionBuildRequest, session: Session | None) -> SessionBuild:
+    async def _build(self, req: SessionBuildRequest, session: Session | None) -> BuiltContext:
         _validate(req)
         if session is None:
             session = await self.sessions.get(req.caller, req.session_id)
@@ -211,7 +217,7 @@ class SessionContextBuilder:
         else:
             middle = [*volatile_layers, window_layer]
         layers = [system_layer, scenario_layer, session_layer, *middle, user_layer]
-        return SessionBuild(result, layers)
+        return BuiltContext(result, layers)
 
     async def _scenario(
         self, tenant_id: str, scenario: str, host: str, variables: Mapping[str, str]

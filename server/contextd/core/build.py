@@ -14,18 +14,20 @@ in ``core/fit.py``; everything older is dropped.
 (tool results a message separated from their calls moved back to them, then the
 pipeline's repairs and the compression summary, as units newest first); pin
 the end that always stays; fit the summary, then the history; render the list and
-its report.
+its report. Most requests are plain (a system prompt, user and assistant turns with
+text and nothing to repair, a user message, the neutral output): ``_build_plain``
+answers those by the same rule without the steps they do not need.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from contextd.core.content import ContentPart
 from contextd.core.errors import BudgetExceeded, FailedPrecondition, InvalidArgument, Violations
-from contextd.core.fit import KeptHistory, fit_newest, fit_units
+from contextd.core.fit import KeptHistory, fit_newest, fit_units, unit_costs
 from contextd.core.formats import JsonObject, OutputFormat, render
 from contextd.core.messages import ChatMessage, CompressionSummary, Role
 from contextd.core.pipeline import (
@@ -35,6 +37,7 @@ from contextd.core.pipeline import (
     Unit,
     dropped_ranges,
     is_blank,
+    is_plain,
     replaced_ids,
     summary_message,
     units_newest_first,
@@ -141,9 +144,9 @@ class BuildResult:
     stable_end: int = 0
 
 
-def validate_build_request(req: BuildRequest, violations: Violations | None = None) -> bool:
-    """Raise InvalidArgument naming every bad field of the request. Returns whether the
-    history is known to be plain (see ``validate_history``)."""
+def validate_build_request(req: BuildRequest, violations: Violations | None = None) -> None:
+    """Raise InvalidArgument naming every bad field of the request (and every violation
+    already in ``violations``)."""
     v = violations if violations is not None else Violations()
     if is_blank(req.user_message) and not req.history:
         v.add("user_message", "the current user message is required")
@@ -153,13 +156,11 @@ def validate_build_request(req: BuildRequest, violations: Violations | None = No
         v.add("layers", "give either system_prompts or layers, not both")
     if req.layers is not None and is_blank(req.layers.identity):
         v.add("layers.identity", "identity is required and must not be blank")
-    plain = False
     if not req.history_trusted:
-        plain = validate_history(req.history, v)
+        validate_history(req.history, v)
         if req.compression_summary is not None:
             validate_summary(req.compression_summary, req.history, v)
     v.raise_if_any()
-    return plain
 
 
 def system_text(req: BuildRequest) -> str:
@@ -196,6 +197,7 @@ def join_system_prompts(prompts: Sequence[str]) -> str:
 _SYSTEM, _USER, _TOOL = Role.SYSTEM, Role.USER, Role.TOOL
 _NEUTRAL, _ANTHROPIC = OutputFormat.NEUTRAL, OutputFormat.ANTHROPIC
 _STABLE_PREFIX = CacheLayout.STABLE_PREFIX
+_BUDGET = DropReason.BUDGET
 
 
 @dataclass(slots=True)
@@ -223,8 +225,15 @@ class _Fitted:
 
 
 def build_messages(req: BuildRequest) -> BuildResult:
-    """Validate, prepare the history, pin what always stays, fit the rest, render."""
-    plain = validate_build_request(req)
+    """Validate, prepare the history, pin what always stays, fit the rest, render; the
+    plain case the short way."""
+    # A trusted history is not checked here, so it is not known to be plain.
+    plain = not req.history_trusted and is_plain(req.history)
+    if plain:
+        built = _build_plain(req)
+        if built is not None:
+            return built
+    validate_build_request(req)
     tok = req.tokenizer
     report = BuildReport(tok.name, req.token_budget)
     system_msg, volatile_msg, volatile_tokens = _system_messages(req, report)
@@ -239,21 +248,77 @@ def build_messages(req: BuildRequest) -> BuildResult:
     history = req.history if reordered is None else reordered.history
     dropped: list[tuple[int, DropReason]] = []
     units = units_newest_first(history, req.compression_summary, dropped, report.removed_tool_calls)
-    unit_tokens = _unit_counter(req, reordered)
+    known = _known_counts(req, reordered)
 
     kept = KeptHistory()
-    user_msg = _pin_end(req, report, units, unit_tokens, kept)
+    user_msg = _pin_end(req, report, units, known, kept)
     pinned = len(kept.entries)
     available = _room(req, report, sum(kept.tokens), user_msg is not None)
     summary_msg, available = _fit_summary(req, report, available)
     if plain and user_msg and req.history_tokens is None and req.compression_summary is None:
         fitted = _fit_plain(req.history, available, tok)
     else:
-        fitted = _fit_repaired(history, units, available, unit_tokens, kept)
+        fitted = _fit_repaired(history, units, available, known, tok, kept)
     if req.output_format is _ANTHROPIC:
         fitted = _user_first(fitted, pinned, dropped)
     ends = _Ends(system_msg, summary_msg, volatile_msg, volatile_tokens, user_msg)
     return _result(req, report, dropped, ends, fitted, reordered)
+
+
+def _build_plain(req: BuildRequest) -> BuildResult | None:
+    """``build_messages`` for a request with a plain history when the whole request is
+    the plain case: a user message of text, a positive budget, no compression summary,
+    nothing volatile, no prompt layers, the neutral output. Such a request is valid (none
+    of ``validate_build_request``'s checks can fail), and the list is [system prompt] +
+    the history's newest messages that fit + [user message]. None when the request is
+    not that case, or when the required messages alone are over the budget (the general
+    way reports that)."""
+    user_message = req.user_message
+    if (
+        req.output_format is not _NEUTRAL
+        or req.layers is not None
+        or req.compression_summary is not None
+        or req.history_tokens is not None
+        or req.token_budget <= 0
+        or req.user_parts
+        or is_blank(user_message)
+        or not is_blank(req.volatile_prompt)
+    ):
+        return None
+    tok = req.tokenizer
+    overhead = tok.message_overhead
+    system = join_system_prompts(req.system_prompts)
+    system_tokens = overhead + tok.count(system) if system else 0
+    user_tokens = overhead + tok.count(user_message)
+    available = req.token_budget - system_tokens - user_tokens
+    if available < 0:
+        return None
+    history = req.history
+    start, counts = fit_newest(history, available, tok)
+    history_tokens = sum(counts)
+    report = BuildReport(
+        tok.name,
+        req.token_budget,
+        system_tokens=system_tokens,
+        history_tokens=history_tokens,
+        user_message_tokens=user_tokens,
+        history_kept=len(counts),
+        # Nothing here changes next turn: the system prompt and history are a prefix.
+        cacheable_prefix_tokens=system_tokens + history_tokens,
+    )
+    if start:
+        report.dropped.append(DroppedRange(0, start, _BUDGET))
+    messages: list[ChatMessage] = [ChatMessage(_SYSTEM, system)] if system else []
+    tokens = [system_tokens] if system else []
+    sources: list[int | None] = [None] if system else []
+    messages += history[start:]
+    tokens += counts
+    sources += range(start, len(history))
+    stable_end = len(messages)
+    messages.append(ChatMessage(_USER, user_message))
+    tokens.append(user_tokens)
+    sources.append(None)
+    return BuildResult(messages, tokens, sources, None, report, stable_end)
 
 
 def _system_messages(
@@ -288,29 +353,20 @@ def _volatile_in_system(req: BuildRequest) -> bool:
     return not is_blank(req.volatile_prompt)
 
 
-def _unit_counter(req: BuildRequest, reordered: Reordered | None) -> Callable[[Unit], list[int]]:
-    """Token counts of a unit's messages: the request's known counts, or counted."""
+def _known_counts(req: BuildRequest, reordered: Reordered | None) -> Sequence[int] | None:
+    """The request's known token counts at the reordered history's positions; None when
+    they are to be counted."""
     known = req.history_tokens
-    if known is not None:
-        if reordered is not None:
-            known = [known[i] for i in reordered.origin]
-        return lambda unit: [known[i] for i, _ in unit]
-    tok = req.tokenizer
-    overhead, count = tok.message_overhead, tok.count
-
-    def counted(unit: Unit) -> list[int]:
-        if len(unit) == 1 and not unit[0][1].tool_calls and not unit[0][1].parts:
-            return [overhead + count(unit[0][1].content)]  # message_tokens, inlined: hot
-        return [message_tokens(m, tok) for _, m in unit]
-
-    return counted
+    if known is not None and reordered is not None:
+        return [known[i] for i in reordered.origin]
+    return known
 
 
 def _pin_end(
     req: BuildRequest,
     report: BuildReport,
     units: Iterator[Unit],
-    unit_tokens: Callable[[Unit], list[int]],
+    known: Sequence[int] | None,
     kept: KeptHistory,
 ) -> ChatMessage | None:
     """The end that always stays: the user message, or, to continue after tool results,
@@ -325,7 +381,7 @@ def _pin_end(
             "user_message",
             "required unless the history ends with tool results to continue from",
         )
-    kept.add(tail, unit_tokens(tail))
+    kept.add(tail, unit_costs(tail, known, req.tokenizer))
     return None
 
 
@@ -363,8 +419,7 @@ def _fit_summary(
 
 def _fit_plain(history: Sequence[ChatMessage], available: int, tok: Tokenizer) -> _Fitted:
     """A plain history needs no units: its messages are fitted as they are."""
-    newest_first = (m.content for m in reversed(history))
-    start, counts = fit_newest(newest_first, len(history), available, tok)
+    start, counts = fit_newest(history, available, tok)
     indices = range(start, len(history))
     return _Fitted(indices, history[start:], counts, indices, start)
 
@@ -373,10 +428,11 @@ def _fit_repaired(
     history: Sequence[ChatMessage],
     units: Iterator[Unit],
     available: int,
-    unit_tokens: Callable[[Unit], list[int]],
+    known: Sequence[int] | None,
+    tok: Tokenizer,
     kept: KeptHistory,
 ) -> _Fitted:
-    budget_end = fit_units(units, available, unit_tokens, kept)
+    budget_end = fit_units(units, available, known, tok, kept)
     entries, counts = kept.oldest_first()
     # A repaired message (tool calls removed) is not the request's any more.
     sources = [i if m is history[i] else None for i, m in entries]

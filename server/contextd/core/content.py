@@ -68,10 +68,6 @@ def parts_text(parts: Sequence[ContentPart]) -> str:
     )
 
 
-def images(parts: Sequence[ContentPart]) -> list[ImagePart]:
-    return [p for p in parts if isinstance(p, ImagePart)]
-
-
 @dataclass(frozen=True, slots=True)
 class ImageLimits:
     max_image_bytes: int = DEFAULT_MAX_IMAGE_BYTES

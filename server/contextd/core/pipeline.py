@@ -73,15 +73,10 @@ def summary_message(summary: CompressionSummary) -> ChatMessage:
 
 def validate_history(
     history: Sequence[ChatMessage], violations: Violations, field: str = "history"
-) -> bool:
-    """Structural rules every provider format needs; the repairs below handle the rest.
-
-    Returns whether the history is plain: only user and assistant messages, none blank,
-    none with tool calls or content parts (nothing for the repairs to do, counted by text).
-    """
+) -> None:
+    """Structural rules every provider format needs; the repairs below handle the rest."""
     seen_message_ids: set[str] = set()
     seen_call_ids: set[str] = set()
-    plain = True
     # Read once: per message, enum member lookups show up in the BuildMessages benchmark.
     user, assistant = Role.USER, Role.ASSISTANT
     for i, msg in enumerate(history):
@@ -92,10 +87,7 @@ def validate_history(
             seen_message_ids.add(message_id)
         role = msg.role
         if (role is user or role is assistant) and not (msg.tool_calls or msg.tool_call_id):
-            if plain and (not msg.content or msg.content.isspace() or msg.parts):
-                plain = False
             continue  # the common case needs no further checks
-        plain = False
         at = f"{field}[{i}]"
         if role is Role.SYSTEM:
             violations.add(f"{at}.role", "system messages belong in the system prompt, not history")
@@ -107,7 +99,28 @@ def validate_history(
             violations.add(f"{at}.tool_calls", "only assistant messages carry tool calls")
         for j, call in enumerate(msg.tool_calls):
             _validate_tool_call(call, f"{at}.tool_calls[{j}]", seen_call_ids, violations)
-    return plain
+
+
+def is_plain(history: Sequence[ChatMessage]) -> bool:
+    """Whether the history is plain: user and assistant turns of text, none blank, no tool
+    calls or content parts, ids unique. A plain history passes ``validate_history`` and
+    leaves the repairs nothing to do, so it is fitted by its texts alone."""
+    ids: set[str] = set()
+    # Read once: per message, enum member lookups show up in the BuildMessages benchmark.
+    user, assistant = Role.USER, Role.ASSISTANT
+    for m in history:
+        role = m.role
+        if (role is not user and role is not assistant) or m.tool_calls or m.tool_call_id:
+            return False
+        text = m.content
+        if not text or text.isspace() or m.parts:
+            return False
+        message_id = m.id
+        if message_id:
+            if message_id in ids:
+                return False
+            ids.add(message_id)
+    return True
 
 
 def _validate_tool_call(call: ToolCall, at: str, seen: set[str], violations: Violations) -> None:
