@@ -32,7 +32,7 @@ from contextd.core.build import (
     build_messages,
 )
 from contextd.core.content import ContentPart
-from contextd.core.errors import Violations
+from contextd.core.errors import Violations, shown
 from contextd.core.formats import OutputFormat
 from contextd.core.messages import ChatMessage, CompressionSummary, Role
 from contextd.core.pipeline import DroppedRange, DropReason, is_blank
@@ -250,7 +250,7 @@ class SessionContextBuilder:
         if scenario:
             template = await self.catalog.get_template(scenario, tenant_id=tenant_id)
             if template is None or not template.enabled:
-                layer.note = f"no enabled prompt template for scenario {scenario!r}"
+                layer.note = f"no enabled prompt template for scenario {shown(scenario)}"
                 return None
             return template
         if not host:

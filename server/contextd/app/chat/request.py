@@ -9,7 +9,7 @@ from contextd.app.chat.memory_tool import MEMORY_TOOL
 from contextd.app.scope import Caller
 from contextd.core.build import CacheLayout
 from contextd.core.content import ContentPart
-from contextd.core.errors import Violations
+from contextd.core.errors import Violations, shown
 from contextd.core.messages import ChatMessage
 from contextd.core.pipeline import is_blank
 from contextd.core.tokens import Tokenizer
@@ -90,7 +90,7 @@ def validate(req: ChatTurnRequest) -> None:
     names = set()
     for k, tool in enumerate(req.tools):
         if tool.name == MEMORY_TOOL.name or tool.name in names:
-            v.add(f"tools[{k}].name", f"duplicate or reserved tool name {tool.name!r}")
+            v.add(f"tools[{k}].name", f"duplicate or reserved tool name {shown(tool.name)}")
         names.add(tool.name)
     if req.messages and req.tool_results:
         v.add("messages", "prebuilt messages cannot continue a stored turn")
