@@ -26,6 +26,7 @@ from contextd.api.auth import Authenticator
 from contextd.api.auth_modes import authenticator_factory
 from contextd.api.chat_servicer import ChatServicer
 from contextd.api.context_servicer import ContextServicer
+from contextd.api.ids import public_ids
 from contextd.api.interceptors import WEB_PEER_KEY, GuardInterceptor, Limits
 from contextd.api.limits import RateLimiter, TurnSlots
 from contextd.api.serving_health import ServingHealth
@@ -135,13 +136,10 @@ TESTING_TURN_LEASE_ENV = "CONTEXTD_TESTING_TURN_LEASE_S"
 # A minute between deltas is already more than anyone watching waits for.
 MAX_ECHO_DELAY_MS = 60_000
 
-SERVICE_NAMES = (
-    context_pb2.DESCRIPTOR.services_by_name["ContextService"].full_name,
-    chat_pb2.DESCRIPTOR.services_by_name["ChatService"].full_name,
-    sessions_pb2.DESCRIPTOR.services_by_name["SessionService"].full_name,
-    memory_pb2.DESCRIPTOR.services_by_name["MemoryService"].full_name,
-    prompts_pb2.DESCRIPTOR.services_by_name["PromptService"].full_name,
-    users_pb2.DESCRIPTOR.services_by_name["UserService"].full_name,
+SERVICE_NAMES = tuple(
+    service.full_name
+    for module in (context_pb2, chat_pb2, sessions_pb2, memory_pb2, prompts_pb2, users_pb2)
+    for service in module.DESCRIPTOR.services_by_name.values()
 )
 
 
@@ -249,7 +247,7 @@ async def start(
             ],
             maximum_concurrent_rpcs=settings.max_concurrent_rpcs,
         )
-        closers, chat = _add_services(server, settings, tokenizers, db, metrics, embedder)
+        closers, chat = await _add_services(server, settings, tokenizers, db, metrics, embedder)
         for close in reversed(closers):
             undo.push_async_callback(close, 0.0)
         # Before serving: the turns a killed server left open get their end.
@@ -258,8 +256,7 @@ async def start(
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
         serving = ServingHealth(health_servicer, SERVICE_NAMES)
         _health_follows_watchers(db, serving, settings.database_url)
-        closers.append(_untimed(db.disk.aclose))
-        closers.append(_untimed(serving.aclose))
+        closers += [_untimed(db.disk.aclose), _untimed(serving.aclose)]
         names = (*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME)
         reflection.enable_server_reflection(names, server)
         if extra_handlers:
@@ -452,7 +449,7 @@ async def _start_web(
     return gateway
 
 
-def _add_services(
+async def _add_services(
     server: grpc.aio.Server,
     settings: Settings,
     tokenizers: TokenizerRegistry,
@@ -461,6 +458,7 @@ def _add_services(
     embedder: Embedder | None,
 ) -> tuple[list[Closer], ChatApp]:
     """Register every service; return what must be closed on stop, and the chat."""
+    ids = await public_ids(db)  # the message and memory ids callers see
     memories = MemoryRepo(db, half_life_days=settings.memory_half_life_days, metrics=metrics)
     if embedder is not None:  # vectors made in the background, used by every memory search
         embedding = search_by_meaning(
@@ -487,10 +485,10 @@ def _add_services(
     image_limits = ImageLimits(max_image_bytes=settings.max_image_bytes)
     context = ContextApp(tokenizers, settings.max_history_messages, builder, image_limits, metrics)
     context_pb2_grpc.add_ContextServiceServicer_to_server(
-        ContextServicer(context, sessions), server
+        ContextServicer(context, sessions, ids), server
     )
     memory_pb2_grpc.add_MemoryServiceServicer_to_server(
-        MemoryServicer(MemoriesApp(memories, sessions)), server
+        MemoryServicer(MemoriesApp(memories, sessions), ids), server
     )
     prompts_pb2_grpc.add_PromptServiceServicer_to_server(
         PromptServicer(PromptsApp(catalog)), server
@@ -532,9 +530,9 @@ def _add_services(
     )
     if isinstance(metrics, PrometheusRecorder):
         _record_after_turn(metrics, after_turn)
-    chat_pb2_grpc.add_ChatServiceServicer_to_server(ChatServicer(chat, context), server)
+    chat_pb2_grpc.add_ChatServiceServicer_to_server(ChatServicer(chat, context, ids), server)
     sessions_pb2_grpc.add_SessionServiceServicer_to_server(
-        SessionServicer(sessions, tokenizers.default, chat, image_limits), server
+        SessionServicer(sessions, tokenizers.default, chat, image_limits, ids), server
     )
     # Event logs of deleted sessions wait in notes here until their deletion committed.
     removals = LogRemovals(db, events, settings.data_dir / "log-removals")

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from contextd.app.pagination import bad_page_token, page_size
-from contextd.app.scope import Caller, is_stored_id, parse_id
+from contextd.app.scope import Caller, is_stored_id, not_found, parse_id
 from contextd.app.sessions import SessionsApp
-from contextd.core.errors import InvalidArgument, NotFound, Violations
+from contextd.core.errors import InvalidArgument, Violations
 from contextd.core.pipeline import is_blank
 from contextd.store.memory.hybrid import MemorySearchResult
 from contextd.store.memory.repository import MemoryRepo
@@ -74,7 +74,6 @@ class MemoriesApp:
         memory = await self.memories.get(
             parse_id(memory_id, "memory_id", "memory"), tenant_id=caller.tenant_id
         )
-        if memory is None:
-            raise NotFound(f"no memory with id {memory_id!r}")
-        caller.check_owner(memory.user_id, "the memory")
+        if memory is None or not caller.owns(memory.user_id):
+            raise not_found("memory", "memory_id")
         await self.memories.delete(memory.id)
