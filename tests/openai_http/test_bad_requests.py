@@ -48,6 +48,9 @@ def tool(name: str, **function: Any) -> dict[str, Any]:
 CASES: list[tuple[str, bytes | dict[str, Any], str | None, str | None]] = [
     ("not json", b"{not json", None, "invalid_json"),
     ("not an object", b"[1, 2]", None, "invalid_json"),
+    # Read with an explicit nesting limit (64), not up to the interpreter's recursion limit.
+    ("nested 65 deep", b'{"a":' * 64 + b"{}" + b"}" * 64, None, "invalid_json"),
+    ("nested 100,000 deep", b"[" * 100_000 + b"]" * 100_000, None, "invalid_json"),
     ("unknown field", {**OK, "frobnicate": 1}, "frobnicate", "unknown_parameter"),
     (
         "long unknown field",

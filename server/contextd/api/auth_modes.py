@@ -26,7 +26,7 @@ def authenticator_factory(settings: Settings) -> AuthenticatorFactory | None:
         _refuse_exposed(settings)
         return None
     if settings.auth == "api-key":
-        return lambda db: ApiKeyAuthenticator(ApiKeyRepo(db))
+        return _api_keys
     if settings.auth == "jwt":
         try:
             tokens = JwtAuthenticator.from_settings(settings)
@@ -34,6 +34,12 @@ def authenticator_factory(settings: Settings) -> AuthenticatorFactory | None:
             raise SystemExit(str(error)) from None
         return lambda db: tokens
     raise SystemExit(f"--auth {settings.auth!r} is not a mode; choose one of {', '.join(MODES)}")
+
+
+def _api_keys(db: Database) -> Authenticator:
+    keys = ApiKeyAuthenticator(ApiKeyRepo(db))
+    db.user_erased.append(keys.forget_user)  # their keys are refused at once
+    return keys
 
 
 def _refuse_exposed(settings: Settings) -> None:
