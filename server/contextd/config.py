@@ -79,7 +79,7 @@ class Settings:
     embedding_timeout: float = _setting(10.0, "seconds one embedding call may take")
     max_prompt_tokens: int = _setting(8000, "most prompt tokens a chat turn sends")
     warn_prompt_tokens: int = _setting(6000, "prompt tokens over which a turn warns")
-    max_steps: int = _setting(4, "model calls per turn, server-side tools included")
+    max_steps: int = _setting(100, "model calls per turn, server-side tools included")
     database_url: str = _setting(
         "",
         "PostgreSQL URL (postgresql://user:password@host:5432/db); "

@@ -247,7 +247,15 @@ def build_messages(req: BuildRequest) -> BuildResult:
         reordered = restore_tool_results(req.history, replaced_ids(req.compression_summary))
     history = req.history if reordered is None else reordered.history
     dropped: list[tuple[int, DropReason]] = []
-    units = units_newest_first(history, req.compression_summary, dropped, report.removed_tool_calls)
+    # The Anthropic format cannot carry a blank user message (the Messages API refuses a
+    # text block without text): there it is dropped, and the report says so.
+    units = units_newest_first(
+        history,
+        req.compression_summary,
+        dropped,
+        report.removed_tool_calls,
+        blank_user_turns=req.output_format is not _ANTHROPIC,
+    )
     known = _known_counts(req, reordered)
 
     kept = KeptHistory()
