@@ -1,8 +1,9 @@
 """Which messages the pipeline filters, through the gRPC API: an assistant message with
 neither text nor tool calls goes, a blank user message stays (as the message pipeline's
 filter keeps every message but empty answers). The Anthropic format alone cannot carry
-it (the Messages API refuses a text block without text): there it is left out and the
-report says so, under DROP_REASON_EMPTY."""
+it (the Messages API refuses a text block without text): there, in BuildMessages and in
+a chat turn on the Anthropic provider, it is left out and the report says so, under
+DROP_REASON_EMPTY."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from contextd.v1 import context_pb2 as pb
 from contextd.v1 import context_pb2_grpc
 
 from tests.support.chat_live import Live
+from tests.support.fakes import anthropic_sse as an
 from tests.support.fakes import openai_sse as oa
 
 HISTORY = [
@@ -111,4 +113,25 @@ async def test_a_prebuilt_chat_turn_sends_it_to_the_model(openai_live: Live) -> 
     context = events[0].turn_started.context
     assert [(d.start_index, d.count, d.reason) for d in context.dropped] == [
         (3, 1, pb.DROP_REASON_EMPTY)
+    ]
+
+
+async def test_a_chat_turn_on_the_anthropic_provider_leaves_it_out_and_says_so(
+    anthropic_live: Live,
+) -> None:
+    live, fake = anthropic_live, anthropic_live.fake
+    fake.script(an.text_reply(["Going on."]))
+    request = cpb.StreamChatRequest(
+        session=pb.SessionContext(user_id="blank-turns"),
+        messages=[pb.Message(role=pb.ROLE_SYSTEM, content="Be brief."), *HISTORY],
+        user_message="Yes, go on.",
+    )
+    events: list[Any] = [e async for e in live.chat.StreamChat(request)]
+    assert events[-1].turn_completed.status == cpb.TURN_STATUS_OK
+    sent = fake.bodies()[-1]["messages"]
+    assert [turn["role"] for turn in sent] == ["user", "assistant", "user"]
+    assert all(turn["content"] for turn in sent)
+    context = events[0].turn_started.context
+    assert [(d.start_index, d.count, d.reason) for d in context.dropped] == [
+        (2, 2, pb.DROP_REASON_EMPTY)
     ]

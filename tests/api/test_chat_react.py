@@ -252,7 +252,7 @@ async def test_host_tool_action_requires_action_then_continues(live: Live) -> No
         (pb.ROLE_USER, "<observation>sunny, 21 C</observation>"),
         (pb.ROLE_ASSISTANT, "Sunny, 21 C in Paris."),
     ]
-    assert pending.id == f"react_{messages[1].message.id}"
+    assert pending.id == f"react_{messages[1].seq}"
     log = await exported(live, user, sid)
     check_event_shape(log, sid)
     assert [(e["type"], e.get("step")) for e in log[1:]] == [

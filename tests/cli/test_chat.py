@@ -167,9 +167,10 @@ def test_resume_a_session(address: str) -> None:
     assert f"session {session_id} (resumed, 2 messages)" in done.stderr
     assert "4 messages" in done.stdout
 
+    # Another user's session is not found, as if it did not exist.
     other = chat("--address", address, "--user", "intruder", "--session", session_id, "--once", "x")
     assert other.returncode == 2
-    assert f"session {session_id} is not a session of user intruder" in other.stderr
+    assert f"session {session_id} not found" in other.stderr
     missing = chat("--address", address, "--user", user, "--session", "0" * 32, "--once", "x")
     assert missing.returncode == 2 and "not found" in missing.stderr
 

@@ -92,6 +92,8 @@ class SessionBuildRequest:
     memory_query: str | None = None
     # The user message's text and images; ``user_message`` is then their text view.
     user_parts: tuple[ContentPart, ...] = ()
+    # As BuildRequest's: False for a model that takes no user message without text.
+    blank_user_turns: bool = True
 
 
 @dataclass(slots=True)
@@ -337,6 +339,7 @@ class SessionContextBuilder:
                     overflow_policy=req.overflow_policy,
                     history_tokens=counts,
                     history_trusted=True,
+                    blank_user_turns=req.blank_user_turns,
                 )
             )
             total = rows[-1].seq + 1 if rows else 0

@@ -100,6 +100,9 @@ class BuildRequest:
     # The user message's text and images (checked by the caller); ``user_message`` is
     # then their text view.
     user_parts: tuple[ContentPart, ...] = ()
+    # False where the model the list goes to cannot take a user message without text
+    # (the Anthropic format never can): the history's are then dropped and reported.
+    blank_user_turns: bool = True
 
 
 @dataclass(slots=True)
@@ -254,7 +257,7 @@ def build_messages(req: BuildRequest) -> BuildResult:
         req.compression_summary,
         dropped,
         report.removed_tool_calls,
-        blank_user_turns=req.output_format is not _ANTHROPIC,
+        blank_user_turns=req.blank_user_turns and req.output_format is not _ANTHROPIC,
     )
     known = _known_counts(req, reordered)
 
