@@ -62,6 +62,7 @@ from contextd.store.engine.open import (
     masked_url,
     open_database,
 )
+from contextd.store.event_log.events import HISTORY_DIR
 from contextd.store.event_log.removals import LogRemovals
 from contextd.store.memory.history import MemoryHistoryRepo
 from contextd.store.memory.repository import MemoryRepo
@@ -473,7 +474,7 @@ def _add_services(
         embedding.start()
     summaries = SummaryRepo(db)
     catalog = CatalogRepo(db)
-    events = db.event_log(settings.data_dir / "history")
+    events = db.event_log(settings.data_dir / HISTORY_DIR)
     conversation = ConversationRepo(db)
     sessions = SessionsApp(SessionRepo(db), conversation, summaries, memories, tokenizers, events)
     defaults = LayerDefaults(

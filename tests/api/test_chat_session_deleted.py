@@ -27,6 +27,7 @@ from contextd.providers.base import (
     Usage,
 )
 from contextd.store.engine.sqlite import SqliteDatabase
+from contextd.store.event_log.events import HISTORY_DIR
 from contextd.v1 import chat_pb2 as cpb
 from contextd.v1 import chat_pb2_grpc, memory_pb2_grpc, sessions_pb2_grpc
 from contextd.v1 import context_pb2 as pb
@@ -176,7 +177,7 @@ async def test_a_session_deleted_while_its_turn_streams_ends_the_turn_not_found(
         assert count == 0, table
     assert await rows(live.db, doomed) == before
     # Its event log too: the turn's later events did not write it anew.
-    assert not (live.data_dir / "history" / f"{doomed}.jsonl").exists()
+    assert not (live.data_dir / HISTORY_DIR / f"{doomed}.jsonl").exists()
 
     # The other session goes on as before.
     turn = [

@@ -23,6 +23,7 @@ from contextd.providers.base import (
     Usage,
 )
 from contextd.store.engine.database import Database
+from contextd.store.event_log.events import HISTORY_DIR
 from contextd.store.memory.index import user_key
 from contextd.v1 import chat_pb2 as cpb
 from contextd.v1 import chat_pb2_grpc, memory_pb2_grpc, sessions_pb2_grpc, users_pb2_grpc
@@ -94,7 +95,7 @@ class InProcess:
 
     @property
     def history(self) -> Path:
-        return self.running.settings.data_dir / "history"
+        return self.running.settings.data_dir / HISTORY_DIR
 
 
 @asynccontextmanager
