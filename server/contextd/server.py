@@ -56,7 +56,6 @@ from contextd.store.catalog import CatalogRepo
 from contextd.store.conversation import ConversationRepo
 from contextd.store.engine.data_lock import DataDirInUse, DataDirLock
 from contextd.store.engine.database import Database
-from contextd.store.engine.disk import DiskWatch
 from contextd.store.engine.open import (
     check_database_url,
     masked_url,
@@ -102,14 +101,14 @@ Closer = Callable[[float], Awaitable[None]]
 def _health_follows_watchers(db: Database, serving: ServingHealth, database_url: str) -> None:
     """NOT_SERVING while writes fail for want of space or the database is out of reach,
     SERVING once neither is the case."""
-    assert db.disk is not None
-    serving.follow(
-        "disk",
-        db.disk.listeners,
-        recovered="the disk has room again",
-        failed="the disk is full: writes fail",
-        extra={"data_dir": str(db.disk.directory)},
-    )
+    if db.disk is not None:
+        serving.follow(
+            "disk",
+            db.disk.listeners,
+            recovered="the disk has room again",
+            failed="the disk is full: writes fail",
+            extra={"data_dir": str(db.disk.directory)},
+        )
     if db.reachability is not None:
         serving.follow(
             "database",
@@ -235,11 +234,11 @@ async def start(
                 pool_size=settings.database_pool_size,
                 statement_timeout=settings.database_statement_timeout,
                 pool_timeout=settings.database_pool_timeout,
+                watch_disk=True,
             )
         except DatabaseUnavailable as error:
             raise SystemExit(f"{masked_url(settings.database_url)}: {error}") from None
         undo.push_async_callback(db.close)
-        db.disk = DiskWatch(settings.data_dir)
         metrics = _recorder(settings, db)
         guard = _guard(settings, authenticator(db) if authenticator else None, limits, metrics)
         server = grpc.aio.server(
@@ -259,7 +258,6 @@ async def start(
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
         serving = ServingHealth(health_servicer, SERVICE_NAMES)
         _health_follows_watchers(db, serving, settings.database_url)
-        closers.append(_untimed(db.disk.aclose))
         closers.append(_untimed(serving.aclose))
         names = (*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME)
         reflection.enable_server_reflection(names, server)
