@@ -460,15 +460,23 @@ def _add_services(
     embedder: Embedder | None,
 ) -> tuple[list[Closer], ChatApp]:
     """Register every service; return what must be closed on stop, and the chat."""
-    memories = MemoryRepo(db, half_life_days=settings.memory_half_life_days, metrics=metrics)
-    if embedder is not None:  # vectors made in the background, used by every memory search
-        embedding = search_by_meaning(
-            memories,
+    if embedder is None:
+        memories = MemoryRepo(db, half_life_days=settings.memory_half_life_days, metrics=metrics)
+    else:  # vectors made in the background, used by every memory search
+        meaning = search_by_meaning(
             embedder,
             MemoryVectorRepo(db, embedder.model),
             query_timeout=settings.embedding_timeout,
             metrics=metrics,
         )
+        memories = MemoryRepo(
+            db,
+            half_life_days=settings.memory_half_life_days,
+            metrics=metrics,
+            meaning=meaning.ranker,
+            changed=meaning.worker.wake,
+        )
+        embedding = meaning.worker
         embedding.start()
     summaries = SummaryRepo(db)
     catalog = CatalogRepo(db)
