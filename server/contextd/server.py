@@ -37,7 +37,7 @@ from contextd.app.context import ContextApp
 from contextd.app.memories import MemoriesApp
 from contextd.app.memory_embedding import search_by_meaning
 from contextd.app.prompts import PromptsApp
-from contextd.app.retention import RetentionPurger, check_days
+from contextd.app.retention import RetentionPurger
 from contextd.app.session_context import LayerDefaults, SessionContextBuilder
 from contextd.app.sessions import SessionsApp
 from contextd.app.users import UsersApp
@@ -56,11 +56,7 @@ from contextd.store.catalog import CatalogRepo
 from contextd.store.conversation import ConversationRepo
 from contextd.store.engine.data_lock import DataDirInUse, DataDirLock
 from contextd.store.engine.database import Database
-from contextd.store.engine.open import (
-    check_database_url,
-    masked_url,
-    open_database,
-)
+from contextd.store.engine.open import masked_url, open_database
 from contextd.store.event_log.events import HISTORY_DIR
 from contextd.store.event_log.removals import LogRemovals
 from contextd.store.memory.history import MemoryHistoryRepo
@@ -91,6 +87,7 @@ from contextd.web.cors import CorsPolicy
 from contextd.web.gateway import CallCounter, Mount, WebGateway
 from contextd.web.healthz import HealthStatus
 from contextd.web.limits import WebLimits
+from contextd.wiring import SETTINGS_RULES
 
 log = logging.getLogger("contextd.server")
 
@@ -132,8 +129,6 @@ def _untimed(close: Callable[[], Awaitable[None]]) -> Closer:
 # killed replica's turn closed by another soon.
 TESTING_TURN_LEASE_ENV = "CONTEXTD_TESTING_TURN_LEASE_S"
 
-# A minute between deltas is already more than anyone watching waits for.
-MAX_ECHO_DELAY_MS = 60_000
 
 SERVICE_NAMES = (
     context_pb2.DESCRIPTOR.services_by_name["ContextService"].full_name,
@@ -184,27 +179,20 @@ class RunningServer:
 async def start(
     settings: Settings, extra_handlers: Sequence[grpc.GenericRpcHandler[Any, Any]] = ()
 ) -> RunningServer:
+    settings.check(*SETTINGS_RULES)  # every settings error at once, before anything starts
     tokenizers = TokenizerRegistry(settings.default_tokenizer)
     tokenizers.get(settings.default_tokenizer)  # fail at start-up, not on the first call
-    cors = _cors_policy(settings) if settings.web_port >= 0 else None  # before anything starts
-    host_protocols.check(settings)  # before anything starts
+    cors = CorsPolicy.parse(settings.cors_origins) if settings.web_port >= 0 else None
     authenticator = authenticator_factory(settings)  # before anything starts
-    limits = _limits(settings, web=cors is not None)  # before anything starts
-    check_database_url(settings.database_url)  # before anything starts
-    if not 0 <= settings.echo_delay_ms <= MAX_ECHO_DELAY_MS:
-        raise SystemExit(
-            f"--echo-delay-ms must be from 0 to {MAX_ECHO_DELAY_MS} milliseconds, "
-            f"not {settings.echo_delay_ms}"
-        )
+    limits = _limits(settings, web=cors is not None)
     try:
-        check_days(settings.retention_days)
         embedder = make_embedder(  # before anything starts
             settings.embedding_provider,
             settings.embedding_model,
             settings.embedding_base_url,
             timeout=settings.embedding_timeout,
         )
-    except ValueError as error:
+    except ValueError as error:  # the local model is not installed, say
         raise SystemExit(str(error)) from None
     tls = ServerTls.load(settings.tls_cert, settings.tls_key, settings.tls_client_ca)
     for host in exposed_hosts(settings.listen_hosts()) if tls is None else []:
@@ -322,8 +310,6 @@ def _guard(
 
 def _recorder(settings: Settings, db: Database) -> Recorder:
     """What the server records its metrics into: nothing without a metrics port."""
-    if settings.metrics_port < 0 or settings.metrics_port > 65535:
-        raise SystemExit(f"--metrics-port must be from 0 to 65535, not {settings.metrics_port}")
     if settings.metrics_port == 0:
         return NULL_RECORDER
     recorder = PrometheusRecorder(__version__)
@@ -342,16 +328,9 @@ async def _start_metrics(
 
 
 def _limits(settings: Settings, web: bool) -> Limits:
-    if settings.rate_limit < 0 or settings.rate_limit_burst < 0:
-        raise SystemExit("--rate-limit and --rate-limit-burst must not be negative")
-    if settings.max_concurrent_turns < 0:
-        raise SystemExit("--max-concurrent-turns must not be negative")
-    rate = None
-    if settings.rate_limit > 0:
-        burst = settings.rate_limit_burst or 2 * settings.rate_limit
-        if burst < 1:
-            raise SystemExit("--rate-limit-burst must be at least 1 (one request)")
-        rate = RateLimiter(settings.rate_limit, burst)
+    rate = (
+        RateLimiter(settings.rate_limit, settings.rate_burst()) if settings.rate_limit > 0 else None
+    )
     turns = TurnSlots(settings.max_concurrent_turns) if settings.max_concurrent_turns else None
     return Limits(
         rate,
@@ -364,13 +343,6 @@ def _limits(settings: Settings, web: bool) -> Limits:
         # the browser's address with this secret, so calls keyed by address stay apart.
         web_peer_secret=secrets.token_urlsafe(24) if web and rate is not None else "",
     )
-
-
-def _cors_policy(settings: Settings) -> CorsPolicy:
-    try:
-        return CorsPolicy.parse(settings.cors_origins)
-    except ValueError as error:
-        raise SystemExit(str(error)) from None
 
 
 def _loopback_target(settings: Settings, native_port: int) -> str:

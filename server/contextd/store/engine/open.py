@@ -15,16 +15,21 @@ from contextd.store.engine.sqlite import DB_FILENAME, SqliteDatabase
 POSTGRES_SCHEMES = ("postgresql", "postgres")
 
 
+def database_url_error(url: str) -> str | None:
+    """Why this server cannot open ``url`` (its password masked), or None."""
+    if not url or urlsplit(url).scheme in POSTGRES_SCHEMES:
+        return None
+    return (
+        f"--database-url {masked_url(url)!r}: only postgresql:// URLs are supported "
+        "(leave it empty for SQLite in the data directory)"
+    )
+
+
 def check_database_url(url: str) -> None:
     """Refuse a URL this server cannot open (SystemExit with the reason)."""
-    if not url:
-        return
-    scheme = urlsplit(url).scheme
-    if scheme not in POSTGRES_SCHEMES:
-        raise SystemExit(
-            f"--database-url {masked_url(url)!r}: only postgresql:// URLs are supported "
-            "(leave it empty for SQLite in the data directory)"
-        )
+    error = database_url_error(url)
+    if error is not None:
+        raise SystemExit(error)
 
 
 def masked_url(url: str) -> str:
