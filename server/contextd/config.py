@@ -28,6 +28,9 @@ Rule = Callable[["Settings"], Iterable[str]]
 
 # A minute between deltas is already more than anyone watching waits for.
 MAX_ECHO_DELAY_MS = 60_000
+# A turn renews its session's lease once a second (app/chat/partial_writer.py): a
+# shorter lease would pass to another replica between two renewals.
+MIN_TURN_LEASE_SECONDS = 2.0
 
 
 class SettingsError(SystemExit):
@@ -74,6 +77,15 @@ def _days(value: float) -> str | None:
     if math.isfinite(value) and value >= 0:
         return None
     return "must be 0 (keep forever) or a positive number of days"
+
+
+def _lease(value: float) -> str | None:
+    if math.isfinite(value) and value >= MIN_TURN_LEASE_SECONDS:
+        return None
+    return (
+        f"must be at least {MIN_TURN_LEASE_SECONDS:g} seconds (a turn renews its lease once "
+        f"a second), not {value}"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,6 +246,13 @@ class Settings:
         "purge sessions without activity for this many days, with their messages, "
         "summaries and event logs (memories stay); 0 keeps them forever",
         _days,
+    )
+    turn_lease_seconds: float = _setting(
+        15.0,
+        "with PostgreSQL replicas: seconds a turn holds its session without renewing the "
+        "lease; a replica's turn cut off by its end is closed by another this long after "
+        f"(at least {MIN_TURN_LEASE_SECONDS:g})",
+        _lease,
     )
 
     def listen_hosts(self) -> list[str]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import secrets
 import shutil
 import signal
@@ -62,7 +61,7 @@ from contextd.store.event_log.removals import LogRemovals
 from contextd.store.memory.history import MemoryHistoryRepo
 from contextd.store.memory.repository import MemoryRepo
 from contextd.store.memory.vectors import MemoryVectorRepo
-from contextd.store.partial_answers import LEASE_SECONDS, PartialAnswerRepo
+from contextd.store.partial_answers import PartialAnswerRepo
 from contextd.store.retention import SessionPurge
 from contextd.store.sessions import SessionRepo
 from contextd.store.summaries import SummaryRepo
@@ -123,11 +122,6 @@ def _untimed(close: Callable[[], Awaitable[None]]) -> Closer:
         await close()
 
     return closer
-
-
-# Not a setting, for tests only: a session lease of a few seconds, so that a test sees a
-# killed replica's turn closed by another soon.
-TESTING_TURN_LEASE_ENV = "CONTEXTD_TESTING_TURN_LEASE_S"
 
 
 SERVICE_NAMES = (
@@ -498,9 +492,7 @@ def _add_services(
         sessions=sessions,
         conversation=conversation,
         events=events,
-        partials=PartialAnswerRepo(
-            db, float(os.environ.get(TESTING_TURN_LEASE_ENV) or LEASE_SECONDS)
-        ),
+        partials=PartialAnswerRepo(db, settings.turn_lease_seconds),
         tokenizers=tokenizers,
         builder=builder,
         memories=memories,

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from contextd.config import Settings, SettingsError, add_arguments
+from contextd.config import MIN_TURN_LEASE_SECONDS, Settings, SettingsError, add_arguments
 
 
 def parse_flags(*argv: str) -> dict[str, object]:
@@ -64,7 +64,7 @@ def test_every_bad_variable_is_named_at_once() -> None:
 def test_good_settings_pass_their_check() -> None:
     Settings().check()
     Settings(port=0, web_port=0, mcp_port=0, metrics_port=9100, openai_api=True).check()
-    Settings(rate_limit=0.5).check()
+    Settings(rate_limit=0.5, turn_lease_seconds=MIN_TURN_LEASE_SECONDS).check()
 
 
 @pytest.mark.parametrize(
@@ -85,6 +85,11 @@ def test_good_settings_pass_their_check() -> None:
         (
             {"retention_days": float("nan")},
             "--retention-days must be 0 (keep forever) or a positive number of days",
+        ),
+        (
+            {"turn_lease_seconds": 1.5},
+            "--turn-lease-seconds must be at least 2 seconds (a turn renews its lease once "
+            "a second), not 1.5",
         ),
         ({"openai_api": True}, "--openai-api is served on the web port: set --web-port too"),
     ],

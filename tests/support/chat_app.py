@@ -86,7 +86,7 @@ async def in_process(data_dir: Path, database_url: str = "") -> AsyncIterator[Ap
     defaults = LayerDefaults("You are a test.", "", True, 5, 3)
     builder = SessionContextBuilder(defaults, sessions, CatalogRepo(db), memories, summaries)
     provider = RecordingEcho()
-    partials = PartialAnswerRepo(db)
+    partials = PartialAnswerRepo(db, lease_seconds=15.0)
     chat = ChatApp(
         sessions=sessions,
         conversation=conversation,
