@@ -17,6 +17,7 @@ import grpc
 import grpc.aio
 import pytest
 from contextd import server as contextd_server
+from contextd import wiring
 from contextd.config import Settings
 from contextd.providers.base import (
     Capabilities,
@@ -72,7 +73,7 @@ class Live:
 @pytest.fixture
 async def live(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Live]:
     provider = HeldProvider()
-    monkeypatch.setattr(contextd_server, "make_provider", lambda *_, **__: provider)
+    monkeypatch.setattr(wiring, "make_provider", lambda *_, **__: provider)
     running = await contextd_server.start(Settings(port=0, data_dir=tmp_path))
     try:
         async with grpc.aio.insecure_channel(f"127.0.0.1:{running.port}") as channel:

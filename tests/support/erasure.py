@@ -13,6 +13,7 @@ from typing import Any
 
 import grpc.aio
 from contextd import server as contextd_server
+from contextd import wiring
 from contextd.config import Settings
 from contextd.providers.base import (
     Capabilities,
@@ -101,12 +102,12 @@ class InProcess:
 @asynccontextmanager
 async def in_process(settings: Settings, provider: GatedProvider) -> AsyncIterator[InProcess]:
     """``settings``' server in this process, its model calls going to ``provider``."""
-    original = contextd_server.make_provider
-    contextd_server.make_provider = lambda *_, **__: provider  # type: ignore[assignment]
+    original = wiring.make_provider
+    wiring.make_provider = lambda *_, **__: provider  # type: ignore[assignment]
     try:
         running = await contextd_server.start(settings)
     finally:
-        contextd_server.make_provider = original
+        wiring.make_provider = original
     try:
         async with grpc.aio.insecure_channel(f"127.0.0.1:{running.port}") as channel:
             stubs = Stubs(
