@@ -33,7 +33,7 @@ from contextd.api.session_servicers import MemoryServicer, PromptServicer, Sessi
 from contextd.api.user_servicer import UserServicer
 from contextd.app.after_turn import AfterTurnRunner, AfterTurnSettings
 from contextd.app.chat import ChatApp, ChatLimits
-from contextd.app.context import ContextApp
+from contextd.app.context import ContextApp, editing_defaults
 from contextd.app.memories import MemoriesApp
 from contextd.app.memory_embedding import search_by_meaning
 from contextd.app.prompts import PromptsApp
@@ -485,7 +485,14 @@ def _add_services(
     )
     builder = SessionContextBuilder(defaults, sessions, catalog, memories, summaries)
     image_limits = ImageLimits(max_image_bytes=settings.max_image_bytes)
-    context = ContextApp(tokenizers, settings.max_history_messages, builder, image_limits, metrics)
+    context = ContextApp(
+        tokenizers,
+        settings.max_history_messages,
+        builder,
+        image_limits,
+        metrics,
+        editing_defaults(settings),
+    )
     context_pb2_grpc.add_ContextServiceServicer_to_server(
         ContextServicer(context, sessions), server
     )

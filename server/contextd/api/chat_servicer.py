@@ -88,6 +88,9 @@ class ChatServicer(chat_pb2_grpc.ChatServiceServicer):  # type: ignore[misc]
         )
         memory = convert.memory_from_pb(session.memory, "session.memory", v)
         cache_layout = convert.cache_layout_from_pb(session.cache_layout, "session.cache_layout", v)
+        editing = convert.editing_from_pb(
+            request.editing, request.HasField("editing"), self._context.editing, "editing", v
+        )
         tools = [_tool_from_pb(t, f"tools[{k}]", v) for k, t in enumerate(request.tools)]
         if request.model.max_output_tokens < 0:
             v.add("model.max_output_tokens", "must not be negative")
@@ -123,6 +126,7 @@ class ChatServicer(chat_pb2_grpc.ChatServiceServicer):  # type: ignore[misc]
             react=_REACT[request.tool_protocol],
             deadline=None if time_remaining is None else time.monotonic() + time_remaining,
             mode=request.mode,
+            editing=editing,
         )
 
 

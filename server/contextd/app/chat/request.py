@@ -9,6 +9,8 @@ from contextd.app.chat.memory_tool import MEMORY_TOOL
 from contextd.app.scope import Caller
 from contextd.core.build import CacheLayout
 from contextd.core.content import ContentPart
+from contextd.core.editing import EditingSettings
+from contextd.core.editing.settings import OFF as EDITING_OFF
 from contextd.core.errors import Violations
 from contextd.core.messages import ChatMessage
 from contextd.core.pipeline import is_blank
@@ -70,6 +72,8 @@ class ChatTurnRequest:
     mode: str = ""
     # The user message's text and images; ``user_message`` is then their text view.
     user_parts: tuple[ContentPart, ...] = ()
+    # Tool results capped and cleared in every step's context.
+    editing: EditingSettings = EDITING_OFF
 
 
 def validate(req: ChatTurnRequest) -> None:

@@ -89,6 +89,7 @@ class StepContexts:
                     continuation=continuation,
                     pending=pending,
                     memory_query=turn.question,
+                    editing=req.editing,
                 ),
                 turn.session,
             )
@@ -115,6 +116,7 @@ def _prebuilt(req: ChatTurnRequest, budget: int) -> BuildResult:
             system_prompts=[m.content for m in req.messages[:systems]],
             history=req.messages[systems:],
             cache_layout=req.cache_layout,
+            editing=req.editing,
         )
     )
 
