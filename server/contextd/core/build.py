@@ -26,8 +26,9 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from contextd.core.content import ContentPart
-from contextd.core.editing import EditedHistory, EditingSettings, EditKind, MessageEdit
+from contextd.core.editing import EditedHistory, EditingSettings, MessageEdit
 from contextd.core.editing import edit_history as _edit_history
+from contextd.core.editing.report import compaction_edit, first_changed, kept_edits
 from contextd.core.editing.settings import OFF as EDITING_OFF
 from contextd.core.errors import BudgetExceeded, FailedPrecondition, InvalidArgument, Violations
 from contextd.core.fit import KeptHistory, fit_newest, fit_units, unit_costs
@@ -573,34 +574,14 @@ def _report_edits(
 ) -> None:
     """The edits of the messages kept, and the compression summary's, at the caller's
     indexes; what of the prefix the newest clearing step left."""
-    origin = reordered.origin if reordered is not None else None
-
-    def caller(i: int) -> int:
-        return i if origin is None else origin[i]
-
-    edits: list[MessageEdit] = []
+    compacted = None
     if report.summary_included:
         replaced = [i for i, reason in dropped if reason is DropReason.COMPRESSED]
-        if replaced:
-            before = sum(
-                known[i] if known is not None else message_tokens(given[i], req.tokenizer)
-                for i in replaced
-            )
-            first = min(caller(i) for i in replaced)
-            edits.append(
-                MessageEdit(
-                    first, EditKind.COMPACTED, before, report.summary_tokens, count=len(replaced)
-                )
-            )
-    if edited is not None:
-        kept = set(fitted.indices)
-        edits += [replace(e, index=caller(e.index)) for e in edited.edits if e.index in kept]
-        first_new = edited.first_new
-        if first_new is not None:
-            # The list's messages before the first one the newest step changed.
-            offset = result.stable_end - len(fitted.indices)
-            cut = next((k for k, i in enumerate(fitted.indices) if i >= first_new), None)
-            if cut is not None:
-                report.cache_prefix_kept_tokens = sum(result.message_tokens[: offset + cut])
-    edits.sort(key=lambda e: e.index)
-    report.edits = edits
+        compacted = compaction_edit(replaced, given, known, report.summary_tokens, req.tokenizer)
+    origin = reordered.origin if reordered is not None else None
+    report.edits = kept_edits(edited, fitted.indices, origin, compacted)
+    cut = first_changed(edited, fitted.indices)
+    if cut is not None:
+        # The list's messages before the first one the newest step changed.
+        offset = result.stable_end - len(fitted.indices)
+        report.cache_prefix_kept_tokens = sum(result.message_tokens[: offset + cut])

@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from contextd.app.chat.memory_tool import MEMORY_TOOL
+from contextd.app.chat.recall_tool import RECALL_TOOL, offers_recall
 from contextd.app.scope import Caller
 from contextd.core.build import CacheLayout
 from contextd.core.content import ContentPart
@@ -92,8 +93,11 @@ def validate(req: ChatTurnRequest) -> None:
         if not call_id:
             v.add(f"tool_results[{k}].tool_call_id", "required")
     names = set()
+    reserved = {MEMORY_TOOL.name}
+    if offers_recall(req.editing, req.react):
+        reserved.add(RECALL_TOOL.name)
     for k, tool in enumerate(req.tools):
-        if tool.name == MEMORY_TOOL.name or tool.name in names:
+        if tool.name in reserved or tool.name in names:
             v.add(f"tools[{k}].name", f"duplicate or reserved tool name {tool.name!r}")
         names.add(tool.name)
     if req.messages and req.tool_results:
