@@ -371,6 +371,8 @@ class ChatApp:
             self._tokenizers,
             self._after_turn,
             self._metrics,
+            token_budget=req.prompt_budget(self._limits.max_prompt_tokens),
+            compaction=req.compaction,
         )
         memory = MemorySearch(self._memories, turn, log)
         max_tokens = self._limits.max_prompt_tokens

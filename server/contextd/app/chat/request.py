@@ -11,6 +11,7 @@ from contextd.app.scope import Caller
 from contextd.core.build import CacheLayout
 from contextd.core.content import ContentPart
 from contextd.core.editing import EditingSettings
+from contextd.core.editing.compaction import NO_OPTIONS, CompactionOptions
 from contextd.core.editing.settings import OFF as EDITING_OFF
 from contextd.core.errors import Violations
 from contextd.core.messages import ChatMessage
@@ -75,6 +76,12 @@ class ChatTurnRequest:
     user_parts: tuple[ContentPart, ...] = ()
     # Tool results capped and cleared in every step's context.
     editing: EditingSettings = EDITING_OFF
+    # The session's compaction after the turn (None fields: the server's settings).
+    compaction: CompactionOptions = NO_OPTIONS
+
+    def prompt_budget(self, max_prompt_tokens: int) -> int:
+        """The turn's prompt budget: its own, at most the server's limit."""
+        return min(self.token_budget or max_prompt_tokens, max_prompt_tokens)
 
 
 def validate(req: ChatTurnRequest) -> None:

@@ -63,7 +63,7 @@ class StepContexts:
         parts: tuple[ContentPart, ...] = (),
     ) -> BuildResult:
         req = self._req
-        budget = min(req.token_budget or self._max_prompt_tokens, self._max_prompt_tokens)
+        budget = req.prompt_budget(self._max_prompt_tokens)
         fitted = budget
         if self._reserved_tokens:
             # At least 1: a reserve as large as the budget leaves only the required
