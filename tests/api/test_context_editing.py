@@ -79,11 +79,12 @@ def test_a_result_over_the_cap_keeps_its_head_and_tail(stubs: Stubs) -> None:
         assert message.tokens <= 300 + 3  # the cap is on the text; 3: the message's framing
         head, marker, tail = re.split(r"\n(\[\.\.\. .* left out \.\.\.\])\n", message.content)
         # Whole lines on either side: no JSON object cut into a shorter one.
-        assert given.content.startswith(head + "\n") and given.content.endswith("\n" + tail)
-        for line in (head + "\n" + tail).splitlines():
+        assert head.endswith("\n") and given.content.startswith(head)
+        assert given.content.endswith("\n" + tail)
+        for line in (head + tail).splitlines():
             json.loads(line)
         # The marker says what was left out, in tokens and lines.
-        left_out = given.content[len(head) + 1 : len(given.content) - len(tail)]
+        left_out = given.content[len(head) : len(given.content) - len(tail)]
         request = pb.CountTokensRequest(tokenizer="cl100k_base", texts=[left_out])
         counted = stubs[0].CountTokens(request).total_tokens
         lines = left_out.count("\n")

@@ -60,7 +60,8 @@ def _capped(text: str, cap: int, tok: Tokenizer) -> str:
             rest, len(rest) - _suffix_chars(rest, room - head_room, tok)
         )
         head, middle, tail = text[:head_end], text[head_end:tail_start], text[tail_start:]
-        before = "\n" if head and not head.endswith("\n") else ""
+        # The marker on a line of its own, so that the head and the tail read back exactly.
+        before = "\n" if head else ""
         after = "\n" if tail else ""
         capped = f"{head}{before}{marker(tok.count(middle), middle.count(chr(10)))}{after}{tail}"
         over = tok.count(capped) - cap
