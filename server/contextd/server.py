@@ -33,7 +33,7 @@ from contextd.api.session_servicers import MemoryServicer, PromptServicer, Sessi
 from contextd.api.user_servicer import UserServicer
 from contextd.app.after_turn import AfterTurnRunner, AfterTurnSettings
 from contextd.app.chat import ChatApp, ChatLimits
-from contextd.app.context import ContextApp, editing_defaults
+from contextd.app.context import ContextApp
 from contextd.app.memories import MemoriesApp
 from contextd.app.memory_embedding import search_by_meaning
 from contextd.app.prompts import PromptsApp
@@ -476,23 +476,11 @@ def _add_services(
     events = db.event_log(settings.data_dir / "history")
     conversation = ConversationRepo(db)
     sessions = SessionsApp(SessionRepo(db), conversation, summaries, memories, tokenizers, events)
-    defaults = LayerDefaults(
-        identity=settings.system_identity,
-        rules=settings.system_rules,
-        memory_enabled=settings.memory_enabled,
-        memory_limit=settings.memory_limit,
-        recent_sessions_limit=settings.recent_sessions_limit,
-    )
+    defaults = LayerDefaults.from_settings(settings)
     builder = SessionContextBuilder(defaults, sessions, catalog, memories, summaries)
     image_limits = ImageLimits(max_image_bytes=settings.max_image_bytes)
-    context = ContextApp(
-        tokenizers,
-        settings.max_history_messages,
-        builder,
-        image_limits,
-        metrics,
-        editing_defaults(settings),
-    )
+    limit = settings.max_history_messages
+    context = ContextApp(tokenizers, limit, builder, image_limits, metrics, defaults.editing)
     context_pb2_grpc.add_ContextServiceServicer_to_server(
         ContextServicer(context, sessions), server
     )

@@ -13,12 +13,10 @@ from dataclasses import dataclass
 
 from contextd.app.offload import Offload
 from contextd.app.session_context import BuiltContext, SessionBuildRequest, SessionContextBuilder
-from contextd.config import Settings
 from contextd.core.build import BuildRequest, build_messages
 from contextd.core.content import ImageLimits
 from contextd.core.editing import EditingSettings
 from contextd.core.editing.settings import OFF as EDITING_OFF
-from contextd.core.editing.settings import check_settings
 from contextd.core.errors import InvalidArgument
 from contextd.core.messages import ChatMessage
 from contextd.core.prompt import LayerReport, PromptLayers, assemble_system_prompt, report_layers
@@ -103,25 +101,6 @@ class ContextApp:
 
     def list_tokenizers(self) -> tuple[list[TokenizerInfo], str]:
         return self.tokenizers.describe(), self.tokenizers.default
-
-
-def editing_defaults(settings: Settings) -> EditingSettings:
-    """The server's editing defaults, from its settings; ValueError naming those out of
-    range."""
-    editing = EditingSettings(
-        cap_tokens=settings.tool_result_cap_tokens,
-        clear_trigger_tokens=settings.clear_trigger_tokens,
-        keep_tool_results=settings.keep_tool_results,
-        clear_at_least_tokens=settings.clear_at_least_tokens,
-        clear_tool_inputs=settings.clear_tool_inputs,
-        exclude_tools=frozenset(
-            t.strip() for t in settings.clear_exclude_tools.split(",") if t.strip()
-        ),
-    )
-    bad = check_settings(editing)
-    if bad:
-        raise ValueError(f"invalid editing settings: {', '.join(bad)}")
-    return editing
 
 
 def _assembled(text: str, layers: PromptLayers, tok: Tokenizer) -> AssembledPrompt:
