@@ -63,16 +63,26 @@ BUDGET = 100_000
 TASK = "Research how our storage layer behaves under load and summarize the findings."
 SYSTEM = "You are a helpful assistant."  # the server's --system-identity, for the peer
 CAP = 1500
-CLEARING = {"clear_trigger_tokens": 15_000, "keep_tool_results": 3}
+TRIGGER, KEEP = 15_000, 3
+
+
+def editing(cap: int, at_least: int) -> pb.ContextEditing:
+    return pb.ContextEditing(
+        tool_result_cap_tokens=cap,
+        clear_trigger_tokens=TRIGGER if at_least >= 0 else 0,
+        keep_tool_results=KEEP,
+        clear_at_least_tokens=max(at_least, 0),
+    )
+
+
+# at_least -1: no clearing.
 SIDES: dict[str, pb.ContextEditing | None] = {
     "none": None,
-    "capping": pb.ContextEditing(tool_result_cap_tokens=CAP),
-    "clearing": pb.ContextEditing(**CLEARING, clear_at_least_tokens=6000),
-    "clearing, clear_at_least 0": pb.ContextEditing(**CLEARING, clear_at_least_tokens=0),
-    "both": pb.ContextEditing(tool_result_cap_tokens=CAP, **CLEARING, clear_at_least_tokens=6000),
-    "both, clear_at_least 0": pb.ContextEditing(
-        tool_result_cap_tokens=CAP, **CLEARING, clear_at_least_tokens=0
-    ),
+    "capping": editing(CAP, -1),
+    "clearing": editing(0, 6000),
+    "clearing, clear_at_least 0": editing(0, 0),
+    "both": editing(CAP, 6000),
+    "both, clear_at_least 0": editing(CAP, 0),
 }
 FAKE_KEY = "sk-bench-not-a-key"  # the fake provider takes any key
 TOOLS = [
