@@ -23,7 +23,6 @@ from dataclasses import dataclass, field, replace
 
 from contextd.app.scope import Caller
 from contextd.app.sessions import SessionsApp
-from contextd.config import Settings
 from contextd.core.build import (
     BuildReport,
     BuildRequest,
@@ -35,7 +34,6 @@ from contextd.core.build import (
 from contextd.core.content import ContentPart
 from contextd.core.editing import EditingSettings
 from contextd.core.editing.settings import OFF as EDITING_OFF
-from contextd.core.editing.settings import check_settings
 from contextd.core.errors import Violations
 from contextd.core.formats import OutputFormat
 from contextd.core.messages import ChatMessage, CompressionSummary, Role
@@ -67,31 +65,6 @@ class LayerDefaults:
     recent_sessions_limit: int
     # Tool results capped and cleared, unless a request says otherwise.
     editing: EditingSettings = EDITING_OFF
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> LayerDefaults:
-        """ValueError naming the editing settings out of range."""
-        editing = EditingSettings(
-            cap_tokens=settings.tool_result_cap_tokens,
-            clear_trigger_tokens=settings.clear_trigger_tokens,
-            keep_tool_results=settings.keep_tool_results,
-            clear_at_least_tokens=settings.clear_at_least_tokens,
-            clear_tool_inputs=settings.clear_tool_inputs,
-            exclude_tools=frozenset(
-                t.strip() for t in settings.clear_exclude_tools.split(",") if t.strip()
-            ),
-        )
-        bad = check_settings(editing)
-        if bad:
-            raise ValueError(f"invalid editing settings: {', '.join(bad)}")
-        return cls(
-            identity=settings.system_identity,
-            rules=settings.system_rules,
-            memory_enabled=settings.memory_enabled,
-            memory_limit=settings.memory_limit,
-            recent_sessions_limit=settings.recent_sessions_limit,
-            editing=editing,
-        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

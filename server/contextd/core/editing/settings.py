@@ -96,17 +96,3 @@ def check_editing(options: EditingOptions, field: str, violations: Violations) -
     for k, name in enumerate(options.exclude_tools[:MAX_EXCLUDED_TOOLS]):
         if not is_tool_name(name):
             v.add(f"{field}.exclude_tools[{k}]", "use 1-64 letters, digits, '_' or '-'")
-
-
-def check_settings(settings: EditingSettings) -> list[str]:
-    """The names of the server defaults that are out of range (for the server's settings
-    check)."""
-    bad = []
-    if settings.cap_tokens and settings.cap_tokens < MIN_CAP_TOKENS:
-        bad.append("tool_result_cap_tokens")
-    for name in ("clear_trigger_tokens", "keep_tool_results", "clear_at_least_tokens"):
-        if getattr(settings, name) < 0:
-            bad.append(name)
-    if not all(is_tool_name(t) for t in settings.exclude_tools):
-        bad.append("clear_exclude_tools")
-    return bad
