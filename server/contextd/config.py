@@ -73,6 +73,10 @@ def _not_negative(value: float) -> str | None:
     return None if value >= 0 else "must not be negative"
 
 
+def _at_least_one(value: int) -> str | None:
+    return None if value >= 1 else f"must be at least 1, not {value}"
+
+
 def _days(value: float) -> str | None:
     if math.isfinite(value) and value >= 0:
         return None
@@ -145,6 +149,56 @@ class Settings:
     max_prompt_tokens: int = _setting(8000, "most prompt tokens a chat turn sends")
     warn_prompt_tokens: int = _setting(6000, "prompt tokens over which a turn warns")
     max_steps: int = _setting(4, "model calls per turn, server-side tools included")
+    tool_result_cap_tokens: int = _setting(
+        0,
+        "most tokens one tool result keeps, head and tail around a marker; 0 for no cap",
+        _not_negative,
+    )
+    clear_trigger_tokens: int = _setting(
+        0,
+        "history tokens over which old tool results are cleared to a placeholder; 0: never",
+        _not_negative,
+    )
+    keep_tool_results: int = _setting(
+        3, "newest tool results that are never cleared", _not_negative
+    )
+    clear_at_least_tokens: int = _setting(
+        4000,
+        "a clearing step frees at least this many tokens, or waits (keeps caches hitting)",
+        _not_negative,
+    )
+    clear_tool_inputs: bool = _setting(
+        False, "clearing a tool result also replaces its call's arguments with a note"
+    )
+    clear_exclude_tools: str = _setting(
+        "", "tools whose results are never cleared, comma-separated"
+    )
+    compaction_trigger_tokens: int = _setting(
+        0,
+        "compact a session after a turn when the messages its summary does not cover are "
+        "over this many tokens; 0: by --compaction-trigger-share only",
+        _not_negative,
+    )
+    compaction_trigger_share: float = _setting(
+        0.75,
+        "the same trigger as a share of the turn's token budget (0 to 1; 0: off)",
+        _within(0, 1),
+    )
+    compaction_keep_messages: int = _setting(
+        10, "newest messages a compaction keeps verbatim", _at_least_one
+    )
+    compaction_keep_turns: int = _setting(
+        0, "newest turns a compaction keeps verbatim instead, when above 0", _not_negative
+    )
+    compaction_model: str = _setting(
+        "", "model that writes compaction summaries; empty for --provider-model"
+    )
+    compaction_prompt: str = _setting(
+        "", "instructions for the compaction summary, instead of the built-in ones"
+    )
+    compaction_timeout: float = _setting(
+        30.0, "seconds the compaction summary may take before an extract is used"
+    )
     database_url: str = _setting(
         "",
         "PostgreSQL URL (postgresql://user:password@host:5432/db); "

@@ -36,6 +36,10 @@ from contextd.app.sessions import SessionsApp
 from contextd.app.users import UsersApp
 from contextd.config import Rule, Settings
 from contextd.core.content import ImageLimits
+from contextd.core.editing import EditingSettings
+from contextd.core.editing.compaction import MAX_PROMPT_CHARS, MAX_TIMEOUT
+from contextd.core.editing.settings import MIN_CAP_TOKENS
+from contextd.core.pipeline import is_tool_name
 from contextd.core.tokens import TokenizerRegistry
 from contextd.metrics.prometheus import PrometheusRecorder
 from contextd.metrics.recorder import NULL_RECORDER, Recorder
@@ -128,11 +132,50 @@ def _tls_errors(settings: Settings) -> list[str]:
     return ServerTls.missing_files(settings.tls_cert, settings.tls_key, settings.tls_client_ca)
 
 
+def _editing(settings: Settings) -> EditingSettings:
+    """The server's editing defaults, which a request's unset fields take."""
+    return EditingSettings(
+        cap_tokens=settings.tool_result_cap_tokens,
+        clear_trigger_tokens=settings.clear_trigger_tokens,
+        keep_tool_results=settings.keep_tool_results,
+        clear_at_least_tokens=settings.clear_at_least_tokens,
+        clear_tool_inputs=settings.clear_tool_inputs,
+        exclude_tools=frozenset(
+            t.strip() for t in settings.clear_exclude_tools.split(",") if t.strip()
+        ),
+    )
+
+
+def _editing_errors(settings: Settings) -> Iterator[str]:
+    cap = settings.tool_result_cap_tokens
+    if 0 < cap < MIN_CAP_TOKENS:
+        yield f"--tool-result-cap-tokens must be 0 (no cap) or at least {MIN_CAP_TOKENS}, not {cap}"
+    bad = sorted(t for t in _editing(settings).exclude_tools if not is_tool_name(t))
+    if bad:
+        yield (
+            f"--clear-exclude-tools names {', '.join(map(repr, bad))}: a tool name is 1-64 "
+            "letters, digits, '_' or '-'"
+        )
+
+
+def _compaction_errors(settings: Settings) -> Iterator[str]:
+    timeout = settings.compaction_timeout
+    if not 0 < timeout <= MAX_TIMEOUT:  # False for NaN too
+        yield (
+            f"--compaction-timeout must be above 0 and at most {MAX_TIMEOUT:g} seconds, "
+            f"not {timeout}"
+        )
+    if len(settings.compaction_prompt) > MAX_PROMPT_CHARS:
+        yield f"--compaction-prompt must be at most {MAX_PROMPT_CHARS} characters"
+
+
 # The settings' rules that other modules know, checked with the settings' own.
 SETTINGS_RULES: tuple[Rule, ...] = (
     auth_modes.settings_errors,
+    _compaction_errors,
     _cors_errors,
     _database_url_errors,
+    _editing_errors,
     _embedding_errors,
     _tls_errors,
 )
@@ -232,16 +275,19 @@ def build_services(settings: Settings, db: Database, prepared: Prepared) -> Serv
     events = db.event_log(settings.data_dir / HISTORY_DIR)
     conversation = ConversationRepo(db)
     sessions = SessionsApp(SessionRepo(db), conversation, summaries, memories, tokenizers, events)
+    editing = _editing(settings)
     defaults = LayerDefaults(
         identity=settings.system_identity,
         rules=settings.system_rules,
         memory_enabled=settings.memory_enabled,
         memory_limit=settings.memory_limit,
         recent_sessions_limit=settings.recent_sessions_limit,
+        editing=editing,
     )
     builder = SessionContextBuilder(defaults, sessions, catalog, memories, summaries)
     image_limits = ImageLimits(max_image_bytes=settings.max_image_bytes)
-    context = ContextApp(tokenizers, settings.max_history_messages, builder, image_limits, metrics)
+    limit = settings.max_history_messages
+    context = ContextApp(tokenizers, limit, builder, image_limits, metrics, editing)
     provider = make_provider(
         settings.provider,
         api_key=api_key_from_env(settings.provider),

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from contextd.config import MIN_TURN_LEASE_SECONDS, Settings, SettingsError, add_arguments
+from contextd.wiring import SETTINGS_RULES
 
 
 def parse_flags(*argv: str) -> dict[str, object]:
@@ -92,12 +93,41 @@ def test_good_settings_pass_their_check() -> None:
             "a second), not 1.5",
         ),
         ({"openai_api": True}, "--openai-api is served on the web port: set --web-port too"),
+        ({"keep_tool_results": -1}, "--keep-tool-results must not be negative"),
+        ({"clear_at_least_tokens": -5}, "--clear-at-least-tokens must not be negative"),
+        (
+            {"compaction_trigger_share": 1.5},
+            "--compaction-trigger-share must be from 0 to 1, not 1.5",
+        ),
+        ({"compaction_keep_messages": 0}, "--compaction-keep-messages must be at least 1, not 0"),
     ],
 )
 def test_a_bad_setting_is_named_with_its_flag(values: dict[str, object], message: str) -> None:
     with pytest.raises(SettingsError) as refused:
         Settings(**values).check()  # type: ignore[arg-type]
     assert refused.value.errors == (message,)
+
+
+def test_the_editing_and_compaction_limits_core_knows() -> None:
+    """Checked by the composition root's rules: the cap's minimum, the tool names, the
+    summary's timeout and instructions."""
+    Settings(tool_result_cap_tokens=64, clear_exclude_tools="fetch, read_file").check(
+        *SETTINGS_RULES
+    )
+    bad = Settings(
+        tool_result_cap_tokens=10,
+        clear_exclude_tools="fetch,bad name",
+        compaction_timeout=0,
+        compaction_prompt="x" * 4001,
+    )
+    with pytest.raises(SettingsError) as refused:
+        bad.check(*SETTINGS_RULES)
+    assert refused.value.errors == (
+        "--compaction-timeout must be above 0 and at most 600 seconds, not 0",
+        "--compaction-prompt must be at most 4000 characters",
+        "--tool-result-cap-tokens must be 0 (no cap) or at least 64, not 10",
+        "--clear-exclude-tools names 'bad name': a tool name is 1-64 letters, digits, '_' or '-'",
+    )
 
 
 def test_every_settings_error_is_reported_at_once() -> None:
