@@ -37,14 +37,18 @@ class ContextServicer(pb_grpc.ContextServiceServicer):  # type: ignore[misc]
     ) -> pb.BuildMessagesResponse:
         app = self._app
         if request.HasField("session"):
-            command = convert.session_build_from_pb(request, app.tokenizers, app.image_limits)
+            command = convert.session_build_from_pb(
+                request, app.tokenizers, app.image_limits, app.editing
+            )
             built = await app.build_session(command)
             # The session's messages carry their stored ids, shown as callers see them.
             return convert.build_response_to_pb(built, None, self._ids.message)
         # Read once, as a slice (the cheapest copy): the response copies the messages
         # kept as they are from these.
         history_pb = request.history[:]
-        build = convert.inline_build_from_pb(request, history_pb, app.tokenizers, app.image_limits)
+        build = convert.inline_build_from_pb(
+            request, history_pb, app.tokenizers, app.image_limits, app.editing
+        )
         return convert.build_response_to_pb(await app.build(build), history_pb)
 
     async def Collect(self, request: pb.CollectRequest, context: Context) -> pb.CollectResponse:

@@ -32,6 +32,8 @@ from contextd.core.build import (
     build_messages,
 )
 from contextd.core.content import ContentPart
+from contextd.core.editing import EditingSettings
+from contextd.core.editing.settings import OFF as EDITING_OFF
 from contextd.core.errors import Violations, shown
 from contextd.core.formats import OutputFormat
 from contextd.core.messages import ChatMessage, CompressionSummary, Role
@@ -54,11 +56,15 @@ MAX_LIMIT = 50
 
 @dataclass(frozen=True, slots=True)
 class LayerDefaults:
+    """The server's settings a build starts from."""
+
     identity: str
     rules: str
     memory_enabled: bool
     memory_limit: int
     recent_sessions_limit: int
+    # Tool results capped and cleared, unless a request says otherwise.
+    editing: EditingSettings = EDITING_OFF
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -94,6 +100,8 @@ class SessionBuildRequest:
     user_parts: tuple[ContentPart, ...] = ()
     # As BuildRequest's: False for a model that takes no user message without text.
     blank_user_turns: bool = True
+    # Tool results capped and cleared (the server's defaults and the request's fields).
+    editing: EditingSettings = EDITING_OFF
 
 
 @dataclass(slots=True)
@@ -340,15 +348,16 @@ class SessionContextBuilder:
                     history_tokens=counts,
                     history_trusted=True,
                     blank_user_turns=req.blank_user_turns,
+                    editing=req.editing,
                 )
             )
             total = rows[-1].seq + 1 if rows else 0
             # Older messages cannot be kept once the budget is full or the compression
-            # summary has replaced them (it covers the session's older part).
-            full = any(
-                d.reason in (DropReason.BUDGET, DropReason.COMPRESSED)
-                for d in result.report.dropped
-            )
+            # summary has replaced them (it covers the session's older part). Clearing
+            # replays every message the summary does not cover (core/editing), so then
+            # only the summary ends the reading.
+            ends = _SUMMARY_ONLY if req.editing.clearing else _BUDGET_OR_SUMMARY
+            full = any(d.reason in ends for d in result.report.dropped)
             if full or len(rows) >= total:
                 return result, len(rows), total
             limit *= 4
@@ -370,6 +379,10 @@ class SessionContextBuilder:
                 missing, session.id, tenant_id=session.tenant_id
             )
         return counts
+
+
+_BUDGET_OR_SUMMARY = frozenset({DropReason.BUDGET, DropReason.COMPRESSED})
+_SUMMARY_ONLY = frozenset({DropReason.COMPRESSED})
 
 
 def _validate(req: SessionBuildRequest) -> None:
@@ -440,6 +453,7 @@ def _to_session_positions(report: BuildReport, first_seq: int) -> None:
         replace(m, from_index=m.from_index + first_seq, call_index=m.call_index + first_seq)
         for m in report.moved_tool_results
     ]
+    report.edits = [replace(e, index=e.index + first_seq) for e in report.edits]
 
 
 def _session_positions(dropped: list[DroppedRange], first_seq: int) -> list[DroppedRange]:

@@ -66,7 +66,7 @@ class StepContexts:
         parts: tuple[ContentPart, ...] = (),
     ) -> BuildResult:
         req = self._req
-        budget = min(req.token_budget or self._max_prompt_tokens, self._max_prompt_tokens)
+        budget = req.prompt_budget(self._max_prompt_tokens)
         fitted = budget
         if self._reserved_tokens:
             # At least 1: a reserve as large as the budget leaves only the required
@@ -93,6 +93,7 @@ class StepContexts:
                     pending=pending,
                     memory_query=turn.question,
                     blank_user_turns=self._blank_user_turns,
+                    editing=req.editing,
                 ),
                 turn.session,
             )
@@ -120,6 +121,7 @@ def _prebuilt(req: ChatTurnRequest, budget: int, blank_user_turns: bool) -> Buil
             history=req.messages[systems:],
             cache_layout=req.cache_layout,
             blank_user_turns=blank_user_turns,
+            editing=req.editing,
         )
     )
 
