@@ -36,6 +36,7 @@ from contextd.app.chat import ChatApp, ChatLimits
 from contextd.app.context import ContextApp
 from contextd.app.memories import MemoriesApp
 from contextd.app.memory_embedding import search_by_meaning
+from contextd.app.memory_scopes import ExpiryDefaults
 from contextd.app.prompts import PromptsApp
 from contextd.app.retention import RetentionPurger, check_days
 from contextd.app.session_context import LayerDefaults, SessionContextBuilder
@@ -198,6 +199,7 @@ async def start(
         )
     try:
         check_days(settings.retention_days)
+        ExpiryDefaults.parse(settings.memory_expiry_days)
         embedder = make_embedder(  # before anything starts
             settings.embedding_provider,
             settings.embedding_model,
@@ -489,8 +491,10 @@ def _add_services(
     context_pb2_grpc.add_ContextServiceServicer_to_server(
         ContextServicer(context, sessions), server
     )
+    history = MemoryHistoryRepo(db, memories)
+    expiry = ExpiryDefaults.parse(settings.memory_expiry_days)
     memory_pb2_grpc.add_MemoryServiceServicer_to_server(
-        MemoryServicer(MemoriesApp(memories, sessions)), server
+        MemoryServicer(MemoriesApp(memories, sessions, history, expiry)), server
     )
     prompts_pb2_grpc.add_PromptServiceServicer_to_server(
         PromptServicer(PromptsApp(catalog)), server
@@ -511,7 +515,7 @@ def _add_services(
         memories,
         summaries,
         conversation,
-        MemoryHistoryRepo(db, memories),
+        history,
         AfterTurnSettings.from_settings(settings),
         metrics,
     )
@@ -546,18 +550,17 @@ def _add_services(
         *([_untimed(embedding.aclose), _untimed(embedder.aclose)] if embedder else []),
         _untimed(events.aclose),
     ]
-    if settings.retention_days > 0:
-        # A session with a turn or after-turn work in progress waits for a later pass.
-        retention = RetentionPurger(
-            SessionPurge(db, removals),
-            removals,
-            settings.retention_days,
-            busy=lambda session_id: (
-                chat.turn_running(session_id) or after_turn.working_on(session_id)
-            ),
-        )
-        retention.start()
-        closers.insert(0, _untimed(retention.aclose))  # first: it writes to the database
+    # Expired memories always; sessions with --retention-days. A session with a turn or
+    # after-turn work in progress waits for a later pass.
+    retention = RetentionPurger(
+        SessionPurge(db, removals),
+        removals,
+        settings.retention_days,
+        busy=lambda session_id: chat.turn_running(session_id) or after_turn.working_on(session_id),
+        memories=memories,
+    )
+    retention.start()
+    closers.insert(0, _untimed(retention.aclose))  # first: it writes to the database
     return closers, chat
 
 

@@ -23,12 +23,12 @@ import logging
 from collections.abc import Sequence, Set
 from dataclasses import dataclass
 
+from contextd.app.memory_scopes import USER_FACTS
 from contextd.core.memory_facts.facts import ExistingMemory
 from contextd.core.memory_facts.reconciliation import MeaningThresholds
 from contextd.metrics.prometheus import PrometheusRecorder
 from contextd.metrics.recorder import NULL_RECORDER, Recorder
 from contextd.providers.embeddings import Embedder, EmbeddingError, EmbeddingPurpose
-from contextd.store.memory.filters import MemoryFilter
 from contextd.store.memory.hybrid import MeaningRanking, Owner
 from contextd.store.memory.repository import MemoryRepo
 from contextd.store.memory.vectors import PENDING_BATCH, MemoryVectorRepo, PendingMemory
@@ -49,9 +49,6 @@ DEFAULT_SAME_SUBJECT_SIMILARITY = 0.55
 DEFAULT_QUERY_TIMEOUT = 2.0
 # A fact's nearest memories looked at for the first one it may restate or replace.
 CLOSEST_LOOKED_AT = 5
-# The memories the work after a turn weighs new facts against, and writes: the user's
-# current facts of no scope (scoped memories are their host's to change).
-USER_FACTS = MemoryFilter(agents=("",), apps=("",))
 
 
 @dataclass(slots=True)

@@ -29,7 +29,8 @@ from contextd.app.after_turn.work import (
     ids,
     log,
 )
-from contextd.app.memory_embedding import USER_FACTS, closest_memories
+from contextd.app.memory_embedding import closest_memories
+from contextd.app.memory_scopes import USER_FACTS
 from contextd.core.memory_facts import (
     RULE_METHOD,
     Action,
