@@ -213,6 +213,11 @@ class MemoriesApp:
         check_details(change.details, "memory.", now, v)
         v.raise_if_any()
         memory = await self._own(caller, memory_id)
+        named, d = change.changes, change.details
+        starts = d.valid_from if "valid_from" in named else memory.valid_from
+        ends = d.valid_to if "valid_to" in named else memory.valid_to
+        if starts is not None and ends is not None and ends <= starts:
+            raise InvalidArgument.one("memory.valid_to", "must be after the memory's valid_from")
         try:
             updated = await self.history.edit(
                 memory.id, (caller.tenant_id, caller.user_id), change, now=now
