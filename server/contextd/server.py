@@ -34,9 +34,8 @@ from contextd.api.user_servicer import UserServicer
 from contextd.app.after_turn import AfterTurnRunner, AfterTurnSettings
 from contextd.app.chat import ChatApp, ChatLimits
 from contextd.app.context import ContextApp
-from contextd.app.memories import MemoriesApp
+from contextd.app.memories import ExpiryDefaults, MemoriesApp
 from contextd.app.memory_embedding import search_by_meaning
-from contextd.app.memory_scopes import ExpiryDefaults
 from contextd.app.prompts import PromptsApp
 from contextd.app.retention import RetentionPurger, check_days
 from contextd.app.session_context import LayerDefaults, SessionContextBuilder
@@ -492,10 +491,10 @@ def _add_services(
         ContextServicer(context, sessions), server
     )
     history = MemoryHistoryRepo(db, memories)
-    expiry = ExpiryDefaults.parse(settings.memory_expiry_days)
-    memory_pb2_grpc.add_MemoryServiceServicer_to_server(
-        MemoryServicer(MemoriesApp(memories, sessions, history, expiry)), server
+    kept = MemoriesApp(
+        memories, sessions, history, ExpiryDefaults.parse(settings.memory_expiry_days)
     )
+    memory_pb2_grpc.add_MemoryServiceServicer_to_server(MemoryServicer(kept), server)
     prompts_pb2_grpc.add_PromptServiceServicer_to_server(
         PromptServicer(PromptsApp(catalog)), server
     )
@@ -550,8 +549,6 @@ def _add_services(
         *([_untimed(embedding.aclose), _untimed(embedder.aclose)] if embedder else []),
         _untimed(events.aclose),
     ]
-    # Expired memories always; sessions with --retention-days. A session with a turn or
-    # after-turn work in progress waits for a later pass.
     retention = RetentionPurger(
         SessionPurge(db, removals),
         removals,

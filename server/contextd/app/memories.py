@@ -2,16 +2,17 @@
 
 What a request may hold is checked here (sizes, scope names, metadata, times), each bad
 field named; the store does what is asked. Which scopes a session's build and the work
-after a turn see is decided in app/memory_scopes.py.
+after a turn see is decided in app/memory_scopes.py; how long a scope's memories are kept
+by default, here (ExpiryDefaults).
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
-from contextd.app.memory_scopes import ExpiryDefaults
 from contextd.app.pagination import bad_page_token, page_size
 from contextd.app.scope import Caller, is_stored_id, is_user_id, parse_id
 from contextd.app.sessions import SessionsApp
@@ -36,6 +37,7 @@ MAX_SCOPE_CHARS = 64
 MAX_METADATA_PAIRS = 16
 MAX_METADATA_KEY_CHARS = 64
 MAX_METADATA_VALUE_CHARS = 256
+DAY = 86400.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +104,48 @@ def memory_filter(request: MemoryFilterRequest, field: str = "filter") -> Memory
         updated_before=request.updated_before,
         as_of=request.as_of,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class ExpiryDefaults:
+    """``--memory-expiry-days``: days a scope's memories are kept when AddMemory gives no
+    expiry, by app and by agent (``app:word=30,agent:planner=7``); a memory of an app and
+    an agent that both have one gets the sooner."""
+
+    apps: dict[str, float] = field(default_factory=dict)
+    agents: dict[str, float] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, text: str) -> ExpiryDefaults:
+        """``app:NAME=DAYS`` and ``agent:NAME=DAYS``, comma-separated; ValueError naming
+        what is wrong."""
+        apps: dict[str, float] = {}
+        agents: dict[str, float] = {}
+        for item in filter(None, (part.strip() for part in text.split(","))):
+            scope, _, days_text = item.partition("=")
+            kind, _, name = scope.strip().partition(":")
+            target = {"app": apps, "agent": agents}.get(kind)
+            try:
+                days = float(days_text)
+            except ValueError:
+                days = math.nan
+            if target is None or not is_user_id(name) or not (math.isfinite(days) and days > 0):
+                raise ValueError(
+                    "--memory-expiry-days takes app:NAME=DAYS or agent:NAME=DAYS items, "
+                    f"comma-separated, with a positive number of days (not {item[:80]!r})"
+                )
+            target[name] = days
+        return cls(apps, agents)
+
+    def apply(self, details: MemoryDetails, now: float) -> MemoryDetails:
+        """``details`` with the expiry its scope's defaults give (the sooner of its app's
+        and its agent's), when it has none."""
+        days = [
+            d for d in (self.apps.get(details.app), self.agents.get(details.agent)) if d is not None
+        ]
+        if details.expires_at is not None or not days:
+            return details
+        return replace(details, expires_at=now + min(days) * DAY)
 
 
 class MemoriesApp:
