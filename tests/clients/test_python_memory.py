@@ -39,12 +39,12 @@ def test_scopes_metadata_and_filters(client: ContextClient) -> None:
     unscoped = client.search_memories(user, "tables", filter={"app": ""})
     assert [h["content"] for h in unscoped] == ["Prefers tables sorted by date"]
     with pytest.raises(ValueError, match="no key 'topic'"):
-        client.list_memories(user, filter={"topic": "style"})  # type: ignore[typeddict-unknown-key]
+        client.list_memories(user, filter={"topic": "style"})  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="aware datetime"):
         client.list_memories(user, filter={"as_of": datetime(2024, 1, 1)})
     with pytest.raises(ContextdError) as refused:
         client.add_memory(user, "x", scope={"app": "has space"})
-    assert refused.value.field_violations[0].field == "scope.app"
+    assert refused.value.violations[0].field == "scope.app"
 
 
 def test_update_and_history(client: ContextClient) -> None:
