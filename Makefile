@@ -95,7 +95,7 @@ gen: $(VENV)/.dev-deps
 ## bench: run the benchmarks one after another (ratios measured in one run)
 BENCHMARKS := build_vs_echo trim_vs_langchain session_build memory_search memory_hybrid \
 	memory_recall memory_thresholds store_writes stream_vs_grpc first_delta auth_cost metrics_cost observability_cost \
-	pg_driver pg_vs_sqlite prompt_cache openai_first_token mcp_tool_call
+	pg_driver pg_vs_sqlite prompt_cache openai_first_token mcp_tool_call context_editing
 bench: $(VENV)/.dev-deps
 	for b in $(BENCHMARKS); do $(BIN)/python bench/$$b.py || exit 1; done
 

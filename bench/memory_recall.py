@@ -86,9 +86,10 @@ async def recall(lives: Sequence[Life], embedder: LocalEmbedder) -> dict[str, Sc
     with tempfile.TemporaryDirectory(prefix="contextd-recall-") as tmp:
         db = await SqliteDatabase.open(Path(tmp) / "contextd.sqlite3")
         try:
-            memories = MemoryRepo(db)
             vectors = MemoryVectorRepo(db, embedder.model)
-            worker = search_by_meaning(memories, embedder, vectors)
+            meaning = search_by_meaning(embedder, vectors)
+            memories = MemoryRepo(db, meaning=meaning.ranker, changed=meaning.worker.wake)
+            worker = meaning.worker
             now = time.time()
             first_day = now - (DAYS + 1) * DAY
             for life in lives:

@@ -1,15 +1,44 @@
-"""Server settings: built-in defaults, overridden by CONTEXTD_* variables, then by flags."""
+"""Server settings: built-in defaults, overridden by CONTEXTD_* variables, then by flags.
+
+A setting is a field of ``Settings`` declared with ``_setting(default, help, check)``: its
+flag (``--data-dir`` for ``data_dir``) and variable (``CONTEXTD_DATA_DIR``) follow from its
+name, and ``check`` is what its value alone must satisfy. ``Settings.check`` reports every
+error at once: each field's, the rules between fields (``Settings._between_fields``), and
+the rules the composition root adds for what only other modules know (wiring.py). The
+settings are a leaf: they import nothing else of contextd.
+"""
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 ENV_PREFIX = "CONTEXTD_"
+
+# What is wrong with a setting's value, said after its flag ("must not be negative"),
+# or None when nothing is.
+Check = Callable[[Any], str | None]
+# Errors of the settings as a whole, each a full sentence naming its flags.
+Rule = Callable[["Settings"], Iterable[str]]
+
+# A minute between deltas is already more than anyone watching waits for.
+MAX_ECHO_DELAY_MS = 60_000
+# A turn renews its session's lease once a second (app/chat/partial_writer.py): the
+# lease must outlast a late renewal, or a busy replica loses its turn to another.
+MIN_TURN_LEASE_SECONDS = 2.0
+
+
+class SettingsError(SystemExit):
+    """Settings that cannot work: every error, one a line (the exit message)."""
+
+    def __init__(self, errors: Iterable[str]) -> None:
+        self.errors = tuple(errors)
+        super().__init__("\n".join(self.errors))
 
 
 def default_data_dir() -> Path:
@@ -17,17 +46,56 @@ def default_data_dir() -> Path:
     return Path(base) / "contextd"
 
 
-def _setting(default: object, help: str) -> Any:
-    """A field with the help text its command-line flag shows."""
+def _setting(default: object, help: str, check: Check | None = None) -> Any:
+    """A field with the help text its command-line flag shows, and the check its value
+    must pass."""
+    metadata = {"help": help, "check": check}
     if callable(default):
-        return field(default_factory=default, metadata={"help": help})
-    return field(default=default, metadata={"help": help})
+        return field(default_factory=default, metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
+def _within(lowest: float, highest: float, unit: str = "") -> Check:
+    def check(value: float) -> str | None:
+        if lowest <= value <= highest:  # False for NaN too
+            return None
+        return f"must be from {lowest} to {highest}{' ' + unit if unit else ''}, not {value}"
+
+    return check
+
+
+def _port(off: bool = False) -> Check:
+    """A TCP port, 0 for any free one, and -1 when ``off`` turns the listener off."""
+    return _within(-1 if off else 0, 65535)
+
+
+def _not_negative(value: float) -> str | None:
+    return None if value >= 0 else "must not be negative"
+
+
+def _at_least_one(value: int) -> str | None:
+    return None if value >= 1 else f"must be at least 1, not {value}"
+
+
+def _days(value: float) -> str | None:
+    if math.isfinite(value) and value >= 0:
+        return None
+    return "must be 0 (keep forever) or a positive number of days"
+
+
+def _lease(value: float) -> str | None:
+    if math.isfinite(value) and value >= MIN_TURN_LEASE_SECONDS:
+        return None
+    return (
+        f"must be at least {MIN_TURN_LEASE_SECONDS:g} seconds (a turn renews its lease once "
+        f"a second), not {value}"
+    )
 
 
 @dataclass(frozen=True, slots=True)
 class Settings:
     host: str = _setting("127.0.0.1", "address to listen on; 0.0.0.0 for every interface")
-    port: int = _setting(50151, "port to listen on, 0 for any free port")
+    port: int = _setting(50151, "port to listen on, 0 for any free port", _port())
     data_dir: Path = _setting(  # noqa: RUF009 - becomes a default_factory
         default_data_dir, "where contextd keeps its database and logs"
     )
@@ -68,6 +136,7 @@ class Settings:
         0,
         "with --provider echo: milliseconds between streamed deltas (0 to 60000), "
         "to watch streaming and cancelling; 0 streams at once",
+        _within(0, MAX_ECHO_DELAY_MS, "milliseconds"),
     )
     embedding_provider: str = _setting(
         "none",
@@ -85,6 +154,56 @@ class Settings:
     max_prompt_tokens: int = _setting(8000, "most prompt tokens a chat turn sends")
     warn_prompt_tokens: int = _setting(6000, "prompt tokens over which a turn warns")
     max_steps: int = _setting(4, "model calls per turn, server-side tools included")
+    tool_result_cap_tokens: int = _setting(
+        0,
+        "most tokens one tool result keeps, head and tail around a marker; 0 for no cap",
+        _not_negative,
+    )
+    clear_trigger_tokens: int = _setting(
+        0,
+        "history tokens over which old tool results are cleared to a placeholder; 0: never",
+        _not_negative,
+    )
+    keep_tool_results: int = _setting(
+        3, "newest tool results that are never cleared", _not_negative
+    )
+    clear_at_least_tokens: int = _setting(
+        4000,
+        "a clearing step frees at least this many tokens, or waits (keeps caches hitting)",
+        _not_negative,
+    )
+    clear_tool_inputs: bool = _setting(
+        False, "clearing a tool result also replaces its call's arguments with a note"
+    )
+    clear_exclude_tools: str = _setting(
+        "", "tools whose results are never cleared, comma-separated"
+    )
+    compaction_trigger_tokens: int = _setting(
+        0,
+        "compact a session after a turn when the messages its summary does not cover are "
+        "over this many tokens; 0: by --compaction-trigger-share only",
+        _not_negative,
+    )
+    compaction_trigger_share: float = _setting(
+        0.75,
+        "the same trigger as a share of the turn's token budget (0 to 1; 0: off)",
+        _within(0, 1),
+    )
+    compaction_keep_messages: int = _setting(
+        10, "newest messages a compaction keeps verbatim", _at_least_one
+    )
+    compaction_keep_turns: int = _setting(
+        0, "newest turns a compaction keeps verbatim instead, when above 0", _not_negative
+    )
+    compaction_model: str = _setting(
+        "", "model that writes compaction summaries; empty for --provider-model"
+    )
+    compaction_prompt: str = _setting(
+        "", "instructions for the compaction summary, instead of the built-in ones"
+    )
+    compaction_timeout: float = _setting(
+        30.0, "seconds the compaction summary may take before an extract is used"
+    )
     database_url: str = _setting(
         "",
         "PostgreSQL URL (postgresql://user:password@host:5432/db); "
@@ -101,13 +220,14 @@ class Settings:
         "NORMAL", "NORMAL survives a process crash, FULL also a power cut"
     )
     metrics_port: int = _setting(
-        0, "HTTP port serving GET /metrics in the Prometheus text format; 0 for none"
+        0, "HTTP port serving GET /metrics in the Prometheus text format; 0 for none", _port()
     )
     metrics_host: str = _setting("", "address for the metrics port; empty for the same as --host")
     web_port: int = _setting(
         -1,
         "HTTP/1.1 port for gRPC-Web and Connect (browsers, .NET Framework): "
         "-1 off, 0 any free port",
+        _port(off=True),
     )
     web_host: str = _setting("", "address for the web port; empty for the same as --host")
     web_max_connections: int = _setting(
@@ -125,7 +245,9 @@ class Settings:
         "port (needs --web-port)",
     )
     mcp_port: int = _setting(
-        -1, "HTTP port serving MCP (streamable HTTP at /mcp): -1 off, 0 any free port"
+        -1,
+        "HTTP port serving MCP (streamable HTTP at /mcp): -1 off, 0 any free port",
+        _port(off=True),
     )
     mcp_host: str = _setting("", "address for the MCP port; empty for the same as --host")
     cors_origins: str = _setting(
@@ -176,12 +298,20 @@ class Settings:
         0.0, "requests a credential may make at once above --rate-limit; 0 for twice the rate"
     )
     max_concurrent_turns: int = _setting(
-        0, "StreamChat turns one user may have running at once; 0 for no limit"
+        0, "StreamChat turns one user may have running at once; 0 for no limit", _not_negative
     )
     retention_days: float = _setting(
         0.0,
         "purge sessions without activity for this many days, with their messages, "
         "summaries and event logs (memories stay); 0 keeps them forever",
+        _days,
+    )
+    turn_lease_seconds: float = _setting(
+        15.0,
+        "with PostgreSQL replicas: seconds a turn holds its session without renewing the "
+        "lease; a replica's turn cut off by its end is closed by another this long after "
+        f"(at least {MIN_TURN_LEASE_SECONDS:g})",
+        _lease,
     )
 
     def listen_hosts(self) -> list[str]:
@@ -194,38 +324,86 @@ class Settings:
             hosts.append(self.mcp_host or self.host)
         return hosts
 
+    def rate_burst(self) -> float:
+        """The requests a credential may make at once: ``--rate-limit-burst``, else twice
+        the rate."""
+        return self.rate_limit_burst or 2 * self.rate_limit
+
+    def check(self, *rules: Rule) -> None:
+        """Raise SettingsError naming every error of these settings at once: each field's
+        own check, the rules between fields, then ``rules`` (what other modules know: the
+        composition root passes them)."""
+        errors = [
+            *self._field_errors(),
+            *self._between_fields(),
+            *(error for rule in rules for error in rule(self)),
+        ]
+        if errors:
+            raise SettingsError(errors)
+
+    def _field_errors(self) -> Iterator[str]:
+        for f in fields(self):
+            check: Check | None = f.metadata["check"]
+            wrong = check(getattr(self, f.name)) if check is not None else None
+            if wrong is not None:
+                yield f"{_flag(f.name)} {wrong}"
+
+    def _between_fields(self) -> Iterator[str]:
+        if self.rate_limit < 0 or self.rate_limit_burst < 0:
+            yield "--rate-limit and --rate-limit-burst must not be negative"
+        elif self.rate_limit > 0 and self.rate_burst() < 1:
+            yield "--rate-limit-burst must be at least 1 (one request)"
+        if self.openai_api and self.web_port < 0:
+            yield "--openai-api is served on the web port: set --web-port too"
+
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None, **overrides: object) -> Settings:
+        """The settings of ``CONTEXTD_*`` variables, ``overrides`` (the flags given) on top;
+        SettingsError naming every variable that does not parse."""
         env = os.environ if environ is None else environ
         values: dict[str, object] = {}
+        errors: list[str] = []
         for f in fields(cls):
-            raw = env.get(ENV_PREFIX + f.name.upper())
-            if raw is not None:
+            variable = ENV_PREFIX + f.name.upper()
+            raw = env.get(variable)
+            if raw is None:
+                continue
+            try:
                 values[f.name] = _parse(f.name, raw)
+            except ValueError:
+                errors.append(_not_valid(variable, f.name, raw))
+        if errors:
+            raise SettingsError(errors)
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)  # type: ignore[arg-type]
 
 
-def _parse(name: str, raw: str, label: str = "") -> object:
-    """``raw`` as the setting's type; ``label`` names where it came from in errors."""
-    label = label or f"{ENV_PREFIX}{name.upper()}"
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _parse(name: str, raw: str) -> object:
+    """``raw`` as the setting's type; ValueError when it is not one."""
     kind = _FIELD_TYPES[name]
     if kind == "bool":
         if raw.lower() in ("1", "true", "yes", "on"):
             return True
         if raw.lower() in ("0", "false", "no", "off"):
             return False
-        raise SystemExit(f"{label}={raw!r} is not a valid bool")
+        raise ValueError(raw)
     if kind == "Path":
         return Path(raw).expanduser()
-    try:
-        if kind == "int":
-            return int(raw)
-        if kind == "float":
-            return float(raw)
-    except ValueError:
-        raise SystemExit(f"{label}={raw!r} is not a valid {kind}") from None
+    if kind == "int":
+        return int(raw)
+    if kind == "float":
+        return float(raw)
     return raw
+
+
+def _not_valid(label: str, name: str, raw: str) -> str:
+    """The error of a value of ``name`` that does not parse; ``label`` says where it came
+    from (its variable or flag)."""
+    return f"{label}={raw!r} is not a valid {_FIELD_TYPES[name]}"
 
 
 # Field annotations are strings here (postponed evaluation): "int", "Path", ...
@@ -233,7 +411,14 @@ _FIELD_TYPES = {f.name: str(f.type) for f in fields(Settings)}
 
 
 def _converter(name: str) -> Callable[[str], object]:
-    return lambda raw: _parse(name, raw, "--" + name.replace("_", "-"))
+    def convert(raw: str) -> object:
+        try:
+            return _parse(name, raw)
+        except ValueError:
+            # Not argparse's own message: the same words as for a variable.
+            raise SettingsError([_not_valid(_flag(name), name, raw)]) from None
+
+    return convert
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -242,7 +427,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default = f.default if f.default is not MISSING else "$XDG_DATA_HOME/contextd"
         is_bool = _FIELD_TYPES[f.name] == "bool"
         parser.add_argument(
-            "--" + f.name.replace("_", "-"),
+            _flag(f.name),
             dest=f.name,
             metavar=_FIELD_TYPES[f.name].upper(),
             type=_converter(f.name),

@@ -1,7 +1,8 @@
 """The protocols other hosts already speak, served beside the native port: the
 OpenAI-compatible HTTP API (mounted on the web port) and MCP (a port of its own).
 Both translate to native calls, so auth, tenants, limits and the audit log apply as on
-every port. Part of the composition root: the server starts them from here."""
+every port. Part of the composition root: the server starts them from here (their
+settings are checked with the others, config.py)."""
 
 from __future__ import annotations
 
@@ -19,14 +20,6 @@ log = logging.getLogger("contextd.server")
 
 # Stops a listener given the seconds left of the grace period.
 Stop = Callable[[float], Awaitable[None]]
-
-
-def check(settings: Settings) -> None:
-    """Refuse settings that cannot work, before anything starts."""
-    if settings.openai_api and settings.web_port < 0:
-        raise SystemExit("--openai-api is served on the web port: set --web-port too")
-    if settings.mcp_port > 65535:
-        raise SystemExit(f"--mcp-port must be from -1 to 65535, not {settings.mcp_port}")
 
 
 async def web_mounts(settings: Settings) -> list[Mount]:

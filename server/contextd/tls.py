@@ -25,14 +25,22 @@ class ServerTls:
     client_ca: bytes | None
     ssl_context: ssl.SSLContext
 
+    @staticmethod
+    def missing_files(cert_file: str, key_file: str, client_ca_file: str = "") -> list[str]:
+        """What the files named lack to make TLS: its key for a certificate, and so on."""
+        missing = [] if (error := _pair_error(cert_file, key_file)) is None else [error]
+        if client_ca_file and not cert_file and not key_file:
+            missing.append("--tls-client-ca needs --tls-cert and --tls-key")
+        return missing
+
     @classmethod
     def load(cls, cert_file: str, key_file: str, client_ca_file: str = "") -> ServerTls | None:
         """None without TLS (no files named); SystemExit on any problem with the files."""
-        if not cert_file and not key_file:
-            if client_ca_file:
-                raise SystemExit("--tls-client-ca needs --tls-cert and --tls-key")
+        missing = cls.missing_files(cert_file, key_file, client_ca_file)
+        if missing:
+            raise SystemExit(missing[0])
+        if not cert_file:
             return None
-        _require_pair(cert_file, key_file)
         cert_chain = _read("--tls-cert", cert_file)
         private_key = _read("--tls-key", key_file)
         client_ca = _read("--tls-client-ca", client_ca_file) if client_ca_file else None
@@ -81,11 +89,18 @@ def client_credentials(
     )
 
 
-def _require_pair(cert_file: str, key_file: str) -> None:
+def _pair_error(cert_file: str, key_file: str) -> str | None:
     if cert_file and not key_file:
-        raise SystemExit("--tls-cert needs --tls-key as well")
+        return "--tls-cert needs --tls-key as well"
     if key_file and not cert_file:
-        raise SystemExit("--tls-key needs --tls-cert as well")
+        return "--tls-key needs --tls-cert as well"
+    return None
+
+
+def _require_pair(cert_file: str, key_file: str) -> None:
+    error = _pair_error(cert_file, key_file)
+    if error is not None:
+        raise SystemExit(error)
 
 
 def _read(flag: str, path: str) -> bytes:

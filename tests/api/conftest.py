@@ -21,14 +21,21 @@ from tests.support.server import start_server
 
 @asynccontextmanager
 async def live_server(
-    data_dir: Path, fake: ChatFake, provider: str, model: str, database_url: str = ""
+    data_dir: Path,
+    fake: ChatFake,
+    provider: str,
+    model: str,
+    database_url: str = "",
+    *flags: str,
 ) -> AsyncIterator[Live]:
-    """``contextd serve --provider PROVIDER`` talking to ``fake``, and stubs for it."""
+    """``contextd serve --provider PROVIDER`` (and ``flags``) talking to ``fake``, and
+    stubs for it."""
     async with fake:
         proc = start_server(
             data_dir,
             *("--provider", provider, "--provider-base-url", fake.url),
             *("--provider-model", model, "--provider-timeout", "10"),
+            *flags,
             env={f"CONTEXTD_{provider.upper()}_API_KEY": FAKE_KEY},
             database_url=database_url,
         )

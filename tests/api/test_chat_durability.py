@@ -15,6 +15,7 @@ import grpc
 import grpc.aio
 import pytest
 from contextd.store.engine.sqlite import DB_FILENAME
+from contextd.store.event_log.events import HISTORY_DIR
 from contextd.v1 import chat_pb2 as cpb
 from contextd.v1 import chat_pb2_grpc, sessions_pb2_grpc
 from contextd.v1 import context_pb2 as pb
@@ -95,7 +96,7 @@ async def test_fifty_concurrent_streams_all_complete_and_are_stored(
             assert [m.message.id for m in stored][1::2] == [d.assistant_message_id for d in done]
             usage = done[1].session_usage
             assert usage.completion_tokens == sum(d.turn_usage.completion_tokens for d in done)
-            log = proc.data_dir / "history" / f"{sid}.jsonl"
+            log = proc.data_dir / HISTORY_DIR / f"{sid}.jsonl"
             lines = [json.loads(line) for line in log.read_text("utf-8").splitlines()]
             assert [e["type"] for e in lines] == [
                 "session_start",
@@ -176,7 +177,7 @@ async def test_sigkill_mid_stream_then_restart(tmp_path: Path) -> None:
             assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
 
         # Every line written before the kill is whole JSON; then a crash's torn line.
-        history = tmp_path / "history" / f"{sid}.jsonl"
+        history = tmp_path / HISTORY_DIR / f"{sid}.jsonl"
         raw = history.read_bytes()
         assert raw.endswith(b"\n")
         before = [json.loads(line) for line in raw.decode("utf-8").splitlines()]

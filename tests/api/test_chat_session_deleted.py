@@ -17,6 +17,7 @@ import grpc
 import grpc.aio
 import pytest
 from contextd import server as contextd_server
+from contextd import wiring
 from contextd.config import Settings
 from contextd.providers.base import (
     Capabilities,
@@ -27,6 +28,7 @@ from contextd.providers.base import (
     Usage,
 )
 from contextd.store.engine.sqlite import SqliteDatabase
+from contextd.store.event_log.events import HISTORY_DIR
 from contextd.v1 import chat_pb2 as cpb
 from contextd.v1 import chat_pb2_grpc, memory_pb2_grpc, sessions_pb2_grpc
 from contextd.v1 import context_pb2 as pb
@@ -71,7 +73,7 @@ class Live:
 @pytest.fixture
 async def live(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Live]:
     provider = HeldProvider()
-    monkeypatch.setattr(contextd_server, "make_provider", lambda *_, **__: provider)
+    monkeypatch.setattr(wiring, "make_provider", lambda *_, **__: provider)
     running = await contextd_server.start(Settings(port=0, data_dir=tmp_path))
     try:
         async with grpc.aio.insecure_channel(f"127.0.0.1:{running.port}") as channel:
@@ -176,7 +178,7 @@ async def test_a_session_deleted_while_its_turn_streams_ends_the_turn_not_found(
         assert count == 0, table
     assert await rows(live.db, doomed) == before
     # Its event log too: the turn's later events did not write it anew.
-    assert not (live.data_dir / "history" / f"{doomed}.jsonl").exists()
+    assert not (live.data_dir / HISTORY_DIR / f"{doomed}.jsonl").exists()
 
     # The other session goes on as before.
     turn = [

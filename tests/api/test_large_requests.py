@@ -66,20 +66,21 @@ async def test_health_answers_while_large_requests_run(proc: ServerProcess) -> N
             assert reply.status == health_pb2.HealthCheckResponse.SERVING
             await asyncio.sleep(0.05)
         replies = await large
+        took = time.perf_counter() - sent
     totals = {pb.CountTokensResponse.FromString(r).total_tokens for r in replies[:4]}
     assert len(totals) == 1 and totals.pop() > BIG // 10
     # The one history message is over the budget: dropped, the user message kept.
     built = pb.BuildMessagesResponse.FromString(replies[4])
     assert [m.content for m in built.messages] == ["and now?"]
     assert len(latencies) >= 5, "the large requests ended before they could be observed"
-    # Nine checks in ten within 100 ms (most take a few), and none near a stall (which
-    # lasted seconds): on a shared 2-core machine a check can meet one large request's
-    # step holding the GIL (tens of milliseconds) just as the OS deschedules the loop.
+    # Measured against the large requests' own time, not the clock: a loop the work
+    # blocked answers no check until a request is done (a stall as long as the work),
+    # while a check that meets a step of the work holding the GIL waits a small share of
+    # it, however loaded the machine (which slows both alike).
     ordered = sorted(latencies)
     shown = [round(x, 3) for x in latencies]
-    assert ordered[len(ordered) // 2] < 0.02, shown
-    assert ordered[int(len(ordered) * 0.9)] < 0.1, shown
-    assert ordered[-1] < 0.5, shown
+    assert ordered[len(ordered) // 2] < took / 20, (took, shown)
+    assert ordered[-1] < took / 4, (took, shown)
 
 
 def _raw(data: bytes) -> bytes:

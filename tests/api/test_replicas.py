@@ -250,11 +250,8 @@ async def openai_pair(
                 start_server,
                 tmp_path / name,
                 *("--provider", "openai", "--provider-base-url", fake.url),
-                *("--provider-timeout", "30"),
-                env={
-                    "CONTEXTD_OPENAI_API_KEY": FAKE_KEY,
-                    "CONTEXTD_TESTING_TURN_LEASE_S": str(LEASE_S),
-                },
+                *("--provider-timeout", "30", "--turn-lease-seconds", str(LEASE_S)),
+                env={"CONTEXTD_OPENAI_API_KEY": FAKE_KEY},
                 database_url=postgres_url,
             )
             for name in ("a", "b")

@@ -14,6 +14,7 @@ import grpc.aio
 import pytest
 from contextd.app import retention
 from contextd.config import Settings
+from contextd.store.event_log.events import HISTORY_DIR
 from contextd.v1 import chat_pb2 as cpb
 from contextd.v1 import context_pb2 as pb
 from contextd.v1 import memory_pb2 as mpb
@@ -72,9 +73,9 @@ async def test_an_inactive_session_is_purged_at_start_and_a_recent_one_stays(
             assert gone.value.code() == grpc.StatusCode.NOT_FOUND
     finally:
         assert proc.stop() == 0
-    assert not (tmp_path / "history" / f"{old}.jsonl").exists()
-    assert not (tmp_path / "history" / f"{bobs_old}.jsonl").exists()
-    assert (tmp_path / "history" / f"{recent}.jsonl").exists()
+    assert not (tmp_path / HISTORY_DIR / f"{old}.jsonl").exists()
+    assert not (tmp_path / HISTORY_DIR / f"{bobs_old}.jsonl").exists()
+    assert (tmp_path / HISTORY_DIR / f"{recent}.jsonl").exists()
     assert list((tmp_path / "log-removals").iterdir()) == []
     with sqlite3.connect(tmp_path / "contextd.sqlite3") as db:
         for table in ("conversation", "compression_summaries", "session_summaries"):

@@ -16,6 +16,7 @@ import pytest
 from contextd.api.jwt_auth import JwtAuthenticator
 from contextd.config import Settings
 from contextd.core.errors import Unauthenticated
+from contextd.store.event_log.events import HISTORY_DIR
 from contextd.v1 import chat_pb2 as cpb
 from contextd.v1 import (
     chat_pb2_grpc,
@@ -169,10 +170,10 @@ def test_two_bobs_share_nothing(tenants: Tenants, channel: grpc.Channel, backend
     assert any(e["type"] == "turn_start" for e in acme.events(acme_sid))
     assert any(e["type"] == "turn_start" for e in globex.events(globex_sid))
     if backend == "sqlite":  # PostgreSQL keeps them in a table, by tenant and session
-        history = tenants.data_dir / "history" / "tenants"
+        history = tenants.data_dir / HISTORY_DIR / "tenants"
         assert (history / "acme" / f"{acme_sid}.jsonl").is_file()
         assert (history / "globex" / f"{globex_sid}.jsonl").is_file()
-        assert not (tenants.data_dir / "history" / f"{acme_sid}.jsonl").exists()
+        assert not (tenants.data_dir / HISTORY_DIR / f"{acme_sid}.jsonl").exists()
 
 
 def test_another_tenants_ids_are_not_found(tenants: Tenants, channel: grpc.Channel) -> None:

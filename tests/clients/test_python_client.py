@@ -329,3 +329,43 @@ def test_list_tokenizers(client: ContextClient) -> None:
     assert by_name["estimate"].available and by_name["estimate"].message_overhead == 0
     assert by_name["cl100k_base"].available and by_name["cl100k_base"].message_overhead == 3
     assert all(t.description for t in tokenizers.tokenizers)
+
+
+# Context editing --------------------------------------------------------------------
+
+
+def test_build_messages_with_editing(client: ContextClient) -> None:
+    calls = [{"id": f"c{k}", "name": "search", "arguments": "{}"} for k in range(3)]
+    history: list[dict[str, Any]] = [{"role": "user", "content": "find"}]
+    for call in calls:
+        history.append({"role": "assistant", "content": "", "tool_calls": [call]})
+        history.append({"role": "tool", "tool_call_id": call["id"], "content": "word " * 400})
+    built = client.build_messages(
+        "next",
+        token_budget=10_000,
+        history=history,
+        tokenizer="estimate",
+        editing={
+            "tool_result_cap_tokens": 100,
+            "clear_trigger_tokens": 1,
+            "keep_tool_results": 1,
+            "clear_at_least_tokens": 0,
+        },
+    )
+    assert [(e.index, e.kind, e.tool_call_id) for e in built.report.edits] == [
+        (2, "cleared", "c0"),
+        (4, "cleared", "c1"),
+        (6, "capped", "c2"),
+    ]
+    capped = built.report.edits[-1]
+    assert isinstance(capped, contextd_client.MessageEdit)
+    assert capped.tokens_before == 500 and capped.tokens_after <= 100
+    assert built.messages[2]["content"] == (
+        "[tool result cleared to save context: search, call c0, 500 tokens]"
+    )
+    assert built.report.cache_prefix_kept_tokens < built.report.total_tokens
+    error = expect_error(
+        lambda: client.build_messages("x", token_budget=100, editing={"keep_tool_results": -1})
+    )
+    assert error.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert error.fields == ["editing.keep_tool_results"]

@@ -111,6 +111,14 @@ CALLS: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = [
             "output_format": "openai",
             "on_overflow": "fail",
             "cache_layout": "off",
+            "editing": {
+                "tool_result_cap_tokens": 500,
+                "clear_trigger_tokens": 1000,
+                "keep_tool_results": 2,
+                "clear_at_least_tokens": 100,
+                "clear_tool_inputs": False,
+                "exclude_tools": ["f"],
+            },
         },
     ),
     (

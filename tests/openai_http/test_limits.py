@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 import openai
 import pytest
+from contextd.store.event_log.events import HISTORY_DIR
 
 from tests.support.grpc_web import web_address
 from tests.support.server import ServerProcess, start_server
@@ -45,4 +46,4 @@ def test_a_turn_over_the_rate_stores_nothing(server: ServerProcess) -> None:
             c.chat.completions.create(model="echo", messages=messages, user="rob")  # type: ignore[arg-type]
     # Counted on disk: any call naming rob would be over the rate too. Each stored turn
     # started a session, whose event log is a file of its own.
-    assert len(list((server.data_dir / "history").glob("*.jsonl"))) == 2
+    assert len(list((server.data_dir / HISTORY_DIR).glob("*.jsonl"))) == 2

@@ -17,6 +17,8 @@ from contextd.store.partial_answers import Busy, PartialAnswer, PartialAnswerRep
 from contextd.store.sessions import SessionRepo, UsageTotals
 
 LEASE = 0.3
+# Where no lease may run out while a test runs (the server's default).
+LONG_LEASE = 15.0
 
 
 @pytest.fixture
@@ -41,7 +43,7 @@ async def open_turn(
 
 
 async def test_opened_with_the_input_then_replaced(db: Database, session: Session) -> None:
-    partials = PartialAnswerRepo(db)
+    partials = PartialAnswerRepo(db, LONG_LEASE)
     conversation = await open_turn(db, session, partials)
     [row] = await partials.left_behind()
     assert (row.tenant_id, row.session_id, row.user_id) == ("acme", session.id, "alice")
@@ -61,7 +63,7 @@ async def test_opened_with_the_input_then_replaced(db: Database, session: Sessio
 async def test_emptied_with_a_step_and_deleted_with_the_answer(
     db: Database, session: Session
 ) -> None:
-    partials = PartialAnswerRepo(db)
+    partials = PartialAnswerRepo(db, LONG_LEASE)
     conversation = await open_turn(db, session, partials)
     await partials.save(session.id, 0, "Let me look", UsageTotals(0, 0, 40))
     await conversation.append(
@@ -89,7 +91,7 @@ async def test_emptied_with_a_step_and_deleted_with_the_answer(
 
 
 async def test_a_failed_answer_keeps_the_row(db: Database, session: Session) -> None:
-    partials = PartialAnswerRepo(db)
+    partials = PartialAnswerRepo(db, LONG_LEASE)
     conversation = await open_turn(db, session, partials)
     await partials.save(session.id, 0, "Once", UsageTotals(0, 0, 40))
     with pytest.raises(SessionNotFound):  # not her session: the transaction rolls back
@@ -106,7 +108,7 @@ async def test_a_failed_answer_keeps_the_row(db: Database, session: Session) -> 
 
 
 async def test_a_new_turn_replaces_a_row_left_behind(db: Database, session: Session) -> None:
-    partials = PartialAnswerRepo(db)
+    partials = PartialAnswerRepo(db, LONG_LEASE)
     await open_turn(db, session, partials)
     await partials.save(session.id, 0, "Once", UsageTotals(0, 0, 40))
     conversation = ConversationRepo(db)
@@ -127,9 +129,9 @@ async def test_a_new_turn_replaces_a_row_left_behind(db: Database, session: Sess
 
 
 async def test_deleting_the_session_deletes_its_row(db: Database, session: Session) -> None:
-    await open_turn(db, session, PartialAnswerRepo(db))
+    await open_turn(db, session, PartialAnswerRepo(db, LONG_LEASE))
     assert await SessionRepo(db).delete(session.id, tenant_id="acme")
-    assert await PartialAnswerRepo(db).left_behind() == []
+    assert await PartialAnswerRepo(db, LONG_LEASE).left_behind() == []
     [row] = await db.reader.execute_fetchall("SELECT COUNT(*) FROM partial_answers")
     assert row[0] == 0
 

@@ -15,6 +15,7 @@ from contextd.store.engine.database import Database
 from contextd.store.engine.postgresql import PostgresDatabase
 from contextd.store.engine.sqlite import SqliteDatabase
 from contextd.store.event_log import table
+from contextd.store.event_log.events import HISTORY_DIR
 from contextd.store.memory.repository import MemoryRepo
 from contextd.store.memory.vectors import MemoryVectorRepo
 from contextd.store.models import NewMessage
@@ -101,7 +102,7 @@ async def test_copied_in_batches_both_ways(
     monkeypatch.setattr(copy_logs, "BATCH", 2)
     monkeypatch.setattr(table, "PAGE", 2)  # PostgreSQL's lines, read for the copy
     source_dir, target_dir = tmp_path / "source", tmp_path / "target"
-    await _fill(db, source_dir / "history")
+    await _fill(db, source_dir / HISTORY_DIR)
 
     counts = await copy_store(db, source_dir, target, target_dir)
     assert all(count.matches for count in counts)
@@ -112,15 +113,10 @@ async def test_copied_in_batches_both_ways(
     session_id, tenant_id = rows["sessions"][0][:2]
     copied, _ = await ConversationRepo(target).list_messages(session_id, tenant_id=tenant_id)
     assert copied[-1].message.parts == PARTS
-    target_log = [
-        e
-        async for e in target.event_log(target_dir / "history").read(
-            session_id, tenant_id=tenant_id
-        )
-    ]
-    source_log = [
-        e async for e in db.event_log(source_dir / "history").read(session_id, tenant_id=tenant_id)
-    ]
+    target_events = target.event_log(target_dir / HISTORY_DIR)
+    target_log = [e async for e in target_events.read(session_id, tenant_id=tenant_id)]
+    source_events = db.event_log(source_dir / HISTORY_DIR)
+    source_log = [e async for e in source_events.read(session_id, tenant_id=tenant_id)]
     assert target_log == source_log and len(source_log) == 5
 
     found = await MemoryRepo(target).search("user1", "walrus", tenant_id="acme")

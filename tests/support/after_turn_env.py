@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
 
 import pytest
 from contextd.app.after_turn import AfterTurnRunner, AfterTurnSettings, FinishedTurn
+from contextd.app.memory_embedding import MeaningSearch
 from contextd.core.messages import ChatMessage, Role
 from contextd.providers.base import LANGUAGE_MODEL, Finished, ModelEvent, ModelRequest, TextDelta
 from contextd.providers.echo import EchoProvider
@@ -73,11 +76,16 @@ class ScriptedProvider:
 
 
 class Env:
-    def __init__(self, db: SqliteDatabase) -> None:
+    def __init__(self, db: SqliteDatabase, meaning: MeaningSearch | None = None) -> None:
         self.db = db
         self.sessions = SessionRepo(db)
         self.conversation = ConversationRepo(db)
-        self.memories = MemoryRepo(db)
+        self.meaning = meaning
+        self.memories = (
+            MemoryRepo(db, meaning=meaning.ranker, changed=meaning.worker.wake)
+            if meaning is not None
+            else MemoryRepo(db)
+        )
         self.summaries = SummaryRepo(db)
         self.history = MemoryHistoryRepo(db, self.memories)
         self.runners: list[AfterTurnRunner] = []
@@ -121,6 +129,22 @@ class Env:
             )
         )
         return str(rows[0][0]) if rows else None
+
+
+@asynccontextmanager
+async def env_in(
+    directory: Path, meaning: Callable[[SqliteDatabase], MeaningSearch] | None = None
+) -> AsyncIterator[Env]:
+    """An Env on a new database in ``directory``, its memories searched by ``meaning``
+    (made for the database) when given; its runners and database closed after."""
+    db = await SqliteDatabase.open(directory / "contextd.sqlite3")
+    environment = Env(db, meaning(db) if meaning is not None else None)
+    try:
+        yield environment
+    finally:
+        for runner in environment.runners:
+            await runner.aclose()
+        await db.close()
 
 
 async def run(runner: AfterTurnRunner, turn: FinishedTurn) -> None:

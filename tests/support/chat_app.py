@@ -23,7 +23,7 @@ from contextd.providers.echo import EchoProvider
 from contextd.store.catalog import CatalogRepo
 from contextd.store.conversation import ConversationRepo
 from contextd.store.engine.open import open_database
-from contextd.store.event_log.events import EventStore
+from contextd.store.event_log.events import HISTORY_DIR, EventStore
 from contextd.store.memory.repository import MemoryRepo
 from contextd.store.partial_answers import PartialAnswerRepo
 from contextd.store.sessions import SessionRepo
@@ -80,13 +80,13 @@ async def in_process(data_dir: Path, database_url: str = "") -> AsyncIterator[Ap
     db = await open_database(database_url, data_dir)
     tokenizers = TokenizerRegistry("cl100k_base")
     memories, summaries = MemoryRepo(db), SummaryRepo(db)
-    events = db.event_log(data_dir / "history")
+    events = db.event_log(data_dir / HISTORY_DIR)
     conversation = ConversationRepo(db)
     sessions = SessionsApp(SessionRepo(db), conversation, summaries, memories, tokenizers, events)
     defaults = LayerDefaults("You are a test.", "", True, 5, 3)
     builder = SessionContextBuilder(defaults, sessions, CatalogRepo(db), memories, summaries)
     provider = RecordingEcho()
-    partials = PartialAnswerRepo(db)
+    partials = PartialAnswerRepo(db, lease_seconds=15.0)
     chat = ChatApp(
         sessions=sessions,
         conversation=conversation,

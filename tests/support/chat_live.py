@@ -13,6 +13,7 @@ from typing import Any
 
 import asyncpg
 from contextd.app.session_context import MEMORY_HEADER
+from contextd.store.event_log.events import HISTORY_DIR
 from contextd.v1 import chat_pb2 as cpb
 from contextd.v1 import context_pb2 as pb
 from contextd.v1 import memory_pb2 as mpb
@@ -88,7 +89,7 @@ class Live:
     database_url: str = ""  # the server's PostgreSQL database; "" for SQLite
 
     def history_file(self, session_id: str) -> Path:
-        return self.proc.data_dir / "history" / f"{session_id}.jsonl"
+        return self.proc.data_dir / HISTORY_DIR / f"{session_id}.jsonl"
 
     async def history_lines(self, session_id: str) -> list[str]:
         """The session's event log as stored: the file's lines, or the table's rows."""

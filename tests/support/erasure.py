@@ -13,6 +13,7 @@ from typing import Any
 
 import grpc.aio
 from contextd import server as contextd_server
+from contextd import wiring
 from contextd.config import Settings
 from contextd.providers.base import (
     Capabilities,
@@ -23,6 +24,7 @@ from contextd.providers.base import (
     Usage,
 )
 from contextd.store.engine.database import Database
+from contextd.store.event_log.events import HISTORY_DIR
 from contextd.store.memory.index import user_key
 from contextd.v1 import chat_pb2 as cpb
 from contextd.v1 import chat_pb2_grpc, memory_pb2_grpc, sessions_pb2_grpc, users_pb2_grpc
@@ -94,18 +96,18 @@ class InProcess:
 
     @property
     def history(self) -> Path:
-        return self.running.settings.data_dir / "history"
+        return self.running.settings.data_dir / HISTORY_DIR
 
 
 @asynccontextmanager
 async def in_process(settings: Settings, provider: GatedProvider) -> AsyncIterator[InProcess]:
     """``settings``' server in this process, its model calls going to ``provider``."""
-    original = contextd_server.make_provider
-    contextd_server.make_provider = lambda *_, **__: provider  # type: ignore[assignment]
+    original = wiring.make_provider
+    wiring.make_provider = lambda *_, **__: provider  # type: ignore[assignment]
     try:
         running = await contextd_server.start(settings)
     finally:
-        contextd_server.make_provider = original
+        wiring.make_provider = original
     try:
         async with grpc.aio.insecure_channel(f"127.0.0.1:{running.port}") as channel:
             stubs = Stubs(

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { after, describe, it } from "node:test";
-import { DropReason, OutputFormat, Role } from "../src/index.js";
-import { connect, newUser } from "./helpers.js";
+import { Code, DropReason, EditKind, OutputFormat, Role } from "../src/index.js";
+import { collect, connect, newUser, rejection } from "./helpers.js";
 
 const client = connect();
 after(() => client.close());
@@ -221,5 +221,78 @@ describe("ContextService.collect", () => {
 
     const taken = await client.context.collect({ userId: user, messageId: answer.id, uncollect: true });
     assert.equal(taken.isCollected, false);
+  });
+});
+
+describe("ContextService.buildMessages with editing", () => {
+  // Three search calls, each answered with 2000 bytes (500 tokens under the estimate).
+  const history = [
+    { role: Role.USER, content: "find it" },
+    ...[0, 1, 2].flatMap((k) => [
+      { role: Role.ASSISTANT, toolCalls: [{ id: `c${k}`, name: "search", arguments: "{}" }] },
+      { role: Role.TOOL, toolCallId: `c${k}`, content: "word ".repeat(400) },
+    ]),
+  ];
+
+  it("caps the newest result and clears the older ones, and reports each edit", async () => {
+    const built = await client.context.buildMessages({
+      history,
+      userMessage: "next",
+      tokenBudget: 10_000,
+      tokenizer: estimate,
+      editing: {
+        toolResultCapTokens: 100,
+        clearTriggerTokens: 1,
+        keepToolResults: 1,
+        clearAtLeastTokens: 0,
+      },
+    });
+    assert.deepEqual(
+      built.report?.edits.map((e) => [e.index, e.kind, e.toolCallId, e.tokensBefore]),
+      [
+        [2, EditKind.CLEARED, "c0", 500],
+        [4, EditKind.CLEARED, "c1", 500],
+        [6, EditKind.CAPPED, "c2", 500],
+      ],
+    );
+    assert.equal(
+      built.messages[2]?.content,
+      "[tool result cleared to save context: search, call c0, 500 tokens]",
+    );
+    assert.ok((built.messages[6]?.tokens ?? 0) <= 100);
+    assert.match(
+      built.messages[6]?.content ?? "",
+      /\[\.\.\. \d+ tokens \(0 lines\) of this tool result left out \.\.\.\]/,
+    );
+  });
+
+  it("names a bad setting", async () => {
+    const error = await rejection(
+      client.context.buildMessages({ userMessage: "x", tokenBudget: 100, editing: { keepToolResults: -1 } }),
+      Code.InvalidArgument,
+    );
+    assert.deepEqual(
+      error.violations.map((v) => v.field),
+      ["editing.keep_tool_results"],
+    );
+  });
+});
+
+describe("ChatService.streamChat with compaction settings", () => {
+  it("names the compaction settings out of range", async () => {
+    const error = await rejection(
+      collect(
+        client.chat.streamChat({
+          session: { userId: newUser("compaction") },
+          userMessage: "hi",
+          compaction: { triggerBudgetShare: 2, keepMessages: 0 },
+        }),
+      ),
+      Code.InvalidArgument,
+    );
+    assert.deepEqual(error.violations.map((v) => v.field).sort(), [
+      "compaction.keep_messages",
+      "compaction.trigger_budget_share",
+    ]);
   });
 });

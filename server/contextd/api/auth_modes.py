@@ -1,5 +1,6 @@
-"""The ``--auth`` modes: checked when the server starts, before anything listens, and
-turned into the guard's authenticator once the database is open."""
+"""The ``--auth`` modes: checked with the other settings when the server starts
+(``settings_errors``), and turned into the guard's authenticator once the database is
+open."""
 
 from __future__ import annotations
 
@@ -19,11 +20,28 @@ MODES = ("none", "api-key", "jwt")
 AuthenticatorFactory = Callable[[Database], Authenticator]
 
 
+def settings_errors(settings: Settings) -> list[str]:
+    """What makes ``settings.auth`` unusable, before anything starts: a mode that is none
+    of MODES, or ``none`` where it would be exposed."""
+    if settings.auth not in MODES:
+        return [f"--auth {settings.auth!r} is not a mode; choose one of {', '.join(MODES)}"]
+    exposed = exposed_hosts(settings.listen_hosts())
+    if settings.auth == "none" and exposed and not settings.allow_unauthenticated:
+        # Without credentials, anyone who reaches the port is any user: only loopback is
+        # allowed unless something in front checks callers.
+        return [
+            f"refusing to listen on {exposed[0]} with --auth none: anyone who reaches it "
+            "could act as any user. Use --auth api-key or jwt, a loopback address, or "
+            "--allow-unauthenticated if something in front of contextd checks callers."
+        ]
+    return []
+
+
 def authenticator_factory(settings: Settings) -> AuthenticatorFactory | None:
-    """The authenticator ``settings.auth`` asks for; None for ``none``. A setting that
-    cannot work stops the start with SystemExit and a message naming the flag."""
+    """The authenticator ``settings.auth`` asks for (``settings_errors`` found none);
+    None for ``none``. With ``jwt``, SystemExit naming the flag when its keys cannot be
+    had."""
     if settings.auth == "none":
-        _refuse_exposed(settings)
         return None
     if settings.auth == "api-key":
         return lambda db: ApiKeyAuthenticator(ApiKeyRepo(db))
@@ -33,18 +51,4 @@ def authenticator_factory(settings: Settings) -> AuthenticatorFactory | None:
         except ValueError as error:
             raise SystemExit(str(error)) from None
         return lambda db: tokens
-    raise SystemExit(f"--auth {settings.auth!r} is not a mode; choose one of {', '.join(MODES)}")
-
-
-def _refuse_exposed(settings: Settings) -> None:
-    """Without credentials, anyone who reaches the port is any user: only loopback is
-    allowed unless ``--allow-unauthenticated`` says something in front checks callers."""
-    if settings.allow_unauthenticated:
-        return
-    exposed = exposed_hosts(settings.listen_hosts())
-    if exposed:
-        raise SystemExit(
-            f"refusing to listen on {exposed[0]} with --auth none: anyone who reaches it "
-            "could act as any user. Use --auth api-key or jwt, a loopback address, or "
-            "--allow-unauthenticated if something in front of contextd checks callers."
-        )
+    raise ValueError(f"--auth {settings.auth!r} is not a mode")  # settings_errors said so

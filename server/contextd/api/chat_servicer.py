@@ -25,6 +25,8 @@ from contextd.app.chat import (
 )
 from contextd.app.context import ContextApp
 from contextd.app.scope import Caller
+from contextd.core.editing.compaction import NO_OPTIONS as NO_COMPACTION
+from contextd.core.editing.compaction import CompactionOptions, check_compaction
 from contextd.core.errors import InvalidArgument, Violations
 from contextd.core.pipeline import is_tool_name
 from contextd.providers.base import ToolSpec
@@ -88,6 +90,10 @@ class ChatServicer(chat_pb2_grpc.ChatServiceServicer):  # type: ignore[misc]
         )
         memory = convert.memory_from_pb(session.memory, "session.memory", v)
         cache_layout = convert.cache_layout_from_pb(session.cache_layout, "session.cache_layout", v)
+        editing = convert.editing_from_pb(
+            request.editing, request.HasField("editing"), self._context.editing, "editing", v
+        )
+        compaction = _compaction_from_pb(request, v)
         tools = [_tool_from_pb(t, f"tools[{k}]", v) for k, t in enumerate(request.tools)]
         if request.model.max_output_tokens < 0:
             v.add("model.max_output_tokens", "must not be negative")
@@ -123,7 +129,28 @@ class ChatServicer(chat_pb2_grpc.ChatServiceServicer):  # type: ignore[misc]
             react=_REACT[request.tool_protocol],
             deadline=None if time_remaining is None else time.monotonic() + time_remaining,
             mode=request.mode,
+            editing=editing,
+            compaction=compaction,
         )
+
+
+def _compaction_from_pb(request: cpb.StreamChatRequest, v: Violations) -> CompactionOptions:
+    """The request's compaction, unset fields None (the server's settings)."""
+    if not request.HasField("compaction"):
+        return NO_COMPACTION
+    c = request.compaction
+    options = CompactionOptions(
+        enabled=c.enabled if c.HasField("enabled") else None,
+        trigger_tokens=c.trigger_tokens if c.HasField("trigger_tokens") else None,
+        trigger_share=c.trigger_budget_share if c.HasField("trigger_budget_share") else None,
+        keep_messages=c.keep_messages if c.HasField("keep_messages") else None,
+        keep_turns=c.keep_turns if c.HasField("keep_turns") else None,
+        model=c.model,
+        prompt=c.prompt,
+        timeout=c.timeout_seconds if c.HasField("timeout_seconds") else None,
+    )
+    check_compaction(options, "compaction", v)
+    return options
 
 
 def _tool_from_pb(tool: cpb.ToolDefinition, field: str, v: Violations) -> ToolSpec:

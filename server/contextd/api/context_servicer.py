@@ -35,12 +35,16 @@ class ContextServicer(pb_grpc.ContextServiceServicer):  # type: ignore[misc]
     ) -> pb.BuildMessagesResponse:
         app = self._app
         if request.HasField("session"):
-            command = convert.session_build_from_pb(request, app.tokenizers, app.image_limits)
+            command = convert.session_build_from_pb(
+                request, app.tokenizers, app.image_limits, app.editing
+            )
             return convert.build_response_to_pb(await app.build_session(command), None)
         # Read once, as a slice (the cheapest copy): the response copies the messages
         # kept as they are from these.
         history_pb = request.history[:]
-        build = convert.inline_build_from_pb(request, history_pb, app.tokenizers, app.image_limits)
+        build = convert.inline_build_from_pb(
+            request, history_pb, app.tokenizers, app.image_limits, app.editing
+        )
         return convert.build_response_to_pb(await app.build(build), history_pb)
 
     async def Collect(self, request: pb.CollectRequest, context: Context) -> pb.CollectResponse:

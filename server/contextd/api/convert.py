@@ -25,6 +25,8 @@ from contextd.core.build import (
     validate_build_request,
 )
 from contextd.core.content import ContentPart, ImageLimits, parts_text
+from contextd.core.editing import EditingOptions, EditingSettings, EditKind, check_editing
+from contextd.core.editing.settings import OFF as EDITING_OFF
 from contextd.core.errors import FieldViolation, InvalidArgument, Violations
 from contextd.core.formats import OutputFormat
 from contextd.core.messages import ChatMessage, CompressionSummary, Role, ToolCall
@@ -63,6 +65,11 @@ _MEMORY_MODES: dict[int, bool | None] = {
     pb.MEMORY_MODE_ON: True,
     pb.MEMORY_MODE_OFF: False,
 }
+_EDIT_KINDS = {
+    EditKind.CAPPED: pb.EDIT_KIND_CAPPED,
+    EditKind.CLEARED: pb.EDIT_KIND_CLEARED,
+    EditKind.COMPACTED: pb.EDIT_KIND_COMPACTED,
+}
 _DROP_REASONS = {
     DropReason.COMPRESSED: pb.DROP_REASON_COMPRESSED,
     DropReason.EMPTY: pb.DROP_REASON_EMPTY,
@@ -75,11 +82,41 @@ _DROP_REASONS = {
 # --- requests ---------------------------------------------------------------------------
 
 
+def editing_from_pb(
+    message: pb.ContextEditing,
+    present: bool,
+    defaults: EditingSettings,
+    field: str,
+    violations: Violations,
+) -> EditingSettings:
+    """The editing a request asks for (``present``: whether it set the field), each field
+    it leaves unset the server's ``defaults``; every bad field recorded."""
+    if not present:
+        return defaults
+
+    def given(name: str) -> int | None:
+        return int(getattr(message, name)) if message.HasField(name) else None
+
+    options = EditingOptions(
+        cap_tokens=given("tool_result_cap_tokens"),
+        clear_trigger_tokens=given("clear_trigger_tokens"),
+        keep_tool_results=given("keep_tool_results"),
+        clear_at_least_tokens=given("clear_at_least_tokens"),
+        clear_tool_inputs=(
+            message.clear_tool_inputs if message.HasField("clear_tool_inputs") else None
+        ),
+        exclude_tools=tuple(message.exclude_tools),
+    )
+    check_editing(options, field, violations)
+    return options.resolve(defaults)
+
+
 def inline_build_from_pb(
     req: pb.BuildMessagesRequest,
     history_pb: Sequence[pb.Message],
     tokenizers: TokenizerRegistry,
     limits: ImageLimits,
+    editing: EditingSettings = EDITING_OFF,
 ) -> BuildRequest:
     """BuildMessages with the history in the request, as core's build request.
     ``history_pb`` is ``req.history[:]``, which the caller keeps to build the response
@@ -100,6 +137,8 @@ def inline_build_from_pb(
     user_message, user_parts = user_message_from_pb(
         req.user_message, req.user_message_parts, v, limits
     )
+    if req.HasField("editing"):
+        editing = editing_from_pb(req.editing, True, editing, "editing", v)
     build = BuildRequest(
         user_message=user_message,
         user_parts=user_parts,
@@ -112,6 +151,7 @@ def inline_build_from_pb(
         output_format=output_format,
         overflow_policy=policy,
         cache_layout=cache_layout,
+        editing=editing,
     )
     if v:
         validate_build_request(build, v)  # raises, naming the build's bad fields too
@@ -119,7 +159,10 @@ def inline_build_from_pb(
 
 
 def session_build_from_pb(
-    req: pb.BuildMessagesRequest, tokenizers: TokenizerRegistry, limits: ImageLimits
+    req: pb.BuildMessagesRequest,
+    tokenizers: TokenizerRegistry,
+    limits: ImageLimits,
+    editing: EditingSettings = EDITING_OFF,
 ) -> SessionBuildRequest:
     """BuildMessages in session mode (``req.session`` set): the list comes from the stored
     session, so the request's inline fields must stay empty."""
@@ -146,6 +189,7 @@ def session_build_from_pb(
     user_message, user_parts = user_message_from_pb(
         req.user_message, req.user_message_parts, v, limits
     )
+    editing = editing_from_pb(req.editing, req.HasField("editing"), editing, "editing", v)
     v.raise_if_any()
     return SessionBuildRequest(
         caller=caller,
@@ -163,6 +207,7 @@ def session_build_from_pb(
         output_format=output_format,
         overflow_policy=policy,
         cache_layout=cache_layout,
+        editing=editing,
     )
 
 
@@ -381,6 +426,18 @@ def fill_report(out: pb.BuildReport, r: BuildReport) -> None:
         out.cacheable_prefix_tokens = r.cacheable_prefix_tokens
     if r.image_tokens:
         out.image_tokens = r.image_tokens
+    for e in r.edits:
+        out.edits.add(
+            index=e.index,
+            kind=_EDIT_KINDS[e.kind],
+            tokens_before=e.tokens_before,
+            tokens_after=e.tokens_after,
+            tool_call_id=e.tool_call_id,
+            tool_name=e.tool_name,
+            count=e.count,
+        )
+    if r.cache_prefix_kept_tokens:
+        out.cache_prefix_kept_tokens = r.cache_prefix_kept_tokens
 
 
 def context_layers_to_pb(layers: list[ContextLayer]) -> list[pb.ContextLayerReport]:

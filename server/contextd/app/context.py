@@ -15,6 +15,8 @@ from contextd.app.offload import Offload
 from contextd.app.session_context import BuiltContext, SessionBuildRequest, SessionContextBuilder
 from contextd.core.build import BuildRequest, build_messages
 from contextd.core.content import ImageLimits
+from contextd.core.editing import EditingSettings
+from contextd.core.editing.settings import OFF as EDITING_OFF
 from contextd.core.errors import InvalidArgument
 from contextd.core.messages import ChatMessage
 from contextd.core.prompt import LayerReport, PromptLayers, assemble_system_prompt, report_layers
@@ -50,8 +52,11 @@ class ContextApp:
         sessions: SessionContextBuilder,
         image_limits: ImageLimits | None = None,
         metrics: Recorder = NULL_RECORDER,
+        editing: EditingSettings = EDITING_OFF,
     ) -> None:
         self.metrics = metrics
+        # The server's editing defaults, which a request's fields override.
+        self.editing = editing
         self.tokenizers = tokenizers
         self.image_limits = image_limits or ImageLimits()
         self.max_history_messages = max_history_messages

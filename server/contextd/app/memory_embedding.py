@@ -217,19 +217,29 @@ class EmbeddingWorker:
         return [vector for memory in batch for vector in await self._embed([memory])]
 
 
+@dataclass(frozen=True, slots=True)
+class MeaningSearch:
+    """Search by meaning, wired: the ranker and the worker share the embedder, the vectors
+    and the counters."""
+
+    ranker: EmbeddingRanker  # MemoryRepo's ``meaning``
+    worker: EmbeddingWorker  # its ``wake`` is MemoryRepo's ``changed``; to start and to close
+
+
 def search_by_meaning(
-    memories: MemoryRepo,
     embedder: Embedder,
     vectors: MemoryVectorRepo,
     *,
     query_timeout: float = DEFAULT_QUERY_TIMEOUT,
     metrics: Recorder = NULL_RECORDER,
-) -> EmbeddingWorker:
-    """Turn on search by meaning for ``memories``; the worker, to start and to close."""
+) -> MeaningSearch:
+    """What turns on search by meaning, for the MemoryRepo to be made with it; its
+    counters exported to ``metrics``."""
     stats = EmbeddingStats()
-    worker = EmbeddingWorker(embedder, vectors, stats)
-    memories.meaning = EmbeddingRanker(embedder, vectors, stats, timeout=query_timeout)
-    memories.changed = worker.wake
+    search = MeaningSearch(
+        EmbeddingRanker(embedder, vectors, stats, timeout=query_timeout),
+        EmbeddingWorker(embedder, vectors, stats),
+    )
     if isinstance(metrics, PrometheusRecorder):
         metrics.counter(
             "contextd_embedding_calls",
@@ -246,7 +256,7 @@ def search_by_meaning(
             "Memories without a vector of the server's model, as last counted.",
             lambda: stats.pending,
         )
-    return worker
+    return search
 
 
 async def closest_memories(

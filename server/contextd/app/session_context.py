@@ -33,6 +33,8 @@ from contextd.core.build import (
     build_messages,
 )
 from contextd.core.content import ContentPart
+from contextd.core.editing import EditingSettings
+from contextd.core.editing.settings import OFF as EDITING_OFF
 from contextd.core.errors import Violations
 from contextd.core.formats import OutputFormat
 from contextd.core.messages import ChatMessage, CompressionSummary, Role
@@ -55,11 +57,15 @@ MAX_LIMIT = 50
 
 @dataclass(frozen=True, slots=True)
 class LayerDefaults:
+    """The server's settings a build starts from."""
+
     identity: str
     rules: str
     memory_enabled: bool
     memory_limit: int
     recent_sessions_limit: int
+    # Tool results capped and cleared, unless a request says otherwise.
+    editing: EditingSettings = EDITING_OFF
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -93,6 +99,8 @@ class SessionBuildRequest:
     memory_query: str | None = None
     # The user message's text and images; ``user_message`` is then their text view.
     user_parts: tuple[ContentPart, ...] = ()
+    # Tool results capped and cleared (the server's defaults and the request's fields).
+    editing: EditingSettings = EDITING_OFF
 
 
 @dataclass(slots=True)
@@ -339,15 +347,16 @@ class SessionContextBuilder:
                     overflow_policy=req.overflow_policy,
                     history_tokens=counts,
                     history_trusted=True,
+                    editing=req.editing,
                 )
             )
             total = rows[-1].seq + 1 if rows else 0
             # Older messages cannot be kept once the budget is full or the compression
-            # summary has replaced them (it covers the session's older part).
-            full = any(
-                d.reason in (DropReason.BUDGET, DropReason.COMPRESSED)
-                for d in result.report.dropped
-            )
+            # summary has replaced them (it covers the session's older part). Clearing
+            # replays every message the summary does not cover (core/editing), so then
+            # only the summary ends the reading.
+            ends = _SUMMARY_ONLY if req.editing.clearing else _BUDGET_OR_SUMMARY
+            full = any(d.reason in ends for d in result.report.dropped)
             if full or len(rows) >= total:
                 return result, len(rows), total
             limit *= 4
@@ -369,6 +378,10 @@ class SessionContextBuilder:
                 missing, session.id, tenant_id=session.tenant_id
             )
         return counts
+
+
+_BUDGET_OR_SUMMARY = frozenset({DropReason.BUDGET, DropReason.COMPRESSED})
+_SUMMARY_ONLY = frozenset({DropReason.COMPRESSED})
 
 
 def _validate(req: SessionBuildRequest) -> None:
@@ -439,6 +452,7 @@ def _to_session_positions(report: BuildReport, first_seq: int) -> None:
         replace(m, from_index=m.from_index + first_seq, call_index=m.call_index + first_seq)
         for m in report.moved_tool_results
     ]
+    report.edits = [replace(e, index=e.index + first_seq) for e in report.edits]
 
 
 def _session_positions(dropped: list[DroppedRange], first_seq: int) -> list[DroppedRange]:

@@ -26,6 +26,10 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from contextd.core.content import ContentPart
+from contextd.core.editing import EditedHistory, EditingSettings, MessageEdit
+from contextd.core.editing import edit_history as _edit_history
+from contextd.core.editing.report import compaction_edit, first_changed, kept_edits
+from contextd.core.editing.settings import OFF as EDITING_OFF
 from contextd.core.errors import BudgetExceeded, FailedPrecondition, InvalidArgument, Violations
 from contextd.core.fit import KeptHistory, fit_newest, fit_units, unit_costs
 from contextd.core.formats import JsonObject, OutputFormat, render
@@ -100,6 +104,8 @@ class BuildRequest:
     # The user message's text and images (checked by the caller); ``user_message`` is
     # then their text view.
     user_parts: tuple[ContentPart, ...] = ()
+    # Tool results capped and cleared before the budget is applied (core/editing).
+    editing: EditingSettings = EDITING_OFF
 
 
 @dataclass(slots=True)
@@ -121,6 +127,12 @@ class BuildReport:
     cacheable_prefix_tokens: int = 0
     # Tokens of the images in the messages kept (included in the counts above).
     image_tokens: int = 0
+    # Every edit of a message kept, and the compression summary's, in index order.
+    edits: list[MessageEdit] = field(default_factory=list)
+    # Tokens of the leading messages before the first one the clearing step at the
+    # history's end changed; all of them before the volatile and user messages when
+    # no step happened there (see _result).
+    cache_prefix_kept_tokens: int = 0
 
     @property
     def total_tokens(self) -> int:
@@ -245,10 +257,18 @@ def build_messages(req: BuildRequest) -> BuildResult:
     reordered = None
     if not plain:
         reordered = restore_tool_results(req.history, replaced_ids(req.compression_summary))
-    history = req.history if reordered is None else reordered.history
+    given = req.history if reordered is None else reordered.history
+    known = _known_counts(req, reordered)
+    # Edit, then fit: capped and cleared results are what the budget counts.
+    edited = None
+    if req.editing.active and not plain:
+        replaced = replaced_ids(req.compression_summary)
+        edited = _edit_history(given, replaced, known, req.editing, tok)
+    history = given
+    if edited is not None:
+        history, known = edited.history, edited.counts
     dropped: list[tuple[int, DropReason]] = []
     units = units_newest_first(history, req.compression_summary, dropped, report.removed_tool_calls)
-    known = _known_counts(req, reordered)
 
     kept = KeptHistory()
     user_msg = _pin_end(req, report, units, known, kept)
@@ -258,11 +278,15 @@ def build_messages(req: BuildRequest) -> BuildResult:
     if plain and user_msg and req.history_tokens is None and req.compression_summary is None:
         fitted = _fit_plain(req.history, available, tok)
     else:
-        fitted = _fit_repaired(history, units, available, known, tok, kept)
+        fitted = _fit_repaired(given, units, available, known, tok, kept)
     if req.output_format is _ANTHROPIC:
         fitted = _user_first(fitted, pinned, dropped)
     ends = _Ends(system_msg, summary_msg, volatile_msg, volatile_tokens, user_msg)
-    return _result(req, report, dropped, ends, fitted, reordered)
+    result = _result(req, report, dropped, ends, fitted, reordered)
+    if edited is not None or report.summary_included:
+        given_known = _known_counts(req, reordered)
+        _report_edits(req, report, result, fitted, edited, reordered, dropped, given, given_known)
+    return result
 
 
 def _build_plain(req: BuildRequest) -> BuildResult | None:
@@ -305,6 +329,7 @@ def _build_plain(req: BuildRequest) -> BuildResult | None:
         history_kept=len(counts),
         # Nothing here changes next turn: the system prompt and history are a prefix.
         cacheable_prefix_tokens=system_tokens + history_tokens,
+        cache_prefix_kept_tokens=system_tokens + history_tokens,
     )
     if start:
         report.dropped.append(DroppedRange(0, start, _BUDGET))
@@ -425,7 +450,7 @@ def _fit_plain(history: Sequence[ChatMessage], available: int, tok: Tokenizer) -
 
 
 def _fit_repaired(
-    history: Sequence[ChatMessage],
+    given: Sequence[ChatMessage],
     units: Iterator[Unit],
     available: int,
     known: Sequence[int] | None,
@@ -434,8 +459,9 @@ def _fit_repaired(
 ) -> _Fitted:
     budget_end = fit_units(units, available, known, tok, kept)
     entries, counts = kept.oldest_first()
-    # A repaired message (tool calls removed) is not the request's any more.
-    sources = [i if m is history[i] else None for i, m in entries]
+    # A repaired or edited message is not the request's any more (``given``: the
+    # history before the edits).
+    sources = [i if m is given[i] else None for i, m in entries]
     return _Fitted([i for i, _ in entries], [m for _, m in entries], counts, sources, budget_end)
 
 
@@ -501,8 +527,9 @@ def _result(
     tokens.extend(fitted.tokens)
     sources.extend(kept_sources)
     stable_end = len(messages)
+    prefix = system_tokens + report.summary_tokens + report.history_tokens
+    report.cache_prefix_kept_tokens = prefix
     if req.cache_layout is _STABLE_PREFIX or not _volatile_in_system(req):
-        prefix = system_tokens + report.summary_tokens + report.history_tokens
         report.cacheable_prefix_tokens = prefix
     for msg, n in ((volatile_msg, volatile_tokens), (ends.user, report.user_message_tokens)):
         if msg is not None:
@@ -532,3 +559,29 @@ def _to_caller_indexes(
     caller_removed(origin, report.removed_tool_calls)
     report.moved_tool_results = reordered.moved
     return [None if p is None else origin[p] for p in fitted.sources]
+
+
+def _report_edits(
+    req: BuildRequest,
+    report: BuildReport,
+    result: BuildResult,
+    fitted: _Fitted,
+    edited: EditedHistory | None,
+    reordered: Reordered | None,
+    dropped: list[tuple[int, DropReason]],
+    given: Sequence[ChatMessage],
+    known: Sequence[int] | None,
+) -> None:
+    """The edits of the messages kept, and the compression summary's, at the caller's
+    indexes; what of the prefix the newest clearing step left."""
+    compacted = None
+    if report.summary_included:
+        replaced = [i for i, reason in dropped if reason is DropReason.COMPRESSED]
+        compacted = compaction_edit(replaced, given, known, report.summary_tokens, req.tokenizer)
+    origin = reordered.origin if reordered is not None else None
+    report.edits = kept_edits(edited, fitted.indices, origin, compacted)
+    cut = first_changed(edited, fitted.indices)
+    if cut is not None:
+        # The list's messages before the first one the newest step changed.
+        offset = result.stable_end - len(fitted.indices)
+        report.cache_prefix_kept_tokens = sum(result.message_tokens[: offset + cut])

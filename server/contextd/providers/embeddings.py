@@ -150,6 +150,15 @@ def _vectors(response: object, count: int) -> list[list[float]]:
     return vectors
 
 
+def unknown_provider(provider: str) -> str | None:
+    """Why ``provider`` names no embedding provider, or None when it names one."""
+    if provider in EMBEDDING_PROVIDERS:
+        return None
+    return (
+        f"unknown embedding provider {provider!r}; expected one of {', '.join(EMBEDDING_PROVIDERS)}"
+    )
+
+
 def make_embedder(
     provider: str, model: str | None, base_url: str | None, *, timeout: float = 10.0
 ) -> Embedder | None:
@@ -171,6 +180,4 @@ def make_embedder(
         from contextd.providers.local_embeddings import LocalEmbedder  # imports this module
 
         return LocalEmbedder(model or None)
-    raise ValueError(
-        f"unknown embedding provider {provider!r}; expected one of {', '.join(EMBEDDING_PROVIDERS)}"
-    )
+    raise ValueError(unknown_provider(provider))

@@ -10,8 +10,9 @@ per database (SQLite: store/engine/data_lock.py), every row left at start is a t
 end cut off (``left_behind``). Where processes share the database (PostgreSQL), the row is
 also the session's lease: a turn claims it before it numbers itself (``claim``), its
 owner renews ``updated_at`` about once a second (``renew``), and a row no one renewed for
-``lease_seconds`` is a turn of a process that died, for the next turn (or the next start)
-to close.
+``lease_seconds`` (the server's ``--turn-lease-seconds``, far above the renewals' one
+second, so that a busy process or a slow write does not lose its turn) is a turn of a
+process that died, for the next turn (or the next start) to close.
 """
 
 from __future__ import annotations
@@ -27,10 +28,6 @@ from contextd.store.sessions import UsageTotals, usage_totals
 
 # A statement to run inside a ConversationRepo transaction, with the messages it stores.
 InTransaction = Callable[[Connection], Awaitable[None]]
-
-# How long a turn's row stays its process's without a renewal: far above the renewals'
-# one second, so that a busy process or a slow write does not lose its turn.
-LEASE_SECONDS = 15.0
 
 _COLUMNS = (
     "p.tenant_id, p.session_id, s.user_id, p.turn_index, p.step, p.text, p.tokenizer,"
@@ -65,7 +62,7 @@ class Busy:
 
 
 class PartialAnswerRepo:
-    def __init__(self, db: Database, lease_seconds: float = LEASE_SECONDS) -> None:
+    def __init__(self, db: Database, lease_seconds: float) -> None:
         self._db = db
         self.owner = uuid.uuid4().hex  # this process's rows
         self.lease_seconds = lease_seconds

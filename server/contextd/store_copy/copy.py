@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from contextd.store.engine.database import Database
+from contextd.store.event_log.events import HISTORY_DIR
 from contextd.store.memory.repository import MemoryRepo
 from contextd.store_copy.logs import copy_logs
 from contextd.store_copy.tables import (
@@ -44,7 +45,7 @@ async def copy_store(
             if table.counter:
                 given = await counter_high_water(source, source.reader, table)
                 await raise_counter(target, conn, table, given)
-    source_logs = source.event_lines(source_dir / "history")
-    target_logs = target.event_lines(target_dir / "history")
+    source_logs = source.event_lines(source_dir / HISTORY_DIR)
+    target_logs = target.event_lines(target_dir / HISTORY_DIR)
     counts.append(await copy_logs(source, source_logs, target, target_logs))
     return counts

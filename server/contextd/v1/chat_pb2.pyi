@@ -73,7 +73,7 @@ class ModelOptions(_message.Message):
     def __init__(self, model: _Optional[str] = ..., temperature: _Optional[float] = ..., max_output_tokens: _Optional[int] = ..., stop: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class StreamChatRequest(_message.Message):
-    __slots__ = ("session", "user_message", "messages", "tools", "tool_results", "token_budget", "tokenizer", "model", "prompt_limit_policy", "title", "tool_protocol", "mode", "user_message_parts")
+    __slots__ = ("session", "user_message", "messages", "tools", "tool_results", "token_budget", "tokenizer", "model", "prompt_limit_policy", "title", "tool_protocol", "mode", "user_message_parts", "editing", "compaction")
     SESSION_FIELD_NUMBER: _ClassVar[int]
     USER_MESSAGE_FIELD_NUMBER: _ClassVar[int]
     MESSAGES_FIELD_NUMBER: _ClassVar[int]
@@ -87,6 +87,8 @@ class StreamChatRequest(_message.Message):
     TOOL_PROTOCOL_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
     USER_MESSAGE_PARTS_FIELD_NUMBER: _ClassVar[int]
+    EDITING_FIELD_NUMBER: _ClassVar[int]
+    COMPACTION_FIELD_NUMBER: _ClassVar[int]
     session: _context_pb2.SessionContext
     user_message: str
     messages: _containers.RepeatedCompositeFieldContainer[_context_pb2.Message]
@@ -100,7 +102,29 @@ class StreamChatRequest(_message.Message):
     tool_protocol: ToolProtocol
     mode: str
     user_message_parts: _containers.RepeatedCompositeFieldContainer[_context_pb2.ContentPart]
-    def __init__(self, session: _Optional[_Union[_context_pb2.SessionContext, _Mapping]] = ..., user_message: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[_context_pb2.Message, _Mapping]]] = ..., tools: _Optional[_Iterable[_Union[ToolDefinition, _Mapping]]] = ..., tool_results: _Optional[_Iterable[_Union[ToolResult, _Mapping]]] = ..., token_budget: _Optional[int] = ..., tokenizer: _Optional[str] = ..., model: _Optional[_Union[ModelOptions, _Mapping]] = ..., prompt_limit_policy: _Optional[_Union[PromptLimitPolicy, str]] = ..., title: _Optional[str] = ..., tool_protocol: _Optional[_Union[ToolProtocol, str]] = ..., mode: _Optional[str] = ..., user_message_parts: _Optional[_Iterable[_Union[_context_pb2.ContentPart, _Mapping]]] = ...) -> None: ...
+    editing: _context_pb2.ContextEditing
+    compaction: CompactionOptions
+    def __init__(self, session: _Optional[_Union[_context_pb2.SessionContext, _Mapping]] = ..., user_message: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[_context_pb2.Message, _Mapping]]] = ..., tools: _Optional[_Iterable[_Union[ToolDefinition, _Mapping]]] = ..., tool_results: _Optional[_Iterable[_Union[ToolResult, _Mapping]]] = ..., token_budget: _Optional[int] = ..., tokenizer: _Optional[str] = ..., model: _Optional[_Union[ModelOptions, _Mapping]] = ..., prompt_limit_policy: _Optional[_Union[PromptLimitPolicy, str]] = ..., title: _Optional[str] = ..., tool_protocol: _Optional[_Union[ToolProtocol, str]] = ..., mode: _Optional[str] = ..., user_message_parts: _Optional[_Iterable[_Union[_context_pb2.ContentPart, _Mapping]]] = ..., editing: _Optional[_Union[_context_pb2.ContextEditing, _Mapping]] = ..., compaction: _Optional[_Union[CompactionOptions, _Mapping]] = ...) -> None: ...
+
+class CompactionOptions(_message.Message):
+    __slots__ = ("trigger_tokens", "trigger_budget_share", "keep_messages", "keep_turns", "model", "prompt", "timeout_seconds", "enabled")
+    TRIGGER_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    TRIGGER_BUDGET_SHARE_FIELD_NUMBER: _ClassVar[int]
+    KEEP_MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    KEEP_TURNS_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    ENABLED_FIELD_NUMBER: _ClassVar[int]
+    trigger_tokens: int
+    trigger_budget_share: float
+    keep_messages: int
+    keep_turns: int
+    model: str
+    prompt: str
+    timeout_seconds: float
+    enabled: bool
+    def __init__(self, trigger_tokens: _Optional[int] = ..., trigger_budget_share: _Optional[float] = ..., keep_messages: _Optional[int] = ..., keep_turns: _Optional[int] = ..., model: _Optional[str] = ..., prompt: _Optional[str] = ..., timeout_seconds: _Optional[float] = ..., enabled: _Optional[bool] = ...) -> None: ...
 
 class TokenUsage(_message.Message):
     __slots__ = ("prompt_tokens", "completion_tokens", "prompt_tokens_estimate", "estimated", "cache_read_tokens", "cache_write_tokens")

@@ -42,6 +42,13 @@ class OverflowPolicy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     OVERFLOW_POLICY_KEEP_REQUIRED: _ClassVar[OverflowPolicy]
     OVERFLOW_POLICY_FAIL: _ClassVar[OverflowPolicy]
 
+class EditKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    EDIT_KIND_UNSPECIFIED: _ClassVar[EditKind]
+    EDIT_KIND_CAPPED: _ClassVar[EditKind]
+    EDIT_KIND_CLEARED: _ClassVar[EditKind]
+    EDIT_KIND_COMPACTED: _ClassVar[EditKind]
+
 class MemoryMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     MEMORY_MODE_UNSPECIFIED: _ClassVar[MemoryMode]
@@ -75,6 +82,10 @@ CACHE_LAYOUT_STABLE_PREFIX: CacheLayout
 OVERFLOW_POLICY_UNSPECIFIED: OverflowPolicy
 OVERFLOW_POLICY_KEEP_REQUIRED: OverflowPolicy
 OVERFLOW_POLICY_FAIL: OverflowPolicy
+EDIT_KIND_UNSPECIFIED: EditKind
+EDIT_KIND_CAPPED: EditKind
+EDIT_KIND_CLEARED: EditKind
+EDIT_KIND_COMPACTED: EditKind
 MEMORY_MODE_UNSPECIFIED: MemoryMode
 MEMORY_MODE_ON: MemoryMode
 MEMORY_MODE_OFF: MemoryMode
@@ -194,7 +205,7 @@ class CompressionSummary(_message.Message):
     def __init__(self, message_ids: _Optional[_Iterable[str]] = ..., start_message_id: _Optional[str] = ..., summary: _Optional[str] = ...) -> None: ...
 
 class BuildMessagesRequest(_message.Message):
-    __slots__ = ("system_prompts", "layers", "history", "compression_summary", "user_message", "token_budget", "tokenizer", "output_format", "overflow_policy", "session", "cache_layout", "user_message_parts")
+    __slots__ = ("system_prompts", "layers", "history", "compression_summary", "user_message", "token_budget", "tokenizer", "output_format", "overflow_policy", "session", "cache_layout", "user_message_parts", "editing")
     SYSTEM_PROMPTS_FIELD_NUMBER: _ClassVar[int]
     LAYERS_FIELD_NUMBER: _ClassVar[int]
     HISTORY_FIELD_NUMBER: _ClassVar[int]
@@ -207,6 +218,7 @@ class BuildMessagesRequest(_message.Message):
     SESSION_FIELD_NUMBER: _ClassVar[int]
     CACHE_LAYOUT_FIELD_NUMBER: _ClassVar[int]
     USER_MESSAGE_PARTS_FIELD_NUMBER: _ClassVar[int]
+    EDITING_FIELD_NUMBER: _ClassVar[int]
     system_prompts: _containers.RepeatedScalarFieldContainer[str]
     layers: PromptLayers
     history: _containers.RepeatedCompositeFieldContainer[Message]
@@ -219,7 +231,42 @@ class BuildMessagesRequest(_message.Message):
     session: SessionContext
     cache_layout: CacheLayout
     user_message_parts: _containers.RepeatedCompositeFieldContainer[ContentPart]
-    def __init__(self, system_prompts: _Optional[_Iterable[str]] = ..., layers: _Optional[_Union[PromptLayers, _Mapping]] = ..., history: _Optional[_Iterable[_Union[Message, _Mapping]]] = ..., compression_summary: _Optional[_Union[CompressionSummary, _Mapping]] = ..., user_message: _Optional[str] = ..., token_budget: _Optional[int] = ..., tokenizer: _Optional[str] = ..., output_format: _Optional[_Union[OutputFormat, str]] = ..., overflow_policy: _Optional[_Union[OverflowPolicy, str]] = ..., session: _Optional[_Union[SessionContext, _Mapping]] = ..., cache_layout: _Optional[_Union[CacheLayout, str]] = ..., user_message_parts: _Optional[_Iterable[_Union[ContentPart, _Mapping]]] = ...) -> None: ...
+    editing: ContextEditing
+    def __init__(self, system_prompts: _Optional[_Iterable[str]] = ..., layers: _Optional[_Union[PromptLayers, _Mapping]] = ..., history: _Optional[_Iterable[_Union[Message, _Mapping]]] = ..., compression_summary: _Optional[_Union[CompressionSummary, _Mapping]] = ..., user_message: _Optional[str] = ..., token_budget: _Optional[int] = ..., tokenizer: _Optional[str] = ..., output_format: _Optional[_Union[OutputFormat, str]] = ..., overflow_policy: _Optional[_Union[OverflowPolicy, str]] = ..., session: _Optional[_Union[SessionContext, _Mapping]] = ..., cache_layout: _Optional[_Union[CacheLayout, str]] = ..., user_message_parts: _Optional[_Iterable[_Union[ContentPart, _Mapping]]] = ..., editing: _Optional[_Union[ContextEditing, _Mapping]] = ...) -> None: ...
+
+class ContextEditing(_message.Message):
+    __slots__ = ("tool_result_cap_tokens", "clear_trigger_tokens", "keep_tool_results", "clear_at_least_tokens", "clear_tool_inputs", "exclude_tools")
+    TOOL_RESULT_CAP_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    CLEAR_TRIGGER_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    KEEP_TOOL_RESULTS_FIELD_NUMBER: _ClassVar[int]
+    CLEAR_AT_LEAST_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    CLEAR_TOOL_INPUTS_FIELD_NUMBER: _ClassVar[int]
+    EXCLUDE_TOOLS_FIELD_NUMBER: _ClassVar[int]
+    tool_result_cap_tokens: int
+    clear_trigger_tokens: int
+    keep_tool_results: int
+    clear_at_least_tokens: int
+    clear_tool_inputs: bool
+    exclude_tools: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, tool_result_cap_tokens: _Optional[int] = ..., clear_trigger_tokens: _Optional[int] = ..., keep_tool_results: _Optional[int] = ..., clear_at_least_tokens: _Optional[int] = ..., clear_tool_inputs: _Optional[bool] = ..., exclude_tools: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class MessageEdit(_message.Message):
+    __slots__ = ("index", "kind", "tokens_before", "tokens_after", "tool_call_id", "tool_name", "count")
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_BEFORE_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_AFTER_FIELD_NUMBER: _ClassVar[int]
+    TOOL_CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    TOOL_NAME_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    index: int
+    kind: EditKind
+    tokens_before: int
+    tokens_after: int
+    tool_call_id: str
+    tool_name: str
+    count: int
+    def __init__(self, index: _Optional[int] = ..., kind: _Optional[_Union[EditKind, str]] = ..., tokens_before: _Optional[int] = ..., tokens_after: _Optional[int] = ..., tool_call_id: _Optional[str] = ..., tool_name: _Optional[str] = ..., count: _Optional[int] = ...) -> None: ...
 
 class SessionContext(_message.Message):
     __slots__ = ("user_id", "session_id", "scenario", "host", "variables", "memory", "memory_limit", "recent_sessions_limit", "cache_layout")
@@ -279,7 +326,7 @@ class MovedToolResult(_message.Message):
     def __init__(self, tool_call_id: _Optional[str] = ..., from_index: _Optional[int] = ..., call_index: _Optional[int] = ...) -> None: ...
 
 class BuildReport(_message.Message):
-    __slots__ = ("tokenizer", "token_budget", "system_tokens", "summary_tokens", "history_tokens", "user_message_tokens", "total_tokens", "required_over_budget", "summary_included", "history_kept", "dropped", "removed_tool_calls", "layers", "context_layers", "moved_tool_results", "cacheable_prefix_tokens", "image_tokens")
+    __slots__ = ("tokenizer", "token_budget", "system_tokens", "summary_tokens", "history_tokens", "user_message_tokens", "total_tokens", "required_over_budget", "summary_included", "history_kept", "dropped", "removed_tool_calls", "layers", "context_layers", "moved_tool_results", "cacheable_prefix_tokens", "image_tokens", "edits", "cache_prefix_kept_tokens")
     TOKENIZER_FIELD_NUMBER: _ClassVar[int]
     TOKEN_BUDGET_FIELD_NUMBER: _ClassVar[int]
     SYSTEM_TOKENS_FIELD_NUMBER: _ClassVar[int]
@@ -297,6 +344,8 @@ class BuildReport(_message.Message):
     MOVED_TOOL_RESULTS_FIELD_NUMBER: _ClassVar[int]
     CACHEABLE_PREFIX_TOKENS_FIELD_NUMBER: _ClassVar[int]
     IMAGE_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    EDITS_FIELD_NUMBER: _ClassVar[int]
+    CACHE_PREFIX_KEPT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     tokenizer: str
     token_budget: int
     system_tokens: int
@@ -314,7 +363,9 @@ class BuildReport(_message.Message):
     moved_tool_results: _containers.RepeatedCompositeFieldContainer[MovedToolResult]
     cacheable_prefix_tokens: int
     image_tokens: int
-    def __init__(self, tokenizer: _Optional[str] = ..., token_budget: _Optional[int] = ..., system_tokens: _Optional[int] = ..., summary_tokens: _Optional[int] = ..., history_tokens: _Optional[int] = ..., user_message_tokens: _Optional[int] = ..., total_tokens: _Optional[int] = ..., required_over_budget: _Optional[bool] = ..., summary_included: _Optional[bool] = ..., history_kept: _Optional[int] = ..., dropped: _Optional[_Iterable[_Union[DroppedRange, _Mapping]]] = ..., removed_tool_calls: _Optional[_Iterable[_Union[RemovedToolCall, _Mapping]]] = ..., layers: _Optional[_Iterable[_Union[LayerReport, _Mapping]]] = ..., context_layers: _Optional[_Iterable[_Union[ContextLayerReport, _Mapping]]] = ..., moved_tool_results: _Optional[_Iterable[_Union[MovedToolResult, _Mapping]]] = ..., cacheable_prefix_tokens: _Optional[int] = ..., image_tokens: _Optional[int] = ...) -> None: ...
+    edits: _containers.RepeatedCompositeFieldContainer[MessageEdit]
+    cache_prefix_kept_tokens: int
+    def __init__(self, tokenizer: _Optional[str] = ..., token_budget: _Optional[int] = ..., system_tokens: _Optional[int] = ..., summary_tokens: _Optional[int] = ..., history_tokens: _Optional[int] = ..., user_message_tokens: _Optional[int] = ..., total_tokens: _Optional[int] = ..., required_over_budget: _Optional[bool] = ..., summary_included: _Optional[bool] = ..., history_kept: _Optional[int] = ..., dropped: _Optional[_Iterable[_Union[DroppedRange, _Mapping]]] = ..., removed_tool_calls: _Optional[_Iterable[_Union[RemovedToolCall, _Mapping]]] = ..., layers: _Optional[_Iterable[_Union[LayerReport, _Mapping]]] = ..., context_layers: _Optional[_Iterable[_Union[ContextLayerReport, _Mapping]]] = ..., moved_tool_results: _Optional[_Iterable[_Union[MovedToolResult, _Mapping]]] = ..., cacheable_prefix_tokens: _Optional[int] = ..., image_tokens: _Optional[int] = ..., edits: _Optional[_Iterable[_Union[MessageEdit, _Mapping]]] = ..., cache_prefix_kept_tokens: _Optional[int] = ...) -> None: ...
 
 class ContextLayerReport(_message.Message):
     __slots__ = ("name", "included", "tokens", "items_kept", "items_dropped", "note")

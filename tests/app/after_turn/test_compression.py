@@ -3,22 +3,24 @@ model or, without one, as an extract."""
 
 from __future__ import annotations
 
+from contextd.core.editing.compaction import CompactionSettings
 from contextd.store.models import StoredMessage
 
 from tests.support.after_turn_env import Env, ScriptedProvider, run
 
 
 async def test_compression_past_the_threshold_with_the_fallback(env: Env) -> None:
-    runner = env.runner(compress_after_messages=6, compress_keep_last=2)
+    # Each turn is 5 tokens under the byte estimate: three are 15, four are 20.
+    runner = env.runner(compaction=by_tokens(17, keep_messages=2))
     sid = await env.session()
     stored: list[StoredMessage] = []
-    for index in range(1, 4):  # 6 messages: not over the threshold
+    for index in range(1, 4):  # 6 messages, 15 tokens: not over the trigger
         message, turn = await env.turn(sid, index, f"question {index}", f"answer {index}")
         stored.append(message)
         await run(runner, turn)
     assert await env.summaries.active_compression(sid) is None
 
-    message, turn = await env.turn(sid, 4, "question 4", "answer 4")  # 8 messages
+    message, turn = await env.turn(sid, 4, "question 4", "answer 4")  # 8 messages, 20 tokens
     await run(runner, turn)
     first = await env.summaries.active_compression(sid)
     assert first is not None
@@ -42,7 +44,7 @@ async def test_compression_past_the_threshold_with_the_fallback(env: Env) -> Non
 
 async def test_compression_by_the_model(env: Env) -> None:
     provider = ScriptedProvider(compression="```\nEarlier: the user asked about 1-3.\n```")
-    runner = env.runner(provider, compress_after_messages=4, compress_keep_last=2)
+    runner = env.runner(provider, compaction=by_tokens(12, keep_messages=2))
     sid = await env.session()
     for index in range(1, 4):
         _, turn = await env.turn(sid, index, f"question {index}", f"answer {index}")
@@ -55,3 +57,8 @@ async def test_compression_by_the_model(env: Env) -> None:
     # The session summary was written after it and saw it.
     [summary_prompt] = provider.prompts("summary")
     assert "Earlier: the user asked about 1-3." in summary_prompt
+
+
+def by_tokens(trigger: int, **settings: object) -> CompactionSettings:
+    """Compaction by a trigger in tokens only (the share of the budget off)."""
+    return CompactionSettings(trigger_tokens=trigger, trigger_share=0, **settings)  # type: ignore[arg-type]

@@ -4,21 +4,34 @@ is not stored twice and a new value of a single-valued fact supersedes the old o
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
+from pathlib import Path
 
-from contextd.app.memory_embedding import EmbeddingWorker, search_by_meaning
+import pytest
+from contextd.app.memory_embedding import EmbeddingWorker, MeaningSearch, search_by_meaning
+from contextd.store.engine.sqlite import SqliteDatabase
 from contextd.store.memory.vectors import MemoryVectorRepo
 
-from tests.support.after_turn_env import USER, Env, ScriptedProvider, run
+from tests.support.after_turn_env import USER, Env, ScriptedProvider, env_in, run
 from tests.support.fake_embeddings import InProcessEmbedder
 
 SYNONYMS = {"moved": "live", "vegetarian": "meat", "eat": "meat"}
+# An Env whose memories are searched by meaning too, and the worker that embeds them.
+ByMeaning = tuple[Env, EmbeddingWorker]
 
 
-def _by_meaning(env: Env) -> EmbeddingWorker:
+def _search(db: SqliteDatabase) -> MeaningSearch:
     embedder = InProcessEmbedder(synonyms=dict(SYNONYMS))
     # "I moved to Porto" and "I live in Lisbon" share one of their two concepts (0.5).
     embedder.same_subject_similarity = 0.45  # type: ignore[attr-defined]
-    return search_by_meaning(env.memories, embedder, MemoryVectorRepo(env.db, embedder.model))
+    return search_by_meaning(embedder, MemoryVectorRepo(db, embedder.model))
+
+
+@pytest.fixture
+async def by_meaning(tmp_path: Path) -> AsyncIterator[ByMeaning]:
+    async with env_in(tmp_path, _search) as env:
+        assert env.meaning is not None
+        yield env, env.meaning.worker
 
 
 async def _facts_turn(env: Env, facts: list[str], text: str) -> None:
@@ -28,8 +41,8 @@ async def _facts_turn(env: Env, facts: list[str], text: str) -> None:
     await run(runner, turn)
 
 
-async def test_contradiction_by_meaning_supersedes_with_history(env: Env) -> None:
-    worker = _by_meaning(env)
+async def test_contradiction_by_meaning_supersedes_with_history(by_meaning: ByMeaning) -> None:
+    env, worker = by_meaning
     memory, _ = await env.memories.add(USER, "I live in Lisbon")
     await env.memories.add(USER, "I work as a nurse")
     await worker.embed_pending()
@@ -48,8 +61,8 @@ async def test_contradiction_by_meaning_supersedes_with_history(env: Env) -> Non
     assert await vectors.count_pending() == 0
 
 
-async def test_near_duplicate_is_not_stored_twice(env: Env) -> None:
-    worker = _by_meaning(env)
+async def test_near_duplicate_is_not_stored_twice(by_meaning: ByMeaning) -> None:
+    env, worker = by_meaning
     memory, _ = await env.memories.add(USER, "I am vegetarian")
     await worker.embed_pending()
     await _facts_turn(env, ["I am a vegetarian"], "As I said, I am a vegetarian")
@@ -58,8 +71,8 @@ async def test_near_duplicate_is_not_stored_twice(env: Env) -> None:
     assert after.id == memory.id and after.updated_at >= memory.updated_at
 
 
-async def test_unrelated_fact_is_added(env: Env) -> None:
-    worker = _by_meaning(env)
+async def test_unrelated_fact_is_added(by_meaning: ByMeaning) -> None:
+    env, worker = by_meaning
     await env.memories.add(USER, "I live in Lisbon")
     await worker.embed_pending()
     await _facts_turn(env, ["I have a cat named Tom"], "I have a cat named Tom")

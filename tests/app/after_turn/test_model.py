@@ -9,6 +9,7 @@ import logging
 
 import pytest
 from contextd.app.after_turn.model import MAX_MODEL_OUTPUT_CHARS, AfterTurnModel
+from contextd.core.editing.compaction import CompactionSettings
 from contextd.core.messages import ChatMessage, Role
 from contextd.metrics.recorder import Recorder
 from contextd.providers.echo import EchoProvider
@@ -61,7 +62,8 @@ async def test_a_failing_provider_is_logged_and_never_raised(
 ) -> None:
     error = ProviderUnavailable("fake", "down")
     provider = ScriptedProvider(facts=error, summary=error, compression=error)
-    runner = env.runner(provider, compress_after_messages=2, compress_keep_last=1)
+    compaction = CompactionSettings(trigger_tokens=5, trigger_share=0, keep_messages=1)
+    runner = env.runner(provider, compaction=compaction)
     sid = await env.session()
     await env.turn(sid, 1, "first question")
     _, turn = await env.turn(sid, 2, "I like jazz")

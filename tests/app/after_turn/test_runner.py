@@ -14,6 +14,7 @@ import grpc
 import pytest
 from contextd.app.after_turn import AfterTurnRunner, AfterTurnSettings, FinishedTurn
 from contextd.config import Settings
+from contextd.core.editing.compaction import CompactionSettings
 from contextd.providers.base import ModelEvent, ModelRequest, TextDelta
 from contextd.providers.echo import EchoProvider
 from contextd.v1 import chat_pb2 as cpb
@@ -152,8 +153,8 @@ def test_schedule_without_an_event_loop_does_not_raise(
 
 
 def test_settings() -> None:
-    with pytest.raises(ValueError, match="compress_after_messages"):
-        AfterTurnSettings(compress_after_messages=5, compress_keep_last=5)
+    with pytest.raises(ValueError, match=r"compaction\.keep_messages"):
+        AfterTurnSettings(compaction=CompactionSettings(keep_messages=0))
     with pytest.raises(ValueError, match="max_concurrency"):
         AfterTurnSettings(max_concurrency=0)
     off = AfterTurnSettings.from_settings(Settings(memory_enabled=False, provider_timeout=5))

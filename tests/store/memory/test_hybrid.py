@@ -43,12 +43,11 @@ class Hybrid:
 
 
 def _hybrid(db: Database, embedder: InProcessEmbedder, query_timeout: float = 2.0) -> Hybrid:
-    memories = MemoryRepo(db)
     vectors = MemoryVectorRepo(db, embedder.model)
     stats = EmbeddingStats()
     worker = EmbeddingWorker(embedder, vectors, stats, retry_delay=0.01, poll_interval=0.05)
-    memories.meaning = EmbeddingRanker(embedder, vectors, stats, timeout=query_timeout)
-    memories.changed = worker.wake
+    ranker = EmbeddingRanker(embedder, vectors, stats, timeout=query_timeout)
+    memories = MemoryRepo(db, meaning=ranker, changed=worker.wake)
     return Hybrid(db, embedder, memories, vectors, worker, stats)
 
 

@@ -208,6 +208,7 @@ class AsyncContextClient:
         on_overflow: OverflowPolicy = "keep",
         session: Mapping[str, Any] | None = None,
         cache_layout: CacheLayout | None = None,
+        editing: Mapping[str, Any] | None = None,
     ) -> BuildResult:
         """Build [system, ...history, user] under ``token_budget`` tokens.
 
@@ -224,6 +225,7 @@ class AsyncContextClient:
             output_format=output_format,
             on_overflow=on_overflow,
             cache_layout=cache_layout,
+            editing=editing,
         )
         if session is not None:
             request.session.CopyFrom(records.session_context_to_pb(session))

@@ -11,6 +11,7 @@ from types import EllipsisType
 from typing import Any, Concatenate, Literal, ParamSpec, TypeAlias, TypeVar, cast
 
 from ._context_calls import CacheLayout, build_report
+from ._editing import compaction_to_pb, editing_to_pb
 from ._fields import (
     _MEMORY_MODES,
     _cache_layout,
@@ -131,6 +132,8 @@ def chat_turn(
     refuse_over_limit: bool = False,
     title: str = "",
     mode: str = "",
+    editing: Mapping[str, Any] | None = None,
+    compaction: Mapping[str, Any] | None = None,
     timeout: float | EllipsisType | None = ...,
 ) -> ChatTurn:
     """The arguments of ``stream_chat`` of both clients, declared here once."""
@@ -190,6 +193,10 @@ def chat_turn(
         request.model.CopyFrom(options)
     if refuse_over_limit:
         request.prompt_limit_policy = cpb.PROMPT_LIMIT_POLICY_REFUSE
+    if editing is not None:
+        request.editing.CopyFrom(editing_to_pb(editing))
+    if compaction is not None:
+        request.compaction.CopyFrom(compaction_to_pb(compaction))
     return ChatTurn(request, timeout)
 
 

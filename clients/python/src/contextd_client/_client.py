@@ -204,6 +204,7 @@ class ContextClient:
         on_overflow: OverflowPolicy = "keep",
         session: Mapping[str, Any] | None = None,
         cache_layout: CacheLayout | None = None,
+        editing: Mapping[str, Any] | None = None,
     ) -> BuildResult:
         """Build [system, ...history, user] under ``token_budget`` tokens.
 
@@ -218,6 +219,10 @@ class ContextClient:
         instead: the system message from the server's context layers (system, scenario,
         session, memory, recent_sessions), the history from the session's window; leave
         ``system_prompt``, ``layers``, ``history`` and ``compression_summary`` out then.
+        ``editing`` (``{"tool_result_cap_tokens", "clear_trigger_tokens",
+        "keep_tool_results", "clear_at_least_tokens", "clear_tool_inputs",
+        "exclude_tools"}``, each left out for the server's default) caps tool results and
+        clears old ones before the budget; ``report.edits`` lists what it did.
         """
         request = context_calls.build_messages_request(
             user_message,
@@ -230,6 +235,7 @@ class ContextClient:
             output_format=output_format,
             on_overflow=on_overflow,
             cache_layout=cache_layout,
+            editing=editing,
         )
         if session is not None:
             request.session.CopyFrom(records.session_context_to_pb(session))

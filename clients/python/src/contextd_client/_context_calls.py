@@ -11,6 +11,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, TypeVar
 
+from ._editing import editing_to_pb
 from ._errors import InvalidResponseError
 from ._fields import _cache_layout, _enum_name, _ident, _sequence, _text, _type_name
 from ._messages import MessageLike, message_from_pb, messages_to_pb
@@ -23,6 +24,7 @@ from ._types import (
     ContextLayerInfo,
     DroppedRange,
     LayerInfo,
+    MessageEdit,
     MovedToolResult,
     RemovedToolCall,
     TokenCount,
@@ -115,6 +117,7 @@ def build_messages_request(
     output_format: OutputFormat,
     on_overflow: OverflowPolicy,
     cache_layout: CacheLayout | None = None,
+    editing: Mapping[str, Any] | None = None,
 ) -> pb.BuildMessagesRequest:
     if isinstance(token_budget, bool) or not isinstance(token_budget, int):
         raise TypeError(f"token_budget must be an int, not {_type_name(token_budget)}")
@@ -140,6 +143,8 @@ def build_messages_request(
         request.layers.CopyFrom(layers_to_pb(layers))
     if compression_summary is not None:
         request.compression_summary.CopyFrom(summary_to_pb(compression_summary))
+    if editing is not None:
+        request.editing.CopyFrom(editing_to_pb(editing))
     return request
 
 
@@ -209,6 +214,19 @@ def build_report(report: pb.BuildReport) -> BuildReport:
         ],
         cacheable_prefix_tokens=report.cacheable_prefix_tokens,
         image_tokens=report.image_tokens,
+        edits=[
+            MessageEdit(
+                x.index,
+                _enum_name(pb.EditKind, x.kind, "EDIT_KIND_"),
+                x.tokens_before,
+                x.tokens_after,
+                x.tool_call_id,
+                x.tool_name,
+                x.count,
+            )
+            for x in report.edits
+        ],
+        cache_prefix_kept_tokens=report.cache_prefix_kept_tokens,
     )
 
 

@@ -92,6 +92,23 @@ class MovedToolResult:
 
 
 @dataclass(frozen=True, slots=True)
+class MessageEdit:
+    """One edit of a message kept: a tool result ``"capped"`` or ``"cleared"`` (with
+    ``clear_tool_inputs`` its call's message is listed too), or the messages a
+    compression summary replaces (``"compacted"``, ``count`` of them from ``index``).
+    Indexes are history indexes, as in :class:`DroppedRange`; tokens are the message's
+    before and after the edit."""
+
+    index: int
+    kind: str
+    tokens_before: int
+    tokens_after: int
+    tool_call_id: str = ""
+    tool_name: str = ""
+    count: int = 1
+
+
+@dataclass(frozen=True, slots=True)
 class BuildReport:
     """What ``build_messages`` did, token by token."""
 
@@ -125,6 +142,11 @@ class BuildReport:
     cacheable_prefix_tokens: int = 0
     # Tokens of the images in the messages kept (included in the counts above).
     image_tokens: int = 0
+    # Every edit of the messages kept (context editing), and the compression summary's.
+    edits: list[MessageEdit] = field(default_factory=list)
+    # Tokens of the leading messages the clearing step at the end of this history left
+    # as the previous request had them (all of them when no step happened there).
+    cache_prefix_kept_tokens: int = 0
 
 
 @dataclass(frozen=True, slots=True)

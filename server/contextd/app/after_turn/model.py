@@ -43,13 +43,19 @@ class AfterTurnModel:
         # Where the calls go, for their spans (none for a provider in the process).
         self._model_server = genai.ModelServer.of(getattr(provider, "base_url", ""))
 
-    async def complete(self, messages: list[ChatMessage]) -> str:
-        """One model call's text (tool calls are not offered), within ``timeout``;
-        its span and its metrics are those of a turn's model calls."""
+    async def complete(
+        self, messages: list[ChatMessage], model: str = "", seconds: float | None = None
+    ) -> str:
+        """One model call's text (tool calls are not offered), within ``seconds`` (None:
+        the after-turn work's ``timeout``), by ``model`` ("": the provider's); its span and its
+        metrics are those of a turn's model calls."""
         request = ModelRequest(
-            messages=messages, temperature=0.0, max_output_tokens=self.max_output_tokens
+            messages=messages,
+            model=model,
+            temperature=0.0,
+            max_output_tokens=self.max_output_tokens,
         )
-        model = self.provider.default_model
+        model = model or self.provider.default_model
         answer = _Answer()
         started = time.perf_counter()
         failure: BaseException | None = None
@@ -62,7 +68,7 @@ class AfterTurnModel:
             messages=messages,
         ) as span:
             try:
-                async with asyncio.timeout(self.timeout):
+                async with asyncio.timeout(self.timeout if seconds is None else seconds):
                     async with contextlib.aclosing(self.provider.stream(request)) as stream:
                         async for event in stream:
                             answer.take(event)
@@ -104,12 +110,16 @@ class ModelOrRules:
         messages: list[ChatMessage],
         read: Callable[[str], T],
         failure: str,
+        *,
+        model: str = "",
+        seconds: float | None = None,
     ) -> T | None:
         """The model's answer to ``messages`` as ``read`` makes it out, or None when the
-        call or the reading failed: then ``failure`` is logged as a warning with the
-        error, the fallback is counted, and the caller uses its rule-based result."""
+        call or the reading failed (or took over ``seconds``): then ``failure`` is logged
+        as a warning with the error, the fallback is counted, and the caller uses its
+        rule-based result. ``model``: another than the provider's."""
         try:
-            return read(await self._model.complete(messages))
+            return read(await self._model.complete(messages, model, seconds))
         except Exception as error:
             self._stats.model_fell_back()
             log.warning(failure, extra={**ids(turn), "error": f"{type(error).__name__}: {error}"})

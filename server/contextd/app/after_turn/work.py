@@ -9,6 +9,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from contextd.config import Settings
+from contextd.core.editing.compaction import (
+    NO_OPTIONS,
+    SERVER_DEFAULTS,
+    CompactionOptions,
+    CompactionSettings,
+    check_compaction,
+)
+from contextd.core.errors import InvalidArgument, Violations
 from contextd.core.identity import DEFAULT_TENANT
 from contextd.core.memory_facts import Line
 from contextd.core.messages import Role
@@ -28,6 +36,8 @@ class FinishedTurn:
     turn_index: int
     tokenizer: str = ""  # the turn's tokenizer: the stored counts read with its messages
     tenant_id: str = DEFAULT_TENANT  # the user's tenant: user ids are unique only in one
+    token_budget: int = 0  # the turn's prompt budget, for a compaction trigger by share
+    compaction: CompactionOptions = NO_OPTIONS  # the turn's request's
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,8 +49,7 @@ class AfterTurnSettings:
     max_facts: int = 5  # facts kept per turn
     max_fact_chars: int = 200
     related_memories: int = 10  # existing memories the extraction sees
-    compress_after_messages: int = 40  # uncovered messages that trigger a compression
-    compress_keep_last: int = 10  # newest messages a compression leaves alone
+    compaction: CompactionSettings = SERVER_DEFAULTS  # the server's defaults
     session_summary_chars: int = 600
     compression_summary_chars: int = 4000
     model_timeout: float = 60.0  # seconds per model call
@@ -54,8 +63,6 @@ class AfterTurnSettings:
             ("max_facts", self.max_facts >= 1),
             ("max_fact_chars", self.max_fact_chars >= 10),
             ("related_memories", self.related_memories >= 1),
-            ("compress_keep_last", self.compress_keep_last >= 1),
-            ("compress_after_messages", self.compress_after_messages > self.compress_keep_last),
             ("session_summary_chars", self.session_summary_chars >= 50),
             ("compression_summary_chars", self.compression_summary_chars >= 200),
             ("model_timeout", self.model_timeout > 0),
@@ -65,6 +72,12 @@ class AfterTurnSettings:
             ("shutdown_timeout", self.shutdown_timeout >= 0),
         )
         bad = [name for name, ok in checks if not ok]
+        v = Violations()
+        check_compaction(self.compaction, "compaction", v)
+        try:
+            v.raise_if_any()
+        except InvalidArgument as error:
+            bad += [violation.field for violation in error.violations]
         if bad:
             raise ValueError(f"invalid after-turn settings: {', '.join(bad)}")
 
@@ -72,12 +85,21 @@ class AfterTurnSettings:
     def from_settings(cls, settings: Settings) -> AfterTurnSettings:
         """Memories and session summaries follow ``memory_enabled`` (the ``memory`` and
         ``recent_sessions`` layers read them); compression is always on; model calls get
-        ``provider_timeout``."""
+        ``provider_timeout``, the compaction's summary ``compaction_timeout``."""
         return cls(
             memories=settings.memory_enabled,
             session_summary=settings.memory_enabled,
             model_timeout=settings.provider_timeout,
             shutdown_timeout=settings.shutdown_grace,
+            compaction=CompactionSettings(
+                trigger_tokens=settings.compaction_trigger_tokens,
+                trigger_share=settings.compaction_trigger_share,
+                keep_messages=settings.compaction_keep_messages,
+                keep_turns=settings.compaction_keep_turns,
+                model=settings.compaction_model,
+                prompt=settings.compaction_prompt,
+                timeout=settings.compaction_timeout,
+            ),
         )
 
 

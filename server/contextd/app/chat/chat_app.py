@@ -27,6 +27,7 @@ from contextd.app.chat.interrupted import InterruptedTurns
 from contextd.app.chat.memory_tool import MemorySearch
 from contextd.app.chat.native_tools import NativeTools
 from contextd.app.chat.react_tags import REFUSED_SUBJECT, ReactAddendum, ReactTags
+from contextd.app.chat.recall_tool import RecallToolResult, offers_recall
 from contextd.app.chat.recorder import TurnRecorder
 from contextd.app.chat.request import ChatLimits, ChatTurnRequest, check_mode, validate
 from contextd.app.chat.session_lease import hold_session
@@ -370,12 +371,19 @@ class ChatApp:
             self._tokenizers,
             self._after_turn,
             self._metrics,
+            token_budget=req.prompt_budget(self._limits.max_prompt_tokens),
+            compaction=req.compaction,
         )
         memory = MemorySearch(self._memories, turn, log)
         max_tokens = self._limits.max_prompt_tokens
         if not req.react:
             contexts = StepContexts(self._builder, max_tokens, req, turn)
-            return NativeTools(req, TurnParts(turn, record, log, contexts, memory))
+            recall = None
+            if offers_recall(req.editing, req.react):
+                recall = RecallToolResult(
+                    self._conversation, turn, log, req.tokenizer, req.editing, req.messages
+                )
+            return NativeTools(req, TurnParts(turn, record, log, contexts, memory, recall))
         # The addendum is made once per turn; every context leaves room for it.
         addendum = ReactAddendum.for_request(req)
         contexts = StepContexts(

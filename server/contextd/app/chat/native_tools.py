@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 
 from contextd.app.chat.events import ChatEvent, TurnCompleted, TurnStatus
 from contextd.app.chat.memory_tool import MEMORY_TOOL
+from contextd.app.chat.recall_tool import RECALL_TOOL
 from contextd.app.chat.request import ChatTurnRequest
 from contextd.app.chat.tool_protocol import (
     FinalAnswer,
@@ -26,14 +27,17 @@ StepCalls = tuple[ToolCall, ...]
 
 
 class NativeTools(ToolProtocol[StepCalls]):
-    """Every step is sent the host's tools and ``memory_search``; the model's calls
-    stream as they come. A step whose calls are all memory searches is answered here:
-    the calls and their results are stored as tool messages and the turn goes on. A
-    call of a host tool ends the turn; the host's results come back as tool messages."""
+    """Every step is sent the host's tools, ``memory_search`` and, when the turn edits
+    its context, ``recall_tool_result``; the model's calls stream as they come. A step
+    whose calls are all of those server tools is answered here: the calls and their
+    results are stored as tool messages and the turn goes on. A call of a host tool ends
+    the turn; the host's results come back as tool messages."""
 
     def __init__(self, req: ChatTurnRequest, parts: TurnParts) -> None:
         super().__init__(req, parts)
-        self._tools = (*req.tools, MEMORY_TOOL)
+        server_tools = (MEMORY_TOOL,) if parts.recall is None else (MEMORY_TOOL, RECALL_TOOL)
+        self._tools = (*req.tools, *server_tools)
+        self._server_tools = frozenset(t.name for t in server_tools)
 
     def model_request(self, context: BuildResult) -> ModelRequest:
         return self._model_request(
@@ -52,7 +56,7 @@ class NativeTools(ToolProtocol[StepCalls]):
         return {
             c.id: c
             for c in recent[last].message.tool_calls
-            if c.name != MEMORY_TOOL.name and c.id not in answered
+            if c.name not in self._server_tools and c.id not in answered
         }
 
     async def take_host_results(self) -> BuildResult:
@@ -69,14 +73,14 @@ class NativeTools(ToolProtocol[StepCalls]):
         if not calls:
             # The turn's answer is all its steps' text.
             return FinalAnswer(text, self.turn.text)
-        if any(c.name != MEMORY_TOOL.name for c in calls):
+        if any(c.name not in self._server_tools for c in calls):
             return HostAction(text, tuple(calls))
         return InlineAction(text, tuple(calls))
 
     async def require_action(self, action: HostAction[StepCalls]) -> Sequence[ChatEvent]:
         """The step's calls were streamed already; the host runs those of its tools."""
         turn, record = self.turn, self.record
-        host_calls = [c for c in action.tool_use if c.name != MEMORY_TOOL.name]
+        host_calls = [c for c in action.tool_use if c.name not in self._server_tools]
         message = ChatMessage(Role.ASSISTANT, action.text, action.tool_use)
         stored = await record.store_answer(message)
         for call in host_calls:
@@ -91,12 +95,16 @@ class NativeTools(ToolProtocol[StepCalls]):
         return await record.complete(stored, TurnStatus.MAX_STEPS, self.turn.text)
 
     async def answer_inline(self, action: InlineAction[StepCalls]) -> InlineAnswers:
-        """Store the calls, run each memory search, store the results (as a host would)."""
+        """Store the calls, run each server tool, store the results (as a host would)."""
         record = self.record
         await record.store_step(ChatMessage(Role.ASSISTANT, action.text, action.tool_use))
         results: list[str] = []
         for call in action.tool_use:
             # The action is logged without the call's id (a ReAct search's has it).
+            if call.name == RECALL_TOOL.name and self.recall is not None:
+                wanted = _argument(call, "tool_call_id")
+                results.append(await self.recall.answer(wanted, call.arguments, call.id))
+                continue
             query = _argument(call, "query")
             results.append(await self.memory.answer(query, call.arguments, call.id))
         await record.store(

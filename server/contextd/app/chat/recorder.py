@@ -11,6 +11,7 @@ from contextd.app.chat.events import TurnCompleted, TurnStatus
 from contextd.app.chat.partial_writer import PartialAnswerWriter
 from contextd.app.chat.turn import Turn
 from contextd.app.sessions import new_message
+from contextd.core.editing.compaction import NO_OPTIONS, CompactionOptions
 from contextd.core.messages import ChatMessage, Role, ToolCall
 from contextd.core.pipeline import is_blank
 from contextd.core.tokens import TokenizerRegistry
@@ -29,12 +30,14 @@ class TurnRecorder:
 
     __slots__ = (
         "_after_turn",
+        "_compaction",
         "_completed",
         "_conversation",
         "_log",
         "_metrics",
         "_opened",
         "_partials",
+        "_token_budget",
         "_tokenizers",
         "_turn",
         "_writer",
@@ -49,7 +52,13 @@ class TurnRecorder:
         tokenizers: TokenizerRegistry,
         after_turn: AfterTurnRunner | None = None,
         metrics: Recorder = NULL_RECORDER,
+        *,
+        token_budget: int = 0,
+        compaction: CompactionOptions = NO_OPTIONS,
     ) -> None:
+        # ``token_budget`` and ``compaction``: for the session's compaction after the turn.
+        self._token_budget = token_budget
+        self._compaction = compaction
         self._turn = turn
         self._log = log
         self._conversation = conversation
@@ -184,7 +193,13 @@ class TurnRecorder:
             session = turn.session
             self._after_turn.schedule(
                 FinishedTurn(
-                    session.id, session.user_id, turn.index, turn.tokenizer, session.tenant_id
+                    session.id,
+                    session.user_id,
+                    turn.index,
+                    turn.tokenizer,
+                    session.tenant_id,
+                    self._token_budget,
+                    self._compaction,
                 )
             )
         self._completed = True

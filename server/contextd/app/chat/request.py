@@ -6,9 +6,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from contextd.app.chat.memory_tool import MEMORY_TOOL
+from contextd.app.chat.recall_tool import RECALL_TOOL, offers_recall
 from contextd.app.scope import Caller
 from contextd.core.build import CacheLayout
 from contextd.core.content import ContentPart
+from contextd.core.editing import EditingSettings
+from contextd.core.editing.compaction import NO_OPTIONS, CompactionOptions
+from contextd.core.editing.settings import OFF as EDITING_OFF
 from contextd.core.errors import Violations
 from contextd.core.messages import ChatMessage
 from contextd.core.pipeline import is_blank
@@ -70,6 +74,14 @@ class ChatTurnRequest:
     mode: str = ""
     # The user message's text and images; ``user_message`` is then their text view.
     user_parts: tuple[ContentPart, ...] = ()
+    # Tool results capped and cleared in every step's context.
+    editing: EditingSettings = EDITING_OFF
+    # The session's compaction after the turn (None fields: the server's settings).
+    compaction: CompactionOptions = NO_OPTIONS
+
+    def prompt_budget(self, max_prompt_tokens: int) -> int:
+        """The turn's prompt budget: its own, at most the server's limit."""
+        return min(self.token_budget or max_prompt_tokens, max_prompt_tokens)
 
 
 def validate(req: ChatTurnRequest) -> None:
@@ -88,8 +100,11 @@ def validate(req: ChatTurnRequest) -> None:
         if not call_id:
             v.add(f"tool_results[{k}].tool_call_id", "required")
     names = set()
+    reserved = {MEMORY_TOOL.name}
+    if offers_recall(req.editing, req.react):
+        reserved.add(RECALL_TOOL.name)
     for k, tool in enumerate(req.tools):
-        if tool.name == MEMORY_TOOL.name or tool.name in names:
+        if tool.name in reserved or tool.name in names:
             v.add(f"tools[{k}].name", f"duplicate or reserved tool name {tool.name!r}")
         names.add(tool.name)
     if req.messages and req.tool_results:

@@ -63,7 +63,7 @@ class StepContexts:
         parts: tuple[ContentPart, ...] = (),
     ) -> BuildResult:
         req = self._req
-        budget = min(req.token_budget or self._max_prompt_tokens, self._max_prompt_tokens)
+        budget = req.prompt_budget(self._max_prompt_tokens)
         fitted = budget
         if self._reserved_tokens:
             # At least 1: a reserve as large as the budget leaves only the required
@@ -89,6 +89,7 @@ class StepContexts:
                     continuation=continuation,
                     pending=pending,
                     memory_query=turn.question,
+                    editing=req.editing,
                 ),
                 turn.session,
             )
@@ -115,6 +116,7 @@ def _prebuilt(req: ChatTurnRequest, budget: int) -> BuildResult:
             system_prompts=[m.content for m in req.messages[:systems]],
             history=req.messages[systems:],
             cache_layout=req.cache_layout,
+            editing=req.editing,
         )
     )
 

@@ -7,7 +7,8 @@ After each model step the loop asks the protocol what the step's output asks for
 - ``HostAction``: a tool the host runs; the protocol ends the turn waiting for the
   host's results (``require_action``), which a later request brings
   (``open_calls``, ``take_host_results``);
-- ``InlineAction``: only tools answered within the turn (``memory_search``); the
+- ``InlineAction``: only tools answered within the turn (``memory_search``,
+  ``recall_tool_result``); the
   protocol answers them (``answer_inline``) and makes the next step's request with
   their results (``next_request``), or, at the step limit, ends the turn
   (``stop_at_step_limit``).
@@ -23,6 +24,7 @@ from typing import Generic, TypeVar
 from contextd.app.chat.event_log import TurnLog
 from contextd.app.chat.events import ChatEvent, TurnCompleted
 from contextd.app.chat.memory_tool import MemorySearch
+from contextd.app.chat.recall_tool import RecallToolResult
 from contextd.app.chat.recorder import TurnRecorder
 from contextd.app.chat.request import ChatTurnRequest
 from contextd.app.chat.step_context import StepContexts
@@ -76,13 +78,14 @@ class InlineAnswers:
 class TurnParts:
     """What a tool protocol works with, of the turn it serves: its state, how it is stored
     and logged, its steps' contexts (with room for what the protocol adds to the prompt),
-    and its memory searches."""
+    its memory searches and, when it edits its context, its recalls of tool results."""
 
     turn: Turn
     record: TurnRecorder
     log: TurnLog
     contexts: StepContexts
     memory: MemorySearch
+    recall: RecallToolResult | None = None
 
 
 class ToolProtocol(ABC, Generic[ToolUse]):
@@ -95,6 +98,7 @@ class ToolProtocol(ABC, Generic[ToolUse]):
         self.log = parts.log
         self.contexts = parts.contexts
         self.memory = parts.memory
+        self.recall = parts.recall
 
     @abstractmethod
     def model_request(self, context: BuildResult) -> ModelRequest:

@@ -64,9 +64,9 @@ class Database(ABC):
     # (SQLite, one server per data directory: store/engine/data_lock.py).
     shared_between_processes: ClassVar[bool]
 
-    def __init__(self) -> None:
-        # Told of a write that failed for want of space (set by the server; SQLite only).
-        self.disk: DiskWatch | None = None
+    def __init__(self, disk: DiskWatch | None = None) -> None:
+        # Told of a write that failed for want of space (SQLite only; open.py gives it).
+        self.disk = disk
         # Told of calls that found the database server out of reach (PostgreSQL only).
         self.reachability: DatabaseWatch | None = None
         # Called with a session's tenant id and id once its creation or deletion

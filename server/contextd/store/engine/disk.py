@@ -1,8 +1,9 @@
 """The data directory's disk: a write refused for want of space is told apart from other
 failures, and the store watches the disk until it has room again.
 
-The first write that fails for want of space marks the disk full and tells the
-listeners (the server turns its health to NOT_SERVING); from then on a small probe
+The database is given its watch when opened (store/engine/open.py). The first write that
+fails for want of space marks the disk full and tells the listeners (the server turns
+its health to NOT_SERVING); from then on a small probe
 write runs every ``interval`` seconds, and the first that succeeds marks the disk as
 having room again (health SERVING). A failed write loses nothing: SQLite rolls its
 transaction back and an event log append is cut back to its last whole line.

@@ -8,22 +8,28 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 from contextd.store.engine.database import Database
+from contextd.store.engine.disk import DiskWatch
 from contextd.store.engine.postgresql import PostgresDatabase
 from contextd.store.engine.sqlite import DB_FILENAME, SqliteDatabase
 
 POSTGRES_SCHEMES = ("postgresql", "postgres")
 
 
+def database_url_error(url: str) -> str | None:
+    """Why this server cannot open ``url`` (its password masked), or None."""
+    if not url or urlsplit(url).scheme in POSTGRES_SCHEMES:
+        return None
+    return (
+        f"--database-url {masked_url(url)!r}: only postgresql:// URLs are supported "
+        "(leave it empty for SQLite in the data directory)"
+    )
+
+
 def check_database_url(url: str) -> None:
     """Refuse a URL this server cannot open (SystemExit with the reason)."""
-    if not url:
-        return
-    scheme = urlsplit(url).scheme
-    if scheme not in POSTGRES_SCHEMES:
-        raise SystemExit(
-            f"--database-url {masked_url(url)!r}: only postgresql:// URLs are supported "
-            "(leave it empty for SQLite in the data directory)"
-        )
+    error = database_url_error(url)
+    if error is not None:
+        raise SystemExit(error)
 
 
 def masked_url(url: str) -> str:
@@ -47,12 +53,16 @@ async def open_database(
     pool_size: int = 10,
     statement_timeout: float = 30.0,
     pool_timeout: float = 5.0,
+    watch_disk: bool = False,
 ) -> Database:
     """Open (and migrate) PostgreSQL's database at ``url``, or with no URL the SQLite file
-    in ``data_dir`` (the settings of the other engine do not apply)."""
+    in ``data_dir`` (the settings of the other engine do not apply). ``watch_disk``: writes
+    that fail for want of space are told apart, and the data directory's disk watched
+    until it has room (``Database.disk``; SQLite only, PostgreSQL's disk is its server's)."""
     if url:
         check_database_url(url)
         return await PostgresDatabase.open(
             url, pool_size=pool_size, statement_timeout=statement_timeout, pool_timeout=pool_timeout
         )
-    return await SqliteDatabase.open(data_dir / DB_FILENAME, sqlite_synchronous)
+    disk = DiskWatch(data_dir) if watch_disk else None
+    return await SqliteDatabase.open(data_dir / DB_FILENAME, sqlite_synchronous, disk)

@@ -44,6 +44,7 @@ from contextd.store.engine.database import (
     Params,
     StatementObserver,
 )
+from contextd.store.engine.disk import DiskWatch
 from contextd.store.engine.migrations import SQLITE_MIGRATIONS, migration_files
 from contextd.store.event_log.files import EventLog, FileLines
 from contextd.store.memory.fts5_index import FtsIndex
@@ -163,19 +164,29 @@ class SqliteDatabase(Database):
     engine = "sqlite"
     shared_between_processes = False
 
-    def __init__(self, path: Path, writer: SqliteConnection, reader: SqliteConnection):
-        super().__init__()
+    def __init__(
+        self,
+        path: Path,
+        writer: SqliteConnection,
+        reader: SqliteConnection,
+        disk: DiskWatch | None = None,
+    ):
+        super().__init__(disk)
         self.path = path
         self._writer = writer
         self._reader = reader
         self._write_lock = asyncio.Lock()
 
     @classmethod
-    async def open(cls, path: Path, synchronous: str = "NORMAL") -> SqliteDatabase:
+    async def open(
+        cls, path: Path, synchronous: str = "NORMAL", disk: DiskWatch | None = None
+    ) -> SqliteDatabase:
         """Open (creating if needed) the database file and apply pending migrations.
 
         ``synchronous=NORMAL`` in WAL mode keeps every committed transaction through a
         process crash; ``FULL`` also through a power cut, at a large cost per commit.
+        ``disk``, when given, is told of writes that fail for want of space, the event
+        log's too; the database closes it.
         """
         if synchronous.upper() not in ("NORMAL", "FULL"):
             raise ValueError("synchronous must be NORMAL or FULL")
@@ -188,7 +199,7 @@ class SqliteDatabase(Database):
                 raise RuntimeError(f"{path}: SQLite refused WAL mode (got {mode})")
             reader = _connect(path, synchronous)
             reader.execute("PRAGMA query_only = ON")
-            db = cls(path, SqliteConnection(writer), SqliteConnection(reader))
+            db = cls(path, SqliteConnection(writer), SqliteConnection(reader), disk)
             await db._migrate()
         except BaseException:
             for conn in (reader, writer):
@@ -198,6 +209,8 @@ class SqliteDatabase(Database):
         return db
 
     async def close(self) -> None:
+        if self.disk is not None:
+            await self.disk.aclose()
         self._reader.close()
         self._writer.close()
 
@@ -281,9 +294,7 @@ class SqliteDatabase(Database):
             await conn.create_function(name, arity, func, deterministic=deterministic)
 
     def event_log(self, history_dir: Path) -> EventLog:
-        log = EventLog(history_dir)
-        log.disk = self.disk
-        return log
+        return EventLog(history_dir, self.disk)
 
     def event_lines(self, history_dir: Path) -> FileLines:
         return FileLines(history_dir)

@@ -20,6 +20,10 @@ from contextd.core.identity import DEFAULT_TENANT, TENANT_ID_RULE, is_tenant_id
 if TYPE_CHECKING:
     from contextd.store.engine.database import Connection
 
+# The folder of a data directory that holds the event logs' files (SQLite; on PostgreSQL
+# they are rows and the folder stays unused).
+HISTORY_DIR = "history"
+
 EVENT_TYPES = frozenset(
     {
         "session_start",

@@ -58,12 +58,12 @@ def log_path(history_dir: Path, tenant_id: str, session_id: str) -> Path:
 
 
 class EventLog:
-    def __init__(self, history_dir: Path) -> None:
+    def __init__(self, history_dir: Path, disk: DiskWatch | None = None) -> None:
         self.history_dir = history_dir
         history_dir.mkdir(parents=True, exist_ok=True)
         self._closed = False
-        # Told of an append that failed for want of space (set by the server).
-        self.disk: DiskWatch | None = None
+        # Told of an append that failed for want of space (the database's).
+        self.disk = disk
         # Joined as text: cheaper than a Path per event. Tenant -> its directory, made
         # on its first append.
         self._dirs = {DEFAULT_TENANT: os.fspath(history_dir)}

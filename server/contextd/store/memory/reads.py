@@ -73,7 +73,12 @@ class MemoryReads:
         recency_weight: float = DEFAULT_RECENCY_WEIGHT,
         max_ranked: int = DEFAULT_MAX_RANKED,
         metrics: Recorder = NULL_RECORDER,
+        meaning: MeaningRanker | None = None,
+        changed: Callable[[], None] = lambda: None,
     ) -> None:
+        """``meaning`` and ``changed`` come from the application layer when an embedding
+        provider is on (the store knows none): memory search by meaning too, and who to
+        tell that memories need vectors."""
         self.metrics = metrics
         if not half_life_days > 0:
             raise ValueError("half_life_days must be > 0")
@@ -93,10 +98,8 @@ class MemoryReads:
         # out of it. Kept only when this process is the database's only writer.
         self._without_memories: set[tuple[str, str]] = set()
         self._remember_without = not db.shared_between_processes
-        # Set by the application layer when an embedding provider is on (the store knows
-        # none): search by meaning too, and who to tell that memories need vectors.
-        self.meaning: MeaningRanker | None = None
-        self.changed: Callable[[], None] = lambda: None
+        self.meaning = meaning
+        self.changed = changed
 
     async def reindex(self) -> int:
         """Rebuild the search index from the memories; returns how many were indexed.
