@@ -97,6 +97,42 @@ namespace Contextd.Client.Tests
         }
 
         [Fact]
+        public async Task Edited_tool_results_come_back_as_new_messages_and_the_rest_as_the_callers_own()
+        {
+            using var client = Servers.Client(_servers.Plain, Transport.Grpc);
+            var reducer = new ContextdChatReducer(client, new ContextdChatReducerOptions
+            {
+                TokenBudget = 10000,
+                Tokenizer = "estimate",
+                Editing = new ContextEditing { ClearTriggerTokens = 1, KeepToolResults = 1, ClearAtLeastTokens = 0 },
+            });
+            var messages = new List<ChatMessage> { new ChatMessage(ChatRole.User, "Find it.") };
+            for (var k = 0; k < 2; k++)
+            {
+                var call = new FunctionCallContent("c" + k, "search", new Dictionary<string, object?>());
+                messages.Add(new ChatMessage(ChatRole.Assistant, new List<AIContent> { call }));
+                messages.Add(new ChatMessage(ChatRole.Tool, new List<AIContent>
+                {
+                    new FunctionResultContent("c" + k, string.Concat(Enumerable.Repeat("word ", 400))),
+                }));
+            }
+            messages.Add(new ChatMessage(ChatRole.User, "Next?"));
+
+            var reduction = await reducer.ReduceWithReportAsync(messages);
+
+            var edit = Assert.Single(reduction.Report.Edits);
+            Assert.Equal((2, EditKind.Cleared, "c0"), (edit.Index, edit.Kind, edit.ToolCallId));
+            Assert.Equal(messages.Count, reduction.Messages.Count);
+            var cleared = Assert.Single(reduction.Messages[2].Contents.OfType<FunctionResultContent>());
+            Assert.NotSame(messages[2], reduction.Messages[2]);
+            Assert.StartsWith("[tool result cleared to save context: search, call c0", cleared.Result?.ToString());
+            foreach (var i in new[] { 0, 1, 3, 4, 5 })
+            {
+                Assert.Same(messages[i], reduction.Messages[i]);
+            }
+        }
+
+        [Fact]
         public async Task A_host_that_calls_its_own_model_reduces_through_UseChatReducer()
         {
             using var client = Servers.Client(_servers.Plain, Transport.Grpc);

@@ -20,6 +20,12 @@ namespace Contextd.Client
         /// <summary>What to do when the system prompt and the user's message alone exceed the budget.</summary>
         public OverflowPolicy OverflowPolicy { get; set; } = OverflowPolicy.Unspecified;
 
+        /// <summary>
+        /// How tool results are edited before the budget (capped, old ones cleared); null for the
+        /// server's defaults. Edited messages come back as new messages, never the caller's own.
+        /// </summary>
+        public ContextEditing? Editing { get; set; }
+
         /// <summary>Called with contextd's report of every reduction: what was kept, dropped and why.</summary>
         public Action<BuildReport>? ReportCallback { get; set; }
     }
@@ -54,7 +60,8 @@ namespace Contextd.Client
     /// message when there are several). The last message is the user's message; a list that ends
     /// with tool results is reduced with no user message, keeping the last call with its results.
     /// Kept messages are the caller's own <see cref="ChatMessage"/> objects where contextd kept
-    /// them whole, and new ones where it changed them (a tool call without a result removed).
+    /// them whole, and new ones where it changed them (a tool call without a result removed, a
+    /// tool result capped or cleared by <see cref="ContextdChatReducerOptions.Editing"/>).
     /// </remarks>
     public sealed class ContextdChatReducer : IChatReducer
     {
@@ -96,6 +103,7 @@ namespace Contextd.Client
                 TokenBudget = _options.TokenBudget,
                 Tokenizer = _options.Tokenizer,
                 OverflowPolicy = _options.OverflowPolicy,
+                Editing = _options.Editing,
             };
             var systems = 0;
             while (systems < list.Count && list[systems].Role == ChatRole.System)
@@ -133,6 +141,14 @@ namespace Contextd.Client
             }
 
             var built = await _client.BuildMessagesAsync(request, cancellationToken).ConfigureAwait(false);
+            // A capped or cleared message keeps its id and tool calls but not its content.
+            foreach (var edit in built.Report.Edits)
+            {
+                if (edit.Index >= 0 && edit.Index < request.History.Count)
+                {
+                    sent.Remove(request.History[edit.Index].Id);
+                }
+            }
             var reduced = new List<ChatMessage>(built.Messages.Count);
             foreach (var message in built.Messages)
             {
