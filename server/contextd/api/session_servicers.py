@@ -6,11 +6,11 @@ import json
 import time
 from collections.abc import AsyncIterator
 
-from contextd.api import convert, records
+from contextd.api import convert, memory_requests, records
 from contextd.api.auth import caller_for, caller_tenant
 from contextd.api.types import Context
 from contextd.app.chat import ChatApp
-from contextd.app.memories import MemoriesApp
+from contextd.app.memories import MemoriesApp, memory_filter
 from contextd.app.prompts import PromptsApp
 from contextd.app.sessions import SessionsApp
 from contextd.core.content import ImageLimits
@@ -163,18 +163,22 @@ class MemoryServicer(memory_pb2_grpc.MemoryServiceServicer):  # type: ignore[mis
     async def AddMemory(
         self, request: mpb.AddMemoryRequest, context: Context
     ) -> mpb.AddMemoryResponse:
+        caller = caller_for(request.user_id)
         memory, created = await self._app.add(
-            caller_for(request.user_id),
+            caller,
             request.content,
             request.source_session_id,
             request.source_message_id,
+            memory_requests.add_details(request),
         )
         return mpb.AddMemoryResponse(memory=records.memory_to_pb(memory), created=created)
 
     async def SearchMemories(
         self, request: mpb.SearchMemoriesRequest, context: Context
     ) -> mpb.SearchMemoriesResponse:
-        found = await self._app.search(caller_for(request.user_id), request.query, request.limit)
+        caller = caller_for(request.user_id)
+        found_by = memory_filter(memory_requests.filter_from_pb(request.filter))
+        found = await self._app.search(caller, request.query, request.limit, found_by)
         return mpb.SearchMemoriesResponse(
             results=[records.scored_memory_to_pb(s) for s in found.found], note=found.note
         )
@@ -182,8 +186,10 @@ class MemoryServicer(memory_pb2_grpc.MemoryServiceServicer):  # type: ignore[mis
     async def ListMemories(
         self, request: mpb.ListMemoriesRequest, context: Context
     ) -> mpb.ListMemoriesResponse:
+        caller = caller_for(request.user_id)
+        found_by = memory_filter(memory_requests.filter_from_pb(request.filter))
         memories, token = await self._app.list_memories(
-            caller_for(request.user_id), request.page_size, request.page_token
+            caller, request.page_size, request.page_token, found_by
         )
         return mpb.ListMemoriesResponse(
             memories=[records.memory_to_pb(m) for m in memories], next_page_token=token
@@ -194,6 +200,24 @@ class MemoryServicer(memory_pb2_grpc.MemoryServiceServicer):  # type: ignore[mis
     ) -> mpb.DeleteMemoryResponse:
         await self._app.delete(caller_for(request.user_id), request.memory_id)
         return mpb.DeleteMemoryResponse()
+
+    async def UpdateMemory(
+        self, request: mpb.UpdateMemoryRequest, context: Context
+    ) -> mpb.UpdateMemoryResponse:
+        caller = caller_for(request.user_id)
+        change = memory_requests.edit_from_pb(request)
+        memory = await self._app.update(caller, request.memory_id, change)
+        return mpb.UpdateMemoryResponse(memory=records.memory_to_pb(memory))
+
+    async def ListMemoryHistory(
+        self, request: mpb.ListMemoryHistoryRequest, context: Context
+    ) -> mpb.ListMemoryHistoryResponse:
+        changes, token = await self._app.changes(
+            caller_for(request.user_id), request.memory_id, request.page_size, request.page_token
+        )
+        return mpb.ListMemoryHistoryResponse(
+            changes=[memory_requests.change_to_pb(c) for c in changes], next_page_token=token
+        )
 
 
 class PromptServicer(prompts_pb2_grpc.PromptServiceServicer):  # type: ignore[misc]

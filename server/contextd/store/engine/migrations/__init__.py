@@ -28,6 +28,7 @@ SQLITE_OF_POSTGRESQL: dict[int, tuple[int, ...]] = {
     6: (11,),
     7: (12,),
     8: (13,),
+    9: (14,),
 }
 
 
