@@ -121,6 +121,11 @@ class Settings:
     memory_limit: int = _setting(5, "memories considered for the memory layer")
     recent_sessions_limit: int = _setting(3, "other sessions' summaries for recent_sessions")
     memory_half_life_days: float = _setting(30.0, "days for a memory's recency weight to halve")
+    memory_expiry_days: str = _setting(
+        "",
+        "days a scope's memories are kept when AddMemory gives no expiry, e.g. "
+        "app:word=30,agent:planner=7; empty: kept until deleted",
+    )
     provider: str = _setting("echo", "model provider: echo (offline), openai or anthropic")
     provider_model: str = _setting("", "model name; empty for the provider's default")
     provider_base_url: str = _setting(

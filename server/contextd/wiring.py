@@ -28,7 +28,7 @@ from contextd.api.user_servicer import UserServicer
 from contextd.app.after_turn import AfterTurnRunner, AfterTurnSettings
 from contextd.app.chat import ChatApp, ChatLimits
 from contextd.app.context import ContextApp
-from contextd.app.memories import MemoriesApp
+from contextd.app.memories import ExpiryDefaults, MemoriesApp
 from contextd.app.memory_embedding import search_by_meaning
 from contextd.app.prompts import PromptsApp
 from contextd.app.retention import RetentionPurger
@@ -159,6 +159,13 @@ def _editing_errors(settings: Settings) -> Iterator[str]:
         )
 
 
+def _memory_expiry_errors(settings: Settings) -> Iterator[str]:
+    try:
+        ExpiryDefaults.parse(settings.memory_expiry_days)
+    except ValueError as error:
+        yield str(error)
+
+
 def _compaction_errors(settings: Settings) -> Iterator[str]:
     timeout = settings.compaction_timeout
     if not 0 < timeout <= MAX_TIMEOUT:  # False for NaN too
@@ -178,6 +185,7 @@ SETTINGS_RULES: tuple[Rule, ...] = (
     _database_url_errors,
     _editing_errors,
     _embedding_errors,
+    _memory_expiry_errors,
     _tls_errors,
 )
 
@@ -300,6 +308,7 @@ def build_services(
         timeout=settings.provider_timeout,
         echo_chunk_delay=settings.echo_delay_ms / 1000,
     )
+    history = MemoryHistoryRepo(db, memories)
     # Memories and summaries after each ok turn, in the background; closed first at stop
     # (it still needs the provider and the database).
     after_turn = AfterTurnRunner(
@@ -307,7 +316,7 @@ def build_services(
         memories,
         summaries,
         conversation,
-        MemoryHistoryRepo(db, memories),
+        history,
         AfterTurnSettings.from_settings(settings),
         metrics,
     )
@@ -332,18 +341,17 @@ def build_services(
     removals = LogRemovals(db, events, settings.data_dir / "log-removals")
     users = UsersApp(UserRepo(db, memories, removals), removals, after_turn.cancel_user)
     closers = [after_turn.aclose, untimed(provider.aclose), *closers, untimed(events.aclose)]
-    if settings.retention_days > 0:
-        # A session with a turn or after-turn work in progress waits for a later pass.
-        retention = RetentionPurger(
-            SessionPurge(db, removals),
-            removals,
-            settings.retention_days,
-            busy=lambda session_id: (
-                chat.turn_running(session_id) or after_turn.working_on(session_id)
-            ),
-        )
-        background.append(retention)
-        closers.insert(0, untimed(retention.aclose))  # first: it writes to the database
+    # Expired memories always; sessions with --retention-days. A session with a turn or
+    # after-turn work in progress waits for a later pass.
+    retention = RetentionPurger(
+        SessionPurge(db, removals),
+        removals,
+        settings.retention_days,
+        busy=lambda session_id: chat.turn_running(session_id) or after_turn.working_on(session_id),
+        memories=memories,
+    )
+    background.append(retention)
+    closers.insert(0, untimed(retention.aclose))  # first: it writes to the database
     servicers: list[tuple[Callable[[Any, grpc.aio.Server], None], object]] = [
         (
             context_pb2_grpc.add_ContextServiceServicer_to_server,
@@ -351,7 +359,12 @@ def build_services(
         ),
         (
             memory_pb2_grpc.add_MemoryServiceServicer_to_server,
-            MemoryServicer(MemoriesApp(memories, sessions), ids),
+            MemoryServicer(
+                MemoriesApp(
+                    memories, sessions, history, ExpiryDefaults.parse(settings.memory_expiry_days)
+                ),
+                ids,
+            ),
         ),
         (prompts_pb2_grpc.add_PromptServiceServicer_to_server, PromptServicer(PromptsApp(catalog))),
         (chat_pb2_grpc.add_ChatServiceServicer_to_server, ChatServicer(chat, context, ids)),

@@ -29,6 +29,7 @@ from contextd.v1 import context_pb2 as pb
 from contextd.v1 import memory_pb2 as mpb
 from contextd.v1 import prompts_pb2 as ppb
 from contextd.v1 import sessions_pb2 as spb
+from google.protobuf.field_mask_pb2 import FieldMask
 
 from tests.support.auth import bearer, create_key, keys_command
 from tests.support.jwks import AUDIENCE, ISSUER, SigningKey, claims, jwks, rsa_key
@@ -214,6 +215,18 @@ def test_another_tenants_ids_are_not_found(tenants: Tenants, channel: grpc.Chann
             globex.memory.DeleteMemory,
             mpb.DeleteMemoryRequest(memory_id=memory.id),
         ),
+        "UpdateMemory": (
+            globex.memory.UpdateMemory,
+            mpb.UpdateMemoryRequest(
+                memory_id=memory.id,
+                memory=mpb.Memory(content="overwritten"),
+                update_mask=FieldMask(paths=["content"]),
+            ),
+        ),
+        "ListMemoryHistory": (
+            globex.memory.ListMemoryHistory,
+            mpb.ListMemoryHistoryRequest(memory_id=memory.id),
+        ),
     }
     for name, (call, request) in calls.items():
         assert code_of(call, request, metadata=auth) == NOT_FOUND, name
@@ -231,6 +244,7 @@ def test_another_tenants_ids_are_not_found(tenants: Tenants, channel: grpc.Chann
     assert not any(m.is_collected for m in got.messages)
     hits = acme.memory.SearchMemories(mpb.SearchMemoriesRequest(query="secret"), metadata=acme.auth)
     assert [m.memory.id for m in hits.results] == [memory.id]
+    assert hits.results[0].memory.content == "acme secret memory"
     assert "overwritten" not in acme.build(
         acme.sessions.CreateSession(spb.CreateSessionRequest(), metadata=acme.auth).session.id
     )

@@ -130,6 +130,26 @@ def test_the_editing_and_compaction_limits_core_knows() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        ("app:word", "app:word"),
+        ("team:x=3", "team:x=3"),
+        ("app:word=0", "app:word=0"),
+        ("agent:=7", "agent:=7"),
+        ("app:word=30,agent:planner=nan", "agent:planner=nan"),
+    ],
+)
+def test_memory_expiry_days_is_checked_by_the_memory_layer(value: str, shown: str) -> None:
+    Settings(memory_expiry_days="app:word=30, agent:planner=7.5").check(*SETTINGS_RULES)
+    with pytest.raises(SettingsError) as refused:
+        Settings(memory_expiry_days=value).check(*SETTINGS_RULES)
+    assert refused.value.errors == (
+        "--memory-expiry-days takes app:NAME=DAYS or agent:NAME=DAYS items, comma-separated, "
+        f"with a positive number of days (not {shown!r})",
+    )
+
+
 def test_every_settings_error_is_reported_at_once() -> None:
     """Each error on a line of its own: the fields' in their order, then the rules
     between fields, then the rules given (what other modules know)."""

@@ -4,6 +4,7 @@ argument of both Python clients (StreamChat's fields: test_python_request_fields
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -28,6 +29,23 @@ EXEMPT: dict[str, dict[str, str]] = {
     "BuildMessages": {"history.tokens": "filled in by the server"},
     "CountTokens": {"messages.tokens": "filled in by the server"},
     "AppendMessages": {"messages.tokens": "filled in by the server"},
+    # UpdateMemory's memory carries the changed fields only; these the server keeps.
+    "UpdateMemory": dict.fromkeys(
+        (
+            "memory.id",
+            "memory.user_id",
+            "memory.source_session_id",
+            "memory.source_message_id",
+            "memory.create_time",
+            "memory.create_time.seconds",
+            "memory.create_time.nanos",
+            "memory.update_time",
+            "memory.update_time.seconds",
+            "memory.update_time.nanos",
+            "memory.superseded_by",
+        ),
+        "the server's: not changed by UpdateMemory",
+    ),
     "UpsertSkill": {
         "skill.update_time": "set by the server when it stores the skill",
         "skill.update_time.seconds": "set by the server when it stores the skill",
@@ -35,6 +53,17 @@ EXEMPT: dict[str, dict[str, str]] = {
     },
 }
 
+WHEN = datetime(2030, 1, 2, 3, 4, 5, 600_000, tzinfo=UTC)
+FILTER = {
+    "agent": "a",
+    "app": "word",
+    "metadata": {"k": "v"},
+    "created_after": WHEN,
+    "created_before": WHEN,
+    "updated_after": WHEN,
+    "updated_before": WHEN,
+    "as_of": WHEN,
+}
 PARTS = [
     "look:",
     image_part(url="https://x.test/a.png", width=4, height=5),
@@ -121,10 +150,39 @@ CALLS: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = [
     ("export_events", ("ada", "s1"), {"after": 3}),
     ("export_xml", ("ada", "s1"), {}),
     ("end_session", ("ada", "s1"), {"mode": "manual"}),
-    ("add_memory", ("ada", "tea"), {"source_session_id": "s1", "source_message_id": "m1"}),
-    ("search_memories", ("ada", "tea"), {"limit": 3}),
-    ("list_memories", ("ada",), {"page_size": 2}),
+    (
+        "add_memory",
+        ("ada", "tea"),
+        {
+            "source_session_id": "s1",
+            "source_message_id": "m1",
+            "scope": {"agent": "a", "app": "word"},
+            "metadata": {"k": "v"},
+            "valid_from": WHEN,
+            "valid_to": WHEN,
+            "expire_time": WHEN,
+        },
+    ),
+    ("search_memories", ("ada", "tea"), {"limit": 3, "filter": FILTER}),
+    ("list_memories", ("ada",), {"page_size": 2, "filter": FILTER}),
     ("delete_memory", ("ada", "7"), {}),
+    (
+        "update_memory",
+        (
+            "ada",
+            "7",
+            {
+                "content": "x",
+                "scope": {"agent": "a", "app": "b"},
+                "metadata": {"k": "v"},
+                "valid_from": WHEN,
+                "valid_to": WHEN,
+                "expire_time": WHEN,
+            },
+        ),
+        {"supersede": True},
+    ),
+    ("list_memory_history", ("ada",), {"memory_id": "7", "page_size": 2}),
     ("upsert_template", ("support", "Be kind."), {"enabled": False}),
     ("list_templates", (), {}),
     ("delete_template", ("support",), {}),

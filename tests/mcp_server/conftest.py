@@ -60,6 +60,17 @@ def memories(address: str, user: str = "", key: str = "") -> list[str]:
     return [m.content for m in reply.memories]
 
 
+def history(address: str, user: str, memory_id: str) -> list[tuple[str, str, bool]]:
+    """The memory's text changes, newest first, read on the native port: (old, new,
+    whether the old text stays a superseded fact)."""
+    with grpc.insecure_channel(address) as channel:
+        stub = memory_pb2_grpc.MemoryServiceStub(channel)
+        reply = stub.ListMemoryHistory(
+            mpb.ListMemoryHistoryRequest(user_id=user, memory_id=memory_id)
+        )
+    return [(c.old_content, c.new_content, bool(c.replaced_memory_id)) for c in reply.changes]
+
+
 @pytest.fixture(scope="module")
 def open_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     proc = start_server(tmp_path_factory.mktemp("mcp"), "--mcp-port", "0")

@@ -138,7 +138,7 @@ CASES: dict[str, dict[str, Any]] = {
     "search_memories": {"query": "train", "limit": 5},
     "list_memories": {"page_size": 10, "page_token": ""},
     "add_memory": {"content": "I like window seats."},
-    "update_memory": {"memory_id": "$memory_id", "content": "I take the bus."},
+    "update_memory": {"memory_id": "$memory_id", "content": "I take the bus.", "supersede": True},
     "delete_memory": {"memory_id": "$memory_id"},
     "create_session": {"title": "Trip"},
     "list_sessions": {"page_size": 10, "page_token": ""},
@@ -163,16 +163,7 @@ def _refused_tool(result: Any) -> bool:
     return bool(result.is_error)
 
 
-# MCP's update_memory adds the new text, then deletes the old memory: given an id that
-# names nothing and a text the user has, the add refreshes that memory before the delete
-# is refused. The UpdateMemory RPC, one call, ends this.
-NOT_ATOMIC = pytest.mark.xfail(reason="update_memory is two calls until UpdateMemory")
-
-
-@pytest.mark.parametrize(
-    "tool",
-    [pytest.param(t, marks=NOT_ATOMIC) if t == "update_memory" else t for t in sorted(CASES)],
-)
+@pytest.mark.parametrize("tool", sorted(CASES))
 def test_any_arguments_to_any_tool(
     proc: ServerProcess, client: tuple[Loop, Client], stored: dict[str, str], tool: str
 ) -> None:

@@ -10,7 +10,7 @@ from contextd.v1 import context_pb2 as pb
 from contextd.v1 import sessions_pb2 as spb
 from contextd.v1 import sessions_pb2_grpc
 
-from tests.mcp_server.conftest import call, connect, mcp_url, memories, refused
+from tests.mcp_server.conftest import call, connect, history, mcp_url, memories, refused
 from tests.support.server import ServerProcess
 
 TOOLS = {
@@ -57,15 +57,23 @@ async def test_memories_are_added_found_updated_and_deleted(open_server: ServerP
         assert (again["created"], again["memory"]["id"]) == (False, first)
         found = await call(client, "search_memories", query="tea")
         assert [m["id"] for m in found["memories"]] == [first]
-        updated = await call(client, "update_memory", memory_id=first, content="Ann drinks coffee.")
-        assert updated["replaced"] == first and updated["memory"]["id"] != first
+        updated = await call(
+            client, "update_memory", memory_id=first, content="Ann drinks coffee.", supersede=True
+        )
+        assert updated["memory"]["id"] == first  # the same memory, its new text
         assert memories(open_server.address, "ann") == ["Ann drinks coffee."]
         listed = await call(client, "list_memories")
         assert [m["content"] for m in listed["memories"]] == ["Ann drinks coffee."]
-        same = await call(
-            client, "update_memory", memory_id=updated["memory"]["id"], content="Ann drinks coffee."
+        assert history(open_server.address, "ann", first) == [
+            ("Ann drinks green tea.", "Ann drinks coffee.", True)
+        ]
+        fixed = await call(client, "update_memory", memory_id=first, content="Ann drinks cofee!")
+        assert fixed["memory"] == {**updated["memory"], "content": "Ann drinks cofee!"}
+        assert history(open_server.address, "ann", first)[0] == (
+            "Ann drinks coffee.",
+            "Ann drinks cofee!",
+            False,  # a correction: no fact of the past
         )
-        assert same == {"memory": updated["memory"], "replaced": ""}
         deleted = await call(client, "delete_memory", memory_id=updated["memory"]["id"])
         assert deleted == {"deleted": updated["memory"]["id"]}
         assert (await call(client, "search_memories", query="coffee"))["memories"] == []

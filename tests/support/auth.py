@@ -147,6 +147,10 @@ def _fill(message: Message, ids: StoredIds, query: str, top: bool) -> bool:
             setattr(message, name, _NUMBER_FIELDS[name])
         elif name == "query":
             setattr(message, name, query)
+        elif name == "update_mask":  # UpdateMemory: a new text
+            getattr(message, name).paths.append("content")
+        elif name == "memory" and field.message_type is not None and top:
+            getattr(message, name).content = _TEXT_FIELDS["content"]
         elif (
             name == "messages"
             and field.is_repeated

@@ -40,6 +40,8 @@ CASES: dict[str, Case] = {
     "contextd.v1.MemoryService/SearchMemories": naming_the_users_resources,
     "contextd.v1.MemoryService/ListMemories": naming_the_users_resources,
     "contextd.v1.MemoryService/DeleteMemory": naming_the_users_resources,
+    "contextd.v1.MemoryService/UpdateMemory": naming_the_users_resources,
+    "contextd.v1.MemoryService/ListMemoryHistory": naming_the_users_resources,
     "contextd.v1.PromptService/UpsertTemplate": naming_the_users_resources,
     "contextd.v1.PromptService/ListTemplates": naming_the_users_resources,
     "contextd.v1.PromptService/DeleteTemplate": naming_the_users_resources,

@@ -6,6 +6,7 @@ using System.Text.Json;
 using System.Threading.Tasks;
 using Contextd.Client.Tests.Support;
 using Contextd.V1;
+using Google.Protobuf.WellKnownTypes;
 using Grpc.Core;
 using Xunit;
 
@@ -171,6 +172,65 @@ namespace Contextd.Client.Tests
             await client.DeleteMemoryAsync(new DeleteMemoryRequest { UserId = user, MemoryId = added.Memory.Id });
             var left = await client.ListMemoriesAsync(new ListMemoriesRequest { UserId = user });
             Assert.Equal("Works on the travel budget", Assert.Single(left.Memories).Content);
+        }
+
+        [Theory]
+        [MemberData(nameof(TransportData.All), MemberType = typeof(TransportData))]
+        public async Task MemoryService_scopes_supersedes_and_keeps_the_history(Transport transport)
+        {
+            using var client = Servers.Client(_servers.Plain, transport);
+            var user = _servers.NewUser();
+
+            var job = await client.AddMemoryAsync(new AddMemoryRequest
+            {
+                UserId = user,
+                Content = "Works on the travel budget",
+                Scope = new MemoryScope { App = "excel" },
+                Metadata = { ["topic"] = "work" },
+                ExpireTime = Timestamp.FromDateTime(DateTime.UtcNow.AddDays(1)),
+            });
+            Assert.Equal("excel", job.Memory.Scope.App);
+            Assert.NotNull(job.Memory.ExpireTime);
+            var inExcel = await client.ListMemoriesAsync(new ListMemoriesRequest
+            {
+                UserId = user,
+                Filter = new MemoryFilter { App = "excel", Metadata = { ["topic"] = "work" } },
+            });
+            Assert.Equal(job.Memory.Id, Assert.Single(inExcel.Memories).Id);
+            var unscoped = await client.ListMemoriesAsync(new ListMemoriesRequest { UserId = user, Filter = new MemoryFilter { App = "" } });
+            Assert.Empty(unscoped.Memories);
+
+            var before = Timestamp.FromDateTime(DateTime.UtcNow);
+            var update = new UpdateMemoryRequest
+            {
+                UserId = user,
+                MemoryId = job.Memory.Id,
+                Memory = new Memory { Content = "Works on the sales budget" },
+                UpdateMask = new FieldMask { Paths = { "content" } },
+                Supersede = true,
+            };
+            var updated = await client.UpdateMemoryAsync(update);
+            Assert.Equal(job.Memory.Id, updated.Memory.Id);
+            var then = await client.SearchMemoriesAsync(new SearchMemoriesRequest
+            {
+                UserId = user,
+                Query = "budget",
+                Filter = new MemoryFilter { AsOf = before },
+            });
+            var past = Assert.Single(then.Results).Memory;
+            Assert.Equal(("Works on the travel budget", job.Memory.Id), (past.Content, past.SupersededBy));
+
+            var history = await client.ListMemoryHistoryAsync(new ListMemoryHistoryRequest { UserId = user, MemoryId = job.Memory.Id });
+            var change = Assert.Single(history.Changes);
+            Assert.Equal(("update", "api", past.Id), (change.Action, change.Method, change.ReplacedMemoryId));
+
+            var refused = await Assert.ThrowsAsync<ContextdException>(() => client.UpdateMemoryAsync(new UpdateMemoryRequest
+            {
+                UserId = user,
+                MemoryId = job.Memory.Id,
+                Memory = new Memory { Content = "x" },
+            }));
+            Assert.Equal(StatusCode.InvalidArgument, refused.StatusCode);
         }
 
         [Theory]

@@ -153,9 +153,20 @@ namespace Contextd.Client
         public Task<ListMemoriesResponse> ListMemoriesAsync(ListMemoriesRequest request, CancellationToken cancellationToken = default) =>
             UnaryAsync(_memory.ListMemoriesAsync(request, Unary(cancellationToken)), cancellationToken);
 
-        /// <summary>Deletes one memory of the user.</summary>
+        /// <summary>Deletes one memory of the user, with the facts it superseded.</summary>
         public Task<DeleteMemoryResponse> DeleteMemoryAsync(DeleteMemoryRequest request, CancellationToken cancellationToken = default) =>
             UnaryAsync(_memory.DeleteMemoryAsync(request, Unary(cancellationToken)), cancellationToken);
+
+        /// <summary>
+        /// Changes the fields of a memory its <c>UpdateMask</c> names (text, scope, metadata,
+        /// validity, expiry); with <c>Supersede</c> a new text keeps the old one as a fact of the past.
+        /// </summary>
+        public Task<UpdateMemoryResponse> UpdateMemoryAsync(UpdateMemoryRequest request, CancellationToken cancellationToken = default) =>
+            UnaryAsync(_memory.UpdateMemoryAsync(request, Unary(cancellationToken)), cancellationToken);
+
+        /// <summary>How the user's memories (or one of them) changed, newest first, one page at a time.</summary>
+        public Task<ListMemoryHistoryResponse> ListMemoryHistoryAsync(ListMemoryHistoryRequest request, CancellationToken cancellationToken = default) =>
+            UnaryAsync(_memory.ListMemoryHistoryAsync(request, Unary(cancellationToken)), cancellationToken);
 
         // PromptService
 

@@ -52,6 +52,9 @@ class PublicIds:
     def memory(self, row: int) -> str:
         return self._codec.encode(IdKind.MEMORY, row) if row else ""
 
+    def memory_change(self, row: int) -> str:
+        return self._codec.encode(IdKind.MEMORY_CHANGE, row)
+
     def compression_summary(self, row: int) -> str:
         return self._codec.encode(IdKind.COMPRESSION_SUMMARY, row)
 

@@ -62,6 +62,12 @@ def memory_to_pb(m: Memory, ids: PublicIds) -> memory_pb2.Memory:
         source_message_id=ids.message(m.source_message_id),
         create_time=timestamp(m.created_at),
         update_time=timestamp(m.updated_at),
+        scope=memory_pb2.MemoryScope(agent=m.agent, app=m.app) if m.agent or m.app else None,
+        metadata=m.metadata,
+        valid_from=None if m.valid_from is None else timestamp(m.valid_from),
+        valid_to=None if m.valid_to is None else timestamp(m.valid_to),
+        expire_time=None if m.expires_at is None else timestamp(m.expires_at),
+        superseded_by=ids.memory(m.superseded_by) if m.superseded_by else "",
     )
 
 

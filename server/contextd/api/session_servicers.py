@@ -6,16 +6,16 @@ import json
 import time
 from collections.abc import AsyncIterator
 
-from contextd.api import convert, records
+from contextd.api import convert, memory_requests, records
 from contextd.api.auth import caller_for, caller_tenant
 from contextd.api.ids import PublicIds, check_id, check_ids
 from contextd.api.types import Context
 from contextd.app.chat import ChatApp
-from contextd.app.memories import MemoriesApp
+from contextd.app.memories import MemoriesApp, NamesAMemory, memory_filter
 from contextd.app.prompts import PromptsApp
 from contextd.app.sessions import SessionsApp
 from contextd.core.content import ImageLimits
-from contextd.core.errors import InvalidArgument, Violations
+from contextd.core.errors import FailedPrecondition, InvalidArgument, Violations
 from contextd.core.xml_history import XmlHistory
 from contextd.v1 import memory_pb2 as mpb
 from contextd.v1 import memory_pb2_grpc, prompts_pb2_grpc, sessions_pb2_grpc
@@ -191,11 +191,13 @@ class MemoryServicer(memory_pb2_grpc.MemoryServiceServicer):  # type: ignore[mis
             ("source_session_id", request.source_session_id),
             ("source_message_id", request.source_message_id),
         )
+        caller = caller_for(request.user_id)
         memory, created = await self._app.add(
-            caller_for(request.user_id),
+            caller,
             request.content,
             request.source_session_id,
             self._ids.message_row(request.source_message_id, "source_message_id"),
+            memory_requests.add_details(request),
         )
         return mpb.AddMemoryResponse(
             memory=records.memory_to_pb(memory, self._ids), created=created
@@ -204,7 +206,9 @@ class MemoryServicer(memory_pb2_grpc.MemoryServiceServicer):  # type: ignore[mis
     async def SearchMemories(
         self, request: mpb.SearchMemoriesRequest, context: Context
     ) -> mpb.SearchMemoriesResponse:
-        found = await self._app.search(caller_for(request.user_id), request.query, request.limit)
+        caller = caller_for(request.user_id)
+        found_by = memory_filter(memory_requests.filter_from_pb(request.filter))
+        found = await self._app.search(caller, request.query, request.limit, found_by)
         return mpb.SearchMemoriesResponse(
             results=[records.scored_memory_to_pb(s, self._ids) for s in found.found],
             note=found.note,
@@ -213,8 +217,10 @@ class MemoryServicer(memory_pb2_grpc.MemoryServiceServicer):  # type: ignore[mis
     async def ListMemories(
         self, request: mpb.ListMemoriesRequest, context: Context
     ) -> mpb.ListMemoriesResponse:
+        caller = caller_for(request.user_id)
+        found_by = memory_filter(memory_requests.filter_from_pb(request.filter))
         memories, token = await self._app.list_memories(
-            caller_for(request.user_id), request.page_size, request.page_token
+            caller, request.page_size, request.page_token, found_by
         )
         return mpb.ListMemoriesResponse(
             memories=[records.memory_to_pb(m, self._ids) for m in memories],
@@ -227,6 +233,32 @@ class MemoryServicer(memory_pb2_grpc.MemoryServiceServicer):  # type: ignore[mis
         memory_id = self._ids.memory_row(request.memory_id, "memory_id")
         await self._app.delete(caller_for(request.user_id), memory_id)
         return mpb.DeleteMemoryResponse()
+
+    async def UpdateMemory(
+        self, request: mpb.UpdateMemoryRequest, context: Context
+    ) -> mpb.UpdateMemoryResponse:
+        memory_id = self._ids.memory_row(request.memory_id, "memory_id")
+        caller = caller_for(request.user_id)
+        change = memory_requests.edit_from_pb(request)
+        try:
+            memory = await self._app.update(caller, memory_id, change)
+        except NamesAMemory as refused:
+            raise FailedPrecondition(
+                refused.template.format(self._ids.memory(refused.row))
+            ) from None
+        return mpb.UpdateMemoryResponse(memory=records.memory_to_pb(memory, self._ids))
+
+    async def ListMemoryHistory(
+        self, request: mpb.ListMemoryHistoryRequest, context: Context
+    ) -> mpb.ListMemoryHistoryResponse:
+        memory_id = self._ids.memory_row(request.memory_id, "memory_id")
+        changes, token = await self._app.changes(
+            caller_for(request.user_id), memory_id, request.page_size, request.page_token
+        )
+        return mpb.ListMemoryHistoryResponse(
+            changes=[memory_requests.change_to_pb(c, self._ids) for c in changes],
+            next_page_token=token,
+        )
 
 
 class PromptServicer(prompts_pb2_grpc.PromptServiceServicer):  # type: ignore[misc]

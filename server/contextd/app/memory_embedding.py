@@ -20,9 +20,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 from dataclasses import dataclass
 
+from contextd.app.memory_scopes import USER_FACTS
 from contextd.core.memory_facts.facts import ExistingMemory
 from contextd.core.memory_facts.reconciliation import MeaningThresholds
 from contextd.metrics.prometheus import PrometheusRecorder
@@ -46,6 +47,8 @@ DEFAULT_MIN_SIMILARITY = 0.3
 DEFAULT_DUPLICATE_SIMILARITY = 0.96
 DEFAULT_SAME_SUBJECT_SIMILARITY = 0.55
 DEFAULT_QUERY_TIMEOUT = 2.0
+# A fact's nearest memories looked at for the first one it may restate or replace.
+CLOSEST_LOOKED_AT = 5
 
 
 @dataclass(slots=True)
@@ -77,7 +80,13 @@ class EmbeddingRanker:
         )
 
     async def rank(
-        self, owner: Owner, query: str, count: int, purpose: EmbeddingPurpose = "query"
+        self,
+        owner: Owner,
+        query: str,
+        count: int,
+        purpose: EmbeddingPurpose = "query",
+        *,
+        allowed: Set[int] | None = None,
     ) -> MeaningRanking:
         if not query.strip():
             return MeaningRanking()
@@ -98,7 +107,7 @@ class EmbeddingRanker:
             return MeaningRanking(
                 note=f"ranked by terms only: the query was not embedded ({reason})"
             )
-        hits = await self._vectors.nearest(owner, vectors[0], count)
+        hits = await self._vectors.nearest(owner, vectors[0], count, allowed)
         floor = self.min_similarity
         return MeaningRanking([(mid, sim) for mid, sim in hits if sim >= floor], floor=floor)
 
@@ -260,11 +269,11 @@ async def closest_memories(
         return {}, None
     closest: dict[str, tuple[ExistingMemory, float]] = {}
     for text in texts:
-        ranking = await ranker.rank(owner, text, 1, "document")
-        if not ranking.hits:
-            continue
-        memory_id, cosine = ranking.hits[0]
-        memory = await memories.get(memory_id, tenant_id=owner[0])
-        if memory is not None and memory.user_id == owner[1]:
-            closest[text] = (ExistingMemory(memory.id, memory.content), cosine)
+        ranking = await ranker.rank(owner, text, CLOSEST_LOOKED_AT, "document")
+        ids = [memory_id for memory_id, _ in ranking.hits]
+        found = {m.id: m for m in await memories.among(owner, ids, USER_FACTS)}
+        for memory_id, cosine in ranking.hits:
+            if memory_id in found:
+                closest[text] = (ExistingMemory(memory_id, found[memory_id].content), cosine)
+                break
     return closest, ranker.thresholds

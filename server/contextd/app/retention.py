@@ -1,11 +1,13 @@
-"""``--retention-days``: sessions without activity for that long are purged, with their
-messages, summaries and event logs, at start and then every ``PASS_INTERVAL`` seconds,
-in the background.
+"""The retention task, at start and then every ``PASS_INTERVAL`` seconds, in the
+background: memories whose expiry passed are deleted (reads leave them out from that
+moment on already), and with ``--retention-days``, sessions without activity for that
+long, with their messages, summaries and event logs.
 
-The user's memories stay: they belong to the user, not to a session. A pass reads the
-sessions a chunk of rows at a time and deletes them a batch at a time, yielding to the
-event loop in between, so calls keep being served while it runs. A session with a chat
-turn or after-turn work in progress is left for a later pass.
+A session's purge leaves the user's memories: they belong to the user, not to a session.
+A pass reads the sessions a chunk of rows at a time and deletes them (and expired
+memories) a batch at a time, yielding to the event loop in between, so calls keep being
+served while it runs. A session with a chat turn or after-turn work in progress is left
+for a later pass.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import time
 from collections.abc import Callable
 
 from contextd.store.event_log.removals import LogRemovals
+from contextd.store.memory.repository import MemoryRepo
 from contextd.store.retention import Purged, SessionPurge
 
 log = logging.getLogger("contextd.retention")
@@ -43,17 +46,46 @@ class RetentionPurger:
         days: float,
         busy: Callable[[str], bool],
         clock: Callable[[], float] = time.time,
+        memories: MemoryRepo | None = None,
     ) -> None:
         self.purge = purge
         self.removals = removals
         self.days = check_days(days)
         self.busy = busy
         self.clock = clock
+        self.memories = memories
         self._task: asyncio.Task[None] | None = None
 
     async def run_once(self) -> Purged:
-        """One pass: purge what has been inactive for ``days``; logs one line when it
-        deleted anything."""
+        """One pass: purge what expired, and what has been inactive for ``days`` (when
+        not 0); logs one line when it deleted anything."""
+        total = Purged()
+        if self.memories is not None:
+            total += Purged(memories=await self._expired_memories(self.memories))
+        if self.days > 0:
+            total += await self._inactive_sessions()
+        if total.sessions or total.memories:
+            log.info(
+                "retention purge",
+                extra={
+                    "days": self.days,
+                    "sessions": total.sessions,
+                    "messages": total.messages,
+                    "summaries": total.summaries,
+                    "event_logs": total.event_logs,
+                    "memories": total.memories,
+                },
+            )
+        return total
+
+    async def _expired_memories(self, memories: MemoryRepo) -> int:
+        deleted = 0
+        while gone := await memories.purge_expired(self.clock(), DELETE_BATCH):
+            deleted += gone
+            await asyncio.sleep(0)  # calls waiting on the loop go first
+        return deleted
+
+    async def _inactive_sessions(self) -> Purged:
         await self.removals.sweep()  # what a deletion cut short by a crash left behind
         cutoff = self.clock() - self.days * DAY
         total = Purged()
@@ -67,17 +99,6 @@ class RetentionPurger:
             if not after:
                 break
             await asyncio.sleep(0)
-        if total.sessions:
-            log.info(
-                "retention purge",
-                extra={
-                    "days": self.days,
-                    "sessions": total.sessions,
-                    "messages": total.messages,
-                    "summaries": total.summaries,
-                    "event_logs": total.event_logs,
-                },
-            )
         return total
 
     def start(self) -> None:

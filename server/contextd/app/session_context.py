@@ -21,6 +21,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from contextd.app.memory_scopes import session_memories
 from contextd.app.scope import Caller
 from contextd.app.sessions import SessionsApp
 from contextd.core.build import (
@@ -287,6 +288,7 @@ class SessionContextBuilder:
                 req.user_message if req.memory_query is None else req.memory_query,
                 req.memory_limit or self.defaults.memory_limit,
                 tenant_id=req.caller.tenant_id,
+                memory_filter=session_memories(req.host or session.host),
             )
             others = await self.summaries.recent_session_summaries(
                 req.caller.user_id,

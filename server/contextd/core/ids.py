@@ -43,6 +43,7 @@ class IdKind(IntEnum):
     MESSAGE = 1
     MEMORY = 2
     COMPRESSION_SUMMARY = 3
+    MEMORY_CHANGE = 4  # a row of a memory's history
 
 
 class OpaqueIds:

@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal, TypeVar
 
 import grpc
 import grpc.aio
+from google.protobuf.field_mask_pb2 import FieldMask
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from pydantic import Field
@@ -120,24 +121,30 @@ def build_server(native: Native, caller_of: CallerOf) -> MCPServer:
         return {"memory": shapes.memory(added.memory), "created": added.created}
 
     @server.tool()
-    async def update_memory(memory_id: MemoryId, content: str, ctx: Context) -> dict[str, Any]:
-        """Replace a memory's text. The new text is stored first, then the old memory is
-        deleted: the memory gets a new id, returned here."""
+    async def update_memory(
+        memory_id: MemoryId,
+        content: str,
+        ctx: Context,
+        supersede: Annotated[
+            bool,
+            Field(
+                description="the fact changed (the old text stays a fact of the past); "
+                "false: a correction"
+            ),
+        ] = False,
+    ) -> dict[str, Any]:
+        """Change a memory's text; it keeps its id, and its old text is kept in its
+        history."""
         caller, metadata = md(ctx)
-        add = mpb.AddMemoryRequest(user_id=caller.user_id, content=content)
-        added = await _native(native.memories.AddMemory(add, metadata=metadata))
-        new_id = added.memory.id
-        if new_id == memory_id:  # the text it already has
-            return {"memory": shapes.memory(added.memory), "replaced": ""}
-        delete = mpb.DeleteMemoryRequest(user_id=caller.user_id, memory_id=memory_id)
-        try:
-            await native.memories.DeleteMemory(delete, metadata=metadata)
-        except grpc.aio.AioRpcError as failure:
-            if added.created:  # undo: a refused update leaves the memories as they were
-                undo = mpb.DeleteMemoryRequest(user_id=caller.user_id, memory_id=new_id)
-                await _native(native.memories.DeleteMemory(undo, metadata=metadata))
-            raise ToolError(_refusal(failure)) from None
-        return {"memory": shapes.memory(added.memory), "replaced": memory_id}
+        request = mpb.UpdateMemoryRequest(
+            user_id=caller.user_id,
+            memory_id=memory_id,
+            memory=mpb.Memory(content=content),
+            update_mask=FieldMask(paths=["content"]),
+            supersede=supersede,
+        )
+        updated = await _native(native.memories.UpdateMemory(request, metadata=metadata))
+        return {"memory": shapes.memory(updated.memory)}
 
     @server.tool()
     async def delete_memory(memory_id: MemoryId, ctx: Context) -> dict[str, Any]:

@@ -103,6 +103,16 @@ class Memory:
     created_at: float = 0.0
     updated_at: float = 0.0
     tenant_id: str = DEFAULT_TENANT
+    # The scope below the user ("": none), the host's labels.
+    agent: str = ""
+    app: str = ""
+    metadata: dict[str, str] = field(default_factory=dict)
+    # When the fact was true (None: not known / still true), when it is forgotten
+    # (None: never), and the memory that replaced it (0: none, it is current).
+    valid_from: float | None = None
+    valid_to: float | None = None
+    expires_at: float | None = None
+    superseded_by: int = 0
 
 
 @dataclass(slots=True)

@@ -25,6 +25,7 @@ class Purged:
     messages: int = 0
     summaries: int = 0  # compression summaries and session summaries
     event_logs: int = 0
+    memories: int = 0  # expired, with the memories they superseded
 
     def __add__(self, other: Purged) -> Purged:
         return Purged(
@@ -32,6 +33,7 @@ class Purged:
             self.messages + other.messages,
             self.summaries + other.summaries,
             self.event_logs + other.event_logs,
+            self.memories + other.memories,
         )
 
 

@@ -111,12 +111,15 @@ async def _erase_memories(
         "DELETE FROM memory_history WHERE tenant_id = :tenant AND user_id = :user", owner
     )
     memories = await conn.execute_fetchall(
-        "DELETE FROM memories WHERE tenant_id = :tenant AND user_id = :user RETURNING id, content",
+        "DELETE FROM memories WHERE tenant_id = :tenant AND user_id = :user"
+        " RETURNING id, content, superseded_by",
         owner,
     )
-    await repo.index.remove(
-        conn,
-        (owner["tenant"], owner["user"]),
-        [(int(row["id"]), row["content"]) for row in memories],
-    )
+    for past in (False, True):  # current memories, then superseded ones (their own key)
+        await repo.index.remove(
+            conn,
+            (owner["tenant"], owner["user"]),
+            [(int(r["id"]), r["content"]) for r in memories if bool(r["superseded_by"]) == past],
+            past=past,
+        )
     return history.rowcount, len(memories)

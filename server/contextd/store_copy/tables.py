@@ -162,8 +162,20 @@ TABLES = (
             "source_message_id",
             "created_at",
             "updated_at",
+            "agent",
+            "app",
+            "metadata",
+            "valid_from",
+            "valid_to",
+            "expires_at",
+            "superseded_by",
         ),
         counter="id",
+    ),
+    Table(
+        "memory_metadata",
+        ("memory_id", "key"),
+        ("memory_id", "key", "tenant_id", "user_id", "value"),
     ),
     Table(
         "memory_history",
@@ -311,10 +323,17 @@ async def _missing(target: Connection, table: Table, values: list[Values]) -> li
 async def _index_memories(
     target: Connection, index: MemoryIndex, table: Table, rows: list[Values]
 ) -> None:
-    at = {name: table.columns.index(name) for name in ("id", "tenant_id", "user_id", "content")}
+    names = ("id", "tenant_id", "user_id", "content", "superseded_by")
+    at = {name: table.columns.index(name) for name in names}
     for row in rows:
         owner = (str(row[at["tenant_id"]]), str(row[at["user_id"]]))
-        await index.add(target, int(row[at["id"]]), owner, str(row[at["content"]]))
+        await index.add(
+            target,
+            int(row[at["id"]]),
+            owner,
+            str(row[at["content"]]),
+            past=bool(row[at["superseded_by"]]),
+        )
 
 
 async def fix_session_counts(source: Database, target: Connection) -> None:

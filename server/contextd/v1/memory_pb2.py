@@ -23,10 +23,11 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from google.protobuf import field_mask_pb2 as google_dot_protobuf_dot_field__mask__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18\x63ontextd/v1/memory.proto\x12\x0b\x63ontextd.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xce\x01\n\x06Memory\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0f\n\x07user_id\x18\x02 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x03 \x01(\t\x12\x19\n\x11source_session_id\x18\x04 \x01(\t\x12\x19\n\x11source_message_id\x18\x05 \x01(\t\x12/\n\x0b\x63reate_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bupdate_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"f\n\x0cScoredMemory\x12#\n\x06memory\x18\x01 \x01(\x0b\x32\x13.contextd.v1.Memory\x12\r\n\x05score\x18\x02 \x01(\x01\x12\x11\n\trelevance\x18\x03 \x01(\x01\x12\x0f\n\x07recency\x18\x04 \x01(\x01\"j\n\x10\x41\x64\x64MemoryRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\t\x12\x19\n\x11source_session_id\x18\x03 \x01(\t\x12\x19\n\x11source_message_id\x18\x04 \x01(\t\"I\n\x11\x41\x64\x64MemoryResponse\x12#\n\x06memory\x18\x01 \x01(\x0b\x32\x13.contextd.v1.Memory\x12\x0f\n\x07\x63reated\x18\x02 \x01(\x08\"F\n\x15SearchMemoriesRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\r\n\x05query\x18\x02 \x01(\t\x12\r\n\x05limit\x18\x03 \x01(\x05\"R\n\x16SearchMemoriesResponse\x12*\n\x07results\x18\x01 \x03(\x0b\x32\x19.contextd.v1.ScoredMemory\x12\x0c\n\x04note\x18\x02 \x01(\t\"M\n\x13ListMemoriesRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\"V\n\x14ListMemoriesResponse\x12%\n\x08memories\x18\x01 \x03(\x0b\x32\x13.contextd.v1.Memory\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"9\n\x13\x44\x65leteMemoryRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\x11\n\tmemory_id\x18\x02 \x01(\t\"\x16\n\x14\x44\x65leteMemoryResponse2\xe0\x02\n\rMemoryService\x12J\n\tAddMemory\x12\x1d.contextd.v1.AddMemoryRequest\x1a\x1e.contextd.v1.AddMemoryResponse\x12Y\n\x0eSearchMemories\x12\".contextd.v1.SearchMemoriesRequest\x1a#.contextd.v1.SearchMemoriesResponse\x12S\n\x0cListMemories\x12 .contextd.v1.ListMemoriesRequest\x1a!.contextd.v1.ListMemoriesResponse\x12S\n\x0c\x44\x65leteMemory\x12 .contextd.v1.DeleteMemoryRequest\x1a!.contextd.v1.DeleteMemoryResponseB\x0e\xaa\x02\x0b\x43ontextd.V1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18\x63ontextd/v1/memory.proto\x12\x0b\x63ontextd.v1\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\")\n\x0bMemoryScope\x12\r\n\x05\x61gent\x18\x01 \x01(\t\x12\x0b\n\x03\x61pp\x18\x02 \x01(\t\"\x83\x04\n\x06Memory\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0f\n\x07user_id\x18\x02 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x03 \x01(\t\x12\x19\n\x11source_session_id\x18\x04 \x01(\t\x12\x19\n\x11source_message_id\x18\x05 \x01(\t\x12/\n\x0b\x63reate_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bupdate_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\'\n\x05scope\x18\x08 \x01(\x0b\x32\x18.contextd.v1.MemoryScope\x12\x33\n\x08metadata\x18\t \x03(\x0b\x32!.contextd.v1.Memory.MetadataEntry\x12.\n\nvalid_from\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12,\n\x08valid_to\x18\x0b \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x65xpire_time\x18\x0c \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x15\n\rsuperseded_by\x18\r \x01(\t\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"f\n\x0cScoredMemory\x12#\n\x06memory\x18\x01 \x01(\x0b\x32\x13.contextd.v1.Memory\x12\r\n\x05score\x18\x02 \x01(\x01\x12\x11\n\trelevance\x18\x03 \x01(\x01\x12\x0f\n\x07recency\x18\x04 \x01(\x01\"\x92\x03\n\x10\x41\x64\x64MemoryRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\t\x12\x19\n\x11source_session_id\x18\x03 \x01(\t\x12\x19\n\x11source_message_id\x18\x04 \x01(\t\x12\'\n\x05scope\x18\x05 \x01(\x0b\x32\x18.contextd.v1.MemoryScope\x12=\n\x08metadata\x18\x06 \x03(\x0b\x32+.contextd.v1.AddMemoryRequest.MetadataEntry\x12.\n\nvalid_from\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12,\n\x08valid_to\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x65xpire_time\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"I\n\x11\x41\x64\x64MemoryResponse\x12#\n\x06memory\x18\x01 \x01(\x0b\x32\x13.contextd.v1.Memory\x12\x0f\n\x07\x63reated\x18\x02 \x01(\x08\"\xab\x03\n\x0cMemoryFilter\x12\x12\n\x05\x61gent\x18\x01 \x01(\tH\x00\x88\x01\x01\x12\x10\n\x03\x61pp\x18\x02 \x01(\tH\x01\x88\x01\x01\x12\x39\n\x08metadata\x18\x03 \x03(\x0b\x32\'.contextd.v1.MemoryFilter.MetadataEntry\x12\x31\n\rcreated_after\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x32\n\x0e\x63reated_before\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x31\n\rupdated_after\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x32\n\x0eupdated_before\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12)\n\x05\x61s_of\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\x08\n\x06_agentB\x06\n\x04_app\"q\n\x15SearchMemoriesRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\r\n\x05query\x18\x02 \x01(\t\x12\r\n\x05limit\x18\x03 \x01(\x05\x12)\n\x06\x66ilter\x18\x04 \x01(\x0b\x32\x19.contextd.v1.MemoryFilter\"R\n\x16SearchMemoriesResponse\x12*\n\x07results\x18\x01 \x03(\x0b\x32\x19.contextd.v1.ScoredMemory\x12\x0c\n\x04note\x18\x02 \x01(\t\"x\n\x13ListMemoriesRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\x12)\n\x06\x66ilter\x18\x04 \x01(\x0b\x32\x19.contextd.v1.MemoryFilter\"V\n\x14ListMemoriesResponse\x12%\n\x08memories\x18\x01 \x03(\x0b\x32\x13.contextd.v1.Memory\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"9\n\x13\x44\x65leteMemoryRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\x11\n\tmemory_id\x18\x02 \x01(\t\"\x16\n\x14\x44\x65leteMemoryResponse\"\xa2\x01\n\x13UpdateMemoryRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\x11\n\tmemory_id\x18\x02 \x01(\t\x12#\n\x06memory\x18\x03 \x01(\x0b\x32\x13.contextd.v1.Memory\x12/\n\x0bupdate_mask\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.FieldMask\x12\x11\n\tsupersede\x18\x05 \x01(\x08\";\n\x14UpdateMemoryResponse\x12#\n\x06memory\x18\x01 \x01(\x0b\x32\x13.contextd.v1.Memory\"e\n\x18ListMemoryHistoryRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\x11\n\tmemory_id\x18\x02 \x01(\t\x12\x11\n\tpage_size\x18\x03 \x01(\x05\x12\x12\n\npage_token\x18\x04 \x01(\t\"\xfa\x01\n\x0cMemoryChange\x12\n\n\x02id\x18\x01 \x01(\t\x12\x11\n\tmemory_id\x18\x02 \x01(\t\x12\x0e\n\x06\x61\x63tion\x18\x03 \x01(\t\x12\x13\n\x0bold_content\x18\x04 \x01(\t\x12\x13\n\x0bnew_content\x18\x05 \x01(\t\x12\x1a\n\x12replaced_memory_id\x18\x06 \x01(\t\x12\x0e\n\x06method\x18\x07 \x01(\t\x12\x19\n\x11source_session_id\x18\x08 \x01(\t\x12\x19\n\x11source_message_id\x18\t \x01(\t\x12/\n\x0b\x63hange_time\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"`\n\x19ListMemoryHistoryResponse\x12*\n\x07\x63hanges\x18\x01 \x03(\x0b\x32\x19.contextd.v1.MemoryChange\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t2\x99\x04\n\rMemoryService\x12J\n\tAddMemory\x12\x1d.contextd.v1.AddMemoryRequest\x1a\x1e.contextd.v1.AddMemoryResponse\x12Y\n\x0eSearchMemories\x12\".contextd.v1.SearchMemoriesRequest\x1a#.contextd.v1.SearchMemoriesResponse\x12S\n\x0cListMemories\x12 .contextd.v1.ListMemoriesRequest\x1a!.contextd.v1.ListMemoriesResponse\x12S\n\x0c\x44\x65leteMemory\x12 .contextd.v1.DeleteMemoryRequest\x1a!.contextd.v1.DeleteMemoryResponse\x12S\n\x0cUpdateMemory\x12 .contextd.v1.UpdateMemoryRequest\x1a!.contextd.v1.UpdateMemoryResponse\x12\x62\n\x11ListMemoryHistory\x12%.contextd.v1.ListMemoryHistoryRequest\x1a&.contextd.v1.ListMemoryHistoryResponseB\x0e\xaa\x02\x0b\x43ontextd.V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,26 +35,52 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'contextd.v1.memory_pb2', _g
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\252\002\013Contextd.V1'
-  _globals['_MEMORY']._serialized_start=75
-  _globals['_MEMORY']._serialized_end=281
-  _globals['_SCOREDMEMORY']._serialized_start=283
-  _globals['_SCOREDMEMORY']._serialized_end=385
-  _globals['_ADDMEMORYREQUEST']._serialized_start=387
-  _globals['_ADDMEMORYREQUEST']._serialized_end=493
-  _globals['_ADDMEMORYRESPONSE']._serialized_start=495
-  _globals['_ADDMEMORYRESPONSE']._serialized_end=568
-  _globals['_SEARCHMEMORIESREQUEST']._serialized_start=570
-  _globals['_SEARCHMEMORIESREQUEST']._serialized_end=640
-  _globals['_SEARCHMEMORIESRESPONSE']._serialized_start=642
-  _globals['_SEARCHMEMORIESRESPONSE']._serialized_end=724
-  _globals['_LISTMEMORIESREQUEST']._serialized_start=726
-  _globals['_LISTMEMORIESREQUEST']._serialized_end=803
-  _globals['_LISTMEMORIESRESPONSE']._serialized_start=805
-  _globals['_LISTMEMORIESRESPONSE']._serialized_end=891
-  _globals['_DELETEMEMORYREQUEST']._serialized_start=893
-  _globals['_DELETEMEMORYREQUEST']._serialized_end=950
-  _globals['_DELETEMEMORYRESPONSE']._serialized_start=952
-  _globals['_DELETEMEMORYRESPONSE']._serialized_end=974
-  _globals['_MEMORYSERVICE']._serialized_start=977
-  _globals['_MEMORYSERVICE']._serialized_end=1329
+  _globals['_MEMORY_METADATAENTRY']._loaded_options = None
+  _globals['_MEMORY_METADATAENTRY']._serialized_options = b'8\001'
+  _globals['_ADDMEMORYREQUEST_METADATAENTRY']._loaded_options = None
+  _globals['_ADDMEMORYREQUEST_METADATAENTRY']._serialized_options = b'8\001'
+  _globals['_MEMORYFILTER_METADATAENTRY']._loaded_options = None
+  _globals['_MEMORYFILTER_METADATAENTRY']._serialized_options = b'8\001'
+  _globals['_MEMORYSCOPE']._serialized_start=108
+  _globals['_MEMORYSCOPE']._serialized_end=149
+  _globals['_MEMORY']._serialized_start=152
+  _globals['_MEMORY']._serialized_end=667
+  _globals['_MEMORY_METADATAENTRY']._serialized_start=620
+  _globals['_MEMORY_METADATAENTRY']._serialized_end=667
+  _globals['_SCOREDMEMORY']._serialized_start=669
+  _globals['_SCOREDMEMORY']._serialized_end=771
+  _globals['_ADDMEMORYREQUEST']._serialized_start=774
+  _globals['_ADDMEMORYREQUEST']._serialized_end=1176
+  _globals['_ADDMEMORYREQUEST_METADATAENTRY']._serialized_start=620
+  _globals['_ADDMEMORYREQUEST_METADATAENTRY']._serialized_end=667
+  _globals['_ADDMEMORYRESPONSE']._serialized_start=1178
+  _globals['_ADDMEMORYRESPONSE']._serialized_end=1251
+  _globals['_MEMORYFILTER']._serialized_start=1254
+  _globals['_MEMORYFILTER']._serialized_end=1681
+  _globals['_MEMORYFILTER_METADATAENTRY']._serialized_start=620
+  _globals['_MEMORYFILTER_METADATAENTRY']._serialized_end=667
+  _globals['_SEARCHMEMORIESREQUEST']._serialized_start=1683
+  _globals['_SEARCHMEMORIESREQUEST']._serialized_end=1796
+  _globals['_SEARCHMEMORIESRESPONSE']._serialized_start=1798
+  _globals['_SEARCHMEMORIESRESPONSE']._serialized_end=1880
+  _globals['_LISTMEMORIESREQUEST']._serialized_start=1882
+  _globals['_LISTMEMORIESREQUEST']._serialized_end=2002
+  _globals['_LISTMEMORIESRESPONSE']._serialized_start=2004
+  _globals['_LISTMEMORIESRESPONSE']._serialized_end=2090
+  _globals['_DELETEMEMORYREQUEST']._serialized_start=2092
+  _globals['_DELETEMEMORYREQUEST']._serialized_end=2149
+  _globals['_DELETEMEMORYRESPONSE']._serialized_start=2151
+  _globals['_DELETEMEMORYRESPONSE']._serialized_end=2173
+  _globals['_UPDATEMEMORYREQUEST']._serialized_start=2176
+  _globals['_UPDATEMEMORYREQUEST']._serialized_end=2338
+  _globals['_UPDATEMEMORYRESPONSE']._serialized_start=2340
+  _globals['_UPDATEMEMORYRESPONSE']._serialized_end=2399
+  _globals['_LISTMEMORYHISTORYREQUEST']._serialized_start=2401
+  _globals['_LISTMEMORYHISTORYREQUEST']._serialized_end=2502
+  _globals['_MEMORYCHANGE']._serialized_start=2505
+  _globals['_MEMORYCHANGE']._serialized_end=2755
+  _globals['_LISTMEMORYHISTORYRESPONSE']._serialized_start=2757
+  _globals['_LISTMEMORYHISTORYRESPONSE']._serialized_end=2853
+  _globals['_MEMORYSERVICE']._serialized_start=2856
+  _globals['_MEMORYSERVICE']._serialized_end=3393
 # @@protoc_insertion_point(module_scope)

@@ -162,14 +162,17 @@ async def test_replacement_by_an_existing_text_merges(env: Env) -> None:
     await run(runner, turn)
     # "I live in Berlin." restates memory `kept`: a RESTATE, nothing replaced.
     assert await env.contents() == ["I live in Berlin", "I live in Paris"]
-    # Replacing with a text another memory already holds removes the old one, recorded.
+    # Replacing with a text another memory already holds supersedes the old one by it,
+    # recorded: the old one is a fact of the past, out of what is current.
     replaced = await env.history.replace(old.id, USER, "I live in Paris", "I live in Berlin", "x")
     assert replaced is not None and replaced.memory.id == kept.id
     assert replaced.change is not None and replaced.change.action == "merge"
     assert replaced.change.replaced_memory_id == old.id
     assert replaced.change.old_content == "I live in Paris"
     assert await env.contents() == ["I live in Berlin"]
-    assert await env.memories.get(old.id) is None
+    past = await env.memories.get(old.id)
+    assert past is not None and past.superseded_by == kept.id
+    assert past.valid_to == replaced.change.changed_at
 
 
 async def test_replace_refuses_a_memory_changed_since_it_was_read(env: Env) -> None:

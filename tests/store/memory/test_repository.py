@@ -315,7 +315,7 @@ async def test_users_never_see_each_others_memories(repo: MemoryRepo) -> None:
 async def test_isolation_holds_even_if_user_keys_collide(
     repo: MemoryRepo, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(memory_index, "user_key", lambda *owner: "0" * 16)
+    monkeypatch.setattr(memory_index, "user_key", lambda *owner, past=False: "0" * 16)
     await repo.add("alice", "我每天早上都喝咖啡")
     await repo.add("bob", "我也喝咖啡")
     assert contents(await repo.search("alice", "咖啡")) == ["我每天早上都喝咖啡"]

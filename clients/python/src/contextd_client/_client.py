@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from datetime import datetime
 from types import EllipsisType, TracebackType
 from typing import Any
 
@@ -13,6 +14,7 @@ import grpc
 
 from . import _chat_calls as chat_calls
 from . import _context_calls as context_calls
+from . import _memory_records as memory_records
 from . import _records as records
 from ._chat import ChatStream
 from ._context_calls import CacheLayout, OutputFormat, OverflowPolicy
@@ -44,6 +46,8 @@ from ._record_types import (
     Collected,
     DeletedCounts,
     Memory,
+    MemoryChange,
+    MemoryFilter,
     MemoryHits,
     Session,
     SessionEvent,
@@ -428,35 +432,87 @@ class ContextClient:
         *,
         source_session_id: str = "",
         source_message_id: str | int = "",
+        scope: Mapping[str, str] | None = None,
+        metadata: Mapping[str, str] | None = None,
+        valid_from: datetime | None = None,
+        valid_to: datetime | None = None,
+        expire_time: datetime | None = None,
     ) -> AddedMemory:
-        """Store a memory of ``user_id``; the same text is stored once.
+        """Store a memory of ``user_id``; the same text is stored once per scope.
 
-        Returns the memory dict with ``created``: false when the user already had it
-        (the stored one is returned).
+        ``scope``: ``{"agent": ..., "app": ...}``; times are aware datetimes. Returns the
+        memory dict with ``created``: false when the user already had it (the stored one
+        is returned).
         """
-        request = records.add_memory_request(user_id, content, source_session_id, source_message_id)
+        details = {"scope": scope, "metadata": metadata, "valid_from": valid_from}
+        details.update(valid_to=valid_to, expire_time=expire_time)
+        request = records.add_memory_request(
+            user_id, content, source_session_id, source_message_id, details
+        )
         return records.added_memory(self._call(self.memory_stub.AddMemory, request))
 
-    def search_memories(self, user_id: str, query: str, *, limit: int = 0) -> MemoryHits:
-        """The user's memories most relevant to ``query``, best first, with their scores."""
-        request = records.search_memories_request(user_id, query, limit)
+    def search_memories(
+        self, user_id: str, query: str, *, limit: int = 0, filter: MemoryFilter | None = None
+    ) -> MemoryHits:
+        """The user's memories most relevant to ``query``, best first, with their scores;
+        ``filter`` (keys as in MemoryFilter: agent, app, metadata, created_after, ...,
+        as_of) narrows them."""
+        request = records.search_memories_request(user_id, query, limit, filter)
         return records.scored_memories(self._call(self.memory_stub.SearchMemories, request))
 
-    def list_memories(self, user_id: str, *, page_size: int = 0) -> list[Memory]:
-        """Every memory of ``user_id``, newest first (all pages read)."""
-        return [m for m in self.iter_memories(user_id, page_size=page_size)]
+    def list_memories(
+        self, user_id: str, *, page_size: int = 0, filter: MemoryFilter | None = None
+    ) -> list[Memory]:
+        """Every memory of ``user_id`` that meets ``filter``, newest first (all pages)."""
+        pages = self.iter_memories(user_id, page_size=page_size, filter=filter)
+        return [m for m in pages]
 
-    def iter_memories(self, user_id: str, *, page_size: int = 0) -> Iterator[Memory]:
+    def iter_memories(
+        self, user_id: str, *, page_size: int = 0, filter: MemoryFilter | None = None
+    ) -> Iterator[Memory]:
         """:meth:`list_memories` lazily: each page is asked for when the last is used up."""
         return pages(
             functools.partial(self._call, self.memory_stub.ListMemories),
-            lambda token: records.list_memories_request(user_id, page_size, token),
+            lambda token: records.list_memories_request(user_id, page_size, token, filter),
             lambda response: map(records.memory_from_pb, response.memories),
         )
 
     def delete_memory(self, user_id: str, memory_id: str | int) -> None:
+        """Delete a memory, with the facts it superseded."""
         request = records.delete_memory_request(user_id, memory_id)
         self._call(self.memory_stub.DeleteMemory, request)
+
+    def update_memory(
+        self,
+        user_id: str,
+        memory_id: str | int,
+        changes: Mapping[str, Any],
+        *,
+        supersede: bool = False,
+    ) -> Memory:
+        """Give the memory ``changes`` (keys among content, scope, metadata, valid_from,
+        valid_to, expire_time; None clears). ``supersede`` with a new content keeps the
+        old text as a superseded fact; without it the change is a correction."""
+        request = memory_records.update_memory_request(user_id, memory_id, changes, supersede)
+        response = self._call(self.memory_stub.UpdateMemory, request)
+        return records.memory_from_pb(response.memory)
+
+    def list_memory_history(
+        self, user_id: str, *, memory_id: str | int = "", page_size: int = 0
+    ) -> list[MemoryChange]:
+        """How the user's memories (or one of them) changed, newest first (all pages)."""
+        pages = self.iter_memory_history(user_id, memory_id=memory_id, page_size=page_size)
+        return [c for c in pages]
+
+    def iter_memory_history(
+        self, user_id: str, *, memory_id: str | int = "", page_size: int = 0
+    ) -> Iterator[MemoryChange]:
+        """:meth:`list_memory_history` lazily: each page is asked for when the last is used up."""
+        return pages(
+            functools.partial(self._call, self.memory_stub.ListMemoryHistory),
+            lambda token: memory_records.list_history_request(user_id, memory_id, page_size, token),
+            lambda response: map(memory_records.change_from_pb, response.changes),
+        )
 
     # Templates and skills ---------------------------------------------------------
 

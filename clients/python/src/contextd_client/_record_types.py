@@ -86,6 +86,45 @@ class Memory(TypedDict):
     source_message_id: str
     create_time: datetime | None
     update_time: datetime | None
+    #: ``{"agent": ..., "app": ...}``: the part of the host it belongs to ("": none).
+    scope: dict[str, str]
+    metadata: dict[str, str]
+    #: When it was true (None: not known / still true), when it is forgotten (None:
+    #: never), and the memory that replaced it ("" while it is current).
+    valid_from: datetime | None
+    valid_to: datetime | None
+    expire_time: datetime | None
+    superseded_by: str
+
+
+class MemoryFilter(TypedDict, total=False):
+    """Which memories a search or listing considers (every key given must hold): agent,
+    app ("": none; absent: any), metadata pairs, time ranges and ``as_of`` (what was true
+    then, superseded facts included), times as aware datetimes."""
+
+    agent: str
+    app: str
+    metadata: dict[str, str]
+    created_after: datetime
+    created_before: datetime
+    updated_after: datetime
+    updated_before: datetime
+    as_of: datetime
+
+
+class MemoryChange(TypedDict):
+    """One change of a memory's text (``list_memory_history``)."""
+
+    id: str
+    memory_id: str
+    action: str
+    old_content: str
+    new_content: str
+    replaced_memory_id: str
+    method: str
+    source_session_id: str
+    source_message_id: str
+    change_time: datetime | None
 
 
 class AddedMemory(Memory):

@@ -12,6 +12,7 @@ from typing import Any, cast
 
 from ._errors import InvalidResponseError
 from ._fields import _MEMORY_MODES, _cache_layout, _ident, _int, _text, _type_name
+from ._memory_records import add_fields, memory_fields, memory_filter
 from ._messages import MessageLike, message_from_pb, messages_to_pb
 from ._pb import context_pb2 as pb
 from ._pb import memory_pb2 as mpb
@@ -290,17 +291,24 @@ def memory_from_pb(memory: mpb.Memory) -> Memory:
         "source_message_id": memory.source_message_id,
         "create_time": _time(memory, "create_time"),
         "update_time": _time(memory, "update_time"),
+        **memory_fields(memory),  # type: ignore[typeddict-item]
     }
 
 
 def add_memory_request(
-    user_id: str, content: str, source_session_id: str, source_message_id: str | int
+    user_id: str,
+    content: str,
+    source_session_id: str,
+    source_message_id: str | int,
+    details: Mapping[str, Any],
 ) -> mpb.AddMemoryRequest:
+    """``details``: the keyword arguments of ``add_memory`` after the source."""
     return mpb.AddMemoryRequest(
         user_id=_ident(user_id, "user_id"),
         content=_text(content, "content"),
         source_session_id=_ident(source_session_id, "source_session_id"),
         source_message_id=_ident(source_message_id, "source_message_id"),
+        **add_fields(**details),
     )
 
 
@@ -309,11 +317,14 @@ def added_memory(response: mpb.AddMemoryResponse) -> AddedMemory:
     return {**memory_from_pb(response.memory), "created": response.created}
 
 
-def search_memories_request(user_id: str, query: str, limit: int) -> mpb.SearchMemoriesRequest:
+def search_memories_request(
+    user_id: str, query: str, limit: int, found_by: object
+) -> mpb.SearchMemoriesRequest:
     return mpb.SearchMemoriesRequest(
         user_id=_ident(user_id, "user_id"),
         query=_text(query, "query"),
         limit=_int(limit, "limit"),
+        filter=memory_filter(found_by),
     )
 
 
@@ -330,11 +341,14 @@ def scored_memories(response: mpb.SearchMemoriesResponse) -> MemoryHits:
     return MemoryHits(found, response.note)
 
 
-def list_memories_request(user_id: str, page_size: int, page_token: str) -> mpb.ListMemoriesRequest:
+def list_memories_request(
+    user_id: str, page_size: int, page_token: str, found_by: object
+) -> mpb.ListMemoriesRequest:
     return mpb.ListMemoriesRequest(
         user_id=_ident(user_id, "user_id"),
         page_size=_int(page_size, "page_size"),
         page_token=page_token,
+        filter=memory_filter(found_by),
     )
 
 

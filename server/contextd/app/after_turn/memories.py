@@ -3,11 +3,13 @@
 
 With a model that follows instructions the model extracts them, given the user's related
 memories, and may name one each replaces; otherwise, or when the model fails or answers
-badly, simple first-person patterns in the user's message do. New facts are added
-(``MemoryRepo`` deduplicates: a fact the user already has is only refreshed); a
-replacement is made in place, the old text kept in ``memory_history``
+badly, simple first-person patterns in the user's message do. Facts are the user's
+current memories of no scope (``USER_FACTS``): those are what they are weighed against,
+and what they write. New facts are added (``MemoryRepo`` deduplicates: a fact the user
+already has is only refreshed); a new value supersedes the memory in place
 (``MemoryHistoryRepo.replace``: same memory id, so hosts' ids stay valid and the
-``memory`` layer never shows both the old and the new text). Every extracted memory gets a
+``memory`` layer never shows both the old and the new text), the old text kept as a
+superseded memory, true until then, and in ``memory_history``. Every extracted memory gets a
 history row naming its method (``rule-fallback`` or ``llm:<model>``), source session and
 source message (the turn's user message).
 """
@@ -28,6 +30,7 @@ from contextd.app.after_turn.work import (
     log,
 )
 from contextd.app.memory_embedding import closest_memories
+from contextd.app.memory_scopes import USER_FACTS
 from contextd.core.memory_facts import (
     RULE_METHOD,
     Action,
@@ -120,7 +123,9 @@ class MemoryExtraction:
         found: dict[int, ExistingMemory] = {}
         limit = self._settings.related_memories
         for query in queries:
-            hits = await self._memories.search(turn.user_id, query, limit, tenant_id=turn.tenant_id)
+            hits = await self._memories.search(
+                turn.user_id, query, limit, tenant_id=turn.tenant_id, memory_filter=USER_FACTS
+            )
             for hit in hits:
                 found.setdefault(hit.memory.id, ExistingMemory(hit.memory.id, hit.memory.content))
         return list(found.values())

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from contextd.app.chat.event_log import TurnLog
 from contextd.app.chat.turn import Turn
+from contextd.app.memory_scopes import session_memories
 from contextd.providers.base import ToolSpec
 from contextd.store.memory.repository import MemoryRepo
 from contextd.tracing import genai
@@ -42,7 +43,11 @@ class MemorySearch:
         turn, log = self._turn, self._log
         await log.action(turn.step, MEMORY_TOOL.name, tool_input, logged_call_id)
         found = await self._memories.search(
-            turn.user_id, query, MEMORY_RESULTS, tenant_id=turn.session.tenant_id
+            turn.user_id,
+            query,
+            MEMORY_RESULTS,
+            tenant_id=turn.session.tenant_id,
+            memory_filter=session_memories(turn.session.host),
         )
         observation = "\n".join(f"- {m.memory.content}" for m in found) or "(nothing found)"
         await log.observation(turn.step, observation, MEMORY_TOOL.name)

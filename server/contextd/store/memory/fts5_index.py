@@ -5,6 +5,7 @@ a search's terms, and the ranking statement.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import sqlite3
@@ -19,9 +20,11 @@ if TYPE_CHECKING:
     from contextd.store.engine.sqlite import SqliteDatabase
 
 
-def fts_terms(user_id: str, content: str, tenant_id: str = DEFAULT_TENANT) -> str:
+def fts_terms(
+    user_id: str, content: str, tenant_id: str = DEFAULT_TENANT, *, past: bool = False
+) -> str:
     """The ``memories_fts.terms`` value of a memory: its keyed terms, space-separated."""
-    return " ".join(keyed_terms(user_id, content, tenant_id))
+    return " ".join(keyed_terms(user_id, content, tenant_id, past=past))
 
 
 def match_expression(terms: Iterable[str]) -> str:
@@ -29,22 +32,30 @@ def match_expression(terms: Iterable[str]) -> str:
     return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
 
 
-def search_sql(columns: str) -> str:
-    """The ranking statement of a search, returning ``columns`` of the memories and then
-    relevance, recency and score (the steps are in store/memory/repository.py's
-    docstring).
+def search_sql(columns: str, where: str = "1 = 1", narrowed: bool = False) -> str:
+    """The ranking statement of a search, returning ``columns`` of the memories that meet
+    ``where`` (a condition on alias ``m``) and then relevance, recency and score (the
+    steps are in store/memory/repository.py's docstring).
 
-    The owner is checked on the scored candidates, outside ``scored``: a condition on
-    ``memories`` inside the join makes SQLite build a Bloom filter over every row of the
-    table on each search, most of a search's time (bench/README.md). Only a collision of
-    two users' index keys could bring another user's row that far.
+    The owner and ``where`` are checked on the scored candidates, outside ``scored``: a
+    condition on ``memories`` inside the join makes SQLite build a Bloom filter over
+    every row of the table on each search, most of a search's time (bench/README.md).
+    Only a collision of two users' index keys could bring another user's row that far,
+    and a memory no longer true now (ended, expired) is rare among the current key's
+    matches. A ``narrowed`` search (a scope, metadata, a time range, a time in the past)
+    checks ``where`` on each match first, a lookup by id, before it ranks.
     """
     m_columns = ", ".join(f"m.{c.strip()}" for c in columns.split(","))
+    narrow = (
+        f" AND EXISTS (SELECT 1 FROM memories AS m WHERE m.id = memories_fts.rowid AND {where})"
+        if narrowed
+        else ""
+    )
     return f"""
 WITH hits AS MATERIALIZED (
     SELECT rowid AS id, -bm25(memories_fts) AS s
     FROM memories_fts
-    WHERE memories_fts MATCH :match
+    WHERE memories_fts MATCH :match{narrow}
     ORDER BY rowid DESC
     LIMIT :max_ranked
 ),
@@ -66,8 +77,8 @@ scored AS MATERIALIZED (
 )
 SELECT {columns}, relevance, recency,
        (1.0 - :weight) * relevance + :weight * recency AS score
-FROM scored
-WHERE tenant_id = :tenant_id AND user_id = :user_id
+FROM scored AS m
+WHERE tenant_id = :tenant_id AND user_id = :user_id AND {where}
 ORDER BY score DESC, updated_at DESC, id DESC
 LIMIT :limit
 """
@@ -78,7 +89,6 @@ class FtsIndex:
 
     def __init__(self, db: SqliteDatabase) -> None:
         self._db = db
-        self._search_sql = search_sql(MEMORY_COLUMNS)
 
     async def prepare(self) -> None:
         """SQLite builds without the math functions get ``pow`` from Python."""
@@ -87,11 +97,13 @@ class FtsIndex:
         except sqlite3.OperationalError:
             await self._db.create_function("pow", 2, math.pow, deterministic=True)
 
-    async def add(self, conn: Connection, memory_id: int, owner: Owner, text: str) -> None:
+    async def add(
+        self, conn: Connection, memory_id: int, owner: Owner, text: str, *, past: bool = False
+    ) -> None:
         tenant_id, user_id = owner
         await conn.execute(
             "INSERT INTO memories_fts (rowid, terms) VALUES (?, ?)",
-            (memory_id, fts_terms(user_id, text, tenant_id)),
+            (memory_id, fts_terms(user_id, text, tenant_id, past=past)),
         )
 
     async def add_new(
@@ -107,12 +119,22 @@ class FtsIndex:
             ],
         )
 
-    async def remove(self, conn: Connection, owner: Owner, rows: Sequence[tuple[int, str]]) -> None:
+    async def remove(
+        self,
+        conn: Connection,
+        owner: Owner,
+        rows: Sequence[tuple[int, str]],
+        *,
+        past: bool = False,
+    ) -> None:
         # A contentless FTS5 table forgets a row only when given its terms again.
         tenant_id, user_id = owner
         await conn.executemany(
             "INSERT INTO memories_fts (memories_fts, rowid, terms) VALUES ('delete', ?, ?)",
-            [(memory_id, fts_terms(user_id, content, tenant_id)) for memory_id, content in rows],
+            [
+                (memory_id, fts_terms(user_id, content, tenant_id, past=past))
+                for memory_id, content in rows
+            ],
         )
 
     async def rebuild(self, conn: Connection) -> int:
@@ -122,7 +144,15 @@ class FtsIndex:
             await conn.executemany(
                 "INSERT INTO memories_fts (rowid, terms) VALUES (?, ?)",
                 [
-                    (row["id"], fts_terms(row["user_id"], row["content"], row["tenant_id"]))
+                    (
+                        row["id"],
+                        fts_terms(
+                            row["user_id"],
+                            row["content"],
+                            row["tenant_id"],
+                            past=bool(row["superseded_by"]),
+                        ),
+                    )
                     for row in rows
                 ],
             )
@@ -139,7 +169,14 @@ class FtsIndex:
             )
         }
 
-    async def ranked(self, chosen: Sequence[str], params: dict[str, Any]) -> Sequence[Row]:
+    async def ranked(
+        self, chosen: Sequence[str], params: dict[str, Any], where: str, narrowed: bool
+    ) -> Sequence[Row]:
         return await self._db.reader.execute_fetchall(
-            self._search_sql, {**params, "match": match_expression(chosen)}
+            _search_sql(where, narrowed), {**params, "match": match_expression(chosen)}
         )
+
+
+@functools.lru_cache(maxsize=64)
+def _search_sql(where: str, narrowed: bool) -> str:
+    return search_sql(MEMORY_COLUMNS, where, narrowed)

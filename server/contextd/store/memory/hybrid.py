@@ -10,7 +10,8 @@ the term results stand alone and the note says why.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+import json
+from collections.abc import Awaitable, Callable, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -41,11 +42,17 @@ class MemorySearchResult:
 
 class MeaningRanker(Protocol):
     async def rank(
-        self, owner: Owner, query: str, count: int, purpose: Literal["query", "document"] = ...
+        self,
+        owner: Owner,
+        query: str,
+        count: int,
+        purpose: Literal["query", "document"] = ...,
+        *,
+        allowed: Set[int] | None = ...,
     ) -> MeaningRanking:
         """The owner's memories closest in meaning to ``query`` (a search's query, or a
-        new fact compared with the memories: a "document"); never raises for a provider
-        failure (an empty ranking with a note instead)."""
+        new fact compared with the memories: a "document"), among ``allowed`` when given;
+        never raises for a provider failure (an empty ranking with a note instead)."""
         ...
 
 
@@ -65,19 +72,24 @@ async def hybrid_search(
     ranking: Awaitable[MeaningRanking],
     by_terms: Sequence[ScoredMemory],
     fusion: Fusion,
+    where: tuple[str, dict[str, Any]],
     from_row: Callable[[Any], Memory],
 ) -> MemorySearchResult:
     """Fuse the term results with the meaning ranking; memories only the latter found are
-    read here, the owner's only (a deleted one, or another user's, is left out)."""
+    read here, the owner's only, and only those that meet ``where`` (a condition on alias
+    ``m`` and its parameters, store/memory/filters.py): a deleted one, another user's, a
+    superseded or expired one is left out."""
     by_meaning = await ranking
     rows = {s.memory.id: s.memory for s in by_terms}
     missing = [mid for mid, _ in by_meaning.hits if mid not in rows]
     if missing:
-        # By id alone, owner checked here: with the owner in the statement, a planner
-        # with stale statistics may read all of the user's rows instead.
+        # By id, owner checked here: with the owner in the statement, a planner with
+        # stale statistics may read all of the user's rows instead.
+        condition, params = where
         found = await reader.execute_fetchall(
-            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id IN ({', '.join('?' * len(missing))})",
-            missing,
+            f"SELECT {MEMORY_COLUMNS} FROM memories AS m"
+            f" WHERE m.id IN (SELECT CAST(value AS BIGINT) FROM json_each(:ids)) AND {condition}",
+            {**params, "ids": json.dumps(missing)},
         )
         for row in found:
             memory = from_row(row)

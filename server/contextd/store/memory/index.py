@@ -7,6 +7,7 @@ PostgreSQL's in tsvector_index.py; the engine picks (``Database.memory_index``).
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -21,12 +22,13 @@ REINDEX_BATCH = 5000
 
 
 async def memory_batches(conn: Connection) -> AsyncIterator[Sequence[Row]]:
-    """Every memory's id, user_id, content and tenant_id, in id order, a batch at a time:
-    what an index is rebuilt from, in bounded memory."""
+    """Every memory's id, user_id, content, tenant_id and superseded_by, in id order, a
+    batch at a time: what an index is rebuilt from, in bounded memory."""
     last = 0
     while True:
         rows = await conn.execute_fetchall(
-            "SELECT id, user_id, content, tenant_id FROM memories WHERE id > ? ORDER BY id LIMIT ?",
+            "SELECT id, user_id, content, tenant_id, superseded_by FROM memories"
+            " WHERE id > ? ORDER BY id LIMIT ?",
             (last, REINDEX_BATCH),
         )
         if not rows:
@@ -37,12 +39,14 @@ async def memory_batches(conn: Connection) -> AsyncIterator[Sequence[Row]]:
 
 # The columns of a memory every search returns, then relevance, recency and score.
 MEMORY_COLUMNS = (
-    "id, user_id, content, source_session_id, source_message_id, created_at, updated_at, tenant_id"
+    "id, user_id, content, source_session_id, source_message_id, created_at, updated_at,"
+    " tenant_id, agent, app, metadata, valid_from, valid_to, expires_at, superseded_by"
 )
 
 
 def memory_from_row(row: Row) -> Memory:
     """The memory in a row that holds ``MEMORY_COLUMNS``."""
+    metadata = row["metadata"]
     return Memory(
         id=row["id"],
         user_id=row["user_id"],
@@ -52,27 +56,39 @@ def memory_from_row(row: Row) -> Memory:
         created_at=row["created_at"],
         updated_at=row["updated_at"],
         tenant_id=row["tenant_id"],
+        agent=row["agent"],
+        app=row["app"],
+        metadata={} if metadata == "{}" else json.loads(metadata),
+        valid_from=row["valid_from"],
+        valid_to=row["valid_to"],
+        expires_at=row["expires_at"],
+        superseded_by=row["superseded_by"],
     )
 
 
-def user_key(user_id: str, tenant_id: str = DEFAULT_TENANT) -> str:
+def user_key(user_id: str, tenant_id: str = DEFAULT_TENANT, *, past: bool = False) -> str:
     """The 16 hex digits that prefix every index term of the user's memories.
 
     The default tenant's keys are those of the index before tenants existed (no rebuild);
     another tenant's are a hash keyed by the tenant, so the same user id in two tenants
     has two keys. Searches also filter on the tenant: a key collision could cost time,
-    never show another user's memory.
+    never show another user's memory. ``past``: the key of the user's superseded memories,
+    another hash, so that a search of what is true now never reads their terms.
     """
     data = user_id.encode("utf-8")
+    person = b"past" if past else b""
     if tenant_id == DEFAULT_TENANT:
-        return hashlib.blake2b(data, digest_size=8).hexdigest()
+        return hashlib.blake2b(data, digest_size=8, person=person).hexdigest()
     tenant = hashlib.blake2b(tenant_id.encode("utf-8"), digest_size=32).digest()
-    return hashlib.blake2b(data, digest_size=8, key=tenant).hexdigest()
+    return hashlib.blake2b(data, digest_size=8, key=tenant, person=person).hexdigest()
 
 
-def keyed_terms(user_id: str, content: str, tenant_id: str = DEFAULT_TENANT) -> list[str]:
-    """A memory's index terms, each prefixed with its user's key."""
-    key = user_key(user_id, tenant_id)
+def keyed_terms(
+    user_id: str, content: str, tenant_id: str = DEFAULT_TENANT, *, past: bool = False
+) -> list[str]:
+    """A memory's index terms, each prefixed with its user's key (the past key for a
+    superseded memory)."""
+    key = user_key(user_id, tenant_id, past=past)
     return [key + term for term in index_terms(content)]
 
 
@@ -100,8 +116,11 @@ class MemoryIndex(Protocol):
     async def prepare(self) -> None:
         """Once, before the first search."""
 
-    async def add(self, conn: Connection, memory_id: int, owner: Owner, text: str) -> None:
-        """Index a memory just inserted (or whose text just changed, after ``remove``)."""
+    async def add(
+        self, conn: Connection, memory_id: int, owner: Owner, text: str, *, past: bool = False
+    ) -> None:
+        """Index a memory just inserted (or whose text just changed, after ``remove``);
+        ``past``: a superseded memory, under the owner's past key."""
 
     async def add_new(
         self, conn: Connection, owner: Owner, texts: Mapping[str, str], before: int
@@ -109,8 +128,16 @@ class MemoryIndex(Protocol):
         """Index the owner's memories of these content hashes (-> text) with ids above
         ``before``: those a bulk insert just made."""
 
-    async def remove(self, conn: Connection, owner: Owner, rows: Sequence[tuple[int, str]]) -> None:
-        """Forget the entries of these (id, content) memories of the owner."""
+    async def remove(
+        self,
+        conn: Connection,
+        owner: Owner,
+        rows: Sequence[tuple[int, str]],
+        *,
+        past: bool = False,
+    ) -> None:
+        """Forget the entries of these (id, content) memories of the owner (superseded
+        ones: ``past``)."""
 
     async def rebuild(self, conn: Connection) -> int:
         """Index every memory again; how many there are."""
@@ -119,5 +146,10 @@ class MemoryIndex(Protocol):
         """How many memories hold each of these keyed terms (absent: none); a count
         above ``budget`` may be given as any number above it."""
 
-    async def ranked(self, chosen: Sequence[str], params: dict[str, Any]) -> Sequence[Row]:
-        """The ranking statement's rows for the chosen keyed terms (repository.py)."""
+    async def ranked(
+        self, chosen: Sequence[str], params: dict[str, Any], where: str, narrowed: bool
+    ) -> Sequence[Row]:
+        """The ranking statement's rows for the chosen keyed terms (repository.py), of the
+        memories that meet ``where`` (store/memory/filters.py, on alias ``m``; its
+        parameters are in ``params``). ``narrowed``: ``where`` leaves out many memories,
+        so it is checked on every match before ranking, not only on the results."""

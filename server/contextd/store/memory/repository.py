@@ -1,60 +1,46 @@
 """Memories: a user's atomic facts, deduplicated, searchable in Chinese and English.
 
 A user is (tenant_id, user_id): reads and writes name both, index terms are keyed by both.
-
-Search goes through an index of the terms made by ``contextd.core.search_terms``, each
-keyed by its user, the engine's (store/memory/fts5_index.py: SQLite FTS5, migration
-0002_memories.sql for the layout and why; tsvector_index.py: a PostgreSQL column). A search:
-
-1. turns the query into terms and looks up, in one read, how many of the user's memories
-   contain each; terms no memory contains are dropped, and if none is
-   left the answer is [] without touching the index again;
-2. keeps the rarest terms while their memories add up to at most ``max_ranked`` (the rarest
-   term is always kept), so a query that also contains a very common term ("我的", "喜欢")
-   does not rank tens of thousands of rows; if even the rarest term is that common, only its
-   ``max_ranked`` newest memories are ranked;
-3. ranks them in one statement: a text relevance (SQLite: bm25, PostgreSQL: ts_rank) for
-   every memory matched by the OR of those terms, then, for the ``5 * limit`` best of them
-   by it and the ``5 * limit`` newest (by id; at least 50 of each),
-   ``score = (1 - w) * relevance + w * recency``, where relevance is the text relevance
-   divided by the best one of this query (1.0 = the best match, 0 < relevance <= 1) and
-   recency is ``0.5 ** (age / half_life)`` of ``updated_at`` (1.0 = now). Ties go to the
-   newer memory. With fewer matches than that every match is scored; with more, a memory
-   neither among the best text matches nor among the newest is not scored (it could only
-   have won through a recent ``updated_at``, i.e. by being stated again).
-
-A search is two reads, an add four statements in one write transaction, a bulk load a
-handful of ``executemany`` calls.
+Reads and searches are in reads.py (MemoryReads, which MemoryRepo extends); this module
+writes: an add is four statements in one write transaction, a bulk load a handful of
+``executemany`` calls. A memory's changes (a new value, a host's edit) are in versions.py.
 """
 
 from __future__ import annotations
 
-import asyncio
+import json
 import time
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
 
 from contextd.core.errors import SessionNotFound
 from contextd.core.identity import DEFAULT_TENANT
-from contextd.core.search_terms import TERMS_VERSION, content_hash, query_terms
-from contextd.metrics.recorder import NULL_RECORDER, Recorder
-from contextd.store.engine.database import Connection, Database
-from contextd.store.memory import index as memory_index
-from contextd.store.memory.hybrid import Fusion, MeaningRanker, MemorySearchResult, hybrid_search
-from contextd.store.memory.index import MEMORY_COLUMNS, choose_terms, memory_from_row
-from contextd.store.models import Memory, ScoredMemory
-from contextd.store.paging import decode_token, encode_token, page_limit
-from contextd.tracing import spans
+from contextd.core.search_terms import content_hash
+from contextd.store.engine.database import Connection
+from contextd.store.memory import versions
+from contextd.store.memory.index import MEMORY_COLUMNS, Owner, memory_from_row
+from contextd.store.memory.reads import (
+    CANDIDATES_PER_RESULT,
+    DEFAULT_HALF_LIFE_DAYS,
+    DEFAULT_MAX_RANKED,
+    DEFAULT_RECENCY_WEIGHT,
+    MAX_SEARCH_LIMIT,
+    MIN_CANDIDATES,
+    WITHOUT_MEMORIES_KEPT,
+    MemoryReads,
+)
+from contextd.store.memory.versions import PLAIN, Change, MemoryDetails, MemoryEdit
+from contextd.store.models import Memory
 
-DEFAULT_HALF_LIFE_DAYS = 30.0
-DEFAULT_RECENCY_WEIGHT = 0.25
-# At most this many matching memories are ranked per search (see the module docstring).
-DEFAULT_MAX_RANKED = 2000
-MAX_SEARCH_LIMIT = 100
-# Memories scored per search: this many best text matches per result asked for, and as many
-# newest matches (at least MIN_CANDIDATES of each).
-CANDIDATES_PER_RESULT = 5
-MIN_CANDIDATES = 50
+__all__ = [
+    "CANDIDATES_PER_RESULT",
+    "DEFAULT_HALF_LIFE_DAYS",
+    "DEFAULT_MAX_RANKED",
+    "DEFAULT_RECENCY_WEIGHT",
+    "MAX_SEARCH_LIMIT",
+    "MIN_CANDIDATES",
+    "WITHOUT_MEMORIES_KEPT",
+    "MemoryRepo",
+]
 _COLUMNS = MEMORY_COLUMNS
 
 
@@ -65,69 +51,9 @@ def _clean(content: str) -> str:
     return text
 
 
-async def _touch(conn: Connection, memory_id: int, ts: float) -> Memory:
-    """Refresh the memory's ``updated_at`` (stated again, it is current)."""
-    rows = await conn.execute_fetchall(
-        f"UPDATE memories SET updated_at = max(updated_at, ?) WHERE id = ? RETURNING {_COLUMNS}",
-        (ts, memory_id),
-    )
-    return memory_from_row(rows[0])
-
-
-@dataclass(frozen=True, slots=True)
-class Rewrite:
-    """What :meth:`MemoryRepo.rewrite` did: the memory as it was, the memory that now holds
-    the text, and ``action``: "update" (the text changed in place), "merge" (``old`` was
-    deleted: ``memory`` already said it) or "" (the same memory: only refreshed)."""
-
-    old: Memory
-    memory: Memory
-    action: str
-
-
-# Memoryless users remembered at most (the set is emptied when full).
-WITHOUT_MEMORIES_KEPT = 100_000
-
-
-class MemoryRepo:
+class MemoryRepo(MemoryReads):
     """A user's memories. ``get`` takes the tenant and no user, ``delete`` neither: the
     caller checks ownership."""
-
-    def __init__(
-        self,
-        db: Database,
-        *,
-        half_life_days: float = DEFAULT_HALF_LIFE_DAYS,
-        recency_weight: float = DEFAULT_RECENCY_WEIGHT,
-        max_ranked: int = DEFAULT_MAX_RANKED,
-        metrics: Recorder = NULL_RECORDER,
-        meaning: MeaningRanker | None = None,
-        changed: Callable[[], None] = lambda: None,
-    ) -> None:
-        """``meaning`` and ``changed`` come from the application layer when an embedding
-        provider is on (the store knows none): memory search by meaning too, and who to
-        tell that memories need vectors."""
-        self.metrics = metrics
-        if not half_life_days > 0:
-            raise ValueError("half_life_days must be > 0")
-        if not 0.0 <= recency_weight <= 1.0:
-            raise ValueError("recency_weight must be between 0 and 1")
-        if max_ranked < 1:
-            raise ValueError("max_ranked must be >= 1")
-        self._db = db
-        self.index = db.memory_index()
-        self._half_life = half_life_days * 86400.0
-        self._weight = recency_weight
-        self._max_ranked = max_ranked
-        self._index_checked = False
-        self._index_lock = asyncio.Lock()
-        # Users (tenant id, user id) found to have no memory at all: their searches need
-        # no query. Only ``add`` and ``add_many`` give a user memories; each takes the user
-        # out of it. Kept only when this process is the database's only writer.
-        self._without_memories: set[tuple[str, str]] = set()
-        self._remember_without = not db.shared_between_processes
-        self.meaning = meaning
-        self.changed = changed
 
     # --- writes -------------------------------------------------------------------------
 
@@ -140,15 +66,21 @@ class MemoryRepo:
         *,
         tenant_id: str = DEFAULT_TENANT,
         now: float | None = None,
+        details: MemoryDetails = PLAIN,
     ) -> tuple[Memory, bool]:
         """Store a memory; ``(memory, True)`` if new.
 
-        If the user already has the same memory (equal ``search_terms.dedup_key``: case,
-        width, spacing and a final full stop do not count), that one is returned with
-        ``False`` and its ``updated_at`` moves to ``now``: stated again, it is current.
+        If the user already has the same memory in the same scope, without an end (equal
+        ``search_terms.dedup_key``: case, width, spacing and a final full stop do not
+        count), that one is returned with ``False`` and its ``updated_at`` moves to
+        ``now``: stated again, it is current. Its expiry, if it has one, moves to the new
+        one when that is later (restating never shortens a memory's life); its metadata
+        stay. A memory given an end (``details.valid_to``) is always stored as new.
         """
         owner = (tenant_id, user_id)
-        added = await self._add(owner, content, source_session_id, source_message_id, now)
+        added = await self._add(
+            owner, content, (source_session_id, source_message_id), now, details
+        )
         self._has_memories(owner)
         if added[1]:
             self.changed()
@@ -160,11 +92,11 @@ class MemoryRepo:
 
     async def _add(
         self,
-        owner: tuple[str, str],
+        owner: Owner,
         content: str,
-        source_session_id: str,
-        source_message_id: int,
+        source: tuple[str, int],
         now: float | None,
+        d: MemoryDetails,
     ) -> tuple[Memory, bool]:
         tenant_id, user_id = owner
         if not user_id:
@@ -172,39 +104,63 @@ class MemoryRepo:
         text = _clean(content)
         digest = content_hash(text)
         ts = time.time() if now is None else now
+        valid_from = ts if d.valid_from is None else d.valid_from
+        metadata = dict(d.metadata)
         await self.ensure_index()
         async with self._db.transaction() as conn:
-            await self.lock_user(conn, owner, source_session_id)
+            await self.lock_user(conn, owner, source[0])
             rows = list(
                 await conn.execute_fetchall(
                     "INSERT INTO memories (tenant_id, user_id, content, content_hash,"
-                    " source_session_id, source_message_id, created_at, updated_at)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
-                    " ON CONFLICT (tenant_id, user_id, content_hash) DO NOTHING RETURNING id",
+                    " source_session_id, source_message_id, created_at, updated_at, agent, app,"
+                    " metadata, valid_from, valid_to, expires_at)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                    " ON CONFLICT (tenant_id, user_id, agent, app, content_hash)"
+                    " WHERE valid_to IS NULL DO NOTHING RETURNING id",
                     (
-                        tenant_id,
-                        user_id,
+                        *owner,
                         text,
                         digest,
-                        source_session_id,
-                        source_message_id,
+                        *source,
                         ts,
                         ts,
+                        d.agent,
+                        d.app,
+                        versions.metadata_json(metadata),
+                        valid_from,
+                        d.valid_to,
+                        d.expires_at,
                     ),
                 )
             )
             if rows:
                 mid = int(rows[0]["id"])
                 await self.index.add(conn, mid, owner, text)
+                await versions.write_metadata(conn, mid, owner, metadata)
                 memory = Memory(
-                    mid, user_id, text, source_session_id, source_message_id, ts, ts, tenant_id
+                    mid,
+                    user_id,
+                    text,
+                    *source,
+                    ts,
+                    ts,
+                    tenant_id,
+                    d.agent,
+                    d.app,
+                    metadata,
+                    valid_from,
+                    d.valid_to,
+                    d.expires_at,
                 )
                 return memory, True
             existing = list(
                 await conn.execute_fetchall(
-                    "UPDATE memories SET updated_at = max(updated_at, ?) WHERE tenant_id = ?"
-                    f" AND user_id = ? AND content_hash = ? RETURNING {_COLUMNS}",
-                    (ts, tenant_id, user_id, digest),
+                    "UPDATE memories SET updated_at = max(updated_at, ?), expires_at = CASE"
+                    " WHEN expires_at IS NULL OR CAST(? AS DOUBLE PRECISION) IS NULL THEN NULL"
+                    " ELSE max(expires_at, ?) END"
+                    " WHERE tenant_id = ? AND user_id = ? AND agent = ? AND app = ?"
+                    f" AND content_hash = ? AND valid_to IS NULL RETURNING {_COLUMNS}",
+                    (ts, d.expires_at, d.expires_at, *owner, d.agent, d.app, digest),
                 )
             )
         return memory_from_row(existing[0]), False
@@ -238,7 +194,7 @@ class MemoryRepo:
 
     async def _add_many(
         self,
-        owner: tuple[str, str],
+        owner: Owner,
         contents: Iterable[str],
         source_session_id: str,
         source_message_id: int,
@@ -272,11 +228,22 @@ class MemoryRepo:
             before = int(rows[0]["id"])
             await conn.executemany(
                 "INSERT INTO memories (tenant_id, user_id, content, content_hash,"
-                " source_session_id, source_message_id, created_at, updated_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (tenant_id, user_id, content_hash)"
+                " source_session_id, source_message_id, created_at, updated_at, valid_from)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT (tenant_id, user_id, agent, app, content_hash)"
+                " WHERE valid_to IS NULL"
                 " DO UPDATE SET updated_at = max(memories.updated_at, excluded.updated_at)",
                 [
-                    (*owner, text, digest, source_session_id, source_message_id, created, updated)
+                    (
+                        *owner,
+                        text,
+                        digest,
+                        source_session_id,
+                        source_message_id,
+                        created,
+                        updated,
+                        created,
+                    )
                     for digest, (text, created, updated) in batch.items()
                 ],
             )
@@ -295,75 +262,98 @@ class MemoryRepo:
         return int(rows[0]["added"])
 
     async def delete(self, memory_id: int) -> bool:
-        """Delete a memory and its index entry; False if there was none."""
+        """Delete a memory, the superseded memories that keep its earlier texts, and their
+        index entries; False if there was none."""
         await self.ensure_index()
         async with self._db.transaction() as conn:
-            rows = list(
-                await conn.execute_fetchall(
-                    f"DELETE FROM memories WHERE id = ? RETURNING {_COLUMNS}", (memory_id,)
-                )
+            gone = await self.delete_in(conn, [memory_id])
+        return bool(gone)
+
+    async def delete_in(self, conn: Connection, memory_ids: Sequence[int]) -> int:
+        """Delete these memories and every memory they superseded (at any remove), with
+        their index entries, inside the caller's write transaction; how many went."""
+        rows = await conn.execute_fetchall(
+            "WITH RECURSIVE gone (id) AS ("
+            " SELECT CAST(value AS BIGINT) FROM json_each(?)"
+            " UNION SELECT m.id FROM memories AS m JOIN gone AS g"
+            " ON m.superseded_by = g.id AND m.superseded_by <> 0)"
+            " DELETE FROM memories WHERE id IN (SELECT id FROM gone)"
+            " RETURNING id, tenant_id, user_id, content, superseded_by",
+            (json.dumps(list(memory_ids)),),
+        )
+        for row in rows:
+            await self.index.remove(
+                conn,
+                (row["tenant_id"], row["user_id"]),
+                [(int(row["id"]), row["content"])],
+                past=bool(row["superseded_by"]),
             )
-            if not rows:
-                return False
-            gone = memory_from_row(rows[0])
-            await self.index.remove(conn, (gone.tenant_id, gone.user_id), [(gone.id, gone.content)])
-        return True
+        # The history forgets them too (their own rows go by trigger): the changes whose
+        # old text a deleted memory kept, or that merged one into another.
+        await conn.execute(
+            "DELETE FROM memory_history WHERE replaced_memory_id IN"
+            " (SELECT CAST(value AS BIGINT) FROM json_each(?))",
+            (json.dumps([int(row["id"]) for row in rows]),),
+        )
+        return len(rows)
+
+    async def purge_expired(self, now: float, batch: int) -> int:
+        """Delete up to ``batch`` memories whose expiry passed (with the memories they
+        superseded), in one write transaction; how many went."""
+        await self.ensure_index()
+        async with self._db.transaction() as conn:
+            rows = await conn.execute_fetchall(
+                "SELECT id FROM memories WHERE expires_at IS NOT NULL AND expires_at <= ?"
+                " ORDER BY expires_at LIMIT ?",
+                (now, batch),
+            )
+            return await self.delete_in(conn, [int(row["id"]) for row in rows])
 
     async def rewrite(
         self,
         conn: Connection,
         memory_id: int,
-        user_id: str,
+        owner: Owner,
         expected_content: str,
         new_content: str,
-        source_session_id: str,
-        source_message_id: int,
+        source: tuple[str, int],
         ts: float,
-        *,
-        tenant_id: str = DEFAULT_TENANT,
-    ) -> Rewrite | None:
-        """Give the (tenant's) user's memory ``memory_id`` the text ``new_content``, inside the
-        caller's write transaction (begun after :meth:`ensure_index`); what was done.
+    ) -> Change | None:
+        """Give the owner's current memory ``memory_id`` the text ``new_content``, a new
+        value of the fact (after a turn), inside the caller's write transaction (begun
+        after :meth:`ensure_index`); what was done (store/memory/versions.py).
 
-        None (and nothing written) when the memory is gone, is another user's, or no longer
-        says ``expected_content`` (compared as ``add`` dedups): someone changed it since it
-        was read. When the user already has ``new_content`` as another memory, that one
-        stays (refreshed) and this one is deleted: a "merge". The same memory in other words
-        is only refreshed. Otherwise the text changes in place (an "update"), its provenance
-        becoming the given source; ``created_at`` stays.
+        None (and nothing written) when the memory is gone, is another user's, is no
+        longer current, or no longer says ``expected_content`` (compared as ``add``
+        dedups): someone changed it since it was read.
         """
         text = _clean(new_content)
-        new_hash = content_hash(text)
-        await self.lock_user(conn, (tenant_id, user_id), source_session_id)
-        rows = await conn.execute_fetchall(
-            f"SELECT {_COLUMNS}, content_hash FROM memories"
-            " WHERE id = ? AND tenant_id = ? AND user_id = ?",
-            (memory_id, tenant_id, user_id),
-        )
-        if not rows or rows[0]["content_hash"] != content_hash(expected_content):
+        await self.lock_user(conn, owner, source[0])
+        old = await versions.current_row(conn, memory_id, owner)
+        if (
+            old is None
+            or old.superseded_by
+            or old.valid_to is not None
+            or content_hash(old.content) != content_hash(expected_content)
+        ):
             return None
-        old = memory_from_row(rows[0])
-        if rows[0]["content_hash"] == new_hash:
-            return Rewrite(old, await _touch(conn, old.id, ts), "")
-        others = await conn.execute_fetchall(
-            "SELECT id FROM memories WHERE tenant_id = ? AND user_id = ? AND content_hash = ?",
-            (tenant_id, user_id, new_hash),
-        )
-        owner = (tenant_id, user_id)
-        if others:
-            await conn.execute("DELETE FROM memories WHERE id = ?", (old.id,))
-            await self.index.remove(conn, owner, [(old.id, old.content)])
-            return Rewrite(old, await _touch(conn, int(others[0]["id"]), ts), "merge")
-        updated = await conn.execute_fetchall(
-            "UPDATE memories SET content = ?, content_hash = ?, source_session_id = ?,"
-            " source_message_id = ?, updated_at = max(updated_at, ?),"
-            " embedding = NULL, embedding_model = '', embedding_dims = 0"  # the old text's
-            f" WHERE id = ? RETURNING {_COLUMNS}",
-            (text, new_hash, source_session_id, source_message_id, ts, old.id),
-        )
-        await self.index.remove(conn, owner, [(old.id, old.content)])
-        await self.index.add(conn, old.id, owner, text)
-        return Rewrite(old, memory_from_row(updated[0]), "update")
+        return await versions.rewrite(conn, self.index, old, text, source, ts)
+
+    async def edit(
+        self, conn: Connection, memory_id: int, owner: Owner, change: MemoryEdit, ts: float
+    ) -> Change | None:
+        """A host's change of the owner's memory ``memory_id``, inside the caller's write
+        transaction (begun after :meth:`ensure_index`); None when the owner has no such
+        memory. See versions.edit for what it refuses."""
+        if "content" in change.changes:
+            change = MemoryEdit(
+                change.changes, _clean(change.content), change.details, change.supersede
+            )
+        await self.lock_user(conn, owner)
+        old = await versions.current_row(conn, memory_id, owner)
+        if old is None:
+            return None
+        return await versions.edit(conn, self.index, old, change, ts)
 
     async def lock_user(
         self, conn: Connection, owner: tuple[str, str], source_session_id: str = ""
@@ -380,207 +370,3 @@ class MemoryRepo:
             (source_session_id, *owner),
         ):
             raise SessionNotFound(source_session_id)
-
-    async def reindex(self) -> int:
-        """Rebuild the search index from the memories; returns how many were indexed.
-
-        Runs by itself when ``search_terms.TERMS_VERSION`` differs from the version that
-        built the index.
-        """
-        async with self._db.transaction() as conn:
-            count = await self._rebuild(conn)
-        self._index_checked = True
-        return count
-
-    async def _rebuild(self, conn: Connection) -> int:
-        count = await self.index.rebuild(conn)
-        await conn.execute(
-            "UPDATE memories_fts_state SET terms_version = ? WHERE id = 1", (TERMS_VERSION,)
-        )
-        return count
-
-    async def ensure_index(self) -> None:
-        """Once per repository: rebuild the index if another terms version built it. Call
-        it before a transaction that calls :meth:`rewrite` (it may write itself)."""
-        if self._index_checked:
-            return
-        async with self._index_lock:
-            if self._index_checked:
-                return
-            rows = list(
-                await self._db.reader.execute_fetchall(
-                    "SELECT terms_version FROM memories_fts_state WHERE id = 1"
-                )
-            )
-            if not rows or rows[0]["terms_version"] != TERMS_VERSION:
-                async with self._db.transaction() as conn:
-                    again = list(
-                        await conn.execute_fetchall(
-                            "SELECT terms_version FROM memories_fts_state WHERE id = 1"
-                        )
-                    )
-                    if not again:
-                        await conn.execute(
-                            "INSERT INTO memories_fts_state (id, terms_version) VALUES (1, 0)"
-                        )
-                    if not again or again[0]["terms_version"] != TERMS_VERSION:
-                        await self._rebuild(conn)
-            await self.index.prepare()
-            self._index_checked = True
-
-    # --- reads --------------------------------------------------------------------------
-
-    async def get(self, memory_id: int, *, tenant_id: str = DEFAULT_TENANT) -> Memory | None:
-        """The tenant's memory (None for another tenant's: the caller checks the user)."""
-        rows = list(
-            await self._db.reader.execute_fetchall(
-                f"SELECT {_COLUMNS} FROM memories WHERE id = ? AND tenant_id = ?",
-                (memory_id, tenant_id),
-            )
-        )
-        return memory_from_row(rows[0]) if rows else None
-
-    async def count(self, user_id: str, *, tenant_id: str = DEFAULT_TENANT) -> int:
-        rows = list(
-            await self._db.reader.execute_fetchall(
-                "SELECT COUNT(*) AS memories FROM memories WHERE tenant_id = ? AND user_id = ?",
-                (tenant_id, user_id),
-            )
-        )
-        return int(rows[0]["memories"])
-
-    async def list_memories(
-        self,
-        user_id: str,
-        page_size: int = 0,
-        page_token: str = "",
-        *,
-        tenant_id: str = DEFAULT_TENANT,
-    ) -> tuple[list[Memory], str]:
-        """A page of the user's memories, newest first, and the next page's token ("" at the
-        end). ``page_size`` 0 means the default; a token from another listing is refused."""
-        limit = page_limit(page_size)
-        if page_token:
-            created_at, last_id = decode_token(page_token, "memories", user_id, (float, int))
-            rows = await self._db.reader.execute_fetchall(
-                f"SELECT {_COLUMNS} FROM memories WHERE tenant_id = ? AND user_id = ?"
-                " AND (created_at, id) < (?, ?) ORDER BY created_at DESC, id DESC LIMIT ?",
-                (tenant_id, user_id, created_at, last_id, limit + 1),
-            )
-        else:
-            rows = await self._db.reader.execute_fetchall(
-                f"SELECT {_COLUMNS} FROM memories WHERE tenant_id = ? AND user_id = ?"
-                " ORDER BY created_at DESC, id DESC LIMIT ?",
-                (tenant_id, user_id, limit + 1),
-            )
-        memories = [memory_from_row(r) for r in rows]
-        if len(memories) <= limit:
-            return memories, ""
-        memories = memories[:limit]
-        last = memories[-1]
-        return memories, encode_token("memories", user_id, [last.created_at, last.id])
-
-    async def search(
-        self,
-        user_id: str,
-        query: str,
-        limit: int = 10,
-        now: float | None = None,
-        *,
-        tenant_id: str = DEFAULT_TENANT,
-    ) -> list[ScoredMemory]:
-        """The (tenant's) user's memories best matching ``query``, best first (see above).
-
-        A query without usable terms (only punctuation, say) finds nothing; search syntax
-        in it (quotes, ``*``, ``AND``, ``NEAR``, ``|``, parentheses) is plain text.
-        """
-        return (await self.search_noted(user_id, query, limit, now, tenant_id=tenant_id)).found
-
-    async def search_noted(
-        self,
-        user_id: str,
-        query: str,
-        limit: int = 10,
-        now: float | None = None,
-        *,
-        tenant_id: str = DEFAULT_TENANT,
-    ) -> MemorySearchResult:
-        """:meth:`search`, with a note when search by meaning is on but could not be used
-        (store/memory/hybrid.py)."""
-        started = time.perf_counter()
-        owner = (tenant_id, user_id)
-        with spans.span("contextd.memory_search", {"contextd.memory.limit": limit}) as span:
-            if self.meaning is None or limit < 1 or not user_id or owner in self._without_memories:
-                found = await self._search(user_id, query, limit, now, tenant_id)
-                result = MemorySearchResult(found)
-            else:
-                limit = min(limit, MAX_SEARCH_LIMIT)
-                count = max(MIN_CANDIDATES, CANDIDATES_PER_RESULT * limit)
-                by_terms = await self._search(user_id, query, count, now, tenant_id)
-                at = time.time() if now is None else now
-                result = await hybrid_search(
-                    self._db.reader,
-                    self.meaning.rank(owner, query, count),
-                    by_terms,
-                    Fusion(owner, query, limit, at, self._half_life),
-                    memory_from_row,
-                )
-            if span is not None:
-                span.set_attribute("contextd.memory.hits", len(result.found))
-                if result.note:
-                    span.set_attribute("contextd.memory.note", result.note)
-        self.metrics.memory_search(time.perf_counter() - started, len(result.found))
-        return result
-
-    async def _search(
-        self, user_id: str, query: str, limit: int, now: float | None, tenant_id: str
-    ) -> list[ScoredMemory]:
-        if limit < 1:
-            raise ValueError(f"limit must be >= 1, got {limit}")
-        limit = min(limit, MAX_SEARCH_LIMIT)
-        owner = (tenant_id, user_id)
-        if not user_id or owner in self._without_memories:
-            return []
-        terms = query_terms(query)
-        if not terms:
-            return []
-        await self.ensure_index()
-        key = memory_index.user_key(user_id, tenant_id)
-        keyed = [key + t for t in terms]
-        frequency = await self.index.frequency(keyed, self._max_ranked)
-        chosen = choose_terms(frequency, self._max_ranked)
-        if not chosen:
-            if (
-                self._remember_without
-                and not frequency
-                and not await self._db.reader.execute_fetchall(
-                    "SELECT 1 FROM memories WHERE tenant_id = ? AND user_id = ? LIMIT 1",
-                    (tenant_id, user_id),
-                )
-            ):
-                if len(self._without_memories) >= WITHOUT_MEMORIES_KEPT:
-                    self._without_memories.clear()
-                self._without_memories.add(owner)
-            return []
-        rows = await self.index.ranked(
-            chosen,
-            {
-                "max_ranked": self._max_ranked,
-                "now": time.time() if now is None else now,
-                "half_life": self._half_life,
-                "tenant_id": tenant_id,
-                "user_id": user_id,
-                "weight": self._weight,
-                "limit": limit,
-                "candidates": max(MIN_CANDIDATES, CANDIDATES_PER_RESULT * limit),
-            },
-        )
-        return [
-            ScoredMemory(
-                memory=memory_from_row(row),
-                score=float(row["score"]),
-                relevance=float(row["relevance"]),
-                recency=float(row["recency"]),
-            )
-            for row in rows
-        ]

@@ -15,6 +15,7 @@ relevance of the query (0 < relevance <= 1), recency halving every half-life. Re
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -24,15 +25,21 @@ from contextd.store.memory.index import MEMORY_COLUMNS, Owner, keyed_terms, memo
 _SET_TERMS = "UPDATE memories SET search_terms = array_to_tsvector(CAST(? AS TEXT[])) WHERE id = ?"
 
 _M_COLUMNS = ", ".join(f"m.{c.strip()}" for c in MEMORY_COLUMNS.split(","))
-_SEARCH_SQL = f"""
+
+
+@functools.lru_cache(maxsize=64)
+def _search_sql(where: str) -> str:
+    """The ranking statement for the memories that meet ``where`` (alias ``m``), checked on
+    each match: the terms are a column of the memory's row, so the check costs no lookup."""
+    return f"""
 WITH query AS MATERIALIZED (
     SELECT CAST(:query AS TSQUERY) AS q
 ),
 hits AS MATERIALIZED (
-    SELECT id, CAST(ts_rank(search_terms, query.q) AS DOUBLE PRECISION) AS s
-    FROM memories, query
-    WHERE search_terms @@ query.q
-    ORDER BY id DESC
+    SELECT m.id, CAST(ts_rank(m.search_terms, query.q) AS DOUBLE PRECISION) AS s
+    FROM memories AS m, query
+    WHERE m.search_terms @@ query.q AND {where}
+    ORDER BY m.id DESC
     LIMIT :max_ranked
 ),
 candidates AS (
@@ -61,6 +68,7 @@ ORDER BY score DESC, updated_at DESC, id DESC
 LIMIT :limit
 """
 
+
 # Per term: how many memories hold it, counted up to a bound (budget + 1 is enough to
 # choose terms, and a common term costs no more than that).
 _FREQUENCY_SQL = (
@@ -87,9 +95,13 @@ class TsvectorIndex:
     async def prepare(self) -> None:
         return None
 
-    async def add(self, conn: Connection, memory_id: int, owner: Owner, text: str) -> None:
+    async def add(
+        self, conn: Connection, memory_id: int, owner: Owner, text: str, *, past: bool = False
+    ) -> None:
         tenant_id, user_id = owner
-        await conn.execute(_SET_TERMS, (keyed_terms(user_id, text, tenant_id), memory_id))
+        await conn.execute(
+            _SET_TERMS, (keyed_terms(user_id, text, tenant_id, past=past), memory_id)
+        )
 
     async def add_new(
         self, conn: Connection, owner: Owner, texts: Mapping[str, str], before: int
@@ -104,7 +116,14 @@ class TsvectorIndex:
             ],
         )
 
-    async def remove(self, conn: Connection, owner: Owner, rows: Sequence[tuple[int, str]]) -> None:
+    async def remove(
+        self,
+        conn: Connection,
+        owner: Owner,
+        rows: Sequence[tuple[int, str]],
+        *,
+        past: bool = False,
+    ) -> None:
         """Nothing to do: the terms are a column of the memory's row (gone, or about to get
         its new terms from ``add``)."""
         return None
@@ -115,7 +134,15 @@ class TsvectorIndex:
             await conn.executemany(
                 _SET_TERMS,
                 [
-                    (keyed_terms(row["user_id"], row["content"], row["tenant_id"]), row["id"])
+                    (
+                        keyed_terms(
+                            row["user_id"],
+                            row["content"],
+                            row["tenant_id"],
+                            past=bool(row["superseded_by"]),
+                        ),
+                        row["id"],
+                    )
                     for row in rows
                 ],
             )
@@ -128,7 +155,9 @@ class TsvectorIndex:
         )
         return {row["term"]: int(row["docs"]) for row in rows if row["docs"]}
 
-    async def ranked(self, chosen: Sequence[str], params: dict[str, Any]) -> Sequence[Row]:
+    async def ranked(
+        self, chosen: Sequence[str], params: dict[str, Any], where: str, narrowed: bool
+    ) -> Sequence[Row]:
         return await self._db.reader.execute_fetchall(
-            _SEARCH_SQL, {**params, "query": query_expression(chosen)}
+            _search_sql(where), {**params, "query": query_expression(chosen)}
         )

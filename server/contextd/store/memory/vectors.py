@@ -11,7 +11,9 @@ latest ``embedded_at`` (one index lookup), which every stored vector moves forwa
 vector stored by another process (a PostgreSQL replica) is seen by the next search. A
 deleted memory's vector may stay in a cached matrix until the next vector is stored:
 the search reads the memories it found from the table, so a deleted one is never
-returned. A memory whose text changed keeps ranking by its old vector until the worker
+returned. A memory superseded by a new text keeps its vector in the superseded copy
+made of it (store/memory/versions.py), for searches as of an earlier time. A memory
+whose text changed keeps ranking by its old vector until the worker
 stores the new one (at once, in the background). The cosines are one matrix-vector
 product (numpy).
 """
@@ -21,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 from dataclasses import dataclass
 
 import numpy as np
@@ -128,10 +130,11 @@ class MemoryVectorRepo:
     # --- search ---------------------------------------------------------------------------
 
     async def nearest(
-        self, owner: Owner, query: Sequence[float], count: int
+        self, owner: Owner, query: Sequence[float], count: int, allowed: Set[int] | None = None
     ) -> list[tuple[int, float]]:
         """The owner's ``count`` memories whose vectors are closest to ``query``, as
-        (memory id, cosine), best first."""
+        (memory id, cosine), best first; only memories in ``allowed``, when given (a
+        search's filter)."""
         matrix = await self._matrix(owner)
         if matrix is None or count < 1:
             return []
@@ -140,6 +143,12 @@ class MemoryVectorRepo:
         # einsum, not @: it stays on this thread, while BLAS hands a matrix-vector product
         # to its thread pool, which waits for busy cores (bench/README.md).
         similarity = np.einsum("ij,j->i", matrix.unit, _unit(np.asarray(query, dtype=np.float32)))
+        if allowed is not None:
+            keep = np.isin(matrix.ids, np.fromiter(allowed, dtype=np.int64, count=len(allowed)))
+            similarity = np.where(keep, similarity, -np.inf)
+            count = min(count, int(keep.sum()))
+            if count < 1:
+                return []
         if len(similarity) > count:
             top = np.argpartition(-similarity, count - 1)[:count]
             top = top[np.argsort(-similarity[top], kind="stable")]

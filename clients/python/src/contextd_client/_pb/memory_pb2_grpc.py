@@ -57,6 +57,16 @@ class MemoryServiceStub:
                 request_serializer=contextd_dot_v1_dot_memory__pb2.DeleteMemoryRequest.SerializeToString,
                 response_deserializer=contextd_dot_v1_dot_memory__pb2.DeleteMemoryResponse.FromString,
                 _registered_method=True)
+        self.UpdateMemory = channel.unary_unary(
+                '/contextd.v1.MemoryService/UpdateMemory',
+                request_serializer=contextd_dot_v1_dot_memory__pb2.UpdateMemoryRequest.SerializeToString,
+                response_deserializer=contextd_dot_v1_dot_memory__pb2.UpdateMemoryResponse.FromString,
+                _registered_method=True)
+        self.ListMemoryHistory = channel.unary_unary(
+                '/contextd.v1.MemoryService/ListMemoryHistory',
+                request_serializer=contextd_dot_v1_dot_memory__pb2.ListMemoryHistoryRequest.SerializeToString,
+                response_deserializer=contextd_dot_v1_dot_memory__pb2.ListMemoryHistoryResponse.FromString,
+                _registered_method=True)
 
 
 class MemoryServiceServicer:
@@ -65,7 +75,8 @@ class MemoryServiceServicer:
     """
 
     def AddMemory(self, request, context):
-        """Stores a memory; the same text (ignoring case and spacing) is stored once per user.
+        """Stores a memory; the same text (ignoring case and spacing) is stored once per user
+        and scope.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -87,6 +98,21 @@ class MemoryServiceServicer:
 
     def DeleteMemory(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateMemory(self, request, context):
+        """Changes a memory's text, scope, metadata, validity or expiry; a changed text's old
+        wording is kept in the memory's history.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListMemoryHistory(self, request, context):
+        """How the user's memories (or one of them) changed, newest change first.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -113,6 +139,16 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     servicer.DeleteMemory,
                     request_deserializer=contextd_dot_v1_dot_memory__pb2.DeleteMemoryRequest.FromString,
                     response_serializer=contextd_dot_v1_dot_memory__pb2.DeleteMemoryResponse.SerializeToString,
+            ),
+            'UpdateMemory': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateMemory,
+                    request_deserializer=contextd_dot_v1_dot_memory__pb2.UpdateMemoryRequest.FromString,
+                    response_serializer=contextd_dot_v1_dot_memory__pb2.UpdateMemoryResponse.SerializeToString,
+            ),
+            'ListMemoryHistory': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListMemoryHistory,
+                    request_deserializer=contextd_dot_v1_dot_memory__pb2.ListMemoryHistoryRequest.FromString,
+                    response_serializer=contextd_dot_v1_dot_memory__pb2.ListMemoryHistoryResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -225,6 +261,60 @@ class MemoryService:
             '/contextd.v1.MemoryService/DeleteMemory',
             contextd_dot_v1_dot_memory__pb2.DeleteMemoryRequest.SerializeToString,
             contextd_dot_v1_dot_memory__pb2.DeleteMemoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateMemory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/contextd.v1.MemoryService/UpdateMemory',
+            contextd_dot_v1_dot_memory__pb2.UpdateMemoryRequest.SerializeToString,
+            contextd_dot_v1_dot_memory__pb2.UpdateMemoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListMemoryHistory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/contextd.v1.MemoryService/ListMemoryHistory',
+            contextd_dot_v1_dot_memory__pb2.ListMemoryHistoryRequest.SerializeToString,
+            contextd_dot_v1_dot_memory__pb2.ListMemoryHistoryResponse.FromString,
             options,
             channel_credentials,
             insecure,

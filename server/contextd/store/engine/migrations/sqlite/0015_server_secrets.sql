@@ -1,4 +1,4 @@
--- 0014_server_secrets: secrets of the deployment, made once by the first server to
+-- 0015_server_secrets: secrets of the deployment, made once by the first server to
 -- need one and read by every replica sharing the database. ``ids`` is the key of the
 -- message and memory ids callers see (core/ids.py), 32 random bytes as hex: the store
 -- numbers rows as before, and the same key makes the same ids on every replica and

@@ -1,4 +1,4 @@
--- 0009_server_secrets: SQLite's 0014 (read it for why).
+-- 0010_server_secrets: SQLite's 0015 (read it for why).
 CREATE TABLE server_secrets (
     name       TEXT PRIMARY KEY,
     value      TEXT NOT NULL,
