@@ -94,7 +94,7 @@ def test_the_first_commit_of_a_repository_passes(tmp_path: Path) -> None:
 
 
 def test_an_added_field_is_compatible(repo: Path) -> None:
-    edit(repo, SOURCE_FIELD, SOURCE_FIELD + "  string note = 5;\n")
+    edit(repo, SOURCE_FIELD, SOURCE_FIELD + "  string note = 100;\n")
     commit_all(repo, "add a field")
     result = check(repo)
     assert result.returncode == 0, result.stdout + result.stderr

@@ -41,11 +41,12 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
 def _fill(directory: Path) -> Path:
     """A file taking every free byte of the disk."""
     filler = directory / "filler"
-    with filler.open("wb") as out:
+    # Unbuffered: a buffered file would raise again on close, flushing what did not fit.
+    with filler.open("wb", buffering=0) as out:
+        block = b"\0" * 65536
         try:
-            while True:
-                out.write(b"\0" * 65536)
-                out.flush()
+            while out.write(block):
+                pass
         except OSError:
             pass
     return filler
