@@ -20,7 +20,8 @@ MAX_LINES = 600
 # one, and config (the settings) is a leaf anyone above may read; metrics (what the layers
 # record into) and tracing (the spans they start) are leaves every layer but core and web
 # may use; the host protocols (OpenAI's HTTP API, MCP) sit at the top beside api/ and web/
-# and reach the server only through the native API.
+# and reach the server only through the native API. core is pure code every layer may
+# use: the web port and the host protocols for how a value a caller sent is shown.
 ALLOWED_IMPORTS = {
     "core": {"core"},
     "metrics": {"metrics", "core"},
@@ -30,10 +31,10 @@ ALLOWED_IMPORTS = {
     "providers": {"providers", "core", "metrics", "tracing"},
     "app": {"app", "core", "store", "providers", "config", "metrics", "tracing"},
     "api": {"api", "app", "core", "store", "providers", "config", "v1", "metrics", "tracing"},
-    "web": {"web"},
+    "web": {"web", "core"},
     # The host protocols translate to the native API, as the web port does.
-    "openai_http": {"openai_http", "web", "v1"},
-    "mcp_server": {"mcp_server", "v1"},
+    "openai_http": {"openai_http", "web", "v1", "core"},
+    "mcp_server": {"mcp_server", "v1", "core"},
 }
 
 GENERATED = ("server/contextd/v1/", "clients/python/src/contextd_client/_pb/")

@@ -25,8 +25,8 @@ Exit status: 0 when every turn ended ok (the REPL: when it is left with /exit or
 Ctrl-D, whatever the turns did); 1 when a turn (--once or piped) did not end ok:
 status error, max_steps, requires_action or cancelled, or a turn the server refused;
 2 for usage and connection errors: bad arguments, the SDK not installed, the server
-unreachable, the credentials refused, the --session to resume not found or not
-the user's; 130 when Ctrl-C
+unreachable, the credentials refused, the --session to resume not found (another
+user's is not found either); 130 when Ctrl-C
 interrupts --once or piped mode.
 """
 
@@ -485,9 +485,6 @@ def _run(args: argparse.Namespace, interrupts: _Interrupts, stdin: TextIO) -> in
         except contextd_client.ContextdError as error:
             if error.code == grpc.StatusCode.NOT_FOUND:
                 chat.note(f"error: session {args.session} not found")
-            elif error.code == grpc.StatusCode.PERMISSION_DENIED and args.session:
-                owner = f"user {args.user}" if args.user else "the key's user"
-                chat.note(f"error: session {args.session} is not a session of {owner}")
             elif error.code == grpc.StatusCode.UNAUTHENTICATED:
                 chat.note(
                     f"error: contextd at {args.address} refused the credentials: give a valid"

@@ -153,7 +153,9 @@ class Settings:
     embedding_timeout: float = _setting(10.0, "seconds one embedding call may take")
     max_prompt_tokens: int = _setting(8000, "most prompt tokens a chat turn sends")
     warn_prompt_tokens: int = _setting(6000, "prompt tokens over which a turn warns")
-    max_steps: int = _setting(4, "model calls per turn, server-side tools included")
+    max_steps: int = _setting(
+        100, "model calls per turn, server-side tools included", _at_least_one
+    )
     tool_result_cap_tokens: int = _setting(
         0,
         "most tokens one tool result keeps, head and tail around a marker; 0 for no cap",

@@ -19,6 +19,7 @@ from grpc_health.v1 import health, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from contextd import host_protocols
+from contextd.api.ids import public_ids
 from contextd.api.serving_health import ServingHealth
 from contextd.config import Settings
 from contextd.core.errors import DatabaseUnavailable
@@ -97,7 +98,7 @@ async def start(
             undo.callback(lock.release)
         db = await _open_database(settings)
         undo.push_async_callback(db.close)
-        services = build_services(settings, db, prepared)
+        services = build_services(settings, db, prepared, await public_ids(db))
         server, health_servicer = _native_server(settings, services, extra_handlers)
         for close in reversed(services.closers):
             undo.push_async_callback(close, 0.0)

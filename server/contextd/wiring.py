@@ -20,6 +20,7 @@ from contextd.api.auth import Authenticator
 from contextd.api.auth_modes import AuthenticatorFactory, authenticator_factory
 from contextd.api.chat_servicer import ChatServicer
 from contextd.api.context_servicer import ContextServicer
+from contextd.api.ids import PublicIds
 from contextd.api.interceptors import GuardInterceptor, Limits
 from contextd.api.limits import RateLimiter, TurnSlots
 from contextd.api.session_servicers import MemoryServicer, PromptServicer, SessionServicer
@@ -251,8 +252,11 @@ class Services:
             work.start()
 
 
-def build_services(settings: Settings, db: Database, prepared: Prepared) -> Services:
-    """Every part of the server on ``db``, each given what it uses when made."""
+def build_services(
+    settings: Settings, db: Database, prepared: Prepared, ids: PublicIds
+) -> Services:
+    """Every part of the server on ``db``, each given what it uses when made; ``ids``
+    are the message and memory ids callers see (``public_ids(db)``)."""
     metrics = _recorder(settings, db)
     limits = _limits(settings, web=prepared.cors is not None)
     authenticator = prepared.authenticator(db) if prepared.authenticator else None
@@ -349,20 +353,24 @@ def build_services(settings: Settings, db: Database, prepared: Prepared) -> Serv
     background.append(retention)
     closers.insert(0, untimed(retention.aclose))  # first: it writes to the database
     servicers: list[tuple[Callable[[Any, grpc.aio.Server], None], object]] = [
-        (context_pb2_grpc.add_ContextServiceServicer_to_server, ContextServicer(context, sessions)),
+        (
+            context_pb2_grpc.add_ContextServiceServicer_to_server,
+            ContextServicer(context, sessions, ids),
+        ),
         (
             memory_pb2_grpc.add_MemoryServiceServicer_to_server,
             MemoryServicer(
                 MemoriesApp(
                     memories, sessions, history, ExpiryDefaults.parse(settings.memory_expiry_days)
-                )
+                ),
+                ids,
             ),
         ),
         (prompts_pb2_grpc.add_PromptServiceServicer_to_server, PromptServicer(PromptsApp(catalog))),
-        (chat_pb2_grpc.add_ChatServiceServicer_to_server, ChatServicer(chat, context)),
+        (chat_pb2_grpc.add_ChatServiceServicer_to_server, ChatServicer(chat, context, ids)),
         (
             sessions_pb2_grpc.add_SessionServiceServicer_to_server,
-            SessionServicer(sessions, tokenizers.default, chat, image_limits),
+            SessionServicer(sessions, tokenizers.default, chat, image_limits, ids),
         ),
         (users_pb2_grpc.add_UserServiceServicer_to_server, UserServicer(users)),
     ]

@@ -143,7 +143,13 @@ def test_a_streamed_chat_turn_and_export_events(server: Audited) -> None:
     events = list(chat.StreamChat(request, metadata=auth))
     sid = events[0].turn_started.session_id
     assert events[-1].WhichOneof("event") == "turn_completed"
-    audit_line(server.proc, "/contextd.v1.ChatService/StreamChat", code="OK", user="alice")
+    # The line names the session the turn created, and the user message it stored.
+    line = audit_line(server.proc, "/contextd.v1.ChatService/StreamChat", code="OK", user="alice")
+    assert line["resources"] == {}
+    assert line["returned"] == {
+        "turn_started.session_id": sid,
+        "turn_started.user_message_id": events[0].turn_started.user_message_id,
+    }
 
     chat_again = cpb.StreamChatRequest(
         session=pb.SessionContext(session_id=sid), user_message="more"

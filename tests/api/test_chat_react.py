@@ -252,7 +252,7 @@ async def test_host_tool_action_requires_action_then_continues(live: Live) -> No
         (pb.ROLE_USER, "<observation>sunny, 21 C</observation>"),
         (pb.ROLE_ASSISTANT, "Sunny, 21 C in Paris."),
     ]
-    assert pending.id == f"react_{messages[1].message.id}"
+    assert pending.id == f"react_{messages[1].seq}"
     log = await exported(live, user, sid)
     check_event_shape(log, sid)
     assert [(e["type"], e.get("step")) for e in log[1:]] == [
@@ -322,9 +322,9 @@ async def test_react_steps_stop_at_max_steps(live: Live) -> None:
     done = completed(events)
     assert done.status == cpb.TURN_STATUS_MAX_STEPS
     assert done.final_text == ""
-    assert len(fake.requests) - n == 4  # --max-steps default
+    assert len(fake.requests) - n == 100  # --max-steps default, the specification's
     log = await exported(live, user, live_sid(events))
-    assert log[-1]["meta"]["status"] == "max_steps" and log[-1]["meta"]["stepCount"] == 4
+    assert log[-1]["meta"]["status"] == "max_steps" and log[-1]["meta"]["stepCount"] == 100
 
 
 def live_sid(events: list[Any]) -> str:

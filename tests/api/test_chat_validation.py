@@ -124,20 +124,20 @@ def test_bad_requests(stubs: tuple[Any, Any], request_: Any, field: str) -> None
     assert field in violations(err.value)
 
 
-def test_other_users_session_is_denied(stubs: tuple[Any, Any]) -> None:
+def test_other_users_session_is_unknown(stubs: tuple[Any, Any]) -> None:
     chat, sessions = stubs
     owner = f"u-{uuid.uuid4().hex[:8]}"
     session_id = turn(chat, owner, "hello")[0].turn_started.session_id
     with pytest.raises(grpc.RpcError) as err:
         turn(chat, "intruder", "hi", session_id)
-    assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    assert err.value.code() == grpc.StatusCode.NOT_FOUND
     with pytest.raises(grpc.RpcError) as err:
         list(
             sessions.ExportEvents(
                 spb.ExportEventsRequest(user_id="intruder", session_id=session_id)
             )
         )
-    assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    assert err.value.code() == grpc.StatusCode.NOT_FOUND
     with pytest.raises(grpc.RpcError) as err:
         turn(chat, owner, "hi", "0" * 32)
     assert err.value.code() == grpc.StatusCode.NOT_FOUND

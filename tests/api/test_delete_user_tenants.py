@@ -42,15 +42,20 @@ def _fill(channel: grpc.Channel, key: str) -> str:
     return str(events[0].turn_started.session_id)
 
 
-def _holds(channel: grpc.Channel, key: str) -> tuple[int, int, int]:
-    """How many sessions, memories and event-log lines the key's user has."""
+def _holds(channel: grpc.Channel, key: str, user: str = "") -> tuple[int, int, int]:
+    """How many sessions, memories and event-log lines the key's user (or ``user``, for a
+    service key) has."""
     sessions = sessions_pb2_grpc.SessionServiceStub(channel)
-    listed = sessions.ListSessions(spb.ListSessionsRequest(), metadata=bearer(key)).sessions
+    listed = sessions.ListSessions(
+        spb.ListSessionsRequest(user_id=user), metadata=bearer(key)
+    ).sessions
     memory = memory_pb2_grpc.MemoryServiceStub(channel)
-    memories = memory.ListMemories(mpb.ListMemoriesRequest(), metadata=bearer(key)).memories
+    memories = memory.ListMemories(
+        mpb.ListMemoriesRequest(user_id=user), metadata=bearer(key)
+    ).memories
     lines = 0
     for session in listed:
-        request = spb.ExportEventsRequest(session_id=session.id)
+        request = spb.ExportEventsRequest(user_id=user, session_id=session.id)
         lines += len(list(sessions.ExportEvents(request, metadata=bearer(key))))
     return len(listed), len(memories), lines
 
@@ -73,4 +78,8 @@ def test_erasing_a_user_leaves_the_same_name_in_another_tenant(
         assert (erased.sessions, erased.event_logs) == (1, 1)
         assert _holds(channel, keys["acme"]) == before
         if erasing_key == "globex-service":
-            assert _holds(channel, keys["globex"]) == (0, 0, 0)
+            assert _holds(channel, keys["globex-service"], "bob") == (0, 0, 0)
+        # Bob's key in globex went with him, at once.
+        with pytest.raises(grpc.RpcError) as refused:
+            _holds(channel, keys["globex"])
+        assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED

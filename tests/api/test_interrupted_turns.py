@@ -93,6 +93,15 @@ async def next_turn(proc: ServerProcess, session_id: str) -> list[Any]:
         return [e async for e in chat.StreamChat(request("Go on", session_id))]
 
 
+def _prefixes(deltas: list[tuple[float, str]]) -> list[tuple[float, str]]:
+    """Each delta's arrival time with the text received up to it."""
+    text, found = "", []
+    for at, piece in deltas:
+        text += piece
+        found.append((at, text))
+    return found
+
+
 async def restart(data_dir: Path, fake: ChatFake) -> ServerProcess:
     # In a thread: the fake, in this loop, serves the server's model calls meanwhile.
     return await asyncio.to_thread(openai_server, data_dir, fake)
@@ -138,6 +147,11 @@ async def test_a_killed_turn_keeps_what_it_streamed(tmp_path: Path) -> None:
             ]
             assert events[2]["content"] == kept and events[2]["turn"] == 1
             assert events[3]["turn"] == 1 and events[3]["meta"]["status"] == "interrupted"
+            # Its duration: from its start to the last save of its text, which held
+            # ``kept``; at most until the kill.
+            kept_by = next(at for at, text in _prefixes(deltas) if text == kept)
+            lasted = events[3]["meta"]["durationMs"] / 1000
+            assert kept_by - deltas[0][0] - 0.2 <= lasted <= killed - deltas[0][0] + 2.0
 
             done = await next_turn(proc, sid)
             assert done[0].turn_started.turn_index == 2
@@ -178,6 +192,7 @@ async def test_a_turn_killed_before_any_text_is_closed(tmp_path: Path) -> None:
             assert messages == [(pb.ROLE_USER, QUESTION, 1, "")]
             assert [e["type"] for e in events] == ["session_start", "turn_start", "turn_end"]
             assert events[-1]["turn"] == 1 and events[-1]["meta"]["status"] == "interrupted"
+            assert 0 <= events[-1]["meta"]["durationMs"] < 10_000
             done = await next_turn(proc, sid)
             assert done[0].turn_started.turn_index == 2
             assert done[-1].turn_completed.status == cpb.TURN_STATUS_OK

@@ -64,9 +64,10 @@ def test_a_memory_source_must_be_the_callers(
             return error.code()
         return grpc.StatusCode.OK
 
-    assert add(bob_session) == grpc.StatusCode.PERMISSION_DENIED
-    assert add(message_id=bob_message) == grpc.StatusCode.PERMISSION_DENIED
-    assert add(alice_session, bob_message) == grpc.StatusCode.PERMISSION_DENIED
+    # Bob's are answered as unknown ones are.
+    assert add(bob_session) == grpc.StatusCode.NOT_FOUND
+    assert add(message_id=bob_message) == grpc.StatusCode.NOT_FOUND
+    assert add(alice_session, bob_message) == grpc.StatusCode.NOT_FOUND
     assert add("no-such-session") == grpc.StatusCode.NOT_FOUND
     assert add(message_id="999999999") == grpc.StatusCode.NOT_FOUND
     assert add(other_session, alice_message) == grpc.StatusCode.INVALID_ARGUMENT

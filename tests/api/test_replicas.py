@@ -158,6 +158,26 @@ async def test_memories_added_through_one_are_found_through_the_other(
     assert len(found.results) == 1
 
 
+async def test_both_give_out_and_take_the_same_ids(pair: tuple[Replica, Replica]) -> None:
+    """The replicas share the key of the ids callers see: one's ids are the other's."""
+    a, b = pair
+    user = new_user()
+    events = await turn(a, user, "Hello")
+    sid = events[0].turn_started.session_id
+    answer = events[-1].turn_completed.assistant_message_id
+    listed = await b.sessions.ListMessages(spb.ListMessagesRequest(user_id=user, session_id=sid))
+    assert listed.messages[-1].message.id == answer
+    collected = await b.context.Collect(
+        pb.CollectRequest(user_id=user, message_id=answer, remember=True)
+    )
+    assert collected.message_id == answer
+    on_a = await a.memory.ListMemories(mpb.ListMemoriesRequest(user_id=user))
+    assert collected.memory_id in [m.id for m in on_a.memories]
+    await a.memory.DeleteMemory(
+        mpb.DeleteMemoryRequest(user_id=user, memory_id=collected.memory_id)
+    )
+
+
 async def eventually(check: Any, seconds: float = 15.0) -> Any:
     deadline = time.monotonic() + seconds
     while True:

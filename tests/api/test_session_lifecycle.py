@@ -155,7 +155,7 @@ async def test_end_session_checks_the_owner(openai_live: Live) -> None:
     live, user = openai_live, new_user()
     sid = await turn(live, user, "hello")
     for who, session_id, code in (
-        (new_user(), sid, grpc.StatusCode.PERMISSION_DENIED),
+        (new_user(), sid, grpc.StatusCode.NOT_FOUND),
         (user, "0" * 32, grpc.StatusCode.NOT_FOUND),
         (user, "", grpc.StatusCode.INVALID_ARGUMENT),
     ):
@@ -235,4 +235,4 @@ async def test_the_xml_history_of_an_empty_log_and_refusals(openai_live: Live) -
     assert violations(refused.value) == ["after"]
     with pytest.raises(grpc.aio.AioRpcError) as refused:
         await xml_pieces(live, new_user(), sid)
-    assert refused.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    assert refused.value.code() == grpc.StatusCode.NOT_FOUND

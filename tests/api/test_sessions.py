@@ -240,7 +240,7 @@ def test_collect(api: Stubs) -> None:
         code_of(
             lambda: api.context.Collect(pb.CollectRequest(user_id=new_user(), message_id=answer_id))
         )
-        == grpc.StatusCode.PERMISSION_DENIED
+        == grpc.StatusCode.NOT_FOUND  # another user's: as if it did not exist
     )
     with pytest.raises(grpc.RpcError) as err:
         api.context.Collect(pb.CollectRequest(user_id=uid, message_id=question.message.id))
@@ -345,7 +345,8 @@ def test_tenancy(api: Stubs) -> None:
     session = create(api, alice)
     [stored] = append(api, alice, session.id, assistant("secret answer"))
     memory = api.memory.AddMemory(mpb.AddMemoryRequest(user_id=alice, content="alice likes tea"))
-    denied = grpc.StatusCode.PERMISSION_DENIED
+    # Another user's session, message or memory is answered as unknown.
+    denied = grpc.StatusCode.NOT_FOUND
     calls = [
         lambda: api.sessions.GetSession(spb.GetSessionRequest(user_id=bob, session_id=session.id)),
         lambda: api.sessions.DeleteSession(

@@ -25,6 +25,7 @@ import pytest
 from contextd_client import ContextClient
 
 from tests.support.fake_chat_server import FakeChatServer, closed_port, fake_chat_server
+from tests.support.foreground import as_foreground_job
 from tests.support.paths import ROOT
 
 CHAT = [sys.executable, "-m", "contextd", "chat"]
@@ -166,9 +167,10 @@ def test_resume_a_session(address: str) -> None:
     assert f"session {session_id} (resumed, 2 messages)" in done.stderr
     assert "4 messages" in done.stdout
 
+    # Another user's session is not found, as if it did not exist.
     other = chat("--address", address, "--user", "intruder", "--session", session_id, "--once", "x")
     assert other.returncode == 2
-    assert f"session {session_id} is not a session of user intruder" in other.stderr
+    assert f"session {session_id} not found" in other.stderr
     missing = chat("--address", address, "--user", user, "--session", "0" * 32, "--once", "x")
     assert missing.returncode == 2 and "not found" in missing.stderr
 
@@ -234,19 +236,10 @@ def test_turn_statuses_and_tool_calls_are_shown(fake: FakeChatServer) -> None:
 
 # The REPL in a pseudo-terminal --------------------------------------------------------
 
-# Run in the child: become the terminal's controlling process (Popen's
-# start_new_session made it a session leader), take the signal dispositions a shell
-# gives its foreground job, then exec contextd chat. A shell without job control
-# (`make test &`, nohup, CI runners) starts background commands with SIGINT and SIGQUIT
-# ignored; exec keeps an ignored signal ignored and Python then installs no Ctrl-C
-# handler, so the terminal's Ctrl-C would never reach contextd chat.
-_CONTROLLING_TTY = (
-    "import fcntl, os, signal, sys, termios\n"
-    "fcntl.ioctl(0, termios.TIOCSCTTY, 0)\n"
-    "for number in (signal.SIGINT, signal.SIGQUIT):\n"
-    "    signal.signal(number, signal.SIG_DFL)\n"
-    "os.execv(sys.executable, [sys.executable, '-m', 'contextd', 'chat', *sys.argv[1:]])\n"
-)
+# Run in the child before contextd chat: become the terminal's controlling process
+# (Popen's start_new_session made it a session leader); as_foreground_job adds the
+# signal dispositions a shell gives its foreground job.
+_CONTROLLING_TTY = "import fcntl, termios\nfcntl.ioctl(0, termios.TIOCSCTTY, 0)\n"
 
 
 class Terminal:
@@ -256,7 +249,9 @@ class Terminal:
         master, slave = os.openpty()
         self.master = master
         self.process = subprocess.Popen(
-            [sys.executable, "-c", _CONTROLLING_TTY, *args],
+            as_foreground_job(
+                [sys.executable, "-m", "contextd", "chat", *args], before=_CONTROLLING_TTY
+            ),
             stdin=slave,
             stdout=slave,
             stderr=slave,

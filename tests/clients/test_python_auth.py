@@ -10,7 +10,7 @@ from pathlib import Path
 
 import grpc
 import pytest
-from contextd_client import AsyncContextClient, ContextClient, ContextdError
+from contextd_client import AsyncContextClient, ContextClient, ContextdError, PermissionDeniedError
 
 from tests.support.jwks import AUDIENCE, ISSUER, claims, jwks, rsa_key
 from tests.support.keyed_server import UNKNOWN_KEY, KeyedServer, keyed_server
@@ -56,7 +56,7 @@ def test_sync_api_key_on_every_kind_of_call(keyed: KeyedServer) -> None:
         assert turn.ok
         assert [e["type"] for e in client.export_events("", session["id"])]
         assert [s["id"] for s in client.list_sessions("alice")] == [session["id"]]
-        with pytest.raises(ContextdError) as caught:
+        with pytest.raises(PermissionDeniedError) as caught:
             client.list_sessions("bob")
         assert caught.value.code == grpc.StatusCode.PERMISSION_DENIED
 

@@ -153,7 +153,7 @@ def test_end_session_mode_and_the_xml_history(client: Client) -> None:
 
     with pytest.raises(ContextdError) as error:
         client.end_session("intruder", stream.session_id)
-    assert error.value.code == grpc.StatusCode.PERMISSION_DENIED
+    assert error.value.code == grpc.StatusCode.NOT_FOUND
     with pytest.raises(ContextdError) as error:
         client.end_session(user, "no-such-session")
     assert error.value.code == grpc.StatusCode.NOT_FOUND
@@ -280,7 +280,7 @@ def test_refused_turns_raise_contextd_error(
     assert list(stream) == []
 
 
-def test_another_users_session_is_denied(client: Client) -> None:
+def test_another_users_session_is_unknown(client: Client) -> None:
     owner = new_user()
     started = client.stream_chat("mine", user_id=owner)
     started.result()
@@ -293,7 +293,7 @@ def test_another_users_session_is_denied(client: Client) -> None:
     ):
         with pytest.raises(ContextdError) as error:
             call()
-        assert error.value.code == grpc.StatusCode.PERMISSION_DENIED
+        assert error.value.code == grpc.StatusCode.NOT_FOUND
 
 
 def test_arguments_that_cannot_be_encoded_raise_at_once(client: Client) -> None:

@@ -19,7 +19,6 @@ from contextd_client import (
     InvalidArgumentError,
     InvalidResponseError,
     NotFoundError,
-    PermissionDeniedError,
     StatusCode,
     UnavailableError,
 )
@@ -55,15 +54,15 @@ def test_invalid_argument_carries_its_field_violations(client: ContextClient) ->
     assert type(copy) is InvalidArgumentError and copy.field_violations == error.violations
 
 
-def test_not_found_and_permission_denied(client: ContextClient) -> None:
+def test_not_found_also_for_another_users_session(client: ContextClient) -> None:
     with pytest.raises(NotFoundError) as missing:
         client.get_session("ada", "0" * 32)
     assert missing.value.status_code is StatusCode.NOT_FOUND
     session = client.create_session("ada")
-    with pytest.raises(PermissionDeniedError) as denied:
+    with pytest.raises(NotFoundError) as theirs:
         client.get_session("intruder", session["id"])
-    assert denied.value.status_code is StatusCode.PERMISSION_DENIED
-    with pytest.raises(PermissionDeniedError):
+    assert theirs.value.status_code is StatusCode.NOT_FOUND
+    with pytest.raises(NotFoundError):
         client.stream_chat("hi", user_id="intruder", session_id=session["id"]).result()
 
 

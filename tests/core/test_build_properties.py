@@ -118,7 +118,9 @@ def test_build_messages_properties(req: BuildRequest) -> None:
     anthropic = req.output_format is OutputFormat.ANTHROPIC
     system = expected_system_text(req)
     system_tokens = message_tokens(ChatMessage(Role.SYSTEM, system), tok) if system else 0
-    survivors, reasons, removed, moved = repair_reference(req.history, req.compression_summary)
+    survivors, reasons, removed, moved = repair_reference(
+        req.history, req.compression_summary, anthropic
+    )
     s_idx = [i for i, _ in survivors]
     s_msgs = [m for _, m in survivors]
     continuing = not req.user_message.strip()
@@ -269,7 +271,11 @@ def budget_rule(req: BuildRequest) -> list[ChatMessage] | None:
     left = req.token_budget - estimate(system) - estimate(req.user_message)
     if left < 0 and req.overflow_policy is OverflowPolicy.FAIL:
         return None
-    history = [m for m in req.history if m.content.strip()]
+    anthropic = req.output_format is OutputFormat.ANTHROPIC
+    # Blank user turns stay, except where the format cannot carry them; blank answers go.
+    history = [
+        m for m in req.history if m.content.strip() or (m.role is Role.USER and not anthropic)
+    ]
     kept: list[ChatMessage] = []
     for m in reversed(history):
         if estimate(m.content) > left:

@@ -216,7 +216,7 @@ def _pb_request(req: BuildRequest) -> pb.BuildMessagesRequest:
 
 
 REGISTRY = TokenizerRegistry()
-SERVICER = ContextServicer(ContextApp(REGISTRY, 1000, None), None)  # type: ignore[arg-type]
+SERVICER = ContextServicer(ContextApp(REGISTRY, 1000, None), None, None)  # type: ignore[arg-type]
 
 
 def _answer(build_response: Any) -> bytes | type[BaseException]:

@@ -52,7 +52,7 @@ def test_moved_back_across_several_messages() -> None:
         calls("a"),
         user("wait"),
         ChatMessage(Role.ASSISTANT, "waiting"),
-        user("", id="blank"),
+        ChatMessage(Role.ASSISTANT, "", id="blank"),  # an answer that says nothing: dropped
         user("go on"),
         result("a"),
     ]

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.foreground import as_foreground_job
 from tests.support.paths import ROOT
 from tests.support.server import ServerProcess, start_server
 
@@ -54,12 +55,20 @@ def test_chat_sync_prints_the_turn(server: ServerProcess) -> None:
     assert lines[2].startswith("[ok: ")
 
 
-def test_chat_sync_ctrl_c_cancels_the_turn(server: ServerProcess) -> None:
-    process = subprocess.Popen(
-        [sys.executable, str(PYTHON / "chat_sync.py"), server.address, LONG],
-        stdout=subprocess.PIPE,
-        text=True,
+@pytest.mark.parametrize("inherited", [signal.SIG_DFL, signal.SIG_IGN], ids=["default", "ignored"])
+def test_chat_sync_ctrl_c_cancels_the_turn(
+    server: ServerProcess, inherited: signal.Handlers
+) -> None:
+    # "ignored": as under a shell without job control (`make test &`), whose background
+    # commands start with SIGINT ignored; the child takes a foreground job's dispositions.
+    command = as_foreground_job(
+        [sys.executable, str(PYTHON / "chat_sync.py"), server.address, LONG]
     )
+    previous = signal.signal(signal.SIGINT, inherited)
+    try:
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert process.stdout is not None
     assert process.stdout.readline().startswith("[session ")
     time.sleep(0.5)  # a few deltas in, far from the end

@@ -66,9 +66,10 @@ async def test_a_key_acts_as_its_user_and_no_other(keyed: KeyedServer) -> None:
     async with connect(mcp_url(keyed.proc), **bearer(keyed.bob)) as bob:
         assert (await call(bob, "search_memories", query="Friday"))["memories"] == []
         assert (await call(bob, "list_sessions"))["sessions"] == []
-        assert "PERMISSION_DENIED" in await refused(bob, "delete_memory", memory_id=memory["id"])
-        assert "PERMISSION_DENIED" in await refused(bob, "read_session", session_id=session["id"])
-        with pytest.raises(Exception, match="PERMISSION_DENIED"):
+        # Alice's ids are unknown to Bob, as if they did not exist.
+        assert "NOT_FOUND" in await refused(bob, "delete_memory", memory_id=memory["id"])
+        assert "NOT_FOUND" in await refused(bob, "read_session", session_id=session["id"])
+        with pytest.raises(Exception, match="NOT_FOUND"):
             await bob.read_resource(f"contextd://sessions/{session['id']}/messages")
     assert memories(keyed.address, key=keyed.alice) == ["Alice flies on Friday."]
     assert memories(keyed.address, key=keyed.bob) == []

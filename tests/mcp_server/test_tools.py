@@ -128,12 +128,13 @@ async def test_another_users_data_is_refused(open_server: ServerProcess) -> None
         memory = (await call(eve, "add_memory", content="Eve's secret."))["memory"]
         session = (await call(eve, "create_session", title="Eve's"))["session"]
     async with connect(mcp_url(open_server), **{"X-Contextd-User": "finn"}) as finn:
-        assert "PERMISSION_DENIED" in await refused(finn, "delete_memory", memory_id=memory["id"])
-        assert "PERMISSION_DENIED" in await refused(
+        # Eve's ids are unknown to Finn, as if they did not exist.
+        assert "NOT_FOUND" in await refused(finn, "delete_memory", memory_id=memory["id"])
+        assert "NOT_FOUND" in await refused(
             finn, "update_memory", memory_id=memory["id"], content="Finn's now."
         )
-        assert "PERMISSION_DENIED" in await refused(finn, "read_session", session_id=session["id"])
-        assert "PERMISSION_DENIED" in await refused(
+        assert "NOT_FOUND" in await refused(finn, "read_session", session_id=session["id"])
+        assert "NOT_FOUND" in await refused(
             finn, "build_context", question="?", session_id=session["id"]
         )
         assert (await call(finn, "search_memories", query="secret"))["memories"] == []
@@ -151,5 +152,5 @@ async def test_without_a_user_the_tools_say_so(open_server: ServerProcess) -> No
 async def test_a_refusal_quotes_no_unbounded_input(open_server: ServerProcess) -> None:
     async with connect(mcp_url(open_server), **{"X-Contextd-User": "hal"}) as client:
         error = await refused(client, "read_session", session_id="9" * 20 + "x" * 5000)
-    assert error.startswith("Error executing tool read_session: NOT_FOUND")
+    assert error.startswith("Error executing tool read_session: INVALID_ARGUMENT: session_id")
     assert len(error) < 400

@@ -48,8 +48,16 @@ def tool(name: str, **function: Any) -> dict[str, Any]:
 CASES: list[tuple[str, bytes | dict[str, Any], str | None, str | None]] = [
     ("not json", b"{not json", None, "invalid_json"),
     ("not an object", b"[1, 2]", None, "invalid_json"),
+    # Read with an explicit nesting limit (64), not up to the interpreter's recursion limit.
+    ("nested 65 deep", b'{"a":' * 64 + b"{}" + b"}" * 64, None, "invalid_json"),
+    ("nested 100,000 deep", b"[" * 100_000 + b"]" * 100_000, None, "invalid_json"),
     ("unknown field", {**OK, "frobnicate": 1}, "frobnicate", "unknown_parameter"),
-    ("long unknown field", {**OK, LONG: 1}, "x" * 64 + "...", "unknown_parameter"),
+    (
+        "long unknown field",
+        {**OK, LONG: 1},
+        "x" * 64 + f"…(+{len(LONG) - 64} chars)",
+        "unknown_parameter",
+    ),
     ("model missing", {k: v for k, v in OK.items() if k != "model"}, "model", "invalid_type"),
     ("messages a string", {**OK, "messages": "hi"}, "messages", "invalid_type"),
     ("no messages", {**OK, "messages": []}, "messages", "empty_array"),
@@ -222,12 +230,22 @@ def test_an_unknown_url_is_404_in_the_error_shape(served: Served, method: str, p
     assert error_of(response)["message"].startswith(f"Invalid URL ({method} /v1/")
 
 
-@pytest.mark.parametrize("session_id", ["424242", "nope-" + "z" * 3000, "9" * 20 + "x" * 9000])
+@pytest.mark.parametrize("session_id", ["424242", "0" * 32, "nope-z"])
 def test_an_unknown_session_is_404(served: Served, session_id: str) -> None:
     response = post(served, {**OK, "metadata": {"contextd_session": session_id}})
     assert response.status_code == 404
     error = error_of(response)
     assert error["code"] == "not_found"
+    assert served.sessions(USER) == []
+
+
+@pytest.mark.parametrize("session_id", ["nope-" + "z" * 3000, "9" * 20 + "x" * 9000, "会话"])
+def test_a_session_id_that_cannot_be_one_is_a_400(served: Served, session_id: str) -> None:
+    response = post(served, {**OK, "metadata": {"contextd_session": session_id}})
+    assert response.status_code == 400
+    error = error_of(response)
+    assert error["param"] == "metadata.contextd_session"
+    assert len(response.text) < 1000  # quoting none of it
     assert served.sessions(USER) == []
 
 
@@ -239,7 +257,7 @@ def test_two_different_sessions_named_at_once_are_refused(served: Served) -> Non
     assert error_of(response)["param"] == "metadata.contextd_session"
 
 
-def test_another_users_session_is_403_and_stays_as_it_was(served: Served) -> None:
+def test_another_users_session_is_404_and_stays_as_it_was(served: Served) -> None:
     with openai.OpenAI(base_url=served.base_url, api_key="unused", max_retries=0) as c:
         made = c.chat.completions.with_raw_response.create(
             model=MODEL,
@@ -248,14 +266,14 @@ def test_another_users_session_is_403_and_stays_as_it_was(served: Served) -> Non
             extra_headers={"X-Contextd-Session": "new"},
         )
         session_id = made.headers["x-contextd-session-id"]
-        with pytest.raises(openai.PermissionDeniedError) as refused:
+        with pytest.raises(openai.NotFoundError) as refused:
             c.chat.completions.create(
                 model=MODEL,
                 messages=[{"role": "user", "content": "let me in"}],
                 user="bob",
                 extra_headers={"X-Contextd-Session": session_id},
             )
-    assert refused.value.status_code == 403
+    assert refused.value.status_code == 404
     stored = [m.message.content for m in served.messages("ann", session_id)]
     assert stored == ["ann's secret", "fake answer to: ann's secret"]
     assert served.sessions("bob") == []

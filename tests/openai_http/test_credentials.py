@@ -95,7 +95,7 @@ def test_another_users_session_is_refused_and_unchanged(keyed: Keyed) -> None:
         )
     session_id = made.headers["x-contextd-session-id"]
     [before] = [s for s in sessions(keyed, keyed.server.bob) if s.id == session_id]
-    with client(keyed, keyed.server.alice) as c, pytest.raises(openai.PermissionDeniedError):
+    with client(keyed, keyed.server.alice) as c, pytest.raises(openai.NotFoundError):
         ask(c, "show me", extra_headers={"X-Contextd-Session": session_id})
     [after] = [s for s in sessions(keyed, keyed.server.bob) if s.id == session_id]
     assert after.message_count == before.message_count == 2

@@ -23,10 +23,11 @@ Moved = set[tuple[str, int, int]]  # (tool_call_id, from_index, call_index)
 
 
 def repair_reference(
-    history: Sequence[ChatMessage], summary: CompressionSummary | None
+    history: Sequence[ChatMessage], summary: CompressionSummary | None, anthropic: bool = False
 ) -> tuple[list[tuple[int, ChatMessage]], dict[int, DropReason], set[tuple[int, str]], Moved]:
     """Survivors of repair (index, message) in their repaired order, why each other index
-    went, removed calls, moved results."""
+    went, removed calls, moved results. Blank answers go; blank user messages stay,
+    except in the Anthropic format, which cannot carry them."""
     reasons: dict[int, DropReason] = {}
     replaced = set(summary.message_ids) if summary else set()
     items = []
@@ -34,7 +35,8 @@ def repair_reference(
         if m.id and m.id in replaced:
             reasons[i] = DropReason.COMPRESSED
         elif not m.content.strip() and (
-            m.role is Role.USER or (m.role is Role.ASSISTANT and not m.tool_calls)
+            (m.role is Role.USER and anthropic and not m.parts)
+            or (m.role is Role.ASSISTANT and not m.tool_calls)
         ):
             reasons[i] = DropReason.EMPTY
         else:

@@ -91,3 +91,69 @@ def _build(cls: type[Message], values: dict[str, Any]) -> Message:
         else:
             setattr(message, name, value)
     return message
+
+
+# --- mutations of a valid request ---------------------------------------------------------
+
+FieldPath = tuple[str, ...]
+
+
+def field_paths(descriptor: Descriptor, depth: int = 0) -> list[tuple[FieldPath, FieldDescriptor]]:
+    """Every field of the message, and of its singular message fields two levels down."""
+    found: list[tuple[FieldPath, FieldDescriptor]] = []
+    for field in descriptor.fields:
+        found.append(((field.name,), field))
+        message = field.message_type
+        if message is not None and not field.is_repeated and depth < 2:
+            found += [((field.name, *p), f) for p, f in field_paths(message, depth + 1)]
+    return found
+
+
+def mutations(seed: Message) -> st.SearchStrategy[Message]:
+    """``seed`` (a valid request) with one field, at any depth, cleared or set to any value
+    of its type: requests that get past the first checks and reach deeper code."""
+    paths = field_paths(seed.DESCRIPTOR)
+    if not paths:  # a request without fields has one form
+        return st.just(seed)
+    return st.sampled_from(paths).flatmap(
+        lambda chosen: (st.none() | _value(chosen[1], 1)).map(
+            lambda value: _mutated(seed, chosen[0], value)
+        )
+    )
+
+
+def _mutated(seed: Message, path: FieldPath, value: Any) -> Message:
+    out = type(seed)()
+    out.CopyFrom(seed)
+    target = out
+    for name in path[:-1]:
+        target = getattr(target, name)
+    target.ClearField(path[-1])
+    if value is not None:
+        filled = _build(type(target), {path[-1]: value})
+        target.MergeFrom(filled)
+    return out
+
+
+# --- JSON bodies --------------------------------------------------------------------------
+
+JSON_SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**70), 2**70),
+    st.floats(allow_nan=False, allow_infinity=False),
+    _TEXT,
+)
+JSON_VALUES = st.recursive(
+    JSON_SCALARS,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_TEXT, inner, max_size=4),
+    max_leaves=12,
+)
+
+
+def json_like(shape: dict[str, Any]) -> st.SearchStrategy[dict[str, Any]]:
+    """Objects shaped like ``shape`` (a valid body), with any of its keys left out, set to
+    any JSON value, or kept, and at times a key of its own added."""
+    keys = {key: st.just(value) | JSON_VALUES for key, value in shape.items()}
+    extra = {key: JSON_VALUES for key in ("frobnicate", "")}
+    return st.fixed_dictionaries({}, optional={**keys, **extra})

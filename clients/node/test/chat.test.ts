@@ -210,7 +210,7 @@ describe("SessionService.endSession", () => {
       .map((e) => (JSON.parse(e.json) as { meta: { mode: string } }).meta.mode);
     assert.deepEqual(modes, ["taskpane", "taskpane", "session"]);
 
-    await rejection(client.sessions.endSession({ userId: "someone-else", sessionId }), Code.PermissionDenied);
+    await rejection(client.sessions.endSession({ userId: "someone-else", sessionId }), Code.NotFound);
     await rejection(
       client.sessions.endSession({ userId: user, sessionId: "no-such-session" }),
       Code.NotFound,

@@ -98,14 +98,14 @@ describe("errors", () => {
     );
   });
 
-  it("PERMISSION_DENIED for another user's session", async () => {
+  it("NOT_FOUND for another user's session, as for a missing one", async () => {
     const owner = newUser("owner");
     const { session } = await client.sessions.createSession({ userId: owner });
     const error = await rejection(
       client.sessions.listMessages({ userId: newUser("intruder"), sessionId: session?.id ?? "" }),
-      Code.PermissionDenied,
+      Code.NotFound,
     );
-    assert.equal(error.codeName, "PERMISSION_DENIED");
+    assert.equal(error.codeName, "NOT_FOUND");
   });
 
   it("DEADLINE_EXCEEDED when the client's deadline passes mid-stream", async () => {

@@ -1,10 +1,13 @@
 """``--auth api-key``: a bearer token is an API key from the keys table.
 
-A key's row is kept for half a second after it was read, so a busy key costs one
-primary-key SELECT per half second instead of one per call, and a revocation (written
-by ``contextd keys`` in another process) still counts within a second. An expiry is
-checked on every call. Only keys that exist are kept, so calls with made-up ids cannot
-fill the cache. ``last_used_at`` is written at most once a minute per key.
+A key's row is kept for half a second (``KEY_ROW_TTL_S``) after it was read, so a busy
+key costs one primary-key SELECT per half second instead of one per call. A key erased
+with its user (DeleteUser) is forgotten at once by the process that erased it: a call
+that process starts after DeleteUser answered is refused. Every other process on the
+database (a replica, or the server when ``contextd keys revoke`` ran beside it) reads
+the key's row again within ``KEY_ROW_TTL_S`` of the change. An expiry is checked on
+every call. Only keys that exist are kept, so calls with made-up ids cannot fill the
+cache. ``last_used_at`` is written at most once a minute per key.
 """
 
 from __future__ import annotations
@@ -53,6 +56,15 @@ class ApiKeyAuthenticator:
         self._monotonic = monotonic
         self._rows: dict[str, tuple[float, StoredKey]] = {}
         self._last_marked: dict[str, float] = {}
+        # Counts erasures: a row read while one committed is not kept.
+        self._erasures = 0
+
+    def forget_user(self, tenant_id: str, user_id: str) -> None:
+        """Drop the kept rows of the user's keys: they were just erased."""
+        self._erasures += 1
+        for key_id, (_, key) in list(self._rows.items()):
+            if key.tenant_id == tenant_id and key.user_id == user_id:
+                del self._rows[key_id]
 
     async def authenticate(self, token: str) -> Identity:
         parts = parse_key(token)
@@ -80,8 +92,9 @@ class ApiKeyAuthenticator:
         cached = self._rows.get(key_id)
         if cached is not None and read_at - cached[0] < KEY_ROW_TTL_S:
             return cached[1]
+        erasures = self._erasures
         key = await self._keys.get(key_id)
-        if key is None:
+        if key is None or erasures != self._erasures:
             self._rows.pop(key_id, None)
         else:
             self._rows[key_id] = (read_at, key)

@@ -14,8 +14,12 @@ without a line of its own:
   ``user_id`` is logged as the user and ``tool_call_id`` is a model's id, not a stored
   resource;
 - a unary response adds the ids it returns (``session.id`` of CreateSession,
-  ``memory_id`` of Collect) under ``returned``. Streamed responses add none: looking at
-  every streamed message would cost each chat delta a check.
+  ``memory_id`` of Collect) under ``returned``; a streamed one, those of its first
+  message (the session a StreamChat turn created, in ``turn_started``), which costs each
+  streamed message one comparison rather than a look at every chat delta.
+
+Every value a caller sent is logged cut (``core.errors.cut``) and a list of ids at most
+``MAX_LISTED`` long, so that one call writes one short line, whatever it sent.
 """
 
 from __future__ import annotations
@@ -29,12 +33,15 @@ import grpc
 from google.protobuf import descriptor_pool
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
+from contextd.core.errors import cut
 from contextd.core.identity import DEFAULT_TENANT, Identity
 
 audit_log = logging.getLogger("contextd.audit")
 
 _USER = "user_id"
 _NOT_RESOURCES = frozenset({_USER, "tool_call_id"})
+# The most ids of one repeated field a line lists; the rest are counted.
+MAX_LISTED = 20
 
 # (path of the field, repeated): ("session", "session_id") is session.session_id.
 _Field = tuple[tuple[str, ...], bool]
@@ -72,8 +79,8 @@ class AuditPlan:
         """Log the line. ``user``: what the request names; empty means the caller."""
         extra: dict[str, object] = {
             "tenant": identity.tenant_id if identity else DEFAULT_TENANT,
-            "user": user or (identity.user_id if identity else ""),
-            "credential": identity.credential_id if identity else "",
+            "user": cut(user or (identity.user_id if identity else "")),
+            "credential": cut(identity.credential_id) if identity else "",
             "method": method,
             "code": code.name,
             "resources": _ids(request, self.resources),
@@ -96,7 +103,7 @@ def plan_for(method: str) -> AuditPlan | None:
     user_path = _user_path(request)
     if user_path is None:
         return None
-    returned = () if found.server_streaming else tuple(_id_fields(found.output_type, "id"))
+    returned = tuple(_id_fields(found.output_type, "id"))
     resources = tuple(_id_fields(request, ""))
     return AuditPlan(user_path, resources, returned, unset_names_caller=found.server_streaming)
 
@@ -147,5 +154,13 @@ def _ids(message: Any, fields: tuple[_Field, ...]) -> dict[str, object]:
         else:
             value = getattr(value, path[-1])
             if value:
-                found[".".join(path)] = list(value) if repeated else value
+                found[".".join(path)] = _listed(value) if repeated else cut(value)
     return found
+
+
+def _listed(values: Any) -> list[str]:
+    """The first MAX_LISTED ids, cut, and a count of the rest."""
+    listed = [cut(v) for v in values[:MAX_LISTED]]
+    if len(values) > MAX_LISTED:
+        listed.append(f"…(+{len(values) - MAX_LISTED} more)")
+    return listed

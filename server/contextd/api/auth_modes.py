@@ -44,7 +44,7 @@ def authenticator_factory(settings: Settings) -> AuthenticatorFactory | None:
     if settings.auth == "none":
         return None
     if settings.auth == "api-key":
-        return lambda db: ApiKeyAuthenticator(ApiKeyRepo(db))
+        return _api_keys
     if settings.auth == "jwt":
         try:
             tokens = JwtAuthenticator.from_settings(settings)
@@ -52,3 +52,9 @@ def authenticator_factory(settings: Settings) -> AuthenticatorFactory | None:
             raise SystemExit(str(error)) from None
         return lambda db: tokens
     raise ValueError(f"--auth {settings.auth!r} is not a mode")  # settings_errors said so
+
+
+def _api_keys(db: Database) -> Authenticator:
+    keys = ApiKeyAuthenticator(ApiKeyRepo(db))
+    db.user_erased.append(keys.forget_user)  # their keys are refused at once
+    return keys

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import time
 from collections.abc import AsyncIterator
 
 from contextd.api import convert
 from contextd.api.auth import caller_for
+from contextd.api.ids import PublicIds, check_id
 from contextd.api.types import Context
 from contextd.app.chat import (
     ChatApp,
@@ -25,9 +25,11 @@ from contextd.app.chat import (
 )
 from contextd.app.context import ContextApp
 from contextd.app.scope import Caller
+from contextd.core import json_text
 from contextd.core.editing.compaction import NO_OPTIONS as NO_COMPACTION
 from contextd.core.editing.compaction import CompactionOptions, check_compaction
 from contextd.core.errors import InvalidArgument, Violations
+from contextd.core.json_text import NESTING_RULE
 from contextd.core.pipeline import is_tool_name
 from contextd.providers.base import ToolSpec
 from contextd.v1 import chat_pb2 as cpb
@@ -41,6 +43,7 @@ _STATUS = {
     TurnStatus.CANCELLED: cpb.TURN_STATUS_CANCELLED,
     TurnStatus.ERROR: cpb.TURN_STATUS_ERROR,
 }
+MAX_MODEL_NAME = 256
 # Whether a prompt over max_prompt_tokens is refused (else trimmed).
 _REFUSE_OVER_LIMIT = {
     cpb.PROMPT_LIMIT_POLICY_UNSPECIFIED: False,
@@ -56,9 +59,10 @@ _REACT = {
 
 
 class ChatServicer(chat_pb2_grpc.ChatServiceServicer):  # type: ignore[misc]
-    def __init__(self, chat: ChatApp, context: ContextApp) -> None:
+    def __init__(self, chat: ChatApp, context: ContextApp, ids: PublicIds) -> None:
         self._chat = chat
         self._context = context
+        self._ids = ids
 
     async def StreamChat(
         self, request: cpb.StreamChatRequest, context: Context
@@ -70,7 +74,7 @@ class ChatServicer(chat_pb2_grpc.ChatServiceServicer):  # type: ignore[misc]
         # aclosing: a call that ends early closes the turn now, not when it is collected.
         async with contextlib.aclosing(self._chat.run(turn)) as events:
             async for event in events:
-                yield _event_to_pb(event)
+                yield _event_to_pb(event, self._ids)
 
     def _turn_from_pb(
         self, request: cpb.StreamChatRequest, time_remaining: float | None
@@ -82,6 +86,7 @@ class ChatServicer(chat_pb2_grpc.ChatServiceServicer):  # type: ignore[misc]
             caller = caller_for(session.user_id, "session.user_id")
         except InvalidArgument as error:
             v.extend(error.violations)
+        check_id(session.session_id, "session.session_id", v)
         tokenizer = convert.tokenizer_from_pb(request.tokenizer, self._context.tokenizers, v)
         limits = self._context.image_limits
         messages = convert.messages_from_pb(request.messages, "messages", v, limits)
@@ -95,6 +100,9 @@ class ChatServicer(chat_pb2_grpc.ChatServiceServicer):  # type: ignore[misc]
         )
         compaction = _compaction_from_pb(request, v)
         tools = [_tool_from_pb(t, f"tools[{k}]", v) for k, t in enumerate(request.tools)]
+        if len(request.model.model) > MAX_MODEL_NAME or not request.model.model.isprintable():
+            # It names the model in spans, logs and the provider's request.
+            v.add("model.model", f"at most {MAX_MODEL_NAME} printable characters")
         if request.model.max_output_tokens < 0:
             v.add("model.max_output_tokens", "must not be negative")
         if request.prompt_limit_policy not in _REFUSE_OVER_LIMIT:
@@ -157,11 +165,11 @@ def _tool_from_pb(tool: cpb.ToolDefinition, field: str, v: Violations) -> ToolSp
     parameters: object = {"type": "object"}
     if tool.parameters_json.strip():
         try:
-            parameters = json.loads(tool.parameters_json)
+            parameters = json_text.loads(tool.parameters_json)
         except ValueError:
             parameters = None
         if not isinstance(parameters, dict):
-            v.add(f"{field}.parameters_json", "must be a JSON schema object")
+            v.add(f"{field}.parameters_json", f"must be a JSON schema object, {NESTING_RULE}")
             parameters = {"type": "object"}
     if not is_tool_name(tool.name):
         v.add(f"{field}.name", "1-64 letters, digits, '_' or '-'")
@@ -179,7 +187,7 @@ def _usage(u: TokenUsage) -> cpb.TokenUsage:
     )
 
 
-def _event_to_pb(event: ChatEvent) -> cpb.StreamChatResponse:
+def _event_to_pb(event: ChatEvent, ids: PublicIds) -> cpb.StreamChatResponse:
     if isinstance(event, DeltaEvent):
         # Filled in place: building a TextDelta and copying it in costs twice as much.
         response = cpb.StreamChatResponse()
@@ -201,7 +209,7 @@ def _event_to_pb(event: ChatEvent) -> cpb.StreamChatResponse:
             turn_started=cpb.TurnStarted(
                 session_id=event.session_id,
                 turn_index=event.turn_index,
-                user_message_id=event.user_message_id,
+                user_message_id=ids.message(event.user_message_id),
                 prompt_tokens_estimate=event.prompt_tokens_estimate,
                 prompt_tokens_warning=event.prompt_tokens_warning,
                 context=context,
@@ -212,7 +220,7 @@ def _event_to_pb(event: ChatEvent) -> cpb.StreamChatResponse:
     assert isinstance(event, TurnCompleted)
     return cpb.StreamChatResponse(
         turn_completed=cpb.TurnCompleted(
-            assistant_message_id=event.assistant_message_id,
+            assistant_message_id=ids.message(event.assistant_message_id),
             final_text=event.final_text,
             status=_STATUS[event.status],
             error_message=event.error_message,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from contextd.api import convert
 from contextd.api.auth import caller_for
+from contextd.api.ids import PublicIds
 from contextd.api.types import Context
 from contextd.app.context import ContextApp
 from contextd.app.sessions import SessionsApp
@@ -13,9 +14,10 @@ from contextd.v1 import context_pb2_grpc as pb_grpc
 
 
 class ContextServicer(pb_grpc.ContextServiceServicer):  # type: ignore[misc]
-    def __init__(self, app: ContextApp, sessions: SessionsApp) -> None:
+    def __init__(self, app: ContextApp, sessions: SessionsApp, ids: PublicIds) -> None:
         self._app = app
         self._sessions = sessions
+        self._ids = ids
 
     async def AssemblePrompt(
         self, request: pb.AssemblePromptRequest, context: Context
@@ -38,7 +40,9 @@ class ContextServicer(pb_grpc.ContextServiceServicer):  # type: ignore[misc]
             command = convert.session_build_from_pb(
                 request, app.tokenizers, app.image_limits, app.editing
             )
-            return convert.build_response_to_pb(await app.build_session(command), None)
+            built = await app.build_session(command)
+            # The session's messages carry their stored ids, shown as callers see them.
+            return convert.build_response_to_pb(built, None, self._ids.message)
         # Read once, as a slice (the cheapest copy): the response copies the messages
         # kept as they are from these.
         history_pb = request.history[:]
@@ -48,11 +52,17 @@ class ContextServicer(pb_grpc.ContextServiceServicer):  # type: ignore[misc]
         return convert.build_response_to_pb(await app.build(build), history_pb)
 
     async def Collect(self, request: pb.CollectRequest, context: Context) -> pb.CollectResponse:
+        ids = self._ids
         stored, memory_id = await self._sessions.collect(
-            caller_for(request.user_id), request.message_id, request.uncollect, request.remember
+            caller_for(request.user_id),
+            ids.message_row(request.message_id, "message_id"),
+            request.uncollect,
+            request.remember,
         )
         return pb.CollectResponse(
-            message_id=str(stored.id), is_collected=stored.is_collected, memory_id=memory_id
+            message_id=ids.message(stored.id),
+            is_collected=stored.is_collected,
+            memory_id=ids.memory(int(memory_id or 0)),
         )
 
     async def CountTokens(

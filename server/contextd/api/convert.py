@@ -10,10 +10,11 @@ commands in their own terms.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from contextd.api.auth import caller_for
 from contextd.api.content_parts import fill_parts, parts_from_pb
+from contextd.api.ids import check_id
 from contextd.app.scope import Caller
 from contextd.app.session_context import BuiltContext, ContextLayer, SessionBuildRequest
 from contextd.core.build import (
@@ -186,6 +187,7 @@ def session_build_from_pb(
     memory = memory_from_pb(s.memory, "session.memory", v)
     cache_layout = cache_layout_from_pb(s.cache_layout, "session.cache_layout", v)
     v.extend(caller_violations)
+    check_id(s.session_id, "session.session_id", v)
     user_message, user_parts = user_message_from_pb(
         req.user_message, req.user_message_parts, v, limits
     )
@@ -328,11 +330,14 @@ def user_message_from_pb(
 
 
 def build_response_to_pb(
-    built: BuiltContext, history_pb: Sequence[pb.Message] | None
+    built: BuiltContext,
+    history_pb: Sequence[pb.Message] | None,
+    stored_id: Callable[[str], str] | None = None,
 ) -> pb.BuildMessagesResponse:
     """BuildMessages' response. ``history_pb``: the request's history when the build was
     inline; the messages kept as they are are copied from it (cheaper than filling anew).
-    A session build's sources are positions in the stored session: None then."""
+    A session build's sources are positions in the stored session: None then, and
+    ``stored_id`` shows each stored message's id as callers see it."""
     response = pb.BuildMessagesResponse()
     result = built.result
     report = response.report
@@ -343,17 +348,23 @@ def build_response_to_pb(
         response.payload_json = json.dumps(
             result.payload, ensure_ascii=False, allow_nan=False, separators=(",", ":")
         )
-    _fill_messages(response, result, history_pb)
+    _fill_messages(response, result, history_pb, stored_id)
     return response
 
 
 def _fill_messages(
-    response: pb.BuildMessagesResponse, result: BuildResult, history_pb: Sequence[pb.Message] | None
+    response: pb.BuildMessagesResponse,
+    result: BuildResult,
+    history_pb: Sequence[pb.Message] | None,
+    stored_id: Callable[[str], str] | None,
 ) -> None:
     add = response.messages.add
     if history_pb is None:
         for m, n in zip(result.messages, result.message_tokens, strict=True):
-            fill_message(add(), m, n)
+            out = add()
+            fill_message(out, m, n)
+            if m.id and stored_id is not None:
+                out.id = stored_id(m.id)
         return
     for m, n, source in zip(result.messages, result.message_tokens, result.sources, strict=True):
         if source is None:

@@ -36,7 +36,7 @@ from contextd.api.errors import status_for
 from contextd.api.limits import RateLimiter, TurnSlots
 from contextd.api.request_parsing import RequestParser, checked, deferring, is_unparsed
 from contextd.api.types import Context, Handler
-from contextd.core.errors import ContextdError, Unauthenticated
+from contextd.core.errors import ContextdError, Unauthenticated, cut
 from contextd.core.identity import Identity
 from contextd.metrics.prometheus import GrpcMetrics, RpcMeter
 from contextd.tracing import rpc_span
@@ -173,8 +173,8 @@ class _Call:
             "ms": round(seconds * 1000, 3),
         }
         if self.identity is not None:
-            extra["credential"] = self.identity.credential_id
-            extra["user"] = self.identity.user_id
+            extra["credential"] = cut(self.identity.credential_id)
+            extra["user"] = cut(self.identity.user_id)
         log.info("rpc", extra=extra)
         if self.span is not None:
             rpc_span.end(self.span, self.code)
@@ -237,6 +237,8 @@ def _guard_stream(method: _Method, behavior: Streaming, parser: RequestParser) -
                 # not whenever it is garbage-collected (it may hold a provider stream).
                 async with contextlib.aclosing(produced) as items:
                     async for item in items:
+                        if call.response is None:  # the audit reads the first one's ids
+                            call.response = item
                         yield item
         except BaseException as error:
             await call.fail(error, context)

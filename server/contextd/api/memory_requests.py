@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from contextd.api.ids import PublicIds
 from contextd.api.records import timestamp
 from contextd.app.memories import MemoryFilterRequest, edited_fields
 from contextd.core.errors import Violations
@@ -81,16 +82,16 @@ def edit_from_pb(request: mpb.UpdateMemoryRequest) -> MemoryEdit:
     return MemoryEdit(changes, m.content, details, request.supersede)
 
 
-def change_to_pb(c: MemoryChange) -> mpb.MemoryChange:
+def change_to_pb(c: MemoryChange, ids: PublicIds) -> mpb.MemoryChange:
     return mpb.MemoryChange(
-        id=str(c.id),
-        memory_id=str(c.memory_id),
+        id=ids.memory_change(c.id),
+        memory_id=ids.memory(c.memory_id),
         action=c.action,
         old_content=c.old_content,
         new_content=c.new_content,
-        replaced_memory_id=str(c.replaced_memory_id) if c.replaced_memory_id else "",
+        replaced_memory_id=ids.memory(c.replaced_memory_id) if c.replaced_memory_id else "",
         method=c.method,
         source_session_id=c.source_session_id,
-        source_message_id=str(c.source_message_id) if c.source_message_id else "",
+        source_message_id=ids.message(c.source_message_id) if c.source_message_id else "",
         change_time=timestamp(c.changed_at),
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from contextd.api.convert import message_to_pb
+from contextd.api.ids import PublicIds
 from contextd.store.models import (
     Memory,
     PromptTemplate,
@@ -36,9 +37,13 @@ def session_to_pb(s: Session) -> sessions_pb2.Session:
     )
 
 
-def stored_message_to_pb(m: StoredMessage, tokenizer: str) -> sessions_pb2.SessionMessage:
+def stored_message_to_pb(
+    m: StoredMessage, tokenizer: str, ids: PublicIds
+) -> sessions_pb2.SessionMessage:
+    message = message_to_pb(m.message, m.tokens.get(tokenizer, 0))
+    message.id = ids.message(m.id)
     return sessions_pb2.SessionMessage(
-        message=message_to_pb(m.message, m.tokens.get(tokenizer, 0)),
+        message=message,
         session_id=m.session_id,
         seq=m.seq,
         turn_index=m.turn_index,
@@ -48,13 +53,13 @@ def stored_message_to_pb(m: StoredMessage, tokenizer: str) -> sessions_pb2.Sessi
     )
 
 
-def memory_to_pb(m: Memory) -> memory_pb2.Memory:
+def memory_to_pb(m: Memory, ids: PublicIds) -> memory_pb2.Memory:
     return memory_pb2.Memory(
-        id=str(m.id),
+        id=ids.memory(m.id),
         user_id=m.user_id,
         content=m.content,
         source_session_id=m.source_session_id,
-        source_message_id=str(m.source_message_id) if m.source_message_id else "",
+        source_message_id=ids.message(m.source_message_id),
         create_time=timestamp(m.created_at),
         update_time=timestamp(m.updated_at),
         scope=memory_pb2.MemoryScope(agent=m.agent, app=m.app) if m.agent or m.app else None,
@@ -62,13 +67,13 @@ def memory_to_pb(m: Memory) -> memory_pb2.Memory:
         valid_from=None if m.valid_from is None else timestamp(m.valid_from),
         valid_to=None if m.valid_to is None else timestamp(m.valid_to),
         expire_time=None if m.expires_at is None else timestamp(m.expires_at),
-        superseded_by=str(m.superseded_by) if m.superseded_by else "",
+        superseded_by=ids.memory(m.superseded_by) if m.superseded_by else "",
     )
 
 
-def scored_memory_to_pb(s: ScoredMemory) -> memory_pb2.ScoredMemory:
+def scored_memory_to_pb(s: ScoredMemory, ids: PublicIds) -> memory_pb2.ScoredMemory:
     return memory_pb2.ScoredMemory(
-        memory=memory_to_pb(s.memory), score=s.score, relevance=s.relevance, recency=s.recency
+        memory=memory_to_pb(s.memory, ids), score=s.score, relevance=s.relevance, recency=s.recency
     )
 
 

@@ -8,13 +8,14 @@ from collections.abc import AsyncIterator
 
 from contextd.api import convert, memory_requests, records
 from contextd.api.auth import caller_for, caller_tenant
+from contextd.api.ids import PublicIds, check_id, check_ids
 from contextd.api.types import Context
 from contextd.app.chat import ChatApp
-from contextd.app.memories import MemoriesApp, memory_filter
+from contextd.app.memories import MemoriesApp, NamesAMemory, memory_filter
 from contextd.app.prompts import PromptsApp
 from contextd.app.sessions import SessionsApp
 from contextd.core.content import ImageLimits
-from contextd.core.errors import InvalidArgument, Violations
+from contextd.core.errors import FailedPrecondition, InvalidArgument, Violations
 from contextd.core.xml_history import XmlHistory
 from contextd.v1 import memory_pb2 as mpb
 from contextd.v1 import memory_pb2_grpc, prompts_pb2_grpc, sessions_pb2_grpc
@@ -26,10 +27,16 @@ _FORMATS = {spb.EXPORT_FORMAT_UNSPECIFIED, spb.EXPORT_FORMAT_JSONL, spb.EXPORT_F
 
 class SessionServicer(sessions_pb2_grpc.SessionServiceServicer):  # type: ignore[misc]
     def __init__(
-        self, app: SessionsApp, tokenizer: str, chat: ChatApp, image_limits: ImageLimits
+        self,
+        app: SessionsApp,
+        tokenizer: str,
+        chat: ChatApp,
+        image_limits: ImageLimits,
+        ids: PublicIds,
     ) -> None:
         self._app = app
         self._image_limits = image_limits
+        self._ids = ids
         # Ending a session waits for its running turn: the chat's one-turn-at-a-time.
         self._chat = chat
         # Stored messages report their count under the server's default tokenizer.
@@ -50,6 +57,7 @@ class SessionServicer(sessions_pb2_grpc.SessionServiceServicer):  # type: ignore
     async def GetSession(
         self, request: spb.GetSessionRequest, context: Context
     ) -> spb.GetSessionResponse:
+        check_ids(("session_id", request.session_id))
         session = await self._app.get(caller_for(request.user_id), request.session_id)
         return spb.GetSessionResponse(session=records.session_to_pb(session))
 
@@ -66,6 +74,7 @@ class SessionServicer(sessions_pb2_grpc.SessionServiceServicer):  # type: ignore
     async def DeleteSession(
         self, request: spb.DeleteSessionRequest, context: Context
     ) -> spb.DeleteSessionResponse:
+        check_ids(("session_id", request.session_id))
         await self._app.delete(caller_for(request.user_id), request.session_id)
         return spb.DeleteSessionResponse()
 
@@ -74,41 +83,53 @@ class SessionServicer(sessions_pb2_grpc.SessionServiceServicer):  # type: ignore
     ) -> spb.AppendMessagesResponse:
         caller = caller_for(request.user_id)
         violations = Violations()
+        check_id(request.session_id, "session_id", violations)
         messages = convert.messages_from_pb(
             request.messages, "messages", violations, self._image_limits
         )
         violations.raise_if_any()
         stored = await self._app.append(caller, request.session_id, messages, request.turn_index)
         return spb.AppendMessagesResponse(
-            messages=[records.stored_message_to_pb(m, self._tokenizer) for m in stored]
+            messages=[records.stored_message_to_pb(m, self._tokenizer, self._ids) for m in stored]
         )
 
     async def ListMessages(
         self, request: spb.ListMessagesRequest, context: Context
     ) -> spb.ListMessagesResponse:
+        check_ids(("session_id", request.session_id))
         messages, token = await self._app.list_messages(
             caller_for(request.user_id), request.session_id, request.page_size, request.page_token
         )
         return spb.ListMessagesResponse(
-            messages=[records.stored_message_to_pb(m, self._tokenizer) for m in messages],
+            messages=[
+                records.stored_message_to_pb(m, self._tokenizer, self._ids) for m in messages
+            ],
             next_page_token=token,
         )
 
     async def AddCompressionSummary(
         self, request: spb.AddCompressionSummaryRequest, context: Context
     ) -> spb.AddCompressionSummaryResponse:
+        message_ids = request.message_ids[:]
+        check_ids(
+            ("session_id", request.session_id),
+            *((f"message_ids[{k}]", v) for k, v in enumerate(message_ids)),
+            ("start_message_id", request.start_message_id),
+        )
+        ids = self._ids
         row = await self._app.add_compression_summary(
             caller_for(request.user_id),
             request.session_id,
-            list(request.message_ids),
-            request.start_message_id,
+            ids.message_rows(message_ids, "message_ids"),
+            ids.message_row(request.start_message_id, "start_message_id"),
             request.summary,
         )
-        return spb.AddCompressionSummaryResponse(summary_id=str(row.id))
+        return spb.AddCompressionSummaryResponse(summary_id=ids.compression_summary(row.id))
 
     async def SetSessionSummary(
         self, request: spb.SetSessionSummaryRequest, context: Context
     ) -> spb.SetSessionSummaryResponse:
+        check_ids(("session_id", request.session_id))
         await self._app.set_session_summary(
             caller_for(request.user_id), request.session_id, request.summary
         )
@@ -117,6 +138,7 @@ class SessionServicer(sessions_pb2_grpc.SessionServiceServicer):  # type: ignore
     async def ExportEvents(
         self, request: spb.ExportEventsRequest, context: Context
     ) -> AsyncIterator[spb.ExportEventsResponse]:
+        check_ids(("session_id", request.session_id))
         caller = caller_for(request.user_id)
         if request.format not in _FORMATS:
             raise InvalidArgument.one("format", f"unknown export format {request.format}")
@@ -146,6 +168,7 @@ class SessionServicer(sessions_pb2_grpc.SessionServiceServicer):  # type: ignore
     async def EndSession(
         self, request: spb.EndSessionRequest, context: Context
     ) -> spb.EndSessionResponse:
+        check_ids(("session_id", request.session_id))
         remaining = context.time_remaining()
         ended = await self._chat.end_session(
             caller_for(request.user_id),
@@ -157,21 +180,28 @@ class SessionServicer(sessions_pb2_grpc.SessionServiceServicer):  # type: ignore
 
 
 class MemoryServicer(memory_pb2_grpc.MemoryServiceServicer):  # type: ignore[misc]
-    def __init__(self, app: MemoriesApp) -> None:
+    def __init__(self, app: MemoriesApp, ids: PublicIds) -> None:
         self._app = app
+        self._ids = ids
 
     async def AddMemory(
         self, request: mpb.AddMemoryRequest, context: Context
     ) -> mpb.AddMemoryResponse:
+        check_ids(
+            ("source_session_id", request.source_session_id),
+            ("source_message_id", request.source_message_id),
+        )
         caller = caller_for(request.user_id)
         memory, created = await self._app.add(
             caller,
             request.content,
             request.source_session_id,
-            request.source_message_id,
+            self._ids.message_row(request.source_message_id, "source_message_id"),
             memory_requests.add_details(request),
         )
-        return mpb.AddMemoryResponse(memory=records.memory_to_pb(memory), created=created)
+        return mpb.AddMemoryResponse(
+            memory=records.memory_to_pb(memory, self._ids), created=created
+        )
 
     async def SearchMemories(
         self, request: mpb.SearchMemoriesRequest, context: Context
@@ -180,7 +210,8 @@ class MemoryServicer(memory_pb2_grpc.MemoryServiceServicer):  # type: ignore[mis
         found_by = memory_filter(memory_requests.filter_from_pb(request.filter))
         found = await self._app.search(caller, request.query, request.limit, found_by)
         return mpb.SearchMemoriesResponse(
-            results=[records.scored_memory_to_pb(s) for s in found.found], note=found.note
+            results=[records.scored_memory_to_pb(s, self._ids) for s in found.found],
+            note=found.note,
         )
 
     async def ListMemories(
@@ -192,31 +223,41 @@ class MemoryServicer(memory_pb2_grpc.MemoryServiceServicer):  # type: ignore[mis
             caller, request.page_size, request.page_token, found_by
         )
         return mpb.ListMemoriesResponse(
-            memories=[records.memory_to_pb(m) for m in memories], next_page_token=token
+            memories=[records.memory_to_pb(m, self._ids) for m in memories],
+            next_page_token=token,
         )
 
     async def DeleteMemory(
         self, request: mpb.DeleteMemoryRequest, context: Context
     ) -> mpb.DeleteMemoryResponse:
-        await self._app.delete(caller_for(request.user_id), request.memory_id)
+        memory_id = self._ids.memory_row(request.memory_id, "memory_id")
+        await self._app.delete(caller_for(request.user_id), memory_id)
         return mpb.DeleteMemoryResponse()
 
     async def UpdateMemory(
         self, request: mpb.UpdateMemoryRequest, context: Context
     ) -> mpb.UpdateMemoryResponse:
+        memory_id = self._ids.memory_row(request.memory_id, "memory_id")
         caller = caller_for(request.user_id)
         change = memory_requests.edit_from_pb(request)
-        memory = await self._app.update(caller, request.memory_id, change)
-        return mpb.UpdateMemoryResponse(memory=records.memory_to_pb(memory))
+        try:
+            memory = await self._app.update(caller, memory_id, change)
+        except NamesAMemory as refused:
+            raise FailedPrecondition(
+                refused.template.format(self._ids.memory(refused.row))
+            ) from None
+        return mpb.UpdateMemoryResponse(memory=records.memory_to_pb(memory, self._ids))
 
     async def ListMemoryHistory(
         self, request: mpb.ListMemoryHistoryRequest, context: Context
     ) -> mpb.ListMemoryHistoryResponse:
+        memory_id = self._ids.memory_row(request.memory_id, "memory_id")
         changes, token = await self._app.changes(
-            caller_for(request.user_id), request.memory_id, request.page_size, request.page_token
+            caller_for(request.user_id), memory_id, request.page_size, request.page_token
         )
         return mpb.ListMemoryHistoryResponse(
-            changes=[memory_requests.change_to_pb(c) for c in changes], next_page_token=token
+            changes=[memory_requests.change_to_pb(c, self._ids) for c in changes],
+            next_page_token=token,
         )
 
 

@@ -14,9 +14,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from contextd.app.pagination import bad_page_token, page_size
-from contextd.app.scope import Caller, is_stored_id, is_user_id, parse_id
+from contextd.app.scope import Caller, is_stored_id, is_user_id, not_found, parse_id
 from contextd.app.sessions import SessionsApp
-from contextd.core.errors import FailedPrecondition, InvalidArgument, NotFound, Violations
+from contextd.core.errors import FailedPrecondition, InvalidArgument, Violations
 from contextd.core.pipeline import is_blank
 from contextd.store.memory.filters import MemoryFilter
 from contextd.store.memory.history import MemoryChange, MemoryHistoryRepo
@@ -226,14 +226,13 @@ class MemoriesApp:
             raise bad_page_token(error) from None
 
     async def _own(self, caller: Caller, memory_id: str, field: str = "memory_id") -> Memory:
-        """The caller's memory; another tenant's is not found (its existence is not
-        revealed), another user's is PERMISSION_DENIED."""
+        """The caller's memory; another user's or tenant's is not found, as a deleted one
+        (its existence is not revealed)."""
         memory = await self.memories.get(
             parse_id(memory_id, field, "memory"), tenant_id=caller.tenant_id
         )
-        if memory is None:
-            raise NotFound(f"no memory with id {memory_id!r}")
-        caller.check_owner(memory.user_id, "the memory")
+        if memory is None or not caller.owns(memory.user_id):
+            raise not_found("memory", field)
         return memory
 
     async def delete(self, caller: Caller, memory_id: str) -> None:
@@ -267,15 +266,15 @@ class MemoriesApp:
                 memory.id, (caller.tenant_id, caller.user_id), change, now=now
             )
         except MemorySuperseded as error:
-            raise FailedPrecondition(
-                f"the memory is a superseded fact; change memory {error.by_id} instead"
+            raise NamesAMemory(
+                "the memory is a superseded fact; change memory {} instead", error.by_id
             ) from None
         except MemoryConflict as error:
-            raise FailedPrecondition(
-                f"memory {error.other_id} already says this in that scope"
+            raise NamesAMemory(
+                "memory {} already says this in that scope", error.other_id
             ) from None
         if updated is None:  # deleted meanwhile
-            raise NotFound(f"no memory with id {memory_id!r}")
+            raise not_found("memory", "memory_id")
         return updated
 
     async def changes(
@@ -287,6 +286,16 @@ class MemoriesApp:
             return await self.history.page((caller.tenant_id, caller.user_id), mid, size, token)
         except ValueError as error:
             raise bad_page_token(error) from None
+
+
+class NamesAMemory(FailedPrecondition):
+    """A refusal that names another memory: ``template``'s ``{}`` is its id as callers
+    see it, which api/ fills in (app/ holds the row number); the message without it."""
+
+    def __init__(self, template: str, row: int) -> None:
+        super().__init__(template.format("(its id unknown)"))
+        self.template = template
+        self.row = row
 
 
 # UpdateMemory's update_mask paths -> the store's names (versions.EDITABLE).

@@ -10,7 +10,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import replace
 
-from contextd.core.errors import InvalidArgument, NotFound, Violations
+from contextd.core.errors import InvalidArgument, NotFound, Violations, shown
 from contextd.core.pipeline import is_blank
 from contextd.core.template import NO_SCENARIO
 from contextd.store.catalog import CatalogRepo
@@ -48,7 +48,7 @@ class PromptsApp:
         if not scenario:
             raise InvalidArgument.one("scenario", "required")
         if not await self.catalog.delete_template(scenario, tenant_id=tenant_id):
-            raise NotFound(f"no template for scenario {scenario!r}")
+            raise NotFound(f"no template for scenario {shown(scenario)}")
 
     async def upsert_skill(self, tenant_id: str, skill: Skill) -> Skill:
         v = Violations()
@@ -75,4 +75,4 @@ class PromptsApp:
         if not name:
             raise InvalidArgument.one("name", "required")
         if not await self.catalog.delete_skill(name, tenant_id=tenant_id):
-            raise NotFound(f"no skill named {name!r}")
+            raise NotFound(f"no skill named {shown(name)}")

@@ -6,8 +6,9 @@ checks here are the same either way.
 
 A user is a user of a tenant: "bob" of one tenant and "bob" of another are two users.
 Repositories read and write only the caller's tenant, so a resource of another tenant
-is not found (NOT_FOUND, never revealing that it exists); one of another user of the
-same tenant is PERMISSION_DENIED.
+is not found; one of another user of the same tenant is not found either, with the same
+message as one that does not exist, so that no answer tells another user's id from an
+unknown one.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
-from contextd.core.errors import InvalidArgument, NotFound, PermissionDenied
+from contextd.core.errors import InvalidArgument, NotFound
 from contextd.core.identity import DEFAULT_TENANT
 
 _PRINTABLE_ASCII = re.compile(r"[!-~]{1,128}")
@@ -45,10 +46,10 @@ class Caller:
             )
         return cls(user_id, tenant_id)
 
-    def check_owner(self, owner_user_id: str, what: str) -> None:
-        """PERMISSION_DENIED unless the caller owns the resource."""
-        if owner_user_id != self.user_id:
-            raise PermissionDenied(f"{what} belongs to another user")
+    def owns(self, owner_user_id: str) -> bool:
+        """Whether a resource of the caller's tenant owned by ``owner_user_id`` is the
+        caller's; one that is not is answered as not found."""
+        return owner_user_id == self.user_id
 
 
 # ASCII digits only: str.isdigit() also takes '²', '①', '١' or '𝟙', and int() reads some
@@ -62,9 +63,17 @@ def is_stored_id(value: str) -> bool:
 
 
 def parse_id(value: str, field: str, what: str) -> int:
-    """A numeric stored id from its string form; a malformed one names the field."""
+    """A numeric stored id from its string form (api/ decodes the id a caller sent into
+    it); an empty one names the field."""
     if not value:
         raise InvalidArgument.one(field, f"a {what} id is required")
     if not is_stored_id(value):
-        raise NotFound(f"no {what} with id {value[:40]!r}")
+        raise not_found(what, field)
     return int(value)
+
+
+def not_found(what: str, field: str) -> NotFound:
+    """The answer for an id in ``field`` that names no ``what`` of the caller's: the
+    same whether it never existed, was deleted, or is another user's or tenant's. It
+    quotes no id: the one app/ holds is the store's row number, not the caller's."""
+    return NotFound(f"no {what} with the id in {field}")

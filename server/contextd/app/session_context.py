@@ -35,7 +35,7 @@ from contextd.core.build import (
 from contextd.core.content import ContentPart
 from contextd.core.editing import EditingSettings
 from contextd.core.editing.settings import OFF as EDITING_OFF
-from contextd.core.errors import Violations
+from contextd.core.errors import Violations, shown
 from contextd.core.formats import OutputFormat
 from contextd.core.messages import ChatMessage, CompressionSummary, Role
 from contextd.core.pipeline import DroppedRange, DropReason, is_blank
@@ -99,6 +99,8 @@ class SessionBuildRequest:
     memory_query: str | None = None
     # The user message's text and images; ``user_message`` is then their text view.
     user_parts: tuple[ContentPart, ...] = ()
+    # As BuildRequest's: False for a model that takes no user message without text.
+    blank_user_turns: bool = True
     # Tool results capped and cleared (the server's defaults and the request's fields).
     editing: EditingSettings = EDITING_OFF
 
@@ -259,7 +261,7 @@ class SessionContextBuilder:
         if scenario:
             template = await self.catalog.get_template(scenario, tenant_id=tenant_id)
             if template is None or not template.enabled:
-                layer.note = f"no enabled prompt template for scenario {scenario!r}"
+                layer.note = f"no enabled prompt template for scenario {shown(scenario)}"
                 return None
             return template
         if not host:
@@ -347,6 +349,7 @@ class SessionContextBuilder:
                     overflow_policy=req.overflow_policy,
                     history_tokens=counts,
                     history_trusted=True,
+                    blank_user_turns=req.blank_user_turns,
                     editing=req.editing,
                 )
             )

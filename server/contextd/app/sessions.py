@@ -6,8 +6,8 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 from contextd.app.pagination import bad_page_token, page_size
-from contextd.app.scope import Caller, parse_id
-from contextd.core.errors import InvalidArgument, NotFound, SessionNotFound, Violations
+from contextd.app.scope import Caller, not_found, parse_id
+from contextd.core.errors import InvalidArgument, SessionNotFound, Violations, shown
 from contextd.core.messages import ChatMessage, Role
 from contextd.core.pipeline import is_blank, validate_history
 from contextd.core.tokens import ESTIMATE, TokenizerRegistry, message_tokens
@@ -53,7 +53,7 @@ class SessionsApp:
                 v.add(field, f"at most {MAX_TEXT} characters")
         for key in metadata or {}:
             if not key.strip() or len(key) > MAX_TEXT:
-                v.add(f"metadata[{key!r}]", f"keys must be 1-{MAX_TEXT} non-blank characters")
+                v.add(f"metadata[{shown(key)}]", f"keys must be 1-{MAX_TEXT} non-blank characters")
         v.raise_if_any()
         return await self.sessions.create(
             caller.user_id, scenario, host, title, dict(metadata or {}), tenant_id=caller.tenant_id
@@ -64,9 +64,8 @@ class SessionsApp:
             raise InvalidArgument.one("session_id", "required")
         # Another tenant's session is not found: its existence is not revealed.
         session = await self.sessions.get(session_id, tenant_id=caller.tenant_id)
-        if session is None:
+        if session is None or not caller.owns(session.user_id):
             raise SessionNotFound(session_id)
-        caller.check_owner(session.user_id, "the session")
         return session
 
     async def list_sessions(
@@ -179,7 +178,7 @@ class SessionsApp:
             stored.id, not uncollect, tenant_id=caller.tenant_id
         )
         if updated is None:  # deleted between the two calls
-            raise NotFound(f"no message with id {message_id!r}")
+            raise not_found("message", "message_id")
         memory_id = ""
         if remember:
             memory, _ = await self.memories.add(
@@ -205,12 +204,11 @@ class SessionsApp:
             yield event
 
     async def message(self, caller: Caller, message_id: str, field: str) -> StoredMessage:
-        """The caller's stored message; NOT_FOUND, or PERMISSION_DENIED for another user's."""
+        """The caller's stored message; NOT_FOUND for one that is not (another user's too)."""
         message = parse_id(message_id, field, "message")
         stored = await self.conversation.get(message, tenant_id=caller.tenant_id)
-        if stored is None:
-            raise NotFound(f"no message with id {message_id!r}")
-        caller.check_owner(stored.user_id, "the message")
+        if stored is None or not caller.owns(stored.user_id):
+            raise not_found("message", field)
         return stored
 
 

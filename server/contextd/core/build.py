@@ -104,6 +104,9 @@ class BuildRequest:
     # The user message's text and images (checked by the caller); ``user_message`` is
     # then their text view.
     user_parts: tuple[ContentPart, ...] = ()
+    # False where the model the list goes to cannot take a user message without text
+    # (the Anthropic format never can): the history's are then dropped and reported.
+    blank_user_turns: bool = True
     # Tool results capped and cleared before the budget is applied (core/editing).
     editing: EditingSettings = EDITING_OFF
 
@@ -254,9 +257,13 @@ def build_messages(req: BuildRequest) -> BuildResult:
     # none); then the pipeline repairs the history and applies the compression summary
     # as fitting asks for units, newest first. Until the report is made, indexes are
     # positions in the reordered history.
+    # The Anthropic format cannot carry a blank user message (the Messages API refuses a
+    # text block without text): there it is dropped, and the report says so.
+    blank_user_turns = req.blank_user_turns and req.output_format is not _ANTHROPIC
     reordered = None
     if not plain:
-        reordered = restore_tool_results(req.history, replaced_ids(req.compression_summary))
+        replaced = replaced_ids(req.compression_summary)
+        reordered = restore_tool_results(req.history, replaced, blank_user_turns)
     given = req.history if reordered is None else reordered.history
     known = _known_counts(req, reordered)
     # Edit, then fit: capped and cleared results are what the budget counts.
@@ -268,7 +275,9 @@ def build_messages(req: BuildRequest) -> BuildResult:
     if edited is not None:
         history, known = edited.history, edited.counts
     dropped: list[tuple[int, DropReason]] = []
-    units = units_newest_first(history, req.compression_summary, dropped, report.removed_tool_calls)
+    units = units_newest_first(
+        history, req.compression_summary, dropped, report.removed_tool_calls, blank_user_turns
+    )
 
     kept = KeptHistory()
     user_msg = _pin_end(req, report, units, known, kept)

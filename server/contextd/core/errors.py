@@ -5,6 +5,28 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+# How many characters of a value a caller sent an error message, a status detail or a
+# log line quotes: enough to recognise it, never enough to flood a log or overflow a
+# client's metadata limit with trailers (a 100,000-character id would otherwise come
+# back whole, twice).
+SHOWN_CHARS = 40
+
+
+def cut(value: str, limit: int = SHOWN_CHARS) -> str:
+    """``value`` as a log line or span attribute carries it: at most ``limit`` of its
+    characters, a longer one marked with how many more it had."""
+    if len(value) <= limit:
+        return value
+    return f"{value[:limit]}…(+{len(value) - limit} chars)"
+
+
+def shown(value: str, limit: int = SHOWN_CHARS) -> str:
+    """``value`` quoted for a message (controls and bidi marks escaped, as repr does), at
+    most ``limit`` of its characters; a longer one is marked with how many more it had."""
+    if len(value) <= limit:
+        return repr(value)
+    return f"{value[:limit]!r}…(+{len(value) - limit} chars)"
+
 
 @dataclass(frozen=True, slots=True)
 class FieldViolation:
@@ -39,7 +61,7 @@ class SessionNotFound(NotFound):
     never made, or deleted, also while a chat turn on it was running."""
 
     def __init__(self, session_id: str) -> None:
-        super().__init__(f"no session with id {session_id!r}")
+        super().__init__(f"no session with id {shown(session_id)}")
         self.session_id = session_id
 
 

@@ -22,6 +22,17 @@ def is_tenant_id(value: str) -> bool:
     return _TENANT_ID.fullmatch(value) is not None
 
 
+def tenant_dir_name(tenant_id: str) -> str:
+    """The name of a well-formed tenant id's directory, one no other tenant's can equal
+    even where the filesystem ignores case (macOS, Windows: "Acme" and "acme" are two
+    tenants, never one directory). Every name is lowercase: an id without capitals is
+    its own name; one with capitals is lowercased, then "~" and the capitals' positions
+    as a hexadecimal bit mask ("Acme" -> "acme~1"). No tenant id holds "~", so no
+    lowercase id is named like that."""
+    mask = sum(1 << i for i, c in enumerate(tenant_id) if "A" <= c <= "Z")
+    return f"{tenant_id.lower()}~{mask:x}" if mask else tenant_id
+
+
 @dataclass(frozen=True, slots=True)
 class Identity:
     user_id: str

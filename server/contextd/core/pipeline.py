@@ -1,8 +1,10 @@
 """The message pipeline: a history's checks and repairs, in one pass from the newest back.
 
 Before a history goes to a model, the compression summary replaces the messages it
-covers, blank messages and tool results that do not follow their call (once results
-out of place are moved back to it, ``core/tool_order.py``) are dropped,
+covers, assistant messages with neither text nor tool calls and tool results that do
+not follow their call (once results out of place are moved back to it,
+``core/tool_order.py``) are dropped (a blank user message is kept, except where the
+format cannot carry one: Anthropic's),
 and tool calls nobody answered are removed (both provider APIs reject them); each
 assistant call is grouped with its results so that trimming keeps or drops them
 together. All of this happens in a single walk from the newest message back,
@@ -18,7 +20,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
-from contextd.core.errors import Violations
+from contextd.core import json_text
+from contextd.core.errors import Violations, shown
+from contextd.core.json_text import NESTING_RULE
 from contextd.core.messages import ChatMessage, CompressionSummary, Role, ToolCall
 
 SUMMARY_HEADER = "[Previous conversation summary]"
@@ -83,7 +87,7 @@ def validate_history(
         message_id = msg.id
         if message_id:
             if message_id in seen_message_ids:
-                violations.add(f"{field}[{i}].id", f"duplicate message id {message_id!r}")
+                violations.add(f"{field}[{i}].id", f"duplicate message id {shown(message_id)}")
             seen_message_ids.add(message_id)
         role = msg.role
         if (role is user or role is assistant) and not (msg.tool_calls or msg.tool_call_id):
@@ -129,26 +133,27 @@ def _validate_tool_call(call: ToolCall, at: str, seen: set[str], violations: Vio
     elif not _TOOL_CALL_ID.fullmatch(call.id):
         violations.add(f"{at}.id", "use 1-128 letters, digits, '_' or '-'")
     elif call.id in seen:
-        violations.add(f"{at}.id", f"duplicate tool call id {call.id!r}")
+        violations.add(f"{at}.id", f"duplicate tool call id {shown(call.id)}")
     seen.add(call.id)
     if not call.name:
         violations.add(f"{at}.name", "a tool call needs a name")
     elif not is_tool_name(call.name):
         violations.add(f"{at}.name", "use 1-64 letters, digits, '_' or '-'")
     if not is_blank(call.arguments) and not _is_json_object(call.arguments):
-        violations.add(f"{at}.arguments", "arguments must be a JSON object")
+        violations.add(f"{at}.arguments", f"arguments must be a JSON object, {NESTING_RULE}")
 
 
 def _is_json_object(text: str) -> bool:
-    """Strict JSON: no NaN or Infinity, no number that overflows, no lone surrogate.
+    """Strict JSON: no NaN or Infinity, no number that overflows, no lone surrogate, no
+    nesting deeper than json_text's limit.
 
     Both provider formats re-send the arguments as JSON, so anything that would not
     survive a strict round trip is refused here rather than failing later.
     """
     try:
-        parsed = json.loads(text, parse_constant=_refuse_constant)
+        parsed = json_text.loads(text, parse_constant=_refuse_constant)
         json.dumps(parsed, ensure_ascii=False, allow_nan=False).encode("utf-8")
-    except (ValueError, RecursionError):  # UnicodeEncodeError is a ValueError
+    except ValueError:  # TooDeep and UnicodeEncodeError are ValueErrors
         return False
     return isinstance(parsed, dict)
 
@@ -173,7 +178,7 @@ def validate_summary(
     if not any(m.id == summary.start_message_id for m in history):
         violations.add(
             f"{field}.start_message_id",
-            f"no history message has id {summary.start_message_id!r}",
+            f"no history message has id {shown(summary.start_message_id)}",
         )
 
 
@@ -187,16 +192,18 @@ def units_newest_first(
     summary: CompressionSummary | None,
     dropped: list[tuple[int, DropReason]],
     removed: list[RemovedToolCall],
+    blank_user_turns: bool = True,
 ) -> Iterator[Unit]:
     """Repair a validated history and yield its units, newest first.
 
-    Messages the summary replaces, blank messages, and tool results that do not
-    directly follow the call they answer are appended to ``dropped``; tool calls
+    Messages the summary replaces, assistant messages with neither text nor tool calls
+    (user messages without text too unless ``blank_user_turns``), and tool results that
+    do not directly follow the call they answer are appended to ``dropped``; tool calls
     no result answers are removed from their message and listed in ``removed``.
     Results out of place are moved back to their calls before (``core/tool_order.py``).
     """
     replaced = replaced_ids(summary)
-    tool = Role.TOOL
+    tool, assistant = Role.TOOL, Role.ASSISTANT
     pending: list[int] = []  # tool results seen, newest first, waiting for their call
     for i in range(len(history) - 1, -1, -1):
         m = history[i]
@@ -209,8 +216,11 @@ def units_newest_first(
         calls = m.tool_calls
         if not calls:
             content = m.content
-            if not content or content.isspace():
-                # Providers reject blank user turns too, so they go with empty answers.
+            if (not content or content.isspace()) and (
+                m.role is assistant or not (blank_user_turns or m.parts)
+            ):
+                # An answer that says nothing, or a user turn without text or images
+                # where the format cannot carry one.
                 dropped.append((i, DropReason.EMPTY))
                 continue
             if not pending:

@@ -14,6 +14,9 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from contextd.core import json_text
+from contextd.core.errors import shown
+
 # The addendum's first line; also how a test tells a ReAct turn's model call apart.
 REACT_HEADER = "# Tools (ReAct protocol)"
 
@@ -111,15 +114,15 @@ def observation(content: str) -> str:
 def unknown_tool(tool: str, known: Sequence[str]) -> str:
     """The observation for an action naming a tool that does not exist."""
     names = ", ".join(known) or "(none)"
-    return f"Error: the tool {tool!r} does not exist. Available tools: {names}."
+    return f"Error: the tool {shown(tool)} does not exist. Available tools: {names}."
 
 
 def tool_arguments(input_text: str) -> str:
     """JSON arguments for a tool call: the input itself when it is a JSON object,
     else ``{"input": input}``."""
     try:
-        value = json.loads(input_text)
-    except ValueError:
+        value = json_text.loads(input_text)
+    except ValueError:  # TooDeep too: then it is plain input
         value = None
     if isinstance(value, dict):
         return json.dumps(value, ensure_ascii=False)
@@ -129,7 +132,7 @@ def tool_arguments(input_text: str) -> str:
 def query_of(input_text: str, key: str = "query") -> str:
     """A single-text tool's input: ``key`` of a JSON object input, else the text."""
     try:
-        value = json.loads(input_text)
+        value = json_text.loads(input_text)
     except ValueError:
         return input_text
     if isinstance(value, dict):

@@ -23,7 +23,7 @@ import tiktoken
 import tiktoken.load
 
 from contextd.core.content import ContentPart, ImagePart, TextPart
-from contextd.core.errors import InvalidArgument, TokenizerUnavailable
+from contextd.core.errors import InvalidArgument, TokenizerUnavailable, shown
 from contextd.core.image_tokens import image_tokens
 from contextd.core.messages import ChatMessage
 
@@ -224,7 +224,7 @@ class TokenizerRegistry:
             return found
         if name not in _TIKTOKEN_ENCODINGS:
             raise InvalidArgument.one(
-                field, f"unknown tokenizer {name!r}; known: {', '.join(KNOWN_TOKENIZERS)}"
+                field, f"unknown tokenizer {shown(name)}; known: {', '.join(KNOWN_TOKENIZERS)}"
             )
         with self._lock:
             found = self._loaded.get(name)

@@ -10,9 +10,10 @@ it is, and the pipeline drops it as before.
 
 This runs once, before units are formed, so that the budget fit sees every call
 next to its results. Messages the pipeline passes over (those the compression
-summary replaces and blank ones without tool calls) neither end a call's run of
-results nor move. The history is copied only when something moves; the positions
-of the reordered history are mapped back to the caller's indexes for the report.
+summary replaces, answers without text or tool calls, and blank user messages where
+the format leaves them out) neither end a call's run of results nor move. The
+history is copied only when something moves; the positions of the reordered history
+are mapped back to the caller's indexes for the report.
 """
 
 from __future__ import annotations
@@ -23,7 +24,10 @@ from dataclasses import dataclass
 from contextd.core.messages import ChatMessage, Role, ToolCall
 from contextd.core.pipeline import DroppedRange, DropReason, RemovedToolCall, dropped_ranges
 
-_TOOL = Role.TOOL  # read once: enum member lookups show up in the BuildMessages benchmark
+_TOOL, _USER = (
+    Role.TOOL,
+    Role.USER,
+)  # read once: enum member lookups show up in the BuildMessages benchmark
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,19 +52,29 @@ class Reordered:
 
 
 def restore_tool_results(
-    history: Sequence[ChatMessage], replaced: Collection[str]
+    history: Sequence[ChatMessage], replaced: Collection[str], blank_user_turns: bool = True
 ) -> Reordered | None:
     """The history with every out-of-place result moved back to its call, or None when
-    no result is out of place (the history is then used as it is)."""
-    if _results_in_place(history, replaced):
+    no result is out of place (the history is then used as it is). ``blank_user_turns``
+    as the pipeline's: whether a blank user message stays (and so ends a run)."""
+    if _results_in_place(history, replaced, blank_user_turns):
         return None  # the common case: one look at each message's role
-    moved, run_end = _moves(history, replaced)
+    moved, run_end = _moves(history, replaced, blank_user_turns)
     if not moved:  # only results that cannot be paired: the pipeline drops them
         return None
     return _reordered(history, moved, run_end)
 
 
-def _results_in_place(history: Sequence[ChatMessage], replaced: Collection[str]) -> bool:
+def _ends_a_run(m: ChatMessage, blank_user_turns: bool) -> bool:
+    """Whether a message without tool calls, not a result, stays for the pipeline."""
+    if m.content and not m.content.isspace():
+        return True
+    return m.role is _USER and (blank_user_turns or bool(m.parts))
+
+
+def _results_in_place(
+    history: Sequence[ChatMessage], replaced: Collection[str], blank_user_turns: bool
+) -> bool:
     """Whether every tool result is in the run of results of a message with its call.
 
     Looks back from a result only as far as the message its run follows, which is
@@ -80,7 +94,7 @@ def _results_in_place(history: Sequence[ChatMessage], replaced: Collection[str])
             if (
                 b.role is not tool
                 and not (replaced and b.id in replaced)
-                and (b.tool_calls or (b.content and not b.content.isspace()))
+                and (b.tool_calls or _ends_a_run(b, blank_user_turns))
             ):
                 calls = b.tool_calls
                 break
@@ -96,7 +110,7 @@ def _results_in_place(history: Sequence[ChatMessage], replaced: Collection[str])
 
 
 def _moves(
-    history: Sequence[ChatMessage], replaced: Collection[str]
+    history: Sequence[ChatMessage], replaced: Collection[str], blank_user_turns: bool
 ) -> tuple[list[MovedToolResult], dict[int, int]]:
     """The results to move, in history order, and where each call's run of results
     ends: assistant message index -> index of the message that ended its run."""
@@ -120,7 +134,7 @@ def _moves(
             owner = i
             for c in calls:
                 open_calls[c.id] = i
-        elif owner >= 0 and m.content and not m.content.isspace():
+        elif owner >= 0 and _ends_a_run(m, blank_user_turns):
             run_end[owner] = i
             owner = -1
     return moved, run_end

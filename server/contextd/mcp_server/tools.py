@@ -21,6 +21,7 @@ from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from pydantic import Field
 
 from contextd import __version__
+from contextd.core.errors import cut
 from contextd.mcp_server import shapes
 from contextd.mcp_server.native import Caller, Native
 from contextd.v1 import context_pb2 as pb
@@ -62,8 +63,7 @@ async def _native(call: Awaitable[T], error: type[Exception] = ToolError) -> T:
 def _refusal(failure: grpc.aio.AioRpcError) -> str:
     """The status and message of a failed call, bounded: a message may quote an id the
     caller sent, of any length."""
-    text = f"{failure.code().name}: {failure.details() or ''}"
-    return text if len(text) <= _LONGEST_ERROR else text[:_LONGEST_ERROR] + "..."
+    return cut(f"{failure.code().name}: {failure.details() or ''}", _LONGEST_ERROR)
 
 
 def build_server(native: Native, caller_of: CallerOf) -> MCPServer:

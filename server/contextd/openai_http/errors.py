@@ -15,6 +15,7 @@ import grpc
 import grpc.aio
 from google.rpc import error_details_pb2, status_pb2
 
+from contextd.core.errors import cut, shown
 from contextd.openai_http.params import ParamMap
 
 _DETAILS_KEY = "grpc-status-details-bin"
@@ -80,7 +81,7 @@ def invalid(param: str | None, message: str, code: str | None = None) -> OpenAIE
 def excerpt(value: object) -> str:
     """A short quotation of something the caller sent."""
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    return repr(text if len(text) <= _EXCERPT else text[:_EXCERPT] + "...")
+    return shown(text, _EXCERPT)
 
 
 def from_rpc_error(error: grpc.aio.AioRpcError, params: ParamMap | None = None) -> OpenAIError:
@@ -114,9 +115,7 @@ def from_rpc_error(error: grpc.aio.AioRpcError, params: ParamMap | None = None) 
     if code is grpc.StatusCode.RESOURCE_EXHAUSTED and "Retry-After" not in headers:
         # Over --max-message-bytes, not a rate: a retry would fail the same way.
         status, kind, error_code = 413, "invalid_request_error", "request_too_large"
-    message = details or code.name.lower()
-    if len(message) > _LONGEST_MESSAGE:  # it may quote what the caller sent
-        message = message[:_LONGEST_MESSAGE] + "..."
+    message = cut(details or code.name.lower(), _LONGEST_MESSAGE)  # it may quote the caller
     return OpenAIError(status, message, kind, param, error_code, headers, code)
 
 

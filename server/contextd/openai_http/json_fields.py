@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from contextd.core.errors import cut
 from contextd.openai_http.errors import OpenAIError, invalid
 
 JsonObject = Mapping[str, Any]
@@ -75,9 +76,7 @@ def known_keys(value: JsonObject, known: frozenset[str], at: str) -> None:
     """Refuse a key the API does not define, as OpenAI does."""
     for key in value:
         if key not in known:
-            param = f"{at}.{key}" if at else key
-            if len(param) > _LONGEST_NAME:
-                param = param[:_LONGEST_NAME] + "..."
+            param = cut(f"{at}.{key}" if at else key, _LONGEST_NAME)
             raise OpenAIError(
                 400,
                 f"Unrecognized request argument supplied: {param}",

@@ -12,6 +12,8 @@ import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from contextd.core import json_text
+from contextd.core.json_text import NESTING_RULE
 from contextd.openai_http import json_fields as jf
 from contextd.openai_http.errors import invalid
 from contextd.openai_http.messages import Turn, inline_turn, session_turn
@@ -96,8 +98,12 @@ class ChatRequest:
 def parse_body(body: bytes) -> jf.JsonObject:
     """The request body as a JSON object (400 for anything else)."""
     try:
-        value = json.loads(body)
-    except (ValueError, RecursionError):
+        value = json_text.loads(body)
+    except json_text.TooDeep:
+        raise invalid(
+            None, f"the request body must be {NESTING_RULE}", code="invalid_json"
+        ) from None
+    except ValueError:
         raise invalid(None, "the request body is not valid JSON", code="invalid_json") from None
     if not isinstance(value, dict):
         raise invalid(None, "the request body must be a JSON object", code="invalid_json")

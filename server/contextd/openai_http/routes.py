@@ -17,6 +17,7 @@ import grpc
 import grpc.aio
 from aiohttp import web
 
+from contextd.core.errors import cut
 from contextd.openai_http.errors import OpenAIError, from_rpc_error
 from contextd.openai_http.request import ChatRequest, parse_body, translate
 from contextd.openai_http.response import SESSION_ID_HEADER, Completion
@@ -217,10 +218,8 @@ class OpenAIRoutes:
         }
 
     async def _unknown(self, request: web.Request) -> web.Response:
-        path = request.path
-        if len(path) > _LONGEST_PATH:
-            path = path[:_LONGEST_PATH] + "..."
-        error = OpenAIError(404, f"Invalid URL ({request.method} {path})")
+        path = cut(request.path, _LONGEST_PATH)
+        error = OpenAIError(404, f"Invalid URL ({cut(request.method)} {path})")
         return _error_response(error, {})
 
     def _cors(self, request: web.Request) -> dict[str, str] | web.Response:

@@ -48,7 +48,7 @@ from contextd.providers._sdk import (
     stream_events,
 )
 from contextd.providers.base import (
-    LANGUAGE_MODEL,
+    Capabilities,
     Finished,
     ModelEvent,
     ModelRequest,
@@ -230,7 +230,7 @@ class AnthropicProvider:
     """
 
     name = "anthropic"
-    capabilities = LANGUAGE_MODEL
+    capabilities = Capabilities(follows_instructions=True, carries_blank_user_turns=False)
 
     def __init__(
         self,

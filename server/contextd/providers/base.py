@@ -91,6 +91,10 @@ class Capabilities:
     # it extract memories and write summaries. A provider whose answers only reflect its
     # input (echo) says False, and that work uses its rules instead.
     follows_instructions: bool
+    # Its API takes a user message without text (Chat Completions does; Anthropic's
+    # Messages API refuses a text block without text): where it does not, a chat turn's
+    # context leaves such a message out and its report says so.
+    carries_blank_user_turns: bool = True
 
 
 # A language model behind an API.

@@ -69,6 +69,8 @@ class UserRepo:
                 "DELETE FROM api_keys WHERE tenant_id = :tenant AND user_id = :user", owner
             )
         self._forget_sessions(tenant_id, session_ids)
+        for forget in self._db.user_erased:
+            forget(tenant_id, user_id)
         erased = Erased(
             sessions=len(session_ids),
             messages=messages,

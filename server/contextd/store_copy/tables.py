@@ -212,6 +212,9 @@ TABLES = (
             "last_used_at",
         ),
     ),
+    # The key of the ids callers see: copied, so that the ids hosts keep stay valid; a
+    # target whose server made a key of its own conflicts rather than change them.
+    Table("server_secrets", ("name",), ("name", "value", "created_at")),
 )
 
 

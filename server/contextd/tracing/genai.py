@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from opentelemetry.trace import Span, SpanKind
 from opentelemetry.util.types import AttributeValue
 
+from contextd.core import json_text
 from contextd.core.messages import ChatMessage, ToolCall
 from contextd.tracing import spans
 
@@ -163,7 +164,7 @@ def _output(text: str, calls: Sequence[ToolCall], finish_reason: str) -> dict[st
 
 def _call_part(call: ToolCall) -> dict[str, object]:
     try:
-        arguments: object = json.loads(call.arguments or "{}")
+        arguments: object = json_text.loads(call.arguments or "{}")
     except ValueError:
         arguments = call.arguments
     return {"type": "tool_call", "id": call.id, "name": call.name, "arguments": arguments}

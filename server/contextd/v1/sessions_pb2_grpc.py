@@ -29,7 +29,7 @@ if _version_not_supported:
 class SessionServiceStub:
     """SessionService keeps conversations: sessions, every message, compression
     summaries and per-session summaries. Every call is scoped to user_id: a session
-    of another user answers PERMISSION_DENIED.
+    of another user answers NOT_FOUND, as one that does not exist.
     """
 
     def __init__(self, channel):
@@ -93,7 +93,7 @@ class SessionServiceStub:
 class SessionServiceServicer:
     """SessionService keeps conversations: sessions, every message, compression
     summaries and per-session summaries. Every call is scoped to user_id: a session
-    of another user answers PERMISSION_DENIED.
+    of another user answers NOT_FOUND, as one that does not exist.
     """
 
     def CreateSession(self, request, context):
@@ -232,7 +232,7 @@ def add_SessionServiceServicer_to_server(servicer, server):
 class SessionService:
     """SessionService keeps conversations: sessions, every message, compression
     summaries and per-session summaries. Every call is scoped to user_id: a session
-    of another user answers PERMISSION_DENIED.
+    of another user answers NOT_FOUND, as one that does not exist.
     """
 
     @staticmethod

@@ -22,6 +22,7 @@ from google.rpc import (
     status_pb2,
 )
 
+from contextd.core.errors import shown
 from contextd.web import framing
 from contextd.web.exchange import (
     CallError,
@@ -135,7 +136,7 @@ class ConnectExchange(Exchange):
             return None
         if not _TIMEOUT_MS.fullmatch(raw.strip()):
             raise CallError(
-                grpc.StatusCode.INVALID_ARGUMENT, f"malformed connect-timeout-ms {raw!r}"
+                grpc.StatusCode.INVALID_ARGUMENT, f"malformed connect-timeout-ms {shown(raw)}"
             )
         return int(raw) / 1000
 

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 
 import grpc
 
+from contextd.core.errors import shown
 from contextd.web.exchange import CallError
 
 MESSAGE = 0x00
@@ -134,7 +135,7 @@ def parse_timeout(value: str) -> float:
     """Seconds in a ``grpc-timeout`` header such as ``250m`` or ``30S``."""
     match = _TIMEOUT.fullmatch(value.strip())
     if match is None:
-        raise ValueError(f"malformed grpc-timeout {value!r}")
+        raise ValueError(f"malformed grpc-timeout {shown(value)}")
     return int(match.group(1)) * _TIMEOUT_UNITS[match.group(2)]
 
 

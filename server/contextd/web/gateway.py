@@ -18,6 +18,7 @@ import grpc
 import grpc.aio
 from aiohttp import web
 
+from contextd.core.errors import cut
 from contextd.web import connect, grpc_web, healthz, metadata
 from contextd.web.cors import CorsPolicy
 from contextd.web.exchange import CallError, Exchange, NativeCall, method_for
@@ -131,7 +132,7 @@ class WebGateway:
     async def _preflight(self, request: web.Request) -> web.StreamResponse:
         origin = request.headers.get("Origin")
         if origin is None or not self.cors.allows(origin):
-            log.info("cors preflight refused", extra={"origin": origin, "path": request.path})
+            log.info("cors preflight refused", extra=_refused(origin, request.path))
             return web.Response(status=403)
         requested = request.headers.get("Access-Control-Request-Headers", "")
         # A page served from a public address asks before it may reach a private or
@@ -146,7 +147,7 @@ class WebGateway:
         origin = request.headers.get("Origin")
         if origin is not None and not self.cors.allows(origin):
             # A browser would hide the answer, but the call would still have run.
-            log.info("cross-origin call refused", extra={"origin": origin, "path": request.path})
+            log.info("cross-origin call refused", extra=_refused(origin, request.path))
             return web.Response(status=403, text="origin not allowed\n")
         if not _METHOD_PATH.fullmatch(request.path):
             return web.Response(status=404, text="not a gRPC method path\n")
@@ -262,6 +263,11 @@ def _require_a_message(path: str, messages: list[bytes]) -> None:
             grpc.StatusCode.INVALID_ARGUMENT,
             f"the request holds {len(messages)} messages; {path} takes one",
         )
+
+
+def _refused(origin: str | None, path: str) -> dict[str, object]:
+    """A refused call's log fields: what the caller sent, cut."""
+    return {"origin": None if origin is None else cut(origin), "path": cut(path)}
 
 
 def _call_metadata(request: web.Request) -> grpc.aio.Metadata:

@@ -10,6 +10,8 @@ from collections.abc import Iterable
 import grpc.aio
 from multidict import CIMultiDictProxy
 
+from contextd.core.errors import shown
+
 _KEY = re.compile(r"[0-9a-z_.-]+")
 # Request headers that belong to HTTP, the browser or the web protocols themselves, not
 # to the call's metadata.
@@ -56,7 +58,7 @@ def from_headers(headers: CIMultiDictProxy[str]) -> grpc.aio.Metadata:
             try:
                 metadata.add(key, base64.b64decode(value + "=" * (-len(value) % 4), validate=True))
             except binascii.Error:
-                raise ValueError(f"header {key} is not base64") from None
+                raise ValueError(f"header {shown(key)} is not base64") from None
         else:
             metadata.add(key, value)
     return metadata

@@ -122,9 +122,12 @@ async def test_a_killed_turn_is_closed_once(tmp_path: Path) -> None:
             ("turn_end", 1),
         ]
         assert lines[2]["content"] == "Once upon" and lines[2]["step"] == 0
+        # From the turn's start to the last save of its text.
+        assert lines[3]["meta"]["durationMs"] >= 0
         assert lines[3]["meta"] == {
             "status": "interrupted",
             "stepCount": 1,
+            "durationMs": lines[3]["meta"]["durationMs"],
             # No provider reported them: the prompt's estimate, the kept text counted.
             "tokens": {"prompt": 50, "completion": 2, "total": 52, "estimated": True},
         }

@@ -100,7 +100,8 @@ def test_open_call_of_a_react_answer() -> None:
     tools = react_tags()
     acting = ChatMessage(Role.ASSISTANT, '<action tool="get_weather">Paris</action>')
     user = ChatMessage(Role.USER, "hi")
-    assert open_ids([stored(0, user), stored(1, acting)], tools) == ["react_11"]
+    # Named by its place in the session, not by its row number (11).
+    assert open_ids([stored(0, user), stored(1, acting)], tools) == ["react_1"]
     # Not open once anything was stored after it, or when the answer broke off.
     assert open_ids([stored(0, acting), stored(1, user)], tools) == []
     assert open_ids([stored(0, user), stored(1, acting, "cancelled")], tools) == []

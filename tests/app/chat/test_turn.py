@@ -82,7 +82,7 @@ async def test_the_turn_end_line() -> None:
     # No prompt figure reported: the estimate stands in for it, marked estimated.
     usage = TokenUsage(0, 5, 40)
     await log.turn_end("error", 2, usage, duration_ms=12, error="the provider failed")
-    await log.turn_end("interrupted", 2, usage)
+    await log.turn_end("interrupted", 2, usage, duration_ms=7)
     ended, closed = events.lines
     assert ended["turn"] == 3 and ended["step"] is None
     assert list(ended["meta"].items()) == [
@@ -92,4 +92,4 @@ async def test_the_turn_end_line() -> None:
         ("tokens", {"prompt": 40, "completion": 5, "total": 45, "estimated": True}),
         ("errorMessage", "the provider failed"),
     ]
-    assert list(closed["meta"]) == ["status", "stepCount", "tokens"]
+    assert list(closed["meta"]) == ["status", "stepCount", "durationMs", "tokens"]

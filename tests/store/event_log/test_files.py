@@ -474,3 +474,39 @@ async def test_event_log_refuses_a_tenant_id_that_is_not_a_plain_name(
 
 def _names_under(root: Path) -> list[str]:
     return sorted(p.name for p in root.rglob("*"))
+
+
+async def test_tenants_differing_in_case_never_share_a_directory(tmp_path: Path) -> None:
+    """Where the filesystem ignores case, "Acme" and "acme" would be one directory."""
+    history = tmp_path / "history"
+    log = EventLog(history)
+    try:
+        sids = {tenant: new_id() for tenant in ["acme", "Acme", "ACME", "aCme", "a_c.m-e", "Z"]}
+        for tenant, sid in sids.items():
+            await log.append(sid, "session_start", tenant_id=tenant)
+        names = [p.name for p in (history / "tenants").iterdir()]
+        assert len({name.lower() for name in names}) == len(names) == len(sids)
+        for tenant, sid in sids.items():
+            assert [e["session_id"] async for e in log.read(sid, tenant_id=tenant)] == [sid]
+            for other in sids:
+                if other != tenant:
+                    assert [e async for e in log.read(sid, tenant_id=other)] == []
+    finally:
+        await log.aclose()
+
+
+async def test_a_tenant_directory_named_before_is_moved_at_start(tmp_path: Path) -> None:
+    history = tmp_path / "history"
+    sid = new_id()
+    legacy = history / "tenants" / "Acme"  # the id itself, as directories were named
+    legacy.mkdir(parents=True)
+    (legacy / f"{sid}.jsonl").write_text(
+        json.dumps({"ts": "2026-11-27T00:00:00Z", "session_id": sid, "type": "session_start"})
+        + "\n"
+    )
+    log = EventLog(history)
+    try:
+        assert [e["type"] async for e in log.read(sid, tenant_id="Acme")] == ["session_start"]
+        assert not legacy.exists()
+    finally:
+        await log.aclose()

@@ -376,8 +376,11 @@ class ChatApp:
         )
         memory = MemorySearch(self._memories, turn, log)
         max_tokens = self._limits.max_prompt_tokens
+        blank_user_turns = self._provider.capabilities.carries_blank_user_turns
         if not req.react:
-            contexts = StepContexts(self._builder, max_tokens, req, turn)
+            contexts = StepContexts(
+                self._builder, max_tokens, req, turn, blank_user_turns=blank_user_turns
+            )
             recall = None
             if offers_recall(req.editing, req.react):
                 recall = RecallToolResult(
@@ -387,7 +390,13 @@ class ChatApp:
         # The addendum is made once per turn; every context leaves room for it.
         addendum = ReactAddendum.for_request(req)
         contexts = StepContexts(
-            self._builder, max_tokens, req, turn, addendum.tokens, REFUSED_SUBJECT
+            self._builder,
+            max_tokens,
+            req,
+            turn,
+            addendum.tokens,
+            REFUSED_SUBJECT,
+            blank_user_turns=blank_user_turns,
         )
         return ReactTags(req, TurnParts(turn, record, log, contexts, memory), addendum)
 

@@ -96,14 +96,15 @@ class TurnLog:
         step_count: int,
         turn_usage: TokenUsage,
         *,
-        duration_ms: int | None = None,
+        duration_ms: int,
         error: str = "",
     ) -> None:
-        """``duration_ms``: None for a turn closed after the server's end cut it off."""
-        meta: dict[str, object] = {"status": status, "stepCount": step_count}
-        if duration_ms is not None:
-            meta["durationMs"] = duration_ms
-        meta["tokens"] = tokens(turn_usage)
+        meta: dict[str, object] = {
+            "status": status,
+            "stepCount": step_count,
+            "durationMs": duration_ms,
+            "tokens": tokens(turn_usage),
+        }
         if error:
             meta["errorMessage"] = error
         await self._append("turn_end", meta=meta)

@@ -7,7 +7,8 @@ with status ``interrupted`` (nothing when none was saved), adds the usage the ro
 the session's (a figure no provider reported counted as a turn does: the prompt's from the
 estimate, the completion from the kept text, marked estimated), and logs the turn's end:
 an ``assistant`` event with that text, then a ``turn_end`` event with status
-``interrupted``. The events are written first and the
+``interrupted`` and the turn's duration up to the last moment its process was seen
+running it (the row's last save or renewal). The events are written first and the
 message with the row's deletion after, in one transaction: a close that stops between the
 two finds the row again, sees the turn's end in the log and only stores the message.
 
@@ -96,7 +97,7 @@ class InterruptedTurns:
             turn_log = TurnLog(self._events, left.session_id, left.tenant_id, left.turn_index)
             if has_text:
                 await turn_log.assistant(left.step, left.text, usage)
-            await turn_log.turn_end(status, left.step + 1, usage)
+            await turn_log.turn_end(status, left.step + 1, usage, duration_ms=_duration_ms(left))
         await self._conversation.append_with_usage(
             left.session_id,
             left.user_id,
@@ -113,6 +114,11 @@ class InterruptedTurns:
             if event.get("turn") == left.turn_index:
                 last = event.get("type")
         return last == "turn_end"
+
+
+def _duration_ms(left: PartialAnswer) -> int:
+    """From the turn's start to its row's last update: when its process last ran it."""
+    return max(0, round((left.updated_at - left.started_at) * 1000))
 
 
 def _turn_ids(left: PartialAnswer) -> dict[str, object]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 
 from contextd.app.chat.events import ChatEvent, TurnCompleted, TurnStatus
@@ -18,6 +17,7 @@ from contextd.app.chat.tool_protocol import (
     ToolProtocol,
     TurnParts,
 )
+from contextd.core import json_text
 from contextd.core.build import BuildResult
 from contextd.core.messages import ChatMessage, Role, ToolCall
 from contextd.providers.base import ModelRequest
@@ -122,7 +122,7 @@ class NativeTools(ToolProtocol[StepCalls]):
 
 def _argument(call: ToolCall, name: str) -> str:
     try:
-        value = json.loads(call.arguments or "{}").get(name, "")
+        value = json_text.loads(call.arguments or "{}").get(name, "")
     except (ValueError, AttributeError):
         return ""
     return str(value)

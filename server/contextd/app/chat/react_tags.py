@@ -82,7 +82,7 @@ class ReactTags(ToolProtocol[react.Action]):
         parsed = react.parse_step(row.message.content)
         if not isinstance(parsed, react.Action) or parsed.tool == MEMORY_TOOL.name:
             return {}
-        call = _call(row.id, parsed)
+        call = _call(row.seq, parsed)
         return {call.id: call}
 
     async def take_host_results(self) -> BuildResult:
@@ -102,7 +102,7 @@ class ReactTags(ToolProtocol[react.Action]):
         turn, record = self.turn, self.record
         stored = await record.store_answer(ChatMessage(Role.ASSISTANT, action.text))
         assert stored is not None  # the text holds an <action> tag
-        call = _call(stored.id, action.tool_use)
+        call = _call(stored.seq, action.tool_use)
         await self.log.action(turn.step, call.name, action.tool_use.input, call.id)
         status = TurnStatus.REQUIRES_ACTION
         completed = await record.complete(stored, status, "", pending=(call,))
@@ -119,7 +119,7 @@ class ReactTags(ToolProtocol[react.Action]):
         turn, used = self.turn, action.tool_use
         stored = await self.record.store_step(ChatMessage(Role.ASSISTANT, action.text))
         if used.tool == MEMORY_TOOL.name:
-            call = _call(stored.id, used)
+            call = _call(stored.seq, used)
             query = react.query_of(used.input)
             result = await self.memory.answer(query, used.input, call.id, logged_call_id=call.id)
             return InlineAnswers((ToolCallEvent(call, turn.step),), (result,))
@@ -161,6 +161,7 @@ def _with_addendum(messages: Sequence[ChatMessage], extra: str) -> list[ChatMess
     return [ChatMessage(Role.SYSTEM, extra), *messages]
 
 
-def _call(message_id: int, action: react.Action) -> ToolCall:
-    """The tool call a ReAct action stands for; its id names the stored step."""
-    return ToolCall(f"react_{message_id}", action.tool, react.tool_arguments(action.input))
+def _call(seq: int, action: react.Action) -> ToolCall:
+    """The tool call a ReAct action stands for; its id names the stored step by its place
+    in the session (a message's row number is not for callers to see)."""
+    return ToolCall(f"react_{seq}", action.tool, react.tool_arguments(action.input))

@@ -13,7 +13,7 @@ from contextd.core.content import ContentPart
 from contextd.core.editing import EditingSettings
 from contextd.core.editing.compaction import NO_OPTIONS, CompactionOptions
 from contextd.core.editing.settings import OFF as EDITING_OFF
-from contextd.core.errors import Violations
+from contextd.core.errors import Violations, shown
 from contextd.core.messages import ChatMessage
 from contextd.core.pipeline import is_blank
 from contextd.core.tokens import Tokenizer
@@ -105,7 +105,7 @@ def validate(req: ChatTurnRequest) -> None:
         reserved.add(RECALL_TOOL.name)
     for k, tool in enumerate(req.tools):
         if tool.name in reserved or tool.name in names:
-            v.add(f"tools[{k}].name", f"duplicate or reserved tool name {tool.name!r}")
+            v.add(f"tools[{k}].name", f"duplicate or reserved tool name {shown(tool.name)}")
         names.add(tool.name)
     if req.messages and req.tool_results:
         v.add("messages", "prebuilt messages cannot continue a stored turn")

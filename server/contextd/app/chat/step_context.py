@@ -22,7 +22,8 @@ class StepContexts:
     """Builds a turn's step contexts. Session mode builds from the stored session;
     prebuilt mode always from the host's list and message. ``reserved_tokens`` are
     left free in every context for what the tool protocol adds to the prompt;
-    ``subject`` names what did not fit when a turn is refused for its size."""
+    ``subject`` names what did not fit when a turn is refused for its size;
+    ``blank_user_turns``: whether the model takes a user message without text."""
 
     def __init__(
         self,
@@ -32,6 +33,7 @@ class StepContexts:
         turn: Turn,
         reserved_tokens: int = 0,
         subject: str = "the context",
+        blank_user_turns: bool = True,
     ) -> None:
         self._builder = builder
         self._max_prompt_tokens = max_prompt_tokens
@@ -39,6 +41,7 @@ class StepContexts:
         self._turn = turn
         self._reserved_tokens = reserved_tokens
         self._subject = subject
+        self._blank_user_turns = blank_user_turns
         # What each context layer gave the latest session-mode build (none for prebuilt).
         self.layers: list[ContextLayer] = []
 
@@ -70,7 +73,7 @@ class StepContexts:
             # parts, over the budget (and so refused under the refuse policy).
             fitted = max(budget - self._reserved_tokens, 1)
         if req.messages:
-            result = _prebuilt(req, fitted)
+            result = _prebuilt(req, fitted, self._blank_user_turns)
         else:
             turn = self._turn
             build = await self._builder.build(
@@ -89,6 +92,7 @@ class StepContexts:
                     continuation=continuation,
                     pending=pending,
                     memory_query=turn.question,
+                    blank_user_turns=self._blank_user_turns,
                     editing=req.editing,
                 ),
                 turn.session,
@@ -102,7 +106,7 @@ class StepContexts:
         return result
 
 
-def _prebuilt(req: ChatTurnRequest, budget: int) -> BuildResult:
+def _prebuilt(req: ChatTurnRequest, budget: int, blank_user_turns: bool) -> BuildResult:
     """The host's own list: leading system messages are the system prompt."""
     systems = 0
     while systems < len(req.messages) and req.messages[systems].role is Role.SYSTEM:
@@ -116,6 +120,7 @@ def _prebuilt(req: ChatTurnRequest, budget: int) -> BuildResult:
             system_prompts=[m.content for m in req.messages[:systems]],
             history=req.messages[systems:],
             cache_layout=req.cache_layout,
+            blank_user_turns=blank_user_turns,
             editing=req.editing,
         )
     )

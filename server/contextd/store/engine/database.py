@@ -73,6 +73,9 @@ class Database(ABC):
         # committed: repositories that cache a session's rows start or drop them.
         self.session_created: list[Callable[[str, str], None]] = []
         self.session_deleted: list[Callable[[str, str], None]] = []
+        # Called with a user's tenant id and id once their erasure committed (their API
+        # keys with them): whoever keeps a key's row forgets it.
+        self.user_erased: list[Callable[[str, str], None]] = []
 
     @abstractmethod
     def transaction(self) -> AbstractAsyncContextManager[Connection]:

@@ -1,7 +1,8 @@
 """SQLite's event log: one JSONL file per session, history_dir/<session_id>.jsonl for the
-default tenant's sessions and history_dir/tenants/<tenant_id>/<session_id>.jsonl for
-another tenant's (tenant ids are plain names, core/identity.py, checked again here); each
-line an event as store/event_log/events.py encodes it.
+default tenant's sessions and history_dir/tenants/<name>/<session_id>.jsonl for another
+tenant's, where <name> is ``tenant_dir_name`` of the tenant id (tenant ids are plain
+names, core/identity.py, checked again here; the names stay apart where the filesystem
+ignores case); each line an event as store/event_log/events.py encodes it.
 
 ``append`` encodes its line and writes it with one ``os.write`` on the event loop's
 thread, before it returns: a session's lines land in the order ``append`` was called and
@@ -31,7 +32,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from contextd.core.errors import StorageFull
-from contextd.core.identity import DEFAULT_TENANT
+from contextd.core.identity import DEFAULT_TENANT, is_tenant_id, tenant_dir_name
 from contextd.store.engine.database import Connection
 from contextd.store.engine.disk import DiskWatch
 from contextd.store.event_log.events import (
@@ -50,7 +51,22 @@ def tenant_dir(history_dir: Path, tenant_id: str) -> Path:
     if tenant_id == DEFAULT_TENANT:
         return history_dir
     check_tenant_id(tenant_id)
-    return history_dir / "tenants" / tenant_id
+    return history_dir / "tenants" / tenant_dir_name(tenant_id)
+
+
+def rename_tenant_dirs(history_dir: Path) -> None:
+    """Move the directories of tenants with capitals to their names of now: they were
+    named by the tenant id itself, which two tenants could share where case is ignored.
+    Done at start, before any log is read or written; a name already taken is left."""
+    tenants = history_dir / "tenants"
+    if not tenants.is_dir():
+        return
+    for entry in sorted(tenants.iterdir()):
+        name = entry.name
+        if entry.is_dir() and is_tenant_id(name) and tenant_dir_name(name) != name:
+            target = tenants / tenant_dir_name(name)
+            if not target.exists():
+                entry.rename(target)
 
 
 def log_path(history_dir: Path, tenant_id: str, session_id: str) -> Path:
@@ -61,6 +77,7 @@ class EventLog:
     def __init__(self, history_dir: Path, disk: DiskWatch | None = None) -> None:
         self.history_dir = history_dir
         history_dir.mkdir(parents=True, exist_ok=True)
+        rename_tenant_dirs(history_dir)
         self._closed = False
         # Told of an append that failed for want of space (the database's).
         self.disk = disk

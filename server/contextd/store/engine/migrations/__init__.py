@@ -29,6 +29,7 @@ SQLITE_OF_POSTGRESQL: dict[int, tuple[int, ...]] = {
     7: (12,),
     8: (13,),
     9: (14,),
+    10: (15,),
 }
 
 
