@@ -133,6 +133,13 @@ export async function tour(c: Clients, user: string): Promise<void> {
     userId: user,
     content: "I am flying on Tuesday.",
   });
+  await c.memories.updateMemory({
+    userId: user,
+    memoryId: passing?.id ?? "",
+    memory: { content: "I am flying on Wednesday." },
+    updateMask: { paths: ["content"] },
+  });
+  await c.memories.listMemoryHistory({ userId: user, memoryId: passing?.id ?? "" });
   await c.memories.deleteMemory({ userId: user, memoryId: passing?.id ?? "" });
   await c.memories.searchMemories({ userId: user, query: "Lisbon", limit: 5 });
   await c.memories.listMemories({ userId: user, pageSize: 10 });
