@@ -44,7 +44,13 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, TextIO, TypeVar
 
 if TYPE_CHECKING:
-    from contextd_client import ChatStream, ContextClient, ContextdError, TurnCompleted
+    from contextd_client import (
+        ChatStream,
+        ContextClient,
+        ContextdError,
+        TurnCompleted,
+        TurnStarted,
+    )
 
 _T = TypeVar("_T")
 
@@ -116,9 +122,42 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="deadline of each turn in seconds (default: none)",
     )
     parser.add_argument(
+        "--max-prompt-tokens",
+        type=_positive_int,
+        default=0,
+        metavar="N",
+        help="prompt budget of each turn, at most the server's --max-prompt-tokens"
+        " (default: the server's)",
+    )
+    parser.add_argument(
+        "--warn-prompt-tokens",
+        type=_positive_int,
+        default=0,
+        metavar="N",
+        help="warn when a turn's prompt is estimated over N tokens"
+        " (the server's --warn-prompt-tokens warns too)",
+    )
+    parser.add_argument(
+        "--tokenizer-model",
+        default="",
+        metavar="NAME",
+        help="tokenizer that counts the prompt, e.g. cl100k_base, o200k_base, estimate"
+        " (default: the server's --default-tokenizer)",
+    )
+    parser.add_argument(
         "-v", "--verbose", action="store_true", help="print token usage after each turn"
     )
     add_tls_arguments(parser)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number of tokens, got {text!r}")
+    return value
 
 
 def add_tls_arguments(parser: argparse.ArgumentParser) -> None:
@@ -336,6 +375,8 @@ class _Chat:
             scenario=self.args.scenario,
             host=self.args.host,
             mode=self.mode,
+            token_budget=self.args.max_prompt_tokens,
+            tokenizer=self.args.tokenizer_model,
             timeout=self.args.timeout,
         )
         events: queue.SimpleQueue[object] = queue.SimpleQueue()
@@ -353,11 +394,8 @@ class _Chat:
                     self.write(event.text)
                 elif isinstance(event, ToolCallEvent):
                     self.note(f"[tool call] {event.name}({event.arguments})")
-                elif isinstance(event, TurnStarted) and event.prompt_tokens_warning:
-                    self.note(
-                        f"[warning] the prompt is about {event.prompt_tokens_estimate} "
-                        "tokens, over the server's warning threshold"
-                    )
+                elif isinstance(event, TurnStarted):
+                    self._warn_prompt(event)
         except KeyboardInterrupt:
             stream.cancel()
             reader.join(5)
@@ -377,6 +415,18 @@ class _Chat:
         self._end_line()
         self._report(completed)
         return completed.status
+
+    def _warn_prompt(self, started: TurnStarted) -> None:
+        estimate, own = started.prompt_tokens_estimate, self.args.warn_prompt_tokens
+        if own and estimate > own:
+            self.note(
+                f"[warning] the prompt is about {estimate} tokens, over --warn-prompt-tokens {own}"
+            )
+        elif started.prompt_tokens_warning:
+            self.note(
+                f"[warning] the prompt is about {estimate} tokens, over the server's warning "
+                "threshold"
+            )
 
     def _report(self, completed: TurnCompleted) -> None:
         status = completed.status

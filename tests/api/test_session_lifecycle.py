@@ -117,6 +117,52 @@ async def test_a_session_of_appended_messages_starts_at_its_first_turn(openai_li
     assert events[0]["meta"]["mode"] == "taskpane"
 
 
+async def test_session_start_says_the_configuration(openai_live: Live) -> None:
+    # The specification's session_start: mode and config (model, temperature, tool
+    # switches, tokenizer).
+    live, user = openai_live, new_user()
+    tools = [cpb.ToolDefinition(name="get_weather", description="weather")]
+    model = cpb.ModelOptions(model="gpt-test", temperature=0.7)
+    sid = await turn(live, user, "hello", mode="once", tools=tools, model=model)
+    await turn(live, user, "more", sid, tool_protocol=cpb.TOOL_PROTOCOL_REACT)
+    assert await end(live, user, sid) is True
+    edited = cpb.StreamChatRequest(
+        session=ctx.SessionContext(user_id=user),
+        user_message="edit",
+        tokenizer="estimate",
+        tool_protocol=cpb.TOOL_PROTOCOL_REACT,
+        editing=ctx.ContextEditing(tool_result_cap_tokens=100),
+    )
+    live.fake.script(oa.text_reply(["ok"], usage=(10, 2)))
+    react_sid = completed_session(await run_turn(live, edited))
+    live.fake.script(oa.text_reply(["ok"], usage=(10, 2)))
+    native = await run_turn(live, request(user, "edit", editing=edited.editing))
+    native_sid = completed_session(native)
+
+    starts = [e["meta"] for e in await exported(live, user, sid) if e["type"] == "session_start"]
+    assert starts[0] == {
+        "mode": "once",
+        "provider": "openai",
+        "model": "gpt-test",
+        "tokenizer": "cl100k_base",
+        "temperature": 0.7,
+        "tool_protocol": "native",
+        "tools": ["get_weather", "memory_search"],
+    }
+    # One session_start per session: the second turn's settings are not logged again.
+    assert len(starts) == 1
+    [react] = [e["meta"] for e in await exported(live, user, react_sid)][:1]
+    assert react["tool_protocol"] == "react" and react["tokenizer"] == "estimate"
+    assert react["tools"] == ["memory_search"] and "temperature" not in react
+    [started] = [e["meta"] for e in await exported(live, user, native_sid)][:1]
+    assert started["tools"] == ["memory_search", "recall_tool_result"]
+
+
+def completed_session(events: list[Any]) -> str:
+    assert completed(events).status == 1  # TURN_STATUS_OK
+    return str(events[0].turn_started.session_id)
+
+
 async def test_a_tool_result_after_the_end_reopens_the_session(openai_live: Live) -> None:
     live, user = openai_live, new_user()
     live.fake.script(weather_call_reply())

@@ -105,6 +105,39 @@ def test_piped_questions_share_one_session(address: str) -> None:
     ]
 
 
+def test_prompt_budget_tokenizer_and_warning(address: str) -> None:
+    # The specification's CLI settings: --max-prompt-tokens, --warn-prompt-tokens and
+    # --tokenizer-model (the encoding that counts).
+    user = new_user()
+    args = ["--address", address, "--user", user, "--tokenizer-model", "estimate"]
+    questions = "first question\nsecond one\n"
+    roomy = chat(*args, "--warn-prompt-tokens", "1000", stdin=questions)
+    assert roomy.returncode == 0, roomy.stderr
+    assert "4 messages" in roomy.stdout.splitlines()[1]
+    assert "[warning]" not in roomy.stderr
+    [roomy_session] = SESSION_LINE.findall(roomy.stderr)
+
+    # A budget with no room for the first turn: the second sees only its own question.
+    tight = chat(*args, "--max-prompt-tokens", "30", "--warn-prompt-tokens", "5", stdin=questions)
+    assert tight.returncode == 0, tight.stderr
+    answers = tight.stdout.splitlines()
+    assert "2 messages" in answers[1] and answers[1].endswith("“second one”")
+    warnings = [line for line in tight.stderr.splitlines() if line.startswith("[warning]")]
+    assert len(warnings) == 2 and all("over --warn-prompt-tokens 5" in w for w in warnings)
+    [tight_session] = SESSION_LINE.findall(tight.stderr)
+    with ContextClient(address) as client:
+        for session_id in (roomy_session, tight_session):
+            [start] = [e for e in client.export_events(user, session_id)][:1]
+            assert start["meta"]["tokenizer"] == "estimate"
+
+
+@pytest.mark.parametrize("flag", ["--max-prompt-tokens", "--warn-prompt-tokens"])
+def test_token_settings_are_positive(address: str, flag: str) -> None:
+    for value in ("0", "-5", "many"):
+        done = chat("--address", address, flag, value, "--once", "hi")
+        assert done.returncode == 2 and "positive number of tokens" in done.stderr
+
+
 def test_piped_commands_and_a_first_question(address: str) -> None:
     user = new_user()
     done = chat(

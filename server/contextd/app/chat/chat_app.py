@@ -24,10 +24,10 @@ from contextd.app.chat.events import (
     UsageEvent,
 )
 from contextd.app.chat.interrupted import InterruptedTurns
-from contextd.app.chat.memory_tool import MemorySearch
+from contextd.app.chat.memory_tool import MEMORY_TOOL, MemorySearch
 from contextd.app.chat.native_tools import NativeTools
 from contextd.app.chat.react_tags import REFUSED_SUBJECT, ReactAddendum, ReactTags
-from contextd.app.chat.recall_tool import RecallToolResult, offers_recall
+from contextd.app.chat.recall_tool import RECALL_TOOL, RecallToolResult, offers_recall
 from contextd.app.chat.recorder import TurnRecorder
 from contextd.app.chat.request import ChatLimits, ChatTurnRequest, check_mode, validate
 from contextd.app.chat.session_lease import hold_session
@@ -436,12 +436,23 @@ class ChatApp:
         turn.continue_from(max(1, sum(r.message.role is Role.ASSISTANT for r in rows)), question)
 
     def _config_meta(self, req: ChatTurnRequest) -> dict[str, object]:
-        return {
+        """session_start's meta: how the session runs, its model settings and which tools
+        its turns offer (the host's, then the server's), so a log says what was on."""
+        server_tools = [MEMORY_TOOL.name]
+        if offers_recall(req.editing, req.react):
+            server_tools.append(RECALL_TOOL.name)
+        meta: dict[str, object] = {
             "mode": req.mode or ("prebuilt" if req.messages else "session"),
             "provider": self._provider.name,
             "model": req.model.model or self._provider.default_model,
             "tokenizer": req.tokenizer.name,
         }
+        if req.model.temperature is not None:
+            # A float32 on the wire: 0.7 arrives as 0.699999988..., logged as sent.
+            meta["temperature"] = round(req.model.temperature, 6)
+        meta["tool_protocol"] = "react" if req.react else "native"
+        meta["tools"] = [*(t.name for t in req.tools), *server_tools]
+        return meta
 
 
 def _chat_event(turn: Turn, event: ModelEvent, calls: list[ToolCall]) -> ChatEvent | None:
