@@ -55,7 +55,7 @@ namespace Contextd.Client.Tests
             Assert.Contains("echo: I received 2 messages", answer);
             Assert.Contains("Which formula sums column B where column A says \"Travel\"?", answer);
             Assert.Matches(@"^turn Ok in \d+ ms, prompt tokens \d+ \(estimate\)$", lines[lines.IndexOf(answer) + 1]);
-            Assert.Matches(@"^collected \d+: True, memory [0-9a-f]+$", lines[lines.IndexOf(answer) + 2]);
+            Assert.Matches(@"^collected [A-Za-z0-9_-]{22}: True, memory [A-Za-z0-9_-]{22}$", lines[lines.IndexOf(answer) + 2]);
             Assert.Equal("session ended: True", lines[lines.IndexOf(answer) + 3]);
             Assert.Contains("IChatClient: echo: I received 2 messages", output);
             Assert.Matches(@"conversation [0-9a-f]+, finish stop, tokens in \d+ out \d+", output);
