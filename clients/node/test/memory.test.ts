@@ -131,7 +131,7 @@ describe("MemoryService: scopes, filters, validity, updates and history", () => 
         memory: { content: "mine" },
         updateMask: { paths: ["content"] },
       }),
-      Code.PermissionDenied,
+      Code.NotFound,
     );
   });
 });
