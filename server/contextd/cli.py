@@ -7,7 +7,7 @@ import asyncio
 import os
 import sys
 
-from contextd import __version__, chat_cli, keys_cli, logs, store_cli
+from contextd import __version__, chat_cli, client_args, keys_cli, logs, store_cli
 from contextd.config import Settings, add_arguments
 
 
@@ -27,14 +27,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     health.add_argument("--address", default="127.0.0.1:50151", help="host:port of the server")
     health.add_argument("--timeout", type=float, default=3.0, help="seconds to wait")
-    chat_cli.add_tls_arguments(health)
+    client_args.add_tls_arguments(health)
     chat = commands.add_parser(
         "chat",
         help="chat with a server from the terminal (needs the Python SDK, clients/python)",
         description=chat_cli.__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    chat_cli.add_arguments(chat)
+    client_args.add_chat_arguments(chat)
     keys = commands.add_parser(
         "keys",
         help="create, list and revoke API keys for --auth api-key (also while serving)",
@@ -58,7 +58,7 @@ def _parser() -> argparse.ArgumentParser:
         "--stdio", action="store_true", help="serve MCP over standard input and output"
     )
     mcp.add_argument("--address", default="127.0.0.1:50151", help="host:port of the server")
-    chat_cli.add_tls_arguments(mcp)
+    client_args.add_tls_arguments(mcp)
     return parser
 
 
