@@ -8,7 +8,9 @@ Every chat turn reads its session's newest messages two or three times (its numb
 window, the work after the turn). :class:`ConversationRepo` keeps them in memory
 (store/tail_cache.py, which has the rule that keeps them current) and tells that cache of
 every write once it committed. A session created through SessionRepo starts cached, with
-no rows. Where another server may write (PostgreSQL), nothing is kept (NoTailCache).
+no rows. Where another server may write (PostgreSQL), kept rows answer only a read that
+names the session's version its call read (``tail``'s ``version``, from a
+store/session_snapshot.py read); other reads go to the database.
 
 Every read names the session's tenant (the default one unless given): stored rows and
 kept ones are found only within it, kept rows being keyed by (tenant, session).
@@ -30,7 +32,7 @@ from contextd.store.models import NO_TOKENS, NewMessage, StoredMessage, token_co
 from contextd.store.paging import decode_token, encode_token, page_limit
 from contextd.store.parts_json import parts_from_json, parts_json
 from contextd.store.sessions import UsageTotals, add_usage
-from contextd.store.tail_cache import NoTailCache, TailCache
+from contextd.store.tail_cache import TailCache
 
 STORED_ROLES = frozenset({Role.USER, Role.ASSISTANT, Role.TOOL})
 
@@ -115,6 +117,12 @@ def _with_one_count(row: Any, tokenizer: str) -> StoredMessage:
     return _stored(row, NO_TOKENS if count is None else MappingProxyType({tokenizer: count}))
 
 
+def _with_one_count_listed(row: Sequence[Any], tokenizer: str) -> StoredMessage:
+    """``_with_one_count`` of a row given as a list (its count last)."""
+    count = row[_WIDTH]
+    return _stored(row, NO_TOKENS if count is None else MappingProxyType({tokenizer: count}))
+
+
 def _with_all_tokens(row: Any) -> StoredMessage:
     tokens = row["tokens"]
     return _stored(row, token_counts(json.loads(tokens)) if tokens else NO_TOKENS)
@@ -126,7 +134,9 @@ class ConversationRepo:
 
     def __init__(self, db: Database) -> None:
         self._db = db
-        self._tails = NoTailCache() if db.shared_between_processes else TailCache()
+        self._tails = TailCache()
+        # Kept rows answer only reads checked against the session's version.
+        self._versioned = db.shared_between_processes
         db.session_created.append(lambda tenant_id, sid: self._tails.created((tenant_id, sid)))
         db.session_deleted.append(lambda tenant_id, sid: self._tails.drop((tenant_id, sid)))
 
@@ -184,14 +194,19 @@ class ConversationRepo:
             return [], None
         totals = None
         async with self._db.transaction() as conn:
-            # The next seq is read under the session's row lock (where writers run at once).
-            await self._db.lock_row(conn, "sessions", session_id)
-            stored = await _insert(conn, session_id, owner, messages)
+            # The next seq is read under the session's row lock (where writers run at once),
+            # taken by the statement that moves the session's version on (the usage's,
+            # when there is usage to add).
             if usage is not None:
-                totals = await add_usage(conn, session_id, usage)
+                totals, version = await add_usage(
+                    conn, session_id, usage, next_version=self._versioned
+                )
+            else:
+                version = await self._db.next_session_version(conn, session_id)
+            stored = await _insert(conn, session_id, owner, messages)
             if also is not None:
                 await also(conn)
-        self._tails.appended((owner[0], session_id), stored)
+        self._tails.appended((owner[0], session_id), stored, version)
         return stored, totals
 
     async def get(
@@ -240,7 +255,7 @@ class ConversationRepo:
     ) -> StoredMessage | None:
         """The session's first message: from the cached rows when they are all of the
         session's (with the counts they have), else read with all its counts."""
-        rows = self._tails.all_rows((tenant_id, session_id))
+        rows = None if self._versioned else self._tails.all_rows((tenant_id, session_id))
         if rows is not None:
             return rows[0] if rows else None
         page, _ = await self.list_messages(session_id, 1, tenant_id=tenant_id)
@@ -256,10 +271,18 @@ class ConversationRepo:
         return int(rows[0]["turn_index"]) if rows else 0
 
     async def tail(
-        self, session_id: str, limit: int, tokenizer: str, *, tenant_id: str = DEFAULT_TENANT
+        self,
+        session_id: str,
+        limit: int,
+        tokenizer: str,
+        *,
+        tenant_id: str = DEFAULT_TENANT,
+        version: int | None = None,
     ) -> list[StoredMessage]:
         """The newest ``limit`` messages in chronological order (one indexed query, or
-        none when the session's newest messages are cached).
+        none when the session's newest messages are cached). ``version``: the session's,
+        as the caller's call read it (store/session_snapshot.py); where other processes
+        write (PostgreSQL), only a read that names it is answered from memory.
 
         Each has ``tokens[tokenizer]`` when that count is stored, and no other count. The
         rows are shared with later calls (they are frozen).
@@ -267,16 +290,41 @@ class ConversationRepo:
         if limit <= 0:
             return []
         key = (tenant_id, session_id)
-        cached = self._tails.newest(key, tokenizer, limit)
-        if cached is not None:
-            return list(cached[-limit:])
+        kept = not self._versioned or version is not None
+        if kept:
+            self._tails.check(key, version)
+            cached = self._tails.newest(key, tokenizer, limit)
+            if cached is not None:
+                return list(cached[-limit:])
         rows = await self._db.reader.execute_fetchall(
             TAIL_SQL, (tokenizer, session_id, tenant_id, limit)
         )
         out = [_with_one_count(row, tokenizer) for row in rows]
         out.reverse()
-        self._tails.read(key, tokenizer, out, limit)
+        if kept:
+            self._tails.read(key, tokenizer, out, limit, version)
         return out
+
+    def tail_version(self, session_id: str, *, tenant_id: str = DEFAULT_TENANT) -> int | None:
+        """The session version the kept rows are at (None: none kept)."""
+        return self._tails.version((tenant_id, session_id))
+
+    def read_at(
+        self,
+        session_id: str,
+        tenant_id: str,
+        version: int,
+        tokenizer: str,
+        window: Sequence[Sequence[Any]] | None,
+        limit: int,
+    ) -> None:
+        """The session was read at ``version`` by a call, with (unless None) its newest
+        ``limit`` rows, newest first, each as ``TAIL_SQL``'s columns in a list."""
+        key = (tenant_id, session_id)
+        self._tails.check(key, version)
+        if window is not None:
+            out = [_with_one_count_listed(row, tokenizer) for row in reversed(window)]
+            self._tails.read(key, tokenizer, out, limit, version)
 
     async def turn_messages(
         self,
@@ -330,6 +378,8 @@ class ConversationRepo:
                 f" WHERE id = ? AND tenant_id = ? RETURNING {_RETURNING}",
                 (int(collected), time.time(), message_id, tenant_id),
             )
+            for row in rows:  # a changed row: other processes' kept rows must go too
+                await self._db.next_session_version(conn, row["session_id"])
         for row in rows:
             updated = _with_all_tokens(row)
             self._tails.drop((tenant_id, updated.session_id))

@@ -81,6 +81,11 @@ class Database(ABC):
     def transaction(self) -> AbstractAsyncContextManager[Connection]:
         """A write transaction, committed on success, rolled back on error."""
 
+    @abstractmethod
+    async def execute_alone(self, sql: str, params: Params = ()) -> Cursor:
+        """Run one write statement in a transaction of its own, committed once it ran:
+        one round trip on PostgreSQL, where BEGIN, the statement and COMMIT take three."""
+
     @property
     @abstractmethod
     def reader(self) -> Connection:
@@ -92,10 +97,17 @@ class Database(ABC):
         where write transactions never run at once (SQLite)."""
         return None
 
-    async def lock_row(self, conn: Connection, table: str, row_id: str) -> None:
-        """Hold the row of ``table`` whose id is ``row_id`` until ``conn``'s transaction
-        ends, for a write that reads before it writes: other writers of the row wait. Nothing
-        to do where write transactions never run at once (SQLite)."""
+    async def next_session_version(self, conn: Connection, session_id: str) -> int | None:
+        """Move the session's version on in ``conn``'s transaction, for a write of its
+        messages or compression summaries, and hold its row until the transaction ends:
+        other writers of the session wait, so that a write that reads before it writes
+        (the next message's seq) reads after them. Returns the new version, which other
+        processes' kept reads are checked against; None where no other process writes
+        (SQLite: nothing to do) or the session does not exist."""
+        return None
+
+    async def next_catalog_version(self, conn: Connection) -> int | None:
+        """``next_session_version`` for the prompt templates and skills, of every tenant."""
         return None
 
     @abstractmethod

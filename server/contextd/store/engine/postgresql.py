@@ -347,6 +347,14 @@ class PostgresDatabase(Database):
             async with self.connection() as conn, conn.transaction():
                 yield PgConnection(conn, self.observe)
 
+    async def execute_alone(self, sql: str, params: Params = ()) -> PgCursor:
+        # Outside a transaction block: PostgreSQL commits the statement by itself.
+        statement = translate(sql)
+        args = statement.arguments(params)
+        with spans.span("postgresql transaction", _SPAN_ATTRIBUTES, SpanKind.CLIENT):
+            async with self.connection() as conn:
+                return await PgCursor(lambda: _run(conn, statement, args, self.observe))
+
     @property
     def reader(self) -> PgReader:
         return self._reader
@@ -358,8 +366,19 @@ class PostgresDatabase(Database):
             "SELECT pg_advisory_xact_lock(hashtextextended(?, 0))", ("\x1f".join(key),)
         )
 
-    async def lock_row(self, conn: Connection, table: str, row_id: str) -> None:
-        await conn.execute(f"SELECT 1 FROM {table} WHERE id = ? FOR UPDATE", (row_id,))
+    async def next_session_version(self, conn: Connection, session_id: str) -> int | None:
+        rows = await conn.execute_fetchall(
+            "UPDATE sessions SET version = version + 1 WHERE id = ? RETURNING version",
+            (session_id,),
+        )
+        return int(rows[0]["version"]) if rows else None
+
+    async def next_catalog_version(self, conn: Connection) -> int | None:
+        rows = await conn.execute_fetchall(
+            "UPDATE cache_versions SET version = version + 1 WHERE name = 'catalog'"
+            " RETURNING version"
+        )
+        return int(rows[0]["version"])
 
     async def schema_version(self) -> int:
         rows = await self._reader.execute_fetchall(
