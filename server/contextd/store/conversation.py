@@ -251,11 +251,16 @@ class ConversationRepo:
         return items, encode_token("messages", session_id, [items[-1].seq])
 
     async def first(
-        self, session_id: str, *, tenant_id: str = DEFAULT_TENANT
+        self, session_id: str, *, tenant_id: str = DEFAULT_TENANT, version: int | None = None
     ) -> StoredMessage | None:
         """The session's first message: from the cached rows when they are all of the
-        session's (with the counts they have), else read with all its counts."""
-        rows = None if self._versioned else self._tails.all_rows((tenant_id, session_id))
+        session's (with the counts they have), else read with all its counts.
+        ``version``: as ``tail``'s."""
+        key = (tenant_id, session_id)
+        rows = None
+        if not self._versioned or version is not None:
+            self._tails.check(key, version)
+            rows = self._tails.all_rows(key)
         if rows is not None:
             return rows[0] if rows else None
         page, _ = await self.list_messages(session_id, 1, tenant_id=tenant_id)
@@ -305,6 +310,19 @@ class ConversationRepo:
             self._tails.read(key, tokenizer, out, limit, version)
         return out
 
+    async def current_version(
+        self, session_id: str, *, tenant_id: str = DEFAULT_TENANT
+    ) -> int | None:
+        """The session's version as the database has it now, for reads that name it
+        (``tail``); None where no other process writes (no statement: SQLite) or the
+        session is gone."""
+        if not self._versioned:
+            return None
+        rows = await self._db.reader.execute_fetchall(
+            "SELECT version FROM sessions WHERE id = ? AND tenant_id = ?", (session_id, tenant_id)
+        )
+        return int(rows[0]["version"]) if rows else None
+
     def tail_version(self, session_id: str, *, tenant_id: str = DEFAULT_TENANT) -> int | None:
         """The session version the kept rows are at (None: none kept)."""
         return self._tails.version((tenant_id, session_id))
@@ -334,12 +352,16 @@ class ConversationRepo:
         at_most: int = 1024,
         *,
         tenant_id: str = DEFAULT_TENANT,
+        version: int | None = None,
     ) -> list[StoredMessage]:
         """The messages of turn ``turn_index`` among the session's newest ``at_most``, oldest
-        first (as ``tail`` reads them), read back from the newest only as far as needed."""
+        first (as ``tail`` reads them), read back from the newest only as far as needed.
+        ``version``: as ``tail``'s."""
         limit = min(16, at_most)
         while True:
-            rows = await self.tail(session_id, limit, tokenizer, tenant_id=tenant_id)
+            rows = await self.tail(
+                session_id, limit, tokenizer, tenant_id=tenant_id, version=version
+            )
             if len(rows) < limit or rows[0].turn_index < turn_index or limit >= at_most:
                 break
             limit = min(limit * 4, at_most)
