@@ -25,7 +25,7 @@ from tests.support.server import start_server
 # the memory search's term counts.
 BUILD_ROUND_TRIPS = 2
 # At most, per turn: see bench/README.md ("pg_vs_sqlite.py") for where they go.
-TURN_ROUND_TRIPS = 25
+TURN_ROUND_TRIPS = 23
 USER = "round-trips"
 
 

@@ -203,7 +203,7 @@ class ConversationRepo:
                 )
             else:
                 version = await self._db.next_session_version(conn, session_id)
-            stored = await _insert(conn, session_id, owner, messages)
+            stored = await _insert(conn, session_id, owner, messages, self._db.writes_in_with)
             if also is not None:
                 await also(conn)
         self._tails.appended((owner[0], session_id), stored, version)
@@ -410,16 +410,21 @@ class ConversationRepo:
 
 
 async def _insert(
-    conn: Connection, session_id: str, owner: tuple[str, str], messages: Sequence[NewMessage]
+    conn: Connection,
+    session_id: str,
+    owner: tuple[str, str],
+    messages: Sequence[NewMessage],
+    counts_with: bool,
 ) -> list[StoredMessage]:
     """Insert the messages and their token counts inside the caller's transaction;
-    ``owner`` is the session's (tenant_id, user_id)."""
+    ``owner`` is the session's (tenant_id, user_id). ``counts_with``: the counts go in
+    the messages' statement (``Database.writes_in_with``), one round trip, not two."""
     user_id = owner[1]
     now = time.time()
     stored: list[StoredMessage] = []
     for start in range(0, len(messages), _INSERT_CHUNK):
         chunk = messages[start : start + _INSERT_CHUNK]
-        sql, params = _insert_statement(session_id, owner, chunk, now)
+        sql, params = _insert_statement(session_id, owner, chunk, now, counts_with)
         rows = await conn.execute_fetchall(sql, params)
         if not rows:  # the join on sessions found no such session of this user
             raise SessionNotFound(session_id)
@@ -451,7 +456,7 @@ async def _insert(
                 )
             )
     token_rows = [(item.id, name, count) for item in stored for name, count in item.tokens.items()]
-    if token_rows:
+    if token_rows and not counts_with:
         await conn.executemany(
             "INSERT INTO message_tokens (message_id, tokenizer, tokens) VALUES (?, ?, ?)"
             " ON CONFLICT DO NOTHING",
@@ -461,16 +466,24 @@ async def _insert(
 
 
 def _insert_statement(
-    session_id: str, owner: tuple[str, str], chunk: Sequence[NewMessage], now: float
+    session_id: str,
+    owner: tuple[str, str],
+    chunk: Sequence[NewMessage],
+    now: float,
+    counts_with: bool,
 ) -> tuple[str, list[object]]:
     """One INSERT ... RETURNING for a chunk of messages, seqs following the session's last.
 
     The new rows come from a VALUES list joined to the session row (so nothing is inserted
     when the session is missing or another user's, of its tenant or another) and to the
-    session's current last seq, read before any row is written.
+    session's current last seq, read before any row is written. With ``counts_with``
+    each row's token counts (a JSON object) go in the same statement.
     """
     # The casts give PostgreSQL the numbers' type (a VALUES list's parameters are text).
-    values = ", ".join(["(CAST(? AS INTEGER), ?, ?, ?, ?, CAST(? AS INTEGER), ?, ?)"] * len(chunk))
+    row = "CAST(? AS INTEGER), ?, ?, ?, ?, CAST(? AS INTEGER), ?, ?"
+    if counts_with:
+        row += ", ?"
+    values = ", ".join([f"({row})"] * len(chunk))
     params: list[object] = [session_id]
     for ordinal, new in enumerate(chunk):
         m = new.message
@@ -484,17 +497,33 @@ def _insert_statement(
             new.status,
             parts_json(m.parts),
         ]
+        if counts_with:
+            params.append(json.dumps(dict(new.tokens)))
     params += [now, now, session_id, *owner]
-    sql = (
-        "WITH base(next_seq) AS MATERIALIZED ("
-        "  SELECT COALESCE(MAX(seq), -1) + 1 FROM conversation WHERE session_id = ?),"
-        f" batch(ordinal, role, content, tool_calls, tool_call_id, turn_index, status, parts)"
-        f" AS (VALUES {values})"
+    insert = (
         " INSERT INTO conversation (session_id, tenant_id, user_id, seq, role, content,"
         "  tool_calls, tool_call_id, turn_index, status, parts, created_at, updated_at)"
         " SELECT s.id, s.tenant_id, s.user_id, base.next_seq + b.ordinal, b.role, b.content,"
         "  b.tool_calls, b.tool_call_id, b.turn_index, b.status, b.parts, ?, ?"
         " FROM batch b, base, sessions s WHERE s.id = ? AND s.tenant_id = ? AND s.user_id = ?"
         " RETURNING id, seq"
+    )
+    head = (
+        "WITH base(next_seq) AS MATERIALIZED ("
+        "  SELECT COALESCE(MAX(seq), -1) + 1 FROM conversation WHERE session_id = ?),"
+        " batch(ordinal, role, content, tool_calls, tool_call_id, turn_index, status, parts"
+        f"{', tokens' if counts_with else ''}) AS (VALUES {values})"
+    )
+    if not counts_with:
+        return head + insert, params
+    # The counts' rows join the inserted ones by seq; their foreign key is checked at the
+    # statement's end, when the messages are there.
+    sql = (
+        f"{head}, added AS ({insert}),"
+        " counted AS (INSERT INTO message_tokens (message_id, tokenizer, tokens)"
+        "  SELECT a.id, t.key, CAST(t.value AS BIGINT)"
+        "  FROM added a, base, batch b, json_each_text(CAST(b.tokens AS JSON)) t"
+        "  WHERE a.seq = base.next_seq + b.ordinal ON CONFLICT DO NOTHING)"
+        " SELECT id, seq FROM added"
     )
     return sql, params

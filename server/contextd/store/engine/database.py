@@ -63,6 +63,9 @@ class Database(ABC):
     # lease on it across processes. False where this process is the database's only writer
     # (SQLite, one server per data directory: store/engine/data_lock.py).
     shared_between_processes: ClassVar[bool]
+    # A WITH clause may hold INSERTs whose rows the statement's other parts use
+    # (PostgreSQL): a write of several tables can be one statement.
+    writes_in_with: ClassVar[bool] = False
 
     def __init__(self, disk: DiskWatch | None = None) -> None:
         # Told of a write that failed for want of space (SQLite only; open.py gives it).

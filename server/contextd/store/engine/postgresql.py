@@ -245,6 +245,7 @@ class PgReader:
 class PostgresDatabase(Database):
     engine = "postgresql"
     shared_between_processes = True
+    writes_in_with = True
 
     def __init__(self, pool: asyncpg.Pool[Any], pool_timeout: float) -> None:
         super().__init__()
