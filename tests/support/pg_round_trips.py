@@ -57,7 +57,7 @@ class RoundTripRelay:
     def snapshot(self) -> tuple[int, int]:
         return self.counts.round_trips, self.counts.statements
 
-    def wait_quiet(self, seconds: float = 0.3, at_most: float = 15.0) -> None:
+    def wait_quiet(self, seconds: float = 0.5, at_most: float = 15.0) -> None:
         """Wait until no client sent anything for ``seconds`` (background work done)."""
         give_up = time.monotonic() + at_most
         while time.monotonic() < give_up:
