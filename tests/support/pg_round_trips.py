@@ -72,14 +72,19 @@ class RoundTripRelay:
         self._ready.set()
         self._loop.run_forever()
         server.close()
+        pending = asyncio.all_tasks(self._loop)
+        for task in pending:
+            task.cancel()
+        self._loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        self._loop.close()
 
     async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         up_reader, up_writer = await asyncio.open_connection(*self._target)
         back = asyncio.ensure_future(_pipe(up_reader, writer))
         try:
             await self._forward(reader, up_writer)
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
+        except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
+            pass  # the client or the server went, or the relay stops
         finally:
             back.cancel()
             for w in (writer, up_writer):

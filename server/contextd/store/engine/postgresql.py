@@ -307,7 +307,10 @@ class PostgresDatabase(Database):
         connection_lost = False
         try:
             try:
-                conn = await self._pool.acquire(timeout=self._pool_timeout)
+                # A timeout around the wait, not the pool's: that one runs each acquisition
+                # in a task of its own, a cost every statement would pay.
+                async with asyncio.timeout(self._pool_timeout):
+                    conn = await self._pool.acquire()
             except TimeoutError as error:
                 raise DatabaseUnavailable(
                     "the database pool is exhausted: no connection became free (or could "
