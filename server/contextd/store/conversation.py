@@ -470,7 +470,7 @@ def _insert_statement(
     owner: tuple[str, str],
     chunk: Sequence[NewMessage],
     now: float,
-    counts_with: bool,
+    counts_with: bool = False,
 ) -> tuple[str, list[object]]:
     """One INSERT ... RETURNING for a chunk of messages, seqs following the session's last.
 
