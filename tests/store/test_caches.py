@@ -1,6 +1,7 @@
 """What every repository's kept reads promise together: the rows they hand out cannot be
 changed, a write that failed leaves every cache as it was, and where another process may
-write the database (PostgreSQL) nothing is kept."""
+write the database (PostgreSQL) a read that names no version its call read is never served
+from memory (tests/store/test_session_snapshot.py has the reads that do)."""
 
 from __future__ import annotations
 

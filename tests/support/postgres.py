@@ -53,6 +53,12 @@ class PostgresServer:
         return self.root / "data"
 
     @property
+    def postmaster_pid(self) -> int:
+        """The server's main process (the parent of its backends)."""
+        assert self._process is not None
+        return self._process.pid
+
+    @property
     def url(self) -> str:
         return self.url_for("postgres")
 

@@ -35,7 +35,7 @@ from contextd.core.build import (
 from contextd.core.content import ContentPart
 from contextd.core.editing import EditingSettings
 from contextd.core.editing.settings import OFF as EDITING_OFF
-from contextd.core.errors import Violations, shown
+from contextd.core.errors import SessionNotFound, Violations, shown
 from contextd.core.formats import OutputFormat
 from contextd.core.messages import ChatMessage, CompressionSummary, Role
 from contextd.core.pipeline import DroppedRange, DropReason, is_blank
@@ -44,6 +44,7 @@ from contextd.core.tokens import Tokenizer, message_tokens
 from contextd.store.catalog import CatalogRepo
 from contextd.store.memory.repository import MemoryRepo
 from contextd.store.models import PromptTemplate, Session, Skill, StoredMessage
+from contextd.store.session_snapshot import SessionSnapshot, SessionSnapshots
 from contextd.store.summaries import SummaryRepo
 from contextd.tracing import spans
 
@@ -153,6 +154,11 @@ class SessionContextBuilder:
         self.catalog = catalog
         self.memories = memories
         self.summaries = summaries
+        # The session with what its build reads alongside, in one round trip where
+        # replicas share the database.
+        self.snapshots = SessionSnapshots(
+            sessions.sessions.db, sessions.sessions, sessions.conversation, summaries, catalog
+        )
 
     async def build(self, req: SessionBuildRequest, session: Session | None = None) -> BuiltContext:
         """Build from the stored session. ``session``: the session ``req`` names, when the
@@ -162,8 +168,8 @@ class SessionContextBuilder:
 
     async def _build(self, req: SessionBuildRequest, session: Session | None) -> BuiltContext:
         _validate(req)
-        if session is None:
-            session = await self.sessions.get(req.caller, req.session_id)
+        snapshot = await self._snapshot(req, session)
+        session = snapshot.session
         tok = req.tokenizer
         scenario = req.scenario or session.scenario
         host = (req.host or session.host).lower()
@@ -172,13 +178,13 @@ class SessionContextBuilder:
         base = _join([self.defaults.identity, self.defaults.rules])
         _mark(system_layer, base, tok)
         scenario_layer, scenario_text = await self._scenario(
-            req.caller.tenant_id, scenario, host, req.variables
+            req.caller.tenant_id, scenario, host, req.variables, snapshot.catalog_version
         )
         scenario_layer.tokens = tok.count(scenario_text)
         session_layer = ContextLayer("session")
         session_text = _session_text(session)
         _mark(session_layer, session_text, tok)
-        memory, recent = await self._remembered(req, session)
+        memory, recent = await self._remembered(req, snapshot)
 
         user_tokens = (
             0
@@ -198,7 +204,7 @@ class SessionContextBuilder:
         window_layer = ContextLayer("window")
         while True:
             volatile = _join([memory.text(), recent.text()])
-            result, fetched, total = await self._build_window(req, session, fixed, volatile)
+            result, fetched, total = await self._build_window(req, snapshot, fixed, volatile)
             if result.report.required_over_budget and (recent.kept or memory.kept):
                 # Joined sections can count a token or two more than their parts.
                 section = recent if recent.kept else memory
@@ -230,16 +236,42 @@ class SessionContextBuilder:
         layers = [system_layer, scenario_layer, session_layer, *middle, user_layer]
         return BuiltContext(result, layers)
 
+    async def _snapshot(self, req: SessionBuildRequest, known: Session | None) -> SessionSnapshot:
+        """The session ``req`` names (``known``: when the caller read it already, through
+        SessionsApp.get), with what the build reads alongside it."""
+        enabled = self.defaults.memory_enabled if req.memory is None else req.memory
+        recent = req.recent_sessions_limit or self.defaults.recent_sessions_limit
+        snapshot = await self.snapshots.read(
+            req.session_id,
+            tenant_id=req.caller.tenant_id,
+            tokenizer=req.tokenizer.name,
+            window=FIRST_WINDOW,
+            user_id=req.caller.user_id,
+            recent=recent if enabled else 0,
+            known=known,
+        )
+        # Another tenant's session is not found: its existence is not revealed.
+        if snapshot is None or not req.caller.owns(snapshot.session.user_id):
+            raise SessionNotFound(req.session_id)
+        return snapshot
+
     async def _scenario(
-        self, tenant_id: str, scenario: str, host: str, variables: Mapping[str, str]
+        self,
+        tenant_id: str,
+        scenario: str,
+        host: str,
+        variables: Mapping[str, str],
+        catalog_version: int | None,
     ) -> tuple[ContextLayer, str]:
         layer = ContextLayer("scenario")
         missing = MissingVariables()
         parts: list[str] = []
-        template = await self._template(tenant_id, scenario, host, layer)
+        template = await self._template(tenant_id, scenario, host, layer, catalog_version)
         if template is not None:
             parts.append(render(template.system_prompt, variables, missing, "the template"))
-        listed = await self.catalog.list_skills(host or None, True, tenant_id=tenant_id)
+        listed = await self.catalog.list_skills(
+            host or None, True, tenant_id=tenant_id, version=catalog_version
+        )
         skills = [s for s in listed if _for(s, host)]
         if skills:
             texts = [_skill_text(s, variables, missing) for s in skills]
@@ -252,29 +284,34 @@ class SessionContextBuilder:
         return layer, _join(parts)
 
     async def _template(
-        self, tenant_id: str, scenario: str, host: str, layer: ContextLayer
+        self, tenant_id: str, scenario: str, host: str, layer: ContextLayer, version: int | None
     ) -> PromptTemplate | None:
         """The enabled template of the scenario; without one, that of the scenario named
         like the host (ignoring case), if there is one. ``NO_SCENARIO`` asks for none."""
         if scenario == NO_SCENARIO:
             return None
         if scenario:
-            template = await self.catalog.get_template(scenario, tenant_id=tenant_id)
+            template = await self.catalog.get_template(
+                scenario, tenant_id=tenant_id, version=version
+            )
             if template is None or not template.enabled:
                 layer.note = f"no enabled prompt template for scenario {shown(scenario)}"
                 return None
             return template
         if not host:
             return None
-        template = await self.catalog.get_template(host, tenant_id=tenant_id, any_case=True)
+        template = await self.catalog.get_template(
+            host, tenant_id=tenant_id, any_case=True, version=version
+        )
         if template is None or not template.enabled:
             return None
         layer.note = f"scenario {template.scenario!r}, named like the host"
         return template
 
     async def _remembered(
-        self, req: SessionBuildRequest, session: Session
+        self, req: SessionBuildRequest, snapshot: SessionSnapshot
     ) -> tuple[_Section, _Section]:
+        session = snapshot.session
         memory = _Section(ContextLayer("memory"), MEMORY_HEADER, [])
         recent = _Section(ContextLayer("recent_sessions"), RECENT_HEADER, [])
         enabled = self.defaults.memory_enabled if req.memory is None else req.memory
@@ -290,12 +327,6 @@ class SessionContextBuilder:
                 tenant_id=req.caller.tenant_id,
                 memory_filter=session_memories(req.host or session.host),
             )
-            others = await self.summaries.recent_session_summaries(
-                req.caller.user_id,
-                session.id,
-                req.recent_sessions_limit or self.defaults.recent_sessions_limit,
-                tenant_id=req.caller.tenant_id,
-            )
         except Exception as error:  # degrade: a memory failure never fails the build
             log.warning("memory unavailable, building without it", exc_info=True)
             memory.layer.note = recent.layer.note = f"memory unavailable: {type(error).__name__}"
@@ -303,12 +334,12 @@ class SessionContextBuilder:
         memory.lines = [f"- {m.memory.content}" for m in searched.found]
         memory.layer.note = searched.note
         recent.lines = [
-            f"- {s.title}: {s.summary}" if s.title else f"- {s.summary}" for s in others
+            f"- {s.title}: {s.summary}" if s.title else f"- {s.summary}" for s in snapshot.recent
         ]
         return memory, recent
 
     async def _build_window(
-        self, req: SessionBuildRequest, session: Session, system: str, volatile: str
+        self, req: SessionBuildRequest, snapshot: SessionSnapshot, system: str, volatile: str
     ) -> tuple[BuildResult, int, int]:
         """Build with the newest stored messages, fetching more while the budget has room;
         ``system``: the stable layers' text, ``volatile``: memory and recent_sessions.
@@ -316,7 +347,8 @@ class SessionContextBuilder:
         Returns the result, how many messages were fetched and the session's total.
         """
         tok = req.tokenizer
-        active = await self.summaries.active_compression(session.id)
+        session = snapshot.session
+        active = await self.summaries.active_compression(session.id, version=snapshot.version)
         summary = (
             CompressionSummary(
                 tuple(str(i) for i in active.message_ids),
@@ -331,7 +363,7 @@ class SessionContextBuilder:
         limit = FIRST_WINDOW
         while True:
             rows = await self.sessions.conversation.tail(
-                session.id, limit, tok.name, tenant_id=session.tenant_id
+                session.id, limit, tok.name, tenant_id=session.tenant_id, version=snapshot.version
             )
             counts = await self._counts(session, rows, tok) + pending_counts
             result = build_messages(

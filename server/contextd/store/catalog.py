@@ -8,7 +8,10 @@ its own rows, so deleting its override brings the default back.
 Every session-mode build reads the skills (and the scenario's template): reads are kept in
 memory and all of them dropped by any write once it committed (the rule in store/engine/sqlite.py),
 since this class is the tables' only writer in this process, the database's only writer.
-On PostgreSQL, where another server may write, nothing is kept.
+On PostgreSQL, where another server may write, every write moves the catalog's version on
+(``Database.next_catalog_version``) and kept reads answer only a read that names the
+version its call read (store/session_snapshot.py reads it with the session); reads kept
+at another version go.
 """
 
 from __future__ import annotations
@@ -61,14 +64,29 @@ def _skill_from_row(row: Any) -> Skill:
 class CatalogRepo:
     def __init__(self, db: Database) -> None:
         self._db = db
-        # Reads are kept only while this process is the database's only writer.
-        self._keep = not db.shared_between_processes
+        # Where other processes write, reads are kept at the catalog version they were
+        # read at (``_version``), and answer only reads that name it.
+        self._versioned = db.shared_between_processes
+        self._version: int | None = None
         self._templates: dict[tuple[str, str, bool], PromptTemplate | None] = {}
         self._skills: dict[tuple[str, str | None, bool], tuple[Skill, ...]] = {}
 
-    def _changed(self) -> None:
+    def _changed(self, version: int | None) -> None:
+        """A write committed, moving the catalog's version on to ``version``."""
         self._templates.clear()
         self._skills.clear()
+        self._version = version
+
+    def _kept(self, version: int | None) -> bool:
+        """Whether a read of a call that read the catalog at ``version`` may use (and
+        keep) reads in memory; reads kept at another version go."""
+        if not self._versioned:
+            return True
+        if version is None:
+            return False
+        if version != self._version:
+            self._changed(version)
+        return True
 
     # --- prompt templates ---------------------------------------------------------------
 
@@ -83,6 +101,7 @@ class CatalogRepo:
         """Create (version 1) or change the tenant's template of the scenario; each change
         adds 1 to its version, while writing what is already stored changes nothing."""
         async with self._db.transaction() as conn:
+            version = await self._db.next_catalog_version(conn)
             rows = await conn.execute_fetchall(
                 f"INSERT INTO prompt_templates (tenant_id, {_TEMPLATE_COLUMNS})"
                 " VALUES (?, ?, ?, 1, ?, ?)"
@@ -101,18 +120,25 @@ class CatalogRepo:
                     " WHERE tenant_id = ? AND scenario = ?",
                     (tenant_id, scenario),
                 )
-        self._changed()
+        self._changed(version)
         return _template_from_row(next(iter(rows)))
 
     async def get_template(
-        self, scenario: str, *, tenant_id: str = DEFAULT_TENANT, any_case: bool = False
+        self,
+        scenario: str,
+        *,
+        tenant_id: str = DEFAULT_TENANT,
+        any_case: bool = False,
+        version: int | None = None,
     ) -> PromptTemplate | None:
         """The tenant's template of the scenario, else the default one (shared with later
         calls: it is frozen). With ``any_case``, the scenario's name is compared ignoring
         ASCII case (scenario names are ASCII); among several matches the tenant's own,
-        then the exact spelling, then the first by name wins."""
+        then the exact spelling, then the first by name wins. ``version``: the catalog's,
+        as the caller's call read it (the class docstring)."""
         key = (tenant_id, scenario, any_case)
-        if self._keep and key in self._templates:
+        kept = self._kept(version)
+        if kept and key in self._templates:
             return self._templates[key]
         match = "lower(scenario) = lower(:scenario)" if any_case else "scenario = :scenario"
         rows = await self._db.reader.execute_fetchall(
@@ -122,7 +148,7 @@ class CatalogRepo:
             {"scenario": scenario, "tenant": tenant_id},
         )
         template = next((_template_from_row(row) for row in rows), None)
-        if self._keep:
+        if kept and self._version == version:  # not moved on by a write meanwhile
             if len(self._templates) >= READ_CACHE_ENTRIES:
                 self._templates.clear()
             self._templates[key] = template
@@ -141,11 +167,12 @@ class CatalogRepo:
         """Delete the tenant's own template of the scenario (never a default for another
         tenant); False when it has none."""
         async with self._db.transaction() as conn:
+            version = await self._db.next_catalog_version(conn)
             cursor = await conn.execute(
                 "DELETE FROM prompt_templates WHERE tenant_id = ? AND scenario = ?",
                 (tenant_id, scenario),
             )
-        self._changed()
+        self._changed(version)
         return cursor.rowcount > 0
 
     # --- skills -------------------------------------------------------------------------
@@ -157,6 +184,7 @@ class CatalogRepo:
             raise ValueError("a skill needs a name")
         apps = json.dumps(list(skill.apps), ensure_ascii=False)
         async with self._db.transaction() as conn:
+            version = await self._db.next_catalog_version(conn)
             rows = await conn.execute_fetchall(
                 f"INSERT INTO skills (tenant_id, {_SKILL_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)"
                 " ON CONFLICT (tenant_id, name) DO UPDATE SET description = excluded.description,"
@@ -182,7 +210,7 @@ class CatalogRepo:
                     f"SELECT {_SKILL_COLUMNS} FROM skills WHERE tenant_id = ? AND name = ?",
                     (tenant_id, skill.name),
                 )
-        self._changed()
+        self._changed(version)
         return _skill_from_row(next(iter(rows)))
 
     async def list_skills(
@@ -191,14 +219,16 @@ class CatalogRepo:
         enabled_only: bool = False,
         *,
         tenant_id: str = DEFAULT_TENANT,
+        version: int | None = None,
     ) -> list[Skill]:
         """The tenant's skills (its own, and the defaults it did not override) by name.
         With ``app``, only those whose apps include it (ignoring ASCII case: "Excel" finds
         "excel") or whose apps list is empty (every app). The skills are shared with later
         calls (they are frozen). A tenant's override decides for its name: a disabled or
-        other-app override hides the default."""
+        other-app override hides the default. ``version``: as ``get_template``'s."""
         key = (tenant_id, app, enabled_only)
-        cached = self._skills.get(key)
+        kept = self._kept(version)
+        cached = self._skills.get(key) if kept else None
         if cached is not None:
             return list(cached)
         rows = await self._db.reader.execute_fetchall(
@@ -210,7 +240,7 @@ class CatalogRepo:
             {"tenant": tenant_id, "enabled_only": int(enabled_only), "app": app},
         )
         skills = [_skill_from_row(row) for row in rows]
-        if self._keep:
+        if kept and self._version == version:  # not moved on by a write meanwhile
             if len(self._skills) >= READ_CACHE_ENTRIES:
                 self._skills.clear()
             self._skills[key] = tuple(skills)
@@ -220,8 +250,9 @@ class CatalogRepo:
         """Delete the tenant's own skill (never a default for another tenant); False when
         it has none."""
         async with self._db.transaction() as conn:
+            version = await self._db.next_catalog_version(conn)
             cursor = await conn.execute(
                 "DELETE FROM skills WHERE tenant_id = ? AND name = ?", (tenant_id, name)
             )
-        self._changed()
+        self._changed(version)
         return cursor.rowcount > 0

@@ -8,7 +8,9 @@ Every chat turn reads its session's newest messages two or three times (its numb
 window, the work after the turn). :class:`ConversationRepo` keeps them in memory
 (store/tail_cache.py, which has the rule that keeps them current) and tells that cache of
 every write once it committed. A session created through SessionRepo starts cached, with
-no rows. Where another server may write (PostgreSQL), nothing is kept (NoTailCache).
+no rows. Where another server may write (PostgreSQL), kept rows answer only a read that
+names the session's version its call read (``tail``'s ``version``, from a
+store/session_snapshot.py read); other reads go to the database.
 
 Every read names the session's tenant (the default one unless given): stored rows and
 kept ones are found only within it, kept rows being keyed by (tenant, session).
@@ -30,7 +32,7 @@ from contextd.store.models import NO_TOKENS, NewMessage, StoredMessage, token_co
 from contextd.store.paging import decode_token, encode_token, page_limit
 from contextd.store.parts_json import parts_from_json, parts_json
 from contextd.store.sessions import UsageTotals, add_usage
-from contextd.store.tail_cache import NoTailCache, TailCache
+from contextd.store.tail_cache import TailCache
 
 STORED_ROLES = frozenset({Role.USER, Role.ASSISTANT, Role.TOOL})
 
@@ -115,6 +117,12 @@ def _with_one_count(row: Any, tokenizer: str) -> StoredMessage:
     return _stored(row, NO_TOKENS if count is None else MappingProxyType({tokenizer: count}))
 
 
+def _with_one_count_listed(row: Sequence[Any], tokenizer: str) -> StoredMessage:
+    """``_with_one_count`` of a row given as a list (its count last)."""
+    count = row[_WIDTH]
+    return _stored(row, NO_TOKENS if count is None else MappingProxyType({tokenizer: count}))
+
+
 def _with_all_tokens(row: Any) -> StoredMessage:
     tokens = row["tokens"]
     return _stored(row, token_counts(json.loads(tokens)) if tokens else NO_TOKENS)
@@ -126,7 +134,9 @@ class ConversationRepo:
 
     def __init__(self, db: Database) -> None:
         self._db = db
-        self._tails = NoTailCache() if db.shared_between_processes else TailCache()
+        self._tails = TailCache()
+        # Kept rows answer only reads checked against the session's version.
+        self._versioned = db.shared_between_processes
         db.session_created.append(lambda tenant_id, sid: self._tails.created((tenant_id, sid)))
         db.session_deleted.append(lambda tenant_id, sid: self._tails.drop((tenant_id, sid)))
 
@@ -184,14 +194,19 @@ class ConversationRepo:
             return [], None
         totals = None
         async with self._db.transaction() as conn:
-            # The next seq is read under the session's row lock (where writers run at once).
-            await self._db.lock_row(conn, "sessions", session_id)
-            stored = await _insert(conn, session_id, owner, messages)
+            # The next seq is read under the session's row lock (where writers run at once),
+            # taken by the statement that moves the session's version on (the usage's,
+            # when there is usage to add).
             if usage is not None:
-                totals = await add_usage(conn, session_id, usage)
+                totals, version = await add_usage(
+                    conn, session_id, usage, next_version=self._versioned
+                )
+            else:
+                version = await self._db.next_session_version(conn, session_id)
+            stored = await _insert(conn, session_id, owner, messages, self._db.writes_in_with)
             if also is not None:
                 await also(conn)
-        self._tails.appended((owner[0], session_id), stored)
+        self._tails.appended((owner[0], session_id), stored, version)
         return stored, totals
 
     async def get(
@@ -236,11 +251,16 @@ class ConversationRepo:
         return items, encode_token("messages", session_id, [items[-1].seq])
 
     async def first(
-        self, session_id: str, *, tenant_id: str = DEFAULT_TENANT
+        self, session_id: str, *, tenant_id: str = DEFAULT_TENANT, version: int | None = None
     ) -> StoredMessage | None:
         """The session's first message: from the cached rows when they are all of the
-        session's (with the counts they have), else read with all its counts."""
-        rows = self._tails.all_rows((tenant_id, session_id))
+        session's (with the counts they have), else read with all its counts.
+        ``version``: as ``tail``'s."""
+        key = (tenant_id, session_id)
+        rows = None
+        if not self._versioned or version is not None:
+            self._tails.check(key, version)
+            rows = self._tails.all_rows(key)
         if rows is not None:
             return rows[0] if rows else None
         page, _ = await self.list_messages(session_id, 1, tenant_id=tenant_id)
@@ -256,10 +276,18 @@ class ConversationRepo:
         return int(rows[0]["turn_index"]) if rows else 0
 
     async def tail(
-        self, session_id: str, limit: int, tokenizer: str, *, tenant_id: str = DEFAULT_TENANT
+        self,
+        session_id: str,
+        limit: int,
+        tokenizer: str,
+        *,
+        tenant_id: str = DEFAULT_TENANT,
+        version: int | None = None,
     ) -> list[StoredMessage]:
         """The newest ``limit`` messages in chronological order (one indexed query, or
-        none when the session's newest messages are cached).
+        none when the session's newest messages are cached). ``version``: the session's,
+        as the caller's call read it (store/session_snapshot.py); where other processes
+        write (PostgreSQL), only a read that names it is answered from memory.
 
         Each has ``tokens[tokenizer]`` when that count is stored, and no other count. The
         rows are shared with later calls (they are frozen).
@@ -267,16 +295,54 @@ class ConversationRepo:
         if limit <= 0:
             return []
         key = (tenant_id, session_id)
-        cached = self._tails.newest(key, tokenizer, limit)
-        if cached is not None:
-            return list(cached[-limit:])
+        kept = not self._versioned or version is not None
+        if kept:
+            self._tails.check(key, version)
+            cached = self._tails.newest(key, tokenizer, limit)
+            if cached is not None:
+                return list(cached[-limit:])
         rows = await self._db.reader.execute_fetchall(
             TAIL_SQL, (tokenizer, session_id, tenant_id, limit)
         )
         out = [_with_one_count(row, tokenizer) for row in rows]
         out.reverse()
-        self._tails.read(key, tokenizer, out, limit)
+        if kept:
+            self._tails.read(key, tokenizer, out, limit, version)
         return out
+
+    async def current_version(
+        self, session_id: str, *, tenant_id: str = DEFAULT_TENANT
+    ) -> int | None:
+        """The session's version as the database has it now, for reads that name it
+        (``tail``); None where no other process writes (no statement: SQLite) or the
+        session is gone."""
+        if not self._versioned:
+            return None
+        rows = await self._db.reader.execute_fetchall(
+            "SELECT version FROM sessions WHERE id = ? AND tenant_id = ?", (session_id, tenant_id)
+        )
+        return int(rows[0]["version"]) if rows else None
+
+    def tail_version(self, session_id: str, *, tenant_id: str = DEFAULT_TENANT) -> int | None:
+        """The session version the kept rows are at (None: none kept)."""
+        return self._tails.version((tenant_id, session_id))
+
+    def read_at(
+        self,
+        session_id: str,
+        tenant_id: str,
+        version: int,
+        tokenizer: str,
+        window: Sequence[Sequence[Any]] | None,
+        limit: int,
+    ) -> None:
+        """The session was read at ``version`` by a call, with (unless None) its newest
+        ``limit`` rows, newest first, each as ``TAIL_SQL``'s columns in a list."""
+        key = (tenant_id, session_id)
+        self._tails.check(key, version)
+        if window is not None:
+            out = [_with_one_count_listed(row, tokenizer) for row in reversed(window)]
+            self._tails.read(key, tokenizer, out, limit, version)
 
     async def turn_messages(
         self,
@@ -286,12 +352,16 @@ class ConversationRepo:
         at_most: int = 1024,
         *,
         tenant_id: str = DEFAULT_TENANT,
+        version: int | None = None,
     ) -> list[StoredMessage]:
         """The messages of turn ``turn_index`` among the session's newest ``at_most``, oldest
-        first (as ``tail`` reads them), read back from the newest only as far as needed."""
+        first (as ``tail`` reads them), read back from the newest only as far as needed.
+        ``version``: as ``tail``'s."""
         limit = min(16, at_most)
         while True:
-            rows = await self.tail(session_id, limit, tokenizer, tenant_id=tenant_id)
+            rows = await self.tail(
+                session_id, limit, tokenizer, tenant_id=tenant_id, version=version
+            )
             if len(rows) < limit or rows[0].turn_index < turn_index or limit >= at_most:
                 break
             limit = min(limit * 4, at_most)
@@ -330,6 +400,8 @@ class ConversationRepo:
                 f" WHERE id = ? AND tenant_id = ? RETURNING {_RETURNING}",
                 (int(collected), time.time(), message_id, tenant_id),
             )
+            for row in rows:  # a changed row: other processes' kept rows must go too
+                await self._db.next_session_version(conn, row["session_id"])
         for row in rows:
             updated = _with_all_tokens(row)
             self._tails.drop((tenant_id, updated.session_id))
@@ -338,16 +410,21 @@ class ConversationRepo:
 
 
 async def _insert(
-    conn: Connection, session_id: str, owner: tuple[str, str], messages: Sequence[NewMessage]
+    conn: Connection,
+    session_id: str,
+    owner: tuple[str, str],
+    messages: Sequence[NewMessage],
+    counts_with: bool,
 ) -> list[StoredMessage]:
     """Insert the messages and their token counts inside the caller's transaction;
-    ``owner`` is the session's (tenant_id, user_id)."""
+    ``owner`` is the session's (tenant_id, user_id). ``counts_with``: the counts go in
+    the messages' statement (``Database.writes_in_with``), one round trip, not two."""
     user_id = owner[1]
     now = time.time()
     stored: list[StoredMessage] = []
     for start in range(0, len(messages), _INSERT_CHUNK):
         chunk = messages[start : start + _INSERT_CHUNK]
-        sql, params = _insert_statement(session_id, owner, chunk, now)
+        sql, params = _insert_statement(session_id, owner, chunk, now, counts_with)
         rows = await conn.execute_fetchall(sql, params)
         if not rows:  # the join on sessions found no such session of this user
             raise SessionNotFound(session_id)
@@ -379,7 +456,7 @@ async def _insert(
                 )
             )
     token_rows = [(item.id, name, count) for item in stored for name, count in item.tokens.items()]
-    if token_rows:
+    if token_rows and not counts_with:
         await conn.executemany(
             "INSERT INTO message_tokens (message_id, tokenizer, tokens) VALUES (?, ?, ?)"
             " ON CONFLICT DO NOTHING",
@@ -389,16 +466,24 @@ async def _insert(
 
 
 def _insert_statement(
-    session_id: str, owner: tuple[str, str], chunk: Sequence[NewMessage], now: float
+    session_id: str,
+    owner: tuple[str, str],
+    chunk: Sequence[NewMessage],
+    now: float,
+    counts_with: bool = False,
 ) -> tuple[str, list[object]]:
     """One INSERT ... RETURNING for a chunk of messages, seqs following the session's last.
 
     The new rows come from a VALUES list joined to the session row (so nothing is inserted
     when the session is missing or another user's, of its tenant or another) and to the
-    session's current last seq, read before any row is written.
+    session's current last seq, read before any row is written. With ``counts_with``
+    each row's token counts (a JSON object) go in the same statement.
     """
     # The casts give PostgreSQL the numbers' type (a VALUES list's parameters are text).
-    values = ", ".join(["(CAST(? AS INTEGER), ?, ?, ?, ?, CAST(? AS INTEGER), ?, ?)"] * len(chunk))
+    row = "CAST(? AS INTEGER), ?, ?, ?, ?, CAST(? AS INTEGER), ?, ?"
+    if counts_with:
+        row += ", ?"
+    values = ", ".join([f"({row})"] * len(chunk))
     params: list[object] = [session_id]
     for ordinal, new in enumerate(chunk):
         m = new.message
@@ -412,17 +497,33 @@ def _insert_statement(
             new.status,
             parts_json(m.parts),
         ]
+        if counts_with:
+            params.append(json.dumps(dict(new.tokens)))
     params += [now, now, session_id, *owner]
-    sql = (
-        "WITH base(next_seq) AS MATERIALIZED ("
-        "  SELECT COALESCE(MAX(seq), -1) + 1 FROM conversation WHERE session_id = ?),"
-        f" batch(ordinal, role, content, tool_calls, tool_call_id, turn_index, status, parts)"
-        f" AS (VALUES {values})"
+    insert = (
         " INSERT INTO conversation (session_id, tenant_id, user_id, seq, role, content,"
         "  tool_calls, tool_call_id, turn_index, status, parts, created_at, updated_at)"
         " SELECT s.id, s.tenant_id, s.user_id, base.next_seq + b.ordinal, b.role, b.content,"
         "  b.tool_calls, b.tool_call_id, b.turn_index, b.status, b.parts, ?, ?"
         " FROM batch b, base, sessions s WHERE s.id = ? AND s.tenant_id = ? AND s.user_id = ?"
         " RETURNING id, seq"
+    )
+    head = (
+        "WITH base(next_seq) AS MATERIALIZED ("
+        "  SELECT COALESCE(MAX(seq), -1) + 1 FROM conversation WHERE session_id = ?),"
+        " batch(ordinal, role, content, tool_calls, tool_call_id, turn_index, status, parts"
+        f"{', tokens' if counts_with else ''}) AS (VALUES {values})"
+    )
+    if not counts_with:
+        return head + insert, params
+    # The counts' rows join the inserted ones by seq; their foreign key is checked at the
+    # statement's end, when the messages are there.
+    sql = (
+        f"{head}, added AS ({insert}),"
+        " counted AS (INSERT INTO message_tokens (message_id, tokenizer, tokens)"
+        "  SELECT a.id, t.key, CAST(t.value AS BIGINT)"
+        "  FROM added a, base, batch b, json_each_text(CAST(b.tokens AS JSON)) t"
+        "  WHERE a.seq = base.next_seq + b.ordinal ON CONFLICT DO NOTHING)"
+        " SELECT id, seq FROM added"
     )
     return sql, params

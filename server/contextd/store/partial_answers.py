@@ -9,7 +9,7 @@ Each row names its ``owner``, a token of the process that runs the turn. With on
 per database (SQLite: store/engine/data_lock.py), every row left at start is a turn the server's
 end cut off (``left_behind``). Where processes share the database (PostgreSQL), the row is
 also the session's lease: a turn claims it before it numbers itself (``claim``), its
-owner renews ``updated_at`` about once a second (``renew``), and a row no one renewed for
+owner renews ``updated_at`` every quarter of the lease (``renew``), and a row no one renewed for
 ``lease_seconds`` (the server's ``--turn-lease-seconds``, far above the renewals' one
 second, so that a busy process or a slow write does not lose its turn) is a turn of a
 process that died, for the next turn (or the next start) to close.
@@ -97,7 +97,7 @@ class PartialAnswerRepo:
         """The row with no text, for step ``step`` (the text so far is stored)."""
 
         async def run(conn: Connection) -> None:
-            await self._update(conn, session_id, step, "", usage)
+            await conn.execute(*_update(session_id, step, "", usage, self.owner))
 
         return run
 
@@ -117,16 +117,14 @@ class PartialAnswerRepo:
     async def save(self, session_id: str, step: int, text: str, usage: UsageTotals) -> None:
         """Replace the row's text; no row of this process (the turn ended, its session was
         deleted) is no error."""
-        async with self._db.transaction() as conn:
-            await self._update(conn, session_id, step, text, usage)
+        await self._db.execute_alone(*_update(session_id, step, text, usage, self.owner))
 
     async def renew(self, session_id: str) -> bool:
         """Keep the session's lease: whether this process still holds it."""
-        async with self._db.transaction() as conn:
-            cursor = await conn.execute(
-                "UPDATE partial_answers SET updated_at = ? WHERE session_id = ? AND owner = ?",
-                (time.time(), session_id, self.owner),
-            )
+        cursor = await self._db.execute_alone(
+            "UPDATE partial_answers SET updated_at = ? WHERE session_id = ? AND owner = ?",
+            (time.time(), session_id, self.owner),
+        )
         return cursor.rowcount > 0
 
     async def claim(self, tenant_id: str, session_id: str) -> Busy | PartialAnswer | None:
@@ -137,13 +135,12 @@ class PartialAnswerRepo:
         SessionNotFound when the session is not the tenant's."""
         while True:
             now = time.time()
-            async with self._db.transaction() as conn:
-                cursor = await conn.execute(
-                    "INSERT INTO partial_answers (session_id, tenant_id, turn_index, owner,"
-                    " started_at, updated_at) SELECT id, tenant_id, 0, ?, ?, ? FROM sessions"
-                    " WHERE id = ? AND tenant_id = ? ON CONFLICT (session_id) DO NOTHING",
-                    (self.owner, now, now, session_id, tenant_id),
-                )
+            cursor = await self._db.execute_alone(
+                "INSERT INTO partial_answers (session_id, tenant_id, turn_index, owner,"
+                " started_at, updated_at) SELECT id, tenant_id, 0, ?, ?, ? FROM sessions"
+                " WHERE id = ? AND tenant_id = ? ON CONFLICT (session_id) DO NOTHING",
+                (self.owner, now, now, session_id, tenant_id),
+            )
             if cursor.rowcount > 0:
                 return None
             rows = await self._db.reader.execute_fetchall(
@@ -168,11 +165,10 @@ class PartialAnswerRepo:
     async def release(self, session_id: str, owner: str | None = None) -> None:
         """Give up a claim (of ``owner``, this process when None) whose turn stored
         nothing: no input, so no turn to close."""
-        async with self._db.transaction() as conn:
-            await conn.execute(
-                "DELETE FROM partial_answers WHERE session_id = ? AND owner = ? AND turn_index = 0",
-                (session_id, self.owner if owner is None else owner),
-            )
+        await self._db.execute_alone(
+            "DELETE FROM partial_answers WHERE session_id = ? AND owner = ? AND turn_index = 0",
+            (session_id, self.owner if owner is None else owner),
+        )
 
     async def left_behind(self, unrenewed_for: float = 0.0) -> list[PartialAnswer]:
         """Every row not renewed for ``unrenewed_for`` seconds, oldest turn first."""
@@ -202,12 +198,11 @@ class PartialAnswerRepo:
         """``left``'s row made this process's, unless its owner renewed it (or another
         process took it) since it was read."""
         now = time.time()
-        async with self._db.transaction() as conn:
-            cursor = await conn.execute(
-                "UPDATE partial_answers SET owner = ?, updated_at = ?"
-                " WHERE session_id = ? AND owner = ? AND updated_at = ?",
-                (self.owner, now, left.session_id, left.owner, left.updated_at),
-            )
+        cursor = await self._db.execute_alone(
+            "UPDATE partial_answers SET owner = ?, updated_at = ?"
+            " WHERE session_id = ? AND owner = ? AND updated_at = ?",
+            (self.owner, now, left.session_id, left.owner, left.updated_at),
+        )
         return replace(left, owner=self.owner, updated_at=now) if cursor.rowcount > 0 else None
 
     async def _session_missing(self, tenant_id: str, session_id: str) -> bool:
@@ -216,16 +211,18 @@ class PartialAnswerRepo:
         )
         return not rows
 
-    async def _update(
-        self, conn: Connection, session_id: str, step: int, text: str, u: UsageTotals
-    ) -> None:
-        await conn.execute(
-            "UPDATE partial_answers SET step = ?, text = ?, prompt_tokens = ?,"
-            " completion_tokens = ?, prompt_tokens_estimate = ?, cache_read_tokens = ?,"
-            " cache_write_tokens = ?, usage_estimated = ?, updated_at = ?"
-            " WHERE session_id = ? AND owner = ?",
-            (step, text, *u[:5], int(u.estimated), time.time(), session_id, self.owner),
-        )
+
+def _update(
+    session_id: str, step: int, text: str, u: UsageTotals, owner: str
+) -> tuple[str, tuple[object, ...]]:
+    """The statement that sets the row's step, text and usage, and its parameters."""
+    return (
+        "UPDATE partial_answers SET step = ?, text = ?, prompt_tokens = ?,"
+        " completion_tokens = ?, prompt_tokens_estimate = ?, cache_read_tokens = ?,"
+        " cache_write_tokens = ?, usage_estimated = ?, updated_at = ?"
+        " WHERE session_id = ? AND owner = ?",
+        (step, text, *u[:5], int(u.estimated), time.time(), session_id, owner),
+    )
 
 
 def _partial(r: Row) -> PartialAnswer:

@@ -43,6 +43,10 @@ class SessionRepo:
     def __init__(self, db: Database) -> None:
         self._db = db
 
+    @property
+    def db(self) -> Database:
+        return self._db
+
     async def create(
         self,
         user_id: str,
@@ -158,24 +162,30 @@ class UsageTotals(NamedTuple):
     estimated: bool = False
 
 
-async def add_usage(conn: Connection, session_id: str, usage: UsageTotals) -> UsageTotals:
+async def add_usage(
+    conn: Connection, session_id: str, usage: UsageTotals, *, next_version: bool = False
+) -> tuple[UsageTotals, int | None]:
     """Add one turn's usage inside the caller's write transaction; return the session's
-    totals (estimated when any turn's usage was). Raises SessionNotFound."""
+    totals (estimated when any turn's usage was) and, with ``next_version``, the session's
+    version moved on in the same statement (as ``Database.next_session_version``, which it
+    stands in for). Raises SessionNotFound."""
+    moved = ", version = version + 1" if next_version else ""
     rows = await conn.execute_fetchall(
         "UPDATE sessions SET prompt_tokens = prompt_tokens + ?,"
         " completion_tokens = completion_tokens + ?,"
         " prompt_tokens_estimate = prompt_tokens_estimate + ?,"
         " cache_read_tokens = cache_read_tokens + ?,"
         " cache_write_tokens = cache_write_tokens + ?,"
-        " estimated_turns = estimated_turns + ? WHERE id = ?"
+        f" estimated_turns = estimated_turns + ?{moved} WHERE id = ?"
         " RETURNING prompt_tokens, completion_tokens, prompt_tokens_estimate,"
-        " cache_read_tokens, cache_write_tokens, estimated_turns",
+        f" cache_read_tokens, cache_write_tokens, estimated_turns{', version' if moved else ''}",
         (*usage[:5], int(usage.estimated), session_id),
     )
     row = rows[0] if rows else None
     if row is None:
         raise SessionNotFound(session_id)
-    return usage_totals(row, int(row["estimated_turns"]) > 0)
+    version = int(row["version"]) if next_version else None
+    return usage_totals(row, int(row["estimated_turns"]) > 0), version
 
 
 def usage_totals(row: Any, estimated: bool) -> UsageTotals:

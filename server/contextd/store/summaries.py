@@ -6,8 +6,10 @@ compression check after it) and changes rarely: it is kept in memory per session
 :meth:`SummaryRepo.add_compression` (the table's only writer in this process, the
 database's only writer) and dropped when the session is deleted. Every write changes the
 caches once it committed (the rule in store/engine/sqlite.py). Where other processes share the
-database (PostgreSQL) nothing is kept, and a session's summary writes, in any process, run
-one after the other (``Database.lock_in_transaction``).
+database (PostgreSQL), a session's compression writes, in any process, run one after the
+other and move the session's version on (``Database.next_session_version``), and a kept
+summary answers only a read that names the version its call read, as the session's kept
+messages do (store/tail_cache.py has the rule).
 
 The user's other sessions' summaries (``recent_sessions``) are read by every turn too:
 each list is kept until a summary it may show changes
@@ -15,7 +17,7 @@ each list is kept until a summary it may show changes
 it leaves out) or a session is deleted.
 
 Where another server may write (PostgreSQL: ``Database.shared_between_processes``),
-neither is kept.
+these lists are not kept: a build reads them with its session (store/session_snapshot.py).
 """
 
 from __future__ import annotations
@@ -55,10 +57,14 @@ def _compression_from_row(row: Any) -> CompressionSummaryRow:
 class SummaryRepo:
     def __init__(self, db: Database) -> None:
         self._db = db
-        # Reads are kept only while this process is the database's only writer.
+        # Recent lists are kept only while this process is the database's only writer;
+        # active summaries otherwise with the session version they were read at.
         self._keep = not db.shared_between_processes
+        self._versioned = db.shared_between_processes
         # session id -> its active compression summary, None when it has none.
         self._active: OrderedDict[str, CompressionSummaryRow | None] = OrderedDict()
+        # session id -> the session version its kept summary is at (PostgreSQL).
+        self._active_versions: dict[str, int] = {}
         # (tenant id, user id) -> (session left out, limit) -> recent_session_summaries'
         # answer.
         self._recent: OrderedDict[tuple[str, str], dict[tuple[str, int], list[SessionSummary]]] = (
@@ -67,16 +73,48 @@ class SummaryRepo:
         db.session_deleted.append(self._forget)
 
     def _forget(self, tenant_id: str, session_id: str) -> None:
-        self._active.pop(session_id, None)
+        self._drop_active(session_id)
         self._recent.clear()  # its summary may be in any list of its user's
 
-    def _remember(self, session_id: str, row: CompressionSummaryRow | None) -> None:
-        if not self._keep:
+    def _drop_active(self, session_id: str) -> None:
+        self._active.pop(session_id, None)
+        self._active_versions.pop(session_id, None)
+
+    def _remember(
+        self, session_id: str, row: CompressionSummaryRow | None, version: int | None
+    ) -> None:
+        """Keep ``row`` as the session's active summary, read at ``version`` (None: no
+        other process writes), unless the version moved on since the read."""
+        if version is not None and self._active_versions.get(session_id) != version:
             return
         self._active[session_id] = row
         self._active.move_to_end(session_id)
         if len(self._active) > ACTIVE_CACHE_SESSIONS:
-            self._active.popitem(last=False)
+            self._drop_active(next(iter(self._active)))
+
+    def _check(self, session_id: str, version: int | None) -> None:
+        """A call read the session at ``version``: a summary kept at another one goes."""
+        if version is None or self._active_versions.get(session_id) == version:
+            return
+        self._active.pop(session_id, None)
+        if len(self._active_versions) >= 2 * ACTIVE_CACHE_SESSIONS:
+            self._active_versions = {
+                k: v for k, v in self._active_versions.items() if k in self._active
+            }
+        self._active_versions[session_id] = version
+
+    def active_version(self, session_id: str) -> int | None:
+        """The session version the kept active summary is at (None: none kept)."""
+        return self._active_versions.get(session_id) if session_id in self._active else None
+
+    def read_at(
+        self, session_id: str, version: int, active: CompressionSummaryRow | None, read: bool
+    ) -> None:
+        """The session was read at ``version`` by a call, with its active summary
+        (``active``) when ``read``."""
+        self._check(session_id, version)
+        if read:
+            self._remember(session_id, active, version)
 
     async def add_compression(
         self, session_id: str, message_ids: Sequence[int], start_message_id: int, summary: str
@@ -116,14 +154,14 @@ class SummaryRepo:
         async with self._db.transaction() as conn:
             # Writers of one session's summaries, in any process, one after the other:
             # each sees the summary the one before it made active.
-            await self._db.lock_in_transaction(conn, "session summaries", session_id)
+            version = await self._db.next_session_version(conn, session_id)
             if previous_id is not None:
                 active = await conn.execute_fetchall(
                     "SELECT id FROM compression_summaries WHERE session_id = ? AND active = 1",
                     (session_id,),
                 )
                 if (int(active[0]["id"]) if active else 0) != previous_id:
-                    self._active.pop(session_id, None)
+                    self._drop_active(session_id)
                     return None
             await conn.execute(
                 "UPDATE compression_summaries SET active = 0 WHERE session_id = ? AND active = 1",
@@ -139,22 +177,34 @@ class SummaryRepo:
             if not rows:
                 raise SessionNotFound(session_id)
         added = _compression_from_row(next(iter(rows)))
-        self._remember(session_id, added)
+        if version is not None:  # kept only over the summary of the version before
+            if self.active_version(session_id) != version - 1:
+                self._drop_active(session_id)
+                return added
+            self._active_versions[session_id] = version
+        self._remember(session_id, added, version)
         return added
 
-    async def active_compression(self, session_id: str) -> CompressionSummaryRow | None:
+    async def active_compression(
+        self, session_id: str, *, version: int | None = None
+    ) -> CompressionSummaryRow | None:
         """The session's active compression summary (shared with later calls: it is
-        frozen)."""
-        if session_id in self._active:
-            self._active.move_to_end(session_id)
-            return self._active[session_id]
+        frozen). ``version``: the session's, as the caller's call read it; where other
+        processes write (PostgreSQL), only a read that names it is answered from memory."""
+        kept = not self._versioned or version is not None
+        if kept:
+            self._check(session_id, version)
+            if session_id in self._active:
+                self._active.move_to_end(session_id)
+                return self._active[session_id]
         rows = await self._db.reader.execute_fetchall(
             f"SELECT {_COMPRESSION_COLUMNS} FROM compression_summaries"
             " WHERE session_id = ? AND active = 1",
             (session_id,),
         )
         active = next((_compression_from_row(row) for row in rows), None)
-        self._remember(session_id, active)
+        if kept:
+            self._remember(session_id, active, version)
         return active
 
     async def upsert_session_summary(
@@ -171,27 +221,28 @@ class SummaryRepo:
         one the host set, nor one made after a later turn (``turn_index``: the turn it
         was made after). Returns whether it was set. Raises SessionNotFound unless the
         user of the tenant owns the session."""
-        async with self._db.transaction() as conn:
-            await self._db.lock_in_transaction(conn, "session summaries", session_id)
-            cursor = await conn.execute(
-                "INSERT INTO session_summaries (session_id, tenant_id, user_id, summary,"
-                " updated_at, set_by_host, turn_index)"
-                " SELECT id, tenant_id, user_id, ?, ?, ?, ? FROM sessions"
-                " WHERE id = ? AND tenant_id = ? AND user_id = ? ON CONFLICT (session_id) DO UPDATE"
-                " SET summary = excluded.summary, updated_at = excluded.updated_at,"
-                " set_by_host = excluded.set_by_host, turn_index = excluded.turn_index"
-                " WHERE excluded.set_by_host = 1 OR (session_summaries.set_by_host = 0"
-                " AND excluded.turn_index >= session_summaries.turn_index)",
-                (summary, time.time(), int(by_host), turn_index, session_id, tenant_id, user_id),
+        # One statement, committed by itself, no lock of its own: the conflict's row lock
+        # orders writers of the summary, and its condition reads the row the one before
+        # left.
+        cursor = await self._db.execute_alone(
+            "INSERT INTO session_summaries (session_id, tenant_id, user_id, summary,"
+            " updated_at, set_by_host, turn_index)"
+            " SELECT id, tenant_id, user_id, ?, ?, ?, ? FROM sessions"
+            " WHERE id = ? AND tenant_id = ? AND user_id = ? ON CONFLICT (session_id) DO UPDATE"
+            " SET summary = excluded.summary, updated_at = excluded.updated_at,"
+            " set_by_host = excluded.set_by_host, turn_index = excluded.turn_index"
+            " WHERE excluded.set_by_host = 1 OR (session_summaries.set_by_host = 0"
+            " AND excluded.turn_index >= session_summaries.turn_index)",
+            (summary, time.time(), int(by_host), turn_index, session_id, tenant_id, user_id),
+        )
+        if cursor.rowcount == 0:
+            owned = await self._db.reader.execute_fetchall(
+                "SELECT 1 FROM sessions WHERE id = ? AND tenant_id = ? AND user_id = ?",
+                (session_id, tenant_id, user_id),
             )
-            if cursor.rowcount == 0:
-                owned = await conn.execute_fetchall(
-                    "SELECT 1 FROM sessions WHERE id = ? AND tenant_id = ? AND user_id = ?",
-                    (session_id, tenant_id, user_id),
-                )
-                if not owned:
-                    raise SessionNotFound(session_id)
-                return False  # the host's summary, or a later turn's, stays
+            if not owned:
+                raise SessionNotFound(session_id)
+            return False  # the host's summary, or a later turn's, stays
         # The lists that may show this summary: all but those leaving the session out.
         lists = self._recent.get((tenant_id, user_id))
         if lists is not None:

@@ -12,6 +12,15 @@ Rows are kept per session, keyed by (tenant id, session id), and tokenizer. A se
 created by this process starts kept
 with no rows and every count (the ``None`` tokenizer): all its rows are written here, and
 any tokenizer's rows are made from those.
+
+Where other processes write the database too (PostgreSQL's replicas), the rule above does
+not see their writes, so kept rows carry the session's version (``sessions.version``, moved
+on by every write of its messages in that write's transaction) and answer only a read that
+names the version its call read from the database (``check``); a version that moved on
+drops them. Rows are kept under a version only when read at it or after it (the same
+statement, or later), never before: kept rows newer than their version are dropped at the
+next check, older ones could not be told apart. A write of this process moves the version
+of the rows it extends only when they were at the version just before it (``appended``).
 """
 
 from __future__ import annotations
@@ -28,6 +37,8 @@ from contextd.store.models import NO_TOKENS, StoredMessage, token_counts
 TAIL_CACHE_SESSIONS = 512
 TAIL_CACHE_ROWS = 256
 TAIL_CACHE_CHARS = 32_000_000
+# Versions kept (of sessions whose rows may be gone) before the ones without rows go.
+_VERSIONS_KEPT = 2 * TAIL_CACHE_SESSIONS
 
 
 def _chars(rows: Iterable[StoredMessage]) -> int:
@@ -101,32 +112,54 @@ SessionKey = tuple[str, str]
 
 
 class TailCache:
-    """The kept rows; ``_put`` and ``drop`` are the only ways in and out."""
+    """The kept rows; ``_put`` and ``drop`` are the only ways in and out. Methods that
+    take a ``version`` take None where the database has no other writer (SQLite)."""
 
     def __init__(self) -> None:
         # (tenant id, session id) -> tokenizer -> its newest rows; least recently used
         # session first.
         self._tails: OrderedDict[SessionKey, _SessionTails] = OrderedDict()
         self._chars = 0
+        # The session version the kept rows are at (see the module docstring).
+        self._versions: dict[SessionKey, int] = {}
 
     def _put(self, key: SessionKey, tails: _SessionTails) -> None:
         """Keep ``tails`` as the session's rows (in place of any), then drop the least
         recently used sessions while the cache is over its bounds."""
-        self.drop(key)
+        self._forget_rows(key)
         self._tails[key] = tails
         self._chars += sum(t.chars for t in tails.values())
         while len(self._tails) > TAIL_CACHE_SESSIONS or self._chars > TAIL_CACHE_CHARS:
             self.drop(next(iter(self._tails)))
 
-    def drop(self, key: SessionKey) -> None:
-        """Forget the session's rows (it was deleted, or one of its rows changed), if any."""
+    def _forget_rows(self, key: SessionKey) -> None:
         tails = self._tails.pop(key, None)
         if tails is not None:
             self._chars -= sum(t.chars for t in tails.values())
 
+    def drop(self, key: SessionKey) -> None:
+        """Forget the session's rows (it was deleted, or one of its rows changed), if any."""
+        self._forget_rows(key)
+        self._versions.pop(key, None)
+
+    def version(self, key: SessionKey) -> int | None:
+        """The version the session's kept rows are at, None when none are kept."""
+        return self._versions.get(key) if key in self._tails else None
+
+    def check(self, key: SessionKey, version: int | None) -> None:
+        """A call read the session at ``version``: rows kept at another one go, and rows
+        read from now on are kept at this one."""
+        if version is None or self._versions.get(key) == version:
+            return
+        self.drop(key)
+        if len(self._versions) >= _VERSIONS_KEPT:
+            self._versions = {k: v for k, v in self._versions.items() if k in self._tails}
+        self._versions[key] = version
+
     def created(self, key: SessionKey) -> None:
-        """The session's creation committed: it has no messages yet."""
+        """The session's creation committed: it has no messages yet (version 0)."""
         self._put(key, {None: _CachedTail((), True, 0)})
+        self._versions[key] = 0
 
     def newest(
         self, key: SessionKey, tokenizer: str, limit: int
@@ -156,9 +189,18 @@ class TailCache:
         return None
 
     def read(
-        self, key: SessionKey, tokenizer: str, rows: Sequence[StoredMessage], limit: int
+        self,
+        key: SessionKey,
+        tokenizer: str,
+        rows: Sequence[StoredMessage],
+        limit: int,
+        version: int | None = None,
     ) -> None:
-        """``rows`` (oldest first) were just read as the session's newest ``limit``."""
+        """``rows`` (oldest first) were just read as the session's newest ``limit``, by a
+        call that read the session at ``version``: kept unless the version moved on since
+        (the rows may be from before a write of this process)."""
+        if version is not None and self._versions.get(key) != version:
+            return
         tails = self._tails.get(key, {})
         kept = tails.get(tokenizer)
         # A session with no messages may not exist: nothing is kept for it. Kept rows are
@@ -168,11 +210,19 @@ class TailCache:
             tail = _CachedTail.newest_of(rows, len(rows) < limit)
             self._put(key, {**tails, tokenizer: tail})
 
-    def appended(self, key: SessionKey, stored: Sequence[StoredMessage]) -> None:
-        """``stored`` (with all their counts) were committed at the end of the session."""
+    def appended(
+        self, key: SessionKey, stored: Sequence[StoredMessage], version: int | None = None
+    ) -> None:
+        """``stored`` (with all their counts) were committed at the end of the session, by
+        a write that moved its version on to ``version``."""
         cached = self._tails.get(key)
         if cached is None:
             return
+        if version is not None:
+            if self._versions.get(key) != version - 1:
+                self.drop(key)
+                return
+            self._versions[key] = version
         added = _chars(stored)
         self._put(
             key,
@@ -200,11 +250,3 @@ class TailCache:
                 for tokenizer, tail in tails.items()
             },
         )
-
-
-class NoTailCache(TailCache):
-    """Keeps nothing: every read goes to the database. For PostgreSQL, where another
-    replica may write a session's messages at any time."""
-
-    def _put(self, key: SessionKey, tails: _SessionTails) -> None:
-        return None

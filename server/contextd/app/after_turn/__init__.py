@@ -13,9 +13,10 @@ Where things are:
   the counters) and the guard each part runs in.
 
 Where other processes share the database, the writes stay safe when theirs run at the
-same time: a user's memory writes and a session's summary writes take a lock in the
-database (``Database.lock_in_transaction``), a replacement applies only to the text it
-read, and a compression summary is written only over the one it was made from. Every
+same time: a user's memory writes take a lock in the database
+(``Database.lock_in_transaction``), a session's compression writes hold its session's row
+(``Database.next_session_version``), a replacement applies only to the text it read, and
+a compression summary is written only over the one it was made from. Every
 failure is logged on ``contextd.after_turn`` and never reaches the chat.
 
 The session's event log is not written: its event types describe a turn, and this work

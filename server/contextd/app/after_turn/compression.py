@@ -61,7 +61,7 @@ class Compression:
         """Write a new compression summary when one is due; return the active summary."""
         s = self._settings
         compaction = turn.compaction.resolve(s.compaction)
-        active = await self._summaries.active_compression(turn.session_id)
+        active = await self._summaries.active_compression(turn.session_id, version=turn.version)
         previous = active.summary if active else ""
         if not compaction.trigger(turn.token_budget):
             return previous

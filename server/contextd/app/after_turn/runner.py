@@ -16,6 +16,7 @@ progress at shutdown (up to ``shutdown_timeout``, then cancels it);
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from dataclasses import dataclass, field
 
@@ -177,6 +178,12 @@ class AfterTurnRunner:
         stats = self.stats
         exchange = None
         with guarded("reading the turn", turn, stats):
+            # One read of the session's version, then its messages as this process keeps
+            # them (where replicas share the database; nothing to read on SQLite).
+            version = await self._conversation.current_version(
+                turn.session_id, tenant_id=turn.tenant_id
+            )
+            turn = dataclasses.replace(turn, version=version)
             exchange = await Exchange.read(self._conversation, turn)
         if exchange is None:
             log.info("after-turn work skipped: the turn's messages were not found", extra=ids(turn))

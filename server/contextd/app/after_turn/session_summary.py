@@ -47,7 +47,9 @@ class SessionSummary:
     async def run(self, turn: FinishedTurn, exchange: Exchange, compressed: str) -> None:
         """``compressed``: the session's active compression summary ("" when none)."""
         s = self._settings
-        first = await self._conversation.first(turn.session_id, tenant_id=turn.tenant_id)
+        first = await self._conversation.first(
+            turn.session_id, tenant_id=turn.tenant_id, version=turn.version
+        )
         first_text = (first or exchange.user).message.content
         summary = None
         if self._model.used:

@@ -38,6 +38,10 @@ class FinishedTurn:
     tenant_id: str = DEFAULT_TENANT  # the user's tenant: user ids are unique only in one
     token_budget: int = 0  # the turn's prompt budget, for a compaction trigger by share
     compaction: CompactionOptions = NO_OPTIONS  # the turn's request's
+    # The session's version as the work read it when it started (None: not read, or no
+    # other process writes): its reads of the session's messages name it, so that kept
+    # ones answer them (ConversationRepo.tail).
+    version: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,7 +164,11 @@ class Exchange:
     async def read(cls, conversation: ConversationRepo, turn: FinishedTurn) -> Exchange | None:
         """None when the turn's user message is not stored (any more)."""
         mine = await conversation.turn_messages(
-            turn.session_id, turn.turn_index, turn.tokenizer, tenant_id=turn.tenant_id
+            turn.session_id,
+            turn.turn_index,
+            turn.tokenizer,
+            tenant_id=turn.tenant_id,
+            version=turn.version,
         )
         user = next((r for r in mine if r.message.role is Role.USER), None)
         if user is None:
@@ -179,7 +187,9 @@ async def newest(
     """The session's newest messages. The compression check and the summary both read
     them; the repository keeps them in memory, so each reads them afresh."""
     # The turn's tokenizer: the rows its build read are still in memory.
-    return await conversation.tail(turn.session_id, limit, turn.tokenizer, tenant_id=turn.tenant_id)
+    return await conversation.tail(
+        turn.session_id, limit, turn.tokenizer, tenant_id=turn.tenant_id, version=turn.version
+    )
 
 
 def line(row: StoredMessage) -> Line:

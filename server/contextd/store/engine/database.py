@@ -63,6 +63,9 @@ class Database(ABC):
     # lease on it across processes. False where this process is the database's only writer
     # (SQLite, one server per data directory: store/engine/data_lock.py).
     shared_between_processes: ClassVar[bool]
+    # A WITH clause may hold INSERTs whose rows the statement's other parts use
+    # (PostgreSQL): a write of several tables can be one statement.
+    writes_in_with: ClassVar[bool] = False
 
     def __init__(self, disk: DiskWatch | None = None) -> None:
         # Told of a write that failed for want of space (SQLite only; open.py gives it).
@@ -81,6 +84,11 @@ class Database(ABC):
     def transaction(self) -> AbstractAsyncContextManager[Connection]:
         """A write transaction, committed on success, rolled back on error."""
 
+    @abstractmethod
+    async def execute_alone(self, sql: str, params: Params = ()) -> Cursor:
+        """Run one write statement in a transaction of its own, committed once it ran:
+        one round trip on PostgreSQL, where BEGIN, the statement and COMMIT take three."""
+
     @property
     @abstractmethod
     def reader(self) -> Connection:
@@ -92,10 +100,17 @@ class Database(ABC):
         where write transactions never run at once (SQLite)."""
         return None
 
-    async def lock_row(self, conn: Connection, table: str, row_id: str) -> None:
-        """Hold the row of ``table`` whose id is ``row_id`` until ``conn``'s transaction
-        ends, for a write that reads before it writes: other writers of the row wait. Nothing
-        to do where write transactions never run at once (SQLite)."""
+    async def next_session_version(self, conn: Connection, session_id: str) -> int | None:
+        """Move the session's version on in ``conn``'s transaction, for a write of its
+        messages or compression summaries, and hold its row until the transaction ends:
+        other writers of the session wait, so that a write that reads before it writes
+        (the next message's seq) reads after them. Returns the new version, which other
+        processes' kept reads are checked against; None where no other process writes
+        (SQLite: nothing to do) or the session does not exist."""
+        return None
+
+    async def next_catalog_version(self, conn: Connection) -> int | None:
+        """``next_session_version`` for the prompt templates and skills, of every tenant."""
         return None
 
     @abstractmethod

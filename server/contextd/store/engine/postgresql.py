@@ -245,6 +245,7 @@ class PgReader:
 class PostgresDatabase(Database):
     engine = "postgresql"
     shared_between_processes = True
+    writes_in_with = True
 
     def __init__(self, pool: asyncpg.Pool[Any], pool_timeout: float) -> None:
         super().__init__()
@@ -306,7 +307,10 @@ class PostgresDatabase(Database):
         connection_lost = False
         try:
             try:
-                conn = await self._pool.acquire(timeout=self._pool_timeout)
+                # A timeout around the wait, not the pool's: that one runs each acquisition
+                # in a task of its own, a cost every statement would pay.
+                async with asyncio.timeout(self._pool_timeout):
+                    conn = await self._pool.acquire()
             except TimeoutError as error:
                 raise DatabaseUnavailable(
                     "the database pool is exhausted: no connection became free (or could "
@@ -347,6 +351,14 @@ class PostgresDatabase(Database):
             async with self.connection() as conn, conn.transaction():
                 yield PgConnection(conn, self.observe)
 
+    async def execute_alone(self, sql: str, params: Params = ()) -> PgCursor:
+        # Outside a transaction block: PostgreSQL commits the statement by itself.
+        statement = translate(sql)
+        args = statement.arguments(params)
+        with spans.span("postgresql transaction", _SPAN_ATTRIBUTES, SpanKind.CLIENT):
+            async with self.connection() as conn:
+                return await PgCursor(lambda: _run(conn, statement, args, self.observe))
+
     @property
     def reader(self) -> PgReader:
         return self._reader
@@ -358,8 +370,19 @@ class PostgresDatabase(Database):
             "SELECT pg_advisory_xact_lock(hashtextextended(?, 0))", ("\x1f".join(key),)
         )
 
-    async def lock_row(self, conn: Connection, table: str, row_id: str) -> None:
-        await conn.execute(f"SELECT 1 FROM {table} WHERE id = ? FOR UPDATE", (row_id,))
+    async def next_session_version(self, conn: Connection, session_id: str) -> int | None:
+        rows = await conn.execute_fetchall(
+            "UPDATE sessions SET version = version + 1 WHERE id = ? RETURNING version",
+            (session_id,),
+        )
+        return int(rows[0]["version"]) if rows else None
+
+    async def next_catalog_version(self, conn: Connection) -> int | None:
+        rows = await conn.execute_fetchall(
+            "UPDATE cache_versions SET version = version + 1 WHERE name = 'catalog'"
+            " RETURNING version"
+        )
+        return int(rows[0]["version"])
 
     async def schema_version(self) -> int:
         rows = await self._reader.execute_fetchall(

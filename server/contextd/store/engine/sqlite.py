@@ -276,6 +276,10 @@ class SqliteDatabase(Database):
                         raise StorageFull() from error
                     raise
 
+    async def execute_alone(self, sql: str, params: Params = ()) -> Cursor:
+        async with self.transaction() as conn:
+            return await conn.execute(sql, params)
+
     async def _rollback(self) -> None:
         # OperationalError: no transaction was active (BEGIN never ran or COMMIT finished).
         with contextlib.suppress(sqlite3.OperationalError):

@@ -7,7 +7,8 @@ would re-apply or skip one on a database that exists. The trees therefore number
 PostgreSQL came after SQLite's first seven migrations: its 0001_schema makes the schema
 those leave. Since then each change of the schema is one migration in each tree, of the
 same name, except PostgreSQL's own 0004 (its event logs are rows, which follow their
-sessions). ``SQLITE_OF_POSTGRESQL`` lists the correspondence, and a test keeps it
+sessions) and 0011 (the versions its replicas check their caches against).
+``SQLITE_OF_POSTGRESQL`` lists the correspondence, and a test keeps it
 covering both trees.
 """
 
@@ -30,6 +31,7 @@ SQLITE_OF_POSTGRESQL: dict[int, tuple[int, ...]] = {
     8: (13,),
     9: (14,),
     10: (15,),
+    11: (),  # PostgreSQL's own: versions that check replicas' caches
 }
 
 
