@@ -35,6 +35,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from contextd.core.identity import DEFAULT_TENANT
+from contextd.core.memory_bridge import MAX_NAMED
 from contextd.core.search_terms import TERMS_VERSION, content_hash, query_terms
 from contextd.metrics.recorder import NULL_RECORDER, Recorder
 from contextd.store.engine.database import Connection, Database
@@ -283,6 +284,7 @@ class MemoryReads:
                     Fusion(owner, query, limit, at, self._half_life),
                     (where, {**params, "tenant_id": tenant_id, "user_id": user_id}),
                     memory_from_row,
+                    lambda name, n: self._search(owner, name, n, at, f, most=MAX_NAMED),
                 )
             if span is not None:
                 span.set_attribute("contextd.memory.hits", len(result.found))
@@ -303,8 +305,17 @@ class MemoryReads:
         return {int(row["id"]) for row in rows}
 
     async def _search(
-        self, owner: Owner, query: str, limit: int, now: float, memory_filter: MemoryFilter
+        self,
+        owner: Owner,
+        query: str,
+        limit: int,
+        now: float,
+        memory_filter: MemoryFilter,
+        *,
+        most: int | None = None,
     ) -> list[ScoredMemory]:
+        """The term search; nothing when ``most`` is given and even the rarest term is in
+        more memories than that."""
         if limit < 1:
             raise ValueError(f"limit must be >= 1, got {limit}")
         limit = min(limit, MAX_SEARCH_LIMIT)
@@ -332,6 +343,8 @@ class MemoryReads:
                 if len(self._without_memories) >= WITHOUT_MEMORIES_KEPT:
                     self._without_memories.clear()
                 self._without_memories.add(owner)
+            return []
+        if most is not None and frequency[chosen[0]] > most:
             return []
         where, params = conditions(memory_filter, now)
         rows = await self.index.ranked(
