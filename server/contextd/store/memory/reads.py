@@ -274,7 +274,9 @@ class MemoryReads:
             else:
                 limit = min(limit, MAX_SEARCH_LIMIT)
                 count = max(MIN_CANDIDATES, CANDIDATES_PER_RESULT * limit)
-                by_terms = await self._search(owner, query, count, at, f)
+                # The fusion weighs the term matches by relevance alone: their best
+                # ``count`` by it (and as many newest) are all it needs scored.
+                by_terms = await self._search(owner, query, count, at, f, candidates=count)
                 allowed = await self._allowed(owner, f, at) if f.narrows else None
                 where, params = conditions(f, at)
                 result = await hybrid_search(
@@ -313,9 +315,11 @@ class MemoryReads:
         memory_filter: MemoryFilter,
         *,
         most: int | None = None,
+        candidates: int | None = None,
     ) -> list[ScoredMemory]:
         """The term search; nothing when ``most`` is given and even the rarest term is in
-        more memories than that."""
+        more memories than that. ``candidates``: the best and the newest matches scored
+        (by default ``CANDIDATES_PER_RESULT`` per result, at least ``MIN_CANDIDATES``)."""
         if limit < 1:
             raise ValueError(f"limit must be >= 1, got {limit}")
         limit = min(limit, MAX_SEARCH_LIMIT)
@@ -358,7 +362,7 @@ class MemoryReads:
                 "user_id": user_id,
                 "weight": self._weight,
                 "limit": limit,
-                "candidates": max(MIN_CANDIDATES, CANDIDATES_PER_RESULT * limit),
+                "candidates": candidates or max(MIN_CANDIDATES, CANDIDATES_PER_RESULT * limit),
             },
             where,
             memory_filter.narrows,
