@@ -274,14 +274,24 @@ class MemoryReads:
             else:
                 limit = min(limit, MAX_SEARCH_LIMIT)
                 count = max(MIN_CANDIDATES, CANDIDATES_PER_RESULT * limit)
-                # The fusion weighs the term matches by relevance alone: their best
-                # ``count`` by it (and as many newest) are all it needs scored.
-                by_terms = await self._search(owner, query, count, at, f, candidates=count)
                 allowed = await self._allowed(owner, f, at) if f.narrows else None
+                ranking = asyncio.ensure_future(
+                    self.meaning.rank(owner, query, count, allowed=allowed)
+                )
+                try:
+                    # The query's embedding starts (a provider call, or the local model's
+                    # own thread) and goes on while the term search runs.
+                    await asyncio.sleep(0)
+                    # The fusion weighs the term matches by relevance alone: their best
+                    # ``count`` by it (and as many newest) are all it needs scored.
+                    by_terms = await self._search(owner, query, count, at, f, candidates=count)
+                except BaseException:
+                    ranking.cancel()
+                    raise
                 where, params = conditions(f, at)
                 result = await hybrid_search(
                     self._db.reader,
-                    self.meaning.rank(owner, query, count, allowed=allowed),
+                    ranking,
                     by_terms,
                     Fusion(owner, query, limit, at, self._half_life),
                     (where, {**params, "tenant_id": tenant_id, "user_id": user_id}),
