@@ -56,6 +56,11 @@ MAX_SEARCH_LIMIT = 100
 # newest matches (at least MIN_CANDIDATES of each).
 CANDIDATES_PER_RESULT = 5
 MIN_CANDIDATES = 50
+# A search by terms and meaning together: this many memories per result from each
+# ranking (at least HYBRID_MIN_CANDIDATES), fused. On bench/memory_recall.py 20 found
+# what 50 did; each one more is a row read and ranked (bench/README.md).
+HYBRID_CANDIDATES_PER_RESULT = 3
+HYBRID_MIN_CANDIDATES = 30
 _COLUMNS = MEMORY_COLUMNS
 
 
@@ -273,7 +278,7 @@ class MemoryReads:
                 result = MemorySearchResult(found)
             else:
                 limit = min(limit, MAX_SEARCH_LIMIT)
-                count = max(MIN_CANDIDATES, CANDIDATES_PER_RESULT * limit)
+                count = max(HYBRID_MIN_CANDIDATES, HYBRID_CANDIDATES_PER_RESULT * limit)
                 allowed = await self._allowed(owner, f, at) if f.narrows else None
                 ranking = asyncio.ensure_future(
                     self.meaning.rank(owner, query, count, allowed=allowed)
