@@ -28,9 +28,10 @@ $(VENV)/.dev-deps: $(BIN)/python pyproject.toml clients/python/pyproject.toml $(
 	$(PIP) install --quiet -e ".[dev]" -e ./clients/python
 	touch $@ $(VENV)/.run-deps
 
-## run: install into .venv and start the server with its embedded defaults
+## run: install into .venv and start the server with its embedded defaults, memory
+## search by meaning on (the local model; CONTEXTD_EMBEDDING_PROVIDER=none turns it off)
 run: $(VENV)/.run-deps
-	$(BIN)/contextd serve
+	CONTEXTD_EMBEDDING_PROVIDER=$${CONTEXTD_EMBEDDING_PROVIDER:-local} $(BIN)/contextd serve
 
 # The npm projects, each installed from its lock file and built with `npm run build`:
 # the Node client (generate, type-check, lint, compile), the Office add-in page for

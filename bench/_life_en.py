@@ -290,7 +290,7 @@ RELATIONS = (
         "Where is my manager from?",
     ),
 )
-PERSON = "{name} works as a {job} in {city}."
+PERSON = "{name} works as {job} in {city}."
 NAMES = (
     "Emily",
     "Oscar",
@@ -312,18 +312,18 @@ NAMES = (
     "Kenji",
 )
 JOBS = (
-    "dentist",
-    "architect",
-    "pilot",
-    "lawyer",
-    "chef",
-    "teacher",
-    "plumber",
-    "vet",
-    "journalist",
-    "electrician",
-    "accountant",
-    "firefighter",
+    "a dentist",
+    "an architect",
+    "a pilot",
+    "a lawyer",
+    "a chef",
+    "a teacher",
+    "a plumber",
+    "a vet",
+    "a journalist",
+    "an electrician",
+    "an accountant",
+    "a firefighter",
 )
 CITIES = ("Leeds", "Bristol", "Cork", "Utrecht", "Graz", "Basel", "Turin", "Bergen")
 

@@ -17,7 +17,8 @@ A user's memories:
 Questions: ``lexical`` (shares a search term with its memory), ``paraphrase`` (shares
 none), ``current`` (asks for a value that changed: the later memory answers), and
 ``multi-hop`` (needs two memories: "What does my sister do?" needs "My sister is called
-Emily" and "Emily works as a dentist in Leeds"; found when both are in the top 5).
+Emily" and "Emily works as a dentist in Leeds"; found when both are in the top 5). The
+close people's job and town are said in that one fact only.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ EVENTS_PER_USER = 250
 EVENT_QUESTIONS = 25
 OTHER_PEOPLE = 14  # named people beside the close ones
 OTHERS_PER_TOPIC = 3  # other people's facts of each topic
+ANSWERED_BY_PERSON = ("job", "home")  # topics a person's fact (job, city) also answers
 
 
 @dataclass(frozen=True)
@@ -116,8 +118,16 @@ def live(script: Script, user: str) -> Life:
             ask("paraphrase", topic.paraphrase.format(v=value), topic.key)
 
     people = rng.sample(script.names, len(script.relations) + OTHER_PEOPLE)
+    close = people[: len(script.relations)]
     for topic in script.topics:
-        for name in rng.sample(people, OTHERS_PER_TOPIC):
+        names = rng.sample(people, OTHERS_PER_TOPIC)
+        if topic.key in ANSWERED_BY_PERSON:
+            # A close person's job or home is said once, in the fact the two-hop
+            # questions need: a second job or town of theirs would be another answer.
+            # (Swapped for someone else, the random draws stay those of every other fact.)
+            others = iter(n for n in people[len(close) :] if n not in names)
+            names = [next(others) if n in close else n for n in names]
+        for name in names:
             text = script.others[topic.key].format(name=name, v=rng.choice(topic.values))
             facts.append(Fact(f"{topic.key} of {name}", text, rng.randrange(DAYS)))
     for name in people:

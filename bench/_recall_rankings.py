@@ -67,19 +67,29 @@ def rrf_rank(*rankings: Sequence[int], k: float = RRF_K) -> list[int]:
 @dataclass
 class Scores:
     """Each question's rank of its answer (its worst-ranked memory for multi-hop ones;
-    0: not in the first 10), by language and kind."""
+    0: not in the first 10), by language and kind; and for multi-hop ones the rank of
+    their best-ranked memory (``one``: at least one of the two found)."""
 
     ranks: dict[tuple[Lang, Kind], list[int]] = field(default_factory=dict)
+    one: dict[tuple[Lang, Kind], list[int]] = field(default_factory=dict)
 
     def add(self, q: Question, found: Sequence[str]) -> None:
         top = list(found[:10])
         ranks = [top.index(a) + 1 if a in top else 0 for a in q.answers]
         self.ranks.setdefault((q.lang, q.kind), []).append(0 if 0 in ranks else max(ranks))
+        self.one.setdefault((q.lang, q.kind), []).append(min([r for r in ranks if r], default=0))
 
     def recall(self, key: tuple[Lang, Kind]) -> float:
-        ranks = self.ranks.get(key, [])
-        return sum(1 for r in ranks if 0 < r <= 5) / max(1, len(ranks))
+        return _recall(self.ranks.get(key, []))
+
+    def recall_one(self, key: tuple[Lang, Kind]) -> float:
+        """Recall@5 of at least one of a question's memories."""
+        return _recall(self.one.get(key, []))
 
     def mrr(self, key: tuple[Lang, Kind]) -> float:
         ranks = self.ranks.get(key, [])
         return sum(1 / r for r in ranks if r > 0) / max(1, len(ranks))
+
+
+def _recall(ranks: Sequence[int]) -> float:
+    return sum(1 for r in ranks if 0 < r <= 5) / max(1, len(ranks))

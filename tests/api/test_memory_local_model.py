@@ -76,3 +76,27 @@ def test_a_chinese_paraphrase_is_found_by_meaning(
     reply = _found_by_meaning(stub, facts, "我能点四川菜吗")  # no term in common
     assert [r.memory.content for r in reply.results][:1] == [facts[0]]
     assert reply.note == ""
+
+
+def test_a_question_in_two_steps_finds_both_memories(
+    stub: memory_pb2_grpc.MemoryServiceStub,
+) -> None:
+    """ "What does my sister do?" needs the sister's name, then what that person does: the
+    second memory shares no word with the question."""
+    uid = f"u-{uuid.uuid4().hex[:8]}"
+    facts = (
+        "My sister is called Emily.",
+        "Emily works as a dentist in Leeds.",
+        "On 3 May 2025 I went hiking with Emily.",
+        "Oscar works as a pilot in Cork.",
+        "I play bass guitar in a jazz band.",
+    )
+    for text in facts:
+        stub.AddMemory(mpb.AddMemoryRequest(user_id=uid, content=text))
+    deadline = time.monotonic() + 60  # the model loads, then embeds, in the background
+    while True:
+        found = [r.memory.content for r in _search(stub, uid, "What does my sister do?").results]
+        if found[:2] == list(facts[:2]) or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert found[:2] == list(facts[:2])

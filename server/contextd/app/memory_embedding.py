@@ -107,9 +107,11 @@ class EmbeddingRanker:
             return MeaningRanking(
                 note=f"ranked by terms only: the query was not embedded ({reason})"
             )
-        hits = await self._vectors.nearest(owner, vectors[0], count, allowed)
+        hits, cosines = await self._vectors.nearest_with_cosines(owner, vectors[0], count, allowed)
         floor = self.min_similarity
-        return MeaningRanking([(mid, sim) for mid, sim in hits if sim >= floor], floor=floor)
+        return MeaningRanking(
+            [(mid, sim) for mid, sim in hits if sim >= floor], floor=floor, cosines=cosines.of
+        )
 
 
 class EmbeddingWorker:

@@ -6,6 +6,14 @@ text relevance; the vector ranking is the user's memories closest in meaning to 
 They are ranked together by core/memory_ranking.py (the weights, and why recency only
 breaks near ties there). When the ranker cannot rank (the provider failed or timed out),
 the term results stand alone and the note says why.
+
+A second hop follows the names the best memories found mention and the question does
+not (core/memory_bridge.py): "What does my sister do?" finds "My sister is called Emily",
+and the memory of Emily's closest in meaning to the question ("Emily works as a dentist
+in Leeds", which shares nothing with it) goes right after the memory that named her. The
+memories above that one keep their places; a name is followed through the term index
+(the memories that mention it, ``Named``) and ranked by the question's cosines, which the
+meaning ranking computed for every memory anyway.
 """
 
 from __future__ import annotations
@@ -15,12 +23,16 @@ from collections.abc import Awaitable, Callable, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from contextd.core.memory_bridge import BRIDGE_FROM, NAMED_LOOKED_AT, bridge_names, rank_named
 from contextd.core.memory_ranking import Candidate, rank_hybrid
 from contextd.store.engine.database import Connection
 from contextd.store.memory.index import MEMORY_COLUMNS
 from contextd.store.models import Memory, ScoredMemory
 
 Owner = tuple[str, str]  # (tenant id, user id)
+# The owner's memories (meeting the search's filter) that mention a name, at most this
+# many; none when the name is in too many of them to be a bridge.
+Named = Callable[[str, int], Awaitable[Sequence[ScoredMemory]]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +43,9 @@ class MeaningRanking:
     hits: Sequence[tuple[int, float]] = ()
     note: str = ""
     floor: float = 0.0
+    # The cosine with the query of any of the owner's memories (by id) that has a vector
+    # and meets the search's filter; None when nothing was ranked.
+    cosines: Callable[[Sequence[int]], dict[int, float]] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +89,7 @@ async def hybrid_search(
     fusion: Fusion,
     where: tuple[str, dict[str, Any]],
     from_row: Callable[[Any], Memory],
+    named: Named | None = None,
 ) -> MemorySearchResult:
     """Fuse the term results with the meaning ranking; memories only the latter found are
     read here, the owner's only, and only those that meet ``where`` (a condition on alias
@@ -96,7 +112,46 @@ async def hybrid_search(
             if (memory.tenant_id, memory.user_id) == fusion.owner:
                 rows[memory.id] = memory
     found = fuse(by_terms, by_meaning.hits, rows, fusion, by_meaning.floor)
+    if named is not None and by_meaning.cosines is not None:
+        by_words = {s.memory.id for s in by_terms}
+        found = await second_hop(found, by_words, by_meaning.cosines, fusion, named)
     return MemorySearchResult(found, by_meaning.note)
+
+
+async def second_hop(
+    found: list[ScoredMemory],
+    by_words: Set[int],
+    cosines: Callable[[Sequence[int]], dict[int, float]],
+    fusion: Fusion,
+    named: Named,
+) -> list[ScoredMemory]:
+    """``found`` with, right after each of its best memories that shares a word with the
+    question (``by_words``: found by its terms) and names someone the question does not,
+    the memories of that name closest to the question (core/memory_bridge.py), unless
+    already among the results above them."""
+    best = [s for s in found[:BRIDGE_FROM] if s.memory.id in by_words]
+    result = list(found)
+    for name, index in bridge_names(fusion.query, [s.memory.content for s in best]):
+        bridge = best[index].memory.id
+        at = next(i for i, s in enumerate(result) if s.memory.id == bridge)
+        above = {s.memory.id for s in result[: at + 1]}
+        mentions = [s.memory for s in await named(name, NAMED_LOOKED_AT)]
+        close = cosines([m.id for m in mentions if m.id not in above])
+        hops = rank_named(name, [(m.id, m.content, m.updated_at) for m in mentions], close)
+        by_id = {m.id: m for m in mentions}
+        for offset, mid in enumerate(hops, start=1):
+            hop = by_id[mid]
+            result = [s for s in result if s.memory.id != mid]
+            # Scored between its neighbours, so the results stay best first.
+            before = result[at + offset - 1]
+            after = result[at + offset] if at + offset < len(result) else None
+            score = before.score if after is None else (before.score + after.score) / 2
+            relevance = (
+                before.relevance if after is None else (before.relevance + after.relevance) / 2
+            )
+            recency = 0.5 ** (max(0.0, fusion.now - hop.updated_at) / fusion.half_life)
+            result.insert(at + offset, ScoredMemory(hop, score, relevance, recency))
+    return result[: fusion.limit]
 
 
 def fuse(

@@ -35,6 +35,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from contextd.core.identity import DEFAULT_TENANT
+from contextd.core.memory_bridge import MAX_NAMED
 from contextd.core.search_terms import TERMS_VERSION, content_hash, query_terms
 from contextd.metrics.recorder import NULL_RECORDER, Recorder
 from contextd.store.engine.database import Connection, Database
@@ -55,6 +56,11 @@ MAX_SEARCH_LIMIT = 100
 # newest matches (at least MIN_CANDIDATES of each).
 CANDIDATES_PER_RESULT = 5
 MIN_CANDIDATES = 50
+# A search by terms and meaning together: this many memories per result from each
+# ranking (at least HYBRID_MIN_CANDIDATES), fused. On bench/memory_recall.py 20 found
+# what 50 did; each one more is a row read and ranked (bench/README.md).
+HYBRID_CANDIDATES_PER_RESULT = 3
+HYBRID_MIN_CANDIDATES = 30
 _COLUMNS = MEMORY_COLUMNS
 
 
@@ -272,17 +278,30 @@ class MemoryReads:
                 result = MemorySearchResult(found)
             else:
                 limit = min(limit, MAX_SEARCH_LIMIT)
-                count = max(MIN_CANDIDATES, CANDIDATES_PER_RESULT * limit)
-                by_terms = await self._search(owner, query, count, at, f)
+                count = max(HYBRID_MIN_CANDIDATES, HYBRID_CANDIDATES_PER_RESULT * limit)
                 allowed = await self._allowed(owner, f, at) if f.narrows else None
+                ranking = asyncio.ensure_future(
+                    self.meaning.rank(owner, query, count, allowed=allowed)
+                )
+                try:
+                    # The query's embedding starts (a provider call, or the local model's
+                    # own thread) and goes on while the term search runs.
+                    await asyncio.sleep(0)
+                    # The fusion weighs the term matches by relevance alone: their best
+                    # ``count`` by it (and as many newest) are all it needs scored.
+                    by_terms = await self._search(owner, query, count, at, f, candidates=count)
+                except BaseException:
+                    ranking.cancel()
+                    raise
                 where, params = conditions(f, at)
                 result = await hybrid_search(
                     self._db.reader,
-                    self.meaning.rank(owner, query, count, allowed=allowed),
+                    ranking,
                     by_terms,
                     Fusion(owner, query, limit, at, self._half_life),
                     (where, {**params, "tenant_id": tenant_id, "user_id": user_id}),
                     memory_from_row,
+                    lambda name, n: self._search(owner, name, n, at, f, most=MAX_NAMED),
                 )
             if span is not None:
                 span.set_attribute("contextd.memory.hits", len(result.found))
@@ -303,8 +322,19 @@ class MemoryReads:
         return {int(row["id"]) for row in rows}
 
     async def _search(
-        self, owner: Owner, query: str, limit: int, now: float, memory_filter: MemoryFilter
+        self,
+        owner: Owner,
+        query: str,
+        limit: int,
+        now: float,
+        memory_filter: MemoryFilter,
+        *,
+        most: int | None = None,
+        candidates: int | None = None,
     ) -> list[ScoredMemory]:
+        """The term search; nothing when ``most`` is given and even the rarest term is in
+        more memories than that. ``candidates``: the best and the newest matches scored
+        (by default ``CANDIDATES_PER_RESULT`` per result, at least ``MIN_CANDIDATES``)."""
         if limit < 1:
             raise ValueError(f"limit must be >= 1, got {limit}")
         limit = min(limit, MAX_SEARCH_LIMIT)
@@ -333,6 +363,8 @@ class MemoryReads:
                     self._without_memories.clear()
                 self._without_memories.add(owner)
             return []
+        if most is not None and frequency[chosen[0]] > most:
+            return []
         where, params = conditions(memory_filter, now)
         rows = await self.index.ranked(
             chosen,
@@ -345,7 +377,7 @@ class MemoryReads:
                 "user_id": user_id,
                 "weight": self._weight,
                 "limit": limit,
-                "candidates": max(MIN_CANDIDATES, CANDIDATES_PER_RESULT * limit),
+                "candidates": candidates or max(MIN_CANDIDATES, CANDIDATES_PER_RESULT * limit),
             },
             where,
             memory_filter.narrows,

@@ -53,6 +53,28 @@ class _Matrix:
     unit: npt.NDArray[np.float32]  # one unit vector per row, in the order of ids
 
 
+@dataclass(frozen=True, slots=True)
+class Cosines:
+    """Every memory's cosine with one query: ``ids`` ascending, ``values`` in their order
+    (-inf for a memory a search's filter leaves out)."""
+
+    ids: npt.NDArray[np.int64]
+    values: npt.NDArray[np.float32]
+
+    def of(self, wanted: Sequence[int]) -> dict[int, float]:
+        """The cosines of those of ``wanted`` that have a vector (and meet the filter)."""
+        if not len(self.ids) or not wanted:
+            return {}
+        asked = np.asarray(wanted, dtype=np.int64)
+        at = np.minimum(np.searchsorted(self.ids, asked), len(self.ids) - 1)
+        found = (self.ids[at] == asked) & np.isfinite(self.values[at])
+        values = self.values[at][found]
+        return {int(mid): float(v) for mid, v in zip(asked[found], values, strict=True)}
+
+
+NO_COSINES = Cosines(np.zeros(0, np.int64), np.zeros(0, np.float32))
+
+
 def to_blob(vector: Sequence[float]) -> bytes:
     return np.asarray(vector, dtype="<f4").tobytes()
 
@@ -135,26 +157,36 @@ class MemoryVectorRepo:
         """The owner's ``count`` memories whose vectors are closest to ``query``, as
         (memory id, cosine), best first; only memories in ``allowed``, when given (a
         search's filter)."""
+        hits, _ = await self.nearest_with_cosines(owner, query, count, allowed)
+        return hits
+
+    async def nearest_with_cosines(
+        self, owner: Owner, query: Sequence[float], count: int, allowed: Set[int] | None = None
+    ) -> tuple[list[tuple[int, float]], Cosines]:
+        """:meth:`nearest`, and the cosine of every memory of the owner with ``query``
+        (computed for the ranking anyway): what a search's second hop ranks by."""
         matrix = await self._matrix(owner)
         if matrix is None or count < 1:
-            return []
+            return [], NO_COSINES
         if matrix.unit.shape[1] != len(query):
-            return []  # a vector of another dimension cannot be compared
+            return [], NO_COSINES  # a vector of another dimension cannot be compared
         # einsum, not @: it stays on this thread, while BLAS hands a matrix-vector product
         # to its thread pool, which waits for busy cores (bench/README.md).
         similarity = np.einsum("ij,j->i", matrix.unit, _unit(np.asarray(query, dtype=np.float32)))
+        cosines = Cosines(matrix.ids, similarity)
         if allowed is not None:
             keep = np.isin(matrix.ids, np.fromiter(allowed, dtype=np.int64, count=len(allowed)))
             similarity = np.where(keep, similarity, -np.inf)
+            cosines = Cosines(matrix.ids, similarity)
             count = min(count, int(keep.sum()))
             if count < 1:
-                return []
+                return [], cosines
         if len(similarity) > count:
             top = np.argpartition(-similarity, count - 1)[:count]
             top = top[np.argsort(-similarity[top], kind="stable")]
         else:
             top = np.argsort(-similarity, kind="stable")
-        return [(int(matrix.ids[i]), float(similarity[i])) for i in top]
+        return [(int(matrix.ids[i]), float(similarity[i])) for i in top], cosines
 
     async def vectors_of(
         self, owner: Owner, ids: Sequence[int]

@@ -1,0 +1,41 @@
+"""The names a memory search's second hop follows (core/memory_bridge.py)."""
+
+from __future__ import annotations
+
+from contextd.core.memory_bridge import bridge_names, names_in, rank_named
+
+
+def test_names_in_latin_text() -> None:
+    assert names_in("My sister is called Emily.") == ["Emily"]
+    assert names_in("On 3 May 2025 I went hiking with Oscar.") == ["Oscar"]
+    assert names_in("I live in New York, near Anna's flat.") == ["New York", "Anna"]
+    assert names_in("I am vegetarian. My job is dull.") == []
+
+
+def test_names_in_quotes_and_chinese() -> None:
+    assert names_in("Oscar has a golden retriever called “Maple”.") == ["Maple", "Oscar"]
+    assert names_in("我的猫叫「小白」") == ["小白"]
+    assert names_in("用户的姐姐叫王芳") == ["王芳"]
+    assert names_in("用户最好的朋友是林峰，住在大连") == ["林峰"]
+    # A name inside a clause is not marked in Chinese: not taken.
+    assert names_in("2025年3月5日用户和王芳一起爬山") == []
+
+
+def test_bridge_names_leave_out_what_the_question_says() -> None:
+    texts = ["My sister is called Emily and lives with Tom.", "Oscar is a pilot."]
+    assert bridge_names("What does my sister do?", texts) == [("Emily", 0), ("Tom", 0)]
+    assert bridge_names("Does EMILY live with Tom?", texts) == [("Oscar", 1)]
+    assert bridge_names("我姐姐是做什么的", ["用户的姐姐叫王芳"]) == [("王芳", 0)]
+
+
+def test_rank_named_keeps_memories_about_the_name_by_cosine() -> None:
+    mentions = [
+        (1, "Emily works as a dentist.", 10.0),
+        (2, "On 3 May I went hiking with Emily.", 20.0),
+        (3, "emily has a cat.", 30.0),
+        (4, "Emily plays chess.", 40.0),
+        (5, "Emily sings.", 50.0),  # no vector: left out
+    ]
+    cosines = {1: 0.4, 2: 0.9, 3: 0.1, 4: 0.1}
+    # The hike is not about Emily; ties go to the newer memory.
+    assert rank_named("Emily", mentions, cosines) == [1, 4]
