@@ -9,16 +9,22 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Mapping
+from types import TracebackType
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.propagate import extract
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.sampling import ParentBased
 from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode, Tracer
 from opentelemetry.util.types import AttributeValue
 
 from contextd import __version__
 
 _tracer: Tracer | None = None
+# Whether a child of an unsampled span is never sampled either (the sampler follows its
+# parent's decision), so that such a child need not be made at all.
+_follows_parent = False
 
 # Reused, never entered state: a span site without tracing costs this one object.
 _NO_SPAN: contextlib.nullcontext[None] = contextlib.nullcontext()
@@ -26,8 +32,11 @@ _NO_SPAN: contextlib.nullcontext[None] = contextlib.nullcontext()
 
 def install(provider: trace.TracerProvider | None) -> None:
     """Send the spans of every layer to ``provider`` from now on; None turns them off."""
-    global _tracer
+    global _tracer, _follows_parent
     _tracer = None if provider is None else provider.get_tracer("contextd", __version__)
+    _follows_parent = isinstance(provider, TracerProvider) and isinstance(
+        provider.sampler, ParentBased
+    )
 
 
 def tracer() -> Tracer | None:
@@ -41,10 +50,42 @@ def span(
     kind: SpanKind = SpanKind.INTERNAL,
 ) -> contextlib.AbstractContextManager[Span | None]:
     """A child of the current span, current while the block runs; an exception leaving
-    the block marks it failed. Without tracing, a context manager doing nothing (None)."""
+    the block marks it failed. Without tracing, or within a call that is not sampled, a
+    context manager doing nothing (None)."""
     if _tracer is None:
         return _NO_SPAN
-    return _tracer.start_as_current_span(name, kind=kind, attributes=attributes)
+    parent = trace.get_current_span().get_span_context()
+    if _follows_parent and parent.is_valid and not parent.trace_flags.sampled:
+        return _NO_SPAN  # its parent was not sampled: it would not be either
+    return _Current(_tracer.start_span(name, kind=kind, attributes=attributes))
+
+
+class _Current:
+    """Makes a started span current for a block and ends it after. What the SDK's
+    ``start_as_current_span`` does (an exception is recorded as an event and sets the
+    error status), as one object rather than two generator-based context managers."""
+
+    __slots__ = ("span", "token")
+
+    def __init__(self, span: Span) -> None:
+        self.span = span
+
+    def __enter__(self) -> Span:
+        self.token = otel_context.attach(trace.set_span_in_context(self.span))
+        return self.span
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        otel_context.detach(self.token)
+        # Exception only: GeneratorExit, a cancellation, are how work is called off.
+        if isinstance(error, Exception) and self.span.is_recording():
+            self.span.record_exception(error)
+            self.span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"))
+        self.span.end()
 
 
 def incoming(carrier: Mapping[str, str]) -> otel_context.Context | None:
