@@ -14,14 +14,20 @@ from types import TracebackType
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.propagate import extract
+from opentelemetry.sdk import trace as sdk_trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.sampling import ParentBased
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode, Tracer
 from opentelemetry.util.types import AttributeValue
 
 from contextd import __version__
+from contextd.tracing.lean import LeanTracer
 
 _tracer: Tracer | None = None
+# The hot paths' spans (a call's server span, ``span``): the SDK's provider without its
+# span object (``lean``); the API's tracer for a provider of another kind.
+_lean: LeanTracer | None = None
 # Whether a child of an unsampled span is never sampled either (the sampler follows its
 # parent's decision), so that such a child need not be made at all.
 _follows_parent = False
@@ -32,11 +38,29 @@ _NO_SPAN: contextlib.nullcontext[None] = contextlib.nullcontext()
 
 def install(provider: trace.TracerProvider | None) -> None:
     """Send the spans of every layer to ``provider`` from now on; None turns them off."""
-    global _tracer, _follows_parent
+    global _tracer, _follows_parent, _lean
     _tracer = None if provider is None else provider.get_tracer("contextd", __version__)
     _follows_parent = isinstance(provider, TracerProvider) and isinstance(
         provider.sampler, ParentBased
     )
+    _lean = None
+    if isinstance(_tracer, sdk_trace.Tracer):
+        _lean = LeanTracer(_tracer, InstrumentationScope("contextd", __version__))
+
+
+def start(
+    name: str,
+    parent: otel_context.Context | None = None,
+    kind: SpanKind = SpanKind.INTERNAL,
+    attributes: Mapping[str, AttributeValue] | None = None,
+) -> Span | None:
+    """A started span, child of the span current in ``parent`` (None: in the current
+    context), not made current; None when tracing is off."""
+    if _lean is not None:
+        return _lean.start(name, parent, kind, attributes)
+    if _tracer is None:
+        return None
+    return _tracer.start_span(name, context=parent, kind=kind, attributes=attributes)
 
 
 def tracer() -> Tracer | None:
@@ -57,7 +81,9 @@ def span(
     parent = trace.get_current_span().get_span_context()
     if _follows_parent and parent.is_valid and not parent.trace_flags.sampled:
         return _NO_SPAN  # its parent was not sampled: it would not be either
-    return _Current(_tracer.start_span(name, kind=kind, attributes=attributes))
+    started = start(name, None, kind, attributes)
+    assert started is not None
+    return _Current(started)
 
 
 class _Current:
