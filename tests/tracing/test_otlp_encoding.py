@@ -4,7 +4,10 @@ scope, for every kind of attribute value, in batches that mix resources and scop
 
 from __future__ import annotations
 
+import pytest
+from contextd.tracing import spans
 from contextd.tracing.exporters import GrpcSpanExporter
+from contextd.tracing.lean import FinishedSpan
 from contextd.tracing.otlp_encoding import SpanEncoder
 from opentelemetry import trace
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
@@ -85,3 +88,25 @@ def test_the_grpc_exporter_sends_the_same_request() -> None:
         assert exporter._translate_data(spans) == encode_spans(spans)
     finally:
         exporter.shutdown()
+
+
+def test_contextd_own_spans_encode_as_the_sdks_would() -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    spans.install(provider)
+    try:
+        caller = trace.set_span_in_context(trace.NonRecordingSpan(REMOTE))
+        server = spans.start("svc/Method", caller, SpanKind.SERVER, {"rpc.system": "grpc"})
+        assert server is not None
+        with trace.use_span(server), pytest.raises(ValueError), spans.span("work", VALUES):
+            raise ValueError("bad")
+        server.set_attribute("rpc.grpc.status_code", 2)
+        server.set_status(Status(StatusCode.ERROR, "INTERNAL"))
+        server.end()
+    finally:
+        spans.install(None)
+    finished = list(exporter.get_finished_spans())
+    assert {type(s) for s in finished} == {FinishedSpan}
+    ours = ExportTraceServiceRequest.FromString(SpanEncoder().encode(finished))
+    assert ours == encode_spans(finished)

@@ -25,6 +25,7 @@ from types import MappingProxyType
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.sdk import trace as sdk_trace
+from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace.sampling import Decision
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
@@ -81,22 +82,32 @@ class LeanTracer:
         return LeanSpan(self, name, context, parent_span, kind, dict(decision.attributes or {}))
 
     def ended(self, span: LeanSpan, end_time: int) -> None:
-        self._processor.on_end(
-            sdk_trace.ReadableSpan(
-                name=span.name,
-                context=span.context,
-                parent=span.parent,
-                resource=self._resource,
-                attributes=MappingProxyType(span.attributes),
-                events=tuple(span.events),
-                links=(),
-                kind=span.kind,
-                status=span.status,
-                start_time=span.start_time,
-                end_time=end_time,
-                instrumentation_scope=self._scope,
-            )
+        self._processor.on_end(FinishedSpan(span, end_time, self._resource, self._scope))
+
+
+class FinishedSpan(sdk_trace.ReadableSpan):
+    """What the processors receive: the SDK's ``ReadableSpan``, which also keeps the
+    ended span, whose plain fields the OTLP encoder reads directly."""
+
+    def __init__(
+        self, span: LeanSpan, end_time: int, resource: Resource, scope: InstrumentationScope
+    ) -> None:
+        super().__init__(
+            name=span.name,
+            context=span.context,
+            parent=span.parent,
+            resource=resource,
+            attributes=MappingProxyType(span.attributes),
+            events=tuple(span.events),
+            links=(),
+            kind=span.kind,
+            status=span.status,
+            start_time=span.start_time,
+            end_time=end_time,
+            instrumentation_scope=scope,
         )
+        self.lean = span
+        self.finished_at = end_time
 
 
 class LeanSpan(trace.Span):

@@ -17,9 +17,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
-from opentelemetry.trace import SpanContext
+from opentelemetry.trace import Link, SpanContext, SpanKind, Status
+
+from contextd.tracing.lean import FinishedSpan
 
 # Span flags: whether the parent is remote is known (0x100), and it is (0x200).
 _FLAGS_LOCAL = struct.pack("<BBI", 0x85, 0x01, 0x100)  # field 16, fixed32
@@ -30,6 +32,8 @@ _TIMES = struct.Struct("<BQBQ").pack  # start (field 7) and end (field 8), fixed
 _DOUBLE = struct.Struct("<d").pack
 _EVENT_TIME = struct.Struct("<BQ").pack  # an event's time (field 1), fixed64
 _SCALARS = (str, int, float, bool)
+# Each kind's field 6; the proto's kinds start at 1.
+_KINDS = {kind: b"\x30" + bytes((kind.value + 1,)) for kind in SpanKind}
 _MAX_CACHED = 4096  # reused encodings (names, attributes) kept before starting afresh
 
 
@@ -179,33 +183,60 @@ class SpanEncoder:
         return found[1]
 
     def _span(self, span: ReadableSpan) -> bytes:
+        if span.__class__ is FinishedSpan:  # contextd's own: plain fields, nothing dropped
+            lean = span.lean
+            return self._fields(
+                lean.context, lean.parent, lean.name, lean.kind, lean.start_time,
+                span.finished_at, lean.attributes, lean.events, (), lean.status, None,
+            )  # fmt: skip
         context = span.context
         assert context is not None  # a span the SDK made always has one
-        parent = span.parent
+        dropped = (span.dropped_attributes, span.dropped_events, span.dropped_links)
+        return self._fields(
+            context, span.parent, span.name, span.kind, span.start_time or 0,
+            span.end_time or 0, span.attributes, span.events, span.links, span.status,
+            dropped if any(dropped) else None,
+        )  # fmt: skip
+
+    def _fields(
+        self,
+        context: SpanContext,
+        parent: SpanContext | None,
+        name: str,
+        kind: SpanKind,
+        start_time: int,
+        end_time: int,
+        attributes: Mapping[str, Any] | None,
+        events: Sequence[Event],
+        links: Sequence[Link],
+        status: Status,
+        dropped: tuple[int, int, int] | None,
+    ) -> bytes:
+        """A Span message's fields, in the order of their numbers."""
         reused = self._reused
         parts = [
-            b"\x0a\x10" + context.trace_id.to_bytes(16, "big"),
-            b"\x12\x08" + context.span_id.to_bytes(8, "big"),
-        ]
+            b"\x0a\x10" + context.trace_id.to_bytes(16, "big")
+            + b"\x12\x08" + context.span_id.to_bytes(8, "big")
+        ]  # fmt: skip
         if context.trace_state:
             parts.append(_text(0x1A, _trace_state(context)))
         if parent is not None:
             parts.append(b"\x22\x08" + parent.span_id.to_bytes(8, "big"))
-        parts.append(reused.name(span.name))
-        parts.append(b"\x30" + _varint(span.kind.value + 1))  # the proto's kinds start at 1
-        parts.append(_TIMES(0x39, span.start_time or 0, 0x41, span.end_time or 0))
-        parts.append(reused.attributes_of(0x4A, span.attributes))
-        if span.dropped_attributes:
-            parts.append(b"\x50" + _varint(span.dropped_attributes))
-        for event in span.events:
+        parts.append(reused.name(name))
+        parts.append(_KINDS[kind])
+        parts.append(_TIMES(0x39, start_time, 0x41, end_time))
+        parts.append(reused.attributes_of(0x4A, attributes))
+        if dropped and dropped[0]:
+            parts.append(b"\x50" + _varint(dropped[0]))
+        for event in events:
             fields = _EVENT_TIME(0x09, event.timestamp) + _text(0x12, event.name)
             fields += reused.attributes_of(0x1A, event.attributes)
             if event.dropped_attributes:
                 fields += b"\x20" + _varint(event.dropped_attributes)
             parts.append(_field(0x5A, fields))
-        if span.dropped_events:
-            parts.append(b"\x60" + _varint(span.dropped_events))
-        for link in span.links:
+        if dropped and dropped[1]:
+            parts.append(b"\x60" + _varint(dropped[1]))
+        for link in links:
             linked = link.context
             fields = b"\x0a\x10" + linked.trace_id.to_bytes(16, "big")
             fields += b"\x12\x08" + linked.span_id.to_bytes(8, "big")
@@ -214,12 +245,15 @@ class SpanEncoder:
                 fields += b"\x28" + _varint(link.dropped_attributes)
             fields += _LINK_FLAGS_REMOTE if linked.is_remote else _LINK_FLAGS_LOCAL
             parts.append(_field(0x6A, fields))
-        if span.dropped_links:
-            parts.append(b"\x70" + _varint(span.dropped_links))
-        status = span.status  # always present, as the exporters' encoder writes it
+        if dropped and dropped[2]:
+            parts.append(b"\x70" + _varint(dropped[2]))
+        # The status is always present, as the exporters' encoder writes it.
         code = status.status_code.value
-        fields = _text(0x12, status.description) if status.description else b""
-        parts.append(_field(0x7A, fields + (b"\x18" + _varint(code) if code else b"")))
+        if code or status.description:
+            fields = _text(0x12, status.description) if status.description else b""
+            parts.append(_field(0x7A, fields + (b"\x18" + _varint(code) if code else b"")))
+        else:
+            parts.append(b"\x7a\x00")
         parts.append(_FLAGS_REMOTE if parent is not None and parent.is_remote else _FLAGS_LOCAL)
         return b"".join(parts)
 
