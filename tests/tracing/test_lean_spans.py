@@ -14,7 +14,13 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ALWAYS_ON, ParentBased, Sampler
+from opentelemetry.sdk.trace.sampling import (
+    ALWAYS_OFF,
+    ALWAYS_ON,
+    ParentBased,
+    ParentBasedTraceIdRatio,
+    Sampler,
+)
 from opentelemetry.trace import SpanKind, StatusCode
 
 
@@ -91,6 +97,21 @@ def test_a_sampler_that_ignores_the_parent_still_decides_for_each_child() -> Non
         assert child is not None and child.is_recording()
     [found] = exporter.get_finished_spans()
     assert found.parent is not None and found.parent.span_id == 2
+
+
+@pytest.mark.parametrize("ratio", [0.0, 1.0])
+def test_a_ratio_decides_for_a_new_trace_and_its_children_follow(ratio: float) -> None:
+    exporter = _install(ParentBasedTraceIdRatio(ratio))
+    _call()
+    assert len(exporter.get_finished_spans()) == (2 if ratio else 0)
+
+
+def test_a_parent_based_sampler_of_other_delegates_is_asked_for_each_child() -> None:
+    exporter = _install(ParentBased(ALWAYS_OFF, local_parent_not_sampled=ALWAYS_ON))
+    _call()
+    [child] = exporter.get_finished_spans()
+    assert child.name == "child" and child.context is not None
+    assert child.context.trace_flags.sampled
 
 
 def test_an_exception_leaving_a_span_marks_it_failed() -> None:

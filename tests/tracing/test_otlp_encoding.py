@@ -18,6 +18,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 from opentelemetry.trace.span import TraceState
+from opentelemetry.util.types import AttributeValue
 
 REMOTE = SpanContext(
     0x4BF92F3577B34DA6A3CE929D0E0E4736,
@@ -26,7 +27,7 @@ REMOTE = SpanContext(
     trace_flags=TraceFlags(TraceFlags.SAMPLED),
     trace_state=TraceState([("vendor", "1"), ("other", "x")]),
 )
-VALUES = {
+VALUES: dict[str, AttributeValue] = {
     "s": "grpc",
     "unicode": "café ☕",
     "true": True,

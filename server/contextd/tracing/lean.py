@@ -26,7 +26,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.sdk import trace as sdk_trace
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace.sampling import Decision
+from opentelemetry.sdk.trace.sampling import Decision, ParentBased, ParentBasedTraceIdRatio
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
 from opentelemetry.util.types import Attributes, AttributeValue
@@ -34,15 +34,37 @@ from opentelemetry.util.types import Attributes, AttributeValue
 _SAMPLED = TraceFlags.SAMPLED
 _RANDOM = TraceFlags.RANDOM_TRACE_ID
 _UNSET = Status(StatusCode.UNSET)
+_FOLLOWS_PARENT = (
+    ",remoteParentSampled:AlwaysOnSampler,remoteParentNotSampled:AlwaysOffSampler,"
+    "localParentSampled:AlwaysOnSampler,localParentNotSampled:AlwaysOffSampler}"
+)
+_ALWAYS_ON_ROOT = "ParentBased{root:AlwaysOnSampler,"
 
 
 class LeanTracer:
     """Starts spans for the provider of ``tracer`` (an SDK tracer)."""
 
-    __slots__ = ("_ids", "_processor", "_random", "_resource", "_sampler", "_scope")
+    __slots__ = (
+        "_always_on_root",
+        "_ids",
+        "_processor",
+        "_random",
+        "_resource",
+        "_sampler",
+        "_scope",
+        "follows_parent",
+    )
 
     def __init__(self, tracer: sdk_trace.Tracer, scope: InstrumentationScope) -> None:
-        self._sampler = tracer.sampler
+        self._sampler = sampler = tracer.sampler
+        # The SDK's parent-based samplers as the environment makes them: a child of a
+        # span takes its decision (and trace state) from it, so that is decided here
+        # without the sampler's calls; and whether a new trace is always sampled.
+        described = sampler.get_description()
+        self.follows_parent = type(sampler) in (ParentBased, ParentBasedTraceIdRatio) and (
+            described.endswith(_FOLLOWS_PARENT)
+        )
+        self._always_on_root = self.follows_parent and described.startswith(_ALWAYS_ON_ROOT)
         self._ids = tracer.id_generator
         # A new trace's flags say whether its id is random, as the SDK's tracer does.
         self._random = _RANDOM if tracer.id_generator.is_trace_id_random() else 0
@@ -67,19 +89,29 @@ class LeanTracer:
         else:
             trace_id = self._ids.generate_trace_id()
             flags = self._random
-        decision = self._sampler.should_sample(parent, trace_id, name, kind, attributes)
-        if decision.decision is Decision.RECORD_AND_SAMPLE:
+        if parent_span is not None and self.follows_parent:
+            sampled = recorded = parent_span.trace_flags.sampled
+            trace_state = parent_span.trace_state
+        elif parent_span is None and self._always_on_root:
+            sampled = recorded = True
+            trace_state = None
+        else:
+            decision = self._sampler.should_sample(parent, trace_id, name, kind, attributes)
+            sampled = decision.decision is Decision.RECORD_AND_SAMPLE
+            recorded = decision.decision is not Decision.DROP  # RECORD_ONLY: not exported
+            trace_state, attributes = decision.trace_state, decision.attributes
+        if sampled:
             flags |= _SAMPLED
         context = SpanContext(
             trace_id,
             self._ids.generate_span_id(),
             is_remote=False,
             trace_flags=TraceFlags(flags),
-            trace_state=decision.trace_state,
+            trace_state=trace_state,
         )
-        if decision.decision is Decision.DROP:
+        if not recorded:
             return trace.NonRecordingSpan(context)
-        return LeanSpan(self, name, context, parent_span, kind, dict(decision.attributes or {}))
+        return LeanSpan(self, name, context, parent_span, kind, dict(attributes or {}))
 
     def ended(self, span: LeanSpan, end_time: int) -> None:
         self._processor.on_end(FinishedSpan(span, end_time, self._resource, self._scope))

@@ -15,8 +15,6 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.propagate import extract
 from opentelemetry.sdk import trace as sdk_trace
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.sampling import ParentBased
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode, Tracer
 from opentelemetry.util.types import AttributeValue
@@ -28,9 +26,6 @@ _tracer: Tracer | None = None
 # The hot paths' spans (a call's server span, ``span``): the SDK's provider without its
 # span object (``lean``); the API's tracer for a provider of another kind.
 _lean: LeanTracer | None = None
-# Whether a child of an unsampled span is never sampled either (the sampler follows its
-# parent's decision), so that such a child need not be made at all.
-_follows_parent = False
 
 # Reused, never entered state: a span site without tracing costs this one object.
 _NO_SPAN: contextlib.nullcontext[None] = contextlib.nullcontext()
@@ -38,11 +33,8 @@ _NO_SPAN: contextlib.nullcontext[None] = contextlib.nullcontext()
 
 def install(provider: trace.TracerProvider | None) -> None:
     """Send the spans of every layer to ``provider`` from now on; None turns them off."""
-    global _tracer, _follows_parent, _lean
+    global _tracer, _lean
     _tracer = None if provider is None else provider.get_tracer("contextd", __version__)
-    _follows_parent = isinstance(provider, TracerProvider) and isinstance(
-        provider.sampler, ParentBased
-    )
     _lean = None
     if isinstance(_tracer, sdk_trace.Tracer):
         _lean = LeanTracer(_tracer, InstrumentationScope("contextd", __version__))
@@ -79,7 +71,8 @@ def span(
     if _tracer is None:
         return _NO_SPAN
     parent = trace.get_current_span().get_span_context()
-    if _follows_parent and parent.is_valid and not parent.trace_flags.sampled:
+    follows = _lean is not None and _lean.follows_parent
+    if follows and parent.is_valid and not parent.trace_flags.sampled:
         return _NO_SPAN  # its parent was not sampled: it would not be either
     started = start(name, None, kind, attributes)
     assert started is not None
