@@ -1,9 +1,14 @@
 """Spans encoded by contextd's OTLP encoder decode to the very message the OTLP
 exporters' own encoder builds: every field of spans, events, links, status, resource and
-scope, for every kind of attribute value, in batches that mix resources and scopes."""
+scope, for every kind of attribute value, in batches that mix resources and scopes; the
+gRPC exporter sends that message to a real OTLP/gRPC receiver (the HTTP one is
+test_otlp_export's)."""
 
 from __future__ import annotations
 
+from concurrent import futures
+
+import grpc
 import pytest
 from contextd.tracing import spans
 from contextd.tracing.exporters import GrpcSpanExporter
@@ -11,10 +16,13 @@ from contextd.tracing.lean import FinishedSpan
 from contextd.tracing.otlp_encoding import SpanEncoder
 from opentelemetry import trace
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 from opentelemetry.trace.span import TraceState
@@ -111,3 +119,37 @@ def test_contextd_own_spans_encode_as_the_sdks_would() -> None:
     assert {type(s) for s in finished} == {FinishedSpan}
     ours = ExportTraceServiceRequest.FromString(SpanEncoder().encode(finished))
     assert ours == encode_spans(finished)
+
+
+def test_the_grpc_exporter_reaches_an_otlp_grpc_receiver(monkeypatch: pytest.MonkeyPatch) -> None:
+    received: list[ExportTraceServiceRequest] = []
+
+    def export(request: ExportTraceServiceRequest, context: object) -> ExportTraceServiceResponse:
+        received.append(request)
+        return ExportTraceServiceResponse()
+
+    handler = grpc.method_handlers_generic_handler(
+        "opentelemetry.proto.collector.trace.v1.TraceService",
+        {
+            "Export": grpc.unary_unary_rpc_method_handler(
+                export,
+                request_deserializer=ExportTraceServiceRequest.FromString,
+                response_serializer=ExportTraceServiceResponse.SerializeToString,
+            )
+        },
+    )
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    server.add_generic_rpc_handlers((handler,))
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", f"http://127.0.0.1:{port}")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_INSECURE", "true")
+    spans_sent = _spans()
+    exporter = GrpcSpanExporter()
+    try:
+        assert exporter.export(spans_sent) is SpanExportResult.SUCCESS
+    finally:
+        exporter.shutdown()
+        server.stop(0)
+    [request] = received
+    assert request == encode_spans(spans_sent)
