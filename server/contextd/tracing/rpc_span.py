@@ -35,14 +35,11 @@ class RpcTrace:
         tracing the caller's trace alone (so that its log lines carry the caller's trace
         id). Returns the span, None without tracing."""
         parent = _incoming(metadata)
-        tracer = spans.tracer()
-        if tracer is None:
+        span = spans.start(self.name, parent, SpanKind.SERVER, self.attributes)
+        if span is None:
             if parent is not None:
                 spans.adopt(parent)
             return None
-        span = tracer.start_span(
-            self.name, context=parent, kind=SpanKind.SERVER, attributes=self.attributes
-        )
         spans.adopt(trace.set_span_in_context(span, parent))
         return span
 

@@ -97,16 +97,12 @@ def _otlp_exporter(env: Mapping[str, str]) -> SpanExporter:
         or env.get("OTEL_EXPORTER_OTLP_PROTOCOL")
         or "http/protobuf"
     ).strip()
-    if protocol == "http/protobuf":
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    if protocol in PROTOCOLS:
+        from contextd.tracing import exporters
 
-        return OTLPSpanExporter()
-    if protocol == "grpc":
-        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
-            OTLPSpanExporter as GrpcSpanExporter,
-        )
-
-        return GrpcSpanExporter()
+        if protocol == "grpc":
+            return exporters.GrpcSpanExporter()
+        return exporters.HttpSpanExporter()
     raise SystemExit(
         f"OTEL_EXPORTER_OTLP_PROTOCOL: {protocol!r} is not supported by contextd "
         f"({' or '.join(PROTOCOLS)})"
