@@ -22,8 +22,13 @@ last user message of the request, so the two sides' timestamps are matched by
 turn, not by order.
 
 For information, the same measurement with the client reading the fake directly
-through the same ``openai`` SDK (no contextd, no gRPC): one local HTTP hop, the floor
-under contextd's figure. The two sides alternate by rounds. The turns are
+through the same ``openai`` SDK (no contextd, no gRPC): one local HTTP hop; and through
+a bare relay (this script with ``--relay``, a process of its own): a grpc.aio
+server-streaming handler that reads the fake with contextd's own OpenAI provider (the SDK's
+raw stream, parsed as contextd parses it) and yields each piece of text as a ``TextDelta``
+at once, so it pays the provider's hop and gRPC's, nothing of the chat turn's. The
+relay is the floor under contextd's figure; ``contextd - relay`` is what the chat turn's
+own work adds to a delta. The sides alternate by rounds. The turns are
 conversations of 25 turns (a new session every 25 turns, the server's prompt budget,
 as in ``stream_vs_grpc.py``), sent one at a time with a pause of ``--gap``
 seconds between them (a user reading the answer): after every ok turn contextd calls
@@ -38,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import re
@@ -78,6 +84,8 @@ ANSWER = (
     "imports and connection set-up. Alternate the sides and report medians."
 )
 PIECES = 12
+DIRECT = "direct (openai SDK)"
+RELAY = "bare relay (provider + gRPC)"
 _TAG = re.compile(r"^\[turn (\w+)\]")
 DIRECT_TOOL: Any = {
     "type": "function",
@@ -218,6 +226,72 @@ def spawn_fake(ttft: float, frame_delay: float) -> FakeChild:
     return FakeChild(process, int(line.split()[1]))
 
 
+# --- the bare relay (child process) -------------------------------------------------------
+
+RELAY_SERVICE = "contextd.bench.Relay"
+RELAY_METHOD = f"/{RELAY_SERVICE}/Relay"
+
+
+async def run_relay(fake_port: int) -> None:
+    """Serve RELAY_METHOD: the request is the user's text; each piece of text contextd's own
+    OpenAI provider reads from the fake goes out as a StreamChatResponse TextDelta at once.
+    Print PORT; stop at EOF."""
+    from contextd.core.messages import ChatMessage, Role
+    from contextd.providers.base import ModelRequest, ToolSpec
+    from contextd.providers.base import TextDelta as ModelText
+    from contextd.providers.openai_compat import OpenAIProvider
+
+    provider = OpenAIProvider(api_key=FAKE_KEY, base_url=f"http://127.0.0.1:{fake_port}/v1")
+    tools = [ToolSpec("memory_search", "", {"type": "object"})]  # as a turn's: the script
+
+    async def relay(request: bytes, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+        asked = ModelRequest([ChatMessage(Role.USER, request.decode())], tools=tools)
+        async with contextlib.aclosing(provider.stream(asked)) as events:
+            async for event in events:
+                if isinstance(event, ModelText):
+                    response = cpb.StreamChatResponse()
+                    response.text_delta.text = event.text
+                    yield response.SerializeToString()
+
+    handler = grpc.unary_stream_rpc_method_handler(
+        relay, request_deserializer=lambda b: b, response_serializer=lambda b: b
+    )
+    server = grpc.aio.server()
+    server.add_generic_rpc_handlers(
+        [grpc.method_handlers_generic_handler(RELAY_SERVICE, {"Relay": handler})]
+    )
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+
+    def wait_for_eof() -> None:
+        sys.stdin.read()
+        loop.call_soon_threadsafe(stop.set)
+
+    print(f"PORT {port}", flush=True)
+    threading.Thread(target=wait_for_eof, daemon=True).start()
+    await stop.wait()
+    await server.stop(0)
+    await provider.aclose()
+
+
+def spawn_relay(fake_port: int) -> tuple[subprocess.Popen[str], int]:
+    process = subprocess.Popen(
+        [sys.executable, __file__, "--relay", "--fake-port", str(fake_port)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None
+    line = process.stdout.readline()
+    if not line.startswith("PORT "):
+        process.kill()
+        process.wait()
+        raise RuntimeError("the relay did not start")
+    return process, int(line.split()[1])
+
+
 # --- contextd (child process) -------------------------------------------------------------
 
 
@@ -322,6 +396,28 @@ def contextd_side(channel: grpc.aio.Channel) -> Callable[[str], Any]:
     return run_turn
 
 
+def relay_side(channel: grpc.aio.Channel) -> Callable[[str], Any]:
+    stream: Callable[[bytes], AsyncIterable[bytes]] = channel.unary_stream(
+        RELAY_METHOD, lambda b: b, lambda b: b
+    )
+
+    async def run_turn(tag: str) -> Turn:
+        first = 0
+        received = []
+        t0 = time.monotonic_ns()
+        async for message in stream(user_text(tag).encode()):
+            if not first:
+                first = time.monotonic_ns()
+            received.append(message)
+        end = time.monotonic_ns()
+        text = "".join(cpb.StreamChatResponse.FromString(m).text_delta.text for m in received)
+        if text != ANSWER:
+            raise SystemExit("the relay did not return the answer")
+        return Turn(tag, t0, first, end)
+
+    return run_turn
+
+
 def direct_side(client: openai.AsyncOpenAI) -> Callable[[str], Any]:
     async def run_turn(tag: str) -> Turn:
         first = 0
@@ -348,15 +444,21 @@ def direct_side(client: openai.AsyncOpenAI) -> Callable[[str], Any]:
     return run_turn
 
 
-async def measure(args: argparse.Namespace, fake: FakeChild, address: str) -> list[Side]:
-    async with grpc.aio.insecure_channel(address) as channel:
+async def measure(
+    args: argparse.Namespace, fake: FakeChild, address: str, relay_port: int
+) -> list[Side]:
+    async with (
+        grpc.aio.insecure_channel(address) as channel,
+        grpc.aio.insecure_channel(f"127.0.0.1:{relay_port}") as relay_channel,
+    ):
         client = openai.AsyncOpenAI(
             api_key=FAKE_KEY, base_url=f"http://127.0.0.1:{fake.port}/v1", max_retries=0
         )
         try:
             sides = [
                 Side("contextd", contextd_side(channel)),
-                Side("direct (openai SDK)", direct_side(client)),
+                Side(DIRECT, direct_side(client)),
+                Side(RELAY, relay_side(relay_channel)),
             ]
             serial = 0
             for side in sides:  # warm-up, not recorded
@@ -365,7 +467,8 @@ async def measure(args: argparse.Namespace, fake: FakeChild, address: str) -> li
                     await side.run_turn(f"w{serial}")
                     await asyncio.sleep(args.gap)
             for r in range(args.rounds):
-                for side in sides if r % 2 == 0 else sides[::-1]:
+                # Each round in another order, so no side always follows the same one.
+                for side in sides[r % 3 :] + sides[: r % 3]:
                     for _ in range(args.turns):
                         serial += 1
                         side.turns.append(await side.run_turn(str(serial)))
@@ -383,13 +486,19 @@ async def run(args: argparse.Namespace) -> int:
     print(machine_note(), flush=True)
     fake = spawn_fake(args.ttft, args.frame_delay)
     try:
-        with tempfile.TemporaryDirectory(prefix="contextd-bench-") as tmp:
-            process, address = spawn_contextd(Path(tmp), fake.port)
-            try:
-                sides = await measure(args, fake, address)
-            finally:
-                process.terminate()
-                process.wait(15)
+        relay, relay_port = spawn_relay(fake.port)
+        try:
+            with tempfile.TemporaryDirectory(prefix="contextd-bench-") as tmp:
+                process, address = spawn_contextd(Path(tmp), fake.port)
+                try:
+                    sides = await measure(args, fake, address, relay_port)
+                finally:
+                    process.terminate()
+                    process.wait(15)
+        finally:
+            assert relay.stdin is not None
+            relay.stdin.close()
+            relay.wait(15)
     finally:
         records = fake.records() if fake.process.poll() is None else {}
         if fake.process.poll() is None:
@@ -449,11 +558,16 @@ async def run(args: argparse.Namespace) -> int:
         rows,
     )
     p50 = median(overheads["contextd"])
-    floor = median(overheads["direct (openai SDK)"])
+    floor = median(overheads[DIRECT])
+    relayed = median(overheads[RELAY])
     print(
         f"overhead = first TextDelta at the client - the fake starting to write its first "
         f"content chunk (CLOCK_MONOTONIC); contextd p50 {p50:.2f} ms, of which the direct SDK "
-        f"hop's p50 {floor:.2f} ms"
+        f"hop's p50 {floor:.2f} ms; through the bare relay {relayed:.2f} ms"
+    )
+    print(
+        f"contextd minus the direct SDK hop: {p50 - floor:.2f} ms; contextd minus the bare "
+        f"relay (the chat turn's own work on a delta): {p50 - relayed:.2f} ms"
     )
     if background_calls:
         waited = f"{median(background_ms):.1f} ms" if background_ms else "-"
@@ -471,6 +585,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--quick", action="store_true", help="small counts (smoke test)")
     parser.add_argument("--fake", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--relay", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--fake-port", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--rounds", type=int, help="rounds per side (default 10, quick 2)")
     parser.add_argument("--turns", type=int, help="turns per round (default 10, quick 5)")
     parser.add_argument(
@@ -485,6 +601,9 @@ def main() -> int:
     args = parser.parse_args()
     if args.fake:
         asyncio.run(run_fake(args.ttft, args.frame_delay))
+        return 0
+    if args.relay:
+        asyncio.run(run_relay(args.fake_port))
         return 0
     args.rounds = args.rounds or (2 if args.quick else 10)
     args.turns = args.turns or (5 if args.quick else 10)
