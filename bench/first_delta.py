@@ -245,6 +245,9 @@ async def run_relay(fake_port: int) -> None:
     tools = [ToolSpec("memory_search", "", {"type": "object"})]  # as a turn's: the script
 
     async def relay(request: bytes, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+        # The response's headers go out first, as they go out with a turn's TurnStarted
+        # before the model is called: the first delta is then a data frame alone.
+        await context.send_initial_metadata(())
         asked = ModelRequest([ChatMessage(Role.USER, request.decode())], tools=tools)
         async with contextlib.aclosing(provider.stream(asked)) as events:
             async for event in events:
