@@ -23,7 +23,7 @@ turn, not by order.
 
 For information, the same measurement with the client reading the fake directly
 through the same ``openai`` SDK (no contextd, no gRPC): one local HTTP hop; and through
-a bare relay (this script with ``--relay``, a process of its own): a grpc.aio
+a bare relay (``_relay.py``, a process of its own): a grpc.aio
 server-streaming handler that reads the fake with contextd's own OpenAI provider (the SDK's
 raw stream, parsed as contextd parses it) and yields each piece of text as a ``TextDelta``
 at once, so it pays the provider's hop and gRPC's, nothing of the chat turn's. The
@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import os
 import re
@@ -63,6 +62,7 @@ import grpc
 import grpc.aio
 import openai
 from _common import USER_MESSAGE, machine_note, median, print_table, result_line
+from _relay import RELAY_METHOD, spawn_relay
 from aiohttp import web
 from contextd.v1 import chat_pb2 as cpb
 from contextd.v1 import context_pb2 as pb
@@ -224,75 +224,6 @@ def spawn_fake(ttft: float, frame_delay: float) -> FakeChild:
         process.wait()
         raise RuntimeError("the fake provider did not start")
     return FakeChild(process, int(line.split()[1]))
-
-
-# --- the bare relay (child process) -------------------------------------------------------
-
-RELAY_SERVICE = "contextd.bench.Relay"
-RELAY_METHOD = f"/{RELAY_SERVICE}/Relay"
-
-
-async def run_relay(fake_port: int) -> None:
-    """Serve RELAY_METHOD: the request is the user's text; each piece of text contextd's own
-    OpenAI provider reads from the fake goes out as a StreamChatResponse TextDelta at once.
-    Print PORT; stop at EOF."""
-    from contextd.core.messages import ChatMessage, Role
-    from contextd.providers.base import ModelRequest, ToolSpec
-    from contextd.providers.base import TextDelta as ModelText
-    from contextd.providers.openai_compat import OpenAIProvider
-
-    provider = OpenAIProvider(api_key=FAKE_KEY, base_url=f"http://127.0.0.1:{fake_port}/v1")
-    tools = [ToolSpec("memory_search", "", {"type": "object"})]  # as a turn's: the script
-
-    async def relay(request: bytes, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-        # The response's headers go out first, as they go out with a turn's TurnStarted
-        # before the model is called: the first delta is then a data frame alone.
-        await context.send_initial_metadata(())
-        asked = ModelRequest([ChatMessage(Role.USER, request.decode())], tools=tools)
-        async with contextlib.aclosing(provider.stream(asked)) as events:
-            async for event in events:
-                if isinstance(event, ModelText):
-                    response = cpb.StreamChatResponse()
-                    response.text_delta.text = event.text
-                    yield response.SerializeToString()
-
-    handler = grpc.unary_stream_rpc_method_handler(
-        relay, request_deserializer=lambda b: b, response_serializer=lambda b: b
-    )
-    server = grpc.aio.server()
-    server.add_generic_rpc_handlers(
-        [grpc.method_handlers_generic_handler(RELAY_SERVICE, {"Relay": handler})]
-    )
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
-    loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-
-    def wait_for_eof() -> None:
-        sys.stdin.read()
-        loop.call_soon_threadsafe(stop.set)
-
-    print(f"PORT {port}", flush=True)
-    threading.Thread(target=wait_for_eof, daemon=True).start()
-    await stop.wait()
-    await server.stop(0)
-    await provider.aclose()
-
-
-def spawn_relay(fake_port: int) -> tuple[subprocess.Popen[str], int]:
-    process = subprocess.Popen(
-        [sys.executable, __file__, "--relay", "--fake-port", str(fake_port)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert process.stdout is not None
-    line = process.stdout.readline()
-    if not line.startswith("PORT "):
-        process.kill()
-        process.wait()
-        raise RuntimeError("the relay did not start")
-    return process, int(line.split()[1])
 
 
 # --- contextd (child process) -------------------------------------------------------------
@@ -588,8 +519,6 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--quick", action="store_true", help="small counts (smoke test)")
     parser.add_argument("--fake", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--relay", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--fake-port", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--rounds", type=int, help="rounds per side (default 10, quick 2)")
     parser.add_argument("--turns", type=int, help="turns per round (default 10, quick 5)")
     parser.add_argument(
@@ -604,9 +533,6 @@ def main() -> int:
     args = parser.parse_args()
     if args.fake:
         asyncio.run(run_fake(args.ttft, args.frame_delay))
-        return 0
-    if args.relay:
-        asyncio.run(run_relay(args.fake_port))
         return 0
     args.rounds = args.rounds or (2 if args.quick else 10)
     args.turns = args.turns or (5 if args.quick else 10)
