@@ -22,8 +22,13 @@ last user message of the request, so the two sides' timestamps are matched by
 turn, not by order.
 
 For information, the same measurement with the client reading the fake directly
-through the same ``openai`` SDK (no contextd, no gRPC): one local HTTP hop, the floor
-under contextd's figure. The two sides alternate by rounds. The turns are
+through the same ``openai`` SDK (no contextd, no gRPC): one local HTTP hop; and through
+a bare relay (``_relay.py``, a process of its own): a grpc.aio
+server-streaming handler that reads the fake with contextd's own OpenAI provider (the SDK's
+raw stream, parsed as contextd parses it) and yields each piece of text as a ``TextDelta``
+at once, so it pays the provider's hop and gRPC's, nothing of the chat turn's. The
+relay is the floor under contextd's figure; ``contextd - relay`` is what the chat turn's
+own work adds to a delta. The sides alternate by rounds. The turns are
 conversations of 25 turns (a new session every 25 turns, the server's prompt budget,
 as in ``stream_vs_grpc.py``), sent one at a time with a pause of ``--gap``
 seconds between them (a user reading the answer): after every ok turn contextd calls
@@ -57,6 +62,7 @@ import grpc
 import grpc.aio
 import openai
 from _common import USER_MESSAGE, machine_note, median, print_table, result_line
+from _relay import RELAY_METHOD, spawn_relay
 from aiohttp import web
 from contextd.v1 import chat_pb2 as cpb
 from contextd.v1 import context_pb2 as pb
@@ -78,6 +84,8 @@ ANSWER = (
     "imports and connection set-up. Alternate the sides and report medians."
 )
 PIECES = 12
+DIRECT = "direct (openai SDK)"
+RELAY = "bare relay (provider + gRPC)"
 _TAG = re.compile(r"^\[turn (\w+)\]")
 DIRECT_TOOL: Any = {
     "type": "function",
@@ -322,6 +330,28 @@ def contextd_side(channel: grpc.aio.Channel) -> Callable[[str], Any]:
     return run_turn
 
 
+def relay_side(channel: grpc.aio.Channel) -> Callable[[str], Any]:
+    stream: Callable[[bytes], AsyncIterable[bytes]] = channel.unary_stream(
+        RELAY_METHOD, lambda b: b, lambda b: b
+    )
+
+    async def run_turn(tag: str) -> Turn:
+        first = 0
+        received = []
+        t0 = time.monotonic_ns()
+        async for message in stream(user_text(tag).encode()):
+            if not first:
+                first = time.monotonic_ns()
+            received.append(message)
+        end = time.monotonic_ns()
+        text = "".join(cpb.StreamChatResponse.FromString(m).text_delta.text for m in received)
+        if text != ANSWER:
+            raise SystemExit("the relay did not return the answer")
+        return Turn(tag, t0, first, end)
+
+    return run_turn
+
+
 def direct_side(client: openai.AsyncOpenAI) -> Callable[[str], Any]:
     async def run_turn(tag: str) -> Turn:
         first = 0
@@ -348,15 +378,21 @@ def direct_side(client: openai.AsyncOpenAI) -> Callable[[str], Any]:
     return run_turn
 
 
-async def measure(args: argparse.Namespace, fake: FakeChild, address: str) -> list[Side]:
-    async with grpc.aio.insecure_channel(address) as channel:
+async def measure(
+    args: argparse.Namespace, fake: FakeChild, address: str, relay_port: int
+) -> list[Side]:
+    async with (
+        grpc.aio.insecure_channel(address) as channel,
+        grpc.aio.insecure_channel(f"127.0.0.1:{relay_port}") as relay_channel,
+    ):
         client = openai.AsyncOpenAI(
             api_key=FAKE_KEY, base_url=f"http://127.0.0.1:{fake.port}/v1", max_retries=0
         )
         try:
             sides = [
                 Side("contextd", contextd_side(channel)),
-                Side("direct (openai SDK)", direct_side(client)),
+                Side(DIRECT, direct_side(client)),
+                Side(RELAY, relay_side(relay_channel)),
             ]
             serial = 0
             for side in sides:  # warm-up, not recorded
@@ -365,7 +401,8 @@ async def measure(args: argparse.Namespace, fake: FakeChild, address: str) -> li
                     await side.run_turn(f"w{serial}")
                     await asyncio.sleep(args.gap)
             for r in range(args.rounds):
-                for side in sides if r % 2 == 0 else sides[::-1]:
+                # Each round in another order, so no side always follows the same one.
+                for side in sides[r % 3 :] + sides[: r % 3]:
                     for _ in range(args.turns):
                         serial += 1
                         side.turns.append(await side.run_turn(str(serial)))
@@ -383,13 +420,19 @@ async def run(args: argparse.Namespace) -> int:
     print(machine_note(), flush=True)
     fake = spawn_fake(args.ttft, args.frame_delay)
     try:
-        with tempfile.TemporaryDirectory(prefix="contextd-bench-") as tmp:
-            process, address = spawn_contextd(Path(tmp), fake.port)
-            try:
-                sides = await measure(args, fake, address)
-            finally:
-                process.terminate()
-                process.wait(15)
+        relay, relay_port = spawn_relay(fake.port)
+        try:
+            with tempfile.TemporaryDirectory(prefix="contextd-bench-") as tmp:
+                process, address = spawn_contextd(Path(tmp), fake.port)
+                try:
+                    sides = await measure(args, fake, address, relay_port)
+                finally:
+                    process.terminate()
+                    process.wait(15)
+        finally:
+            assert relay.stdin is not None
+            relay.stdin.close()
+            relay.wait(15)
     finally:
         records = fake.records() if fake.process.poll() is None else {}
         if fake.process.poll() is None:
@@ -449,11 +492,16 @@ async def run(args: argparse.Namespace) -> int:
         rows,
     )
     p50 = median(overheads["contextd"])
-    floor = median(overheads["direct (openai SDK)"])
+    floor = median(overheads[DIRECT])
+    relayed = median(overheads[RELAY])
     print(
         f"overhead = first TextDelta at the client - the fake starting to write its first "
         f"content chunk (CLOCK_MONOTONIC); contextd p50 {p50:.2f} ms, of which the direct SDK "
-        f"hop's p50 {floor:.2f} ms"
+        f"hop's p50 {floor:.2f} ms; through the bare relay {relayed:.2f} ms"
+    )
+    print(
+        f"contextd minus the direct SDK hop: {p50 - floor:.2f} ms; contextd minus the bare "
+        f"relay (the chat turn's own work on a delta): {p50 - relayed:.2f} ms"
     )
     if background_calls:
         waited = f"{median(background_ms):.1f} ms" if background_ms else "-"

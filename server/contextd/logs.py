@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import re
@@ -11,13 +12,20 @@ import time
 from opentelemetry import trace
 
 _STANDARD = set(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {"message", "asctime"}
+# What json.dumps(entry, ensure_ascii=False, default=str) makes, without a new encoder per line.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, default=str)
+
+
+@functools.lru_cache(maxsize=4)
+def _second(seconds: int) -> str:
+    # Lines come in bursts within one second: its text is made once.
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds))
 
 
 class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         entry: dict[str, object] = {
-            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
-            + f".{int(record.msecs):03d}Z",
+            "ts": f"{_second(int(record.created))}.{int(record.msecs):03d}Z",
             "level": record.levelname,
             "logger": record.name,
             "msg": record.getMessage(),
@@ -33,7 +41,7 @@ class JsonFormatter(logging.Formatter):
         entry.update({k: v for k, v in record.__dict__.items() if k not in _STANDARD})
         if record.exc_info:
             entry["exc"] = self.formatException(record.exc_info)
-        return json.dumps(entry, ensure_ascii=False, default=str)
+        return _ENCODER.encode(entry)
 
 
 class ClientGoneFilter(logging.Filter):
@@ -63,6 +71,12 @@ GRPC_LOGGER = "grpc._cython.cygrpc"
 
 
 def configure(level: str) -> None:
+    # A line shows none of what the logging module finds out per record by default (the
+    # caller's file and line from the stack, the thread, the process): not looked up.
+    logging._srcfile = None
+    logging.logThreads = False
+    logging.logProcesses = False
+    logging.logMultiprocessing = False
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter())
     root = logging.getLogger()

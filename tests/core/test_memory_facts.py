@@ -504,3 +504,9 @@ def test_script_counts_count_each_script(text: str) -> None:
     han = count(0x4E00, 0x9FFF) + count(0x3400, 0x4DBF) + count(0xF900, 0xFAFF)
     latin = sum(ch.isascii() and ch.isalpha() for ch in text)
     assert script_counts(text) == (han, count(0x3040, 0x30FF), count(0xAC00, 0xD7AF), latin)
+
+
+@given(st.text(alphabet=st.characters(max_codepoint=127), max_size=60))
+def test_script_counts_of_ascii_text_count_its_letters(text: str) -> None:
+    latin = sum(ch.isascii() and ch.isalpha() for ch in text)
+    assert script_counts(text) == (0, 0, 0, latin)

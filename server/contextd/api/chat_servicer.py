@@ -34,7 +34,6 @@ from contextd.core.pipeline import is_tool_name
 from contextd.providers.base import ToolSpec
 from contextd.v1 import chat_pb2 as cpb
 from contextd.v1 import chat_pb2_grpc
-from contextd.v1 import context_pb2 as pb
 
 _STATUS = {
     TurnStatus.OK: cpb.TURN_STATUS_OK,
@@ -176,61 +175,65 @@ def _tool_from_pb(tool: cpb.ToolDefinition, field: str, v: Violations) -> ToolSp
     return ToolSpec(tool.name, tool.description, parameters)  # type: ignore[arg-type]
 
 
-def _usage(u: TokenUsage) -> cpb.TokenUsage:
-    return cpb.TokenUsage(
-        prompt_tokens=u.prompt_tokens,
-        completion_tokens=u.completion_tokens,
-        prompt_tokens_estimate=u.prompt_tokens_estimate,
-        estimated=u.estimated,
-        cache_read_tokens=u.cache_read_tokens,
-        cache_write_tokens=u.cache_write_tokens,
-    )
+def _fill_usage(out: cpb.TokenUsage, u: TokenUsage) -> None:
+    out.SetInParent()  # set, zeros and all, as every usage of an event is
+    out.prompt_tokens = u.prompt_tokens
+    out.completion_tokens = u.completion_tokens
+    out.prompt_tokens_estimate = u.prompt_tokens_estimate
+    out.estimated = u.estimated
+    out.cache_read_tokens = u.cache_read_tokens
+    out.cache_write_tokens = u.cache_write_tokens
 
 
 def _event_to_pb(event: ChatEvent, ids: PublicIds) -> cpb.StreamChatResponse:
+    # Each event is filled in place: a keyword constructor copies every message it is
+    # given into its parent, which costs as much again.
+    response = cpb.StreamChatResponse()
     if isinstance(event, DeltaEvent):
-        # Filled in place: building a TextDelta and copying it in costs twice as much.
-        response = cpb.StreamChatResponse()
         delta = response.text_delta
         delta.text = event.text
         delta.step = event.step
         return response
     if isinstance(event, ToolCallEvent):
-        call = pb.ToolCall(id=event.call.id, name=event.call.name, arguments=event.call.arguments)
-        return cpb.StreamChatResponse(tool_call=cpb.ToolCallEvent(call=call, step=event.step))
+        called = response.tool_call
+        called.call.SetInParent()
+        called.call.id = event.call.id
+        called.call.name = event.call.name
+        called.call.arguments = event.call.arguments
+        called.step = event.step
+        return response
     if isinstance(event, UsageEvent):
-        return cpb.StreamChatResponse(
-            usage=cpb.UsageEvent(usage=_usage(event.usage), step=event.step)
-        )
+        usage = response.usage
+        usage.SetInParent()
+        _fill_usage(usage.usage, event.usage)
+        usage.step = event.step
+        return response
     if isinstance(event, TurnStarted):
-        context = convert.report_to_pb(event.context)
-        context.context_layers.extend(convert.context_layers_to_pb(list(event.context_layers)))
-        return cpb.StreamChatResponse(
-            turn_started=cpb.TurnStarted(
-                session_id=event.session_id,
-                turn_index=event.turn_index,
-                user_message_id=ids.message(event.user_message_id),
-                prompt_tokens_estimate=event.prompt_tokens_estimate,
-                prompt_tokens_warning=event.prompt_tokens_warning,
-                context=context,
-                provider=event.provider,
-                model=event.model,
-            )
-        )
+        started = response.turn_started
+        started.SetInParent()
+        started.session_id = event.session_id
+        started.turn_index = event.turn_index
+        started.user_message_id = ids.message(event.user_message_id)
+        started.prompt_tokens_estimate = event.prompt_tokens_estimate
+        started.prompt_tokens_warning = event.prompt_tokens_warning
+        context = started.context
+        context.SetInParent()
+        convert.fill_report(context, event.context)
+        convert.add_context_layers(context.context_layers, event.context_layers)
+        started.provider = event.provider
+        started.model = event.model
+        return response
     assert isinstance(event, TurnCompleted)
-    return cpb.StreamChatResponse(
-        turn_completed=cpb.TurnCompleted(
-            assistant_message_id=ids.message(event.assistant_message_id),
-            final_text=event.final_text,
-            status=_STATUS[event.status],
-            error_message=event.error_message,
-            step_usage=_usage(event.step_usage),
-            turn_usage=_usage(event.turn_usage),
-            session_usage=_usage(event.session_usage),
-            duration_ms=event.duration_ms,
-            pending_tool_calls=[
-                pb.ToolCall(id=c.id, name=c.name, arguments=c.arguments)
-                for c in event.pending_tool_calls
-            ],
-        )
-    )
+    done = response.turn_completed
+    done.SetInParent()
+    done.assistant_message_id = ids.message(event.assistant_message_id)
+    done.final_text = event.final_text
+    done.status = _STATUS[event.status]
+    done.error_message = event.error_message
+    _fill_usage(done.step_usage, event.step_usage)
+    _fill_usage(done.turn_usage, event.turn_usage)
+    _fill_usage(done.session_usage, event.session_usage)
+    done.duration_ms = event.duration_ms
+    for c in event.pending_tool_calls:
+        done.pending_tool_calls.add(id=c.id, name=c.name, arguments=c.arguments)
+    return response

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from contextd.api.auth import caller_for
 from contextd.api.content_parts import fill_parts, parts_from_pb
@@ -35,6 +36,9 @@ from contextd.core.pipeline import DropReason
 from contextd.core.prompt import LayerReport, PromptLayers
 from contextd.core.tokens import EstimateTokenizer, Tokenizer, TokenizerRegistry
 from contextd.v1 import context_pb2 as pb
+
+if TYPE_CHECKING:
+    from google.protobuf.internal.containers import RepeatedCompositeFieldContainer
 
 _ROLE_TO_PB: dict[Role, pb.Role] = {
     Role.SYSTEM: pb.ROLE_SYSTEM,
@@ -343,7 +347,7 @@ def build_response_to_pb(
     report = response.report
     fill_report(report, result.report)
     if built.layers:
-        report.context_layers.extend(context_layers_to_pb(built.layers))
+        add_context_layers(report.context_layers, built.layers)
     if result.payload is not None:
         response.payload_json = json.dumps(
             result.payload, ensure_ascii=False, allow_nan=False, separators=(",", ":")
@@ -451,15 +455,20 @@ def fill_report(out: pb.BuildReport, r: BuildReport) -> None:
         out.cache_prefix_kept_tokens = r.cache_prefix_kept_tokens
 
 
-def context_layers_to_pb(layers: list[ContextLayer]) -> list[pb.ContextLayerReport]:
-    return [
-        pb.ContextLayerReport(
-            name=x.name,
-            included=x.included,
-            tokens=x.tokens,
-            items_kept=x.items_kept,
-            items_dropped=x.items_dropped,
-            note=x.note,
-        )
-        for x in layers
-    ]
+def add_context_layers(
+    out: RepeatedCompositeFieldContainer[pb.ContextLayerReport], layers: Iterable[ContextLayer]
+) -> None:
+    """``layers`` added to ``out`` in place (no message made and then copied in)."""
+    for x in layers:
+        layer = out.add()
+        layer.name = x.name
+        if x.included:
+            layer.included = True
+        if x.tokens:
+            layer.tokens = x.tokens
+        if x.items_kept:
+            layer.items_kept = x.items_kept
+        if x.items_dropped:
+            layer.items_dropped = x.items_dropped
+        if x.note:
+            layer.note = x.note

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import time
 from dataclasses import dataclass, field
 
@@ -160,10 +161,11 @@ class AfterTurnRunner:
                 # A trace of its own, linked to the turn's call: the work outlives it.
                 with spans.linked_root("contextd.after_turn", {"contextd.turn": turn.turn_index}):
                     await self._work(turn)
-                log.debug(
-                    "after-turn work done",
-                    extra={**ids(turn), "ms": int((time.monotonic() - started) * 1000)},
-                )
+                if log.isEnabledFor(logging.DEBUG):  # its fields cost more than the check
+                    log.debug(
+                        "after-turn work done",
+                        extra={**ids(turn), "ms": int((time.monotonic() - started) * 1000)},
+                    )
         except Exception:  # _work guards its parts; this is a last resort
             self.stats.part_failed()
             log.exception("after-turn work failed", extra=ids(turn))

@@ -66,6 +66,8 @@ from contextd.tracing import genai
 
 # How far back a continuing turn looks for the calls the host's results answer.
 _RECENT_FOR_OPEN_CALLS = 64
+# Sessions known to have an open event log, at most.
+_LOGS_OPEN_KEPT = 16384
 
 
 class ChatApp:
@@ -110,6 +112,11 @@ class ChatApp:
         self._session_locks: weakref.WeakValueDictionary[str, asyncio.Lock] = (
             weakref.WeakValueDictionary()
         )
+        # Sessions whose event log does not end with session_end, as this process knows
+        # from its own turns (a turn never writes session_end; end_session forgets the
+        # session first): their next turn needs no read of the log's last line. Only
+        # where no other process writes the logs; emptied when full.
+        self._logs_open: set[str] = set()
 
     def turn_running(self, session_id: str) -> bool:
         """Whether a turn of the session runs or waits for the one before it."""
@@ -146,6 +153,7 @@ class ChatApp:
             except SessionNotFound:
                 # Deleted while the turn ran: nothing more is stored, and the events the
                 # turn logged after the deletion must not leave a log behind it.
+                self._logs_open.discard(tools.turn.session.id)
                 await asyncio.shield(SessionLog(self._events, tools.turn.session).delete())
                 raise
             except BaseException as error:
@@ -158,6 +166,14 @@ class ChatApp:
                 if not record.completed:  # a close at the last event leaves nothing to store
                     await asyncio.shield(record.store_partial(status, reason))
                 raise
+
+    def _log_open(self, session_id: str) -> None:
+        """The session's log now ends with this turn's lines, not with session_end."""
+        if self._partials.turns_hold_leases:
+            return  # another process may end the session
+        if len(self._logs_open) >= _LOGS_OPEN_KEPT:
+            self._logs_open.clear()
+        self._logs_open.add(session_id)
 
     def _session_lock(self, session_id: str) -> asyncio.Lock:
         lock = self._session_locks.get(session_id) or asyncio.Lock()
@@ -179,6 +195,7 @@ class ChatApp:
             if shared:
                 await hold_session(self._partials, self._interrupted, session, deadline)
             try:
+                self._logs_open.discard(session.id)
                 log = SessionLog(self._events, session)
                 if await log.ended():
                     return False
@@ -227,8 +244,11 @@ class ChatApp:
         # A session starts at its first turn (a new session's needs no read of its log),
         # and again at the first turn after it ended.
         session_log = SessionLog(self._events, session)
-        if (not history and not continuing) or await session_log.needs_start():
+        if (not history and not continuing) or (
+            session.id not in self._logs_open and await session_log.needs_start()
+        ):
             await session_log.start(self._config_meta(req))
+        self._log_open(session.id)
         tools = self._tool_protocol(req, turn)
         record, log = tools.record, tools.log
 
