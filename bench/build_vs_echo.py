@@ -44,7 +44,7 @@ from _server import ServerChild, serve, spawn_server
 from contextd.v1 import context_pb2 as pb
 
 NAME = "build_vs_echo"
-TARGET = 0.75
+TARGET = 0.95
 ECHO_SERVICE = "contextd.bench.Echo"
 ECHO_METHOD = f"/{ECHO_SERVICE}/Echo"
 ECHO_BYTES_METHOD = f"/{ECHO_SERVICE}/EchoBytes"

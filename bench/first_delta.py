@@ -35,8 +35,9 @@ seconds between them (a user reading the answer): after every ok turn contextd c
 the model again in the background (memory facts, session summary; requests without
 tools, which the fake answers at once with a short reply), and the pause lets that
 work end before the next turn, as it would between a person's messages. The table
-says how often it still ran. Target: p50 overhead <= 5 ms; the RESULT ratio is that
-p50 in ms. Run: ``python bench/first_delta.py [--quick]``.
+says how often it still ran. Target: contextd's p50 overhead at most 0.3 ms over the
+direct SDK hop's; the RESULT ratio is that difference in ms.
+Run: ``python bench/first_delta.py [--quick]``.
 """
 
 from __future__ import annotations
@@ -72,7 +73,8 @@ from tests.support.fakes.llm_server import FakeLLMServer, Frame, Reply, StreamRe
 from tests.support.fakes.openai_sse import split, text_frames
 
 NAME = "first_delta"
-TARGET_MS = 5.0
+# contextd's own share: its p50 overhead minus the direct SDK hop's.
+TARGET_MS = 0.3
 CHAT_METHOD = "/contextd.v1.ChatService/StreamChat"
 USER = "bench-user"
 TURNS_PER_SESSION = 25  # as stream_vs_grpc: conversations of 25 turns
@@ -511,7 +513,7 @@ async def run(args: argparse.Namespace) -> int:
             f"running when the next turn was sent ({args.gap * 1000:.0f} ms pause): "
             f"{overlapping} of {len(background_calls)} turns"
         )
-    print(result_line(NAME, p50, TARGET_MS, p50 <= TARGET_MS))
+    print(result_line(NAME, p50 - floor, TARGET_MS, p50 - floor <= TARGET_MS))
     return 0
 
 
