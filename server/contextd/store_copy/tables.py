@@ -10,8 +10,10 @@ every table in one target transaction: a stopped copy leaves the target as it wa
 Left out, because each engine makes them itself: the search index of the memories (added
 here through the target's own index), SQLite's FTS5 tables and the sessions' ``rowid``
 (the target numbers sessions in the source's order), PostgreSQL's event log tables
-(copied as event logs, store_copy/logs.py), and the memories' vectors (derived from their
-text, like the index: the target's server embeds the copied memories again).
+(copied as event logs, store_copy/logs.py), the memories' vectors (derived from their
+text, like the index: the target's server embeds the copied memories again), and
+PostgreSQL's marks of what a process may keep in memory, the sessions' ``version`` and
+``cache_versions`` (a server on the target starts with nothing kept).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ BATCH = 500
 # Columns left out on purpose (see the module doc): the target makes them again.
 LEFT_OUT: dict[str, frozenset[str]] = {
     "memories": frozenset({"embedding", "embedding_model", "embedding_dims", "embedded_at"}),
+    "sessions": frozenset({"version"}),
 }
 # A row's values, in the order of Table.columns.
 Values = tuple[Any, ...]
