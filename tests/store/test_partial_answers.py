@@ -13,7 +13,7 @@ from contextd.core.messages import ChatMessage, Role
 from contextd.store.conversation import ConversationRepo
 from contextd.store.engine.database import Database
 from contextd.store.models import NewMessage, Session
-from contextd.store.partial_answers import Busy, PartialAnswer, PartialAnswerRepo
+from contextd.store.partial_answers import Busy, Held, PartialAnswer, PartialAnswerRepo
 from contextd.store.sessions import SessionRepo, UsageTotals
 
 LEASE = 0.3
@@ -149,7 +149,7 @@ async def start_turn(db: Database, partials: PartialAnswerRepo, session: Session
 
 async def test_a_live_claim_keeps_other_processes_out(db: Database, session: Session) -> None:
     mine, theirs = PartialAnswerRepo(db, LEASE), PartialAnswerRepo(db, LEASE)
-    assert await mine.claim("acme", session.id) is None
+    assert isinstance(await mine.claim("acme", session.id), Held)
     [row] = await mine.left_behind()
     assert (row.turn_index, row.owner) == (0, mine.owner)
     busy = await theirs.claim("acme", session.id)
@@ -165,7 +165,7 @@ async def test_a_live_claim_keeps_other_processes_out(db: Database, session: Ses
 
 async def test_an_expired_claim_is_taken_over_once(db: Database, session: Session) -> None:
     dead, first, second = (PartialAnswerRepo(db, LEASE) for _ in range(3))
-    assert await dead.claim("acme", session.id) is None
+    assert isinstance(await dead.claim("acme", session.id), Held)
     await start_turn(db, dead, session)
     await dead.save(session.id, 0, "Once upon", UsageTotals(0, 0, 40))
     await asyncio.sleep(LEASE + 0.1)
@@ -183,17 +183,17 @@ async def test_an_expired_claim_is_taken_over_once(db: Database, session: Sessio
 
 async def test_a_claim_without_a_turn_is_released(db: Database, session: Session) -> None:
     mine, theirs = PartialAnswerRepo(db, LEASE), PartialAnswerRepo(db, LEASE)
-    assert await mine.claim("acme", session.id) is None
+    assert isinstance(await mine.claim("acme", session.id), Held)
     await theirs.release(session.id)  # another process's claim stays
     assert len(await mine.left_behind()) == 1
     await mine.release(session.id)
     assert await mine.left_behind() == []
-    assert await theirs.claim("acme", session.id) is None
+    assert isinstance(await theirs.claim("acme", session.id), Held)
 
 
 async def test_a_started_turn_is_not_released(db: Database, session: Session) -> None:
     mine = PartialAnswerRepo(db, LEASE)
-    assert await mine.claim("acme", session.id) is None
+    assert isinstance(await mine.claim("acme", session.id), Held)
     await start_turn(db, mine, session)
     await mine.release(session.id)
     [row] = await mine.left_behind()
@@ -202,7 +202,7 @@ async def test_a_started_turn_is_not_released(db: Database, session: Session) ->
 
 async def test_only_expired_rows_are_left_behind(db: Database, session: Session) -> None:
     mine = PartialAnswerRepo(db, LEASE)
-    assert await mine.claim("acme", session.id) is None
+    assert isinstance(await mine.claim("acme", session.id), Held)
     assert await mine.left_behind(LEASE) == []
     assert len(await mine.left_behind()) == 1
     await asyncio.sleep(LEASE + 0.1)

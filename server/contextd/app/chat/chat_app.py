@@ -223,9 +223,9 @@ class ChatApp:
         session = await self._session(req)
         if not (req.session_id and self._partials.turns_hold_leases):
             return await self._begin(req, session)
-        await hold_session(self._partials, self._interrupted, session, req.deadline)
+        version = await hold_session(self._partials, self._interrupted, session, req.deadline)
         try:
-            return await self._begin(req, session)
+            return await self._begin(req, session, version)
         except BaseException:
             # A turn that stored no input leaves nothing to close: the session is free.
             with contextlib.suppress(Exception):
@@ -233,10 +233,12 @@ class ChatApp:
             raise
 
     async def _begin(
-        self, req: ChatTurnRequest, session: Session
+        self, req: ChatTurnRequest, session: Session, version: int | None = None
     ) -> tuple[TurnStarted, ToolProtocol[Any], ModelRequest]:
+        """``version``: the session's, read as its lease was taken (None: not read); the
+        newest message, which numbers the turn, is the kept one when kept at it."""
         history = await self._conversation.tail(
-            session.id, 1, req.tokenizer.name, tenant_id=session.tenant_id
+            session.id, 1, req.tokenizer.name, tenant_id=session.tenant_id, version=version
         )
         continuing = bool(req.tool_results)
         index = max((history[-1].turn_index if history else 0) + (0 if continuing else 1), 1)
