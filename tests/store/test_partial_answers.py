@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from pathlib import Path
 
 import pytest
 from contextd.core.errors import SessionNotFound
@@ -215,3 +216,30 @@ async def test_claiming_a_missing_session(db: Database, session: Session) -> Non
         await partials.claim("acme", "0" * 32)
     with pytest.raises(SessionNotFound):
         await partials.claim("other-tenant", session.id)
+
+
+async def test_a_claim_reads_the_sessions_version_and_whether_its_log_is_open(
+    db: Database, session: Session, tmp_path: Path
+) -> None:
+    partials, events = PartialAnswerRepo(db, LONG_LEASE), db.event_log(tmp_path / "history")
+
+    async def claimed() -> Held:
+        held = await partials.claim("acme", session.id)
+        assert isinstance(held, Held)
+        await partials.release(session.id)
+        return held
+
+    if not db.writes_in_with:
+        assert await claimed() == Held(None)  # SQLite: no other writer, nothing to read
+        return
+    first = await claimed()
+    assert first.version is not None and first.log_open is None  # no log: read by the turn
+    await events.append(session.id, "session_start", tenant_id="acme")
+    await ConversationRepo(db).append(
+        session.id, "alice", [message(Role.USER, "hi")], tenant_id="acme"
+    )
+    second = await claimed()
+    assert second.log_open is True
+    assert second.version is not None and second.version > first.version
+    await events.append(session.id, "session_end", tenant_id="acme")
+    assert (await claimed()).log_open is False

@@ -63,24 +63,35 @@ class Busy:
 
 @dataclass(frozen=True, slots=True)
 class Held:
-    """The session's lease is this process's now. ``version``: the session's version as
-    the claim took it, newer than any write of the turn that held it before (None where
-    it is not read: store/engine's ``writes_in_with`` is off)."""
+    """The session's lease is this process's now. Read as the claim took it (None: not
+    read, where store/engine's ``writes_in_with`` is off, or not known): ``version``, the
+    session's version, newer than any write of the turn that held it before;
+    ``log_open``, whether the session's event log (the table log) ends with a line other
+    than session_end."""
 
     version: int | None
+    log_open: bool | None = None
 
 
-# The lease and the session's version in one statement (PostgreSQL). FOR SHARE waits
-# for a writer of the session (a turn storing its answer, which also gives the lease up)
-# and reads the version it committed, so a turn numbered from the kept messages at that
-# version follows the one before it. Parameters: session, tenant, owner, now.
+# The lease, the session's version and its log's last line type in one statement
+# (PostgreSQL). FOR SHARE waits for a writer of the session's row or its log's end (a turn
+# storing its answer, which also gives the lease up in that transaction; a line appended)
+# and reads the row as that writer committed it. The last line itself is read as the
+# statement began: NULL when it came later, or when the log has no end row (then the
+# caller reads the log). Parameters: session, tenant, owner, now.
 _CLAIM_SQL = (
     "WITH s AS (SELECT id, tenant_id, version FROM sessions"
     "  WHERE id = :session AND tenant_id = :tenant FOR SHARE),"
+    " e AS (SELECT last_line FROM event_log_ends"
+    "  WHERE tenant_id = :tenant AND session_id = :session FOR SHARE),"
     " claimed AS (INSERT INTO partial_answers (session_id, tenant_id, turn_index, owner,"
     "  started_at, updated_at) SELECT id, tenant_id, 0, :owner, :now, :now FROM s"
     "  ON CONFLICT (session_id) DO NOTHING RETURNING 1)"
-    " SELECT s.version, EXISTS (SELECT 1 FROM claimed) AS claimed FROM s"
+    " SELECT s.version, EXISTS (SELECT 1 FROM claimed) AS claimed,"
+    " (SELECT l.data::json ->> 'type' <> 'session_end' FROM event_lines l JOIN e"
+    "  ON l.line = e.last_line WHERE l.tenant_id = :tenant AND l.session_id = :session)"
+    "  AS log_open"
+    " FROM s"
 )
 
 
@@ -185,7 +196,10 @@ class PartialAnswerRepo:
         if self._db.writes_in_with:
             params = {"session": session_id, "tenant": tenant_id, "owner": self.owner, "now": now}
             row = await (await self._db.execute_alone(_CLAIM_SQL, params)).fetchone()
-            return Held(int(row["version"])) if row is not None and row["claimed"] else None
+            if row is None or not row["claimed"]:
+                return None
+            log_open = row["log_open"]
+            return Held(int(row["version"]), None if log_open is None else bool(log_open))
         cursor = await self._db.execute_alone(
             "INSERT INTO partial_answers (session_id, tenant_id, turn_index, owner,"
             " started_at, updated_at) SELECT id, tenant_id, 0, ?, ?, ? FROM sessions"

@@ -27,9 +27,13 @@ class SessionLog:
         last = await self._events.last(self._session_id, tenant_id=self._tenant_id)
         return last is not None and last.get("type") == "session_end"
 
-    async def needs_start(self) -> bool:
+    async def needs_start(self, known_open: bool | None = None) -> bool:
         """Whether a turn must write session_start first: the log is empty (a new
-        session, or one whose messages the host appended) or ends with session_end."""
+        session, or one whose messages the host appended) or ends with session_end.
+        ``known_open``: whether the log has lines and does not end with session_end, when
+        the caller read it already (None: read here)."""
+        if known_open is not None:
+            return not known_open
         last = await self._events.last(self._session_id, tenant_id=self._tenant_id)
         return last is None or last.get("type") == "session_end"
 

@@ -33,9 +33,9 @@ async def hold_session(
     interrupted: InterruptedTurns,
     session: Session,
     deadline: float | None,
-) -> int | None:
-    """Wait until the session's lease is this process's; the session's version as it was
-    taken (None: not read). ``deadline``: the call's end, in ``time.monotonic()`` seconds
+) -> Held:
+    """Wait until the session's lease is this process's; what the claim read with it.
+    ``deadline``: the call's end, in ``time.monotonic()`` seconds
     (None: it has none). Raises SessionBusy when another process's turn holds the session
     until then."""
     give_up = time.monotonic() + LONGEST_WAIT_S
@@ -45,7 +45,7 @@ async def hold_session(
     while True:
         claim = await partials.claim(session.tenant_id, session.id)
         if isinstance(claim, Held):
-            return claim.version
+            return claim
         if not isinstance(claim, Busy):
             await interrupted.close(claim)
             continue
