@@ -21,11 +21,11 @@ from tests.support.pg_round_trips import RoundTripRelay, counting_relay
 from tests.support.postgres import PostgresServer
 from tests.support.server import start_server
 
-# At most, per call: the session with all a build reads beside it (one statement) and
-# the memory search's term counts.
-BUILD_ROUND_TRIPS = 2
+# At most, per call: the session with all a build reads beside it, whether its user has
+# memories included (one statement; a user with memories adds the search's term counts).
+BUILD_ROUND_TRIPS = 1
 # At most, per turn: see bench/README.md ("pg_vs_sqlite.py") for where they go.
-TURN_ROUND_TRIPS = 23
+TURN_ROUND_TRIPS = 19
 USER = "round-trips"
 
 

@@ -355,3 +355,18 @@ async def test_a_replica_killed_mid_turn_leaves_a_session_the_other_goes_on_with
     assert turn_one[-2:] == [("assistant", None), ("turn_end", "interrupted")]
     kept = next(e["content"] for e in log if e.get("turn") == 1 and e["type"] == "assistant")
     assert kept and streamed.startswith(kept)
+
+
+async def test_a_session_ended_through_one_starts_again_at_the_others_next_turn(
+    pair: tuple[Replica, Replica],
+) -> None:
+    a, b = pair
+    user = new_user()
+    sid = (await turn(a, user, "Hello"))[0].turn_started.session_id
+    await turn(a, user, "Again", sid)  # a's log of the session is open, as a knows it
+    ended = await b.sessions.EndSession(spb.EndSessionRequest(user_id=user, session_id=sid))
+    assert ended.ended
+    await turn(a, user, "Back", sid)
+    types = [e["type"] for e in await exported(b, user, sid)]
+    assert types.count("session_start") == 2
+    assert types.index("session_end") < len(types) - 1 - types[::-1].index("session_start")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from pathlib import Path
 
 import pytest
 from contextd.core.errors import SessionNotFound
@@ -13,7 +14,7 @@ from contextd.core.messages import ChatMessage, Role
 from contextd.store.conversation import ConversationRepo
 from contextd.store.engine.database import Database
 from contextd.store.models import NewMessage, Session
-from contextd.store.partial_answers import Busy, PartialAnswer, PartialAnswerRepo
+from contextd.store.partial_answers import Busy, Held, PartialAnswer, PartialAnswerRepo
 from contextd.store.sessions import SessionRepo, UsageTotals
 
 LEASE = 0.3
@@ -149,7 +150,7 @@ async def start_turn(db: Database, partials: PartialAnswerRepo, session: Session
 
 async def test_a_live_claim_keeps_other_processes_out(db: Database, session: Session) -> None:
     mine, theirs = PartialAnswerRepo(db, LEASE), PartialAnswerRepo(db, LEASE)
-    assert await mine.claim("acme", session.id) is None
+    assert isinstance(await mine.claim("acme", session.id), Held)
     [row] = await mine.left_behind()
     assert (row.turn_index, row.owner) == (0, mine.owner)
     busy = await theirs.claim("acme", session.id)
@@ -165,7 +166,7 @@ async def test_a_live_claim_keeps_other_processes_out(db: Database, session: Ses
 
 async def test_an_expired_claim_is_taken_over_once(db: Database, session: Session) -> None:
     dead, first, second = (PartialAnswerRepo(db, LEASE) for _ in range(3))
-    assert await dead.claim("acme", session.id) is None
+    assert isinstance(await dead.claim("acme", session.id), Held)
     await start_turn(db, dead, session)
     await dead.save(session.id, 0, "Once upon", UsageTotals(0, 0, 40))
     await asyncio.sleep(LEASE + 0.1)
@@ -183,17 +184,17 @@ async def test_an_expired_claim_is_taken_over_once(db: Database, session: Sessio
 
 async def test_a_claim_without_a_turn_is_released(db: Database, session: Session) -> None:
     mine, theirs = PartialAnswerRepo(db, LEASE), PartialAnswerRepo(db, LEASE)
-    assert await mine.claim("acme", session.id) is None
+    assert isinstance(await mine.claim("acme", session.id), Held)
     await theirs.release(session.id)  # another process's claim stays
     assert len(await mine.left_behind()) == 1
     await mine.release(session.id)
     assert await mine.left_behind() == []
-    assert await theirs.claim("acme", session.id) is None
+    assert isinstance(await theirs.claim("acme", session.id), Held)
 
 
 async def test_a_started_turn_is_not_released(db: Database, session: Session) -> None:
     mine = PartialAnswerRepo(db, LEASE)
-    assert await mine.claim("acme", session.id) is None
+    assert isinstance(await mine.claim("acme", session.id), Held)
     await start_turn(db, mine, session)
     await mine.release(session.id)
     [row] = await mine.left_behind()
@@ -202,7 +203,7 @@ async def test_a_started_turn_is_not_released(db: Database, session: Session) ->
 
 async def test_only_expired_rows_are_left_behind(db: Database, session: Session) -> None:
     mine = PartialAnswerRepo(db, LEASE)
-    assert await mine.claim("acme", session.id) is None
+    assert isinstance(await mine.claim("acme", session.id), Held)
     assert await mine.left_behind(LEASE) == []
     assert len(await mine.left_behind()) == 1
     await asyncio.sleep(LEASE + 0.1)
@@ -215,3 +216,30 @@ async def test_claiming_a_missing_session(db: Database, session: Session) -> Non
         await partials.claim("acme", "0" * 32)
     with pytest.raises(SessionNotFound):
         await partials.claim("other-tenant", session.id)
+
+
+async def test_a_claim_reads_the_sessions_version_and_whether_its_log_is_open(
+    db: Database, session: Session, tmp_path: Path
+) -> None:
+    partials, events = PartialAnswerRepo(db, LONG_LEASE), db.event_log(tmp_path / "history")
+
+    async def claimed() -> Held:
+        held = await partials.claim("acme", session.id)
+        assert isinstance(held, Held)
+        await partials.release(session.id)
+        return held
+
+    if not db.writes_in_with:
+        assert await claimed() == Held(None)  # SQLite: no other writer, nothing to read
+        return
+    first = await claimed()
+    assert first.version is not None and first.log_open is None  # no log: read by the turn
+    await events.append(session.id, "session_start", tenant_id="acme")
+    await ConversationRepo(db).append(
+        session.id, "alice", [message(Role.USER, "hi")], tenant_id="acme"
+    )
+    second = await claimed()
+    assert second.log_open is True
+    assert second.version is not None and second.version > first.version
+    await events.append(session.id, "session_end", tenant_id="acme")
+    assert (await claimed()).log_open is False

@@ -10,6 +10,7 @@ from contextd.core.messages import Role
 from contextd.store.catalog import CatalogRepo
 from contextd.store.conversation import ConversationRepo
 from contextd.store.engine.database import Database
+from contextd.store.memory.repository import MemoryRepo
 from contextd.store.models import Skill
 from contextd.store.session_snapshot import SessionSnapshot, SessionSnapshots
 from contextd.store.sessions import SessionRepo
@@ -121,3 +122,25 @@ async def test_reads_without_a_version_go_to_the_database_on_postgresql(db: Data
     await one.conversation.append(session.id, "alice", [message(Role.USER, "new")])
     # Kept rows of an older version are not handed to a read that names none.
     assert [r.message.content for r in await two.conversation.tail(session.id, 5, "cl")] == ["new"]
+
+
+async def test_the_snapshot_says_whether_the_user_has_memories_and_a_search_then_reads_none(
+    db: Database,
+) -> None:
+    server, other = Server(db), MemoryRepo(db)
+    session = await server.sessions.create("alice")
+    memories = MemoryRepo(db)
+    if not db.shared_between_processes:
+        # Where this process is the only writer the memory layer knows it itself.
+        assert (await server.snapshot(session.id)).memories_stored is None
+        return
+    assert (await server.snapshot(session.id)).memories_stored is False
+    statements = counting(db)
+    found = await memories.search_noted("alice", "old maps", 3, stored=False)
+    assert (found.found, statements) == ([], [])
+    # Another server gives the user a memory: the next snapshot says so.
+    await other.add("alice", "I collect old maps")
+    snapshot = await server.snapshot(session.id)
+    assert snapshot.memories_stored is True
+    found = await memories.search_noted("alice", "old maps", 3, stored=snapshot.memories_stored)
+    assert [m.memory.content for m in found.found] == ["I collect old maps"]

@@ -326,6 +326,7 @@ class SessionContextBuilder:
                 req.memory_limit or self.defaults.memory_limit,
                 tenant_id=req.caller.tenant_id,
                 memory_filter=session_memories(req.host or session.host),
+                stored=snapshot.memories_stored,
             )
         except Exception as error:  # degrade: a memory failure never fails the build
             log.warning("memory unavailable, building without it", exc_info=True)

@@ -61,6 +61,40 @@ class Busy:
     until: float
 
 
+@dataclass(frozen=True, slots=True)
+class Held:
+    """The session's lease is this process's now. Read as the claim took it (None: not
+    read, where store/engine's ``writes_in_with`` is off, or not known): ``version``, the
+    session's version, newer than any write of the turn that held it before;
+    ``log_open``, whether the session's event log (the table log) ends with a line other
+    than session_end."""
+
+    version: int | None
+    log_open: bool | None = None
+
+
+# The lease, the session's version and its log's last line type in one statement
+# (PostgreSQL). FOR SHARE waits for a writer of the session's row or its log's end (a turn
+# storing its answer, which also gives the lease up in that transaction; a line appended)
+# and reads the row as that writer committed it. The last line itself is read as the
+# statement began: NULL when it came later, or when the log has no end row (then the
+# caller reads the log). Parameters: session, tenant, owner, now.
+_CLAIM_SQL = (
+    "WITH s AS (SELECT id, tenant_id, version FROM sessions"
+    "  WHERE id = :session AND tenant_id = :tenant FOR SHARE),"
+    " e AS (SELECT last_line FROM event_log_ends"
+    "  WHERE tenant_id = :tenant AND session_id = :session FOR SHARE),"
+    " claimed AS (INSERT INTO partial_answers (session_id, tenant_id, turn_index, owner,"
+    "  started_at, updated_at) SELECT id, tenant_id, 0, :owner, :now, :now FROM s"
+    "  ON CONFLICT (session_id) DO NOTHING RETURNING 1)"
+    " SELECT s.version, EXISTS (SELECT 1 FROM claimed) AS claimed,"
+    " (SELECT l.data::json ->> 'type' <> 'session_end' FROM event_lines l JOIN e"
+    "  ON l.line = e.last_line WHERE l.tenant_id = :tenant AND l.session_id = :session)"
+    "  AS log_open"
+    " FROM s"
+)
+
+
 class PartialAnswerRepo:
     def __init__(self, db: Database, lease_seconds: float) -> None:
         self._db = db
@@ -127,22 +161,17 @@ class PartialAnswerRepo:
         )
         return cursor.rowcount > 0
 
-    async def claim(self, tenant_id: str, session_id: str) -> Busy | PartialAnswer | None:
-        """Take the session's lease for a turn about to start. None: it is this process's
+    async def claim(self, tenant_id: str, session_id: str) -> Busy | PartialAnswer | Held:
+        """Take the session's lease for a turn about to start. Held: it is this process's
         now (a row of turn 0, until the turn's input opens it). Busy: another process's
         turn runs. A PartialAnswer: the row of a turn whose process stopped renewing it,
         now this process's, for the caller to close (then to claim again). Raises
         SessionNotFound when the session is not the tenant's."""
         while True:
             now = time.time()
-            cursor = await self._db.execute_alone(
-                "INSERT INTO partial_answers (session_id, tenant_id, turn_index, owner,"
-                " started_at, updated_at) SELECT id, tenant_id, 0, ?, ?, ? FROM sessions"
-                " WHERE id = ? AND tenant_id = ? ON CONFLICT (session_id) DO NOTHING",
-                (self.owner, now, now, session_id, tenant_id),
-            )
-            if cursor.rowcount > 0:
-                return None
+            lease = await self._take(tenant_id, session_id, now)
+            if lease is not None:
+                return lease
             rows = await self._db.reader.execute_fetchall(
                 f"SELECT {_COLUMNS} FROM partial_answers p JOIN sessions s"
                 " ON s.id = p.session_id WHERE p.session_id = ? AND p.tenant_id = ?",
@@ -161,6 +190,23 @@ class PartialAnswerRepo:
             if taken is not None:
                 return taken
             # Renewed or taken meanwhile: look again.
+
+    async def _take(self, tenant_id: str, session_id: str, now: float) -> Held | None:
+        """The lease, when no row holds it (None: one does, or there is no session)."""
+        if self._db.writes_in_with:
+            params = {"session": session_id, "tenant": tenant_id, "owner": self.owner, "now": now}
+            row = await (await self._db.execute_alone(_CLAIM_SQL, params)).fetchone()
+            if row is None or not row["claimed"]:
+                return None
+            log_open = row["log_open"]
+            return Held(int(row["version"]), None if log_open is None else bool(log_open))
+        cursor = await self._db.execute_alone(
+            "INSERT INTO partial_answers (session_id, tenant_id, turn_index, owner,"
+            " started_at, updated_at) SELECT id, tenant_id, 0, ?, ?, ? FROM sessions"
+            " WHERE id = ? AND tenant_id = ? ON CONFLICT (session_id) DO NOTHING",
+            (self.owner, now, now, session_id, tenant_id),
+        )
+        return Held(None) if cursor.rowcount > 0 else None
 
     async def release(self, session_id: str, owner: str | None = None) -> None:
         """Give up a claim (of ``owner``, this process when None) whose turn stored

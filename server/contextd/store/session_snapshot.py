@@ -1,7 +1,8 @@
 """What a session-mode build reads with its session, in one statement where other processes
 write the database (PostgreSQL): the session's row and version, the catalog's version, the
-user's other sessions' summaries, and, unless this process keeps them at that version, the
-session's active compression summary and newest messages.
+user's other sessions' summaries, whether the user has any memory (a memory search for a
+user without any then reads nothing), and, unless this process keeps them at that version,
+the session's active compression summary and newest messages.
 
 The repositories keep the session's newest messages, its compression summary and the
 catalog in memory on either engine. With this process the database's only writer (SQLite)
@@ -50,7 +51,9 @@ _SNAPSHOT_SQL = (
     "  FROM (SELECT ss.session_id, ss.user_id, ss.summary, ss.updated_at, o.title"
     "   FROM session_summaries ss JOIN sessions o ON o.id = ss.session_id"
     "   WHERE ss.tenant_id = s.tenant_id AND ss.user_id = :user AND ss.session_id <> s.id"
-    "   AND ss.summary <> '' ORDER BY ss.updated_at DESC LIMIT :recent) r) AS recent"
+    "   AND ss.summary <> '' ORDER BY ss.updated_at DESC LIMIT :recent) r) AS recent,"
+    " EXISTS (SELECT 1 FROM memories m WHERE m.tenant_id = s.tenant_id"
+    "  AND m.user_id = :user) AS memories_stored"
     " FROM sessions s WHERE s.id = :session AND s.tenant_id = :tenant"
 )
 
@@ -65,6 +68,9 @@ class SessionSnapshot:
     catalog_version: int | None
     # The user's other sessions' summaries, newest first (``recent`` of them at most).
     recent: list[SessionSummary]
+    # Whether the user has any memory (None: not read; the memory layer knows where it is
+    # the database's only writer). False lets the memory search skip its reads.
+    memories_stored: bool | None = None
 
 
 class SessionSnapshots:
@@ -140,7 +146,13 @@ class SessionSnapshots:
         )  # fmt: skip
         listed = json.loads(row["recent"]) if row["recent"] is not None else []
         others = [SessionSummary(*item) for item in listed]
-        return SessionSnapshot(session_from_row(row), version, int(row["catalog_version"]), others)
+        return SessionSnapshot(
+            session_from_row(row),
+            version,
+            int(row["catalog_version"]),
+            others,
+            bool(row["memories_stored"]),
+        )
 
 
 def _compression(session_id: str, text: str | None) -> CompressionSummaryRow | None:

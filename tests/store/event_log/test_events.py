@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from contextd.store.engine.database import Database
-from contextd.store.event_log.events import EventStore, event_tokens, format_ts
+from contextd.store.event_log.events import EventStore, NewEvent, event_tokens, format_ts
 from contextd.store.sessions import SessionRepo
 
 TS = 1715342400.0
@@ -158,3 +158,30 @@ def test_timestamps_and_tokens() -> None:
     assert event_tokens(None, 28) == {"completion": 28}
     assert event_tokens(None, None) == {}
     assert event_tokens(0, 0) == {"prompt": 0, "completion": 0, "total": 0}
+
+
+async def test_several_events_appended_at_once_follow_in_order(
+    events: EventStore, db: Database, tmp_path: Path
+) -> None:
+    sid = await new_session(db)
+    # On a new log, and after lines: numbered on from the log's end.
+    for first in (True, False):
+        written = await events.append_many(
+            sid,
+            [
+                NewEvent("final", 1, 0, "done", "assistant", {"tokens": {"total": 3}}),
+                NewEvent("turn_end", 1, meta={"status": "ok"}),
+            ],
+        )
+        assert [e["type"] for e in written] == ["final", "turn_end"]
+        if first:
+            await events.append(sid, "turn_start", turn=2, content="again")
+    read = await read_all(events, sid)
+    assert [e["type"] for e in read] == ["final", "turn_end", "turn_start", "final", "turn_end"]
+    assert read[3] == written[0] and read[4] == written[1]
+    assert len(await stored_lines(db, tmp_path, sid)) == 5
+    last = await events.last(sid)
+    assert last is not None and last["type"] == "turn_end"
+    with pytest.raises(ValueError, match="type must be one of"):
+        await events.append_many(sid, [NewEvent("turn_end", 1), NewEvent("nope")])
+    assert len(await read_all(events, sid)) == 5  # none of them

@@ -61,11 +61,13 @@ from contextd.store.conversation import ConversationRepo
 from contextd.store.event_log.events import EventStore
 from contextd.store.memory.repository import MemoryRepo
 from contextd.store.models import Session
-from contextd.store.partial_answers import PartialAnswerRepo
+from contextd.store.partial_answers import Held, PartialAnswerRepo
 from contextd.tracing import genai
 
 # How far back a continuing turn looks for the calls the host's results answer.
 _RECENT_FOR_OPEN_CALLS = 64
+# A turn whose session holds no lease (SQLite): nothing read with one.
+_NOT_HELD = Held(None)
 # Sessions known to have an open event log, at most.
 _LOGS_OPEN_KEPT = 16384
 
@@ -223,9 +225,9 @@ class ChatApp:
         session = await self._session(req)
         if not (req.session_id and self._partials.turns_hold_leases):
             return await self._begin(req, session)
-        await hold_session(self._partials, self._interrupted, session, req.deadline)
+        held = await hold_session(self._partials, self._interrupted, session, req.deadline)
         try:
-            return await self._begin(req, session)
+            return await self._begin(req, session, held)
         except BaseException:
             # A turn that stored no input leaves nothing to close: the session is free.
             with contextlib.suppress(Exception):
@@ -233,10 +235,13 @@ class ChatApp:
             raise
 
     async def _begin(
-        self, req: ChatTurnRequest, session: Session
+        self, req: ChatTurnRequest, session: Session, held: Held = _NOT_HELD
     ) -> tuple[TurnStarted, ToolProtocol[Any], ModelRequest]:
+        """``held``: what was read as the session's lease was taken: with the session's
+        version, the newest message that numbers the turn is the kept one when kept at
+        it; whether the log is open needs no read of its last line when known."""
         history = await self._conversation.tail(
-            session.id, 1, req.tokenizer.name, tenant_id=session.tenant_id
+            session.id, 1, req.tokenizer.name, tenant_id=session.tenant_id, version=held.version
         )
         continuing = bool(req.tool_results)
         index = max((history[-1].turn_index if history else 0) + (0 if continuing else 1), 1)
@@ -245,7 +250,7 @@ class ChatApp:
         # and again at the first turn after it ended.
         session_log = SessionLog(self._events, session)
         if (not history and not continuing) or (
-            session.id not in self._logs_open and await session_log.needs_start()
+            session.id not in self._logs_open and await session_log.needs_start(held.log_open)
         ):
             await session_log.start(self._config_meta(req))
         self._log_open(session.id)

@@ -8,7 +8,7 @@ writes it (store/event_log/).
 from __future__ import annotations
 
 from contextd.app.chat.turn import TokenUsage
-from contextd.store.event_log.events import EventStore, event_tokens
+from contextd.store.event_log.events import EventStore, NewEvent, event_tokens
 from contextd.store.models import Session
 
 
@@ -27,9 +27,13 @@ class SessionLog:
         last = await self._events.last(self._session_id, tenant_id=self._tenant_id)
         return last is not None and last.get("type") == "session_end"
 
-    async def needs_start(self) -> bool:
+    async def needs_start(self, known_open: bool | None = None) -> bool:
         """Whether a turn must write session_start first: the log is empty (a new
-        session, or one whose messages the host appended) or ends with session_end."""
+        session, or one whose messages the host appended) or ends with session_end.
+        ``known_open``: whether the log has lines and does not end with session_end, when
+        the caller read it already (None: read here)."""
+        if known_open is not None:
+            return not known_open
         last = await self._events.last(self._session_id, tenant_id=self._tenant_id)
         return last is None or last.get("type") == "session_end"
 
@@ -86,10 +90,6 @@ class TurnLog:
             meta["tool_call_id"] = tool_call_id
         await self._append("observation", step=step, content=result, meta=meta)
 
-    async def final(self, step: int, answer: str, turn_usage: TokenUsage) -> None:
-        meta: dict[str, object] = {"tokens": tokens(turn_usage)}
-        await self._append("final", step=step, content=answer, role="assistant", meta=meta)
-
     async def turn_end(
         self,
         status: str,
@@ -98,7 +98,10 @@ class TurnLog:
         *,
         duration_ms: int,
         error: str = "",
+        final: tuple[int, str] | None = None,
     ) -> None:
+        """``final``: the step and text of the turn's answer, logged as its final line
+        just before turn_end, in the same write."""
         meta: dict[str, object] = {
             "status": status,
             "stepCount": step_count,
@@ -107,7 +110,15 @@ class TurnLog:
         }
         if error:
             meta["errorMessage"] = error
-        await self._append("turn_end", meta=meta)
+        end = NewEvent("turn_end", self._index, meta=meta)
+        if final is None:
+            await self._append(end.type, meta=meta)
+            return
+        step, answer = final
+        answered = NewEvent(
+            "final", self._index, step, answer, "assistant", {"tokens": tokens(turn_usage)}
+        )
+        await self._events.append_many(self._session_id, [answered, end], tenant_id=self._tenant_id)
 
     async def _append(
         self,

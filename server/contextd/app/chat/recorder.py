@@ -152,8 +152,8 @@ class TurnRecorder:
         ``final_text``."""
         turn = self._turn
         stored = await self.store_answer(ChatMessage(Role.ASSISTANT, text))
-        await self._log.final(turn.step, text, turn.usage.turn)
-        return await self.complete(stored, TurnStatus.OK, final_text)
+        # The final line goes with turn_end, in one write.
+        return await self.complete(stored, TurnStatus.OK, final_text, final=(turn.step, text))
 
     async def store_partial(self, status: TurnStatus, error: str) -> TurnCompleted:
         """Keep what the model said in the step that broke off, marked with its status
@@ -175,8 +175,10 @@ class TurnRecorder:
         *,
         pending: Sequence[ToolCall] = (),
         error: str = "",
+        final: tuple[int, str] | None = None,
     ) -> TurnCompleted:
-        """The turn's end, once its answer and usage are stored: logged, handed to the
+        """The turn's end, once its answer and usage are stored: logged (after the
+        answer's ``final`` line: its step and text, when it answered), handed to the
         work after the turn when it is ok, and reported."""
         turn = self._turn
         usage = turn.usage
@@ -184,7 +186,7 @@ class TurnRecorder:
         assert totals is not None, "every turn stores its answer and usage before it ends"
         duration = int((time.monotonic() - turn.started) * 1000)
         await self._log.turn_end(
-            status.value, turn.step + 1, usage.turn, duration_ms=duration, error=error
+            status.value, turn.step + 1, usage.turn, duration_ms=duration, error=error, final=final
         )
         self._metrics.chat_turn_ended(status.value)
         if self._after_turn is not None and status is TurnStatus.OK:

@@ -17,7 +17,7 @@ import time
 from contextd.app.chat.interrupted import InterruptedTurns
 from contextd.core.errors import SessionBusy
 from contextd.store.models import Session
-from contextd.store.partial_answers import Busy, PartialAnswerRepo
+from contextd.store.partial_answers import Busy, Held, PartialAnswerRepo
 
 FIRST_PAUSE_S = 0.05
 LONGEST_PAUSE_S = 1.0
@@ -33,18 +33,19 @@ async def hold_session(
     interrupted: InterruptedTurns,
     session: Session,
     deadline: float | None,
-) -> None:
-    """Wait until the session's lease is this process's. ``deadline``: the call's end, in
-    ``time.monotonic()`` seconds (None: it has none). Raises SessionBusy when another
-    process's turn holds the session until then."""
+) -> Held:
+    """Wait until the session's lease is this process's; what the claim read with it.
+    ``deadline``: the call's end, in ``time.monotonic()`` seconds
+    (None: it has none). Raises SessionBusy when another process's turn holds the session
+    until then."""
     give_up = time.monotonic() + LONGEST_WAIT_S
     if deadline is not None:
         give_up = min(give_up, deadline - DEADLINE_MARGIN_S)
     pause = FIRST_PAUSE_S
     while True:
         claim = await partials.claim(session.tenant_id, session.id)
-        if claim is None:
-            return
+        if isinstance(claim, Held):
+            return claim
         if not isinstance(claim, Busy):
             await interrupted.close(claim)
             continue

@@ -13,6 +13,7 @@ import json
 import re
 import time
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from contextd.core.identity import DEFAULT_TENANT, TENANT_ID_RULE, is_tenant_id
@@ -147,6 +148,23 @@ def check_tenant_id(tenant_id: str) -> None:
         raise ValueError(f"tenant_id: {TENANT_ID_RULE}, got {tenant_id!r}")
 
 
+@dataclass(frozen=True, slots=True)
+class NewEvent:
+    """An event for ``EventStore.append_many``, as ``append``'s arguments."""
+
+    type: str
+    turn: int | None = None
+    step: int | None = None
+    content: str | None = None
+    role: str | None = None
+    meta: dict[str, Any] | None = None
+
+    def encoded(self, session_id: str, ts: float) -> tuple[dict[str, Any], str]:
+        return encode_event(
+            session_id, self.type, self.turn, self.step, self.content, self.role, self.meta, ts
+        )
+
+
 class EventStore(Protocol):
     """A session's event log, whichever engine keeps it: the same lines, the same reads."""
 
@@ -163,6 +181,13 @@ class EventStore(Protocol):
         ts: float | None = None,
         tenant_id: str = DEFAULT_TENANT,
     ) -> dict[str, Any]: ...
+
+    async def append_many(
+        self, session_id: str, events: Sequence[NewEvent], *, tenant_id: str = DEFAULT_TENANT
+    ) -> list[dict[str, Any]]:
+        """Write ``events`` one after the other in one write (one statement, one system
+        call): all of them or, on error, none; they are returned once written."""
+        ...
 
     def read(
         self, session_id: str, *, after_line: int = 0, tenant_id: str = DEFAULT_TENANT

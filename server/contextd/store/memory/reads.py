@@ -265,16 +265,19 @@ class MemoryReads:
         *,
         tenant_id: str = DEFAULT_TENANT,
         memory_filter: MemoryFilter = CURRENT,
+        stored: bool | None = None,
     ) -> MemorySearchResult:
         """:meth:`search`, with a note when search by meaning is on but could not be used
-        (store/memory/hybrid.py)."""
+        (store/memory/hybrid.py). ``stored``: False when the caller read, just before,
+        that the user has no memory (store/session_snapshot.py); nothing is read then."""
         started = time.perf_counter()
         owner = (tenant_id, user_id)
         at = time.time() if now is None else now
         f = memory_filter
+        none = stored is False or owner in self._without_memories
         with spans.span("contextd.memory_search", {"contextd.memory.limit": limit}) as span:
-            if self.meaning is None or limit < 1 or not user_id or owner in self._without_memories:
-                found = await self._search(owner, query, limit, at, f)
+            if self.meaning is None or limit < 1 or not user_id or none:
+                found = await self._search(owner, query, limit, at, f, none=none)
                 result = MemorySearchResult(found)
             else:
                 limit = min(limit, MAX_SEARCH_LIMIT)
@@ -331,15 +334,17 @@ class MemoryReads:
         *,
         most: int | None = None,
         candidates: int | None = None,
+        none: bool = False,
     ) -> list[ScoredMemory]:
         """The term search; nothing when ``most`` is given and even the rarest term is in
         more memories than that. ``candidates``: the best and the newest matches scored
-        (by default ``CANDIDATES_PER_RESULT`` per result, at least ``MIN_CANDIDATES``)."""
+        (by default ``CANDIDATES_PER_RESULT`` per result, at least ``MIN_CANDIDATES``).
+        ``none``: the user is known to have no memory."""
         if limit < 1:
             raise ValueError(f"limit must be >= 1, got {limit}")
         limit = min(limit, MAX_SEARCH_LIMIT)
         tenant_id, user_id = owner
-        if not user_id or owner in self._without_memories:
+        if not user_id or none or owner in self._without_memories:
             return []
         terms = query_terms(query)
         if not terms:
