@@ -114,14 +114,7 @@ class EventLog:
         """Write one event of the tenant's session and return it once its line is with
         the kernel."""
         event, line = encode_event(session_id, type, turn, step, content, role, meta, ts)
-        data = (line + "\n").encode("utf-8")
-        self._check_open()
-        try:
-            _write(f"{self._dir_for_append(tenant_id)}/{session_id}.jsonl", data)
-        except OSError as error:
-            if self.disk is not None and self.disk.noticed(error):
-                raise StorageFull() from error
-            raise
+        self._write_lines(session_id, tenant_id, [line])
         return event
 
     async def append_many(
@@ -130,7 +123,12 @@ class EventLog:
         """``append`` of several events, their lines in one write."""
         now = time.time()
         encoded = [e.encoded(session_id, now) for e in events]
-        data = "".join(line + "\n" for _, line in encoded).encode("utf-8")
+        self._write_lines(session_id, tenant_id, [line for _, line in encoded])
+        return [event for event, _ in encoded]
+
+    def _write_lines(self, session_id: str, tenant_id: str, lines: Sequence[str]) -> None:
+        """The lines at the end of the session's file, in one write."""
+        data = "".join(line + "\n" for line in lines).encode("utf-8")
         self._check_open()
         try:
             _write(f"{self._dir_for_append(tenant_id)}/{session_id}.jsonl", data)
@@ -138,7 +136,6 @@ class EventLog:
             if self.disk is not None and self.disk.noticed(error):
                 raise StorageFull() from error
             raise
-        return [event for event, _ in encoded]
 
     def _check_open(self) -> None:
         if self._closed:
