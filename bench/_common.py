@@ -6,10 +6,12 @@ history comes from a seeded ``random.Random``. Nothing is downloaded.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import random
 import socket
 import statistics
+import sys
 from collections.abc import Sequence
 
 SYSTEM_PROMPT = (
@@ -180,6 +182,11 @@ def long_history(n: int, seed: int = 20261121) -> list[tuple[str, str]]:
             text = " ".join(parts)
         turns.append(("assistant", text))
     return turns
+
+
+async def stdin_closed() -> None:
+    """Returns once the parent closes this child's stdin, the benchmarks' stop signal."""
+    await asyncio.to_thread(sys.stdin.read)
 
 
 def free_port() -> int:

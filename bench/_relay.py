@@ -9,7 +9,6 @@ import asyncio
 import contextlib
 import subprocess
 import sys
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for tests.sup
 
 import grpc
 import grpc.aio
+from _common import stdin_closed
 from contextd.core.messages import ChatMessage, Role
 from contextd.providers.base import ModelRequest, ToolSpec
 from contextd.providers.base import TextDelta as ModelText
@@ -57,16 +57,8 @@ async def run_relay(fake_port: int) -> None:
     )
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
-    loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-
-    def wait_for_eof() -> None:
-        sys.stdin.read()
-        loop.call_soon_threadsafe(stop.set)
-
     print(f"PORT {port}", flush=True)
-    threading.Thread(target=wait_for_eof, daemon=True).start()
-    await stop.wait()
+    await stdin_closed()
     await server.stop(0)
     await provider.aclose()
 

@@ -9,7 +9,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import grpc
+from _common import stdin_closed
 
 if TYPE_CHECKING:
     from contextd.server import RunningServer
@@ -36,13 +36,6 @@ async def serve(
 
     if log_level.upper() != "OFF":
         logs.configure(log_level)  # as ``contextd serve`` does: one JSON line per RPC
-    loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-
-    def wait_for_eof() -> None:
-        sys.stdin.read()
-        loop.call_soon_threadsafe(stop.set)
-
     with tempfile.TemporaryDirectory(prefix="contextd-bench-") as tmp:
         running = await start(
             Settings(port=0, data_dir=Path(tmp), **settings), extra_handlers=handlers
@@ -50,8 +43,7 @@ async def serve(
         if setup is not None:
             await setup(running)
         print(f"PORT {running.port}", flush=True)
-        threading.Thread(target=wait_for_eof, daemon=True).start()
-        await stop.wait()
+        await stdin_closed()
         await running.stop(0)
 
 

@@ -62,7 +62,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for tests.sup
 import grpc
 import grpc.aio
 import openai
-from _common import USER_MESSAGE, machine_note, median, print_table, result_line
+from _common import (
+    USER_MESSAGE,
+    machine_note,
+    median,
+    print_table,
+    result_line,
+    stdin_closed,
+)
 from _relay import RELAY_METHOD, spawn_relay
 from aiohttp import web
 from contextd.v1 import chat_pb2 as cpb
@@ -173,16 +180,8 @@ async def run_fake(ttft: float, frame_delay: float) -> None:
     fake = TimedFake(StreamReply(text_frames(['{"facts": []}'], usage=(50, 5))))
     fake.script(StreamReply(frames, frame_delay=frame_delay), repeat_last=True)
     await fake.start()
-    loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-
-    def wait_for_eof() -> None:
-        sys.stdin.read()
-        loop.call_soon_threadsafe(stop.set)
-
     print(f"PORT {fake.port}", flush=True)
-    threading.Thread(target=wait_for_eof, daemon=True).start()
-    await stop.wait()
+    await stdin_closed()
     print("RECORDS " + json.dumps(fake.records()), flush=True)
     await fake.stop()
 
