@@ -37,16 +37,7 @@ PAGE = 500
 # itself, one round trip where BEGIN, the statement and COMMIT would take three.
 # A session's lines go with it (foreign keys, ON DELETE CASCADE): a line for a session
 # that is gone (deleted while its turn ran) is not written.
-_APPEND = (
-    "WITH next AS ("
-    " INSERT INTO event_log_ends (tenant_id, session_id, last_line)"
-    " SELECT $1, $2, 1 WHERE EXISTS (SELECT 1 FROM sessions WHERE id = $2)"
-    " ON CONFLICT (tenant_id, session_id)"
-    " DO UPDATE SET last_line = event_log_ends.last_line + 1 RETURNING last_line)"
-    " INSERT INTO event_lines (tenant_id, session_id, line, data)"
-    " SELECT $1, $2, last_line, $3 FROM next"
-)
-# Several lines ($3, in order) in one statement: the end row moves on by their number.
+# The lines ($3, in order) in one statement: the end row moves on by their number.
 _APPEND_MANY = (
     "WITH next AS ("
     " INSERT INTO event_log_ends (tenant_id, session_id, last_line)"
@@ -85,13 +76,7 @@ class DatabaseEventLog:
     ) -> dict[str, Any]:
         """Write one event of the tenant's session and return it once it committed."""
         event, line = encode_event(session_id, type, turn, step, content, role, meta, ts)
-        check_tenant_id(tenant_id)
-        self._check_open()
-        try:
-            async with self._db.connection() as conn:
-                await conn.execute(_APPEND, tenant_id, session_id, line)
-        except asyncpg.ForeignKeyViolationError:  # deleted between the check and the insert
-            pass
+        await self._insert(session_id, tenant_id, [line])
         return event
 
     async def append_many(
@@ -100,14 +85,18 @@ class DatabaseEventLog:
         """``append`` of several events, in one statement."""
         now = time.time()
         encoded = [e.encoded(session_id, now) for e in events]
+        await self._insert(session_id, tenant_id, [line for _, line in encoded])
+        return [event for event, _ in encoded]
+
+    async def _insert(self, session_id: str, tenant_id: str, lines: list[str]) -> None:
+        """The lines after the session's last, in one statement that commits by itself."""
         check_tenant_id(tenant_id)
         self._check_open()
         try:
             async with self._db.connection() as conn:
-                await conn.execute(_APPEND_MANY, tenant_id, session_id, [x for _, x in encoded])
+                await conn.execute(_APPEND_MANY, tenant_id, session_id, lines)
         except asyncpg.ForeignKeyViolationError:  # deleted between the check and the insert
             pass
-        return [event for event, _ in encoded]
 
     async def read(
         self, session_id: str, *, after_line: int = 0, tenant_id: str = DEFAULT_TENANT
