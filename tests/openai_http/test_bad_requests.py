@@ -51,6 +51,15 @@ CASES: list[tuple[str, bytes | dict[str, Any], str | None, str | None]] = [
     # Read with an explicit nesting limit (64), not up to the interpreter's recursion limit.
     ("nested 65 deep", b'{"a":' * 64 + b"{}" + b"}" * 64, None, "invalid_json"),
     ("nested 100,000 deep", b"[" * 100_000 + b"]" * 100_000, None, "invalid_json"),
+    # Half of a surrogate pair, escaped or as its bytes: no text, so no protobuf string.
+    ("unpaired surrogate escape", b'{"model": "m", "user": "a\\ud800"}', None, "invalid_json"),
+    (
+        "unpaired surrogate in a key",
+        b'{"model": "m", "messages": [{"role": "user", "content": "x", "\\udfff": 1}]}',
+        None,
+        "invalid_json",
+    ),
+    ("unpaired surrogate bytes", b'{"model": "m", "user": "a\xed\xa0\x80"}', None, "invalid_json"),
     ("unknown field", {**OK, "frobnicate": 1}, "frobnicate", "unknown_parameter"),
     (
         "long unknown field",

@@ -87,6 +87,12 @@ class OpenAIRoutes:
                 return await self._stream(request, cors, call, chat, completion)
             return await self._whole(cors, call, chat, completion)
         except OpenAIError as error:
+            if call is None:
+                # Refused before the native call checked the credential: a caller without
+                # a valid one learns only that.
+                refused = await self._credential_error(request)
+                if refused is not None and refused.status == 401:
+                    error = refused
             code = _metric_code(error)
             return _error_response(error, cors)
         except (ConnectionResetError, asyncio.CancelledError):
@@ -184,12 +190,9 @@ class OpenAIRoutes:
             return cors
         code = grpc.StatusCode.OK
         try:
-            try:
-                await self._context.ListTokenizers(
-                    context_pb2.ListTokenizersRequest(), metadata=self._metadata(request)
-                )
-            except grpc.aio.AioRpcError as error:
-                raise from_rpc_error(error) from None
+            refused = await self._credential_error(request)
+            if refused is not None:
+                raise refused
             listed = [self._model_object(m) for m in self._models]
             if name is None:
                 return web.json_response({"object": "list", "data": listed}, headers=cors)
@@ -208,6 +211,17 @@ class OpenAIRoutes:
         finally:
             if self.gateway.count is not None:
                 self.gateway.count(PROTOCOL, code)
+
+    async def _credential_error(self, request: web.Request) -> OpenAIError | None:
+        """The error for a credential the server refuses; None when it is accepted. Checked
+        by a native call that needs one (ListTokenizers, which reads no user's data)."""
+        try:
+            await self._context.ListTokenizers(
+                context_pb2.ListTokenizersRequest(), metadata=self._metadata(request)
+            )
+        except grpc.aio.AioRpcError as error:
+            return from_rpc_error(error)
+        return None
 
     def _model_object(self, model: Model) -> dict[str, Any]:
         return {
