@@ -86,7 +86,7 @@ class OpenAIRoutes:
             if chat.stream:
                 return await self._stream(request, cors, call, chat, completion)
             return await self._whole(cors, call, chat, completion)
-        except OpenAIError as error:
+        except OpenAIError:
             if call is None:
                 # Refused before the native call checked the credential: a caller without
                 # a valid one learns only that.
