@@ -226,8 +226,12 @@ def _parts(content: list[Any], at: str, params: ParamMap, native: str) -> list[p
 def _image(raw: object, at: str) -> pb.ImagePart:
     image = obj(raw, at)
     known_keys(image, frozenset({"url", "detail"}), at)
-    url = string(image.get("url"), f"{at}.url")
-    detail = image.get("detail", "auto")
+    return image_part(string(image.get("url"), f"{at}.url"), image.get("detail"), at, f"{at}.url")
+
+
+def image_part(url: str, detail: object, at: str, url_at: str) -> pb.ImagePart:
+    """An image by its https or ``data:`` URL, with its detail (auto when None)."""
+    detail = "auto" if detail is None else detail
     if detail not in _DETAILS:
         raise invalid(f"{at}.detail", "must be auto, low or high")
     out = pb.ImagePart(detail=_DETAILS[str(detail)])
@@ -237,11 +241,11 @@ def _image(raw: object, at: str) -> pb.ImagePart:
     head, comma, data = url[len("data:") :].partition(",")
     media_type, _, encoding = head.partition(";")
     if not comma or encoding != "base64":
-        raise invalid(f"{at}.url", "a data URL must be data:<media type>;base64,<data>")
+        raise invalid(url_at, "a data URL must be data:<media type>;base64,<data>")
     try:
         out.data = base64.b64decode(data, validate=True)
     except (binascii.Error, ValueError):
-        raise invalid(f"{at}.url", "the data URL's data is not base64") from None
+        raise invalid(url_at, "the data URL's data is not base64") from None
     out.media_type = media_type
     return out
 

@@ -86,15 +86,16 @@ class OpenAIRoutes:
             if chat.stream:
                 return await self._stream(request, cors, call, chat, completion)
             return await self._whole(cors, call, chat, completion)
-        except OpenAIError:
+        except OpenAIError as error:
+            answer = error
             if call is None:
                 # Refused before the native call checked the credential: a caller without
                 # a valid one learns only that.
                 refused = await self._credential_error(request)
                 if refused is not None and refused.status == 401:
-                    error = refused
-            code = _metric_code(error)
-            return _error_response(error, cors)
+                    answer = refused
+            code = _metric_code(answer)
+            return _error_response(answer, cors)
         except (ConnectionResetError, asyncio.CancelledError):
             # The client went away: ConnectionResetError mid-answer is the same as the
             # disconnect that cancels this handler while it waits.
