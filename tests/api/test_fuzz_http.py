@@ -12,6 +12,7 @@ RPC's gRPC-Web and Connect requests are fuzzed in test_fuzz.py."""
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -140,6 +141,67 @@ COMPLETIONS = (
     | HOSTILE_COMPLETIONS
     | BODIES
 )
+VALID_RESPONSE: dict[str, Any] = {
+    "model": "echo",
+    "input": [{"role": "user", "content": "Which train?"}],
+    "instructions": "Be brief.",
+    "user": USER,
+}
+FUNCTION = {"type": "function", "name": "f", "parameters": {"type": "object"}}
+
+
+def _response_id(*fields: object) -> str:
+    return "resp_" + base64.urlsafe_b64encode(json.dumps(list(fields)).encode()).decode()
+
+
+RESPONSE_IDS = st.sampled_from(
+    [
+        "resp_x",
+        "resp_" + "A" * 3000,
+        _response_id(USER, "0" * 32, 1, ""),
+        _response_id(OTHER, "s" * 500, 2**70, "c" * 1000),
+        _response_id(USER, "../x", -1, "c"),
+        _response_id(["x"], {}, "1", None),
+        "resp_" + base64.urlsafe_b64encode(b'["\\ud800","a",1,""]').decode(),
+        "%ff",
+        "..",
+    ]
+)
+HOSTILE_RESPONSES = st.sampled_from(
+    [
+        in_place(VALID_RESPONSE, "input", nested(10_000, "{}")),
+        in_place(VALID_RESPONSE, "tools", "[" + deep_object(20_000) + "]"),
+        json.dumps({**VALID_RESPONSE, "tools": [FUNCTION] * 3, "tool_choice": LONG}).encode(),
+        json.dumps({**VALID_RESPONSE, "instructions": LONG, "model": LONG}).encode(),
+        json.dumps({**VALID_RESPONSE, "previous_response_id": LONG}).encode(),
+        json.dumps({**VALID_RESPONSE, "conversation": "$other"}).encode(),
+        json.dumps({**VALID_RESPONSE, "conversation": {"id": "$own"}}).encode(),
+        json.dumps(
+            {**VALID_RESPONSE, "text": {"format": {"type": "json_schema", "name": LONG}}}
+        ).encode(),
+        json.dumps(
+            {
+                **VALID_RESPONSE,
+                "input": [
+                    {"role": "user", "content": "Weather?"},
+                    {
+                        "type": "function_call",
+                        "call_id": LONG,
+                        "name": "f",
+                        "arguments": nested(100),
+                    },
+                    {"type": "function_call_output", "call_id": LONG, "output": "sunny"},
+                ],
+            }
+        ).encode(),
+        json.dumps({**VALID_RESPONSE, "input": [{"type": LONG}]}).encode(),
+    ]
+)
+RESPONSES = (
+    (json_like(VALID_RESPONSE) | JSON_VALUES).map(lambda v: json.dumps(v).encode())
+    | HOSTILE_RESPONSES
+    | BODIES
+)
 
 
 async def gateway_routes() -> set[tuple[str, str]]:
@@ -228,12 +290,19 @@ def case(methods: Any, paths: Any, bodies: Any, check: Check) -> Case:
 # route added to the web port needs one: test_every_route_has_a_fuzz_case fails until.
 # Routes whose answers may quote what was sent: a turn's (the echo provider reflects the
 # question) and a call's (what was stored); their refusals may not.
-ANSWERS_QUOTE = {("POST", "/v1/chat/completions"), ("POST", "/{tail}")}
+ANSWERS_QUOTE = {("POST", "/v1/chat/completions"), ("POST", "/v1/responses"), ("POST", "/{tail}")}
 V1_TAILS = st.text(alphabet="/abcv1_-%", max_size=30).map(lambda p: "/v1/" + p)
 CASES: dict[tuple[str, str], Case] = {
     ("POST", "/v1/chat/completions"): case(
         "POST", "/v1/chat/completions", COMPLETIONS, openai_answer
     ),
+    ("POST", "/v1/responses"): case("POST", "/v1/responses", RESPONSES, openai_answer),
+    **{
+        (method, "/v1/responses/{id}"): case(
+            method, RESPONSE_IDS.map(lambda i: "/v1/responses/" + i), BODIES, openai_answer
+        )
+        for method in ("GET", "HEAD", "DELETE")
+    },
     ("GET", "/v1/models"): case("GET", "/v1/models", BODIES, openai_answer),
     ("HEAD", "/v1/models"): case("HEAD", "/v1/models", st.just(b""), openai_answer),
     ("GET", "/v1/models/{model}"): case(

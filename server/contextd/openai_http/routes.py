@@ -1,15 +1,14 @@
-"""``/v1/chat/completions`` and ``/v1/models`` on the web port: each request becomes one
-native call over the gateway's loopback channel, with the caller's credential as its
-``authorization`` metadata, so that the native interceptor authenticates, limits, audits
-and traces it exactly as any other call.
+"""``/v1/chat/completions``, ``/v1/models`` and the Responses API (responses_routes.py)
+on the web port: each request becomes one native call over the gateway's loopback
+channel, with the caller's credential as its ``authorization`` metadata, so that the
+native interceptor authenticates, limits, audits and traces it exactly as any other call.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import time
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,15 +17,24 @@ import grpc.aio
 from aiohttp import web
 
 from contextd.core.errors import cut
+from contextd.openai_http.calls import (
+    PROTOCOL,
+    completed,
+    dumps,
+    error_response,
+    metric_code,
+    send,
+)
 from contextd.openai_http.errors import OpenAIError, from_rpc_error
+from contextd.openai_http.params import ParamMap
 from contextd.openai_http.request import ChatRequest, parse_body, translate
 from contextd.openai_http.response import SESSION_ID_HEADER, Completion
+from contextd.openai_http.responses_routes import ResponsesRoutes
 from contextd.v1 import chat_pb2 as cpb
 from contextd.v1 import chat_pb2_grpc, context_pb2, context_pb2_grpc
 from contextd.web.exchange import CallError
 from contextd.web.gateway import BodyTooLarge, WebGateway
 
-PROTOCOL = "openai"  # its name in the web port's metrics
 # Passed on to the native call; every other header belongs to HTTP or the SDK.
 _FORWARDED = ("authorization", "traceparent", "tracestate")
 _EXPOSED = f"{SESSION_ID_HEADER}, X-Request-Id, X-Should-Retry, Retry-After"
@@ -57,8 +65,10 @@ class OpenAIRoutes:
             web.route(method, "/v1/{tail:.*}", self._unknown)
             for method in ("GET", "POST", "PUT", "PATCH", "DELETE")
         ]
+        responses = ResponsesRoutes(self)
         return [
             web.post("/v1/chat/completions", self._completions),
+            *responses.routes(),
             web.get("/v1/models", self._list_models),
             web.get("/v1/models/{model}", self._get_model),
             *unknown,
@@ -70,7 +80,7 @@ class OpenAIRoutes:
         return self._gateway
 
     async def _completions(self, request: web.Request) -> web.StreamResponse:
-        cors = self._cors(request)
+        cors = self.cors(request)
         if isinstance(cors, web.Response):
             return cors
         body = b""
@@ -78,10 +88,10 @@ class OpenAIRoutes:
         call = None
         code = grpc.StatusCode.OK
         try:
-            body = await self._read(request)
+            body = await self.read(request)
             chat = translate(parse_body(body), request.headers)
-            call = self._chat.StreamChat(chat.native, metadata=self._metadata(request))
-            started = await self._turn_started(call, chat)
+            call = self._chat.StreamChat(chat.native, metadata=self.metadata(request))
+            started = await self.turn_started(call, chat.params)
             completion = Completion(chat.session_mode, started)
             if chat.stream:
                 return await self._stream(request, cors, call, chat, completion)
@@ -91,11 +101,11 @@ class OpenAIRoutes:
             if call is None:
                 # Refused before the native call checked the credential: a caller without
                 # a valid one learns only that.
-                refused = await self._credential_error(request)
+                refused = await self.credential_error(request)
                 if refused is not None and refused.status == 401:
                     answer = refused
-            code = _metric_code(answer)
-            return _error_response(answer, cors)
+            code = metric_code(answer)
+            return error_response(answer, cors)
         except (ConnectionResetError, asyncio.CancelledError):
             # The client went away: ConnectionResetError mid-answer is the same as the
             # disconnect that cancels this handler while it waits.
@@ -108,16 +118,16 @@ class OpenAIRoutes:
             if self.gateway.count is not None:
                 self.gateway.count(PROTOCOL, code)
 
-    async def _turn_started(
+    async def turn_started(
         self,
         call: grpc.aio.UnaryStreamCall[cpb.StreamChatRequest, cpb.StreamChatResponse],
-        chat: ChatRequest,
+        params: ParamMap,
     ) -> cpb.TurnStarted:
         """The turn's first event; a refusal before it is the request's error."""
         try:
             first = await call.read()
         except grpc.aio.AioRpcError as error:
-            raise from_rpc_error(error, chat.params) from None
+            raise from_rpc_error(error, params) from None
         if not isinstance(first, cpb.StreamChatResponse) or not first.HasField("turn_started"):
             raise OpenAIError(500, "the turn did not start", "server_error")
         return first.turn_started
@@ -129,12 +139,12 @@ class OpenAIRoutes:
         chat: ChatRequest,
         completion: Completion,
     ) -> web.Response:
-        done = await _completed(call, chat, on_delta=None)
+        done = await completed(call, chat.params, on_delta=None)
         failure = completion.failure(done)
         if failure is not None:
             raise failure
         return web.Response(
-            text=_json(completion.whole(done)),
+            text=dumps(completion.whole(done)),
             content_type="application/json",
             headers={**cors, **completion.headers()},
         )
@@ -156,23 +166,23 @@ class OpenAIRoutes:
             }
         )
         await response.prepare(request)
-        await _send(response, completion.first_chunk(chat.include_usage))
+        await send(response, completion.first_chunk(chat.include_usage))
 
         async def on_delta(text: str) -> None:
-            await _send(response, completion.chunk({"content": text}, None, chat.include_usage))
+            await send(response, completion.chunk({"content": text}, None, chat.include_usage))
 
         try:
-            done = await _completed(call, chat, on_delta)
+            done = await completed(call, chat.params, on_delta)
         except OpenAIError as error:
             # Too late for a status: the SDKs raise an error event as the call's error.
-            await _send(response, error.body())
+            await send(response, error.body())
             return response
         failure = completion.failure(done)
         if failure is not None:
-            await _send(response, failure.body())
+            await send(response, failure.body())
             return response
         for chunk in completion.last_chunks(done, chat.include_usage):
-            await _send(response, chunk)
+            await send(response, chunk)
         await response.write(b"data: [DONE]\n\n")
         await response.write_eof()
         return response
@@ -186,12 +196,12 @@ class OpenAIRoutes:
     async def _models_answer(self, request: web.Request, name: str | None) -> web.Response:
         """The models, once the credential is accepted: checked by a native call that
         needs one (ListTokenizers, which reads no user's data)."""
-        cors = self._cors(request)
+        cors = self.cors(request)
         if isinstance(cors, web.Response):
             return cors
         code = grpc.StatusCode.OK
         try:
-            refused = await self._credential_error(request)
+            refused = await self.credential_error(request)
             if refused is not None:
                 raise refused
             listed = [self._model_object(m) for m in self._models]
@@ -207,18 +217,18 @@ class OpenAIRoutes:
                 )
             return web.json_response(found, headers=cors)
         except OpenAIError as error:
-            code = _metric_code(error)
-            return _error_response(error, cors)
+            code = metric_code(error)
+            return error_response(error, cors)
         finally:
             if self.gateway.count is not None:
                 self.gateway.count(PROTOCOL, code)
 
-    async def _credential_error(self, request: web.Request) -> OpenAIError | None:
+    async def credential_error(self, request: web.Request) -> OpenAIError | None:
         """The error for a credential the server refuses; None when it is accepted. Checked
         by a native call that needs one (ListTokenizers, which reads no user's data)."""
         try:
             await self._context.ListTokenizers(
-                context_pb2.ListTokenizersRequest(), metadata=self._metadata(request)
+                context_pb2.ListTokenizersRequest(), metadata=self.metadata(request)
             )
         except grpc.aio.AioRpcError as error:
             return from_rpc_error(error)
@@ -235,9 +245,9 @@ class OpenAIRoutes:
     async def _unknown(self, request: web.Request) -> web.Response:
         path = cut(request.path, _LONGEST_PATH)
         error = OpenAIError(404, f"Invalid URL ({cut(request.method)} {path})")
-        return _error_response(error, {})
+        return error_response(error, {})
 
-    def _cors(self, request: web.Request) -> dict[str, str] | web.Response:
+    def cors(self, request: web.Request) -> dict[str, str] | web.Response:
         """The CORS headers of an answer; a refusal for an origin not allowed (a browser
         would hide the answer, but the call would still have run)."""
         origin = request.headers.get("Origin")
@@ -245,10 +255,10 @@ class OpenAIRoutes:
             return {}
         cors = self.gateway.cors
         if not cors.allows(origin):
-            return _error_response(OpenAIError(403, "origin not allowed", "permission_error"), {})
+            return error_response(OpenAIError(403, "origin not allowed", "permission_error"), {})
         return {**cors.response_headers(origin), "Access-Control-Expose-Headers": _EXPOSED}
 
-    async def _read(self, request: web.Request) -> bytes:
+    async def read(self, request: web.Request) -> bytes:
         if request.content_type != "application/json":
             raise OpenAIError(415, "the request body must be application/json")
         try:
@@ -262,55 +272,10 @@ class OpenAIRoutes:
                 503, error.message, "server_error", headers={"Retry-After": "1"}
             ) from None
 
-    def _metadata(self, request: web.Request) -> grpc.aio.Metadata:
+    def metadata(self, request: web.Request) -> grpc.aio.Metadata:
         metadata = grpc.aio.Metadata()
         for name in _FORWARDED:
             for value in request.headers.getall(name, ()):
                 metadata.add(name, value)
         self.gateway.vouch_for_peer(request, metadata)
         return metadata
-
-
-async def _completed(
-    call: grpc.aio.UnaryStreamCall[cpb.StreamChatRequest, cpb.StreamChatResponse],
-    chat: ChatRequest,
-    on_delta: Callable[[str], Awaitable[None]] | None,
-) -> cpb.TurnCompleted:
-    """Read the turn to its end, passing each text delta to ``on_delta`` (when given)."""
-    try:
-        while True:
-            event = await call.read()
-            if not isinstance(event, cpb.StreamChatResponse):
-                break
-            kind = event.WhichOneof("event")
-            if kind == "text_delta" and on_delta is not None:
-                await on_delta(event.text_delta.text)
-            elif kind == "turn_completed":
-                return event.turn_completed
-    except grpc.aio.AioRpcError as error:
-        raise from_rpc_error(error, chat.params) from None
-    raise OpenAIError(500, "the turn ended without its last event", "server_error")
-
-
-def _metric_code(error: OpenAIError) -> grpc.StatusCode:
-    """The status a refused request counts as in the web port's metrics."""
-    if error.native_code is not None:
-        return error.native_code
-    return grpc.StatusCode.INVALID_ARGUMENT if error.status < 500 else grpc.StatusCode.INTERNAL
-
-
-async def _send(response: web.StreamResponse, event: dict[str, Any]) -> None:
-    await response.write(b"data: " + _json(event).encode() + b"\n\n")
-
-
-def _json(value: object) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-
-
-def _error_response(error: OpenAIError, cors: dict[str, str]) -> web.Response:
-    return web.Response(
-        status=error.status,
-        text=error.json(),
-        content_type="application/json",
-        headers={**cors, **error.headers},
-    )
