@@ -92,3 +92,14 @@ def keyed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Keyed]:
         keyed_server(tmp_path_factory.mktemp("openai-keyed"), *openai_args(model)) as server,
     ):
         yield Keyed(server, model)
+
+
+@pytest.fixture(scope="module")
+def echo_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """/v1 of a contextd on the offline echo model (the default provider), --auth none."""
+    proc = start_server(tmp_path_factory.mktemp("openai-echo"), "--web-port", "0", "--openai-api")
+    try:
+        yield f"http://{web_address(proc)}/v1"
+    finally:
+        assert proc.stop() == 0
+    assert not [e for e in proc.log_lines if e.get("level") == "ERROR"]
