@@ -1,0 +1,401 @@
+"""A Responses API request body (``POST /v1/responses``) into the native StreamChatRequest.
+
+Without ``previous_response_id`` or ``conversation`` the request is inline: its
+``input`` items are the host's own list (``instructions`` first, as the system
+prompt), run in prebuilt mode; a list that ends with ``function_call_output`` items
+goes on after them. With either, the request is the next turn of that contextd session:
+only its new items are used (the last user message, or the function call outputs that
+end the list). ``store: false`` keeps nothing of an inline turn once answered.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from contextd.fronts.openai import choices
+from contextd.fronts.openai import json_fields as jf
+from contextd.fronts.openai.errors import excerpt, invalid
+from contextd.fronts.openai.messages import image_part
+from contextd.fronts.openai.params import ParamMap
+from contextd.fronts.openai.response_ids import ResponseId
+from contextd.v1 import chat_pb2 as cpb
+from contextd.v1 import context_pb2 as pb
+
+
+def _optional_object(value: object, param: str) -> object:
+    return None if value is None else jf.obj(value, param)
+
+
+def _optional_array(value: object, param: str) -> object:
+    return None if value is None else jf.array(value, param)
+
+
+USED = frozenset(
+    {
+        "model",
+        "input",
+        "instructions",
+        "tools",
+        "tool_choice",
+        "parallel_tool_calls",
+        "text",
+        "stream",
+        "stream_options",
+        "temperature",
+        "max_output_tokens",
+        "previous_response_id",
+        "conversation",
+        "store",
+        "metadata",
+        "user",
+    }
+)
+# Accepted and type-checked, without effect on the turn.
+HINTS: dict[str, Callable[[object, str], object]] = {
+    "top_p": jf.optional_number,
+    "service_tier": jf.optional_string,
+    "prompt_cache_key": jf.optional_string,
+    "prompt_cache_retention": jf.optional_string,
+    "safety_identifier": jf.optional_string,
+    "reasoning": _optional_object,
+    "include": _optional_array,
+    "truncation": jf.optional_string,
+    "max_tool_calls": jf.optional_int,
+}
+# Refused unless absent, null or the value that asks for nothing more.
+PLAIN: dict[str, tuple[object, ...]] = {
+    "background": (False,),
+    "top_logprobs": (0,),
+    "prompt": (),
+}
+KNOWN = USED | frozenset(HINTS) | frozenset(PLAIN)
+_ROLES = {
+    "system": pb.ROLE_SYSTEM,
+    "developer": pb.ROLE_SYSTEM,
+    "user": pb.ROLE_USER,
+    "assistant": pb.ROLE_ASSISTANT,
+}
+_MESSAGE_KEYS = frozenset({"type", "role", "content", "id", "status", "phase"})
+_CALL_KEYS = frozenset({"type", "call_id", "name", "arguments", "id", "status"})
+_OUTPUT_KEYS = frozenset({"type", "call_id", "output", "id", "status"})
+_TEXT_PARTS = ("input_text", "output_text", "refusal")
+_PART_KEYS = {
+    "input_text": frozenset({"type", "text"}),
+    "output_text": frozenset({"type", "text", "annotations", "logprobs"}),
+    "refusal": frozenset({"type", "refusal"}),
+    "input_image": frozenset({"type", "image_url", "detail", "file_id"}),
+}
+
+
+@dataclass
+class ResponsesRequest:
+    """A translated request: the native call, and what the response object repeats."""
+
+    native: cpb.StreamChatRequest
+    params: ParamMap
+    body: jf.JsonObject
+    stream: bool
+    store: bool
+    previous: ResponseId | None
+    conversation: str
+
+    @property
+    def session_mode(self) -> bool:
+        return self.previous is not None or bool(self.conversation)
+
+
+def translate(body: jf.JsonObject) -> ResponsesRequest:
+    jf.known_keys(body, KNOWN, "")
+    for name, check in HINTS.items():
+        check(body.get(name), name)
+    for name, allowed in PLAIN.items():
+        value = body.get(name)
+        if value is not None and value not in allowed:
+            raise invalid(name, "not supported by contextd", code="unsupported_parameter")
+    params = ParamMap()
+    user = jf.optional_string(body.get("user"), "user")
+    previous = _previous(body.get("previous_response_id"))
+    conversation = _conversation(body.get("conversation"))
+    if previous is not None and conversation:
+        raise invalid("conversation", "give either previous_response_id or conversation")
+    store = jf.optional_bool(body.get("store"), "store")
+    store = True if store is None else store
+    if not store and (previous is not None or conversation):
+        raise invalid("store", "a response that continues a stored one is stored too")
+    session_id = previous.session_id if previous is not None else conversation
+    if previous is not None and not user:
+        user = previous.user_id  # the user of the response continued
+    params.add("session.user_id", "user")
+    params.add("session.session_id", "previous_response_id" if previous else "conversation")
+    native = cpb.StreamChatRequest(
+        session=pb.SessionContext(user_id=user, session_id=session_id),
+        prebuilt=not session_id,
+    )
+    items = _items(body.get("input"))
+    instructions = jf.optional_string(body.get("instructions"), "instructions")
+    if session_id:
+        _session_input(items, native, params)
+    else:
+        if instructions:
+            native.messages.append(pb.Message(role=pb.ROLE_SYSTEM, content=instructions))
+        _inline_input(items, native, params)
+    _model_options(body, native.model, params)
+    native.tools.extend(_tools(body.get("tools"), params))
+    choices.tool_choice(body.get("tool_choice"), "tool_choice", native, params)
+    choices.parallel_tool_calls(body.get("parallel_tool_calls"), "parallel_tool_calls", native)
+    text = body.get("text")
+    if text is not None:
+        text = jf.obj(text, "text")
+        jf.known_keys(text, frozenset({"format", "verbosity"}), "text")
+        jf.optional_string(text.get("verbosity"), "text.verbosity")
+        choices.response_format(
+            text.get("format"), "text.format", native.model, params, nested=False
+        )
+    metadata = body.get("metadata")
+    if metadata is not None:
+        for key, value in jf.obj(metadata, "metadata").items():
+            jf.string(value, f"metadata.{key}")
+    stream = jf.optional_bool(body.get("stream"), "stream") or False
+    options = body.get("stream_options")
+    if options is not None:
+        options = jf.obj(options, "stream_options")
+        jf.known_keys(options, frozenset({"include_obfuscation"}), "stream_options")
+        jf.optional_bool(options.get("include_obfuscation"), "stream_options.include_obfuscation")
+    return ResponsesRequest(native, params, body, stream, store, previous, conversation)
+
+
+def _previous(raw: object) -> ResponseId | None:
+    if raw is None:
+        return None
+    found = ResponseId.parse(jf.string(raw, "previous_response_id"))
+    if found is None:
+        raise invalid("previous_response_id", "not a response of this server", code="not_found")
+    return found
+
+
+def _conversation(raw: object) -> str:
+    """The contextd session a ``conversation`` (its id, or ``{"id"}``) names."""
+    if raw is None:
+        return ""
+    if isinstance(raw, dict):
+        jf.known_keys(raw, frozenset({"id"}), "conversation")
+        return jf.string(raw.get("id"), "conversation.id")
+    return jf.string(raw, "conversation")
+
+
+def _items(raw: object) -> list[jf.JsonObject]:
+    """The input as items: a string is one user message."""
+    if isinstance(raw, str):
+        return [{"role": "user", "content": raw}]
+    items = jf.array(raw, "input")
+    if not items:
+        raise invalid("input", "at least one item is required", code="empty_array")
+    return [jf.obj(item, f"input[{k}]") for k, item in enumerate(items)]
+
+
+def _kind(item: jf.JsonObject, k: int) -> str:
+    kind = item.get("type", "message")
+    if kind == "message" or (kind is None and "role" in item):
+        return "message"
+    if kind in ("function_call", "function_call_output", "reasoning"):
+        return str(kind)
+    raise invalid(f"input[{k}].type", f"unsupported item type {excerpt(kind)}")
+
+
+def _inline_input(items: list[jf.JsonObject], out: cpb.StreamChatRequest, params: ParamMap) -> None:
+    """The whole list: history, then the user message; or all history when it ends with
+    function call outputs."""
+    kinds = [_kind(item, k) for k, item in enumerate(items)]
+    last = max((k for k, kind in enumerate(kinds) if kind != "reasoning"), default=-1)
+    if last < 0:
+        raise invalid("input", "no message or function call output to answer")
+    ends_with_user = kinds[last] == "message" and items[last].get("role") == "user"
+    if not ends_with_user and kinds[last] != "function_call_output":
+        raise invalid(
+            f"input[{last}]", "the last item must be a user message or a function call output"
+        )
+    for k, (item, kind) in enumerate(zip(items, kinds, strict=True)):
+        if k == last and ends_with_user:
+            _user_input(item, k, out, params)
+        elif kind == "message":
+            native = f"messages[{len(out.messages)}]"
+            params.add(native, f"input[{k}]")
+            out.messages.append(_message(item, k, params, native))
+        elif kind == "function_call":
+            _function_call(item, k, out.messages, params)
+        elif kind == "function_call_output":
+            params.add(f"messages[{len(out.messages)}]", f"input[{k}]")
+            call_id, content = _function_output(item, k)
+            out.messages.append(
+                pb.Message(role=pb.ROLE_TOOL, content=content, tool_call_id=call_id)
+            )
+        # Reasoning items are the model's own notes of a call: not sent again.
+
+
+def _session_input(
+    items: list[jf.JsonObject], out: cpb.StreamChatRequest, params: ParamMap
+) -> None:
+    """Only what is new: the last user message, or the function call outputs that end
+    the list (the session holds the rest)."""
+    last = len(items) - 1
+    kind = _kind(items[last], last)
+    if kind == "message" and items[last].get("role") == "user":
+        _user_input(items[last], last, out, params)
+        return
+    if kind != "function_call_output":
+        raise invalid(
+            f"input[{last}]", "the last item must be a user message or a function call output"
+        )
+    first = last
+    while first > 0 and _kind(items[first - 1], first - 1) == "function_call_output":
+        first -= 1
+    for k in range(first, last + 1):
+        params.add(f"tool_results[{k - first}]", f"input[{k}]")
+        call_id, content = _function_output(items[k], k)
+        out.tool_results.append(cpb.ToolResult(tool_call_id=call_id, content=content))
+
+
+def _message(item: jf.JsonObject, k: int, params: ParamMap, native: str) -> pb.Message:
+    at = f"input[{k}]"
+    jf.known_keys(item, _MESSAGE_KEYS, at)
+    role = item.get("role")
+    if role not in _ROLES:
+        raise invalid(f"{at}.role", f"unknown role {excerpt(role)}")
+    out = pb.Message(role=_ROLES[str(role)])
+    content = item.get("content")
+    if role == "user" and isinstance(content, list):
+        out.parts.extend(_parts(content, f"{at}.content", params, f"{native}.parts"))
+    else:
+        out.content = _text(content, f"{at}.content")
+    return out
+
+
+def _user_input(item: jf.JsonObject, k: int, out: cpb.StreamChatRequest, params: ParamMap) -> None:
+    at = f"input[{k}]"
+    jf.known_keys(item, _MESSAGE_KEYS, at)
+    content = item.get("content")
+    params.add("user_message", f"{at}.content")
+    if isinstance(content, list):
+        out.user_message_parts.extend(
+            _parts(content, f"{at}.content", params, "user_message_parts")
+        )
+    else:
+        out.user_message = jf.string(content, f"{at}.content")
+
+
+def _text(content: object, at: str) -> str:
+    """A string, or text parts joined."""
+    if not isinstance(content, list):
+        return jf.optional_string(content, at)
+    texts = []
+    for j, raw in enumerate(content):
+        part = jf.obj(raw, f"{at}[{j}]")
+        kind = part.get("type")
+        if kind not in _TEXT_PARTS:
+            raise invalid(f"{at}[{j}].type", "only text parts are supported here")
+        jf.known_keys(part, _PART_KEYS[str(kind)], f"{at}[{j}]")
+        field = "refusal" if kind == "refusal" else "text"
+        texts.append(jf.string(part.get(field), f"{at}[{j}].{field}"))
+    return "\n".join(texts)
+
+
+def _parts(content: list[Any], at: str, params: ParamMap, native: str) -> list[pb.ContentPart]:
+    parts = []
+    for j, raw in enumerate(content):
+        where = f"{at}[{j}]"
+        part = jf.obj(raw, where)
+        kind = part.get("type")
+        if kind not in ("input_text", "input_image"):
+            raise invalid(f"{where}.type", f"unsupported content part type {excerpt(kind)}")
+        jf.known_keys(part, _PART_KEYS[str(kind)], where)
+        params.add(f"{native}[{j}]", where)
+        if kind == "input_text":
+            parts.append(pb.ContentPart(text=jf.string(part.get("text"), f"{where}.text")))
+            continue
+        if part.get("file_id") is not None:
+            raise invalid(f"{where}.file_id", "files are not supported; give image_url")
+        url = jf.string(part.get("image_url"), f"{where}.image_url")
+        for source in ("url", "data"):
+            params.add(f"{native}[{j}].image.{source}", f"{where}.image_url")
+        image = image_part(url, part.get("detail"), where, f"{where}.image_url")
+        parts.append(pb.ContentPart(image=image))
+    return parts
+
+
+def _function_call(item: jf.JsonObject, k: int, messages: Any, params: ParamMap) -> None:
+    """A call of the model's: one more tool call of the assistant message before it, or an
+    assistant message of its own."""
+    at = f"input[{k}]"
+    jf.known_keys(item, _CALL_KEYS, at)
+    call = pb.ToolCall(
+        id=jf.string(item.get("call_id"), f"{at}.call_id"),
+        name=jf.string(item.get("name"), f"{at}.name"),
+        arguments=jf.optional_string(item.get("arguments"), f"{at}.arguments"),
+    )
+    if not messages or messages[-1].role != pb.ROLE_ASSISTANT:
+        params.add(f"messages[{len(messages)}]", at)
+        messages.append(pb.Message(role=pb.ROLE_ASSISTANT))
+    native = f"messages[{len(messages) - 1}].tool_calls[{len(messages[-1].tool_calls)}]"
+    params.add(f"{native}.id", f"{at}.call_id")
+    params.add(f"{native}.name", f"{at}.name")
+    params.add(f"{native}.arguments", f"{at}.arguments")
+    messages[-1].tool_calls.append(call)
+
+
+def _function_output(item: jf.JsonObject, k: int) -> tuple[str, str]:
+    at = f"input[{k}]"
+    jf.known_keys(item, _OUTPUT_KEYS, at)
+    call_id = jf.string(item.get("call_id"), f"{at}.call_id")
+    output = item.get("output")
+    if isinstance(output, list):
+        return call_id, _text(output, f"{at}.output")
+    return call_id, jf.string(output, f"{at}.output")
+
+
+def _model_options(body: jf.JsonObject, out: cpb.ModelOptions, params: ParamMap) -> None:
+    out.model = jf.string(body.get("model"), "model")
+    params.add("model.model", "model")
+    temperature = jf.optional_number(body.get("temperature"), "temperature")
+    if temperature is not None:
+        if not 0 <= temperature <= 2:
+            raise invalid("temperature", "must be from 0 to 2")
+        out.temperature = temperature
+        params.add("model.temperature", "temperature")
+    tokens = jf.optional_int(body.get("max_output_tokens"), "max_output_tokens")
+    if tokens is not None:
+        if not 1 <= tokens <= 2**31 - 1:
+            raise invalid("max_output_tokens", "must be a positive integer")
+        out.max_output_tokens = tokens
+        params.add("model.max_output_tokens", "max_output_tokens")
+
+
+def _tools(raw: object, params: ParamMap) -> list[cpb.ToolDefinition]:
+    """Function tools, flat as the Responses API gives them."""
+    if raw is None:
+        return []
+    tools = []
+    for k, item in enumerate(jf.array(raw, "tools")):
+        at = f"tools[{k}]"
+        tool = jf.obj(item, at)
+        if tool.get("type") != "function":
+            raise invalid(
+                f"{at}.type", "only function tools are supported", code="unsupported_parameter"
+            )
+        jf.known_keys(tool, frozenset({"type", "name", "description", "parameters", "strict"}), at)
+        jf.optional_bool(tool.get("strict"), f"{at}.strict")
+        parameters = tool.get("parameters")
+        params.add(f"{at}.name", f"{at}.name")
+        params.add(f"{at}.parameters_json", f"{at}.parameters")
+        tools.append(
+            cpb.ToolDefinition(
+                name=jf.string(tool.get("name"), f"{at}.name"),
+                description=jf.optional_string(tool.get("description"), f"{at}.description"),
+                parameters_json=""
+                if parameters is None
+                else json.dumps(jf.obj(parameters, f"{at}.parameters")),
+            )
+        )
+    return tools
