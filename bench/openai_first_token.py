@@ -1,16 +1,19 @@
-"""Time to first token through /v1/chat/completions (streaming) against the same turn
-through StreamChat, and against the fake provider read directly.
+"""Time to first token through /v1/chat/completions and /v1/responses (streaming) against
+the same turn through StreamChat, and against the fake provider read directly.
 
 The processes and the fake are first_delta.py's: this client; the fake OpenAI-compatible
 server (first_delta.py with ``--fake``: the role chunk at once, the first content chunk
 after ``--ttft`` seconds, the rest ``--frame-delay`` apart); contextd (``python -m
 contextd serve --provider openai --provider-base-url http://127.0.0.1:<fake>/v1
---web-port 0 --openai-api``, log level INFO). Three sides, alternating by rounds:
+--web-port 0 --openai-api``, log level INFO). Four sides, alternating by rounds:
 
 - StreamChat: session-mode turns on the native port (first_delta.py's client);
 - /v1: the same turns through the web port with the official ``openai`` SDK
   (``AsyncOpenAI``, ``stream=True`` with usage), session mode (``X-Contextd-Session``),
   the caller sending only its new message;
+- /v1/responses: the same turns through the Responses API with the ``openai`` SDK
+  (``responses.create(stream=True)``), each turn continuing the one before with
+  ``previous_response_id`` (the first of a conversation inline);
 - direct: the SDK reading the fake itself (no contextd), the floor under both.
 
 Per turn: t0 just before the client sends; the first token = the first TextDelta, or the
@@ -60,6 +63,7 @@ from first_delta import (
 from tests.support.fakes.helpers import FAKE_KEY
 
 NAME = "openai_first_token"
+LOOK_UP: Any = {"type": "function", "name": "look_up", "parameters": {"type": "object"}}
 
 
 def spawn_contextd(data_dir: Path, fake_port: int) -> tuple[subprocess.Popen[str], str, str]:
@@ -133,6 +137,46 @@ def openai_side(client: openai.AsyncOpenAI) -> Callable[[str], Any]:
     return run_turn
 
 
+def responses_side(client: openai.AsyncOpenAI) -> Callable[[str], Any]:
+    """Turns through /v1/responses: the new message only, each continuing the previous
+    response; a new conversation every TURNS_PER_SESSION turns."""
+    previous = ""
+    turns = 0
+
+    async def run_turn(tag: str) -> Turn:
+        nonlocal previous, turns
+        first = 0
+        text = []
+        t0 = time.monotonic_ns()
+        stream = await client.responses.create(
+            model="fake-model",
+            input=user_text(tag),
+            user=USER,
+            # A host tool, never called: the fake streams its script to a request that
+            # offers tools (an inline turn offers no memory_search).
+            tools=[LOOK_UP],
+            stream=True,
+            **({"previous_response_id": previous} if previous else {}),
+        )
+        response_id = ""
+        async with stream:
+            async for event in stream:
+                if event.type == "response.output_text.delta" and event.delta:
+                    if not first:
+                        first = time.monotonic_ns()
+                    text.append(event.delta)
+                elif event.type == "response.completed":
+                    response_id = event.response.id
+        end = time.monotonic_ns()
+        if "".join(text) != ANSWER or not response_id:
+            raise SystemExit("the /v1/responses stream did not return the answer")
+        turns += 1
+        previous = "" if turns % TURNS_PER_SESSION == 0 else response_id
+        return Turn(tag, t0, first, end)
+
+    return run_turn
+
+
 async def measure(args: argparse.Namespace, fake: FakeChild, native: str, web: str) -> list[Side]:
     async with grpc.aio.insecure_channel(native) as channel:
         through = openai.AsyncOpenAI(api_key="unused", base_url=f"http://{web}/v1", max_retries=0)
@@ -143,6 +187,7 @@ async def measure(args: argparse.Namespace, fake: FakeChild, native: str, web: s
             sides = [
                 Side("StreamChat", contextd_side(channel)),
                 Side("/v1 (openai SDK)", openai_side(through)),
+                Side("/v1/responses (openai SDK)", responses_side(through)),
                 Side("direct (openai SDK)", direct_side(direct)),
             ]
             serial = 0
@@ -218,11 +263,14 @@ async def run(args: argparse.Namespace) -> int:
         rows,
     )
     ratio = first_token["/v1 (openai SDK)"] / first_token["StreamChat"]
+    chat, responses = "/v1 (openai SDK)", "/v1/responses (openai SDK)"
     print(
-        f"send->first token p50: /v1 {first_token['/v1 (openai SDK)']:.2f} ms, StreamChat "
-        f"{first_token['StreamChat']:.2f} ms, direct {first_token['direct (openai SDK)']:.2f} ms; "
-        f"overhead after the fake's first content: /v1 {overhead['/v1 (openai SDK)']:.2f} ms, "
-        f"StreamChat {overhead['StreamChat']:.2f} ms"
+        f"send->first token p50: /v1 {first_token[chat]:.2f} ms, /v1/responses "
+        f"{first_token[responses]:.2f} ms, StreamChat {first_token['StreamChat']:.2f} ms, "
+        f"direct {first_token['direct (openai SDK)']:.2f} ms; overhead after the fake's first "
+        f"content: /v1 {overhead[chat]:.2f} ms, /v1/responses {overhead[responses]:.2f} ms, "
+        f"StreamChat {overhead['StreamChat']:.2f} ms, "
+        f"direct {overhead['direct (openai SDK)']:.2f} ms"
     )
     print(f"RESULT {NAME} ratio={ratio:.2f} target=none PASS")
     return 0
