@@ -16,7 +16,7 @@ DOCUMENTED = "127.0.0.1:50152"
 
 def test_the_python_examples_run(served: Served, capsys: pytest.CaptureFixture[str]) -> None:
     blocks = re.findall(r"^```python\n(.*?)^```$", PAGE.read_text(encoding="utf-8"), re.M | re.S)
-    assert len(blocks) == 2, "the page's examples: the first turn, then a session"
+    assert len(blocks) == 3, "the page's examples: the first turn, a session, responses"
     code = "\n".join(blocks).replace(DOCUMENTED, web_address(served.proc))
     scope: dict[str, object] = {"__name__": "__docs__"}
     exec(compile(code, str(PAGE), "exec"), scope)
@@ -25,3 +25,7 @@ def test_the_python_examples_run(served: Served, capsys: pytest.CaptureFixture[s
     assert "history_kept" in printed[1]
     second = scope["second"]
     assert second.model_extra["contextd"]["turn_index"] == 2  # type: ignore[attr-defined]
+    assert printed[2] == "fake answer to: Plan a day in Porto."
+    later = scope["later"]
+    assert later.output_text == "fake answer to: And in the evening?"  # type: ignore[attr-defined]
+    assert later.model_extra["contextd"]["mode"] == "session"  # type: ignore[attr-defined]
