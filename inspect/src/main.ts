@@ -234,7 +234,13 @@ async function renderMemory(client: ContextdClient, user: string): Promise<void>
   const [memories, searched] = await Promise.all([
     listMemories(client, user, filter),
     memoryQuery.search
-      ? client.memory.searchMemories({ userId: user, query: memoryQuery.search, limit: 20, filter })
+      ? client.memory.searchMemories({
+          userId: user,
+          query: memoryQuery.search,
+          limit: 20,
+          filter,
+          explain: true,
+        })
       : undefined,
   ]);
   const apply = (next: MemoryQuery) => {

@@ -121,6 +121,11 @@ export function memoryForm(q: MemoryQuery, onSubmit: (q: MemoryQuery) => void): 
   return form;
 }
 
+/** A part of a result's ranking, or why it has none. */
+function part(value: number | undefined, missing: string): string {
+  return value === undefined ? `— (${missing})` : value.toFixed(4);
+}
+
 export function searchView(found: ScoredMemory[], note: string): HTMLElement {
   return h(
     "section",
@@ -136,8 +141,10 @@ export function searchView(found: ScoredMemory[], note: string): HTMLElement {
         h(
           "tr",
           {},
-          h("th", {}, "rank"),
+          h("th", { title: "the fused ranking's order" }, "rank"),
           h("th", {}, "score"),
+          h("th", { title: "relevance by the query's terms (full-text search)" }, "term score"),
+          h("th", { title: "cosine with the query's vector (search by meaning)" }, "cosine"),
           h("th", {}, "relevance"),
           h("th", {}, "recency"),
           h("th", {}, "memory"),
@@ -152,6 +159,8 @@ export function searchView(found: ScoredMemory[], note: string): HTMLElement {
             {},
             h("td", { class: "num" }, i + 1),
             h("td", { class: "num" }, s.score.toFixed(4)),
+            h("td", { class: "num" }, part(s.explain?.termScore, "not found by its terms")),
+            h("td", { class: "num" }, part(s.explain?.cosine, "not ranked by meaning")),
             h("td", { class: "num" }, s.relevance.toFixed(4)),
             h("td", { class: "num" }, s.recency.toFixed(4)),
             h("td", {}, s.memory?.content ?? ""),

@@ -34,7 +34,8 @@ from google.protobuf.field_mask_pb2 import FieldMask
 
 from tests.support.auth import bearer, create_key
 from tests.support.browser_harness import CHROMIUM, HARNESS, PAGE_TIMEOUT_S, require_browser
-from tests.support.chat_live import ChatFake, openai_fake
+from tests.support.chat_live import ChatFake, eventually, openai_fake
+from tests.support.fake_embeddings import fake_embeddings
 from tests.support.fakes import openai_sse as oa
 from tests.support.fakes.helpers import FAKE_KEY
 from tests.support.fakes.llm_server import StreamReply
@@ -87,6 +88,14 @@ async def _seed(proc: ServerProcess, fake: ChatFake, alice: str, mallory: str) -
         auth = bearer(alice)
 
         await memory.AddMemory(mpb.AddMemoryRequest(content=SISTER), metadata=auth)
+
+        async def embedded() -> bool:
+            query = mpb.SearchMemoriesRequest(query="sister Lisbon", explain=True)
+            found = await memory.SearchMemories(query, metadata=auth)
+            return any(r.explain.HasField("cosine") for r in found.results)
+
+        # Memories are embedded in the background: searched by meaning once they are.
+        assert await eventually(embedded, within=10.0)
         diet = await memory.AddMemory(
             mpb.AddMemoryRequest(content=OLD_DIET, metadata={"topic": "food"}), metadata=auth
         )
@@ -196,21 +205,22 @@ async def data(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Data]:
     service = create_key(directory, "inspector", "--service")
     mallory = create_key(directory, "mallory", "--tenant", "other")
     fake = openai_fake()
-    async with fake:
-        proc = start_server(
-            directory,
-            *("--auth", "api-key", "--web-port", "0"),
-            *("--provider", "openai", "--provider-base-url", fake.url),
-            "--provider-model",
-            "gpt-test",
-            env={"CONTEXTD_OPENAI_API_KEY": FAKE_KEY},
-        )
-        try:
-            seeded = await _seed(proc, fake, alice, mallory)
-            seeded.service = service
-            yield seeded
-        finally:
-            assert proc.stop() == 0
+    with fake_embeddings(key=FAKE_KEY) as embeddings:
+        async with fake:
+            proc = start_server(
+                directory,
+                *("--auth", "api-key", "--web-port", "0"),
+                *("--provider", "openai", "--provider-base-url", fake.url),
+                *("--provider-model", "gpt-test", "--embedding-provider", "openai"),
+                *("--embedding-base-url", embeddings.url, "--embedding-model", embeddings.model),
+                env={"CONTEXTD_OPENAI_API_KEY": FAKE_KEY, "OPENAI_API_KEY": FAKE_KEY},
+            )
+            try:
+                seeded = await _seed(proc, fake, alice, mallory)
+                seeded.service = service
+                yield seeded
+            finally:
+                assert proc.stop() == 0
     assert not [e for e in proc.log_lines if e.get("level") == "ERROR"]
 
 
@@ -454,9 +464,12 @@ def test_memories_with_history_filters_and_scores(pages: dict[str, Any]) -> None
     assert OLD_DIET in change and NEW_DIET in change and "update" in change
     # Each candidate with its rank, score, relevance and recency, then the text.
     [found] = read["search"]
-    rank, score, relevance, recency, text = found.split("\t")
+    rank, score, term_score, cosine, relevance, recency, text = found.split("\t")
     assert rank == "1" and text == SISTER
-    assert float(score) > 0 and float(relevance) > 0 and 0 < float(recency) <= 1
+    assert float(score) > 0 and float(term_score) > 0 and float(relevance) > 0
+    assert 0 < float(recency) <= 1
+    # This server searches by meaning too.
+    assert 0 < float(cosine) <= 1
     assert len(read["filtered"]) == 1 and NEW_DIET in read["filtered"][0]
 
 
