@@ -71,7 +71,7 @@ $(TASKPANE_BUILT): $(TASKPANE)/node_modules/.installed \
 INSPECT := inspect
 INSPECT_CHECKED := $(INSPECT)/node_modules/.checked
 INSPECT_SOURCES := $(addprefix $(INSPECT)/,package.json tsconfig.json build.mjs index.html app.css) \
-	$(wildcard $(INSPECT)/src/*.ts server/contextd/web/inspector_assets/*)
+	$(wildcard $(INSPECT)/src/*.ts server/contextd/fronts/web/inspector_assets/*)
 $(INSPECT_CHECKED): $(INSPECT)/node_modules/.installed $(NODE_BUILT) $(INSPECT_SOURCES)
 	cd $(INSPECT) && npm run lint && npm run check
 	touch $@

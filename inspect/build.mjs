@@ -1,5 +1,5 @@
-// Builds the inspector into the Python package (server/contextd/web/inspector_assets/),
-// where it is committed so that installing and running contextd needs no Node.
+// Builds the inspector into the Python package (server/contextd/fronts/web/
+// inspector_assets/), where it is committed so that installing and running contextd needs no Node.
 // `node build.mjs --check` builds into a temporary folder instead and fails when the
 // committed files differ: run by `make test`, so CI fails on a stale build.
 import { mkdtempSync, readFileSync, readdirSync, rmSync, copyFileSync, mkdirSync } from "node:fs";
@@ -7,7 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { build } from "esbuild";
 
-const SHIPPED = "../server/contextd/web/inspector_assets";
+const SHIPPED = "../server/contextd/fronts/web/inspector_assets";
 const check = process.argv.includes("--check");
 const out = check ? mkdtempSync(join(tmpdir(), "inspect-")) : SHIPPED;
 
@@ -39,7 +39,7 @@ if (check) {
   if (stale.length || extra.length) {
     console.error(
       `the committed inspector is stale (${[...stale, ...extra].join(", ")}): ` +
-        "run `npm run bundle` in inspect/ and commit server/contextd/web/inspector_assets/",
+        "run `npm run bundle` in inspect/ and commit server/contextd/fronts/web/inspector_assets/",
     );
     process.exit(1);
   }

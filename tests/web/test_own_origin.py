@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import aiohttp
 import pytest
-from contextd.web.cors import is_own_origin
+from contextd.fronts.web.cors import is_own_origin
 
 from tests.support.grpc_web import web_address
 from tests.support.server import ServerProcess, start_server
