@@ -42,6 +42,19 @@ function fail(error: unknown): void {
   }
 }
 
+// Each route (and each new memory query) takes a number; a view whose calls end after a
+// newer one started is dropped, so a slow answer never replaces the page asked for since.
+let routing = 0;
+
+/** Shows a finished view, unless a newer route started while it loaded. */
+function paint(mine: number, route: string, ...nodes: (Node | null)[]): void {
+  if (mine !== routing) {
+    return;
+  }
+  show(...nodes);
+  ready(route);
+}
+
 function ready(route: string): void {
   view.dataset.ready = route;
   performance.mark(`inspect:${route}`);
@@ -127,6 +140,7 @@ async function route(): Promise<void> {
     return;
   }
   const client = clientFor(credential);
+  const mine = ++routing;
   show(h("p", { class: "loading" }, "Loading…"));
   try {
     const [path, query = ""] = location.hash.replace(/^#/, "").split("?");
@@ -140,9 +154,14 @@ async function route(): Promise<void> {
         link.removeAttribute("aria-current");
       }
     }
-    await render(client, credential.user, parts, new URLSearchParams(query));
-    status.replaceChildren();
+    await render(client, credential.user, parts, new URLSearchParams(query), mine);
+    if (mine === routing) {
+      status.replaceChildren();
+    }
   } catch (error) {
+    if (mine !== routing) {
+      return;
+    }
     show(null);
     fail(error);
     ready("error");
@@ -154,6 +173,7 @@ async function render(
   user: string,
   parts: string[],
   query: URLSearchParams,
+  mine: number,
 ): Promise<void> {
   const [page, id, sub, turn] = parts;
   if (page === "session" && id !== undefined && sub === "turn" && turn !== undefined) {
@@ -161,17 +181,15 @@ async function render(
       readEvents(client, user, id),
       listMessages(client, user, id),
     ]);
-    show(turnPage(id, Number(turn), events, messages));
-    ready("turn");
+    paint(mine, "turn", turnPage(id, Number(turn), events, messages));
   } else if (page === "session" && id !== undefined) {
     const [session, events] = await Promise.all([
       client.sessions.getSession({ userId: user, sessionId: id }),
       readEvents(client, user, id),
     ]);
-    show(sessionPage(session.session!, events));
-    ready("session");
+    paint(mine, "session", sessionPage(session.session!, events));
   } else if (page === "memory") {
-    await renderMemory(client, user);
+    await renderMemory(client, user, mine);
   } else if (page === "playground") {
     const listed = await client.context.listTokenizers({});
     const names = listed.tokenizers.filter((t) => t.available).map((t) => t.name);
@@ -211,12 +229,17 @@ async function render(
           .catch(fail);
       },
     );
-    show(h("section", { class: "playground" }, h("h1", {}, "Playground"), form, result));
-    ready("playground");
+    paint(
+      mine,
+      "playground",
+      h("section", { class: "playground" }, h("h1", {}, "Playground"), form, result),
+    );
   } else {
     const q = query.get("q") ?? "";
     const sessions = await listSessions(client, user);
-    show(
+    paint(
+      mine,
+      "sessions",
       sessionsPage(sessions, q, (next) => {
         history.replaceState(
           null,
@@ -225,11 +248,10 @@ async function render(
         );
       }),
     );
-    ready("sessions");
   }
 }
 
-async function renderMemory(client: ContextdClient, user: string): Promise<void> {
+async function renderMemory(client: ContextdClient, user: string, mine: number): Promise<void> {
   const filter = filterOf(memoryQuery);
   const [memories, searched] = await Promise.all([
     listMemories(client, user, filter),
@@ -245,9 +267,11 @@ async function renderMemory(client: ContextdClient, user: string): Promise<void>
   ]);
   const apply = (next: MemoryQuery) => {
     memoryQuery = next;
-    renderMemory(client, user).catch(fail);
+    renderMemory(client, user, ++routing).catch(fail);
   };
-  show(
+  paint(
+    mine,
+    searched ? "searched" : "memory",
     h(
       "section",
       { class: "memory" },
@@ -258,7 +282,6 @@ async function renderMemory(client: ContextdClient, user: string): Promise<void>
       memoryList(client, user, memories, fail),
     ),
   );
-  ready(searched ? "searched" : "memory");
 }
 
 renderAccount(savedCredential());

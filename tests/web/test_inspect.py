@@ -286,6 +286,11 @@ async def pages(data: Data) -> dict[str, Any]:
                     {"fill": "#session-search", "value": "里斯本"},
                     {"read": ".sessions tbody tr td:first-child", "as": "found"},
                     *_shot("sessions"),
+                    # From the search box, the keyboard alone opens the session found.
+                    {"press": "Tab"},
+                    {"press": "Enter"},
+                    {"wait": ready.format("session")},
+                    {"read": "main h1", "as": "opened"},
                 ],
             ),
             "session": (
@@ -423,6 +428,7 @@ def test_sessions_newest_first_and_searchable(pages: dict[str, Any]) -> None:
     assert page["read"]["titles"] == [BIG, TRIP]
     assert page["read"]["found"] == [TRIP]
     assert page["read"]["current"] == ["Sessions"]
+    assert page["read"]["opened"] == [TRIP]
 
 
 def test_a_session_shows_its_turns_beside_the_event_log(pages: dict[str, Any], data: Data) -> None:
