@@ -225,6 +225,7 @@ async function render(
               1,
             );
             status.replaceChildren();
+            ready("loaded");
           })
           .catch(fail);
       },

@@ -163,7 +163,11 @@ export function playgroundForm(
       "div",
       { class: "row" },
       h("label", { for: "load-session" }, "or load a session", sessionId),
-      h("button", { type: "button", onclick: () => onLoad(sessionId.value.trim()) }, "Load"),
+      h(
+        "button",
+        { type: "button", id: "load", onclick: () => onLoad(sessionId.value.trim()) },
+        "Load",
+      ),
     ),
     h(
       "label",

@@ -356,6 +356,11 @@ async def pages(data: Data) -> dict[str, Any]:
                     {"read": ".playground-result .badge", "as": "badges"},
                     {"read": ".history.built .msg header", "as": "built"},
                     *_shot("playground", full_page=True),
+                    # A history loaded from a session the key may read.
+                    {"fill": "#load-session", "value": data.trip},
+                    {"click": "#load"},
+                    {"wait": ready.format("loaded")},
+                    {"value": "#history", "as": "loaded"},
                 ],
             ),
             "big": (
@@ -487,6 +492,17 @@ def test_the_playground_builds_beside_its_input(pages: dict[str, Any]) -> None:
     assert read["dropped"] == []
     assert any(b.startswith("capped read_sheet") for b in read["badges"]), read["badges"]
     assert read["built"][0].startswith("system") and read["built"][-1].startswith("user")
+    loaded = json.loads(read["loaded"][0])
+    assert [m["role"] for m in loaded] == [
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "user",
+        "assistant",
+    ]
+    assert loaded[1]["tool_calls"][0]["name"] == "read_sheet"
+    assert loaded[2] == {"role": "tool", "content": "Friday 09:40 LIS", "tool_call_id": "call_1"}
 
 
 def test_a_thousand_message_session_paints(pages: dict[str, Any]) -> None:

@@ -12,7 +12,7 @@ import { join } from "node:path";
 import { chromium, type Page } from "playwright-core";
 
 /** One step: wait for a selector, type, press a key, click, go to a hash route, reload,
- * read the text (or an attribute) of every match of a selector, note how long since
+ * read the text (or an attribute) of every match of a selector, or a field's value, note how long since
  * navigation, or take a picture. */
 type Step =
   | { wait: string }
@@ -23,6 +23,7 @@ type Step =
   | { reload: true }
   | { read: string; as: string }
   | { attribute: string; name: string; as: string }
+  | { value: string; as: string }
   | { mark: string; as: string }
   | { screenshot: string; fullPage?: boolean };
 
@@ -73,6 +74,8 @@ async function run(page: Page, step: Step, result: Result, timeoutMs: number): P
       (found, name) => found.map((e) => e.getAttribute(name) ?? ""),
       step.name,
     );
+  } else if ("value" in step) {
+    result.read[step.as] = [await page.inputValue(step.value)];
   } else if ("mark" in step) {
     // The page marks each view it finished ("inspect:<route>"): its time since navigation
     // started, and the first contentful paint's.
