@@ -83,7 +83,7 @@ async function run(page: Page, step: Step, result: Result, timeoutMs: number): P
       const [mark] = performance.getEntriesByName(name);
       return mark ? mark.startTime : -1;
     }, step.mark);
-    result.timings["first-contentful-paint"] = await page.evaluate(() => {
+    result.timings[`${step.as}: first contentful paint`] = await page.evaluate(() => {
       const [paint] = performance.getEntriesByName("first-contentful-paint");
       return paint ? paint.startTime : -1;
     });
