@@ -50,6 +50,8 @@ export interface Report {
   cacheablePrefix: number;
   layers: Layer[];
   memories: { content: string; score: number }[];
+  /** The compression summary's text, when the turn's event log keeps it. */
+  summaryText?: string;
 }
 
 export function fromBuildReport(r: BuildReport): Report {
@@ -149,6 +151,7 @@ export function fromStored(c: Json): Report {
       note: str(l.note),
     })),
     memories: list(c.memories).map((m) => ({ content: str(m.content), score: num(m.score) })),
+    summaryText: typeof c.summary === "string" ? c.summary : undefined,
   };
 }
 

@@ -119,6 +119,7 @@ export function turnPage(
           h("span", { class: "role" }, "compression summary"),
           ` · ${tokens(report.summary)}`,
         ),
+        report.summaryText === undefined ? null : h("div", { class: "text" }, report.summaryText),
         h("p", { class: "reason" }, "stands in for the messages marked compressed below"),
       )
     : null;

@@ -53,6 +53,7 @@ SHEET = cpb.ToolDefinition(
 TRIP = "Trip to Lisbon 里斯本之行"
 BIG = "A long analysis 长对话"
 SISTER = "用户的妹妹住在里斯本 (the user's sister lives in Lisbon)"
+COMPRESSED = "They compared the regions week by week; 逐周比较了各区域。"
 OLD_DIET, NEW_DIET = "The user is vegetarian", "The user is vegan since May"
 
 
@@ -153,11 +154,24 @@ async def _seed(proc: ServerProcess, fake: ChatFake, alice: str, mallory: str) -
             ),
             pb.Message(role=pb.ROLE_TOOL, tool_call_id="call_s", content="north,1200\n" * 400),
         ]
+        stored: list[str] = []
         for start in range(0, len(batch), 200):
-            await sessions.AppendMessages(
+            appended = await sessions.AppendMessages(
                 spb.AppendMessagesRequest(session_id=big_id, messages=batch[start : start + 200]),
                 metadata=auth,
             )
+            stored += [m.message.id for m in appended.messages]
+        # Ten messages near the end stand in a compression summary's place.
+        compressed = stored[960:970]
+        await sessions.AddCompressionSummary(
+            spb.AddCompressionSummaryRequest(
+                session_id=big_id,
+                message_ids=compressed,
+                start_message_id=compressed[0],
+                summary=COMPRESSED,
+            ),
+            metadata=auth,
+        )
         fake.script(_text("North leads; 北区领先。"))
         done = await _turn(
             chat,
@@ -461,14 +475,18 @@ def test_a_turn_as_the_model_saw_it(pages: dict[str, Any]) -> None:
     page = pages["turn"]
     _clean(page)
     read = page["read"]
-    [dropped] = read["dropped"]
-    assert "dropped" in dropped and "over the token budget" in dropped
+    budget, compressed = read["dropped"]
+    assert "over the token budget" in budget
+    assert compressed.startswith("10 messages dropped (#960–#969): replaced by the compression")
     assert any(b.startswith("capped read_sheet") for b in read["badges"]), read["badges"]
     assert len(read["memories"]) == 1 and "里斯本" in read["memories"][0]
     assert "layer: memory" in read["layers"] and "layer: window" in read["layers"]
     assert "of 1,500 tok" in read["budget"][0]
-    # The system message, the kept history and the user message, in order.
+    # The system message, the summary, the kept history and the user message, in order.
     assert read["messages"][0].startswith("system")
+    assert (
+        read["messages"][1].startswith("compression summary") and COMPRESSED in read["messages"][1]
+    )
     assert "Where does my sister live" in read["messages"][-1]
 
 

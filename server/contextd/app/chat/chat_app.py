@@ -283,7 +283,7 @@ class ChatApp:
             req.user_message,
             input_tokens,
             continuing,
-            context_meta(context.report, tools.contexts.layers),
+            context_meta(context, tools.contexts.layers),
         )
         for call, (_, content) in zip(answered, req.tool_results, strict=True):
             # A result belongs to the step of the call it answers, the one before this

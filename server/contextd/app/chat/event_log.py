@@ -13,7 +13,9 @@ from typing import Any
 
 from contextd.app.chat.turn import TokenUsage
 from contextd.app.session_context import ContextLayer
-from contextd.core.build import BuildReport
+from contextd.core.build import BuildResult
+from contextd.core.messages import Role
+from contextd.core.pipeline import SUMMARY_HEADER
 from contextd.store.event_log.events import EventStore, NewEvent, event_tokens
 from contextd.store.models import Session
 
@@ -156,13 +158,27 @@ class TurnLog:
         )
 
 
-def context_meta(report: BuildReport, layers: Sequence[ContextLayer]) -> dict[str, Any]:
+def context_meta(built: BuildResult, layers: Sequence[ContextLayer]) -> dict[str, Any]:
     """``meta.context`` of turn_start: the build report of the turn's first step, with
-    what each context layer gave and the memories the memory layer put in (their
-    text and score), so that the turn can be shown later as the model saw it. Indexes are
-    positions in the session (the stored messages' ``seq``)."""
+    what each context layer gave, the memories the memory layer put in (their text and
+    score) and the compression summary's text when it was in, so that the turn can be
+    shown later as the model saw it. Indexes are positions in the session (the stored
+    messages' ``seq``)."""
+    report = built.report
     kept = asdict(report)
     kept["total_tokens"] = report.total_tokens
+    if report.summary_included:
+        # The summary message: the one system message that starts with its header.
+        summary = next(
+            (
+                m.content
+                for m in built.messages
+                if m.role is Role.SYSTEM and m.content.startswith(SUMMARY_HEADER)
+            ),
+            None,
+        )
+        if summary is not None:
+            kept["summary"] = summary.removeprefix(SUMMARY_HEADER).lstrip("\n")
     kept["context_layers"] = [
         {
             "name": layer.name,
