@@ -50,12 +50,16 @@ async def start_listeners(
     if settings.mcp_port < 0:
         return []
     # Imported here: the MCP SDK and uvicorn load only for a server that serves MCP.
-    from contextd.mcp_server.http import PATH, McpListener
+    from contextd.mcp_server.http import PATH, McpListener, Protection
 
     host = settings.mcp_host or settings.host
+    issuers = tuple(i.strip() for i in settings.jwt_issuer.split(",") if i.strip())
+    protection = None
+    if settings.auth != "none":
+        protection = Protection(settings.auth, issuers if settings.auth == "jwt" else ())
     listener = McpListener(
         target,
-        credential_required=settings.auth != "none",
+        protection=protection,
         host=host,
         max_body=settings.max_message_bytes,
         max_connections=settings.web_max_connections,
