@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import grpc
+import httpx
 from contextd.v1 import context_pb2 as pb
 from contextd.v1 import sessions_pb2 as spb
 from contextd.v1 import sessions_pb2_grpc
@@ -155,3 +156,8 @@ async def test_a_refusal_quotes_no_unbounded_input(open_server: ServerProcess) -
         error = await refused(client, "read_session", session_id="9" * 20 + "x" * 5000)
     assert error.startswith("Error executing tool read_session: INVALID_ARGUMENT: session_id")
     assert len(error) < 400
+
+
+def test_without_credentials_there_is_no_resource_metadata(open_server: ServerProcess) -> None:
+    origin = mcp_url(open_server).removesuffix("/mcp")
+    assert httpx.get(origin + "/.well-known/oauth-protected-resource").status_code == 404
