@@ -5,8 +5,10 @@ lists may be cached for the 2026-07-28 form; the prompt lists what is remembered
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+import httpx
 import jsonschema
 import pytest
 from mcp_types import Tool
@@ -134,3 +136,40 @@ async def test_the_prompt_lists_what_is_remembered(open_server: ServerProcess, m
     assert "no memories" in text[0]
     assert "- Jo keeps bees." in text[1] and "- Jo lives in Lyon." in text[1]
     assert "- Jo keeps bees." in text[2] and "Lyon" not in text[2]
+
+
+@pytest.mark.parametrize("version", ["2025-03-26", "2025-06-18", "2025-11-25"])
+def test_each_handshake_version_is_negotiated(open_server: ServerProcess, version: str) -> None:
+    """The versions hosts still send: the initialize handshake answers with the same,
+    and a tool call in that session gets its result."""
+    headers = {"Accept": "application/json, text/event-stream", "X-Contextd-User": "ola"}
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": version,
+            "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"},
+        },
+    }
+    with httpx.Client(timeout=30) as http:
+        opened = http.post(mcp_url(open_server), json=initialize, headers=headers)
+        assert opened.status_code == 200
+        assert sse_result(opened.text)["protocolVersion"] == version
+        session = {"mcp-session-id": opened.headers["mcp-session-id"]}
+        session["mcp-protocol-version"] = version
+        notified = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        http.post(mcp_url(open_server), json=notified, headers={**headers, **session})
+        listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/call"}
+        listing["params"] = {"name": "list_sessions", "arguments": {}}
+        called = http.post(mcp_url(open_server), json=listing, headers={**headers, **session})
+    assert sse_result(called.text)["structuredContent"] == {"sessions": [], "next_page_token": ""}
+
+
+def sse_result(text: str) -> Any:
+    """The result of the JSON-RPC answer in a server-sent event stream."""
+    [data] = [
+        line[5:] for line in text.splitlines() if line.startswith("data:") and line[5:].strip()
+    ]
+    return json.loads(data)["result"]
