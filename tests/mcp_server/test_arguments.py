@@ -59,7 +59,9 @@ async def test_refused_arguments_are_told_in_plain_words(
 async def test_an_update_without_a_change_says_what_to_give(open_server: ServerProcess) -> None:
     async with connect(mcp_url(open_server), **{"X-Contextd-User": "kim"}) as client:
         error = await refused(client, "update_memory", memory_id="1")
-    assert error.endswith("nothing to change: give content, scope, metadata or expire_time")
+    assert error.endswith(
+        "nothing to change: give one of content, scope, metadata, valid_from, valid_to, expire_time"
+    )
 
 
 async def test_memories_take_scope_metadata_and_times(open_server: ServerProcess) -> None:
@@ -93,6 +95,10 @@ async def test_memories_take_scope_metadata_and_times(open_server: ServerProcess
             supersede=True,
             metadata={"source": "asked"},
         )
+        ended = await call(
+            client, "update_memory", memory_id=memory["id"], valid_to="2098-01-01T00:00:00Z"
+        )
+        assert ended["memory"]["valid_to"] == "2098-01-01T00:00:00Z"
         now = await call(client, "search_memories", query="English writes", filter={"app": "word"})
         assert [m["content"] for m in now["memories"]] == ["Lea writes in American English."]
         assert now["memories"][0]["metadata"] == {"source": "asked"}

@@ -214,26 +214,34 @@ def _memory_tools(server: MCPServer, native: Native, caller_of: CallerOf, r: Ref
         metadata: Annotated[
             args.Labels | None, Field(description="replaces all labels; unset: kept")
         ] = None,
+        valid_from: Annotated[args.When | None, Field(description="unset: kept")] = None,
+        valid_to: Annotated[
+            args.When | None, Field(description="when it stopped being true; unset: kept")
+        ] = None,
         expire_time: Annotated[args.When | None, Field(description="unset: kept")] = None,
     ) -> shapes.ChangedMemory:
         """Change a memory: its text (it keeps its id; the old text is kept in its
-        history), scope, labels or expiry. Give only what changes."""
+        history), scope, labels, validity or expiry. Give only what changes."""
         caller = caller_of(ctx)
         changed = mpb.Memory(
             content=content or "",
             scope=args.scope(scope),
             metadata=metadata or {},
+            valid_from=args.timestamp(valid_from),
+            valid_to=args.timestamp(valid_to),
             expire_time=args.timestamp(expire_time),
         )
         given = {
             "content": content,
             "scope": scope,
             "metadata": metadata,
+            "valid_from": valid_from,
+            "valid_to": valid_to,
             "expire_time": expire_time,
         }
         mask = [name for name, value in given.items() if value is not None]
         if not mask:
-            raise ToolError("nothing to change: give content, scope, metadata or expire_time")
+            raise ToolError(f"nothing to change: give one of {', '.join(given)}")
         request = mpb.UpdateMemoryRequest(
             user_id=caller.user_id,
             memory_id=memory_id,
