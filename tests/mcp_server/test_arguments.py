@@ -31,6 +31,15 @@ VALIDATOR_WORDS = ("validation error", "pydantic", "type=", "input_value", "Fiel
         ),
         ("add_memory", {"content": "x", "scope": "word"}, ["scope must be an object"]),
         (
+            "list_memories",
+            {"filter": {"k" * 5000: 1, "\u202e": 2, "metadata": {"a": 1}}},
+            [
+                "filter.'\\u202e' is not an argument here",
+                "filter.'" + "k" * 40 + "'…(+4960 chars) is not an argument here",
+                "filter.metadata.a must be text",
+            ],
+        ),
+        (
             "add_memory",
             {"content": "x", "metadata": {f"k{i}": "v" for i in range(17)}},
             ["metadata is too long (at most 16)"],

@@ -4,12 +4,14 @@ never the validator's own text nor the value sent."""
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from google.protobuf.timestamp_pb2 import Timestamp
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from contextd.core.errors import cut, shown
 from contextd.v1 import memory_pb2 as mpb
 
 When = Annotated[
@@ -84,6 +86,8 @@ def memory_filter(value: FilterArg | None) -> mpb.MemoryFilter | None:
 
 # --- refused arguments in plain words ---------------------------------------------------
 
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,39}")
+
 _KINDS = {
     "int": "a whole number",
     "float": "a number",
@@ -98,13 +102,20 @@ _KINDS = {
 
 
 def plain(tool: str, error: ValidationError) -> str:
-    """What was wrong with the arguments of a call to ``tool``, one clause per argument."""
+    """What was wrong with the arguments of a call to ``tool``, one clause per argument
+    (the first ten); a name the caller made up (a key of theirs) is quoted, bounded."""
     clauses = sorted({_clause(e) for e in error.errors(include_url=False, include_input=False)})
-    return f"Invalid arguments to {tool}: " + "; ".join(clauses[:10]) + "."
+    return cut(f"Invalid arguments to {tool}: " + "; ".join(clauses[:10]) + ".", 600)
+
+
+def _name(part: str | int) -> str:
+    if isinstance(part, int):
+        return f"[{part}]"
+    return part if _WORD.fullmatch(part) else shown(part)
 
 
 def _clause(e: Any) -> str:
-    name = ".".join(str(part) for part in e["loc"]) or "the arguments"
+    name = ".".join(_name(part) for part in e["loc"]) or "the arguments"
     kind: str = e["type"]
     ctx: dict[str, Any] = e.get("ctx") or {}
     if kind == "missing":
