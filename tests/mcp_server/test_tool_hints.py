@@ -117,6 +117,10 @@ async def test_the_lists_may_be_cached_in_the_stateless_form(open_server: Server
         ]
     for result in listed:
         assert (result.ttl_ms, result.cache_scope) == (3_600_000, "public")
+    # What a host shows of the prompt and the template, without the source's indentation.
+    [prompt], [template] = listed[1].prompts, listed[2].resource_templates
+    for description in (prompt.description, template.description):
+        assert description and "\n" not in description
 
 
 @pytest.mark.parametrize("mode", MODES)

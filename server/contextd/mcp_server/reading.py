@@ -42,10 +42,14 @@ def not_found_code(ctx: Context) -> int:
 def register(server: MCPServer, native: Native, caller_of: CallerOf, r: Refusals) -> None:
     sessions = native.sessions
 
-    @server.resource(MESSAGES_URI, title="A session's messages", mime_type="application/json")
+    @server.resource(
+        MESSAGES_URI,
+        title="A session's messages",
+        description="A session's messages, oldest first (at most the first 1000), as one "
+        "JSON document: session_id, messages, and complete (false when there are more).",
+        mime_type="application/json",
+    )
     async def session_messages(session_id: str, ctx: Context) -> str:
-        """A session's messages, oldest first (at most the first 1000), as one JSON
-        document: session_id, messages, and complete (false when there are more)."""
         caller = caller_of(ctx)
         messages: list[dict[str, Any]] = []
         token = ""
