@@ -154,7 +154,7 @@ def metadata_document(base_url: str, protection: Protection) -> dict[str, Any]:
     }
     if protection.issuers:
         document["authorization_servers"] = list(protection.issuers)
-    else:
+    if protection.credential == "api-key":
         document["contextd_credential_description"] = (
             "an API key made with `contextd keys create`, sent as a bearer token; "
             "no authorization server issues them"
