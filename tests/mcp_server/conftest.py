@@ -79,7 +79,8 @@ def history(address: str, user: str, memory_id: str) -> list[tuple[str, str, boo
     return [(c.old_content, c.new_content, bool(c.replaced_memory_id)) for c in reply.changes]
 
 
-@pytest.fixture(scope="module")
+# One server for every file of the package (each test names users of its own).
+@pytest.fixture(scope="package")
 def open_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     proc = start_server(tmp_path_factory.mktemp("mcp"), "--mcp-port", "0")
     yield proc
