@@ -156,7 +156,7 @@ def responses_side(client: openai.AsyncOpenAI) -> Callable[[str], Any]:
             # offers tools (an inline turn offers no memory_search).
             tools=[LOOK_UP],
             stream=True,
-            **({"previous_response_id": previous} if previous else {}),
+            previous_response_id=previous or None,
         )
         response_id = ""
         async with stream:
