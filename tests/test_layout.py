@@ -33,7 +33,9 @@ ALLOWED_IMPORTS = {
     "api": {"api", "app", "core", "store", "providers", "config", "v1", "metrics", "tracing"},
     "web": {"web", "core"},
     # The host protocols translate to the native API, as the web port does.
-    "openai_http": {"openai_http", "web", "v1", "core"},
+    "chat_http": {"chat_http", "web", "v1", "core"},
+    "openai_http": {"openai_http", "chat_http", "web", "v1", "core"},
+    "anthropic_http": {"anthropic_http", "chat_http", "web", "v1", "core"},
     "mcp_server": {"mcp_server", "v1", "core"},
 }
 
