@@ -1,5 +1,6 @@
 """The protocols other hosts already speak, served beside the native port: the
-OpenAI-compatible HTTP API (mounted on the web port) and MCP (a port of its own).
+OpenAI-compatible HTTP API and Anthropic's Messages API (mounted on the web port) and
+MCP (a port of its own).
 Both translate to native calls, so auth, tenants, limits and the audit log apply as on
 every port. Part of the composition root: the server starts them from here (their
 settings are checked with the others, config.py)."""
@@ -10,6 +11,7 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
+from contextd.anthropic_http.routes import AnthropicRoutes
 from contextd.config import Settings
 from contextd.openai_http.routes import Model, OpenAIRoutes
 from contextd.providers.registry import make_provider
@@ -23,12 +25,15 @@ Stop = Callable[[float], Awaitable[None]]
 
 
 async def web_mounts(settings: Settings) -> list[Mount]:
-    """What the web port serves besides gRPC-Web and Connect: the OpenAI-compatible API
-    with --openai-api, listing the configured model. Its name is read from a provider
-    built as the server builds its own (with its default when --provider-model is
-    empty), then closed: nothing of the running server is reached into."""
+    """What the web port serves besides gRPC-Web and Connect: Anthropic's Messages API
+    with --anthropic-api (first: the OpenAI API answers every other path under /v1), and
+    the OpenAI-compatible API with --openai-api, listing the configured model. Its name
+    is read from a provider built as the server builds its own (with its default when
+    --provider-model is empty), then closed: nothing of the running server is reached
+    into."""
+    mounts: list[Mount] = [AnthropicRoutes()] if settings.anthropic_api else []
     if not settings.openai_api:
-        return []
+        return mounts
     provider = make_provider(
         settings.provider, base_url=settings.provider_base_url, model=settings.provider_model
     )
@@ -36,7 +41,7 @@ async def web_mounts(settings: Settings) -> list[Mount]:
         model = Model(provider.default_model, provider.name)
     finally:
         await provider.aclose()
-    return [OpenAIRoutes([model])]
+    return [*mounts, OpenAIRoutes([model])]
 
 
 async def start_listeners(

@@ -133,3 +133,17 @@ def turn_failure(
     advice = retry_advice(headers, allowed=not session_mode)
     # The native call itself ended OK: the turn's status says how it failed.
     return HttpFailure(status, message, None, code, advice, grpc.StatusCode.OK)
+
+
+def report_summary(report: pb.BuildReport) -> dict[str, Any]:
+    """The report's totals, short enough for a header whatever the history: the
+    whole report is in the answer's ``contextd`` field."""
+    return {
+        "tokenizer": report.tokenizer,
+        "token_budget": report.token_budget,
+        "total_tokens": report.total_tokens,
+        "history_kept": report.history_kept,
+        "history_dropped": sum(d.count for d in report.dropped),
+        "edits": len(report.edits),
+        "required_over_budget": report.required_over_budget,
+    }
