@@ -21,7 +21,7 @@ import asyncio
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 from tests.support.fakes.llm_server import FakeLLMServer, JSONReply, Reply, StreamReply
 from tests.support.fakes.openai_sse import error_body, split, text_frames, tool_call_frames
@@ -29,6 +29,7 @@ from tests.support.fakes.openai_sse import error_body, split, text_frames, tool_
 WEATHER_CALL = ("call_w1", "get_weather", '{"city": "Paris"}')
 SLOW_PIECES = 40
 SLOW_DELAY = 0.05
+Served = TypeVar("Served", bound=FakeLLMServer)
 
 
 def _text(content: Any) -> str:
@@ -69,7 +70,13 @@ class RuleModel(FakeLLMServer):
 @contextmanager
 def rule_model() -> Iterator[RuleModel]:
     """A RuleModel serving from its own thread and event loop."""
-    model = RuleModel()
+    with serving(RuleModel()) as model:
+        yield model
+
+
+@contextmanager
+def serving(model: Served) -> Iterator[Served]:
+    """``model`` serving from its own thread and event loop."""
     loop = asyncio.new_event_loop()
     started = threading.Event()
 
