@@ -243,11 +243,73 @@ def test_streamed_tool_use_is_whole_blocks(served: Served) -> None:
     assert use.input == {"city": "Paris"} and final.stop_reason == "tool_use"
 
 
-def test_tool_choice_none_offers_no_host_tool(served: Served) -> None:
+@pytest.mark.parametrize(
+    ("choice", "sent"),
+    [
+        ({"type": "none"}, "none"),
+        ({"type": "any"}, "required"),
+        (
+            {"type": "tool", "name": "get_weather"},
+            {"type": "function", "function": {"name": "get_weather"}},
+        ),
+    ],
+    ids=["none", "any", "tool"],
+)
+def test_tool_choice_reaches_the_provider(served: Served, choice: Any, sent: Any) -> None:
     with client(served) as c:
-        ask(c, "tia", "no tools here", tools=[WEATHER_TOOL], tool_choice={"type": "none"})
-    offered = [t["function"]["name"] for t in served.model.chat_requests()[-1]["tools"]]
-    assert "get_weather" not in offered
+        ask(c, "tia", "choose", tools=[WEATHER_TOOL], tool_choice=choice)
+    body = served.model.chat_requests()[-1]
+    assert body["tool_choice"] == sent
+    assert [t["function"]["name"] for t in body["tools"]] == ["get_weather"]
+    assert "parallel_tool_calls" not in body
+
+
+def test_disable_parallel_tool_use_reaches_the_provider(served: Served) -> None:
+    with client(served) as c:
+        choice: Any = {"type": "auto", "disable_parallel_tool_use": True}
+        ask(c, "tia", "one at a time", tools=[WEATHER_TOOL], tool_choice=choice)
+    assert served.model.chat_requests()[-1]["parallel_tool_calls"] is False
+
+
+def test_a_stateless_tool_loop_goes_on_after_the_tool_results(served: Served) -> None:
+    """The host sends its whole list back each step, as the SDKs' tool runners do."""
+    messages: Any = [{"role": "user", "content": "What is the weather?"}]
+    with client(served) as c:
+        first = c.messages.create(
+            model=MODEL,
+            max_tokens=100,
+            tools=[WEATHER_TOOL],
+            messages=messages,
+            metadata={"user_id": "loop"},
+        )
+        [use] = [b for b in first.content if b.type == "tool_use"]
+        messages += [
+            {"role": "assistant", "content": first.content},
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": use.id, "content": "sunny"}],
+            },
+        ]
+        second = c.messages.create(
+            model=MODEL,
+            max_tokens=100,
+            tools=[WEATHER_TOOL],
+            messages=messages,
+            metadata={"user_id": "loop"},
+        )
+    assert second.stop_reason == "end_turn"
+    assert second.content[0].type == "text" and second.content[0].text == "the tool said: sunny"
+    sent = served.model.chat_requests()[-1]["messages"]
+    assert [m["role"] for m in sent] == ["user", "assistant", "tool"]
+    assert sent[1]["tool_calls"][0]["id"] == use.id
+
+
+def test_structured_output_reaches_the_provider(served: Served) -> None:
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}}
+    with client(served) as c:
+        ask(c, "so", "a city", output_config={"format": {"type": "json_schema", "schema": schema}})
+    sent = served.model.chat_requests()[-1]["response_format"]
+    assert sent["type"] == "json_schema" and sent["json_schema"]["schema"] == schema
 
 
 def test_model_options_reach_the_provider(served: Served) -> None:

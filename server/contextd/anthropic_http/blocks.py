@@ -2,7 +2,9 @@
 
 Inline mode takes the whole list: ``system`` is the system prompt, the last message
 (a user message) the user message, the messages before it the history; a user message's
-``tool_result`` blocks become tool messages before its text and images. Session mode
+``tool_result`` blocks become tool messages before its text and images. A list whose
+last message holds tool results only is all history: the model goes on after them (a
+stateless tool loop). Session mode
 takes only what is new: the last user message's text and images, or its tool results
 (the session holds everything before).
 
@@ -60,7 +62,8 @@ def system_prompt(raw: object) -> str:
 
 
 def inline_turn(system: str, raw: object, params: ParamMap) -> Turn:
-    """The whole list: the system prompt and history and, last, the user message."""
+    """The whole list: the system prompt and history and, last, the user message (none
+    when the list ends with tool results)."""
     messages = _messages(raw)
     last = len(messages) - 1
     if _role(messages[last], last) != "user":
@@ -81,14 +84,8 @@ def inline_turn(system: str, raw: object, params: ParamMap) -> Turn:
         at = f"messages[{last}].content[{j}]"
         params.add(f"messages[{len(turn.history)}]", at)
         turn.history.append(_tool_message(block, at))
-    if not rest:
-        raise invalid(
-            "messages",
-            "a list that ends with tool results continues a turn, which needs a "
-            "contextd session: name one with the X-Contextd-Session header or "
-            "metadata.contextd_session",
-        )
-    _user_message(rest, last, turn, params)
+    if rest:
+        _user_message(rest, last, turn, params)
     return turn
 
 

@@ -9,6 +9,7 @@ from contextd.anthropic_http.request import tool_choice, tool_definitions
 from contextd.chat_http import json_fields as jf
 from contextd.chat_http.failure import invalid
 from contextd.chat_http.params import ParamMap
+from contextd.v1 import chat_pb2 as cpb
 from contextd.v1 import context_pb2 as pb
 
 KNOWN = frozenset(
@@ -47,7 +48,7 @@ def count_request(raw: bytes) -> tuple[pb.CountTokensRequest, ParamMap]:
     native = pb.CountTokensRequest(
         messages=history(system_prompt(body.get("system")), body.get("messages"), params)
     )
-    if tool_choice(body.get("tool_choice")) != "none":
-        for tool in tool_definitions(body.get("tools"), params):
-            native.texts.append(f"{tool.name}\n{tool.description}\n{tool.parameters_json}")
+    tool_choice(body.get("tool_choice"), cpb.StreamChatRequest(), params)  # checked only
+    for tool in tool_definitions(body.get("tools"), params):
+        native.texts.append(f"{tool.name}\n{tool.description}\n{tool.parameters_json}")
     return native, params

@@ -3,7 +3,8 @@
 Every parameter of the API is either used, accepted without effect (a hint the turn's
 model options cannot carry), or refused with a 400 when it asks for something contextd
 does not do (a container, MCP servers of the API's own). A parameter the API does not
-define is refused, as Anthropic does.
+define is refused, as Anthropic does. ``tool_choice`` and structured output
+(``output_config.format``) are carried to whatever provider runs the turn.
 """
 
 from __future__ import annotations
@@ -56,6 +57,12 @@ HINTS: dict[str, Callable[[object, str], object]] = {
 REFUSED = ("container", "mcp_servers", "fallbacks", "thread", "compaction", "diagnostics")
 KNOWN = USED | frozenset(HINTS) | frozenset(REFUSED)
 _MAX_STOP = 32
+_CHOICES = {
+    "auto": cpb.TOOL_CHOICE_MODE_AUTO,
+    "any": cpb.TOOL_CHOICE_MODE_REQUIRED,
+    "tool": cpb.TOOL_CHOICE_MODE_FUNCTION,
+    "none": cpb.TOOL_CHOICE_MODE_NONE,
+}
 _TOOL_KEYS = frozenset(
     {"name", "description", "input_schema", "type", "cache_control", "strict", "input_examples"}
 )
@@ -82,9 +89,6 @@ def translate(raw: bytes, headers: Mapping[str, str]) -> MessagesRequest:
     for name in REFUSED:
         if body.get(name) is not None:
             raise invalid(name, "not supported by contextd", code="unsupported_parameter")
-    output = body.get("output_config")
-    if output is not None and jf.obj(output, "output_config").get("format") is not None:
-        raise invalid("output_config.format", "structured output is not supported yet by contextd")
     params = ParamMap()
     metadata = _metadata(body.get("metadata"))
     session = named_session(headers, metadata)
@@ -97,8 +101,9 @@ def translate(raw: bytes, headers: Mapping[str, str]) -> MessagesRequest:
     )
     native = turn_request(turn, metadata.get("user_id", ""), session, metadata, headers, params)
     _model_options(body, native.model, params)
-    if tool_choice(body.get("tool_choice")) != "none":
-        native.tools.extend(tool_definitions(body.get("tools"), params))
+    _output_format(body.get("output_config"), native.model, params)
+    native.tools.extend(tool_definitions(body.get("tools"), params))
+    tool_choice(body.get("tool_choice"), native, params)
     editing = clear_tool_uses(body.get("context_management"), params)
     if editing is not None:
         native.editing.CopyFrom(editing.native)
@@ -144,25 +149,47 @@ def _model_options(body: jf.JsonObject, out: cpb.ModelOptions, params: ParamMap)
         params.add("model.stop", "stop_sequences")
 
 
-def tool_choice(raw: object) -> str:
-    """``auto`` (also when absent) or ``none``."""
+def tool_choice(raw: object, out: cpb.StreamChatRequest, params: ParamMap) -> None:
+    """``auto``, ``any`` (some host tool), ``tool`` (the one named) or ``none``; and
+    ``disable_parallel_tool_use``."""
     if raw is None:
-        return "auto"
+        return
     choice = jf.obj(raw, "tool_choice")
     kind = choice.get("type")
-    if kind in ("any", "tool"):
-        raise invalid(
-            "tool_choice.type",
-            "only auto and none are supported (the model decides)",
-            code="unsupported_parameter",
-        )
-    if kind not in ("auto", "none"):
+    if kind not in _CHOICES:
         raise invalid("tool_choice.type", "must be auto, any, tool or none")
-    jf.known_keys(choice, frozenset({"type", "disable_parallel_tool_use"}), "tool_choice")
-    jf.optional_bool(
+    keys = {"type", "disable_parallel_tool_use"} | ({"name"} if kind == "tool" else set())
+    jf.known_keys(choice, frozenset(keys), "tool_choice")
+    params.add("tool_choice.mode", "tool_choice.type")
+    out.tool_choice.mode = _CHOICES[str(kind)]
+    if kind == "tool":
+        out.tool_choice.function_name = jf.string(choice.get("name"), "tool_choice.name")
+        params.add("tool_choice.function_name", "tool_choice.name")
+    single = jf.optional_bool(
         choice.get("disable_parallel_tool_use"), "tool_choice.disable_parallel_tool_use"
     )
-    return str(kind)
+    if single:
+        out.parallel_tool_calls = False
+
+
+def _output_format(raw: object, out: cpb.ModelOptions, params: ParamMap) -> None:
+    """``output_config``: its ``format`` (a JSON schema the answer follows) is structured
+    output; ``effort`` is accepted without effect."""
+    if raw is None:
+        return
+    config = jf.obj(raw, "output_config")
+    jf.known_keys(config, frozenset({"effort", "format"}), "output_config")
+    jf.optional_string(config.get("effort"), "output_config.effort")
+    if config.get("format") is None:
+        return
+    at = "output_config.format"
+    fmt = jf.obj(config["format"], at)
+    if fmt.get("type") != "json_schema":
+        raise invalid(f"{at}.type", "must be json_schema")
+    jf.known_keys(fmt, frozenset({"type", "schema"}), at)
+    out.response_format.type = cpb.RESPONSE_FORMAT_TYPE_JSON_SCHEMA
+    out.response_format.schema_json = json.dumps(jf.obj(fmt.get("schema"), f"{at}.schema"))
+    params.add("model.response_format.schema_json", f"{at}.schema")
 
 
 def tool_definitions(raw: object, params: ParamMap) -> list[cpb.ToolDefinition]:

@@ -20,7 +20,7 @@ from aiohttp import web
 from contextd.chat_http.failure import HttpFailure, from_rpc_error
 from contextd.chat_http.params import ParamMap
 from contextd.v1 import chat_pb2 as cpb
-from contextd.v1 import chat_pb2_grpc, context_pb2_grpc
+from contextd.v1 import chat_pb2_grpc, context_pb2, context_pb2_grpc
 from contextd.web.exchange import CallError
 from contextd.web.gateway import BodyTooLarge, WebGateway
 
@@ -101,7 +101,14 @@ class ModelFront(ABC):
             call = self.chat.StreamChat(turn.native, metadata=self.metadata(request))
             started = await turn_started(call, turn.params)
             return await turn.answer(request, cors, call, started)
-        except HttpFailure as failure:
+        except HttpFailure as error:
+            failure = error
+            if call is None:
+                # Refused before the native call checked the credential: a caller without
+                # a valid one learns only that.
+                refused = await self.credential_failure(request)
+                if refused is not None and refused.status == 401:
+                    failure = refused
             code = failure.metric_code
             return self.error_response(failure, cors)
         except (ConnectionResetError, asyncio.CancelledError):
@@ -114,6 +121,18 @@ class ModelFront(ABC):
                 call.cancel()
             self.gateway.release(body)
             self.count(code)
+
+    async def credential_failure(self, request: web.Request) -> HttpFailure | None:
+        """The failure for a credential the server refuses; None when it is accepted.
+        Checked by a native call that needs one (ListTokenizers, which reads no user's
+        data)."""
+        try:
+            await self.context.ListTokenizers(
+                context_pb2.ListTokenizersRequest(), metadata=self.metadata(request)
+            )
+        except grpc.aio.AioRpcError as error:
+            return from_rpc_error(error)
+        return None
 
     def cors(self, request: web.Request) -> dict[str, str] | web.Response:
         """The CORS headers of an answer; a refusal for an origin not allowed (a browser

@@ -24,6 +24,10 @@ def parse_object(body: bytes) -> JsonObject:
         raise invalid(
             None, f"the request body must be {NESTING_RULE}", code="invalid_json"
         ) from None
+    except json_text.UnpairedSurrogate as error:
+        raise invalid(
+            None, f"the request body is not valid text: {error}", code="invalid_json"
+        ) from None
     except ValueError:
         raise invalid(None, "the request body is not valid JSON", code="invalid_json") from None
     if not isinstance(value, dict):

@@ -81,6 +81,8 @@ def turn_request(
         messages=turn.history,
         tool_results=turn.tool_results,
         title=metadata.get(TITLE_KEY, "") if session == NEW_SESSION else "",
+        # Inline: the host's messages only, even when there is just the user message.
+        prebuilt=session is None,
     )
 
 

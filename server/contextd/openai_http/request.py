@@ -2,8 +2,8 @@
 
 Every parameter of the API is either used, accepted without effect (a sampling or
 billing hint that the turn's model options cannot carry), or refused with a 400 when
-it asks for something contextd does not do (several choices, log probabilities, JSON
-output, audio). A parameter the API does not define is refused, as OpenAI does.
+it asks for something contextd does not do (several choices, log probabilities,
+audio). A parameter the API does not define is refused, as OpenAI does.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from contextd.chat_http import json_fields as jf
 from contextd.chat_http.failure import invalid
 from contextd.chat_http.params import ParamMap
 from contextd.chat_http.turn import Turn, named_session, turn_request
+from contextd.openai_http import choices
 from contextd.openai_http.messages import inline_turn, session_turn
 from contextd.v1 import chat_pb2 as cpb
 
@@ -34,6 +35,7 @@ USED = frozenset(
         "parallel_tool_calls",
         "user",
         "metadata",
+        "response_format",
     }
 )
 
@@ -65,7 +67,6 @@ PLAIN = {
     "logprobs": (False,),
     "top_logprobs": (0,),
     "modalities": (["text"],),
-    "response_format": ({"type": "text"},),
     "audio": (),
     "functions": (),
     "function_call": (),
@@ -109,9 +110,12 @@ def translate(raw: bytes, headers: Mapping[str, str]) -> ChatRequest:
     user = jf.optional_string(body.get("user"), "user")
     native = turn_request(turn, user, session, metadata, headers, params)
     _model_options(body, native.model, params)
-    if _tool_choice(body.get("tool_choice")) != "none":
-        native.tools.extend(_tools(body.get("tools"), params))
-    jf.optional_bool(body.get("parallel_tool_calls"), "parallel_tool_calls")
+    native.tools.extend(_tools(body.get("tools"), params))
+    choices.tool_choice(body.get("tool_choice"), "tool_choice", native, params)
+    choices.parallel_tool_calls(body.get("parallel_tool_calls"), "parallel_tool_calls", native)
+    choices.response_format(
+        body.get("response_format"), "response_format", native.model, params, nested=True
+    )
     stream = jf.optional_bool(body.get("stream"), "stream") or False
     include_usage = False
     options = body.get("stream_options")
@@ -161,19 +165,6 @@ def _model_options(body: jf.JsonObject, out: cpb.ModelOptions, params: ParamMap)
             raise invalid("stop", f"at most {_MAX_STOP} sequences")
         out.stop.extend(jf.string(s, f"stop[{k}]") for k, s in enumerate(stops))
         params.add("model.stop", "stop")
-
-
-def _tool_choice(raw: object) -> str:
-    """``auto`` (also when absent) or ``none``; forcing a call is not supported."""
-    if raw is None or raw in ("auto", "none"):
-        return str(raw or "auto")
-    if isinstance(raw, str | dict):
-        raise invalid(
-            "tool_choice",
-            "only auto and none are supported (the model decides)",
-            code="unsupported_parameter",
-        )
-    raise invalid("tool_choice", "expected a string or an object", code="invalid_type")
 
 
 def _tools(raw: object, params: ParamMap) -> list[cpb.ToolDefinition]:

@@ -13,7 +13,7 @@ import grpc
 import grpc.aio
 from aiohttp import web
 
-from contextd.chat_http.failure import HttpFailure, from_rpc_error
+from contextd.chat_http.failure import HttpFailure
 from contextd.chat_http.front import ModelFront, TurnCall, json_text, turn_completed
 from contextd.chat_http.turn import SESSION_ID_HEADER
 from contextd.core.errors import cut
@@ -21,7 +21,6 @@ from contextd.openai_http.errors import error_body
 from contextd.openai_http.request import ChatRequest, translate
 from contextd.openai_http.response import Completion
 from contextd.v1 import chat_pb2 as cpb
-from contextd.v1 import context_pb2
 from contextd.web.gateway import WebGateway
 
 _LONGEST_PATH = 100
@@ -79,12 +78,9 @@ class OpenAIRoutes(ModelFront):
             return cors
         code = grpc.StatusCode.OK
         try:
-            try:
-                await self.context.ListTokenizers(
-                    context_pb2.ListTokenizersRequest(), metadata=self.metadata(request)
-                )
-            except grpc.aio.AioRpcError as error:
-                raise from_rpc_error(error) from None
+            refused = await self.credential_failure(request)
+            if refused is not None:
+                raise refused
             listed = [self._model_object(m) for m in self._models]
             if name is None:
                 return web.json_response({"object": "list", "data": listed}, headers=cors)
