@@ -56,6 +56,9 @@ HINTS: dict[str, Callable[[object, str], object]] = {
 # Refused unless absent or null: services of Anthropic's own platform.
 REFUSED = ("container", "mcp_servers", "fallbacks", "thread", "compaction", "diagnostics")
 KNOWN = USED | frozenset(HINTS) | frozenset(REFUSED)
+# Names the contextd user, before metadata.user_id: hosts built on Claude Code send an
+# identifier of their own there.
+USER_HEADER = "X-Contextd-User"
 _MAX_STOP = 32
 _CHOICES = {
     "auto": cpb.TOOL_CHOICE_MODE_AUTO,
@@ -92,14 +95,17 @@ def translate(raw: bytes, headers: Mapping[str, str]) -> MessagesRequest:
     params = ParamMap()
     metadata = _metadata(body.get("metadata"))
     session = named_session(headers, metadata)
-    params.add("session.user_id", "metadata.user_id")
+    user = headers.get(USER_HEADER)
+    params.add("session.user_id", USER_HEADER if user is not None else "metadata.user_id")
     system = system_prompt(body.get("system"))
     turn = (
         session_turn(body.get("messages"), params)
         if session is not None
         else inline_turn(system, body.get("messages"), params)
     )
-    native = turn_request(turn, metadata.get("user_id", ""), session, metadata, headers, params)
+    if user is None:
+        user = metadata.get("user_id", "")
+    native = turn_request(turn, user, session, metadata, headers, params)
     _model_options(body, native.model, params)
     _output_format(body.get("output_config"), native.model, params)
     native.tools.extend(tool_definitions(body.get("tools"), params))
@@ -112,7 +118,8 @@ def translate(raw: bytes, headers: Mapping[str, str]) -> MessagesRequest:
 
 
 def _metadata(raw: object) -> dict[str, str]:
-    """``metadata``: ``user_id`` (the contextd user), and contextd's session keys."""
+    """``metadata``: ``user_id`` (the contextd user unless the header names one), and
+    contextd's session keys."""
     if raw is None:
         return {}
     metadata = jf.obj(raw, "metadata")
