@@ -24,16 +24,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-import tempfile
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import anthropic
 import grpc.aio
 import openai
-from _common import machine_note, result_line
+from _common import result_line
 from first_delta import (
     ANSWER,
     TURNS_PER_SESSION,
@@ -43,10 +41,9 @@ from first_delta import (
     Turn,
     contextd_side,
     direct_side,
-    spawn_fake,
     user_text,
 )
-from openai_first_token import add_arguments, alternate, counts, spawn_contextd, summarize
+from openai_first_token import add_arguments, alternate, counts, served, summarize
 
 from tests.support.fakes.helpers import FAKE_KEY
 
@@ -112,21 +109,7 @@ async def measure(args: argparse.Namespace, fake: FakeChild, native: str, web: s
 
 
 async def run(args: argparse.Namespace) -> int:
-    print(machine_note(), flush=True)
-    fake = spawn_fake(args.ttft, args.frame_delay)
-    try:
-        with tempfile.TemporaryDirectory(prefix="contextd-bench-") as tmp:
-            process, native, web = spawn_contextd(Path(tmp), fake.port, "--anthropic-api")
-            try:
-                sides = await measure(args, fake, native, web)
-            finally:
-                process.terminate()
-                process.wait(15)
-    finally:
-        records = fake.records() if fake.process.poll() is None else {}
-        if fake.process.poll() is None:
-            fake.process.kill()
-            fake.process.wait()
+    sides, records = await served(args, "--anthropic-api", measure)
     first_token, overhead = summarize(NAME, args, sides, records)
     print(
         f"send->first token p50: /v1/messages {first_token[THROUGH]:.2f} ms, StreamChat "

@@ -35,7 +35,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -175,12 +175,19 @@ def ms(ns: float) -> float:
     return ns / 1e6
 
 
-async def run(args: argparse.Namespace) -> int:
+Measure = Callable[[argparse.Namespace, FakeChild, str, str], Awaitable[list[Side]]]
+
+
+async def served(
+    args: argparse.Namespace, api: str, measure: Measure
+) -> tuple[list[Side], dict[str, Any]]:
+    """``measure`` run against the fake and contextd serving ``api``; the sides and the
+    fake's stamps."""
     print(machine_note(), flush=True)
     fake = spawn_fake(args.ttft, args.frame_delay)
     try:
         with tempfile.TemporaryDirectory(prefix="contextd-bench-") as tmp:
-            process, native, web = spawn_contextd(Path(tmp), fake.port)
+            process, native, web = spawn_contextd(Path(tmp), fake.port, api)
             try:
                 sides = await measure(args, fake, native, web)
             finally:
@@ -191,6 +198,11 @@ async def run(args: argparse.Namespace) -> int:
         if fake.process.poll() is None:
             fake.process.kill()
             fake.process.wait()
+    return sides, records
+
+
+async def run(args: argparse.Namespace) -> int:
+    sides, records = await served(args, "--openai-api", measure)
     first_token, overhead = summarize(NAME, args, sides, records)
     ratio = first_token["/v1 (openai SDK)"] / first_token["StreamChat"]
     print(

@@ -5,28 +5,15 @@ nothing."""
 from __future__ import annotations
 
 import anthropic
-import grpc
 import httpx
 import pytest
-from contextd.v1 import sessions_pb2 as spb
-from contextd.v1 import sessions_pb2_grpc
 
-from tests.anthropic_http.conftest import MODEL, VERSION, Keyed
+from tests.anthropic_http.conftest import MODEL, VERSION, keyed_url
+from tests.openai_http.conftest import Keyed
+from tests.openai_http.test_credentials import REFUSED, sessions
 from tests.support.keyed_server import UNKNOWN_KEY
 
-REFUSED = "a valid credential is required"
 BODY = {"model": MODEL, "max_tokens": 20, "messages": [{"role": "user", "content": "x"}]}
-
-
-def sessions(keyed: Keyed, key: str) -> list[spb.Session]:
-    with grpc.insecure_channel(keyed.server.address) as channel:
-        stub = sessions_pb2_grpc.SessionServiceStub(channel)
-        return list(
-            stub.ListSessions(
-                spb.ListSessionsRequest(page_size=200),
-                metadata=(("authorization", f"Bearer {key}"),),
-            ).sessions
-        )
 
 
 def ask(c: anthropic.Anthropic, text: str, **extra: object) -> anthropic.types.Message:
@@ -41,7 +28,7 @@ def ask(c: anthropic.Anthropic, text: str, **extra: object) -> anthropic.types.M
 @pytest.mark.parametrize("by", ["api_key", "auth_token"])
 def test_a_key_acts_as_its_user_sent_either_way(keyed: Keyed, by: str) -> None:
     with anthropic.Anthropic(
-        base_url=keyed.base_url, max_retries=0, **{by: keyed.server.alice}
+        base_url=keyed_url(keyed), max_retries=0, **{by: keyed.server.alice}
     ) as c:
         answer = ask(c, "I am alice")
         assert c.messages.count_tokens(model=MODEL, messages=[{"role": "user", "content": "x"}])
@@ -60,7 +47,7 @@ def test_a_refused_credential_is_401_and_stores_nothing(keyed: Keyed, key: str) 
         ("/v1/messages", {**BODY, "stream": True}),
         ("/v1/messages/count_tokens", {"model": MODEL, "messages": BODY["messages"]}),
     ]:
-        response = httpx.post(keyed.base_url + path, json=body, headers=headers, timeout=30)
+        response = httpx.post(keyed_url(keyed) + path, json=body, headers=headers, timeout=30)
         assert response.status_code == 401, (path, response.text)
         assert response.json() == {
             "type": "error",
@@ -71,7 +58,7 @@ def test_a_refused_credential_is_401_and_stores_nothing(keyed: Keyed, key: str) 
 
 def test_the_sdk_raises_its_authentication_error(keyed: Keyed) -> None:
     with (
-        anthropic.Anthropic(base_url=keyed.base_url, api_key=UNKNOWN_KEY, max_retries=0) as c,
+        anthropic.Anthropic(base_url=keyed_url(keyed), api_key=UNKNOWN_KEY, max_retries=0) as c,
         pytest.raises(anthropic.AuthenticationError),
     ):
         ask(c, "hello")
@@ -80,7 +67,7 @@ def test_the_sdk_raises_its_authentication_error(keyed: Keyed) -> None:
 def test_a_key_cannot_name_another_user(keyed: Keyed) -> None:
     with (
         anthropic.Anthropic(
-            base_url=keyed.base_url, api_key=keyed.server.alice, max_retries=0
+            base_url=keyed_url(keyed), api_key=keyed.server.alice, max_retries=0
         ) as c,
         pytest.raises(anthropic.PermissionDeniedError) as refused,
     ):
@@ -90,7 +77,8 @@ def test_a_key_cannot_name_another_user(keyed: Keyed) -> None:
 
 
 def test_another_users_session_is_refused_and_unchanged(keyed: Keyed) -> None:
-    with anthropic.Anthropic(base_url=keyed.base_url, api_key=keyed.server.bob, max_retries=0) as c:
+    bob = anthropic.Anthropic(base_url=keyed_url(keyed), api_key=keyed.server.bob, max_retries=0)
+    with bob as c:
         made = c.messages.with_raw_response.create(
             model=MODEL,
             max_tokens=20,
@@ -101,7 +89,7 @@ def test_another_users_session_is_refused_and_unchanged(keyed: Keyed) -> None:
     [before] = [s for s in sessions(keyed, keyed.server.bob) if s.id == session_id]
     with (
         anthropic.Anthropic(
-            base_url=keyed.base_url, api_key=keyed.server.alice, max_retries=0
+            base_url=keyed_url(keyed), api_key=keyed.server.alice, max_retries=0
         ) as c,
         pytest.raises(anthropic.NotFoundError),
     ):

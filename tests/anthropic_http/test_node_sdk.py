@@ -6,41 +6,18 @@ generateText, streamText and a tool loop of the AI SDK."""
 
 from __future__ import annotations
 
-import json
-import shutil
-import subprocess
-from typing import Any
-
-import pytest
-
 from tests.anthropic_http.conftest import MODEL, base_url
 from tests.openai_http.conftest import Served
+from tests.support.node_check import run_node_check
 from tests.support.paths import ROOT
 
 PROJECT = ROOT / "tests" / "anthropic_node"
 
 
-def run_check(served: Served, user: str) -> dict[str, dict[str, Any]]:
-    node = shutil.which("node")
-    if node is None:
-        pytest.skip("node is not installed")
-    assert (PROJECT / "node_modules" / "@anthropic-ai" / "sdk").exists(), (
-        "tests/anthropic_node/node_modules is missing: run `make test` first"
-    )
-    done = subprocess.run(
-        [node, str(PROJECT / "check.mjs"), base_url(served), "unused", user, MODEL],
-        capture_output=True,
-        text=True,
-        timeout=90,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    lines = [json.loads(line) for line in done.stdout.splitlines()]
-    return {line.pop("name"): line for line in lines}
-
-
 def test_the_node_packages_run_every_check(served: Served) -> None:
-    results = run_check(served, "node-user")
+    results = run_node_check(
+        PROJECT, "@anthropic-ai/sdk", base_url(served), "unused", "node-user", MODEL
+    )
     assert results["whole"] == {
         "text": "fake answer to: Hello from Node",
         "stop": "end_turn",

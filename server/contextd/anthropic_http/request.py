@@ -38,20 +38,16 @@ USED = frozenset(
 )
 
 
-def _optional_object(value: object, param: str) -> object:
-    return None if value is None else jf.obj(value, param)
-
-
 # Accepted and type-checked, without effect on the turn.
 HINTS: dict[str, Callable[[object, str], object]] = {
     "top_k": jf.optional_int,
     "top_p": jf.optional_number,
-    "thinking": _optional_object,
+    "thinking": jf.optional_object,
     "service_tier": jf.optional_string,
-    "cache_control": _optional_object,
+    "cache_control": jf.optional_object,
     "inference_geo": jf.optional_string,
     "speed": jf.optional_string,
-    "output_config": _optional_object,
+    "output_config": jf.optional_object,
 }
 # Refused unless absent or null: services of Anthropic's own platform.
 REFUSED = ("container", "mcp_servers", "fallbacks", "thread", "compaction", "diagnostics")

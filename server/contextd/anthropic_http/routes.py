@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from typing import Any
 
 import grpc
 import grpc.aio
@@ -135,34 +136,36 @@ class _Turn:
             }
         )
         await response.prepare(request)
-        for name, event in reply.opening():
-            await _send(response, name, event)
+        await _send(response, *reply.opening())
         blocks = 0
 
         async def on_delta(text: str) -> None:
             nonlocal blocks
             if not text:
                 return
-            if not blocks:
-                await _send(response, *text_start())
-                blocks = 1
-            await _send(response, *text_delta(text))
+            if blocks:
+                await _send(response, text_delta(text))
+                return
+            # The block's start and its first text in one write: one packet to wait for.
+            await _send(response, text_start(), text_delta(text))
+            blocks = 1
 
         try:
             done = await turn_completed(call, self.params, on_delta)
         except HttpFailure as error:
             # Too late for a status: the SDKs raise an error event as the call's error.
-            await _send(response, "error", self.front.error_body(error))
+            await _send(response, ("error", self.front.error_body(error)))
             return response
         failed = reply.failure(done)
         if failed is not None:
-            await _send(response, "error", self.front.error_body(failed))
+            await _send(response, ("error", self.front.error_body(failed)))
             return response
-        for name, event in reply.ending(done, blocks):
-            await _send(response, name, event)
+        await _send(response, *reply.ending(done, blocks))
         await response.write_eof()
         return response
 
 
-async def _send(response: web.StreamResponse, name: str, event: dict[str, object]) -> None:
-    await response.write(f"event: {name}\ndata: {json_text(event)}\n\n".encode())
+async def _send(response: web.StreamResponse, *events: tuple[str, dict[str, Any]]) -> None:
+    """Server-sent events, in one write."""
+    text = "".join(f"event: {name}\ndata: {json_text(event)}\n\n" for name, event in events)
+    await response.write(text.encode())

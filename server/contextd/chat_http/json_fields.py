@@ -45,6 +45,10 @@ def obj(value: object, param: str) -> JsonObject:
     return value
 
 
+def optional_object(value: object, param: str) -> JsonObject | None:
+    return None if value is None else obj(value, param)
+
+
 def array(value: object, param: str) -> list[Any]:
     if not isinstance(value, list):
         raise _wrong(param, "an array")

@@ -40,26 +40,22 @@ USED = frozenset(
 )
 
 
-def _optional_object(value: object, param: str) -> object:
-    return None if value is None else jf.obj(value, param)
-
-
 # Accepted and type-checked, without effect on the turn.
 HINTS: dict[str, Callable[[object, str], object]] = {
     "frequency_penalty": jf.optional_number,
     "presence_penalty": jf.optional_number,
     "top_p": jf.optional_number,
     "seed": jf.optional_int,
-    "logit_bias": _optional_object,
+    "logit_bias": jf.optional_object,
     "store": jf.optional_bool,
     "service_tier": jf.optional_string,
     "prompt_cache_key": jf.optional_string,
-    "prompt_cache_options": _optional_object,
+    "prompt_cache_options": jf.optional_object,
     "prompt_cache_retention": jf.optional_string,
     "safety_identifier": jf.optional_string,
     "reasoning_effort": jf.optional_string,
     "verbosity": jf.optional_string,
-    "prediction": _optional_object,
+    "prediction": jf.optional_object,
 }
 # Refused unless absent, null or the value that asks for nothing more than a plain answer.
 PLAIN = {
