@@ -1,0 +1,195 @@
+"""A Chat Completions request body into the native StreamChatRequest.
+
+Every parameter of the API is either used, accepted without effect (a sampling or
+billing hint that the turn's model options cannot carry), or refused with a 400 when
+it asks for something contextd does not do (several choices, log probabilities,
+audio). A parameter the API does not define is refused, as OpenAI does.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from contextd.fronts.chat_http import json_fields as jf
+from contextd.fronts.chat_http.failure import invalid
+from contextd.fronts.chat_http.params import ParamMap
+from contextd.fronts.chat_http.turn import Turn, named_session, turn_request
+from contextd.fronts.openai import choices
+from contextd.fronts.openai.messages import inline_turn, session_turn
+from contextd.v1 import chat_pb2 as cpb
+
+USED = frozenset(
+    {
+        "messages",
+        "model",
+        "stream",
+        "stream_options",
+        "temperature",
+        "max_tokens",
+        "max_completion_tokens",
+        "stop",
+        "tools",
+        "tool_choice",
+        "parallel_tool_calls",
+        "user",
+        "metadata",
+        "response_format",
+    }
+)
+
+
+# Accepted and type-checked, without effect on the turn.
+HINTS: dict[str, Callable[[object, str], object]] = {
+    "frequency_penalty": jf.optional_number,
+    "presence_penalty": jf.optional_number,
+    "top_p": jf.optional_number,
+    "seed": jf.optional_int,
+    "logit_bias": jf.optional_object,
+    "store": jf.optional_bool,
+    "service_tier": jf.optional_string,
+    "prompt_cache_key": jf.optional_string,
+    "prompt_cache_options": jf.optional_object,
+    "prompt_cache_retention": jf.optional_string,
+    "safety_identifier": jf.optional_string,
+    "reasoning_effort": jf.optional_string,
+    "verbosity": jf.optional_string,
+    "prediction": jf.optional_object,
+}
+# Refused unless absent, null or the value that asks for nothing more than a plain answer.
+PLAIN = {
+    "n": (1,),
+    "logprobs": (False,),
+    "top_logprobs": (0,),
+    "modalities": (["text"],),
+    "audio": (),
+    "functions": (),
+    "function_call": (),
+    "web_search_options": (),
+    "moderation": (),
+}
+KNOWN = USED | frozenset(HINTS) | frozenset(PLAIN)
+_MAX_STOP = 4
+
+
+@dataclass
+class ChatRequest:
+    """A translated request: the native call, and how to answer it."""
+
+    native: cpb.StreamChatRequest
+    params: ParamMap
+    stream: bool
+    include_usage: bool
+    session_mode: bool
+
+
+def translate(raw: bytes, headers: Mapping[str, str]) -> ChatRequest:
+    """The native request for the body ``raw``; ``headers`` may name the session."""
+    body = jf.parse_object(raw)
+    jf.known_keys(body, KNOWN, "")
+    for name, check in HINTS.items():
+        check(body.get(name), name)
+    for name, allowed in PLAIN.items():
+        value = body.get(name)
+        if value is not None and value not in allowed:
+            raise invalid(name, "not supported by contextd", code="unsupported_parameter")
+    params = ParamMap()
+    metadata = _metadata(body.get("metadata"))
+    session = named_session(headers, metadata)
+    params.add("session.user_id", "user")
+    turn: Turn = (
+        session_turn(body.get("messages"), params)
+        if session is not None
+        else inline_turn(body.get("messages"), params)
+    )
+    user = jf.optional_string(body.get("user"), "user")
+    native = turn_request(turn, user, session, metadata, headers, params)
+    _model_options(body, native.model, params)
+    native.tools.extend(_tools(body.get("tools"), params))
+    choices.tool_choice(body.get("tool_choice"), "tool_choice", native, params)
+    choices.parallel_tool_calls(body.get("parallel_tool_calls"), "parallel_tool_calls", native)
+    choices.response_format(
+        body.get("response_format"), "response_format", native.model, params, nested=True
+    )
+    stream = jf.optional_bool(body.get("stream"), "stream") or False
+    include_usage = False
+    options = body.get("stream_options")
+    if options is not None:
+        options = jf.obj(options, "stream_options")
+        jf.known_keys(
+            options, frozenset({"include_usage", "include_obfuscation"}), "stream_options"
+        )
+        include_usage = bool(
+            jf.optional_bool(options.get("include_usage"), "stream_options.include_usage")
+        )
+        jf.optional_bool(options.get("include_obfuscation"), "stream_options.include_obfuscation")
+    return ChatRequest(native, params, stream, include_usage, session is not None)
+
+
+def _metadata(raw: object) -> dict[str, str]:
+    if raw is None:
+        return {}
+    metadata = jf.obj(raw, "metadata")
+    return {key: jf.string(value, f"metadata.{key}") for key, value in metadata.items()}
+
+
+def _model_options(body: jf.JsonObject, out: cpb.ModelOptions, params: ParamMap) -> None:
+    """The model named (passed on as the turn's model), temperature, output tokens, stop."""
+    model = jf.string(body.get("model"), "model")
+    out.model = model
+    params.add("model.model", "model")
+    temperature = jf.optional_number(body.get("temperature"), "temperature")
+    if temperature is not None:
+        if not 0 <= temperature <= 2:
+            raise invalid("temperature", "must be from 0 to 2")
+        out.temperature = temperature
+        params.add("model.temperature", "temperature")
+    for name in ("max_completion_tokens", "max_tokens"):  # the newer one wins
+        tokens = jf.optional_int(body.get(name), name)
+        if tokens is None:
+            continue
+        if not 1 <= tokens <= 2**31 - 1:
+            raise invalid(name, "must be a positive integer")
+        out.max_output_tokens = tokens
+        params.add("model.max_output_tokens", name)
+        break
+    stop = body.get("stop")
+    if stop is not None:
+        stops = [stop] if isinstance(stop, str) else jf.array(stop, "stop")
+        if len(stops) > _MAX_STOP:
+            raise invalid("stop", f"at most {_MAX_STOP} sequences")
+        out.stop.extend(jf.string(s, f"stop[{k}]") for k, s in enumerate(stops))
+        params.add("model.stop", "stop")
+
+
+def _tools(raw: object, params: ParamMap) -> list[cpb.ToolDefinition]:
+    if raw is None:
+        return []
+    tools = []
+    for k, item in enumerate(jf.array(raw, "tools")):
+        at = f"tools[{k}]"
+        tool = jf.obj(item, at)
+        if tool.get("type") != "function":
+            raise invalid(f"{at}.type", "only function tools are supported")
+        jf.known_keys(tool, frozenset({"type", "function"}), at)
+        function = jf.obj(tool.get("function"), f"{at}.function")
+        jf.known_keys(
+            function, frozenset({"name", "description", "parameters", "strict"}), f"{at}.function"
+        )
+        jf.optional_bool(function.get("strict"), f"{at}.function.strict")
+        parameters = function.get("parameters")
+        params.add(f"{at}.name", f"{at}.function.name")
+        params.add(f"{at}.parameters_json", f"{at}.function.parameters")
+        tools.append(
+            cpb.ToolDefinition(
+                name=jf.string(function.get("name"), f"{at}.function.name"),
+                description=jf.optional_string(
+                    function.get("description"), f"{at}.function.description"
+                ),
+                parameters_json=""
+                if parameters is None
+                else json.dumps(jf.obj(parameters, f"{at}.function.parameters")),
+            )
+        )
+    return tools

@@ -1,0 +1,178 @@
+"""``/v1/chat/completions`` and ``/v1/models`` on the web port, each request one native
+call (chat_http.front says how it is made).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+import grpc.aio
+from aiohttp import web
+
+from contextd.core.errors import cut
+from contextd.fronts.chat_http.failure import HttpFailure
+from contextd.fronts.chat_http.front import ModelFront, TurnCall, json_text, turn_completed
+from contextd.fronts.chat_http.turn import SESSION_ID_HEADER
+from contextd.fronts.openai.errors import error_body
+from contextd.fronts.openai.request import ChatRequest, translate
+from contextd.fronts.openai.response import Completion
+from contextd.fronts.web.gateway import WebGateway
+from contextd.v1 import chat_pb2 as cpb
+
+_LONGEST_PATH = 100
+
+
+@dataclass(frozen=True, slots=True)
+class Model:
+    """A model ``GET /v1/models`` lists."""
+
+    id: str
+    owned_by: str
+
+
+class OpenAIRoutes(ModelFront):
+    """The OpenAI-compatible API, mounted on a WebGateway (``mounts=[routes]``)."""
+
+    protocol = "openai"  # its name in the web port's metrics
+    exposed_headers = f"{SESSION_ID_HEADER}, X-Request-Id, X-Should-Retry, Retry-After"
+
+    def __init__(self, models: Sequence[Model]) -> None:
+        super().__init__()
+        self._models = list(models)
+        self._created = int(time.time())
+
+    def __call__(self, gateway: WebGateway) -> Iterable[web.RouteDef]:
+        self.attach(gateway)
+        unknown = [
+            web.route(method, "/v1/{tail:.*}", self._unknown)
+            for method in ("GET", "POST", "PUT", "PATCH", "DELETE")
+        ]
+        return [
+            web.post("/v1/chat/completions", self._completions),
+            web.get("/v1/models", self._list_models),
+            web.get("/v1/models/{model}", self._get_model),
+            *unknown,
+        ]
+
+    def error_body(self, failure: HttpFailure) -> dict[str, object]:
+        return error_body(failure)
+
+    async def _completions(self, request: web.Request) -> web.StreamResponse:
+        return await self.run_turn(request, lambda body, r: _Turn(self, translate(body, r.headers)))
+
+    async def _list_models(self, request: web.Request) -> web.Response:
+        return await self._models_answer(request, None)
+
+    async def _get_model(self, request: web.Request) -> web.Response:
+        return await self._models_answer(request, request.match_info["model"])
+
+    async def _models_answer(self, request: web.Request, name: str | None) -> web.Response:
+        """The models, once the credential is accepted: checked by a native call that
+        needs one (ListTokenizers, which reads no user's data)."""
+        cors = self.cors(request)
+        if isinstance(cors, web.Response):
+            return cors
+        code = grpc.StatusCode.OK
+        try:
+            refused = await self.credential_failure(request)
+            if refused is not None:
+                raise refused
+            listed = [self._model_object(m) for m in self._models]
+            if name is None:
+                return web.json_response({"object": "list", "data": listed}, headers=cors)
+            found = next((m for m in listed if m["id"] == name), None)
+            if found is None:
+                raise HttpFailure(
+                    404,
+                    "The model does not exist on this server.",
+                    param="model",
+                    code="model_not_found",
+                )
+            return web.json_response(found, headers=cors)
+        except HttpFailure as failure:
+            code = failure.metric_code
+            return self.error_response(failure, cors)
+        finally:
+            self.count(code)
+
+    def _model_object(self, model: Model) -> dict[str, Any]:
+        return {
+            "id": model.id,
+            "object": "model",
+            "created": self._created,
+            "owned_by": model.owned_by,
+        }
+
+    async def _unknown(self, request: web.Request) -> web.Response:
+        path = cut(request.path, _LONGEST_PATH)
+        return self.error_response(
+            HttpFailure(404, f"Invalid URL ({cut(request.method)} {path})"), {}
+        )
+
+
+class _Turn:
+    """A Chat Completions request run as a native turn."""
+
+    def __init__(self, front: OpenAIRoutes, chat: ChatRequest) -> None:
+        self.front = front
+        self.chat = chat
+        self.native = chat.native
+        self.params = chat.params
+
+    async def answer(
+        self, request: web.Request, cors: dict[str, str], call: TurnCall, started: cpb.TurnStarted
+    ) -> web.StreamResponse:
+        completion = Completion(self.chat.session_mode, started)
+        if self.chat.stream:
+            return await self._stream(request, cors, call, completion)
+        done = await turn_completed(call, self.params, on_delta=None)
+        failure = completion.failure(done)
+        if failure is not None:
+            raise failure
+        return web.Response(
+            text=json_text(completion.whole(done)),
+            content_type="application/json",
+            headers={**cors, **completion.headers()},
+        )
+
+    async def _stream(
+        self, request: web.Request, cors: dict[str, str], call: TurnCall, completion: Completion
+    ) -> web.StreamResponse:
+        chat = self.chat
+        response = web.StreamResponse(
+            headers={
+                **cors,
+                **completion.headers(),
+                "Content-Type": "text/event-stream",
+                "Cache-Control": "no-cache",
+            }
+        )
+        await response.prepare(request)
+        await _send(response, completion.first_chunk(chat.include_usage))
+
+        async def on_delta(text: str) -> None:
+            await _send(response, completion.chunk({"content": text}, None, chat.include_usage))
+
+        try:
+            done = await turn_completed(call, self.params, on_delta)
+        except HttpFailure as error:
+            # Too late for a status: the SDKs raise an error event as the call's error.
+            await _send(response, self.front.error_body(error))
+            return response
+        failed = completion.failure(done)
+        if failed is not None:
+            await _send(response, self.front.error_body(failed))
+            return response
+        for chunk in completion.last_chunks(done, chat.include_usage):
+            await _send(response, chunk)
+        await response.write(b"data: [DONE]\n\n")
+        await response.write_eof()
+        return response
+
+
+async def _send(response: web.StreamResponse, event: dict[str, Any]) -> None:
+    await response.write(b"data: " + json_text(event).encode() + b"\n\n")
