@@ -46,6 +46,9 @@ def test_a_refused_credential_is_401_and_stores_nothing(keyed: Keyed, key: str) 
         ("/v1/messages", BODY),
         ("/v1/messages", {**BODY, "stream": True}),
         ("/v1/messages/count_tokens", {"model": MODEL, "messages": BODY["messages"]}),
+        # Bodies refused anyway: the credential is what the caller learns about.
+        ("/v1/messages", {"model": MODEL}),
+        ("/v1/messages/count_tokens", {"frobnicate": 1}),
     ]:
         response = httpx.post(keyed_url(keyed) + path, json=body, headers=headers, timeout=30)
         assert response.status_code == 401, (path, response.text)
@@ -74,6 +77,23 @@ def test_a_key_cannot_name_another_user(keyed: Keyed) -> None:
         ask(c, "as bob", metadata={"user_id": "bob"})
     assert refused.value.body["error"]["type"] == "permission_error"  # type: ignore[index]
     assert sessions(keyed, keyed.server.bob) == []
+
+
+def test_the_user_header_goes_before_metadata(keyed: Keyed) -> None:
+    """Hosts on Claude Code put an identifier of their own in metadata.user_id."""
+    with anthropic.Anthropic(
+        base_url=keyed_url(keyed), api_key=keyed.server.alice, max_retries=0
+    ) as c:
+        answer = ask(
+            c,
+            "from a host",
+            metadata={"user_id": "user_0a1b_account_session_9"},
+            extra_headers={"X-Contextd-User": "alice"},
+        )
+        with pytest.raises(anthropic.PermissionDeniedError):
+            ask(c, "as bob", extra_headers={"X-Contextd-User": "bob"})
+    session_id = (answer.model_extra or {})["contextd"]["session_id"]
+    assert session_id in {s.id for s in sessions(keyed, keyed.server.alice)}
 
 
 def test_another_users_session_is_refused_and_unchanged(keyed: Keyed) -> None:

@@ -74,16 +74,19 @@ class AnthropicRoutes(ModelFront):
             return cors
         body = b""
         code = grpc.StatusCode.OK
+        called = False
         try:
             body = await self.read(request)
             _check_version(request)
             native, params = count_request(body)
             try:
+                called = True
                 counted = await self.context.CountTokens(native, metadata=self.metadata(request))
             except grpc.aio.AioRpcError as error:
                 raise from_rpc_error(error, params) from None
             return web.json_response({"input_tokens": counted.total_tokens}, headers=cors)
-        except HttpFailure as failure:
+        except HttpFailure as error:
+            failure = error if called else await self.refused_first(request, error)
             code = failure.metric_code
             return self.error_response(failure, cors)
         finally:

@@ -103,13 +103,7 @@ class ModelFront(ABC):
             started = await turn_started(call, turn.params)
             return await turn.answer(request, cors, call, started)
         except HttpFailure as error:
-            failure = error
-            if call is None:
-                # Refused before the native call checked the credential: a caller without
-                # a valid one learns only that.
-                refused = await self.credential_failure(request)
-                if refused is not None and refused.status == 401:
-                    failure = refused
+            failure = error if call is not None else await self.refused_first(request, error)
             code = failure.metric_code
             return self.error_response(failure, cors)
         except (ConnectionResetError, asyncio.CancelledError):
@@ -122,6 +116,12 @@ class ModelFront(ABC):
                 call.cancel()
             self.gateway.release(body)
             self.count(code)
+
+    async def refused_first(self, request: web.Request, failure: HttpFailure) -> HttpFailure:
+        """The failure of a request refused before its native call checked the
+        credential: a caller without a valid one learns only that."""
+        refused = await self.credential_failure(request)
+        return refused if refused is not None and refused.status == 401 else failure
 
     async def credential_failure(self, request: web.Request) -> HttpFailure | None:
         """The failure for a credential the server refuses; None when it is accepted.
