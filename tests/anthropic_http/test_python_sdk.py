@@ -284,7 +284,8 @@ def test_a_stateless_tool_loop_goes_on_after_the_tool_results(served: Served) ->
         )
         [use] = [b for b in first.content if b.type == "tool_use"]
         messages += [
-            {"role": "assistant", "content": first.content},
+            # The answer's blocks with every field the SDK holds, None ones included.
+            {"role": "assistant", "content": [b.model_dump() for b in first.content]},
             {
                 "role": "user",
                 "content": [{"type": "tool_result", "tool_use_id": use.id, "content": "sunny"}],

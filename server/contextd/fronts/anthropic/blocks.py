@@ -34,11 +34,15 @@ from contextd.v1 import context_pb2 as pb
 
 _ROLES = {"user": pb.ROLE_USER, "assistant": pb.ROLE_ASSISTANT}
 _CACHE = "cache_control"  # accepted on every block: contextd lays out the prompt cache
+# Every field of the SDKs' own blocks, so that an answer can be sent back as it is;
+# those that ask for nothing contextd does are accepted without effect.
 _KEYS = {
     "text": frozenset({"type", "text", _CACHE, "citations"}),
-    "image": frozenset({"type", "source", _CACHE}),
-    "tool_use": frozenset({"type", "id", "name", "input", _CACHE, "caller"}),
-    "tool_result": frozenset({"type", "tool_use_id", "content", "is_error", _CACHE}),
+    "image": frozenset({"type", "source", _CACHE, "transformations"}),
+    "tool_use": frozenset({"type", "id", "name", "input", _CACHE, "caller", "toolset_name"}),
+    "tool_result": frozenset(
+        {"type", "tool_use_id", "content", "is_error", _CACHE, "toolset_name"}
+    ),
     "thinking": frozenset({"type", "thinking", "signature"}),
     "redacted_thinking": frozenset({"type", "data"}),
 }

@@ -62,8 +62,12 @@ _CHOICES = {
     "tool": cpb.TOOL_CHOICE_MODE_FUNCTION,
     "none": cpb.TOOL_CHOICE_MODE_NONE,
 }
+# A client tool's fields; only name, description and input_schema are used.
 _TOOL_KEYS = frozenset(
-    {"name", "description", "input_schema", "type", "cache_control", "strict", "input_examples"}
+    {
+        *("name", "description", "input_schema", "type", "cache_control", "strict"),
+        *("input_examples", "allowed_callers", "defer_loading", "eager_input_streaming"),
+    }
 )
 
 
