@@ -21,7 +21,7 @@ import asyncio
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 from tests.support.fakes.llm_server import FakeLLMServer, JSONReply, Reply, StreamReply
 from tests.support.fakes.openai_sse import error_body, split, text_frames, tool_call_frames
@@ -29,6 +29,7 @@ from tests.support.fakes.openai_sse import error_body, split, text_frames, tool_
 WEATHER_CALL = ("call_w1", "get_weather", '{"city": "Paris"}')
 SLOW_PIECES = 40
 SLOW_DELAY = 0.05
+Served = TypeVar("Served", bound=FakeLLMServer)
 
 
 def _text(content: Any) -> str:
@@ -73,6 +74,11 @@ def _after_turn(body: dict[str, Any]) -> bool:
     messages = body.get("messages") or [{}]
     first = messages[0] if isinstance(messages[0], dict) else {}
     system = _text(first.get("content")) if first.get("role") == "system" else ""
+    return after_turn_instructions(system)
+
+
+def after_turn_instructions(system: str) -> bool:
+    """Whether a system prompt is that of contextd's work after a turn."""
     return any(
         words in system
         for words in (
@@ -86,7 +92,13 @@ def _after_turn(body: dict[str, Any]) -> bool:
 @contextmanager
 def rule_model() -> Iterator[RuleModel]:
     """A RuleModel serving from its own thread and event loop."""
-    model = RuleModel()
+    with serving(RuleModel()) as model:
+        yield model
+
+
+@contextmanager
+def serving(model: Served) -> Iterator[Served]:
+    """``model`` serving from its own thread and event loop."""
     loop = asyncio.new_event_loop()
     started = threading.Event()
 

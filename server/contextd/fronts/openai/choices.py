@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 
-from contextd.fronts.openai import json_fields as jf
-from contextd.fronts.openai.errors import excerpt, invalid
-from contextd.fronts.openai.params import ParamMap
+from contextd.fronts.chat_http import json_fields as jf
+from contextd.fronts.chat_http.failure import excerpt, invalid
+from contextd.fronts.chat_http.params import ParamMap
 from contextd.v1 import chat_pb2 as cpb
 
 _MODES = {

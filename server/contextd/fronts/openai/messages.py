@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import base64
 import binascii
-from dataclasses import dataclass, field
 from typing import Any
 
-from contextd.fronts.openai.errors import excerpt, invalid
-from contextd.fronts.openai.json_fields import (
+from contextd.fronts.chat_http.failure import excerpt, invalid
+from contextd.fronts.chat_http.json_fields import (
     JsonObject,
     array,
     known_keys,
@@ -24,7 +23,8 @@ from contextd.fronts.openai.json_fields import (
     optional_string,
     string,
 )
-from contextd.fronts.openai.params import ParamMap
+from contextd.fronts.chat_http.params import ParamMap
+from contextd.fronts.chat_http.turn import Turn
 from contextd.v1 import chat_pb2 as cpb
 from contextd.v1 import context_pb2 as pb
 
@@ -64,16 +64,6 @@ _PART_KEYS = {
     "refusal": frozenset({"type", "refusal"}),
     "image_url": frozenset({"type", "image_url"}),
 }
-
-
-@dataclass
-class Turn:
-    """What the native StreamChatRequest gets from the messages."""
-
-    history: list[pb.Message] = field(default_factory=list)
-    user_message: str = ""
-    user_parts: list[pb.ContentPart] = field(default_factory=list)
-    tool_results: list[cpb.ToolResult] = field(default_factory=list)
 
 
 def inline_turn(raw: object, params: ParamMap) -> Turn:

@@ -11,7 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from contextd.fronts.openai.response import EXTENSION, Completion
+from contextd.fronts.chat_http.turn import EXTENSION
+from contextd.fronts.openai.response import Completion
 from contextd.fronts.openai.response_ids import ResponseId
 from contextd.fronts.openai.responses_request import ResponsesRequest
 from contextd.v1 import chat_pb2 as cpb

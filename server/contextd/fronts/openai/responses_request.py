@@ -15,11 +15,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from contextd.fronts.chat_http import json_fields as jf
+from contextd.fronts.chat_http.failure import excerpt, invalid
+from contextd.fronts.chat_http.params import ParamMap
 from contextd.fronts.openai import choices
-from contextd.fronts.openai import json_fields as jf
-from contextd.fronts.openai.errors import excerpt, invalid
 from contextd.fronts.openai.messages import image_part
-from contextd.fronts.openai.params import ParamMap
 from contextd.fronts.openai.response_ids import ResponseId
 from contextd.v1 import chat_pb2 as cpb
 from contextd.v1 import context_pb2 as pb
@@ -107,7 +107,8 @@ class ResponsesRequest:
         return self.previous is not None or bool(self.conversation)
 
 
-def translate(body: jf.JsonObject) -> ResponsesRequest:
+def translate(raw: bytes) -> ResponsesRequest:
+    body = jf.parse_object(raw)
     jf.known_keys(body, KNOWN, "")
     for name, check in HINTS.items():
         check(body.get(name), name)

@@ -1,6 +1,7 @@
 """``POST /v1/responses``, ``GET`` and ``DELETE /v1/responses/{id}``: the Responses API
 over the same native calls as Chat Completions (StreamChat; ListMessages to retrieve a
-response, DeleteSession to delete one), with the caller's credential passed on.
+response, DeleteSession to delete one), through the OpenAI front's shared machinery
+(chat_http.front).
 
 A response lives in its contextd session: retrieving it reads the session's messages,
 and deleting it deletes that session (every response of the conversation with it).
@@ -8,16 +9,14 @@ and deleting it deletes that session (every response of the conversation with it
 
 from __future__ import annotations
 
-import asyncio
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import grpc
 import grpc.aio
 from aiohttp import web
 
-from contextd.fronts.openai.calls import PROTOCOL, completed, dumps, error_response, metric_code
-from contextd.fronts.openai.errors import OpenAIError, from_rpc_error
-from contextd.fronts.openai.request import parse_body
+from contextd.fronts.chat_http.failure import HttpFailure, from_rpc_error
+from contextd.fronts.chat_http.front import ModelFront, TurnCall, json_text, turn_completed
 from contextd.fronts.openai.response_ids import ResponseId
 from contextd.fronts.openai.responses_output import (
     ResponseBuilder,
@@ -27,11 +26,8 @@ from contextd.fronts.openai.responses_output import (
 )
 from contextd.fronts.openai.responses_request import ResponsesRequest, translate
 from contextd.v1 import chat_pb2 as cpb
-from contextd.v1 import chat_pb2_grpc, sessions_pb2, sessions_pb2_grpc
 from contextd.v1 import context_pb2 as pb
-
-if TYPE_CHECKING:
-    from contextd.fronts.openai.routes import OpenAIRoutes
+from contextd.v1 import sessions_pb2, sessions_pb2_grpc
 
 _PAGE = 500
 # The server's own tools: their calls are not the host's to see.
@@ -39,13 +35,11 @@ _SERVER_TOOLS = frozenset({"memory_search", "recall_tool_result"})
 
 
 class ResponsesRoutes:
-    """Handlers of the Responses API; ``front`` holds what every /v1 route shares."""
+    """Handlers of the Responses API on ``front`` (the OpenAI front, already attached)."""
 
-    def __init__(self, front: OpenAIRoutes) -> None:
+    def __init__(self, front: ModelFront) -> None:
         self._front = front
-        gateway = front.gateway
-        self._chat = chat_pb2_grpc.ChatServiceStub(gateway.channel)
-        self._sessions = sessions_pb2_grpc.SessionServiceStub(gateway.channel)
+        self._sessions = sessions_pb2_grpc.SessionServiceStub(front.gateway.channel)
 
     def routes(self) -> list[web.RouteDef]:
         return [
@@ -55,114 +49,27 @@ class ResponsesRoutes:
         ]
 
     async def _create(self, request: web.Request) -> web.StreamResponse:
-        front = self._front
-        cors = front.cors(request)
-        if isinstance(cors, web.Response):
-            return cors
-        body = b""
-        call: grpc.aio.UnaryStreamCall[cpb.StreamChatRequest, cpb.StreamChatResponse] | None
-        call = None
-        code = grpc.StatusCode.OK
-        try:
-            body = await front.read(request)
-            asked = translate(parse_body(body))
-            call = self._chat.StreamChat(asked.native, metadata=front.metadata(request))
-            started = await front.turn_started(call, asked.params)
-            builder = ResponseBuilder(asked, started)
-            if asked.stream:
-                return await self._stream(request, cors, call, asked, builder)
-            return await self._whole(request, cors, call, asked, builder)
-        except OpenAIError as error:
-            answer = error
-            if call is None:
-                refused = await front.credential_error(request)
-                if refused is not None and refused.status == 401:
-                    answer = refused
-            code = metric_code(answer)
-            return error_response(answer, cors)
-        except (ConnectionResetError, asyncio.CancelledError):
-            code = grpc.StatusCode.CANCELLED
-            raise asyncio.CancelledError from None
-        finally:
-            if call is not None:
-                call.cancel()
-            front.gateway.release(body)
-            if front.gateway.count is not None:
-                front.gateway.count(PROTOCOL, code)
-
-    async def _whole(
-        self,
-        request: web.Request,
-        cors: dict[str, str],
-        call: grpc.aio.UnaryStreamCall[cpb.StreamChatRequest, cpb.StreamChatResponse],
-        asked: ResponsesRequest,
-        builder: ResponseBuilder,
-    ) -> web.Response:
-        done = await completed(call, asked.params, on_delta=None)
-        failure = builder.completion.failure(done)
-        if failure is not None:
-            raise failure
-        await self._forget_unstored(request, asked, builder)
-        return web.Response(
-            text=dumps(builder.whole(done)),
-            content_type="application/json",
-            headers={**cors, **builder.headers()},
+        return await self._front.run_turn(
+            request, lambda body, _: _ResponseTurn(self, translate(body))
         )
 
-    async def _stream(
-        self,
-        request: web.Request,
-        cors: dict[str, str],
-        call: grpc.aio.UnaryStreamCall[cpb.StreamChatRequest, cpb.StreamChatResponse],
-        asked: ResponsesRequest,
-        builder: ResponseBuilder,
-    ) -> web.StreamResponse:
-        response = web.StreamResponse(
-            headers={
-                **cors,
-                **builder.headers(),
-                "Content-Type": "text/event-stream",
-                "Cache-Control": "no-cache",
-            }
-        )
-        await response.prepare(request)
-        for event in builder.opening():
-            await _send(response, event)
-
-        async def on_delta(text: str) -> None:
-            for event in builder.delta(text):
-                await _send(response, event)
-
-        try:
-            done = await completed(call, asked.params, on_delta)
-        except OpenAIError as error:
-            await _send(response, builder.failed(error.message, error.code or error.type))
-            return response
-        failure = builder.completion.failure(done)
-        if failure is not None:
-            await _send(response, builder.failed(failure.message, failure.code or failure.type))
-            return response
-        await self._forget_unstored(request, asked, builder)
-        for event in builder.closing(done):
-            await _send(response, event)
-        await response.write_eof()
-        return response
-
-    async def _forget_unstored(
-        self, request: web.Request, asked: ResponsesRequest, builder: ResponseBuilder
+    async def forget_unstored(
+        self, request: web.Request, asked: ResponsesRequest, started: cpb.TurnStarted
     ) -> None:
         """``store: false``: the inline turn's session goes once it is answered."""
         if asked.store:
             return
-        started = builder.started
+        await self._delete_session(request, asked.native.session.user_id, started.session_id)
+
+    async def _delete_session(self, request: web.Request, user_id: str, session_id: str) -> None:
         try:
             await self._sessions.DeleteSession(
-                sessions_pb2.DeleteSessionRequest(
-                    user_id=asked.native.session.user_id, session_id=started.session_id
-                ),
+                sessions_pb2.DeleteSessionRequest(user_id=user_id, session_id=session_id),
                 metadata=self._front.metadata(request),
             )
         except grpc.aio.AioRpcError as error:
+            if error.code() is grpc.StatusCode.NOT_FOUND:
+                raise _not_found() from None
             raise from_rpc_error(error) from None
 
     async def _retrieve(self, request: web.Request) -> web.Response:
@@ -181,33 +88,23 @@ class ResponsesRoutes:
             text = request.match_info["id"]
             found = ResponseId.parse(text)
             if found is None:
-                refused = await front.credential_error(request)
+                refused = await front.credential_failure(request)
                 raise refused or _not_found()
-            metadata = front.metadata(request)
-            output = await self._output(found, metadata)
+            created, output = await self._output(request, found)
             if delete:
-                try:
-                    await self._sessions.DeleteSession(
-                        sessions_pb2.DeleteSessionRequest(
-                            user_id=found.user_id, session_id=found.session_id
-                        ),
-                        metadata=metadata,
-                    )
-                except grpc.aio.AioRpcError as error:
-                    raise from_rpc_error(error) from None
+                await self._delete_session(request, found.user_id, found.session_id)
                 answer: dict[str, Any] = {"id": text, "object": "response", "deleted": True}
             else:
-                answer = response_object(text, "", output[0], "completed", output[1], None, None)
+                answer = response_object(text, "", created, "completed", output, None, None)
             return web.json_response(answer, headers=cors)
-        except OpenAIError as error:
-            code = metric_code(error)
-            return error_response(error, cors)
+        except HttpFailure as failure:
+            code = failure.metric_code
+            return front.error_response(failure, cors)
         finally:
-            if front.gateway.count is not None:
-                front.gateway.count(PROTOCOL, code)
+            front.count(code)
 
     async def _output(
-        self, found: ResponseId, metadata: grpc.aio.Metadata
+        self, request: web.Request, found: ResponseId
     ) -> tuple[int, list[dict[str, Any]]]:
         """The response's creation time and output, from the session's stored messages:
         the assistant messages of its turn after its start (the user message, or the
@@ -223,7 +120,7 @@ class ResponsesRoutes:
                         page_size=_PAGE,
                         page_token=token,
                     ),
-                    metadata=metadata,
+                    metadata=self._front.metadata(request),
                 )
             except grpc.aio.AioRpcError as error:
                 if error.code() is grpc.StatusCode.NOT_FOUND:
@@ -244,7 +141,7 @@ class ResponsesRoutes:
                 -1,
             )
         answer = None
-        for m in messages[max(start, 0) :] if start >= 0 else ():
+        for m in messages[start:] if start >= 0 else ():
             if m.message.role != pb.ROLE_ASSISTANT:
                 continue
             answer = m
@@ -260,11 +157,72 @@ class ResponsesRoutes:
         return answer.create_time.seconds, output
 
 
-def _not_found() -> OpenAIError:
-    return OpenAIError(404, "No response with that id.", code="not_found")
+class _ResponseTurn:
+    """A Responses API request run as a native turn."""
+
+    def __init__(self, routes: ResponsesRoutes, asked: ResponsesRequest) -> None:
+        self.routes = routes
+        self.asked = asked
+        self.native = asked.native
+        self.params = asked.params
+
+    async def answer(
+        self, request: web.Request, cors: dict[str, str], call: TurnCall, started: cpb.TurnStarted
+    ) -> web.StreamResponse:
+        builder = ResponseBuilder(self.asked, started)
+        if self.asked.stream:
+            return await self._stream(request, cors, call, builder)
+        done = await turn_completed(call, self.params, on_delta=None)
+        failure = builder.completion.failure(done)
+        if failure is not None:
+            raise failure
+        await self.routes.forget_unstored(request, self.asked, started)
+        return web.Response(
+            text=json_text(builder.whole(done)),
+            content_type="application/json",
+            headers={**cors, **builder.headers()},
+        )
+
+    async def _stream(
+        self, request: web.Request, cors: dict[str, str], call: TurnCall, builder: ResponseBuilder
+    ) -> web.StreamResponse:
+        response = web.StreamResponse(
+            headers={
+                **cors,
+                **builder.headers(),
+                "Content-Type": "text/event-stream",
+                "Cache-Control": "no-cache",
+            }
+        )
+        await response.prepare(request)
+        for event in builder.opening():
+            await _send(response, event)
+
+        async def on_delta(text: str) -> None:
+            for event in builder.delta(text):
+                await _send(response, event)
+
+        try:
+            done = await turn_completed(call, self.params, on_delta)
+        except HttpFailure as error:
+            await _send(response, builder.failed(error.message, error.code or "server_error"))
+            return response
+        failure = builder.completion.failure(done)
+        if failure is not None:
+            await _send(response, builder.failed(failure.message, failure.code or "server_error"))
+            return response
+        await self.routes.forget_unstored(request, self.asked, builder.started)
+        for event in builder.closing(done):
+            await _send(response, event)
+        await response.write_eof()
+        return response
+
+
+def _not_found() -> HttpFailure:
+    return HttpFailure(404, "No response with that id.", code="not_found")
 
 
 async def _send(response: web.StreamResponse, event: dict[str, Any]) -> None:
     await response.write(
-        b"event: " + event["type"].encode() + b"\ndata: " + dumps(event).encode() + b"\n\n"
+        b"event: " + event["type"].encode() + b"\ndata: " + json_text(event).encode() + b"\n\n"
     )
