@@ -106,4 +106,4 @@ clean:
 	rm -rf $(BROWSER_HARNESS)/node_modules $(BROWSER_HARNESS)/dist $(BROWSER_HARNESS)/src/gen
 	rm -rf examples/node/node_modules $(TASKPANE)/node_modules $(TASKPANE)/dist
 	rm -rf tests/openai_node/node_modules
-	rm -rf clients/dotnet/*/bin clients/dotnet/*/obj clients/dotnet/*/TestResults
+	rm -rf clients/dotnet/*/*/bin clients/dotnet/*/*/obj clients/dotnet/*/*/TestResults

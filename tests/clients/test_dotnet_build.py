@@ -71,7 +71,7 @@ def test_every_project_builds_for_every_target_without_warnings(build: Run) -> N
 
 def test_the_net48_build_gets_its_binding_redirects(build: Run) -> None:
     """What the README tells a .NET Framework add-in: the build writes the redirects."""
-    config = DOTNET_DIR / "Contextd.Sample.VB" / "bin" / CONFIGURATION / "net48"
+    config = DOTNET_DIR / "samples" / "Contextd.Sample.VB" / "bin" / CONFIGURATION / "net48"
     text = (config / "Contextd.Sample.VB.exe.config").read_text()
     redirected = set(re.findall(r'<assemblyIdentity name="([\w.]+)"', text))
     assert redirected >= {"Microsoft.Bcl.AsyncInterfaces", "System.Memory", "System.Text.Json"}
