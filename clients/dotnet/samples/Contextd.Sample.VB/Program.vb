@@ -123,8 +123,11 @@ Module Program
             .UserMessage = question,
             .Mode = "sample"
         }
+        ' RunChatTurnAsync calls PrintEvent for each event on the thread that read it. A task
+        ' pane passes a Progress(Of StreamChatResponse) made on its UI thread instead, whose
+        ' handler runs there, in order: New Progress(Of StreamChatResponse)(AddressOf ShowEvent).
         Console.Write("answer: ")
-        Dim completed = Await client.StreamChatAsync(turn, AddressOf PrintEvent, cancellationToken)
+        Dim completed = Await client.RunChatTurnAsync(turn, AddressOf PrintEvent, cancellationToken)
         Console.WriteLine()
         Console.WriteLine($"turn {completed.Status} in {completed.DurationMs} ms, prompt tokens {completed.TurnUsage.PromptTokensEstimate} (estimate)")
         If completed.Status = TurnStatus.[Error] Then

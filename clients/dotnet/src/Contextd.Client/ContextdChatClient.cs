@@ -44,16 +44,16 @@ namespace Contextd.Client
     /// </remarks>
     public sealed class ContextdChatClient : IChatClient
     {
-        private readonly ContextdClient _client;
+        private readonly IContextdClient _client;
         private readonly ContextdChatClientOptions _options;
         private readonly ChatClientMetadata _metadata;
 
         /// <summary>Chat turns through <paramref name="client"/>.</summary>
-        public ContextdChatClient(ContextdClient client, ContextdChatClientOptions? options = null)
+        public ContextdChatClient(IContextdClient client, ContextdChatClientOptions? options = null)
         {
             _client = client ?? throw new ArgumentNullException(nameof(client));
             _options = options ?? new ContextdChatClientOptions();
-            _metadata = new ChatClientMetadata("contextd", client.Address);
+            _metadata = new ChatClientMetadata("contextd", client is ContextdClient own && Uri.TryCreate(own.Target, UriKind.Absolute, out var target) ? target : null);
         }
 
         /// <inheritdoc />
@@ -64,7 +64,7 @@ namespace Contextd.Client
         {
             var request = BuildRequest(messages, options);
             var turn = new TurnReader(request);
-            await foreach (var item in _client.StreamChat(request, cancellationToken).ConfigureAwait(false))
+            await foreach (var item in _client.StreamChatAsync(request, cancellationToken).ConfigureAwait(false))
             {
                 turn.Read(item);
             }
@@ -79,7 +79,7 @@ namespace Contextd.Client
         {
             var request = BuildRequest(messages, options);
             var turn = new TurnReader(request);
-            await foreach (var item in _client.StreamChat(request, cancellationToken).ConfigureAwait(false))
+            await foreach (var item in _client.StreamChatAsync(request, cancellationToken).ConfigureAwait(false))
             {
                 var update = turn.Read(item);
                 if (update != null)
@@ -92,7 +92,7 @@ namespace Contextd.Client
 
         /// <summary>
         /// <see cref="ChatClientMetadata"/> (provider <c>contextd</c> and the server's address),
-        /// the <see cref="ContextdClient"/>, or this client; <c>null</c> for anything else.
+        /// the <see cref="IContextdClient"/> (or its own class), or this client; <c>null</c> for anything else.
         /// </summary>
         public object? GetService(Type serviceType, object? serviceKey = null)
         {
@@ -108,7 +108,7 @@ namespace Contextd.Client
             {
                 return _metadata;
             }
-            if (serviceType == typeof(ContextdClient))
+            if (serviceType.IsInstanceOfType(_client) && (serviceType == typeof(IContextdClient) || serviceType == _client.GetType()))
             {
                 return _client;
             }

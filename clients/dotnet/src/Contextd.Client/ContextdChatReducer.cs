@@ -24,11 +24,11 @@ namespace Contextd.Client
     /// </remarks>
     public sealed class ContextdChatReducer : IChatReducer
     {
-        private readonly ContextdClient _client;
+        private readonly IContextdClient _client;
         private readonly ContextdChatReducerOptions _options;
 
         /// <summary>Reductions through <paramref name="client"/>.</summary>
-        public ContextdChatReducer(ContextdClient client, ContextdChatReducerOptions options)
+        public ContextdChatReducer(IContextdClient client, ContextdChatReducerOptions options)
         {
             _client = client ?? throw new ArgumentNullException(nameof(client));
             _options = options ?? throw new ArgumentNullException(nameof(options));

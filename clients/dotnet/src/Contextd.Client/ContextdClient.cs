@@ -3,24 +3,29 @@ using System.Collections.Generic;
 using System.Net;
 using System.Net.Http;
 using System.Runtime.CompilerServices;
+using System.Text.RegularExpressions;
 using System.Threading;
 using System.Threading.Tasks;
 using Contextd.V1;
+using Google.Protobuf.Collections;
 using Grpc.Core;
+using Grpc.Core.Interceptors;
 using Grpc.Net.Client;
 using Grpc.Net.Client.Web;
+using Microsoft.Extensions.Logging;
+using Microsoft.Extensions.Logging.Abstractions;
 
 namespace Contextd.Client
 {
     /// <summary>
     /// One connection to a contextd server, with a Task-returning method per RPC.
-    /// Thread-safe; create one per add-in and dispose it on shutdown.
-    /// Every failed call throws <see cref="ContextdException"/>; a cancelled token throws
-    /// <see cref="OperationCanceledException"/>.
+    /// Thread-safe; create one per add-in (or take it from dependency injection) and dispose
+    /// it on shutdown. It disposes only what it made: a channel or handler given to it stays
+    /// the giver's.
     /// </summary>
-    public sealed class ContextdClient : IDisposable
+    public sealed class ContextdClient : IContextdClient, IDisposable
     {
-        private readonly GrpcChannel _channel;
+        private readonly GrpcChannel? _ownedChannel;
         private readonly ContextdClientOptions _options;
         private readonly ContextService.ContextServiceClient _context;
         private readonly SessionService.SessionServiceClient _sessions;
@@ -30,257 +35,259 @@ namespace Contextd.Client
         private readonly UserService.UserServiceClient _users;
 
         /// <summary>
-        /// Connects to <paramref name="address"/> (<c>host:port</c> or a full
-        /// <c>http://</c> / <c>https://</c> URL). The connection opens on the first call.
+        /// Connects to <paramref name="address"/>: <c>host:port</c>, or a full <c>http://</c> /
+        /// <c>https://</c> URL (whose port, when left out, is the scheme's: 80 or 443). A host
+        /// without a port and without a scheme is refused. The connection opens on the first call.
         /// </summary>
         public ContextdClient(string address, ContextdClientOptions? options = null)
+            : this(Connection.Open(address, nameof(address), options ?? new ContextdClientOptions(), null))
         {
-            if (string.IsNullOrWhiteSpace(address))
-            {
-                throw new ArgumentException("an address is required, for example 127.0.0.1:50151", nameof(address));
-            }
-            _options = options ?? new ContextdClientOptions();
-            Address = _options.UseGrpcWeb && !string.IsNullOrWhiteSpace(_options.GrpcWebAddress)
-                ? ParseAddress(_options.GrpcWebAddress!, "options.GrpcWebAddress")
-                : ParseAddress(address, nameof(address));
-            _channel = OpenChannel(Address, _options);
-            _context = new ContextService.ContextServiceClient(_channel);
-            _sessions = new SessionService.SessionServiceClient(_channel);
-            _memory = new MemoryService.MemoryServiceClient(_channel);
-            _prompts = new PromptService.PromptServiceClient(_channel);
-            _chat = new ChatService.ChatServiceClient(_channel);
-            _users = new UserService.UserServiceClient(_channel);
+        }
+
+        /// <summary>Connects to <see cref="ContextdClientOptions.Address"/>.</summary>
+        public ContextdClient(ContextdClientOptions options)
+            : this(Connection.Open(
+                (options ?? throw new ArgumentNullException(nameof(options))).Address ?? "",
+                "options.Address",
+                options,
+                null))
+        {
+        }
+
+        /// <summary>
+        /// Calls through a channel the host built and keeps (its handler, credentials and
+        /// limits); disposing this client leaves the channel open. Of
+        /// <paramref name="options"/> only the deadlines, headers and logger apply.
+        /// </summary>
+        public ContextdClient(GrpcChannel channel, ContextdClientOptions? options = null)
+            : this(Connection.Over(
+                (channel ?? throw new ArgumentNullException(nameof(channel))).CreateCallInvoker(),
+                channel.Target,
+                options))
+        {
+        }
+
+        /// <summary>
+        /// Calls through <paramref name="callInvoker"/> (a test double, or an invoker with the
+        /// host's own interceptors). Of <paramref name="options"/> only the deadlines, headers,
+        /// logger and <see cref="ContextdClientOptions.Address"/> (named in error messages) apply.
+        /// </summary>
+        public ContextdClient(CallInvoker callInvoker, ContextdClientOptions? options = null)
+            : this(Connection.Over(
+                callInvoker ?? throw new ArgumentNullException(nameof(callInvoker)),
+                options?.Address ?? "the server of the given CallInvoker",
+                options))
+        {
+        }
+
+        /// <summary>Through <paramref name="handler"/>, which the caller owns (the HTTP client factory's pipeline).</summary>
+        internal ContextdClient(ContextdClientOptions options, HttpMessageHandler handler, ILoggerFactory? loggerFactory)
+            : this(Connection.Open(options.Address ?? "", "Address", options, handler), loggerFactory)
+        {
+        }
+
+        private ContextdClient(Connection connection, ILoggerFactory? loggerFactory = null)
+        {
+            _options = connection.Options;
+            _ownedChannel = connection.OwnedChannel;
+            Target = connection.Target;
+            var logger = (loggerFactory ?? _options.LoggerFactory ?? NullLoggerFactory.Instance).CreateLogger(ContextdDiagnostics.SourceName);
+            CallInvoker = connection.Invoker.Intercept(new ContextdInterceptor(logger, Target, _options));
+            _context = new ContextService.ContextServiceClient(CallInvoker);
+            _sessions = new SessionService.SessionServiceClient(CallInvoker);
+            _memory = new MemoryService.MemoryServiceClient(CallInvoker);
+            _prompts = new PromptService.PromptServiceClient(CallInvoker);
+            _chat = new ChatService.ChatServiceClient(CallInvoker);
+            _users = new UserService.UserServiceClient(CallInvoker);
         }
 
         /// <summary>The address calls go to (the gRPC-Web one when that is in use).</summary>
-        public string Target => _channel.Target;
+        public string Target { get; }
 
-        /// <summary>The address calls go to, as a URL.</summary>
-        internal Uri Address { get; }
+        /// <summary>
+        /// The invoker this client calls through, with its logging, tracing and errors: a
+        /// generated client made over it (<c>new ChatService.ChatServiceClient(client.CallInvoker)</c>)
+        /// throws <see cref="ContextdException"/> too.
+        /// </summary>
+        public CallInvoker CallInvoker { get; }
 
         // ContextService
 
-        /// <summary>Joins the six system-prompt layers in their fixed order, with token counts.</summary>
+        /// <inheritdoc />
         public Task<AssemblePromptResponse> AssemblePromptAsync(AssemblePromptRequest request, CancellationToken cancellationToken = default) =>
-            UnaryAsync(_context.AssemblePromptAsync(request, Unary(cancellationToken)), cancellationToken);
+            UnaryAsync(_context.AssemblePromptAsync(Required(request), Unary(cancellationToken)));
 
-        /// <summary>Builds the message list under a token budget, inline or from a stored session.</summary>
+        /// <inheritdoc />
         public Task<BuildMessagesResponse> BuildMessagesAsync(BuildMessagesRequest request, CancellationToken cancellationToken = default) =>
-            UnaryAsync(_context.BuildMessagesAsync(request, Unary(cancellationToken)), cancellationToken);
+            UnaryAsync(_context.BuildMessagesAsync(Required(request), Unary(cancellationToken)));
 
-        /// <summary>Marks a stored answer collected (or not), optionally remembering it.</summary>
+        /// <inheritdoc />
         public Task<CollectResponse> CollectAsync(CollectRequest request, CancellationToken cancellationToken = default) =>
-            UnaryAsync(_context.CollectAsync(request, Unary(cancellationToken)), cancellationToken);
+            UnaryAsync(_context.CollectAsync(Required(request), Unary(cancellationToken)));
 
-        /// <summary>Counts tokens of texts and messages.</summary>
+        /// <inheritdoc />
         public Task<CountTokensResponse> CountTokensAsync(CountTokensRequest request, CancellationToken cancellationToken = default) =>
-            UnaryAsync(_context.CountTokensAsync(request, Unary(cancellationToken)), cancellationToken);
+            UnaryAsync(_context.CountTokensAsync(Required(request), Unary(cancellationToken)));
 
-        /// <summary>The server's tokenizers and its default.</summary>
+        /// <inheritdoc />
         public Task<ListTokenizersResponse> ListTokenizersAsync(ListTokenizersRequest request, CancellationToken cancellationToken = default) =>
-            UnaryAsync(_context.ListTokenizersAsync(request, Unary(cancellationToken)), cancellationToken);
+            UnaryAsync(_context.ListTokenizersAsync(Required(request), Unary(cancellationToken)));
 
         // SessionService
 
-        /// <summary>Starts a new session (an empty window; the user's memories stay).</summary>
+        /// <inheritdoc />
         public Task<CreateSessionResponse> CreateSessionAsync(CreateSessionRequest request, CancellationToken cancellationToken = default) =>
-            UnaryAsync(_sessions.CreateSessionAsync(request, Unary(cancellationToken)), cancellationToken);
+            UnaryAsync(_sessions.CreateSessionAsync(Required(request), Unary(cancellationToken)));
 
-        /// <summary>One session of the user.</summary>
+        /// <inheritdoc />
         public Task<GetSessionResponse> GetSessionAsync(GetSessionRequest request, CancellationToken cancellationToken = default) =>
-            UnaryAsync(_sessions.GetSessionAsync(request, Unary(cancellationToken)), cancellationToken);
+            UnaryAsync(_sessions.GetSessionAsync(Required(request), Unary(cancellationToken)));
 
-        /// <summary>The user's sessions, most recently active first, one page at a time.</summary>
+        /// <inheritdoc />
         public Task<ListSessionsResponse> ListSessionsAsync(ListSessionsRequest request, CancellationToken cancellationToken = default) =>
-            UnaryAsync(_sessions.ListSessionsAsync(request, Unary(cancellationToken)), cancellationToken);
+            UnaryAsync(_sessions.ListSessionsAsync(Required(request), Unary(cancellationToken)));
 
-        /// <summary>Deletes a session with its messages and summaries.</summary>
+        /// <inheritdoc />
         public Task<DeleteSessionResponse> DeleteSessionAsync(DeleteSessionRequest request, CancellationToken cancellationToken = default) =>
-            UnaryAsync(_sessions.DeleteSessionAsync(request, Unary(cancellationToken)), cancellationToken);
+            UnaryAsync(_sessions.DeleteSessionAsync(Required(request), Unary(cancellationToken)));
 
-        /// <summary>Stores messages at the end of a session, in one transaction.</summary>
+        /// <inheritdoc />
         public Task<AppendMessagesResponse> AppendMessagesAsync(AppendMessagesRequest request, CancellationToken cancellationToken = default) =>
-            UnaryAsync(_sessions.AppendMessagesAsync(request, Unary(cancellationToken)), cancellationToken);
+            UnaryAsync(_sessions.AppendMessagesAsync(Required(request), Unary(cancellationToken)));
 
-        /// <summary>A session's messages, oldest first, one page at a time.</summary>
+        /// <inheritdoc />
         public Task<ListMessagesResponse> ListMessagesAsync(ListMessagesRequest request, CancellationToken cancellationToken = default) =>
-            UnaryAsync(_sessions.ListMessagesAsync(request, Unary(cancellationToken)), cancellationToken);
+            UnaryAsync(_sessions.ListMessagesAsync(Required(request), Unary(cancellationToken)));
 
-        /// <summary>Stores a compression summary that replaces older messages of a session.</summary>
+        /// <inheritdoc />
         public Task<AddCompressionSummaryResponse> AddCompressionSummaryAsync(AddCompressionSummaryRequest request, CancellationToken cancellationToken = default) =>
-            UnaryAsync(_sessions.AddCompressionSummaryAsync(request, Unary(cancellationToken)), cancellationToken);
+            UnaryAsync(_sessions.AddCompressionSummaryAsync(Required(request), Unary(cancellationToken)));
 
-        /// <summary>Sets the short summary other sessions of the user see.</summary>
+        /// <inheritdoc />
         public Task<SetSessionSummaryResponse> SetSessionSummaryAsync(SetSessionSummaryRequest request, CancellationToken cancellationToken = default) =>
-            UnaryAsync(_sessions.SetSessionSummaryAsync(request, Unary(cancellationToken)), cancellationToken);
+            UnaryAsync(_sessions.SetSessionSummaryAsync(Required(request), Unary(cancellationToken)));
 
-        /// <summary>A session's event log (chat turns), oldest first, as it streams in.</summary>
-        public IAsyncEnumerable<ExportEventsResponse> ExportEvents(ExportEventsRequest request, CancellationToken cancellationToken = default) =>
-            ReadAllAsync(callOptions => _sessions.ExportEvents(request, callOptions), cancellationToken);
+        /// <inheritdoc />
+        public Task<EndSessionResponse> EndSessionAsync(EndSessionRequest request, CancellationToken cancellationToken = default) =>
+            UnaryAsync(_sessions.EndSessionAsync(Required(request), Unary(cancellationToken)));
 
-        /// <summary>
-        /// A session's whole event log as a list, for callers that cannot consume
-        /// <see cref="IAsyncEnumerable{T}"/> (Visual Basic has no <c>Await For Each</c>).
-        /// </summary>
+        // MemoryService
+
+        /// <inheritdoc />
+        public Task<AddMemoryResponse> AddMemoryAsync(AddMemoryRequest request, CancellationToken cancellationToken = default) =>
+            UnaryAsync(_memory.AddMemoryAsync(Required(request), Unary(cancellationToken)));
+
+        /// <inheritdoc />
+        public Task<SearchMemoriesResponse> SearchMemoriesAsync(SearchMemoriesRequest request, CancellationToken cancellationToken = default) =>
+            UnaryAsync(_memory.SearchMemoriesAsync(Required(request), Unary(cancellationToken)));
+
+        /// <inheritdoc />
+        public Task<ListMemoriesResponse> ListMemoriesAsync(ListMemoriesRequest request, CancellationToken cancellationToken = default) =>
+            UnaryAsync(_memory.ListMemoriesAsync(Required(request), Unary(cancellationToken)));
+
+        /// <inheritdoc />
+        public Task<DeleteMemoryResponse> DeleteMemoryAsync(DeleteMemoryRequest request, CancellationToken cancellationToken = default) =>
+            UnaryAsync(_memory.DeleteMemoryAsync(Required(request), Unary(cancellationToken)));
+
+        /// <inheritdoc />
+        public Task<UpdateMemoryResponse> UpdateMemoryAsync(UpdateMemoryRequest request, CancellationToken cancellationToken = default) =>
+            UnaryAsync(_memory.UpdateMemoryAsync(Required(request), Unary(cancellationToken)));
+
+        /// <inheritdoc />
+        public Task<ListMemoryHistoryResponse> ListMemoryHistoryAsync(ListMemoryHistoryRequest request, CancellationToken cancellationToken = default) =>
+            UnaryAsync(_memory.ListMemoryHistoryAsync(Required(request), Unary(cancellationToken)));
+
+        // PromptService
+
+        /// <inheritdoc />
+        public Task<UpsertTemplateResponse> UpsertTemplateAsync(UpsertTemplateRequest request, CancellationToken cancellationToken = default) =>
+            UnaryAsync(_prompts.UpsertTemplateAsync(Required(request), Unary(cancellationToken)));
+
+        /// <inheritdoc />
+        public Task<ListTemplatesResponse> ListTemplatesAsync(ListTemplatesRequest request, CancellationToken cancellationToken = default) =>
+            UnaryAsync(_prompts.ListTemplatesAsync(Required(request), Unary(cancellationToken)));
+
+        /// <inheritdoc />
+        public Task<DeleteTemplateResponse> DeleteTemplateAsync(DeleteTemplateRequest request, CancellationToken cancellationToken = default) =>
+            UnaryAsync(_prompts.DeleteTemplateAsync(Required(request), Unary(cancellationToken)));
+
+        /// <inheritdoc />
+        public Task<UpsertSkillResponse> UpsertSkillAsync(UpsertSkillRequest request, CancellationToken cancellationToken = default) =>
+            UnaryAsync(_prompts.UpsertSkillAsync(Required(request), Unary(cancellationToken)));
+
+        /// <inheritdoc />
+        public Task<ListSkillsResponse> ListSkillsAsync(ListSkillsRequest request, CancellationToken cancellationToken = default) =>
+            UnaryAsync(_prompts.ListSkillsAsync(Required(request), Unary(cancellationToken)));
+
+        /// <inheritdoc />
+        public Task<DeleteSkillResponse> DeleteSkillAsync(DeleteSkillRequest request, CancellationToken cancellationToken = default) =>
+            UnaryAsync(_prompts.DeleteSkillAsync(Required(request), Unary(cancellationToken)));
+
+        // UserService
+
+        /// <inheritdoc />
+        public Task<DeleteUserResponse> DeleteUserAsync(DeleteUserRequest request, CancellationToken cancellationToken = default) =>
+            UnaryAsync(_users.DeleteUserAsync(Required(request), Unary(cancellationToken)));
+
+        // Streams
+
+        /// <inheritdoc />
+        public IAsyncEnumerable<ExportEventsResponse> ExportEventsAsync(ExportEventsRequest request, CancellationToken cancellationToken = default)
+        {
+            Required(request);
+            return ReadAllAsync(callOptions => _sessions.ExportEvents(request, callOptions), cancellationToken);
+        }
+
+        /// <inheritdoc />
         public async Task<IReadOnlyList<ExportEventsResponse>> ExportEventsListAsync(ExportEventsRequest request, CancellationToken cancellationToken = default)
         {
             var events = new List<ExportEventsResponse>();
-            await foreach (var item in ExportEvents(request, cancellationToken).ConfigureAwait(false))
+            await foreach (var item in ExportEventsAsync(request, cancellationToken).ConfigureAwait(false))
             {
                 events.Add(item);
             }
             return events;
         }
 
-        /// <summary>
-        /// Ends a session: its event log gets <c>session_end</c> with the request's mode, once
-        /// (<c>Ended</c> is false when it was already ended). A later turn opens it again.
-        /// </summary>
-        public Task<EndSessionResponse> EndSessionAsync(EndSessionRequest request, CancellationToken cancellationToken = default) =>
-            UnaryAsync(_sessions.EndSessionAsync(request, Unary(cancellationToken)), cancellationToken);
-
-        // MemoryService
-
-        /// <summary>Stores a memory of the user (the same text is stored once).</summary>
-        public Task<AddMemoryResponse> AddMemoryAsync(AddMemoryRequest request, CancellationToken cancellationToken = default) =>
-            UnaryAsync(_memory.AddMemoryAsync(request, Unary(cancellationToken)), cancellationToken);
-
-        /// <summary>The user's memories most relevant to a text, with scores.</summary>
-        public Task<SearchMemoriesResponse> SearchMemoriesAsync(SearchMemoriesRequest request, CancellationToken cancellationToken = default) =>
-            UnaryAsync(_memory.SearchMemoriesAsync(request, Unary(cancellationToken)), cancellationToken);
-
-        /// <summary>The user's memories, newest first, one page at a time.</summary>
-        public Task<ListMemoriesResponse> ListMemoriesAsync(ListMemoriesRequest request, CancellationToken cancellationToken = default) =>
-            UnaryAsync(_memory.ListMemoriesAsync(request, Unary(cancellationToken)), cancellationToken);
-
-        /// <summary>Deletes one memory of the user, with the facts it superseded.</summary>
-        public Task<DeleteMemoryResponse> DeleteMemoryAsync(DeleteMemoryRequest request, CancellationToken cancellationToken = default) =>
-            UnaryAsync(_memory.DeleteMemoryAsync(request, Unary(cancellationToken)), cancellationToken);
-
-        /// <summary>
-        /// Changes the fields of a memory its <c>UpdateMask</c> names (text, scope, metadata,
-        /// validity, expiry); with <c>Supersede</c> a new text keeps the old one as a fact of the past.
-        /// </summary>
-        public Task<UpdateMemoryResponse> UpdateMemoryAsync(UpdateMemoryRequest request, CancellationToken cancellationToken = default) =>
-            UnaryAsync(_memory.UpdateMemoryAsync(request, Unary(cancellationToken)), cancellationToken);
-
-        /// <summary>How the user's memories (or one of them) changed, newest first, one page at a time.</summary>
-        public Task<ListMemoryHistoryResponse> ListMemoryHistoryAsync(ListMemoryHistoryRequest request, CancellationToken cancellationToken = default) =>
-            UnaryAsync(_memory.ListMemoryHistoryAsync(request, Unary(cancellationToken)), cancellationToken);
-
-        // PromptService
-
-        /// <summary>Creates or replaces a scenario's prompt template.</summary>
-        public Task<UpsertTemplateResponse> UpsertTemplateAsync(UpsertTemplateRequest request, CancellationToken cancellationToken = default) =>
-            UnaryAsync(_prompts.UpsertTemplateAsync(request, Unary(cancellationToken)), cancellationToken);
-
-        /// <summary>Every scenario's prompt template.</summary>
-        public Task<ListTemplatesResponse> ListTemplatesAsync(ListTemplatesRequest request, CancellationToken cancellationToken = default) =>
-            UnaryAsync(_prompts.ListTemplatesAsync(request, Unary(cancellationToken)), cancellationToken);
-
-        /// <summary>Deletes a scenario's prompt template.</summary>
-        public Task<DeleteTemplateResponse> DeleteTemplateAsync(DeleteTemplateRequest request, CancellationToken cancellationToken = default) =>
-            UnaryAsync(_prompts.DeleteTemplateAsync(request, Unary(cancellationToken)), cancellationToken);
-
-        /// <summary>Creates or replaces a skill.</summary>
-        public Task<UpsertSkillResponse> UpsertSkillAsync(UpsertSkillRequest request, CancellationToken cancellationToken = default) =>
-            UnaryAsync(_prompts.UpsertSkillAsync(request, Unary(cancellationToken)), cancellationToken);
-
-        /// <summary>Skills, optionally only those for one host app.</summary>
-        public Task<ListSkillsResponse> ListSkillsAsync(ListSkillsRequest request, CancellationToken cancellationToken = default) =>
-            UnaryAsync(_prompts.ListSkillsAsync(request, Unary(cancellationToken)), cancellationToken);
-
-        /// <summary>Deletes a skill.</summary>
-        public Task<DeleteSkillResponse> DeleteSkillAsync(DeleteSkillRequest request, CancellationToken cancellationToken = default) =>
-            UnaryAsync(_prompts.DeleteSkillAsync(request, Unary(cancellationToken)), cancellationToken);
-
-        // UserService
-
-        /// <summary>
-        /// Erases everything stored for a user (sessions, messages, summaries, memories,
-        /// event logs, API keys); <c>ConfirmUserId</c> must repeat the user's id.
-        /// </summary>
-        public Task<DeleteUserResponse> DeleteUserAsync(DeleteUserRequest request, CancellationToken cancellationToken = default) =>
-            UnaryAsync(_users.DeleteUserAsync(request, Unary(cancellationToken)), cancellationToken);
-
-        // ChatService
-
-        /// <summary>
-        /// One chat turn as its events arrive: TurnStarted, text deltas, tool calls, usage,
-        /// then TurnCompleted. For C# (<c>await foreach</c>); Visual Basic code uses
-        /// <see cref="StreamChatAsync"/>.
-        /// </summary>
-        public IAsyncEnumerable<StreamChatResponse> StreamChat(StreamChatRequest request, CancellationToken cancellationToken = default) =>
-            ReadAllAsync(callOptions => _chat.StreamChat(request, callOptions), cancellationToken);
-
-        /// <summary>
-        /// One chat turn: calls <paramref name="onEvent"/> for every event as it arrives
-        /// (on the caller's synchronization context, so a UI thread may update its controls)
-        /// and returns the turn's final event. A turn that fails after it started is a
-        /// TurnCompleted with status <c>TurnStatus.Error</c>, not an exception.
-        /// </summary>
-        /// <param name="request">The turn: session, user message, tools, model options.</param>
-        /// <param name="onEvent">Called for each event, TurnCompleted included; may be <c>Nothing</c>.</param>
-        /// <param name="cancellationToken">Cancels the turn; the server stores the partial answer.</param>
-        public async Task<TurnCompleted> StreamChatAsync(
-            StreamChatRequest request,
-            Action<StreamChatResponse>? onEvent,
-            CancellationToken cancellationToken = default)
+        /// <inheritdoc />
+        public IAsyncEnumerable<StreamChatResponse> StreamChatAsync(StreamChatRequest request, CancellationToken cancellationToken = default)
         {
-            TurnCompleted? completed = null;
-            // No ConfigureAwait(false) here: onEvent runs where the caller awaited.
-            await foreach (var item in StreamChat(request, cancellationToken))
-            {
-                onEvent?.Invoke(item);
-                if (item.EventCase == StreamChatResponse.EventOneofCase.TurnCompleted)
-                {
-                    completed = item.TurnCompleted;
-                }
-            }
-            return completed ?? throw ContextdException.Protocol("the chat stream ended without a TurnCompleted event");
+            Required(request);
+            return ReadAllAsync(callOptions => _chat.StreamChat(request, callOptions), cancellationToken);
         }
 
-        /// <summary>Closes the connection; calls in flight are cancelled.</summary>
-        public void Dispose() => _channel.Dispose();
+        /// <inheritdoc />
+        public Task<TurnCompleted> RunChatTurnAsync(StreamChatRequest request, Action<StreamChatResponse>? onEvent, CancellationToken cancellationToken = default) =>
+            TurnAsync(StreamChatAsync(request, cancellationToken), onEvent);
 
-        private static GrpcChannel OpenChannel(Uri address, ContextdClientOptions options)
-        {
-            var channelOptions = new GrpcChannelOptions
-            {
-                MaxReceiveMessageSize = options.MaxReceiveMessageSize,
-                // A cancelled token surfaces as OperationCanceledException, as .NET callers expect.
-                ThrowOperationCanceledOnCancellation = true,
-            };
-            if (options.UseGrpcWeb)
-            {
-                channelOptions.HttpHandler = new GrpcWebHandler(options.GrpcWebMode, options.HttpHandler ?? new HttpClientHandler());
-                channelOptions.HttpVersion = HttpVersion.Version11;
-#if NET5_0_OR_GREATER
-                channelOptions.HttpVersionPolicy = HttpVersionPolicy.RequestVersionExact;
-#endif
-            }
-            else if (options.HttpHandler != null)
-            {
-                channelOptions.HttpHandler = options.HttpHandler;
-            }
-            BearerCredentials.Apply(options, address, channelOptions);
-            return GrpcChannel.ForAddress(address, channelOptions);
-        }
+        /// <inheritdoc />
+        public Task<TurnCompleted> RunChatTurnAsync(StreamChatRequest request, IProgress<StreamChatResponse>? progress, CancellationToken cancellationToken = default) =>
+            TurnAsync(StreamChatAsync(request, cancellationToken), progress == null ? null : new Action<StreamChatResponse>(progress.Report));
 
-        // contextd's own tools print host:port; the .NET channel needs a URL.
-        private static Uri ParseAddress(string address, string parameter)
-        {
-            var url = address.Contains("://") ? address : "http://" + address;
-            if (!Uri.TryCreate(url, UriKind.Absolute, out var parsed)
-                || (parsed.Scheme != Uri.UriSchemeHttp && parsed.Scheme != Uri.UriSchemeHttps)
-                || parsed.Host.Length == 0)
-            {
-                throw new ArgumentException(
-                    "'" + address + "' is not an address: give host:port (127.0.0.1:50151) or an http:// or https:// URL",
-                    parameter);
-            }
-            return parsed;
-        }
+        // Every page of a list
+
+        /// <inheritdoc />
+        public ContextdPageable<Session> GetSessionsAsync(ListSessionsRequest request, CancellationToken cancellationToken = default) =>
+            Pages(Required(request), (r, token) => r.PageToken = token, ListSessionsAsync, r => r.Sessions, r => r.NextPageToken, cancellationToken);
+
+        /// <inheritdoc />
+        public ContextdPageable<SessionMessage> GetMessagesAsync(ListMessagesRequest request, CancellationToken cancellationToken = default) =>
+            Pages(Required(request), (r, token) => r.PageToken = token, ListMessagesAsync, r => r.Messages, r => r.NextPageToken, cancellationToken);
+
+        /// <inheritdoc />
+        public ContextdPageable<Memory> GetMemoriesAsync(ListMemoriesRequest request, CancellationToken cancellationToken = default) =>
+            Pages(Required(request), (r, token) => r.PageToken = token, ListMemoriesAsync, r => r.Memories, r => r.NextPageToken, cancellationToken);
+
+        /// <inheritdoc />
+        public ContextdPageable<MemoryChange> GetMemoryHistoryAsync(ListMemoryHistoryRequest request, CancellationToken cancellationToken = default) =>
+            Pages(Required(request), (r, token) => r.PageToken = token, ListMemoryHistoryAsync, r => r.Changes, r => r.NextPageToken, cancellationToken);
+
+        /// <summary>Closes the connection the client opened (calls in flight are cancelled); a channel or handler it was given stays open.</summary>
+        public void Dispose() => _ownedChannel?.Dispose();
+
+        private static T Required<T>(T request)
+            where T : class =>
+            request ?? throw new ArgumentNullException(nameof(request));
 
         private CallOptions Unary(CancellationToken cancellationToken) =>
             CallOptionsWith(_options.Timeout, cancellationToken);
@@ -303,22 +310,12 @@ namespace Contextd.Client
             return new CallOptions(headers: headers, deadline: deadline, cancellationToken: cancellationToken);
         }
 
-        private static async Task<TResponse> UnaryAsync<TResponse>(AsyncUnaryCall<TResponse> call, CancellationToken cancellationToken)
+        // Errors become ContextdException in the interceptor; this only awaits and releases the call.
+        private static async Task<TResponse> UnaryAsync<TResponse>(AsyncUnaryCall<TResponse> call)
         {
             using (call)
             {
-                try
-                {
-                    return await call.ResponseAsync.ConfigureAwait(false);
-                }
-                catch (RpcException error)
-                {
-                    throw ContextdException.FromRpcException(error);
-                }
-                catch (OperationCanceledException cancelled) when (!cancellationToken.IsCancellationRequested)
-                {
-                    throw Uncancelled(cancelled, call.GetStatus);
-                }
+                return await call.ResponseAsync.ConfigureAwait(false);
             }
         }
 
@@ -330,48 +327,151 @@ namespace Contextd.Client
         {
             using (var call = start(Streaming(cancellationToken)))
             {
-                while (true)
+                while (await call.ResponseStream.MoveNext(cancellationToken).ConfigureAwait(false))
                 {
-                    bool more;
-                    // C# allows no yield inside a try with a catch, so only the read is guarded.
-                    try
-                    {
-                        more = await call.ResponseStream.MoveNext(cancellationToken).ConfigureAwait(false);
-                    }
-                    catch (RpcException error)
-                    {
-                        throw ContextdException.FromRpcException(error);
-                    }
-                    catch (OperationCanceledException cancelled) when (!cancellationToken.IsCancellationRequested)
-                    {
-                        throw Uncancelled(cancelled, call.GetStatus);
-                    }
-                    if (!more)
-                    {
-                        yield break;
-                    }
                     yield return call.ResponseStream.Current;
                 }
             }
         }
 
-        // With ThrowOperationCanceledOnCancellation, grpc-dotnet reports a call that failed while
-        // its credentials were read (a TokenProvider that threw, a deadline that passed meanwhile)
-        // as a cancellation the caller never asked for. The call's status says what happened.
-        private static Exception Uncancelled(OperationCanceledException cancelled, Func<Status> status)
+        private static async Task<TurnCompleted> TurnAsync(IAsyncEnumerable<StreamChatResponse> events, Action<StreamChatResponse>? onEvent)
         {
-            Status final;
-            try
+            TurnCompleted? completed = null;
+            await foreach (var item in events.ConfigureAwait(false))
             {
-                final = status();
+                onEvent?.Invoke(item);
+                if (item.EventCase == StreamChatResponse.EventOneofCase.TurnCompleted)
+                {
+                    completed = item.TurnCompleted;
+                }
             }
-            catch (InvalidOperationException)
+            return completed ?? throw ContextdException.Protocol("the chat stream ended without a TurnCompleted event");
+        }
+
+        private static ContextdPageable<TItem> Pages<TRequest, TResponse, TItem>(
+            TRequest request,
+            Action<TRequest, string> setPageToken,
+            Func<TRequest, CancellationToken, Task<TResponse>> list,
+            Func<TResponse, RepeatedField<TItem>> items,
+            Func<TResponse, string> nextPageToken,
+            CancellationToken cancellationToken)
+            where TRequest : class, Google.Protobuf.IDeepCloneable<TRequest>
+        {
+            // A copy per page: the caller's request is never changed.
+            var first = request.Clone();
+            return new ContextdPageable<TItem>(
+                async (token, cancel) =>
+                {
+                    var page = first.Clone();
+                    if (token != null)
+                    {
+                        setPageToken(page, token);
+                    }
+                    var response = await list(page, cancel).ConfigureAwait(false);
+                    return new ContextdPage<TItem>(items(response), nextPageToken(response));
+                },
+                cancellationToken);
+        }
+
+        /// <summary>What a constructor connects through, and what of it the client owns.</summary>
+        private sealed class Connection
+        {
+            private static readonly Regex HostAndPort = new Regex(@"^(\[[0-9A-Fa-f:.]+\]|[^:/\[\]]+):\d+$", RegexOptions.CultureInvariant);
+
+            private Connection(CallInvoker invoker, string target, GrpcChannel? ownedChannel, ContextdClientOptions options)
             {
-                return cancelled;
+                Invoker = invoker;
+                Target = target;
+                OwnedChannel = ownedChannel;
+                Options = options;
             }
-            return final.StatusCode == StatusCode.OK || final.StatusCode == StatusCode.Cancelled
-                ? cancelled
-                : ContextdException.FromRpcException(new RpcException(final));
+
+            internal CallInvoker Invoker { get; }
+
+            internal string Target { get; }
+
+            internal GrpcChannel? OwnedChannel { get; }
+
+            internal ContextdClientOptions Options { get; }
+
+            /// <summary>A channel of the client's own, through <paramref name="handler"/> when given (not owned).</summary>
+            internal static Connection Open(string address, string parameter, ContextdClientOptions options, HttpMessageHandler? handler)
+            {
+                if (string.IsNullOrWhiteSpace(address))
+                {
+                    throw new ArgumentException("an address is required, for example 127.0.0.1:50151", parameter);
+                }
+                var url = options.UseGrpcWeb && !string.IsNullOrWhiteSpace(options.GrpcWebAddress)
+                    ? ParseAddress(options.GrpcWebAddress!, "options.GrpcWebAddress")
+                    : ParseAddress(address, parameter);
+                var channel = OpenChannel(url, options, handler ?? options.HttpHandler);
+                return new Connection(channel.CreateCallInvoker(), channel.Target, channel, options);
+            }
+
+            /// <summary>Calls through an invoker the caller owns; credentials and transport are its.</summary>
+            internal static Connection Over(CallInvoker invoker, string target, ContextdClientOptions? options)
+            {
+                options ??= new ContextdClientOptions();
+                if (options.ApiKey != null || options.TokenProvider != null || options.HttpHandler != null || options.UseGrpcWeb)
+                {
+                    throw new ArgumentException(
+                        "ApiKey, TokenProvider, HttpHandler and UseGrpcWeb belong to the channel: set them on the GrpcChannel (or CallInvoker) given",
+                        nameof(options));
+                }
+                return new Connection(invoker, target, null, options);
+            }
+
+            // The channel disposes only a handler it made; one the caller gave stays the caller's.
+            private static GrpcChannel OpenChannel(Uri address, ContextdClientOptions options, HttpMessageHandler? given)
+            {
+                var channelOptions = new GrpcChannelOptions
+                {
+                    MaxReceiveMessageSize = options.MaxReceiveMessageSize,
+                    // A cancelled token surfaces as OperationCanceledException, as .NET callers expect.
+                    ThrowOperationCanceledOnCancellation = true,
+                    DisposeHttpClient = false,
+                };
+                if (options.UseGrpcWeb)
+                {
+                    // A GrpcWebHandler disposes its inner handler with it: only ours is disposed.
+                    channelOptions.HttpHandler = new GrpcWebHandler(options.GrpcWebMode, given ?? new HttpClientHandler());
+                    channelOptions.DisposeHttpClient = given == null;
+                    channelOptions.HttpVersion = HttpVersion.Version11;
+#if NET5_0_OR_GREATER
+                    channelOptions.HttpVersionPolicy = HttpVersionPolicy.RequestVersionExact;
+#endif
+                }
+                else if (given != null)
+                {
+                    channelOptions.HttpHandler = given;
+                }
+                BearerCredentials.Apply(options, address, channelOptions);
+                return GrpcChannel.ForAddress(address, channelOptions);
+            }
+
+            // contextd's own tools print host:port; the .NET channel needs a URL. A host without
+            // a port would silently be port 80, which contextd never listens on by default.
+            private static Uri ParseAddress(string address, string parameter)
+            {
+                var hasScheme = address.Contains("://");
+                if (!hasScheme && !HostAndPort.IsMatch(address))
+                {
+                    throw new ArgumentException(
+                        "'" + address + "' has no port: give host:port (for example localhost:50151) or a URL "
+                        + "(http://localhost:50151; a URL without a port means its scheme's, 80 or 443)",
+                        parameter);
+                }
+                var url = hasScheme ? address : "http://" + address;
+                if (!Uri.TryCreate(url, UriKind.Absolute, out var parsed)
+                    || (parsed.Scheme != Uri.UriSchemeHttp && parsed.Scheme != Uri.UriSchemeHttps)
+                    || parsed.Host.Length == 0)
+                {
+                    throw new ArgumentException(
+                        "'" + address + "' is not an address: give host:port (127.0.0.1:50151) or an http:// or https:// URL",
+                        parameter);
+                }
+                return parsed;
+            }
         }
     }
 }

@@ -4,6 +4,7 @@ using System.Net.Http;
 using System.Threading;
 using System.Threading.Tasks;
 using Grpc.Net.Client.Web;
+using Microsoft.Extensions.Logging;
 
 namespace Contextd.Client
 {
@@ -13,6 +14,13 @@ namespace Contextd.Client
     /// </summary>
     public sealed class ContextdClientOptions
     {
+        /// <summary>
+        /// The server's address (<c>host:port</c> or an <c>http://</c> / <c>https://</c> URL), for
+        /// <c>AddContextdClient</c> and configuration files (<c>"Contextd": { "Address": ... }</c>);
+        /// a constructor's <c>address</c> argument takes its place.
+        /// </summary>
+        public string? Address { get; set; }
+
         /// <summary>
         /// Talk gRPC-Web over HTTP/1.1 instead of gRPC over HTTP/2.
         /// Needed on .NET Framework 4.8 (VSTO and COM add-ins), whose HTTP stack cannot carry
@@ -59,7 +67,8 @@ namespace Contextd.Client
 
         /// <summary>
         /// The HTTP handler to send through (a proxy, client certificates, a test server);
-        /// <c>Nothing</c> for the platform default. The client disposes it.
+        /// <c>Nothing</c> for the platform default. The client never disposes a handler it is
+        /// given: the giver does, after the client.
         /// </summary>
         public HttpMessageHandler? HttpHandler { get; set; }
 
@@ -76,5 +85,13 @@ namespace Contextd.Client
         /// cache it inside if fetching is slow. Sent as <c>authorization: Bearer</c>.
         /// </summary>
         public Func<CancellationToken, Task<string>>? TokenProvider { get; set; }
+
+        /// <summary>
+        /// Where the client logs its calls (category <c>Contextd.Client</c>): Debug when a call
+        /// starts and ends, Warning when it fails, with the method, the status code and the
+        /// rejected fields, never a credential or a message's text. <c>AddContextdClient</c>
+        /// sets it from the container; <c>Nothing</c> logs nothing.
+        /// </summary>
+        public ILoggerFactory? LoggerFactory { get; set; }
     }
 }

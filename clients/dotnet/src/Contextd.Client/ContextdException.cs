@@ -1,5 +1,6 @@
 using System;
 using System.Collections.Generic;
+using System.Globalization;
 using System.Linq;
 using Google.Protobuf;
 using Google.Rpc;
@@ -53,6 +54,30 @@ namespace Contextd.Client
                 }
             }
             return new ContextdException(error.StatusCode, error.Status.Detail, ReadViolations(error), error);
+        }
+
+        /// <summary>
+        /// A failed call of a client at <paramref name="target"/>, with what the transport leaves
+        /// out: the address of a server that could not be reached, and the deadline that passed.
+        /// </summary>
+        internal static ContextdException FromRpcException(RpcException error, string target, TimeSpan? timeout)
+        {
+            var translated = FromRpcException(error);
+            string? detail = null;
+            if (translated.StatusCode == StatusCode.Unavailable && !translated.Detail.Contains(target))
+            {
+                detail = "contextd at " + target + " could not be reached: " + translated.Detail;
+            }
+            else if (translated.StatusCode == StatusCode.DeadlineExceeded)
+            {
+                // grpc-dotnet's own detail is empty: say which deadline passed, and where.
+                detail = "contextd at " + target + " did not answer within the call's deadline"
+                    + (timeout.HasValue ? " of " + timeout.Value.TotalSeconds.ToString(CultureInfo.InvariantCulture) + " s" : "")
+                    + (translated.Detail.Length > 0 ? ": " + translated.Detail : "");
+            }
+            return detail == null
+                ? translated
+                : new ContextdException(translated.StatusCode, detail, translated.FieldViolations, error);
         }
 
         /// <summary>A stream that broke the protocol (for example ended before TurnCompleted).</summary>

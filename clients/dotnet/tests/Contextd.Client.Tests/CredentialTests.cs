@@ -28,7 +28,7 @@ namespace Contextd.Client.Tests
             // An empty user id means the key's own user.
             var created = await alice.CreateSessionAsync(new CreateSessionRequest { Title = "mine" });
             Assert.Equal("alice", created.Session.UserId);
-            var turn = await alice.StreamChatAsync(Requests.Turn("", "hello", created.Session.Id), null);
+            var turn = await alice.RunChatTurnAsync(Requests.Turn("", "hello", created.Session.Id), onEvent: null);
             Assert.Equal(TurnStatus.Ok, turn.Status);
 
             var other = await Assert.ThrowsAsync<ContextdException>(
@@ -67,7 +67,7 @@ namespace Contextd.Client.Tests
             var second = await client.CreateSessionAsync(new CreateSessionRequest());
             Assert.Equal("alice", first.Session.UserId);
             Assert.Equal("bob", second.Session.UserId);
-            await client.StreamChatAsync(Requests.Turn("", "hello", second.Session.Id), null);
+            await client.RunChatTurnAsync(Requests.Turn("", "hello", second.Session.Id), onEvent: null);
             Assert.Equal(3, calls);
         }
 
@@ -84,7 +84,7 @@ namespace Contextd.Client.Tests
 
             var watch = Stopwatch.StartNew();
             var unary = await Assert.ThrowsAsync<ContextdException>(() => client.ListSessionsAsync(new ListSessionsRequest()));
-            var stream = await Assert.ThrowsAsync<ContextdException>(() => client.StreamChatAsync(Requests.Turn("", "hi"), null));
+            var stream = await Assert.ThrowsAsync<ContextdException>(() => client.RunChatTurnAsync(Requests.Turn("", "hi"), onEvent: null));
             Assert.True(watch.Elapsed < TimeSpan.FromSeconds(5), "took " + watch.Elapsed);
 
             foreach (var error in new[] { unary, stream })
@@ -163,7 +163,7 @@ namespace Contextd.Client.Tests
             var created = await client.CreateSessionAsync(new CreateSessionRequest());
             Assert.Equal("alice", created.Session.UserId);
             var events = 0;
-            var turn = await client.StreamChatAsync(Requests.Turn("", "over TLS", created.Session.Id), _ => events++);
+            var turn = await client.RunChatTurnAsync(Requests.Turn("", "over TLS", created.Session.Id), _ => events++);
             Assert.Equal(TurnStatus.Ok, turn.Status);
             Assert.True(events > 3);
         }

@@ -54,7 +54,7 @@ namespace Contextd.Client.Tests
             // A stream refused before the turn starts throws from the enumeration.
             var refused = await Assert.ThrowsAsync<ContextdException>(async () =>
             {
-                await foreach (var _ in client.StreamChat(Requests.Turn(user, "hi", "no-such-session")))
+                await foreach (var _ in client.StreamChatAsync(Requests.Turn(user, "hi", "no-such-session")))
                 {
                 }
             });
@@ -67,8 +67,54 @@ namespace Contextd.Client.Tests
             using var client = Servers.Client(_servers.Slow, Transport.Grpc, new ContextdClientOptions { StreamTimeout = TimeSpan.FromMilliseconds(300) });
             var message = string.Join(" ", Enumerable.Range(1, 60).Select(i => "word" + i));
             var error = await Assert.ThrowsAsync<ContextdException>(
-                () => client.StreamChatAsync(Requests.Turn(_servers.NewUser(), message), null));
+                () => client.RunChatTurnAsync(Requests.Turn(_servers.NewUser(), message), onEvent: null));
             Assert.Equal(StatusCode.DeadlineExceeded, error.StatusCode);
+            Assert.Contains("deadline of 0.3 s", error.Detail);
+        }
+
+        [Fact]
+        public async Task A_unary_call_past_its_deadline_says_which_deadline()
+        {
+            using var client = Servers.Client(_servers.Plain, Transport.Grpc, new ContextdClientOptions { Timeout = TimeSpan.FromTicks(1) });
+            var error = await Assert.ThrowsAsync<ContextdException>(() => client.ListTokenizersAsync(new ListTokenizersRequest()));
+            Assert.Equal(StatusCode.DeadlineExceeded, error.StatusCode);
+            Assert.Contains(_servers.Plain.Address, error.Detail);
+            Assert.Contains("deadline of 1E-07 s", error.Detail);
+        }
+
+        [Fact]
+        public async Task A_null_request_is_an_argument_null_exception_before_any_call()
+        {
+            using var client = Servers.Client(_servers.Plain, Transport.Grpc);
+            var unary = await Assert.ThrowsAsync<ArgumentNullException>(() => client.CreateSessionAsync(null!));
+            Assert.Equal("request", unary.ParamName);
+            // Streams and lists refuse at the call, not at the first read.
+            Assert.Equal("request", Assert.Throws<ArgumentNullException>(() => client.StreamChatAsync(null!)).ParamName);
+            Assert.Equal("request", Assert.Throws<ArgumentNullException>(() => client.ExportEventsAsync(null!)).ParamName);
+            Assert.Equal("request", Assert.Throws<ArgumentNullException>(() => client.GetSessionsAsync(null!)).ParamName);
+            await Assert.ThrowsAsync<ArgumentNullException>(() => client.RunChatTurnAsync(null!, onEvent: null));
+        }
+
+        [Theory]
+        [InlineData("localhost")]
+        [InlineData("127.0.0.1")]
+        [InlineData("[::1]")]
+        public void A_host_without_a_port_is_refused_and_told_how(string address)
+        {
+            var error = Assert.Throws<ArgumentException>(() => new ContextdClient(address));
+            Assert.Equal("address", error.ParamName);
+            Assert.Contains("has no port", error.Message);
+        }
+
+        [Theory]
+        [InlineData("http://localhost", 80)]
+        [InlineData("https://contextd.example", 443)]
+        [InlineData("localhost:50151", 50151)]
+        [InlineData("[::1]:50151", 50151)]
+        public void A_url_without_a_port_takes_its_schemes(string address, int port)
+        {
+            using var client = new ContextdClient(address);
+            Assert.Equal(port, new Uri(client.Target).Port);
         }
 
         [Fact]
@@ -81,6 +127,7 @@ namespace Contextd.Client.Tests
             using var client = new ContextdClient("127.0.0.1:" + port);
             var error = await Assert.ThrowsAsync<ContextdException>(() => client.ListTokenizersAsync(new ListTokenizersRequest()));
             Assert.Equal(StatusCode.Unavailable, error.StatusCode);
+            Assert.Contains("127.0.0.1:" + port, error.Message);
         }
 
         [Theory]
@@ -108,7 +155,7 @@ namespace Contextd.Client.Tests
             Assert.Contains(rpcs, r => r.Service.Name == "UserService" && r.Name == "DeleteUser");
             foreach (var rpc in rpcs)
             {
-                var name = rpc.IsServerStreaming ? rpc.Name : rpc.Name + "Async";
+                var name = rpc.Name + "Async";
                 var method = Assert.Single(methods, m => m.Name == name);
                 Assert.Equal(rpc.InputType.ClrType, method.GetParameters()[0].ParameterType);
                 var returned = method.ReturnType.GetGenericArguments().Single();

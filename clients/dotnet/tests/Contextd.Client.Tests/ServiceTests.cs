@@ -69,7 +69,7 @@ namespace Contextd.Client.Tests
             Assert.Contains(tokenizers.Tokenizers, t => t.Name == "cl100k_base" && t.Available);
             Assert.Contains(tokenizers.Tokenizers, t => t.Name == tokenizers.DefaultTokenizer);
 
-            var completed = await client.StreamChatAsync(Requests.Turn(user, "Which formula sums column B?"), null);
+            var completed = await client.RunChatTurnAsync(Requests.Turn(user, "Which formula sums column B?"), onEvent: null);
             var collected = await client.CollectAsync(new CollectRequest { UserId = user, MessageId = completed.AssistantMessageId, Remember = true });
             Assert.True(collected.IsCollected);
             Assert.Equal(completed.AssistantMessageId, collected.MessageId);
@@ -121,12 +121,12 @@ namespace Contextd.Client.Tests
             Assert.Equal(session.Id, Assert.Single(sessions.Sessions).Id);
 
             // A turn writes the event log that ExportEvents streams.
-            await client.StreamChatAsync(Requests.Turn(user, "And column C?", session.Id), null);
+            await client.RunChatTurnAsync(Requests.Turn(user, "And column C?", session.Id), onEvent: null);
             Assert.True((await client.EndSessionAsync(new EndSessionRequest { UserId = user, SessionId = session.Id, Mode = "test" })).Ended);
             Assert.False((await client.EndSessionAsync(new EndSessionRequest { UserId = user, SessionId = session.Id })).Ended);
 
             var exported = new List<string>();
-            await foreach (var item in client.ExportEvents(new ExportEventsRequest { UserId = user, SessionId = session.Id }))
+            await foreach (var item in client.ExportEventsAsync(new ExportEventsRequest { UserId = user, SessionId = session.Id }))
             {
                 using var line = JsonDocument.Parse(item.Json);
                 exported.Add(line.RootElement.GetProperty("type").GetString()!);
@@ -273,7 +273,7 @@ namespace Contextd.Client.Tests
         {
             using var client = Servers.Client(_servers.Plain, transport);
             var user = _servers.NewUser();
-            await client.StreamChatAsync(Requests.Turn(user, "Remember that I like pivot tables"), null);
+            await client.RunChatTurnAsync(Requests.Turn(user, "Remember that I like pivot tables"), onEvent: null);
             await client.AddMemoryAsync(new AddMemoryRequest { UserId = user, Content = "Likes pivot tables" });
 
             var refused = await Assert.ThrowsAsync<ContextdException>(
@@ -297,7 +297,7 @@ namespace Contextd.Client.Tests
             var user = _servers.NewUser();
 
             var events = new List<StreamChatResponse>();
-            await foreach (var item in client.StreamChat(Requests.Turn(user, "Which formula sums column B?")))
+            await foreach (var item in client.StreamChatAsync(Requests.Turn(user, "Which formula sums column B?")))
             {
                 events.Add(item);
             }
@@ -317,7 +317,7 @@ namespace Contextd.Client.Tests
 
             // The same session again, through the callback form VB uses: the second turn sees the first.
             var seen = new List<StreamChatResponse.EventOneofCase>();
-            var second = await client.StreamChatAsync(Requests.Turn(user, "And column C?", started.SessionId), e => seen.Add(e.EventCase));
+            var second = await client.RunChatTurnAsync(Requests.Turn(user, "And column C?", started.SessionId), e => seen.Add(e.EventCase));
             Assert.Equal(StreamChatResponse.EventOneofCase.TurnCompleted, seen.Last());
             Assert.Contains("I received 4 messages", second.FinalText);
             Assert.Equal(completed.TurnUsage.CompletionTokens + second.TurnUsage.CompletionTokens, second.SessionUsage.CompletionTokens);
@@ -340,7 +340,7 @@ namespace Contextd.Client.Tests
             var watch = System.Diagnostics.Stopwatch.StartNew();
             await Assert.ThrowsAnyAsync<OperationCanceledException>(async () =>
             {
-                await foreach (var item in client.StreamChat(Requests.Turn(user, message), cancel.Token))
+                await foreach (var item in client.StreamChatAsync(Requests.Turn(user, message), cancel.Token))
                 {
                     if (item.EventCase == StreamChatResponse.EventOneofCase.TurnStarted)
                     {

@@ -22,6 +22,7 @@ namespace Contextd.Client.Tests.Support
 
         private readonly Process _process;
         private readonly ConcurrentQueue<string> _log = new ConcurrentQueue<string>();
+        private readonly ConcurrentQueue<string> _output = new ConcurrentQueue<string>();
 
         private ContextdServer(Process process, string dataDir)
         {
@@ -39,6 +40,9 @@ namespace Contextd.Client.Tests.Support
 
         /// <summary>What the server logged so far (JSON lines), for a failing test's message.</summary>
         public string Log => string.Join("\n", _log);
+
+        /// <summary>What the server wrote to standard output so far (spans, with <c>OTEL_TRACES_EXPORTER=console</c>).</summary>
+        public string Output => string.Join("\n", _output);
 
         /// <summary>
         /// Starts <c>contextd serve ARGS</c> and waits for the addresses it logs; <paramref name="prepare"/>
@@ -58,6 +62,7 @@ namespace Contextd.Client.Tests.Support
             {
                 RedirectStandardError = true,
                 RedirectStandardInput = true,
+                RedirectStandardOutput = true,
                 UseShellExecute = false,
             };
             info.ArgumentList.Add("-c");
@@ -173,7 +178,15 @@ namespace Contextd.Client.Tests.Support
                     listening.TrySetResult(true);
                 }
             };
+            _process.OutputDataReceived += (_, e) =>
+            {
+                if (e.Data != null)
+                {
+                    _output.Enqueue(e.Data);
+                }
+            };
             _process.BeginErrorReadLine();
+            _process.BeginOutputReadLine();
             bool listened;
             try
             {

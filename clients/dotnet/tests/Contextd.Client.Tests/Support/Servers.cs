@@ -16,6 +16,7 @@ namespace Contextd.Client.Tests.Support
         private readonly Lazy<KeyedServer> _keyed;
         private readonly Lazy<TlsServer> _tls;
         private readonly Lazy<ModelServer> _model;
+        private readonly Lazy<ContextdServer> _traced;
         private int _users;
 
         public Servers()
@@ -23,6 +24,10 @@ namespace Contextd.Client.Tests.Support
             _plain = Lazily(() => ContextdServer.Start(Array.Empty<string>()));
             // An echo answer streams one chunk per SlowDelayMs, so that a turn can be cancelled midway.
             _slow = Lazily(() => ContextdServer.Start(new[] { "--echo-delay-ms", SlowDelayMs.ToString() }));
+            // Spans on standard output, each as it ends.
+            _traced = Lazily(() => ContextdServer.Start(
+                Array.Empty<string>(),
+                new Dictionary<string, string> { ["OTEL_TRACES_EXPORTER"] = "console", ["OTEL_SERVICE_NAME"] = "contextd" }));
             _keyed = Lazily(() =>
             {
                 string alice = "", bob = "";
@@ -75,6 +80,9 @@ namespace Contextd.Client.Tests.Support
 
         /// <summary>As <see cref="Plain"/>, with the echo answer streamed slowly.</summary>
         public ContextdServer Slow => _slow.Value;
+
+        /// <summary>As <see cref="Plain"/>, printing its spans (OpenTelemetry's console exporter).</summary>
+        public ContextdServer Traced => _traced.Value;
 
         /// <summary><c>--auth api-key</c>, with keys of alice and bob.</summary>
         public KeyedServer Keyed => _keyed.Value;
