@@ -340,17 +340,18 @@ def test_wrapper_has_a_method_per_rpc_that_calls_it() -> None:
         call = f"{fields[rpc.service]}.{rpc.name}"
         if rpc.server_streaming:
             signature = re.compile(
-                rf"public IAsyncEnumerable<{rpc.response}> {rpc.name}\({rpc.request} request,"
+                rf"public IAsyncEnumerable<{rpc.response}> {rpc.name}Async\({rpc.request} request,"
             )
             body = _method_body(source, signature)
-            assert f"{call}(request," in body, f"{rpc.name} does not call {call}"
+            assert f"{call}(request," in body, f"{rpc.name}Async does not call {call}"
         else:
             signature = re.compile(
                 rf"public Task<{rpc.response}> {rpc.name}Async\({rpc.request} request, "
                 r"CancellationToken cancellationToken = default\)"
             )
             body = _method_body(source, signature)
-            assert f"{call}Async(request," in body, f"{rpc.name}Async does not call {call}Async"
+            called = f"{call}Async(Required(request),"
+            assert called in body, f"{rpc.name}Async does not call {call}Async"
 
 
 def test_every_method_the_readme_names_exists_in_the_wrapper() -> None:
@@ -367,7 +368,7 @@ def test_vb_code_calls_only_methods_the_wrapper_has() -> None:
     assert calls[SAMPLE.name] >= {
         "CreateSessionAsync",
         "BuildMessagesAsync",
-        "StreamChatAsync",
+        "RunChatTurnAsync",
         "CollectAsync",
     }
     for name, called in calls.items():

@@ -23,7 +23,7 @@ DOTNET = ROOT / "clients" / "dotnet"
 LIBRARY = DOTNET / "src" / "Contextd.Client"
 WRAPPER = LIBRARY / "ContextdClient.cs"
 SAMPLE = DOTNET / "samples" / "Contextd.Sample.VB" / "Program.vb"
-README = DOTNET / "README.md"
+README = LIBRARY / "README.md"
 REQUIRED_PACKAGES = {
     "Google.Protobuf",
     "Grpc.Net.Client",

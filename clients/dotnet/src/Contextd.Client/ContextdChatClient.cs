@@ -53,7 +53,7 @@ namespace Contextd.Client
         {
             _client = client ?? throw new ArgumentNullException(nameof(client));
             _options = options ?? new ContextdChatClientOptions();
-            _metadata = new ChatClientMetadata("contextd", client is ContextdClient own && Uri.TryCreate(own.Target, UriKind.Absolute, out var target) ? target : null);
+            _metadata = new ChatClientMetadata("contextd", (client as ContextdClient)?.Address);
         }
 
         /// <inheritdoc />

@@ -91,6 +91,7 @@ namespace Contextd.Client
             _options = connection.Options;
             _ownedChannel = connection.OwnedChannel;
             Target = connection.Target;
+            Address = connection.Address;
             var logger = (loggerFactory ?? _options.LoggerFactory ?? NullLoggerFactory.Instance).CreateLogger(ContextdDiagnostics.SourceName);
             CallInvoker = connection.Invoker.Intercept(new ContextdInterceptor(logger, Target, _options));
             _context = new ContextService.ContextServiceClient(CallInvoker);
@@ -103,6 +104,9 @@ namespace Contextd.Client
 
         /// <summary>The address calls go to (the gRPC-Web one when that is in use).</summary>
         public string Target { get; }
+
+        /// <summary>That address as a URL; null for a client over a given channel or invoker.</summary>
+        internal Uri? Address { get; }
 
         /// <summary>
         /// The invoker this client calls through, with its logging, tracing and errors: a
@@ -378,8 +382,9 @@ namespace Contextd.Client
         {
             private static readonly Regex HostAndPort = new Regex(@"^(\[[0-9A-Fa-f:.]+\]|[^:/\[\]]+):\d+$", RegexOptions.CultureInvariant);
 
-            private Connection(CallInvoker invoker, string target, GrpcChannel? ownedChannel, ContextdClientOptions options)
+            private Connection(CallInvoker invoker, string target, GrpcChannel? ownedChannel, ContextdClientOptions options, Uri? address = null)
             {
+                Address = address;
                 Invoker = invoker;
                 Target = target;
                 OwnedChannel = ownedChannel;
@@ -391,6 +396,8 @@ namespace Contextd.Client
             internal string Target { get; }
 
             internal GrpcChannel? OwnedChannel { get; }
+
+            internal Uri? Address { get; }
 
             internal ContextdClientOptions Options { get; }
 
@@ -405,7 +412,7 @@ namespace Contextd.Client
                     ? ParseAddress(options.GrpcWebAddress!, "options.GrpcWebAddress")
                     : ParseAddress(address, parameter);
                 var channel = OpenChannel(url, options, handler ?? options.HttpHandler);
-                return new Connection(channel.CreateCallInvoker(), channel.Target, channel, options);
+                return new Connection(channel.CreateCallInvoker(), channel.Target, channel, options, url);
             }
 
             /// <summary>Calls through an invoker the caller owns; credentials and transport are its.</summary>

@@ -114,7 +114,8 @@ namespace Contextd.Client.Tests
         public void A_url_without_a_port_takes_its_schemes(string address, int port)
         {
             using var client = new ContextdClient(address);
-            Assert.Equal(port, new Uri(client.Target).Port);
+            var metadata = (Microsoft.Extensions.AI.ChatClientMetadata)new ContextdChatClient(client).GetService(typeof(Microsoft.Extensions.AI.ChatClientMetadata))!;
+            Assert.Equal(port, metadata.ProviderUri!.Port);
         }
 
         [Fact]

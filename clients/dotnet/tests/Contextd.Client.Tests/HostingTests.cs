@@ -79,7 +79,7 @@ namespace Contextd.Client.Tests
             });
             using var provider = services.BuildServiceProvider();
             var client = provider.GetRequiredService<ContextdClient>();
-            Assert.Equal("http://" + _servers.Plain.WebAddress + "/", client.Target);
+            Assert.Equal(_servers.Plain.WebAddress, client.Target);
         }
 
         [Fact]
