@@ -128,4 +128,4 @@ clean:
 	rm -rf examples/node/node_modules $(TASKPANE)/node_modules $(TASKPANE)/dist
 	rm -rf tests/openai_node/node_modules tests/mcp_node/node_modules $(INSPECT)/node_modules
 	rm -rf tests/anthropic_node/node_modules
-	rm -rf clients/dotnet/*/bin clients/dotnet/*/obj clients/dotnet/*/TestResults
+	rm -rf clients/dotnet/*/*/bin clients/dotnet/*/*/obj clients/dotnet/*/*/TestResults
