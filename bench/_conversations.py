@@ -100,8 +100,11 @@ def conversation(number: int) -> Life:
             name = next(relatives)
             rel, person = f"{p} {relation.word}", f"person {name}"
             c.fact(rel, relation.fact.format(p=p, name=name), c.session())
-            c.fact(person, en.RELATIVE.format(
-                name=name, job=rng.choice(en.JOBS), city=rng.choice(cities[2:])), c.session())
+            c.fact(
+                person,
+                en.RELATIVE.format(name=name, job=rng.choice(en.JOBS), city=rng.choice(cities[2:])),
+                c.session(),
+            )
             c.ask("multi-hop", relation.what.format(p=p), rel, person)
             c.ask("multi-hop", relation.where.format(p=p), rel, person)
     _hobbies(c, speakers)
