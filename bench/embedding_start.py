@@ -18,7 +18,7 @@ Target: a server that never touches memory costs the same with the default as wi
 yardstick (start-up ratio ≤ 1.10, idle RSS ratio ≤ 1.03, medians of the rounds). RESULT
 ratio: the idle RSS ratio.
 
-    .venv/bin/python bench/embedding_start.py [--rounds 5] [--baseline-src /tmp/main/server] [--quick]
+    .venv/bin/python bench/embedding_start.py [--rounds 5] [--baseline-src DIR] [--quick]
 """
 
 from __future__ import annotations

@@ -182,10 +182,8 @@ def recall_table(scores: dict[str, Scores]) -> list[tuple[str, str, bool]]:
     overall = {s: scores[s].recall_of(keys) for s in SYSTEMS}
     best = max(overall[s] for s in SYSTEMS[:-1])
     count = sum(len(scores["contextd"].ranks.get(key, [])) for key in keys)
-    rows.append(
-        [CONVERSATIONS, "all", str(count), *(f"{overall[s]:.2f}" for s in SYSTEMS)]
-        + [f"{overall['contextd'] - best:+.2f}"]
-    )
+    gain = f"{overall['contextd'] - best:+.2f}"
+    rows.append([CONVERSATIONS, "all", str(count), *(f"{overall[s]:.2f}" for s in SYSTEMS), gain])
     verdicts.append((CONVERSATIONS, "all", overall["contextd"] >= best + CONVERSATIONS_MARGIN))
     print("\nrecall@5 / MRR, the same memories for every system")
     print_table(["set", "kind", "questions", *SYSTEMS, "contextd - best other"], rows)
