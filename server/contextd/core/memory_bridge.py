@@ -167,10 +167,17 @@ def hop_question(question: str, bridge: str, name: str) -> str:
 
 def bridge_names(question: str, texts: Sequence[str]) -> list[tuple[str, int]]:
     """Up to ``MAX_NAMES`` (name, index of the text that names it) of ``texts`` (the first
-    hop's best memories, best first) that ``question`` does not mention."""
+    hop's best memories, best first) that ``question`` does not mention. A question that
+    names someone is about them: only a text that names them too leads on ("What does
+    Caroline's sister do?": "Caroline's sister is called Nora" leads to Nora; "When did I
+    go camping with Jonah?": "I went camping with Priya" leads nowhere)."""
     asked = unicodedata.normalize("NFKC", question).casefold()
+    about = [n.casefold() for n in question_names(question)]
     bridges: list[tuple[str, int]] = []
     for index, text in enumerate(texts):
+        folded = unicodedata.normalize("NFKC", text).casefold()
+        if not all(name in folded for name in about):
+            continue
         for name in names_in(text):
             if name.casefold() in asked or any(name == b for b, _ in bridges):
                 continue
