@@ -293,7 +293,8 @@ def latency_table(
 
 
 async def run(args: argparse.Namespace) -> int:
-    lives = labelled_lives() + conversations()
+    # --quick: two of the ten conversations (a smoke test)
+    lives = labelled_lives() + conversations()[: 2 if args.quick else None]
     check_labels(lives)
     print(machine_note(), flush=True)
     questions = [q for life in lives for q in life.questions]
