@@ -14,7 +14,7 @@ from typing import Any
 from opentelemetry.trace import Span
 
 from contextd.app.after_turn import AfterTurnRunner
-from contextd.app.chat.event_log import SessionLog, TurnLog
+from contextd.app.chat.event_log import SessionLog, TurnLog, context_meta
 from contextd.app.chat.events import (
     ChatEvent,
     DeltaEvent,
@@ -279,7 +279,12 @@ class ChatApp:
             input_tokens = row.tokens[req.tokenizer.name]
         request = tools.model_request(context)
         estimate = request.prompt_tokens_estimate
-        await log.turn_start(req.user_message, input_tokens, continuing)
+        await log.turn_start(
+            req.user_message,
+            input_tokens,
+            continuing,
+            context_meta(context, tools.contexts.layers),
+        )
         for call, (_, content) in zip(answered, req.tool_results, strict=True):
             # A result belongs to the step of the call it answers, the one before this
             # call's first.
