@@ -33,6 +33,7 @@ SCRIPTS = (
     "memory_thresholds",
     "embedding_start",
     "openai_first_token",
+    "anthropic_first_token",
     "mcp_tool_call",
     "context_editing",
 )
