@@ -140,10 +140,10 @@ class Settings:
         _within(0, MAX_ECHO_DELAY_MS, "milliseconds"),
     )
     embedding_provider: str = _setting(
-        "none",
-        "memory search by meaning: none (terms and recency only), openai (any "
-        "OpenAI-compatible /embeddings endpoint) or local (a multilingual model run on "
-        "the CPU, shipped with the server)",
+        "local",
+        "memory search by meaning: local (a multilingual model run on the CPU, shipped "
+        "with the server, loaded on the first memory call), openai (any "
+        "OpenAI-compatible /embeddings endpoint) or none (terms and recency only)",
     )
     embedding_model: str = _setting(
         "", "embedding model; empty for the provider's default (openai: text-embedding-3-small)"

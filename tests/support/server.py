@@ -47,10 +47,16 @@ class ServerProcess:
 
 
 def start_server(
-    data_dir: Path, *args: str, env: dict[str, str] | None = None, database_url: str = ""
+    data_dir: Path,
+    *args: str,
+    env: dict[str, str] | None = None,
+    database_url: str = "",
+    unset: tuple[str, ...] = (),
 ) -> ServerProcess:
     """Start ``contextd serve --port 0`` and wait for the address it logs; on the
-    PostgreSQL database of ``database_url`` when given, else on SQLite in ``data_dir``."""
+    PostgreSQL database of ``database_url`` when given, else on SQLite in ``data_dir``;
+    with this process's environment, ``env`` on top, without the variables ``unset``
+    names."""
     command = [sys.executable, "-m", "contextd", "serve", "--port", "0"]
     command += ["--data-dir", str(data_dir)]
     if database_url:
@@ -60,7 +66,7 @@ def start_server(
         stderr=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         text=True,
-        env={**os.environ, **(env or {})},
+        env={k: v for k, v in {**os.environ, **(env or {})}.items() if k not in unset},
     )
     assert process.stderr is not None
     lines: list[dict[str, object]] = []
