@@ -21,6 +21,7 @@ from contextd.metrics.endpoint import PATH as METRICS_PATH
 from contextd.metrics.endpoint import MetricsEndpoint
 from contextd.metrics.prometheus import PrometheusRecorder
 from contextd.metrics.recorder import Recorder
+from contextd.ports import Port, bind_problem
 from contextd.store.engine.database import Database
 from contextd.tls import ServerTls
 from contextd.web.cors import CorsPolicy
@@ -42,8 +43,9 @@ def bind_native(server: grpc.aio.Server, settings: Settings, tls: ServerTls | No
         )
     except RuntimeError:  # grpc's only word on it; its log line says why
         port = 0
-    if port == 0:
-        raise SystemExit(f"cannot listen on {address}: in use or not an address of this host")
+    if port == 0:  # taken since it was checked, say
+        why = bind_problem(Port("--port", settings.host, settings.port))
+        raise SystemExit(f"cannot listen: {why or address}")
     return port
 
 

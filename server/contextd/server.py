@@ -153,6 +153,8 @@ def _native_server(
         options=[
             ("grpc.max_receive_message_length", settings.max_message_bytes),
             ("grpc.max_send_message_length", settings.max_message_bytes),
+            # gRPC core would share the port with any other listener that asks the same.
+            ("grpc.so_reuseport", 0),
         ],
         maximum_concurrent_rpcs=settings.max_concurrent_rpcs,
     )

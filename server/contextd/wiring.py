@@ -44,6 +44,7 @@ from contextd.core.pipeline import is_tool_name
 from contextd.core.tokens import TokenizerRegistry
 from contextd.metrics.prometheus import PrometheusRecorder
 from contextd.metrics.recorder import NULL_RECORDER, Recorder
+from contextd.ports import check_free, listened_ports
 from contextd.providers.embeddings import Embedder, make_embedder, unknown_provider
 from contextd.providers.registry import api_key_from_env, make_provider
 from contextd.store.catalog import CatalogRepo
@@ -204,8 +205,10 @@ class Prepared:
 def prepare(settings: Settings) -> Prepared:
     """Every settings error at once, then what reads files (the tokenizer, JWT keys, the
     local embedding model, TLS files), each of which may stop the start: all before
-    anything starts (SystemExit with the reason)."""
+    anything starts (SystemExit with the reason). Every port is checked free in between:
+    a port another process listens on is never shared (ports.py)."""
     settings.check(*SETTINGS_RULES)
+    check_free(listened_ports(settings))
     tokenizers = TokenizerRegistry(settings.default_tokenizer)
     tokenizers.get(settings.default_tokenizer)  # fail at start-up, not on the first call
     authenticator = authenticator_factory(settings)
