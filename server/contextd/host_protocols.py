@@ -44,9 +44,11 @@ async def start_listeners(
     target: str,
     tls: ServerTls | None,
     undo: contextlib.AsyncExitStack,
+    share_port: bool = False,
 ) -> list[Stop]:
     """Start the MCP port when --mcp-port is set (its native calls go to ``target``);
-    ``undo`` closes it if a later step of the start fails. Returns what stops it."""
+    ``undo`` closes it if a later step of the start fails; ``share_port``: a worker's,
+    whose port its siblings listen on too. Returns what stops it."""
     if settings.mcp_port < 0:
         return []
     # Imported here: the MCP SDK and uvicorn load only for a server that serves MCP.
@@ -61,7 +63,7 @@ async def start_listeners(
         max_connections=settings.web_max_connections,
         ssl_context=tls.ssl_context if tls is not None else None,
     )
-    port = await listener.start(host, settings.mcp_port)
+    port = await listener.start(host, settings.mcp_port, reuse_port=share_port)
     undo.push_async_callback(listener.aclose)
     log.info(
         "mcp listening",

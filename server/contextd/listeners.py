@@ -93,8 +93,11 @@ async def start_web(
     health: HealthStatus,
     metrics: Recorder,
     mounts: Sequence[Mount] = (),
+    *,
+    share_port: bool = False,
 ) -> WebGateway:
-    """The web port (gRPC-Web, Connect, and ``mounts``), forwarding to ``target``."""
+    """The web port (gRPC-Web, Connect, and ``mounts``), forwarding to ``target``;
+    ``share_port``: a worker's, whose port its siblings listen on too."""
     count: CallCounter | None = None
     if isinstance(metrics, PrometheusRecorder):
         web_call = metrics.web_call
@@ -120,7 +123,7 @@ async def start_web(
         mounts=mounts,
     )
     host = settings.web_host or settings.host
-    port = await gateway.start(host, settings.web_port)
+    port = await gateway.start(host, settings.web_port, reuse_port=share_port)
     log.info(
         "grpc-web listening",
         extra={"address": f"{host}:{port}", "target": target, "tls": tls is not None},

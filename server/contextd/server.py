@@ -39,7 +39,15 @@ from contextd.store.engine.open import masked_url, open_database
 from contextd.tls import ServerTls
 from contextd.tracing.setup import install_from_env
 from contextd.web.gateway import WebGateway
-from contextd.wiring import SERVICE_NAMES, Closer, Services, build_services, prepare, untimed
+from contextd.wiring import (
+    SERVICE_NAMES,
+    Closer,
+    Prepared,
+    Services,
+    build_services,
+    prepare,
+    untimed,
+)
 
 log = logging.getLogger("contextd.server")
 
@@ -81,25 +89,32 @@ class RunningServer:
 
 
 async def start(
-    settings: Settings, extra_handlers: Sequence[grpc.GenericRpcHandler[Any, Any]] = ()
+    settings: Settings,
+    extra_handlers: Sequence[grpc.GenericRpcHandler[Any, Any]] = (),
+    *,
+    prepared: Prepared | None = None,
 ) -> RunningServer:
     """The server ``settings`` describe, serving once this returns; SystemExit with the
     reason when it cannot start (settings, files, the data directory, the database, a
-    port), with whatever had started undone."""
-    prepared = prepare(settings)  # every settings error at once, before anything starts
+    port), with whatever had started undone. ``prepared``: a worker's start (workers.py),
+    its parent having checked the settings and the ports and locked the data directory;
+    its ports are shared with the parent's other workers."""
+    worker = prepared is not None
+    if prepared is None:
+        prepared = prepare(settings)  # every settings error at once, before anything starts
+        warn_without_tls(settings, prepared.tls)
     tls = prepared.tls
-    _warn_without_tls(settings, tls)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     # Whatever started is undone in reverse if a later step fails; once everything
     # runs, RunningServer.stop() owns the undoing.
     async with contextlib.AsyncExitStack() as undo:
-        lock = _lock(settings)
+        lock = None if worker else lock_data_dir(settings)
         if lock is not None:
             undo.callback(lock.release)
-        db = await _open_database(settings)
+        db = await open_store(settings)
         undo.push_async_callback(db.close)
         services = build_services(settings, db, prepared, await public_ids(db))
-        server, health_servicer = _native_server(settings, services, extra_handlers)
+        server, health_servicer = _native_server(settings, services, extra_handlers, worker)
         for close in reversed(services.closers):
             undo.push_async_callback(close, 0.0)
         services.start()
@@ -129,9 +144,10 @@ async def start(
                 overall_health(health_servicer),
                 services.metrics,
                 await host_protocols.web_mounts(settings),
+                share_port=worker,
             )
             undo.push_async_callback(web.aclose)
-        listeners = await host_protocols.start_listeners(settings, target, tls, undo)
+        listeners = await host_protocols.start_listeners(settings, target, tls, undo, worker)
         if isinstance(services.metrics, PrometheusRecorder):
             endpoint = await start_metrics(settings, services.metrics, db)
             undo.push_async_callback(endpoint.aclose)
@@ -146,15 +162,18 @@ def _native_server(
     settings: Settings,
     services: Services,
     extra_handlers: Sequence[grpc.GenericRpcHandler[Any, Any]],
+    share_port: bool,
 ) -> tuple[grpc.aio.Server, health_aio.HealthServicer]:
-    """The native server with every service, health and reflection (not yet bound)."""
+    """The native server with every service, health and reflection (not yet bound);
+    ``share_port``: a worker's, whose port its siblings listen on too."""
     server = grpc.aio.server(
         interceptors=[services.guard],
         options=[
             ("grpc.max_receive_message_length", settings.max_message_bytes),
             ("grpc.max_send_message_length", settings.max_message_bytes),
-            # gRPC core would share the port with any other listener that asks the same.
-            ("grpc.so_reuseport", 0),
+            # gRPC core would share the port with any other listener that asks the same:
+            # only a server's own workers do (ports.py checked it free before).
+            ("grpc.so_reuseport", int(share_port)),
         ],
         maximum_concurrent_rpcs=settings.max_concurrent_rpcs,
     )
@@ -168,7 +187,7 @@ def _native_server(
     return server, health_servicer
 
 
-def _warn_without_tls(settings: Settings, tls: ServerTls | None) -> None:
+def warn_without_tls(settings: Settings, tls: ServerTls | None) -> None:
     for host in exposed_hosts(settings.listen_hosts()) if tls is None else []:
         log.warning(
             f"listening on {host} without TLS: anyone on the network can read and alter "
@@ -177,7 +196,7 @@ def _warn_without_tls(settings: Settings, tls: ServerTls | None) -> None:
         )
 
 
-def _lock(settings: Settings) -> DataDirLock | None:
+def lock_data_dir(settings: Settings) -> DataDirLock | None:
     """The data directory's lock: one server per SQLite file. PostgreSQL's replicas share
     no directory: the database is logged instead."""
     if settings.database_url:
@@ -189,7 +208,7 @@ def _lock(settings: Settings) -> DataDirLock | None:
         raise SystemExit(str(error)) from None
 
 
-async def _open_database(settings: Settings) -> Database:
+async def open_store(settings: Settings) -> Database:
     try:
         return await open_database(
             settings.database_url,
