@@ -93,12 +93,14 @@ async def start(
     extra_handlers: Sequence[grpc.GenericRpcHandler[Any, Any]] = (),
     *,
     prepared: Prepared | None = None,
+    sweeps: bool = True,
 ) -> RunningServer:
     """The server ``settings`` describe, serving once this returns; SystemExit with the
     reason when it cannot start (settings, files, the data directory, the database, a
     port), with whatever had started undone. ``prepared``: a worker's start (workers.py),
     its parent having checked the settings and the ports and locked the data directory;
-    its ports are shared with the parent's other workers."""
+    its ports are shared with the parent's other workers. ``sweeps``: this process runs
+    the passes over the whole database (one worker does)."""
     worker = prepared is not None
     if prepared is None:
         prepared = prepare(settings)  # every settings error at once, before anything starts
@@ -113,7 +115,7 @@ async def start(
             undo.callback(lock.release)
         db = await open_store(settings)
         undo.push_async_callback(db.close)
-        services = build_services(settings, db, prepared, await public_ids(db))
+        services = build_services(settings, db, prepared, await public_ids(db), sweeps=sweeps)
         server, health_servicer = _native_server(settings, services, extra_handlers, worker)
         for close in reversed(services.closers):
             undo.push_async_callback(close, 0.0)
@@ -218,6 +220,7 @@ async def open_store(settings: Settings) -> Database:
             statement_timeout=settings.database_statement_timeout,
             pool_timeout=settings.database_pool_timeout,
             watch_disk=True,
+            shared=settings.worker_count() > 1,
         )
     except DatabaseUnavailable as error:
         raise SystemExit(f"{masked_url(settings.database_url)}: {error}") from None

@@ -256,10 +256,12 @@ class Services:
 
 
 def build_services(
-    settings: Settings, db: Database, prepared: Prepared, ids: PublicIds
+    settings: Settings, db: Database, prepared: Prepared, ids: PublicIds, *, sweeps: bool = True
 ) -> Services:
     """Every part of the server on ``db``, each given what it uses when made; ``ids``
-    are the message and memory ids callers see (``public_ids(db)``)."""
+    are the message and memory ids callers see (``public_ids(db)``). ``sweeps``: this
+    process runs the passes over the whole database (retention): one worker of a server
+    does."""
     metrics = _recorder(settings, db)
     limits = _limits(settings, web=prepared.cors is not None)
     authenticator = prepared.authenticator(db) if prepared.authenticator else None
@@ -353,8 +355,9 @@ def build_services(
         busy=lambda session_id: chat.turn_running(session_id) or after_turn.working_on(session_id),
         memories=memories,
     )
-    background.append(retention)
-    closers.insert(0, untimed(retention.aclose))  # first: it writes to the database
+    if sweeps:
+        background.append(retention)
+        closers.insert(0, untimed(retention.aclose))  # first: it writes to the database
     servicers: list[tuple[Callable[[Any, grpc.aio.Server], None], object]] = [
         (
             context_pb2_grpc.add_ContextServiceServicer_to_server,

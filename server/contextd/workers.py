@@ -50,11 +50,6 @@ _PR_SET_PDEATHSIG = (
 def unsupported(settings: Settings) -> list[str]:
     """What --workers above 1 does not serve yet, one sentence each."""
     problems = []
-    if not settings.database_url:
-        problems.append(
-            "--workers above 1 needs --database-url (PostgreSQL): workers sharing an "
-            "SQLite file are not served yet"
-        )
     if settings.metrics_port:
         problems.append(
             "--metrics-port with --workers above 1 is not served yet: each worker would "
@@ -261,7 +256,7 @@ def _worker_main(
         handler.addFilter(_WorkerTag(index))
     code = 1
     try:
-        asyncio.run(_serve(settings, prepared, ready))
+        asyncio.run(_serve(settings, prepared, ready, sweeps=index == 0))
         code = 0
     except SystemExit as error:
         log.error(str(error.code))
@@ -282,14 +277,18 @@ def _stop_with_parent(parent: int) -> None:
         os.kill(os.getpid(), signal.SIGTERM)
 
 
-async def _serve(settings: Settings, prepared: Prepared, ready: int | None) -> None:
+async def _serve(
+    settings: Settings, prepared: Prepared, ready: int | None, *, sweeps: bool
+) -> None:
+    """Serve until SIGTERM or SIGINT; ``sweeps``: the worker that runs the passes over
+    the whole database (retention), worker 0."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     tracing = install_from_env()
     try:
-        running = await server.start(settings, prepared=prepared)
+        running = await server.start(settings, prepared=prepared, sweeps=sweeps)
         if ready is not None:  # the parent waits for it at the first start
             os.write(ready, b"1")
             os.close(ready)

@@ -19,17 +19,29 @@ from typing import Any
 import grpc
 import grpc.aio
 import pytest
+from contextd.api.ids import public_ids
+from contextd.app.retention import RetentionPurger
 from contextd.config import Settings, SettingsError, usable_cores
+from contextd.store.engine.open import open_database
 from contextd.v1 import chat_pb2 as cpb
-from contextd.v1 import chat_pb2_grpc, memory_pb2_grpc, sessions_pb2_grpc
+from contextd.v1 import (
+    chat_pb2_grpc,
+    context_pb2_grpc,
+    memory_pb2_grpc,
+    prompts_pb2_grpc,
+    sessions_pb2_grpc,
+)
 from contextd.v1 import context_pb2 as pb
 from contextd.v1 import memory_pb2 as mpb
+from contextd.v1 import prompts_pb2 as ppb
 from contextd.v1 import sessions_pb2 as spb
+from contextd.wiring import build_services, prepare
 
 from tests.api.test_ports_taken import tcp_states
-from tests.support.pg_databases import fresh_database
-from tests.support.postgres import PostgresServer
+from tests.support.pg_databases import database_url_for
 from tests.support.server import ServerProcess, start_server
+
+pytestmark = pytest.mark.both_backends
 
 LISTEN = "0A"
 READY = "workers serving"
@@ -38,13 +50,9 @@ OWN_CONNECTION = [("grpc.use_local_subchannel_pool", 1)]
 
 
 @pytest.fixture(scope="module")
-def database(postgres: PostgresServer) -> Iterator[str]:
-    with fresh_database(postgres) as url:
-        yield url
-
-
-@pytest.fixture(scope="module")
-def workers(database: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+def workers(
+    backend: str, request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ServerProcess]:
     server = start_server(
         tmp_path_factory.mktemp("workers"),
         "--workers",
@@ -53,7 +61,7 @@ def workers(database: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator
         "0",
         "--echo-delay-ms",
         "20",
-        database_url=database,
+        database_url=database_url_for(request, backend),
         ready=READY,
     )
     yield server
@@ -217,7 +225,9 @@ async def test_turns_of_one_session_on_both_workers_keep_numbers_and_leases(
     assert turns == [(role, k) for k in range(1, 10) for role in (pb.ROLE_USER, pb.ROLE_ASSISTANT)]
 
 
-async def test_sigterm_drains_every_worker(database: str, tmp_path: Path) -> None:
+async def test_sigterm_drains_every_worker(
+    backend: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
     """Turns in flight on both workers end OK after the parent's SIGTERM; then every
     worker and the parent exit, 0."""
     server = start_server(
@@ -226,7 +236,7 @@ async def test_sigterm_drains_every_worker(database: str, tmp_path: Path) -> Non
         "2",
         "--echo-delay-ms",
         "100",
-        database_url=database,
+        database_url=database_url_for(request, backend),
         ready=READY,
     )
     try:
@@ -273,8 +283,8 @@ def test_auto_is_the_cores_this_process_may_use() -> None:
     assert usable_cores() <= len(os.sched_getaffinity(0))
 
 
-def test_workers_sharing_an_sqlite_file_are_refused_for_now(tmp_path: Path) -> None:
-    data_dir = ["--data-dir", str(tmp_path)]
+def test_a_metrics_port_with_workers_is_refused_for_now(tmp_path: Path) -> None:
+    data_dir = ["--data-dir", str(tmp_path), "--metrics-port", "9"]
     refused = subprocess.run(
         [sys.executable, "-m", "contextd", "serve", "--port", "0", "--workers", "2", *data_dir],
         capture_output=True,
@@ -282,5 +292,76 @@ def test_workers_sharing_an_sqlite_file_are_refused_for_now(tmp_path: Path) -> N
         timeout=120,
     )
     assert refused.returncode != 0
-    assert "--workers above 1 needs --database-url" in refused.stderr
+    assert "--metrics-port with --workers above 1 is not served yet" in refused.stderr
     assert not (tmp_path / "contextd.sqlite3").exists()
+
+
+async def channel_on(server: ServerProcess, index: int) -> grpc.aio.Channel:
+    """A channel whose connection the kernel gave to worker ``index``."""
+    for _ in range(64):
+        channel = grpc.aio.insecure_channel(server.address, options=OWN_CONNECTION)
+        since = len(server.logs("rpc"))
+        await context_pb2_grpc.ContextServiceStub(channel).ListTokenizers(
+            pb.ListTokenizersRequest()
+        )
+        deadline = time.monotonic() + 10
+        while len(lines := server.logs("rpc")) <= since:
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.01)
+        if lines[since]["worker"] == index:
+            return channel
+        await channel.close()
+    raise AssertionError(f"no connection reached worker {index}")
+
+
+async def test_a_read_on_one_worker_sees_a_write_on_the_other(workers: ServerProcess) -> None:
+    """What a worker keeps in memory (a session's newest messages, the prompt templates)
+    is checked against the versions the other worker's writes move on."""
+    a, b = await channel_on(workers, 0), await channel_on(workers, 1)
+    user, scenario = f"kept-{uuid.uuid4().hex[:8]}", f"sc-{uuid.uuid4().hex[:8]}"
+    prompts_a = prompts_pb2_grpc.PromptServiceStub(a)
+    context_b = context_pb2_grpc.ContextServiceStub(b)
+
+    async def build_on_b(sid: str) -> pb.BuildMessagesResponse:
+        return await context_b.BuildMessages(
+            pb.BuildMessagesRequest(
+                user_message="next",
+                token_budget=4000,
+                session=pb.SessionContext(user_id=user, session_id=sid, scenario=scenario),
+            )
+        )
+
+    try:
+        await prompts_a.UpsertTemplate(
+            ppb.UpsertTemplateRequest(scenario=scenario, system_prompt="Template one.")
+        )
+        turn = turn_request(user, "first words")
+        [started, *_] = [e async for e in chat_pb2_grpc.ChatServiceStub(a).StreamChat(turn)]
+        sid = started.turn_started.session_id
+        before = await build_on_b(sid)  # worker 1 keeps the tail and the template
+        assert "Template one." in before.messages[0].content
+        assert "first words" in [m.content for m in before.messages]
+        await prompts_a.UpsertTemplate(
+            ppb.UpsertTemplateRequest(scenario=scenario, system_prompt="Template two.")
+        )
+        turn = turn_request(user, "second words", sid)
+        assert [e async for e in chat_pb2_grpc.ChatServiceStub(a).StreamChat(turn)]
+        after = await build_on_b(sid)
+        assert "Template two." in after.messages[0].content
+        assert "second words" in [m.content for m in after.messages]
+    finally:
+        await a.close()
+        await b.close()
+
+
+async def test_the_passes_over_the_whole_database_run_in_one_worker(tmp_path: Path) -> None:
+    settings = Settings(port=0, data_dir=tmp_path)
+    db = await open_database("", tmp_path)
+    try:
+        ids = await public_ids(db)
+        for sweeps in (True, False):
+            services = build_services(settings, db, prepare(settings), ids, sweeps=sweeps)
+            runs = [type(work) for work in services.background]
+            assert (RetentionPurger in runs) == sweeps
+    finally:
+        await db.close()
