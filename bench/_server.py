@@ -19,7 +19,7 @@ import grpc
 from _common import stdin_closed
 
 if TYPE_CHECKING:
-    from contextd.server import RunningServer
+    from contextd.root.server import RunningServer
 
 
 async def serve(
@@ -30,9 +30,9 @@ async def serve(
 ) -> None:
     """Run contextd plus ``handlers`` on a free port; print it; stop when stdin closes.
     ``setup`` runs once the server started, before the port is printed."""
-    from contextd import logs
     from contextd.config import Settings
-    from contextd.server import start
+    from contextd.root import logs
+    from contextd.root.server import start
 
     if log_level.upper() != "OFF":
         logs.configure(log_level)  # as ``contextd serve`` does: one JSON line per RPC

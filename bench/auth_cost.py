@@ -25,7 +25,7 @@ from _server import serve, spawn_server
 from build_vs_echo import build_request, builds_off_and_on, cost_parser, report_cost, set_counts
 
 if TYPE_CHECKING:
-    from contextd.server import RunningServer
+    from contextd.root.server import RunningServer
 
 NAME = "auth_cost"
 TARGET = 0.95

@@ -12,10 +12,10 @@ interceptor with its request parsing and audit line, tracing, metrics). For each
 - steps: the distinct calls from a function in one module to a function in another
   (a call repeated per message or per delta counts once);
 - climbs: the steps back up, where code calls into a module that depends on it: a
-  higher layer (core or store calling back into app, app into api), or a module that
+  higher layer (core or store calling back into app, app into a front), or a module that
   imports the caller's module, directly or through others (a callback handed down).
 
-Layers, lowest first: core; store, providers, metrics, tracing; app; api, web and the
+Layers, lowest first: core; store, providers, metrics, tracing; app; the fronts and the
 composition root. ``--list`` prints the steps and marks the climbs.
 
     .venv/bin/python scripts/walk_request.py [--list]
@@ -37,7 +37,7 @@ from typing import Any
 
 import grpc
 from contextd.config import Settings
-from contextd.server import start
+from contextd.root.server import start
 from contextd.v1 import (
     chat_pb2,
     chat_pb2_grpc,
@@ -50,16 +50,16 @@ from contextd.v1 import (
 PACKAGE = Path(sys.modules["contextd"].__file__ or "").resolve().parent
 GENERATED = PACKAGE / "v1"
 CROSS_CUTTING = (
-    "api/interceptors.py",
-    "api/request_parsing.py",
-    "api/audit.py",
+    "fronts/grpc/interceptors.py",
+    "fronts/grpc/request_parsing.py",
+    "fronts/grpc/audit.py",
     "tracing/",
     "metrics/",
 )
 
 # Higher numbers sit higher: a call to a higher layer than the caller's is a climb.
 LAYERS = {"core": 0, "store": 1, "providers": 1, "metrics": 1, "tracing": 1, "app": 2}
-TOP = 3  # api/, web/, server.py, config.py and the other top-level modules
+TOP = 3  # the fronts, the composition root, the commands and config.py
 
 
 @functools.cache

@@ -7,9 +7,9 @@
   in a page of docs/ besides the grpcurl walkthrough (whose own test covers it);
 - README.md stays under 10,000 characters, its two commands are Makefile targets,
   and its quickstart runs against a live server;
-- every relative link of README.md, docs/*.md and the other READMEs (bench/, clients/)
-  points to a file that exists, and a `#fragment` into a Markdown file to one of its
-  headings.
+- every relative link of README.md, docs/*.md, bench/HISTORY.md and the other READMEs
+  (bench/, clients/) points to a file that exists, and a `#fragment` into a Markdown
+  file to one of its headings.
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from contextd import cli, config, v1
+from contextd import config, v1
+from contextd.commands import main as cli
 
 from tests.support.paths import ROOT
 
@@ -43,7 +44,11 @@ HEADING = re.compile(r"^#{1,6}[ \t]+(.+?)[ \t]*#*[ \t]*$", re.MULTILINE)
 
 def linking_pages() -> list[Path]:
     """The pages whose links are checked: they link into each other."""
-    others = [ROOT / "bench" / "README.md", *sorted(ROOT.glob("clients/*/README.md"))]
+    others = [
+        ROOT / "bench" / "README.md",
+        ROOT / "bench" / "HISTORY.md",
+        *sorted(ROOT.glob("clients/*/README.md")),
+    ]
     return [README, *sorted(DOCS.glob("*.md")), *others]
 
 

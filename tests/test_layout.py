@@ -14,14 +14,16 @@ from tests.support.paths import ROOT
 SERVER = ROOT / "server" / "contextd"
 MAX_LINES = 600
 
-# What each layer of the server may import from contextd itself; dependencies point one
-# way (api -> app -> core/store/providers), core depends on nothing, the store's copy tool
-# (``contextd store copy``) on the store alone, the web port only forwards to the native
-# one, and config (the settings) is a leaf anyone above may read; metrics (what the layers
-# record into) and tracing (the spans they start) are leaves every layer but core and web
-# may use; the host protocols (OpenAI's HTTP API, MCP) sit at the top beside api/ and web/
-# and reach the server only through the native API. core is pure code every layer may
-# use: the web port and the host protocols for how a value a caller sent is shown.
+# What each room of the server may import from contextd itself; dependencies point one
+# way (fronts -> app -> core/store/providers), core depends on nothing, the store's copy
+# tool (``contextd store copy``) on the store alone, and config (the settings) is a leaf
+# anyone above may read; metrics (what the layers record into) and tracing (the spans
+# they start) are leaves every layer but core and the translating fronts may use. The
+# fronts are siblings: gRPC (the native API) calls the app and reaches the store only
+# through it; the web port, OpenAI's HTTP API and MCP translate to native calls (the
+# OpenAI API is served on the web port) and reach the server only through them. core is
+# pure code every layer may use: the fronts for how a value a caller sent is shown. The
+# composition root builds every part and starts every listener; the commands sit on top.
 ALLOWED_IMPORTS = {
     "core": {"core"},
     "metrics": {"metrics", "core"},
@@ -30,12 +32,21 @@ ALLOWED_IMPORTS = {
     "store_copy": {"store_copy", "store", "core"},
     "providers": {"providers", "core", "metrics", "tracing"},
     "app": {"app", "core", "store", "providers", "config", "metrics", "tracing"},
-    "api": {"api", "app", "core", "store", "providers", "config", "v1", "metrics", "tracing"},
-    "web": {"web", "core"},
-    # The host protocols translate to the native API, as the web port does.
-    "openai_http": {"openai_http", "web", "v1", "core"},
-    "mcp_server": {"mcp_server", "v1", "core"},
+    "fronts": {"fronts", "core"},
+    "fronts/grpc": {"fronts/grpc", "fronts", "app", "core", "config", "v1", "metrics", "tracing"},
+    "fronts/web": {"fronts/web", "fronts", "core"},
+    "fronts/openai": {"fronts/openai", "fronts/web", "fronts", "v1", "core"},
+    "fronts/mcp": {"fronts/mcp", "fronts", "v1", "core"},
+    "root": {
+        "root",
+        *("fronts", "fronts/grpc", "fronts/web", "fronts/openai", "fronts/mcp"),
+        *("app", "core", "store", "providers", "config", "metrics", "tracing", "v1"),
+    },
+    "commands": {"commands", "root", "fronts/mcp", "config", "core", "store", "store_copy"},
+    "config": set(),
 }
+# What may stand loose at the top of the package, beside the rooms.
+LOOSE = {"__init__.py", "__main__.py", "config.py"}
 
 GENERATED = ("server/contextd/v1/", "clients/python/src/contextd_client/_pb/")
 BUILT = {"node_modules", "dist", "gen", ".venv", "__pycache__"}
@@ -51,8 +62,17 @@ def python_modules(*folders: str) -> list[Path]:
     ]
 
 
+def room_of(parts: list[str]) -> str:
+    """The room of a module path under contextd (``["fronts", "grpc", "auth"]`` ->
+    ``fronts/grpc``; ``["app", "chat"]`` -> ``app``)."""
+    if len(parts) > 1 and "/".join(parts[:2]) in ALLOWED_IMPORTS:
+        return "/".join(parts[:2])
+    return parts[0]
+
+
 def contextd_imports(path: Path) -> set[str]:
-    """The contextd subpackages a module imports (``contextd.app.chat`` -> ``app``)."""
+    """The rooms of contextd a module imports (``contextd.app.chat`` -> ``app``,
+    ``contextd.fronts.web.gateway`` -> ``fronts/web``)."""
     names: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -64,23 +84,49 @@ def contextd_imports(path: Path) -> set[str]:
         for module in modules:
             parts = module.split(".")
             if parts[0] == "contextd" and len(parts) > 1:
-                names.add(parts[1])
+                names.add(room_of(parts[1:]))
     return names
 
 
-@pytest.mark.parametrize("layer", sorted(ALLOWED_IMPORTS))
-def test_imports_point_one_way(layer: str) -> None:
+def room_modules(room: str) -> list[Path]:
+    """The modules of ``room``, a folder or a loose module, without its inner rooms."""
+    if (SERVER / f"{room}.py").is_file():
+        return [SERVER / f"{room}.py"]
+    return [
+        path
+        for path in python_modules(f"server/contextd/{room}")
+        if room_of(list(path.relative_to(SERVER).with_suffix("").parts)) == room
+    ]
+
+
+@pytest.mark.parametrize("room", sorted(ALLOWED_IMPORTS))
+def test_imports_point_one_way(room: str) -> None:
+    modules = room_modules(room)
+    assert modules, f"{room} has no modules"
     wrong = {
-        str(path.relative_to(SERVER)): sorted(contextd_imports(path) - ALLOWED_IMPORTS[layer])
-        for path in python_modules(f"server/contextd/{layer}")
+        str(path.relative_to(SERVER)): sorted(contextd_imports(path) - ALLOWED_IMPORTS[room])
+        for path in modules
     }
     assert {module: names for module, names in wrong.items() if names} == {}
 
 
+def test_every_module_is_in_a_room() -> None:
+    roomless = [
+        str(path.relative_to(SERVER))
+        for path in python_modules("server/contextd")
+        if (path.parent == SERVER and path.name not in LOOSE)
+        or (path.parent != SERVER and path.relative_to(SERVER).parts[0] not in ALLOWED_IMPORTS)
+    ]
+    assert roomless == []
+
+
 def test_the_import_check_sees_upward_imports(tmp_path: Path) -> None:
     module = tmp_path / "m.py"
-    module.write_text("import contextd.api.errors\nfrom contextd.app import chat\nimport os\n")
-    assert contextd_imports(module) == {"api", "app"}
+    module.write_text(
+        "import contextd.fronts.grpc.errors\nfrom contextd.app import chat\n"
+        "from contextd.fronts import web\nimport os\n"
+    )
+    assert contextd_imports(module) == {"fronts/grpc", "app", "fronts"}
 
 
 def test_no_module_is_over_the_size_limit() -> None:

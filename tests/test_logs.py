@@ -7,7 +7,7 @@ import logging
 from collections.abc import Iterator
 
 import pytest
-from contextd import logs
+from contextd.root import logs
 
 
 @pytest.fixture(autouse=True)

@@ -1,3 +1,3 @@
-from contextd.cli import main
+from contextd.commands.main import main
 
 main()

@@ -4,7 +4,7 @@ A setting is a field of ``Settings`` declared with ``_setting(default, help, che
 flag (``--data-dir`` for ``data_dir``) and variable (``CONTEXTD_DATA_DIR``) follow from its
 name, and ``check`` is what its value alone must satisfy. ``Settings.check`` reports every
 error at once: each field's, the rules between fields (``Settings._between_fields``), and
-the rules the composition root adds for what only other modules know (wiring.py). The
+the rules the composition root adds for what only other modules know (root/prepare.py). The
 settings are a leaf: they import nothing else of contextd.
 """
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import pytest
-from contextd.api.api_key_auth import ApiKeyAuthenticator
-from contextd.api.auth import bearer_token, caller_for, current_identity
 from contextd.app.scope import Caller
 from contextd.core.api_keys import hash_secret, new_key
 from contextd.core.errors import InvalidArgument, PermissionDenied, Unauthenticated
 from contextd.core.identity import Identity
+from contextd.fronts.grpc.api_key_auth import ApiKeyAuthenticator
+from contextd.fronts.grpc.auth import bearer_token, caller_for, current_identity
 
 
 def test_without_an_identity_the_request_names_the_caller() -> None:

@@ -16,8 +16,6 @@ from typing import Any
 import grpc
 import grpc.aio
 import pytest
-from contextd import server as contextd_server
-from contextd import wiring
 from contextd.config import Settings
 from contextd.providers.base import (
     Capabilities,
@@ -27,6 +25,8 @@ from contextd.providers.base import (
     TextDelta,
     Usage,
 )
+from contextd.root import server as contextd_server
+from contextd.root import wiring
 from contextd.store.engine.sqlite import SqliteDatabase
 from contextd.store.event_log.events import HISTORY_DIR
 from contextd.v1 import chat_pb2 as cpb

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import grpc
 import pytest
+from contextd.root.wiring import SERVICE_NAMES
 from contextd.v1 import sessions_pb2, sessions_pb2_grpc
-from contextd.wiring import SERVICE_NAMES
 from grpc_health.v1 import health_pb2
 
 from tests.support.pg_databases import TEMPLATE, postgres_for_tests

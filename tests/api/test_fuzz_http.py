@@ -19,12 +19,12 @@ from typing import Any
 import grpc
 import pytest
 from contextd.config import Settings
-from contextd.host_protocols import web_mounts
+from contextd.fronts.web.cors import CorsPolicy
+from contextd.fronts.web.gateway import WebGateway
+from contextd.root.listeners import web_mounts
 from contextd.v1 import context_pb2 as pb
 from contextd.v1 import sessions_pb2 as spb
 from contextd.v1 import sessions_pb2_grpc
-from contextd.web.cors import CorsPolicy
-from contextd.web.gateway import WebGateway
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

@@ -17,11 +17,11 @@ from typing import Any
 
 import jwt
 import pytest
-from contextd.api.jwks import MAX_JWKS_BYTES, JwksCache, JwksUrl
-from contextd.api.jwt_auth import JwtAuthenticator
 from contextd.config import Settings
 from contextd.core.errors import Unauthenticated
 from contextd.core.identity import Identity
+from contextd.fronts.grpc.jwks import MAX_JWKS_BYTES, JwksCache, JwksUrl
+from contextd.fronts.grpc.jwt_auth import JwtAuthenticator
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from tests.support.jwks import (

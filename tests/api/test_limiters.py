@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 import pytest
-from contextd.api.limits import RateLimiter, TurnSlots
 from contextd.core.errors import ResourceExhausted
+from contextd.fronts.grpc.limits import RateLimiter, TurnSlots
 
 
 class Clock:

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import grpc
 import pytest
-from contextd import server as contextd_server
 from contextd.config import Settings
+from contextd.root import server as contextd_server
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from tests.support.sdk import free_port

@@ -14,9 +14,9 @@ from typing import Any
 
 import grpc
 import pytest
-from contextd import server as contextd_server
 from contextd.app.context import ContextApp
 from contextd.config import Settings
+from contextd.root import server as contextd_server
 from contextd.v1 import context_pb2 as pb
 from contextd.v1 import context_pb2_grpc as pb_grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc

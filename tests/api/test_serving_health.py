@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from contextd.api.serving_health import NOT_SERVING, SERVING, ServingHealth
+from contextd.fronts.grpc.serving_health import NOT_SERVING, SERVING, ServingHealth
 from grpc_health.v1 import _async as health_aio
 from grpc_health.v1 import health_pb2
 

@@ -13,9 +13,9 @@ from typing import Any
 
 import grpc
 import pytest
-from contextd.api.jwt_auth import JwtAuthenticator
 from contextd.config import Settings
 from contextd.core.errors import Unauthenticated
+from contextd.fronts.grpc.jwt_auth import JwtAuthenticator
 from contextd.store.event_log.events import HISTORY_DIR
 from contextd.v1 import chat_pb2 as cpb
 from contextd.v1 import (

@@ -13,9 +13,9 @@ from pathlib import Path
 import grpc
 import pytest
 from contextd.config import Settings
-from contextd.server import start
+from contextd.root.server import start
+from contextd.root.tls import ServerTls
 from contextd.store.engine.data_lock import DataDirLock
-from contextd.tls import ServerTls
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from tests.support.server import ServerProcess, start_server

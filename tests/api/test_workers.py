@@ -19,9 +19,11 @@ from typing import Any
 import grpc
 import grpc.aio
 import pytest
-from contextd.api.ids import public_ids
 from contextd.app.retention import RetentionPurger
 from contextd.config import Settings, SettingsError, usable_cores
+from contextd.root.prepare import prepare
+from contextd.root.server import public_ids
+from contextd.root.wiring import build_services
 from contextd.store.engine.open import open_database
 from contextd.v1 import chat_pb2 as cpb
 from contextd.v1 import (
@@ -35,7 +37,6 @@ from contextd.v1 import context_pb2 as pb
 from contextd.v1 import memory_pb2 as mpb
 from contextd.v1 import prompts_pb2 as ppb
 from contextd.v1 import sessions_pb2 as spb
-from contextd.wiring import build_services, prepare
 
 from tests.api.test_ports_taken import tcp_states
 from tests.support.pg_databases import database_url_for

@@ -233,7 +233,7 @@ def test_usage_errors_exit_2(address: str, args: list[str], message: str) -> Non
 def test_without_the_sdk_it_says_how_to_install_it() -> None:
     code = (
         "import sys; sys.modules['contextd_client'] = None\n"  # makes the import fail
-        "from contextd.cli import main; main(['chat', '--once', 'hi'])"
+        "from contextd.commands.main import main; main(['chat', '--once', 'hi'])"
     )
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from contextd.config import MIN_TURN_LEASE_SECONDS, Settings, SettingsError, add_arguments
-from contextd.wiring import SETTINGS_RULES
+from contextd.root.prepare import SETTINGS_RULES
 
 
 def parse_flags(*argv: str) -> dict[str, object]:

@@ -25,7 +25,7 @@ def node_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProc
     proc = start_server(tmp_path_factory.mktemp("node-client"), "--web-port", "0")
     yield proc
     assert proc.stop() == 0
-    # A stream write cut off by a cancel is logged at INFO (contextd.logs.ClientGoneFilter).
+    # A stream write cut off by a cancel is logged at INFO (contextd.root.logs.ClientGoneFilter).
     assert not [e for e in proc.log_lines if e.get("level") == "ERROR"]
 
 

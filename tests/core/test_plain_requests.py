@@ -13,8 +13,6 @@ from typing import Any
 from unittest import mock
 
 import pytest
-from contextd.api import convert
-from contextd.api.context_servicer import ContextServicer
 from contextd.app.context import ContextApp
 from contextd.app.session_context import BuiltContext
 from contextd.core import build
@@ -25,6 +23,8 @@ from contextd.core.formats import OutputFormat
 from contextd.core.messages import ChatMessage, Role
 from contextd.core.pipeline import DroppedRange, DropReason, is_blank, validate_history
 from contextd.core.tokens import TokenizerRegistry
+from contextd.fronts.grpc import convert
+from contextd.fronts.grpc.context_servicer import ContextServicer
 from contextd.v1 import context_pb2 as pb
 from hypothesis import given
 from hypothesis import strategies as st

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from contextd.mcp_server.http import _listening_socket
+from contextd.fronts.mcp.http import _listening_socket
 
 from tests.mcp_server.conftest import call, connect, mcp_url
 from tests.support.server import start_server

@@ -12,8 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import grpc.aio
-from contextd import server as contextd_server
-from contextd import wiring
 from contextd.config import Settings
 from contextd.providers.base import (
     Capabilities,
@@ -23,6 +21,8 @@ from contextd.providers.base import (
     TextDelta,
     Usage,
 )
+from contextd.root import server as contextd_server
+from contextd.root import wiring
 from contextd.store.engine.database import Database
 from contextd.store.event_log.events import HISTORY_DIR
 from contextd.store.memory.index import user_key

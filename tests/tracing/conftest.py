@@ -11,9 +11,9 @@ from pathlib import Path
 
 import grpc.aio
 import pytest
-from contextd import server as contextd_server
 from contextd.config import Settings
-from contextd.logs import JsonFormatter
+from contextd.root import server as contextd_server
+from contextd.root.logs import JsonFormatter
 from contextd.tracing import spans
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor

@@ -7,9 +7,9 @@ import base64
 import grpc
 import pytest
 from contextd.config import Settings
-from contextd.web import connect, framing
-from contextd.web.cors import CorsPolicy
-from contextd.web.exchange import Outcome
+from contextd.fronts.web import connect, framing
+from contextd.fronts.web.cors import CorsPolicy
+from contextd.fronts.web.exchange import Outcome
 from hypothesis import given
 from hypothesis import strategies as st
 

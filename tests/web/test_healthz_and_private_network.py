@@ -13,8 +13,8 @@ from pathlib import Path
 import aiohttp
 import grpc
 import pytest
+from contextd.fronts.web.metadata import from_headers
 from contextd.v1 import context_pb2 as pb
-from contextd.web.metadata import from_headers
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from multidict import CIMultiDict, CIMultiDictProxy
 

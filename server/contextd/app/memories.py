@@ -290,7 +290,8 @@ class MemoriesApp:
 
 class NamesAMemory(FailedPrecondition):
     """A refusal that names another memory: ``template``'s ``{}`` is its id as callers
-    see it, which api/ fills in (app/ holds the row number); the message without it."""
+    see it, which the gRPC front fills in (app/ holds the row number); the message
+    without it."""
 
     def __init__(self, template: str, row: int) -> None:
         super().__init__(template.format("(its id unknown)"))

@@ -1,8 +1,8 @@
 """Who is calling, and the one place that decides what they may touch.
 
-api/ makes the Caller (``api.auth.caller_for``): from the request's user id, or, when
-the server checks credentials, from the identity the call's credential proves. The
-checks here are the same either way.
+The gRPC front makes the Caller (``fronts.grpc.auth.caller_for``): from the request's
+user id, or, when the server checks credentials, from the identity the call's
+credential proves. The checks here are the same either way.
 
 A user is a user of a tenant: "bob" of one tenant and "bob" of another are two users.
 Repositories read and write only the caller's tenant, so a resource of another tenant
@@ -63,7 +63,7 @@ def is_stored_id(value: str) -> bool:
 
 
 def parse_id(value: str, field: str, what: str) -> int:
-    """A numeric stored id from its string form (api/ decodes the id a caller sent into
+    """A numeric stored id from its string form (the gRPC front decodes the id a caller sent into
     it); an empty one names the field."""
     if not value:
         raise InvalidArgument.one(field, f"a {what} id is required")

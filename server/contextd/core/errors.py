@@ -1,4 +1,4 @@
-"""Domain errors raised by core/, app/ and store/; api/ maps them to gRPC status codes."""
+"""Domain errors raised by core/, app/ and store/; the gRPC front maps them to status codes."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Who a credential says the caller is, once a credential was checked.
 
-Made at the edge (api/) from an API key or a token and nothing else; below api/ only
-this value travels, never the credential.
+Made at the edge (fronts/grpc/) from an API key or a token and nothing else; below
+fronts/grpc/ only this value travels, never the credential.
 """
 
 from __future__ import annotations

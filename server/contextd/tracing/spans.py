@@ -3,7 +3,7 @@
 A module-level tracer, not the API's global one: a test installs a provider of its own
 (with an in-memory exporter) for each server it starts, which the API's set-once global
 would not allow. Spans are made current with the API's context, so the log lines
-written inside one carry its ids (``contextd.logs``)."""
+written inside one carry its ids (``contextd.root.logs``)."""
 
 from __future__ import annotations
 

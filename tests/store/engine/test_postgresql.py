@@ -10,8 +10,8 @@ import socket
 import asyncpg
 import grpc
 import pytest
-from contextd.api.errors import status_for
 from contextd.core.errors import DatabaseUnavailable, StorageFull
+from contextd.fronts.grpc.errors import status_for
 from contextd.store.engine.postgresql import PostgresDatabase, _translated
 from contextd.store.sessions import SessionRepo
 

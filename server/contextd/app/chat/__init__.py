@@ -39,6 +39,7 @@ from contextd.app.chat.events import (
 from contextd.app.chat.memory_tool import MEMORY_TOOL
 from contextd.app.chat.request import ChatLimits, ChatTurnRequest, ModelOptions
 from contextd.app.chat.turn import TokenUsage
+from contextd.providers.base import ToolSpec
 
 __all__ = [
     "MEMORY_TOOL",
@@ -50,6 +51,7 @@ __all__ = [
     "ModelOptions",
     "TokenUsage",
     "ToolCallEvent",
+    "ToolSpec",
     "TurnCompleted",
     "TurnStarted",
     "TurnStatus",

@@ -1,0 +1,1 @@
+"""The command line: ``contextd serve``, ``chat``, ``keys``, ``store`` and ``mcp``."""

@@ -1,0 +1,474 @@
+"""Proto messages <-> domain objects.
+
+A request is read here, once, into the command app/ runs: enum numbers become core's
+enums, the tokenizer's name its tokenizer, content parts checked parts. Every bad field
+is named in one INVALID_ARGUMENT (an unknown value stands in as the default meanwhile,
+so that the rest of the request can still be checked); app/ and core/ see only
+commands in their own terms.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING
+
+from contextd.app.scope import Caller
+from contextd.app.session_context import BuiltContext, ContextLayer, SessionBuildRequest
+from contextd.core.build import (
+    BuildReport,
+    BuildRequest,
+    BuildResult,
+    CacheLayout,
+    OverflowPolicy,
+    validate_build_request,
+)
+from contextd.core.content import ContentPart, ImageLimits, parts_text
+from contextd.core.editing import EditingOptions, EditingSettings, EditKind, check_editing
+from contextd.core.editing.settings import OFF as EDITING_OFF
+from contextd.core.errors import FieldViolation, InvalidArgument, Violations
+from contextd.core.formats import OutputFormat
+from contextd.core.messages import ChatMessage, CompressionSummary, Role, ToolCall
+from contextd.core.pipeline import DropReason
+from contextd.core.prompt import LayerReport, PromptLayers
+from contextd.core.tokens import EstimateTokenizer, Tokenizer, TokenizerRegistry
+from contextd.fronts.grpc.auth import caller_for
+from contextd.fronts.grpc.content_parts import fill_parts, parts_from_pb
+from contextd.fronts.grpc.ids import check_id
+from contextd.v1 import context_pb2 as pb
+
+if TYPE_CHECKING:
+    from google.protobuf.internal.containers import RepeatedCompositeFieldContainer
+
+_ROLE_TO_PB: dict[Role, pb.Role] = {
+    Role.SYSTEM: pb.ROLE_SYSTEM,
+    Role.USER: pb.ROLE_USER,
+    Role.ASSISTANT: pb.ROLE_ASSISTANT,
+    Role.TOOL: pb.ROLE_TOOL,
+}
+_ROLES: dict[int, Role] = {number: role for role, number in _ROLE_TO_PB.items()}
+_USER = Role.USER  # read once: per message, enum member lookups show up in the benchmark
+_FORMATS = {
+    pb.OUTPUT_FORMAT_UNSPECIFIED: OutputFormat.NEUTRAL,
+    pb.OUTPUT_FORMAT_NEUTRAL: OutputFormat.NEUTRAL,
+    pb.OUTPUT_FORMAT_OPENAI: OutputFormat.OPENAI,
+    pb.OUTPUT_FORMAT_ANTHROPIC: OutputFormat.ANTHROPIC,
+}
+_CACHE_LAYOUTS: dict[int, CacheLayout] = {
+    pb.CACHE_LAYOUT_UNSPECIFIED: CacheLayout.OFF,
+    pb.CACHE_LAYOUT_OFF: CacheLayout.OFF,
+    pb.CACHE_LAYOUT_STABLE_PREFIX: CacheLayout.STABLE_PREFIX,
+}
+_POLICIES = {
+    pb.OVERFLOW_POLICY_UNSPECIFIED: OverflowPolicy.KEEP_REQUIRED,
+    pb.OVERFLOW_POLICY_KEEP_REQUIRED: OverflowPolicy.KEEP_REQUIRED,
+    pb.OVERFLOW_POLICY_FAIL: OverflowPolicy.FAIL,
+}
+# None: the server's setting.
+_MEMORY_MODES: dict[int, bool | None] = {
+    pb.MEMORY_MODE_UNSPECIFIED: None,
+    pb.MEMORY_MODE_ON: True,
+    pb.MEMORY_MODE_OFF: False,
+}
+_EDIT_KINDS = {
+    EditKind.CAPPED: pb.EDIT_KIND_CAPPED,
+    EditKind.CLEARED: pb.EDIT_KIND_CLEARED,
+    EditKind.COMPACTED: pb.EDIT_KIND_COMPACTED,
+}
+_DROP_REASONS = {
+    DropReason.COMPRESSED: pb.DROP_REASON_COMPRESSED,
+    DropReason.EMPTY: pb.DROP_REASON_EMPTY,
+    DropReason.ORPHANED_TOOL_RESULT: pb.DROP_REASON_ORPHANED_TOOL_RESULT,
+    DropReason.BUDGET: pb.DROP_REASON_BUDGET,
+    DropReason.LEADING_ASSISTANT: pb.DROP_REASON_LEADING_ASSISTANT,
+}
+
+
+# --- requests ---------------------------------------------------------------------------
+
+
+def editing_from_pb(
+    message: pb.ContextEditing,
+    present: bool,
+    defaults: EditingSettings,
+    field: str,
+    violations: Violations,
+) -> EditingSettings:
+    """The editing a request asks for (``present``: whether it set the field), each field
+    it leaves unset the server's ``defaults``; every bad field recorded."""
+    if not present:
+        return defaults
+
+    def given(name: str) -> int | None:
+        return int(getattr(message, name)) if message.HasField(name) else None
+
+    options = EditingOptions(
+        cap_tokens=given("tool_result_cap_tokens"),
+        clear_trigger_tokens=given("clear_trigger_tokens"),
+        keep_tool_results=given("keep_tool_results"),
+        clear_at_least_tokens=given("clear_at_least_tokens"),
+        clear_tool_inputs=(
+            message.clear_tool_inputs if message.HasField("clear_tool_inputs") else None
+        ),
+        exclude_tools=tuple(message.exclude_tools),
+    )
+    check_editing(options, field, violations)
+    return options.resolve(defaults)
+
+
+def inline_build_from_pb(
+    req: pb.BuildMessagesRequest,
+    history_pb: Sequence[pb.Message],
+    tokenizers: TokenizerRegistry,
+    limits: ImageLimits,
+    editing: EditingSettings = EDITING_OFF,
+) -> BuildRequest:
+    """BuildMessages with the history in the request, as core's build request.
+    ``history_pb`` is ``req.history[:]``, which the caller keeps to build the response
+    from (each read of a repeated field element makes a new Python object)."""
+    v = Violations()
+    tokenizer = tokenizer_from_pb(req.tokenizer, tokenizers, v)
+    output_format = _FORMATS.get(req.output_format)
+    policy = _POLICIES.get(req.overflow_policy)
+    cache_layout = _CACHE_LAYOUTS.get(req.cache_layout)
+    # Not in the common case: no call for it.
+    if output_format is None or policy is None or cache_layout is None:
+        output_format, policy = _format_and_policy(req, v)
+        cache_layout = cache_layout_from_pb(req.cache_layout, "cache_layout", v)
+    summary = None
+    if req.HasField("compression_summary"):
+        s = req.compression_summary
+        summary = CompressionSummary(tuple(s.message_ids), s.start_message_id, s.summary)
+    user_message, user_parts = user_message_from_pb(
+        req.user_message, req.user_message_parts, v, limits
+    )
+    if req.HasField("editing"):
+        editing = editing_from_pb(req.editing, True, editing, "editing", v)
+    build = BuildRequest(
+        user_message=user_message,
+        user_parts=user_parts,
+        token_budget=req.token_budget,
+        tokenizer=tokenizer,
+        system_prompts=req.system_prompts[:],
+        layers=layers_from_pb(req.layers) if req.HasField("layers") else None,
+        history=messages_from_pb(history_pb, "history", v, limits),
+        compression_summary=summary,
+        output_format=output_format,
+        overflow_policy=policy,
+        cache_layout=cache_layout,
+        editing=editing,
+    )
+    if v:
+        validate_build_request(build, v)  # raises, naming the build's bad fields too
+    return build
+
+
+def session_build_from_pb(
+    req: pb.BuildMessagesRequest,
+    tokenizers: TokenizerRegistry,
+    limits: ImageLimits,
+    editing: EditingSettings = EDITING_OFF,
+) -> SessionBuildRequest:
+    """BuildMessages in session mode (``req.session`` set): the list comes from the stored
+    session, so the request's inline fields must stay empty."""
+    s = req.session
+    # First: naming another user than the credential's is refused before anything else.
+    caller = Caller("")
+    caller_violations: Sequence[FieldViolation] = ()
+    try:
+        caller = caller_for(s.user_id, "session.user_id")
+    except InvalidArgument as error:
+        caller_violations = error.violations
+    v = Violations()
+    for name in ("system_prompts", "history"):
+        if getattr(req, name):
+            v.add(name, "must be empty in session mode")
+    for name in ("layers", "compression_summary"):
+        if req.HasField(name):
+            v.add(name, "must be empty in session mode")
+    tokenizer = tokenizer_from_pb(req.tokenizer, tokenizers, v)
+    output_format, policy = _format_and_policy(req, v)
+    memory = memory_from_pb(s.memory, "session.memory", v)
+    cache_layout = cache_layout_from_pb(s.cache_layout, "session.cache_layout", v)
+    v.extend(caller_violations)
+    check_id(s.session_id, "session.session_id", v)
+    user_message, user_parts = user_message_from_pb(
+        req.user_message, req.user_message_parts, v, limits
+    )
+    editing = editing_from_pb(req.editing, req.HasField("editing"), editing, "editing", v)
+    v.raise_if_any()
+    return SessionBuildRequest(
+        caller=caller,
+        session_id=s.session_id,
+        user_message=user_message,
+        user_parts=user_parts,
+        token_budget=req.token_budget,
+        tokenizer=tokenizer,
+        scenario=s.scenario,
+        host=s.host,
+        variables=dict(s.variables),
+        memory=memory,
+        memory_limit=s.memory_limit,
+        recent_sessions_limit=s.recent_sessions_limit,
+        output_format=output_format,
+        overflow_policy=policy,
+        cache_layout=cache_layout,
+        editing=editing,
+    )
+
+
+def _format_and_policy(
+    req: pb.BuildMessagesRequest, violations: Violations
+) -> tuple[OutputFormat, OverflowPolicy]:
+    output_format = _FORMATS.get(req.output_format)
+    if output_format is None:
+        output_format = OutputFormat.NEUTRAL
+        violations.add("output_format", f"unknown output format {req.output_format}")
+    policy = _POLICIES.get(req.overflow_policy)
+    if policy is None:
+        policy = OverflowPolicy.KEEP_REQUIRED
+        violations.add("overflow_policy", f"unknown overflow policy {req.overflow_policy}")
+    return output_format, policy
+
+
+def tokenizer_from_pb(
+    name: str, tokenizers: TokenizerRegistry, violations: Violations
+) -> Tokenizer:
+    """The named tokenizer (the default for ""); an unknown name is recorded and a
+    stand-in returned."""
+    try:
+        return tokenizers.get(name)
+    except InvalidArgument as error:
+        violations.extend(error.violations)
+        return EstimateTokenizer()
+
+
+def cache_layout_from_pb(value: int, field: str, violations: Violations) -> CacheLayout:
+    layout = _CACHE_LAYOUTS.get(value)
+    if layout is None:
+        violations.add(field, f"unknown cache layout {value}")
+        return CacheLayout.OFF
+    return layout
+
+
+def memory_from_pb(value: int, field: str, violations: Violations) -> bool | None:
+    """Whether memory is on for the request; None: the server's setting."""
+    if value not in _MEMORY_MODES:
+        violations.add(field, f"unknown memory mode {value}")
+    return _MEMORY_MODES.get(value)
+
+
+def layers_from_pb(layers: pb.PromptLayers) -> PromptLayers:
+    return PromptLayers(
+        identity=layers.identity,
+        rules=layers.rules,
+        skill=layers.skill,
+        mode=layers.mode,
+        memory=layers.memory,
+        context=layers.context,
+    )
+
+
+def messages_from_pb(
+    messages: Iterable[pb.Message], field: str, violations: Violations, limits: ImageLimits
+) -> list[ChatMessage]:
+    """The messages in the domain model; an unknown role number is recorded and read as
+    a user turn."""
+    out: list[ChatMessage] = []
+    add = out.append
+    roles = _ROLES
+    for i, m in enumerate(messages):
+        role = roles.get(m.role)
+        if role is None:
+            violations.add(f"{field}[{i}].role", f"unknown role {m.role}; use a ROLE_* value")
+            role = _USER
+        calls = m.tool_calls
+        message = ChatMessage(
+            role,
+            m.content,
+            tuple(ToolCall(c.id, c.name, c.arguments) for c in calls) if calls else (),
+            m.tool_call_id,
+            m.id,
+        )
+        if m.parts:
+            message = _with_parts(message, m.parts, f"{field}[{i}]", violations, limits)
+        add(message)
+    return out
+
+
+def _with_parts(
+    message: ChatMessage,
+    raw_parts: Sequence[pb.ContentPart],
+    at: str,
+    violations: Violations,
+    limits: ImageLimits,
+) -> ChatMessage:
+    """The message with its parts, ``content`` their text view."""
+    parts = parts_from_pb(raw_parts, f"{at}.parts", limits, violations)
+    if message.role is not Role.USER:
+        violations.add(f"{at}.parts", "only user messages carry parts")
+    if message.content:
+        violations.add(f"{at}.content", "must be empty when parts are given")
+    return ChatMessage(message.role, parts_text(parts), id=message.id, parts=parts)
+
+
+def user_message_from_pb(
+    user_message: str,
+    raw_parts: Sequence[pb.ContentPart],
+    violations: Violations,
+    limits: ImageLimits,
+) -> tuple[str, tuple[ContentPart, ...]]:
+    """The current user message's text (the parts' text view when given) and parts, from
+    ``user_message`` and ``user_message_parts``."""
+    if not raw_parts:
+        return user_message, ()
+    parts = parts_from_pb(raw_parts, "user_message_parts", limits, violations)
+    if user_message:
+        violations.add(
+            "user_message_parts", "give either the user message's text or its parts, not both"
+        )
+    return parts_text(parts), parts
+
+
+# --- responses --------------------------------------------------------------------------
+
+
+def build_response_to_pb(
+    built: BuiltContext,
+    history_pb: Sequence[pb.Message] | None,
+    stored_id: Callable[[str], str] | None = None,
+) -> pb.BuildMessagesResponse:
+    """BuildMessages' response. ``history_pb``: the request's history when the build was
+    inline; the messages kept as they are are copied from it (cheaper than filling anew).
+    A session build's sources are positions in the stored session: None then, and
+    ``stored_id`` shows each stored message's id as callers see it."""
+    response = pb.BuildMessagesResponse()
+    result = built.result
+    report = response.report
+    fill_report(report, result.report)
+    if built.layers:
+        add_context_layers(report.context_layers, built.layers)
+    if result.payload is not None:
+        response.payload_json = json.dumps(
+            result.payload, ensure_ascii=False, allow_nan=False, separators=(",", ":")
+        )
+    _fill_messages(response, result, history_pb, stored_id)
+    return response
+
+
+def _fill_messages(
+    response: pb.BuildMessagesResponse,
+    result: BuildResult,
+    history_pb: Sequence[pb.Message] | None,
+    stored_id: Callable[[str], str] | None,
+) -> None:
+    add = response.messages.add
+    if history_pb is None:
+        for m, n in zip(result.messages, result.message_tokens, strict=True):
+            out = add()
+            fill_message(out, m, n)
+            if m.id and stored_id is not None:
+                out.id = stored_id(m.id)
+        return
+    for m, n, source in zip(result.messages, result.message_tokens, result.sources, strict=True):
+        if source is None:
+            fill_message(add(), m, n)
+        else:
+            copy = add()
+            copy.CopyFrom(history_pb[source])
+            copy.tokens = n
+
+
+def message_to_pb(m: ChatMessage, tokens: int) -> pb.Message:
+    out = pb.Message()
+    fill_message(out, m, tokens)
+    return out
+
+
+def fill_message(out: pb.Message, m: ChatMessage, tokens: int) -> None:
+    out.role = _ROLE_TO_PB[m.role]
+    out.content = m.content
+    out.tokens = tokens
+    if m.parts:
+        fill_parts(out, m.parts)
+    # Only what is set: each assignment costs a field lookup by name.
+    if m.id:
+        out.id = m.id
+    if m.tool_call_id:
+        out.tool_call_id = m.tool_call_id
+    for c in m.tool_calls:
+        out.tool_calls.add(id=c.id, name=c.name, arguments=c.arguments)
+
+
+def layer_reports_to_pb(layers: list[LayerReport]) -> list[pb.LayerReport]:
+    return [pb.LayerReport(name=x.name, included=x.included, tokens=x.tokens) for x in layers]
+
+
+def report_to_pb(r: BuildReport) -> pb.BuildReport:
+    out = pb.BuildReport()
+    fill_report(out, r)
+    return out
+
+
+def fill_report(out: pb.BuildReport, r: BuildReport) -> None:
+    # Field by field on the target (a keyword constructor looks every name up and
+    # then copies the whole report into its parent), and only fields that are set:
+    # each assignment costs a lookup by name.
+    out.tokenizer = r.tokenizer
+    out.token_budget = r.token_budget
+    out.system_tokens = r.system_tokens
+    if r.summary_tokens:
+        out.summary_tokens = r.summary_tokens
+    out.history_tokens = r.history_tokens
+    out.user_message_tokens = r.user_message_tokens
+    out.total_tokens = r.total_tokens
+    if r.required_over_budget:
+        out.required_over_budget = True
+    if r.summary_included:
+        out.summary_included = True
+    out.history_kept = r.history_kept
+    for x in r.dropped:
+        out.dropped.add(start_index=x.start_index, count=x.count, reason=_DROP_REASONS[x.reason])
+    for c in r.removed_tool_calls:
+        out.removed_tool_calls.add(index=c.index, tool_call_id=c.tool_call_id)
+    for mv in r.moved_tool_results:
+        out.moved_tool_results.add(
+            tool_call_id=mv.tool_call_id, from_index=mv.from_index, call_index=mv.call_index
+        )
+    if r.layers:
+        out.layers.extend(layer_reports_to_pb(r.layers))
+    if r.cacheable_prefix_tokens:
+        out.cacheable_prefix_tokens = r.cacheable_prefix_tokens
+    if r.image_tokens:
+        out.image_tokens = r.image_tokens
+    for e in r.edits:
+        out.edits.add(
+            index=e.index,
+            kind=_EDIT_KINDS[e.kind],
+            tokens_before=e.tokens_before,
+            tokens_after=e.tokens_after,
+            tool_call_id=e.tool_call_id,
+            tool_name=e.tool_name,
+            count=e.count,
+        )
+    if r.cache_prefix_kept_tokens:
+        out.cache_prefix_kept_tokens = r.cache_prefix_kept_tokens
+
+
+def add_context_layers(
+    out: RepeatedCompositeFieldContainer[pb.ContextLayerReport], layers: Iterable[ContextLayer]
+) -> None:
+    """``layers`` added to ``out`` in place (no message made and then copied in)."""
+    for x in layers:
+        layer = out.add()
+        layer.name = x.name
+        if x.included:
+            layer.included = True
+        if x.tokens:
+            layer.tokens = x.tokens
+        if x.items_kept:
+            layer.items_kept = x.items_kept
+        if x.items_dropped:
+            layer.items_dropped = x.items_dropped
+        if x.note:
+            layer.note = x.note

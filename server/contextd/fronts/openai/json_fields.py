@@ -1,0 +1,85 @@
+"""Typed reads of a parsed JSON request, each refusing a wrong type with a 400 that
+names the parameter (OpenAI's ``invalid_type``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from contextd.core.errors import cut
+from contextd.fronts.openai.errors import OpenAIError, invalid
+
+JsonObject = Mapping[str, Any]
+# The longest parameter name quoted whole in an error.
+_LONGEST_NAME = 64
+
+
+def _wrong(param: str, expected: str) -> OpenAIError:
+    return invalid(param, f"expected {expected}", code="invalid_type")
+
+
+def obj(value: object, param: str) -> JsonObject:
+    if not isinstance(value, dict):
+        raise _wrong(param, "an object")
+    return value
+
+
+def array(value: object, param: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise _wrong(param, "an array")
+    return value
+
+
+def string(value: object, param: str) -> str:
+    if not isinstance(value, str):
+        raise _wrong(param, "a string")
+    return value
+
+
+def optional_string(value: object, param: str) -> str:
+    """A string, or "" for null."""
+    return "" if value is None else string(value, param)
+
+
+def boolean(value: object, param: str) -> bool:
+    if not isinstance(value, bool):
+        raise _wrong(param, "a boolean")
+    return value
+
+
+def optional_bool(value: object, param: str) -> bool | None:
+    return None if value is None else boolean(value, param)
+
+
+def integer(value: object, param: str) -> int:
+    # bool is an int to Python, not to JSON.
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _wrong(param, "an integer")
+    return value
+
+
+def optional_int(value: object, param: str) -> int | None:
+    return None if value is None else integer(value, param)
+
+
+def number(value: object, param: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise _wrong(param, "a number")
+    return float(value)
+
+
+def optional_number(value: object, param: str) -> float | None:
+    return None if value is None else number(value, param)
+
+
+def known_keys(value: JsonObject, known: frozenset[str], at: str) -> None:
+    """Refuse a key the API does not define, as OpenAI does."""
+    for key in value:
+        if key not in known:
+            param = cut(f"{at}.{key}" if at else key, _LONGEST_NAME)
+            raise OpenAIError(
+                400,
+                f"Unrecognized request argument supplied: {param}",
+                param=param,
+                code="unknown_parameter",
+            )
