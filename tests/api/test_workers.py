@@ -366,3 +366,17 @@ async def test_the_passes_over_the_whole_database_run_in_one_worker(tmp_path: Pa
             assert (RetentionPurger in runs) == sweeps
     finally:
         await db.close()
+
+
+def test_workers_stop_when_their_parent_is_killed(tmp_path: Path) -> None:
+    """A worker never serves on without its parent: killed, the parent takes its workers
+    with it, and the data directory (SQLite) is free for the next server."""
+    server = start_server(tmp_path, "--workers", "2", ready=READY)
+    pids = list(worker_pids(server).values())
+    server.process.send_signal(signal.SIGKILL)
+    server.process.wait(10)
+    deadline = time.monotonic() + 30
+    while any(Path(f"/proc/{pid}").exists() for pid in pids):
+        assert time.monotonic() < deadline, "a worker outlived its parent"
+        time.sleep(0.05)
+    start_server(tmp_path).stop()
