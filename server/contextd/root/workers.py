@@ -29,6 +29,7 @@ from typing import NoReturn
 from contextd.config import Settings
 from contextd.root import server
 from contextd.root.prepare import Prepared, prepare
+from contextd.store.engine.private import make_dir
 from contextd.tracing.setup import install_from_env
 
 log = logging.getLogger("contextd.server")
@@ -66,7 +67,7 @@ def serve_workers(settings: Settings) -> None:
         raise SystemExit("\n".join(problems))
     server.warn_without_tls(settings, prepared.tls)
     settings = with_ports_picked(settings)
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    make_dir(settings.data_dir)
     lock = server.lock_data_dir(settings)
     try:
         asyncio.run(_prepare_store(settings))
