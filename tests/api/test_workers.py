@@ -6,6 +6,7 @@ numbers. Another server cannot join their ports."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -219,11 +220,16 @@ async def test_turns_of_one_session_on_both_workers_keep_numbers_and_leases(
     assert sorted(r[0].turn_started.turn_index for r in results) == list(range(2, 10))
     assert call_workers(workers, since) == {0, 1}
     async with grpc.aio.insecure_channel(workers.address) as channel:
-        page = await sessions_pb2_grpc.SessionServiceStub(channel).ListMessages(
+        stub = sessions_pb2_grpc.SessionServiceStub(channel)
+        page = await stub.ListMessages(
             spb.ListMessagesRequest(user_id=user, session_id=sid, page_size=100)
         )
+        export = stub.ExportEvents(spb.ExportEventsRequest(user_id=user, session_id=sid))
+        events = [json.loads(e.json) async for e in export]  # every line whole
     turns = [(m.message.role, m.turn_index) for m in page.messages]
     assert turns == [(role, k) for k in range(1, 10) for role in (pb.ROLE_USER, pb.ROLE_ASSISTANT)]
+    # The session's event log, written by both workers: each turn's lines in turn order.
+    assert [e["turn"] for e in events if e["type"] == "turn_end"] == list(range(1, 10))
 
 
 async def test_sigterm_drains_every_worker(
