@@ -39,18 +39,22 @@ from contextd.app.chat.events import (
 from contextd.app.chat.memory_tool import MEMORY_TOOL
 from contextd.app.chat.request import ChatLimits, ChatTurnRequest, ModelOptions
 from contextd.app.chat.turn import TokenUsage
-from contextd.providers.base import ToolSpec
+from contextd.providers.base import AUTO, TEXT, ResponseFormat, ToolChoice, ToolSpec
 
 __all__ = [
+    "AUTO",
     "MEMORY_TOOL",
+    "TEXT",
     "ChatApp",
     "ChatEvent",
     "ChatLimits",
     "ChatTurnRequest",
     "DeltaEvent",
     "ModelOptions",
+    "ResponseFormat",
     "TokenUsage",
     "ToolCallEvent",
+    "ToolChoice",
     "ToolSpec",
     "TurnCompleted",
     "TurnStarted",

@@ -7,14 +7,14 @@ import contextlib
 import math
 import time
 import weakref
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
 from opentelemetry.trace import Span
 
 from contextd.app.after_turn import AfterTurnRunner
-from contextd.app.chat.event_log import SessionLog, TurnLog
+from contextd.app.chat.event_log import SessionLog, TurnLog, context_meta
 from contextd.app.chat.events import (
     ChatEvent,
     DeltaEvent,
@@ -270,6 +270,13 @@ class ChatApp:
                 message_tokens(ChatMessage(Role.TOOL, content, tool_call_id=call_id), req.tokenizer)
                 for call_id, content in req.tool_results
             )
+        elif req.continues_host_list:
+            # The host's list ends with the results of its own tool calls: the model's next
+            # step, from that list alone; the new session stores no input of its own.
+            context = await tools.contexts.for_user_message("")
+            input_tokens = sum(
+                message_tokens(m, req.tokenizer) for m in _trailing_results(req.messages)
+            )
         else:
             context = await tools.contexts.for_user_message(req.user_message, req.user_parts)
             # The session was read above: store directly, with token counts.
@@ -279,7 +286,12 @@ class ChatApp:
             input_tokens = row.tokens[req.tokenizer.name]
         request = tools.model_request(context)
         estimate = request.prompt_tokens_estimate
-        await log.turn_start(req.user_message, input_tokens, continuing)
+        await log.turn_start(
+            req.user_message,
+            input_tokens,
+            continuing,
+            context_meta(context, tools.contexts.layers),
+        )
         for call, (_, content) in zip(answered, req.tool_results, strict=True):
             # A result belongs to the step of the call it answers, the one before this
             # call's first.
@@ -467,7 +479,7 @@ class ChatApp:
         if offers_recall(req.editing, req.react):
             server_tools.append(RECALL_TOOL.name)
         meta: dict[str, object] = {
-            "mode": req.mode or ("prebuilt" if req.messages else "session"),
+            "mode": req.mode or ("prebuilt" if req.host_list_only else "session"),
             "provider": self._provider.name,
             "model": req.model.model or self._provider.default_model,
             "tokenizer": req.tokenizer.name,
@@ -478,6 +490,14 @@ class ChatApp:
         meta["tool_protocol"] = "react" if req.react else "native"
         meta["tools"] = [*(t.name for t in req.tools), *server_tools]
         return meta
+
+
+def _trailing_results(messages: Sequence[ChatMessage]) -> list[ChatMessage]:
+    """The tool messages that end ``messages``."""
+    first = len(messages)
+    while first and messages[first - 1].role is Role.TOOL:
+        first -= 1
+    return list(messages[first:])
 
 
 def _chat_event(turn: Turn, event: ModelEvent, calls: list[ToolCall]) -> ChatEvent | None:

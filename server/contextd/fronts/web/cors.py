@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 # What gRPC-Web and Connect clients send, Authorization for the caller identity that
-# will replace the request's user_id, and the trace context a traced page passes on
-# (forwarded to the call as metadata like any custom header).
+# will replace the request's user_id, the trace context a traced page passes on
+# (forwarded to the call as metadata like any custom header), and what the Anthropic
+# SDKs send from a page besides x-* headers.
 _BASE_REQUEST_HEADERS = (
     "content-type",
     "x-grpc-web",
@@ -18,6 +21,9 @@ _BASE_REQUEST_HEADERS = (
     "authorization",
     "traceparent",
     "tracestate",
+    "anthropic-version",
+    "anthropic-beta",
+    "anthropic-dangerous-direct-browser-access",
 )
 # Custom metadata: any x-* header a client asks for in a preflight.
 _CUSTOM_HEADER = re.compile(r"x-[a-z0-9][a-z0-9_.-]*")
@@ -78,3 +84,20 @@ class CorsPolicy:
         if private_network:
             headers["Access-Control-Allow-Private-Network"] = "true"
         return headers
+
+
+def is_own_origin(origin: str, scheme: str, host: str) -> bool:
+    """Whether ``origin`` is this port's own (``scheme://host`` of the request), as for
+    the inspector page it serves, addressed by an IP address or ``localhost``. Under any
+    other name the origin must be listed in cors_origins: a name can be rebound to this
+    address by whoever controls it, and its pages would then count as this origin."""
+    if origin.rstrip("/").lower() != f"{scheme}://{host}".lower():
+        return False
+    hostname = urlsplit(origin).hostname or ""
+    if hostname == "localhost":
+        return True
+    try:
+        ipaddress.ip_address(hostname)
+    except ValueError:
+        return False
+    return True
