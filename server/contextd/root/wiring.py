@@ -128,12 +128,13 @@ class Services:
 
 
 def build_services(
-    settings: Settings, db: Database, prepared: Prepared, ids: PublicIds
+    settings: Settings, db: Database, prepared: Prepared, ids: PublicIds, *, sweeps: bool = True
 ) -> Services:
     """Every part of the server on ``db``, each given what it uses when made; ``ids``
     are the message and memory ids callers see. The parts, in order: what records
     metrics, the native port's limits, the stored records, the apps over them, the
-    servicers over the apps, and the guard in front of them."""
+    servicers over the apps, and the guard in front of them. ``sweeps``: this process
+    runs the passes over the whole database (retention): one worker of a server does."""
     metrics = _recorder(settings, db)
     limits = _limits(settings, web=prepared.cors is not None)
     stored = _stored(settings, db, prepared.embedder, metrics)
@@ -149,13 +150,13 @@ def build_services(
         # still needs the provider and the database), the provider, the embedding, and
         # the event logs last.
         closers=(
-            untimed(apps.retention.aclose),
+            *([untimed(apps.retention.aclose)] if sweeps else []),
             apps.after_turn.aclose,
             untimed(apps.provider.aclose),
             *stored.closers,
             untimed(stored.events.aclose),
         ),
-        background=(*stored.background, apps.retention),
+        background=(*stored.background, *([apps.retention] if sweeps else [])),
     )
 
 
