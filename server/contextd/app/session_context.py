@@ -157,7 +157,7 @@ class SessionContextBuilder:
         # The session with what its build reads alongside, in one round trip where
         # replicas share the database.
         self.snapshots = SessionSnapshots(
-            sessions.sessions.db, sessions.sessions, sessions.conversation, summaries, catalog
+            sessions.sessions.db, sessions.sessions, sessions.conversation, summaries
         )
 
     async def build(self, req: SessionBuildRequest, session: Session | None = None) -> BuiltContext:

@@ -404,12 +404,6 @@ def layer_reports_to_pb(layers: list[LayerReport]) -> list[pb.LayerReport]:
     return [pb.LayerReport(name=x.name, included=x.included, tokens=x.tokens) for x in layers]
 
 
-def report_to_pb(r: BuildReport) -> pb.BuildReport:
-    out = pb.BuildReport()
-    fill_report(out, r)
-    return out
-
-
 def fill_report(out: pb.BuildReport, r: BuildReport) -> None:
     # Field by field on the target (a keyword constructor looks every name up and
     # then copies the whole report into its parent), and only fields that are set:
