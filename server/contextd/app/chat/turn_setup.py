@@ -1,0 +1,170 @@
+"""A chat turn's set-up, everything before the first model call: the session (held
+against other processes' turns of it, where they share the database), its log started
+when due, the turn's parts (turn_kit.py), the input stored and logged,
+and the turn's first event with the first step's model request."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+from contextd.app.chat.events import TurnStarted
+from contextd.app.chat.request import ChatTurnRequest
+from contextd.app.chat.session_lease import SessionTurns
+from contextd.app.chat.tool_protocol import ToolProtocol
+from contextd.app.chat.turn import Turn
+from contextd.app.chat.turn_kit import TurnKit
+from contextd.app.sessions import SessionLog, SessionsApp
+from contextd.core.errors import Violations
+from contextd.core.messages import ChatMessage, Role, ToolCall
+from contextd.core.tokens import message_tokens
+from contextd.providers.base import ModelRequest, Provider
+from contextd.store.conversation import ConversationRepo
+from contextd.store.event_log.events import EventStore
+from contextd.store.models import Session
+from contextd.store.partial_answers import Held
+
+# How far back a continuing turn looks for the calls the host's results answer.
+_RECENT_FOR_OPEN_CALLS = 64
+# A turn whose session holds no lease (SQLite): nothing read with one.
+_NOT_HELD = Held(None)
+
+
+class TurnSetup:
+    """Sets a turn up (``start``), up to its first model call."""
+
+    def __init__(
+        self,
+        *,
+        sessions: SessionsApp,
+        conversation: ConversationRepo,
+        events: EventStore,
+        turns: SessionTurns,
+        kit: TurnKit,
+        provider: Provider,
+        warn_prompt_tokens: int,
+    ) -> None:
+        # ``provider``: named in the turn's first event and its session's log, never called.
+        self._sessions = sessions
+        self._conversation = conversation
+        self._events = events
+        self._turns = turns
+        self._kit = kit
+        self._provider = provider
+        self._warn_prompt_tokens = warn_prompt_tokens
+
+    async def start(
+        self, req: ChatTurnRequest
+    ) -> tuple[TurnStarted, ToolProtocol[Any], ModelRequest]:
+        """Everything before the model is called; the turn's first event, its protocol
+        and the first step's model request."""
+        session = await self._session(req)
+        if not (req.session_id and self._turns.shared):
+            return await self._begin(req, session)
+        held = await self._turns.hold(session, req.deadline)
+        try:
+            return await self._begin(req, session, held)
+        except BaseException:
+            # A turn that stored no input leaves nothing to close: the session is free.
+            with contextlib.suppress(Exception):
+                await self._turns.release(session.id)
+            raise
+
+    async def _begin(
+        self, req: ChatTurnRequest, session: Session, held: Held = _NOT_HELD
+    ) -> tuple[TurnStarted, ToolProtocol[Any], ModelRequest]:
+        """``held``: what was read as the session's lease was taken: with the session's
+        version, the newest message that numbers the turn is the kept one when kept at
+        it; whether the log is open needs no read of its last line when known."""
+        history = await self._conversation.tail(
+            session.id, 1, req.tokenizer.name, tenant_id=session.tenant_id, version=held.version
+        )
+        continuing = bool(req.tool_results)
+        index = max((history[-1].turn_index if history else 0) + (0 if continuing else 1), 1)
+        turn = Turn(session, index, req.caller.user_id, req.tokenizer, req.user_message)
+        # A session starts at its first turn (a new session's needs no read of its log),
+        # and again at the first turn after it ended.
+        session_log = SessionLog(self._events, session)
+        if (not history and not continuing) or (
+            not self._turns.log_known_open(session.id)
+            and await session_log.needs_start(held.log_open)
+        ):
+            await session_log.start(req.log_meta(self._provider.name, self._provider.default_model))
+        self._turns.log_open(session.id)
+        tools = self._kit.tool_protocol(req, turn)
+        record, log = tools.record, tools.log
+
+        # The input (a user message, tool results, an observation) is built into the
+        # context first, not stored yet, then stored: a turn refused for the prompt
+        # limit stores nothing and can be sent again. Then the model is called.
+        answered: list[ToolCall] = []
+        user_message_id = ""
+        if continuing:
+            answered = await self._answered_calls(req, tools, session)
+            await self._continue_turn(turn)
+            context = await tools.take_host_results()
+            input_tokens = sum(
+                message_tokens(ChatMessage(Role.TOOL, content, tool_call_id=call_id), req.tokenizer)
+                for call_id, content in req.tool_results
+            )
+        else:
+            context = await tools.contexts.for_user_message(req.user_message, req.user_parts)
+            # The session was read above: store directly, with token counts.
+            row = record.row(ChatMessage(Role.USER, req.user_message, parts=req.user_parts))
+            [stored] = await record.store([row])
+            user_message_id = str(stored.id)
+            input_tokens = row.tokens[req.tokenizer.name]
+        request = tools.model_request(context)
+        estimate = request.prompt_tokens_estimate
+        await log.turn_start(req.user_message, input_tokens, continuing)
+        for call, (_, content) in zip(answered, req.tool_results, strict=True):
+            # A result belongs to the step of the call it answers, the one before this
+            # call's first.
+            await log.observation(turn.step - 1, content, call.name, call.id)
+        started = TurnStarted(
+            session.id,
+            turn.index,
+            user_message_id,
+            estimate,
+            estimate > self._warn_prompt_tokens,
+            context.report,
+            self._provider.name,
+            req.model.model or self._provider.default_model,
+            tools.contexts.layers,
+        )
+        return started, tools, request
+
+    async def _session(self, req: ChatTurnRequest) -> Session:
+        if req.session_id:
+            return await self._sessions.get(req.caller, req.session_id)
+        return await self._sessions.create(req.caller, req.scenario, req.host, req.title)
+
+    async def _answered_calls(
+        self, req: ChatTurnRequest, tools: ToolProtocol[Any], session: Session
+    ) -> list[ToolCall]:
+        """The calls the host's results answer, in their order: each must be a call that
+        ended the previous turn and has no result yet."""
+        recent = await self._conversation.tail(
+            session.id, _RECENT_FOR_OPEN_CALLS, req.tokenizer.name, tenant_id=session.tenant_id
+        )
+        open_calls = tools.open_calls(recent)
+        v = Violations()
+        seen: set[str] = set()
+        for k, (call_id, _) in enumerate(req.tool_results):
+            if call_id not in open_calls or call_id in seen:
+                v.add(f"tool_results[{k}].tool_call_id", "not a pending call of this session")
+            seen.add(call_id)  # the same id twice in one request is refused too
+        v.raise_if_any()
+        return [open_calls[call_id] for call_id, _ in req.tool_results]
+
+    async def _continue_turn(self, turn: Turn) -> None:
+        """Pick up the turn the host's results continue: the user message that began it
+        (its first user message; the turn's observations come after it), and its steps
+        so far, one stored assistant message each (a step that did not end the turn
+        stored its tool calls, the last one the calls the results answer)."""
+        rows = await self._conversation.turn_messages(
+            turn.session.id, turn.index, turn.tokenizer, tenant_id=turn.session.tenant_id
+        )
+        question = next((r.message.content for r in rows if r.message.role is Role.USER), "")
+        # At least one: the calls answered are a step's.
+        turn.continue_from(max(1, sum(r.message.role is Role.ASSISTANT for r in rows)), question)
