@@ -16,7 +16,8 @@ import pytest
 from contextd.app.context import ContextApp
 from contextd.app.session_context import BuiltContext
 from contextd.core import build
-from contextd.core.build import BuildRequest, BuildResult, build_messages, validate_build_request
+from contextd.core.build import build_messages
+from contextd.core.build_request import BuildRequest, BuildResult, validate_build_request
 from contextd.core.content import ImageLimits
 from contextd.core.errors import BudgetExceeded, FailedPrecondition, InvalidArgument, Violations
 from contextd.core.formats import OutputFormat

@@ -24,13 +24,13 @@ from dataclasses import dataclass, field, replace
 from contextd.app.memory_scopes import session_memories
 from contextd.app.scope import Caller
 from contextd.app.sessions import SessionsApp
-from contextd.core.build import (
+from contextd.core.build import build_messages
+from contextd.core.build_request import (
     BuildReport,
     BuildRequest,
     BuildResult,
     CacheLayout,
     OverflowPolicy,
-    build_messages,
 )
 from contextd.core.content import ContentPart
 from contextd.core.editing import EditingSettings

@@ -18,7 +18,7 @@ from contextd.app.chat.tool_protocol import (
     TurnParts,
 )
 from contextd.core import json_text
-from contextd.core.build import BuildResult
+from contextd.core.build_request import BuildResult
 from contextd.core.messages import ChatMessage, Role, ToolCall
 from contextd.providers.base import ModelRequest
 from contextd.store.models import StoredMessage

@@ -20,7 +20,7 @@ from contextd.app.chat.tool_protocol import (
     TurnParts,
 )
 from contextd.core import react
-from contextd.core.build import BuildResult
+from contextd.core.build_request import BuildResult
 from contextd.core.messages import ChatMessage, Role, ToolCall
 from contextd.core.pipeline import is_blank
 from contextd.core.tokens import Tokenizer, message_tokens

@@ -9,7 +9,7 @@ from contextd.app.chat.memory_tool import MEMORY_TOOL
 from contextd.app.chat.recall_tool import RECALL_TOOL, offers_recall
 from contextd.app.scope import Caller
 from contextd.app.sessions import check_mode
-from contextd.core.build import CacheLayout
+from contextd.core.build_request import CacheLayout
 from contextd.core.content import ContentPart
 from contextd.core.editing import EditingSettings
 from contextd.core.editing.compaction import NO_OPTIONS, CompactionOptions

@@ -11,7 +11,7 @@ from contextd.app.context import ContextApp
 from contextd.app.scope import Caller
 from contextd.app.session_context import BuiltContext, SessionBuildRequest
 from contextd.app.sessions import SessionsApp
-from contextd.core.build import (
+from contextd.core.build_request import (
     BuildRequest,
     BuildResult,
     OverflowPolicy,

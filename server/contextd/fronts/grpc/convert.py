@@ -15,10 +15,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from contextd.app.session_context import ContextLayer
-from contextd.core.build import (
-    BuildReport,
-    CacheLayout,
-)
+from contextd.core.build_request import BuildReport, CacheLayout
 from contextd.core.content import ContentPart, ImageLimits, parts_text
 from contextd.core.editing import EditingOptions, EditingSettings, EditKind, check_editing
 from contextd.core.errors import InvalidArgument, Violations
