@@ -31,7 +31,7 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, Unpack, cast
 
 import anthropic
 
@@ -55,7 +55,7 @@ from contextd.providers.base import (
     Usage,
 )
 from contextd.providers.errors import ProviderBadResponse
-from contextd.providers.sdk_provider import NO_KEY, SdkProvider
+from contextd.providers.sdk_provider import SdkOptions, SdkProvider
 
 DEFAULT_ANTHROPIC_BASE_URL = "https://api.anthropic.com"
 DEFAULT_ANTHROPIC_MODEL = "claude-sonnet-4-6"
@@ -230,33 +230,17 @@ class AnthropicProvider(SdkProvider):
     def __init__(
         self,
         *,
-        api_key: str,
         model: str = DEFAULT_ANTHROPIC_MODEL,
         base_url: str = DEFAULT_ANTHROPIC_BASE_URL,
-        timeout: float = 60.0,
-        max_retries: int = 2,
-        retry_base_delay: float = 0.5,
         default_max_tokens: int = DEFAULT_MAX_TOKENS,
-        default_headers: Mapping[str, str] | None = None,
+        **options: Unpack[SdkOptions],
     ) -> None:
         if default_max_tokens < 1:
             raise ValueError("default_max_tokens must be at least 1")
-        super().__init__(
-            api_key=api_key,
-            model=model or DEFAULT_ANTHROPIC_MODEL,
-            base_url=base_url or DEFAULT_ANTHROPIC_BASE_URL,
-            max_retries=max_retries,
-            retry_base_delay=retry_base_delay,
-            default_headers=default_headers,
-        )
+        base_url = base_url or DEFAULT_ANTHROPIC_BASE_URL
+        super().__init__(model=model or DEFAULT_ANTHROPIC_MODEL, base_url=base_url, **options)
         self.default_max_tokens = default_max_tokens
-        self._client = anthropic.AsyncAnthropic(
-            api_key=api_key or NO_KEY,
-            base_url=self.base_url,
-            timeout=timeout,
-            max_retries=0,  # retried in open_with_retries (see there why)
-            default_headers=dict(default_headers) if default_headers else None,
-        )
+        self._client = anthropic.AsyncAnthropic(**self.client_options)
 
     @property
     def client(self) -> anthropic.AsyncAnthropic:

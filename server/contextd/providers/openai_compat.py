@@ -39,7 +39,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, cast
+from typing import Any, Literal, Unpack, cast
 
 import openai
 
@@ -63,7 +63,7 @@ from contextd.providers.base import (
     Usage,
 )
 from contextd.providers.errors import ProviderBadResponse
-from contextd.providers.sdk_provider import NO_KEY, SdkProvider
+from contextd.providers.sdk_provider import SdkOptions, SdkProvider
 
 DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
@@ -227,35 +227,19 @@ class OpenAIProvider(SdkProvider):
     def __init__(
         self,
         *,
-        api_key: str,
         model: str = DEFAULT_OPENAI_MODEL,
         base_url: str = DEFAULT_OPENAI_BASE_URL,
-        timeout: float = 60.0,
-        max_retries: int = 2,
-        retry_base_delay: float = 0.5,
-        default_headers: Mapping[str, str] | None = None,
         default_query: Mapping[str, str] | None = None,
         include_usage: bool = True,
         max_tokens_param: Literal["max_tokens", "max_completion_tokens"] = "max_tokens",
+        **options: Unpack[SdkOptions],
     ) -> None:
-        super().__init__(
-            api_key=api_key,
-            model=model or DEFAULT_OPENAI_MODEL,
-            base_url=base_url or DEFAULT_OPENAI_BASE_URL,
-            max_retries=max_retries,
-            retry_base_delay=retry_base_delay,
-            default_headers=default_headers,
-        )
+        base_url = base_url or DEFAULT_OPENAI_BASE_URL
+        super().__init__(model=model or DEFAULT_OPENAI_MODEL, base_url=base_url, **options)
         self.include_usage = include_usage
         self.max_tokens_param = max_tokens_param
-        self._client = openai.AsyncOpenAI(
-            api_key=api_key or NO_KEY,
-            base_url=self.base_url,
-            timeout=timeout,
-            max_retries=0,  # retried in open_with_retries (see there why)
-            default_headers=dict(default_headers) if default_headers else None,
-            default_query=dict(default_query) if default_query else None,
-        )
+        query = dict(default_query) if default_query else None
+        self._client = openai.AsyncOpenAI(**self.client_options, default_query=query)
 
     @property
     def client(self) -> openai.AsyncOpenAI:

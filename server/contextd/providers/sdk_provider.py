@@ -12,13 +12,23 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator, Awaitable, Mapping
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, NotRequired, Protocol, TypedDict, Unpack
 
 from contextd.providers._sdk import Assembler, Redactor, RetryPolicy, SdkErrors, stream_events
 from contextd.providers.base import ModelEvent, ModelRequest
 
 # The key sent when none is configured: local servers that need none still get a header.
 NO_KEY = "no-key"
+
+
+class SdkOptions(TypedDict):
+    """What every SDK-backed provider is configured with besides its model and address."""
+
+    api_key: str
+    timeout: NotRequired[float]  # seconds; 60 by default
+    max_retries: NotRequired[int]  # 2 by default
+    retry_base_delay: NotRequired[float]  # seconds; 0.5 by default
+    default_headers: NotRequired[Mapping[str, str] | None]
 
 
 class _Client(Protocol):
@@ -38,20 +48,23 @@ class SdkProvider(ABC):
     name: str
     sdk: ClassVar[SdkErrors]
 
-    def __init__(
-        self,
-        *,
-        api_key: str,
-        model: str,
-        base_url: str,
-        max_retries: int,
-        retry_base_delay: float,
-        default_headers: Mapping[str, str] | None,
-    ) -> None:
+    def __init__(self, *, model: str, base_url: str, **options: Unpack[SdkOptions]) -> None:
         self.default_model = model
         self.base_url = base_url
-        self._retry = RetryPolicy(max_retries=max_retries, base_delay=retry_base_delay)
-        self._redactor = Redactor.for_config(api_key, default_headers)
+        api_key, headers = options["api_key"], options.get("default_headers")
+        self._retry = RetryPolicy(
+            max_retries=options.get("max_retries", 2),
+            base_delay=options.get("retry_base_delay", 0.5),
+        )
+        self._redactor = Redactor.for_config(api_key, headers)
+        # What the SDK client is made with: its own retries off (made here, see stream).
+        self.client_options: dict[str, Any] = {
+            "api_key": api_key or NO_KEY,
+            "base_url": base_url,
+            "timeout": options.get("timeout", 60.0),
+            "max_retries": 0,
+            "default_headers": dict(headers) if headers else None,
+        }
 
     @property
     @abstractmethod
