@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import KW_ONLY, dataclass, field
 
 from contextd.app.after_turn import AfterTurnRunner, FinishedTurn
 from contextd.app.chat.event_log import TurnLog
@@ -17,41 +18,20 @@ from contextd.metrics.recorder import NULL_RECORDER, Recorder
 from contextd.store.models import StoredMessage
 
 
+@dataclass(slots=True)
 class TurnEnd:
     """Ends one turn (``complete``), once."""
 
-    __slots__ = (
-        "_after_turn",
-        "_compaction",
-        "_completed",
-        "_log",
-        "_metrics",
-        "_token_budget",
-        "_turn",
-    )
-
-    def __init__(
-        self,
-        turn: Turn,
-        log: TurnLog,
-        after_turn: AfterTurnRunner | None = None,
-        metrics: Recorder = NULL_RECORDER,
-        *,
-        token_budget: int = 0,
-        compaction: CompactionOptions = NO_OPTIONS,
-    ) -> None:
-        # ``token_budget`` and ``compaction``: for the session's compaction after the turn.
-        self._turn = turn
-        self._log = log
-        self._after_turn = after_turn
-        self._metrics = metrics
-        self._token_budget = token_budget
-        self._compaction = compaction
-        self._completed = False  # its TurnCompleted is made: nothing is left to store
-
-    @property
-    def completed(self) -> bool:
-        return self._completed
+    turn: Turn
+    log: TurnLog
+    after_turn: AfterTurnRunner | None = None
+    metrics: Recorder = NULL_RECORDER
+    _: KW_ONLY
+    # For the session's compaction after the turn.
+    token_budget: int = 0
+    compaction: CompactionOptions = NO_OPTIONS
+    # Its TurnCompleted is made: nothing is left to store.
+    completed: bool = field(default=False, init=False)
 
     async def complete(
         self,
@@ -66,31 +46,31 @@ class TurnEnd:
         """The turn's end, once its answer and usage are stored: logged (after the
         answer's ``final`` line: its step and text, when it answered), handed to the
         work after the turn when it is ok, and reported."""
-        turn = self._turn
+        turn = self.turn
         usage = turn.usage
         totals = usage.session
         assert totals is not None, "every turn stores its answer and usage before it ends"
         duration = int((time.monotonic() - turn.started) * 1000)
-        await self._log.turn_end(
+        await self.log.turn_end(
             status.value, turn.step + 1, usage.turn, duration_ms=duration, error=error, final=final
         )
-        self._metrics.chat_turn_ended(status.value)
-        if self._after_turn is not None and status is TurnStatus.OK:
+        self.metrics.chat_turn_ended(status.value)
+        if self.after_turn is not None and status is TurnStatus.OK:
             # Memory extraction and summaries run in the background: the completed
             # event does not wait for them.
             session = turn.session
-            self._after_turn.schedule(
+            self.after_turn.schedule(
                 FinishedTurn(
                     session.id,
                     session.user_id,
                     turn.index,
                     turn.tokenizer,
                     session.tenant_id,
-                    self._token_budget,
-                    self._compaction,
+                    self.token_budget,
+                    self.compaction,
                 )
             )
-        self._completed = True
+        self.completed = True
         return TurnCompleted(
             assistant_message_id=str(stored.id) if stored else "",
             final_text=final_text,

@@ -3,6 +3,7 @@ searches, its steps' contexts, and the tool protocol that works with them."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from contextd.app.after_turn import AfterTurnRunner
@@ -26,70 +27,56 @@ from contextd.store.memory.repository import MemoryRepo
 from contextd.store.partial_answers import PartialAnswerRepo
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TurnKit:
     """Makes a turn's parts: its event log, its recorder, its memory searches, its steps'
     contexts, and the tool protocol that works with them."""
 
-    def __init__(
-        self,
-        *,
-        events: EventStore,
-        conversation: ConversationRepo,
-        partials: PartialAnswerRepo,
-        tokenizers: TokenizerRegistry,
-        builder: SessionContextBuilder,
-        memories: MemoryRepo,
-        max_prompt_tokens: int,
-        blank_user_turns: bool,
-        after_turn: AfterTurnRunner | None = None,
-        metrics: Recorder = NULL_RECORDER,
-    ) -> None:
-        # ``blank_user_turns``: whether the provider carries a user turn without text.
-        self._events = events
-        self._conversation = conversation
-        self._partials = partials
-        self._tokenizers = tokenizers
-        self._builder = builder
-        self._memories = memories
-        self._max_prompt_tokens = max_prompt_tokens
-        self._blank_user_turns = blank_user_turns
-        self._after_turn = after_turn
-        self._metrics = metrics
+    events: EventStore
+    conversation: ConversationRepo
+    partials: PartialAnswerRepo
+    tokenizers: TokenizerRegistry
+    builder: SessionContextBuilder
+    memories: MemoryRepo
+    max_prompt_tokens: int
+    blank_user_turns: bool  # whether the provider carries a user turn without text
+    after_turn: AfterTurnRunner | None = None
+    metrics: Recorder = NULL_RECORDER
 
     def tool_protocol(self, req: ChatTurnRequest, turn: Turn) -> ToolProtocol[Any]:
         """The turn's way of offering tools, with the parts of the turn it works with.
         (Any: the step loop never looks into a protocol's own reading of a step.)"""
-        log = TurnLog(self._events, turn.session.id, turn.session.tenant_id, turn.index)
+        log = TurnLog(self.events, turn.session.id, turn.session.tenant_id, turn.index)
         end = TurnEnd(
             turn,
             log,
-            self._after_turn,
-            self._metrics,
-            token_budget=req.prompt_budget(self._max_prompt_tokens),
+            self.after_turn,
+            self.metrics,
+            token_budget=req.prompt_budget(self.max_prompt_tokens),
             compaction=req.compaction,
         )
-        record = TurnRecorder(turn, self._conversation, self._partials, self._tokenizers, end)
-        memory = MemorySearch(self._memories, turn, log)
-        max_tokens = self._max_prompt_tokens
+        record = TurnRecorder(turn, self.conversation, self.partials, self.tokenizers, end)
+        memory = MemorySearch(self.memories, turn, log)
+        max_tokens = self.max_prompt_tokens
         if not req.react:
             contexts = StepContexts(
-                self._builder, max_tokens, req, turn, blank_user_turns=self._blank_user_turns
+                self.builder, max_tokens, req, turn, blank_user_turns=self.blank_user_turns
             )
             recall = None
             if offers_recall(req.editing, req.react):
                 recall = RecallToolResult(
-                    self._conversation, turn, log, req.tokenizer, req.editing, req.messages
+                    self.conversation, turn, log, req.tokenizer, req.editing, req.messages
                 )
             return NativeTools(req, TurnParts(turn, record, log, contexts, memory, recall))
         # The addendum is made once per turn; every context leaves room for it.
         addendum = ReactAddendum.for_request(req)
         contexts = StepContexts(
-            self._builder,
+            self.builder,
             max_tokens,
             req,
             turn,
             addendum.tokens,
             REFUSED_SUBJECT,
-            blank_user_turns=self._blank_user_turns,
+            blank_user_turns=self.blank_user_turns,
         )
         return ReactTags(req, TurnParts(turn, record, log, contexts, memory), addendum)

@@ -6,6 +6,7 @@ and the turn's first event with the first step's model request."""
 from __future__ import annotations
 
 import contextlib
+from dataclasses import dataclass
 from typing import Any
 
 from contextd.app.chat.events import TurnStarted
@@ -30,28 +31,17 @@ _RECENT_FOR_OPEN_CALLS = 64
 _NOT_HELD = Held(None)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TurnSetup:
     """Sets a turn up (``start``), up to its first model call."""
 
-    def __init__(
-        self,
-        *,
-        sessions: SessionsApp,
-        conversation: ConversationRepo,
-        events: EventStore,
-        turns: SessionTurns,
-        kit: TurnKit,
-        provider: Provider,
-        warn_prompt_tokens: int,
-    ) -> None:
-        # ``provider``: named in the turn's first event and its session's log, never called.
-        self._sessions = sessions
-        self._conversation = conversation
-        self._events = events
-        self._turns = turns
-        self._kit = kit
-        self._provider = provider
-        self._warn_prompt_tokens = warn_prompt_tokens
+    sessions: SessionsApp
+    conversation: ConversationRepo
+    events: EventStore
+    turns: SessionTurns
+    kit: TurnKit
+    provider: Provider  # named in the turn's first event and its session's log, never called
+    warn_prompt_tokens: int
 
     async def start(
         self, req: ChatTurnRequest
@@ -59,15 +49,15 @@ class TurnSetup:
         """Everything before the model is called; the turn's first event, its protocol
         and the first step's model request."""
         session = await self._session(req)
-        if not (req.session_id and self._turns.shared):
+        if not (req.session_id and self.turns.shared):
             return await self._begin(req, session)
-        held = await self._turns.hold(session, req.deadline)
+        held = await self.turns.hold(session, req.deadline)
         try:
             return await self._begin(req, session, held)
         except BaseException:
             # A turn that stored no input leaves nothing to close: the session is free.
             with contextlib.suppress(Exception):
-                await self._turns.release(session.id)
+                await self.turns.release(session.id)
             raise
 
     async def _begin(
@@ -76,7 +66,7 @@ class TurnSetup:
         """``held``: what was read as the session's lease was taken: with the session's
         version, the newest message that numbers the turn is the kept one when kept at
         it; whether the log is open needs no read of its last line when known."""
-        history = await self._conversation.tail(
+        history = await self.conversation.tail(
             session.id, 1, req.tokenizer.name, tenant_id=session.tenant_id, version=held.version
         )
         continuing = bool(req.tool_results)
@@ -84,14 +74,14 @@ class TurnSetup:
         turn = Turn(session, index, req.caller.user_id, req.tokenizer, req.user_message)
         # A session starts at its first turn (a new session's needs no read of its log),
         # and again at the first turn after it ended.
-        session_log = SessionLog(self._events, session)
+        session_log = SessionLog(self.events, session)
         if (not history and not continuing) or (
-            not self._turns.log_known_open(session.id)
+            not self.turns.log_known_open(session.id)
             and await session_log.needs_start(held.log_open)
         ):
-            await session_log.start(req.log_meta(self._provider.name, self._provider.default_model))
-        self._turns.log_open(session.id)
-        tools = self._kit.tool_protocol(req, turn)
+            await session_log.start(req.log_meta(self.provider.name, self.provider.default_model))
+        self.turns.log_open(session.id)
+        tools = self.kit.tool_protocol(req, turn)
         record, log = tools.record, tools.log
 
         # The input (a user message, tool results, an observation) is built into the
@@ -126,25 +116,25 @@ class TurnSetup:
             turn.index,
             user_message_id,
             estimate,
-            estimate > self._warn_prompt_tokens,
+            estimate > self.warn_prompt_tokens,
             context.report,
-            self._provider.name,
-            req.model.model or self._provider.default_model,
+            self.provider.name,
+            req.model.model or self.provider.default_model,
             tools.contexts.layers,
         )
         return started, tools, request
 
     async def _session(self, req: ChatTurnRequest) -> Session:
         if req.session_id:
-            return await self._sessions.get(req.caller, req.session_id)
-        return await self._sessions.create(req.caller, req.scenario, req.host, req.title)
+            return await self.sessions.get(req.caller, req.session_id)
+        return await self.sessions.create(req.caller, req.scenario, req.host, req.title)
 
     async def _answered_calls(
         self, req: ChatTurnRequest, tools: ToolProtocol[Any], session: Session
     ) -> list[ToolCall]:
         """The calls the host's results answer, in their order: each must be a call that
         ended the previous turn and has no result yet."""
-        recent = await self._conversation.tail(
+        recent = await self.conversation.tail(
             session.id, _RECENT_FOR_OPEN_CALLS, req.tokenizer.name, tenant_id=session.tenant_id
         )
         open_calls = tools.open_calls(recent)
@@ -162,7 +152,7 @@ class TurnSetup:
         (its first user message; the turn's observations come after it), and its steps
         so far, one stored assistant message each (a step that did not end the turn
         stored its tool calls, the last one the calls the results answer)."""
-        rows = await self._conversation.turn_messages(
+        rows = await self.conversation.turn_messages(
             turn.session.id, turn.index, turn.tokenizer, tenant_id=turn.session.tenant_id
         )
         question = next((r.message.content for r in rows if r.message.role is Role.USER), "")
