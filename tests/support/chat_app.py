@@ -12,8 +12,7 @@ from contextd.app.chat import ChatApp, ChatEvent, ChatTurnRequest
 from contextd.app.chat.interrupted import InterruptedTurns
 from contextd.app.chat.session_lease import SessionTurns
 from contextd.app.chat.step_loop import StepLoop
-from contextd.app.chat.turn_kit import TurnKit
-from contextd.app.chat.turn_setup import TurnSetup
+from contextd.app.chat.turn_setup import TurnKit, TurnSetup
 from contextd.app.scope import Caller
 from contextd.app.session_context import LayerDefaults, SessionContextBuilder
 from contextd.app.sessions import SessionsApp

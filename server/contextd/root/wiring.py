@@ -21,8 +21,7 @@ from contextd.app.chat import ChatApp
 from contextd.app.chat.interrupted import InterruptedTurns
 from contextd.app.chat.session_lease import SessionTurns
 from contextd.app.chat.step_loop import StepLoop
-from contextd.app.chat.turn_kit import TurnKit
-from contextd.app.chat.turn_setup import TurnSetup
+from contextd.app.chat.turn_setup import TurnKit, TurnSetup
 from contextd.app.context import ContextApp
 from contextd.app.memories import ExpiryDefaults, MemoriesApp
 from contextd.app.memory_embedding import search_by_meaning

@@ -9,7 +9,7 @@ answer, turn end) to the session's JSONL log.
 Where things are:
 
 - ``chat_app``: ``ChatApp.run``, a turn through its phases: ``turn_setup`` (the
-  session, its lease, the input stored; ``turn_kit`` makes the turn's parts) and
+  session, its lease, the input stored; its ``TurnKit`` makes the turn's parts) and
   ``step_loop`` (the model calls, tools answered inline); a session's end is the
   sessions app's (app/sessions.py);
 - ``turn``: one turn's state (its steps, the text they streamed) and its usage,
