@@ -20,9 +20,10 @@ RUN /opt/contextd/bin/pip install --no-cache-dir --no-deps .
 
 FROM python:3.11.14-slim-bookworm
 # The data volume belongs to this user (uid and gid 10001): a host directory mounted
-# at /data must be writable by it (docs/deployment.md).
+# at /data must be writable by it (docs/deployment.md), and is made private (0700) on start.
 RUN groupadd --system --gid 10001 contextd \
-    && useradd --system --uid 10001 --gid 10001 --home-dir /data --create-home contextd
+    && useradd --system --uid 10001 --gid 10001 --home-dir /data --create-home contextd \
+    && chmod 700 /data
 COPY --from=build /opt/contextd /opt/contextd
 ENV PATH=/opt/contextd/bin:$PATH \
     CONTEXTD_HOST=0.0.0.0 \

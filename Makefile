@@ -66,13 +66,15 @@ $(TASKPANE_BUILT): $(TASKPANE)/node_modules/.installed \
 
 # The official openai Node package, for tests/openai_http/test_node_sdk.py (nothing to build).
 OPENAI_NODE_INSTALLED := tests/openai_node/node_modules/.installed
+# The official MCP TypeScript SDKs, for tests/mcp_server/test_node_sdk.py (nothing to build).
+MCP_NODE_INSTALLED := tests/mcp_node/node_modules/.installed
 
 ## test: generated code fresh, lint, types, the Node client, the browser page and the
 ## examples built, then every test; among them tests/clients/test_dotnet_build.py builds
 ## the .NET client, runs its C# and VB tests and packs it where `dotnet` is on PATH (they
 ## skip with the reason where it is not)
 test: $(VENV)/.dev-deps lint $(NODE_BUILT) $(BROWSER_HARNESS_BUILT) $(NODE_EXAMPLE_INSTALLED) \
-	$(TASKPANE_BUILT) $(OPENAI_NODE_INSTALLED)
+	$(TASKPANE_BUILT) $(OPENAI_NODE_INSTALLED) $(MCP_NODE_INSTALLED)
 	scripts/with_wheels $(BIN)/python -m pytest
 
 ## dotnet: only the .NET client's checks, its build, tests and package (needs `dotnet`)
@@ -105,5 +107,5 @@ clean:
 	rm -rf $(NODE_CLIENT)/node_modules $(NODE_CLIENT)/dist $(NODE_CLIENT)/src/gen
 	rm -rf $(BROWSER_HARNESS)/node_modules $(BROWSER_HARNESS)/dist $(BROWSER_HARNESS)/src/gen
 	rm -rf examples/node/node_modules $(TASKPANE)/node_modules $(TASKPANE)/dist
-	rm -rf tests/openai_node/node_modules
+	rm -rf tests/openai_node/node_modules tests/mcp_node/node_modules
 	rm -rf clients/dotnet/*/bin clients/dotnet/*/obj clients/dotnet/*/TestResults

@@ -6,12 +6,14 @@ first). Two sides, alternating by rounds, calls one at a time:
 
 - gRPC: ``MemoryService/SearchMemories`` (limit 10) on a ``grpc.aio`` channel;
 - MCP: the ``search_memories`` tool (limit 10) with the official ``mcp`` SDK's client over
-  streamable HTTP, in one MCP session (the tool makes that same native call).
+  streamable HTTP (the tool makes that same native call), in the stateless 2026-07-28
+  form (``--mode 2026-07-28``, the default: each call a request of its own) or with the
+  initialize handshake (``--mode legacy``: one MCP session, 2025-11-25).
 
 Both sides must return the same memories in the same order. Each call is timed from just
 before it is sent to its answer in hand (``time.perf_counter``). **RESULT ratio = MCP
 p50 ÷ gRPC p50** (target none: the figure says what the translation costs). Run:
-``python bench/mcp_tool_call.py [--quick]``.
+``python bench/mcp_tool_call.py [--quick] [--mode legacy]``.
 """
 
 from __future__ import annotations
@@ -84,8 +86,9 @@ async def measure(args: argparse.Namespace, native: str, url: str) -> dict[str, 
     async with (
         grpc.aio.insecure_channel(native) as channel,
         http,
-        Client(streamable_http_client(url, http_client=http)) as client,
+        Client(streamable_http_client(url, http_client=http), mode=args.mode) as client,
     ):
+        print(f"MCP protocol version {client.protocol_version}", flush=True)
         stub = memory_pb2_grpc.MemoryServiceStub(channel)
         await seed(stub, args.memories)
         request = mpb.SearchMemoriesRequest(user_id=USER, query=QUERY, limit=10)
@@ -131,7 +134,8 @@ async def run(args: argparse.Namespace) -> int:
             process.wait(15)
     print(
         f"{NAME}: {args.rounds} alternating rounds of {args.calls} sequential calls per side; "
-        f"{args.memories} memories, top 10; contextd log level INFO, --auth none"
+        f"{args.memories} memories, top 10; contextd log level INFO, --auth none; "
+        f"MCP --mode {args.mode}"
     )
     rows = [
         [
@@ -156,6 +160,12 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, help="rounds per side (default 10, quick 2)")
     parser.add_argument("--calls", type=int, help="calls per round (default 100, quick 10)")
     parser.add_argument("--memories", type=int, help="the user's memories (default 1000)")
+    parser.add_argument(
+        "--mode",
+        choices=["2026-07-28", "legacy"],
+        default="2026-07-28",
+        help="the MCP client's protocol: stateless 2026-07-28, or the handshake (legacy)",
+    )
     args = parser.parse_args()
     args.rounds = args.rounds or (2 if args.quick else 10)
     args.calls = args.calls or (10 if args.quick else 100)

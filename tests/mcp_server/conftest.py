@@ -26,10 +26,18 @@ def mcp_url(proc: ServerProcess) -> str:
     return f"http://{line['address']}{line['path']}"
 
 
+# The protocol generations the SDK's client speaks: the stateless 2026-07-28 form, and
+# the initialize handshake (it offers 2025-11-25, the newest of them).
+MODES = ("2026-07-28", "legacy")
+
+
 @asynccontextmanager
-async def connect(url: str, **headers: str) -> AsyncIterator[Client]:
+async def connect(url: str, mode: str = "auto", **headers: str) -> AsyncIterator[Client]:
+    """The SDK's client; ``auto`` (its default) finds the newest version the server
+    serves."""
     http = create_mcp_http_client(headers=headers)
-    async with http, Client(streamable_http_client(url, http_client=http)) as client:
+    transport = streamable_http_client(url, http_client=http)
+    async with http, Client(transport, mode=mode) as client:
         yield client
 
 
@@ -71,7 +79,8 @@ def history(address: str, user: str, memory_id: str) -> list[tuple[str, str, boo
     return [(c.old_content, c.new_content, bool(c.replaced_memory_id)) for c in reply.changes]
 
 
-@pytest.fixture(scope="module")
+# One server for every file of the package (each test names users of its own).
+@pytest.fixture(scope="package")
 def open_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     proc = start_server(tmp_path_factory.mktemp("mcp"), "--mcp-port", "0")
     yield proc

@@ -10,9 +10,10 @@ from typing import Any
 
 from mcp import Client, StdioServerParameters
 
-from tests.mcp_server.conftest import call
+from tests.mcp_server.conftest import call, connect, mcp_url
 from tests.support.keyed_server import KeyedServer
 from tests.support.paths import ROOT
+from tests.support.server import ServerProcess
 
 PAGE = ROOT / "docs" / "mcp.md"
 
@@ -41,3 +42,20 @@ async def test_the_claude_desktop_configuration_runs(keyed: KeyedServer) -> None
     )
     async with Client(params) as client:
         assert (await call(client, "list_sessions"))["sessions"] == []
+
+
+async def test_the_page_lists_every_tool_its_title_and_output(open_server: ServerProcess) -> None:
+    async with connect(mcp_url(open_server)) as client:
+        tools = (await client.list_tools()).tools
+    text = PAGE.read_text(encoding="utf-8")
+    for tool in tools:
+        assert f"| `{tool.name}` | {tool.title} |" in text, tool.name
+        # The table of what each tool returns: its row names every field of its schema.
+        [returns] = [
+            line
+            for line in text.splitlines()
+            if line.startswith(f"| `{tool.name}` | ") and line.count("|") == 3
+        ]
+        assert tool.output_schema is not None
+        for name in tool.output_schema["properties"]:
+            assert f"`{name}`" in returns, (tool.name, name)

@@ -1,9 +1,10 @@
-"""Any arguments to any MCP tool, and any URI of the messages resource, get a result or a
-tool error a host can act on: never an error of the server's own (INTERNAL, UNKNOWN, an
-exception's text), and a refused call changes nothing stored. The tools are listed by
-the server, so a tool added later fails ``test_every_tool_has_a_fuzz_case`` until it
-has one. Raw HTTP to the MCP port (hostile headers, bodies nested too deep, oversized
-values) never gets a 5xx nor a long echo of what was sent."""
+"""Any arguments to any MCP tool or to the prompt, and any URI of the messages resource,
+get a result or an error a host can act on: never an error of the server's own
+(INTERNAL, UNKNOWN, an exception's text), and a refused call changes nothing stored.
+The tools are listed by the server, so a tool added later fails
+``test_every_tool_has_a_fuzz_case`` until it has one. Raw HTTP to the MCP port (hostile
+headers, bodies nested too deep, oversized values) never gets a 5xx nor a long echo of
+what was sent, and neither does a request for the protected resource metadata."""
 
 from __future__ import annotations
 
@@ -37,6 +38,7 @@ from tests.support.fuzz_http import (
     send,
     sent_strings,
 )
+from tests.support.keyed_server import KeyedServer
 from tests.support.server import ServerProcess, start_server
 
 T = TypeVar("T")
@@ -180,6 +182,29 @@ def test_any_arguments_to_any_tool(
     check()
 
 
+def test_any_arguments_to_the_prompt(
+    proc: ServerProcess, client: tuple[Loop, Client], stored: dict[str, str]
+) -> None:
+    loop, mcp = client
+    assert [p.name for p in loop.run(mcp.list_prompts()).prompts] == ["what_do_you_remember"]
+
+    @EXAMPLES
+    @given(json_like({"topic": "train"}))
+    def check(arguments: dict[str, Any]) -> None:
+        def get() -> str:
+            try:
+                loop.run(mcp.get_prompt("what_do_you_remember", arguments))
+            except Exception as error:  # the SDK raises the server's refusal
+                text = str(error)
+                assert not any(fault in text for fault in SERVER_FAULTS), text
+                return "refused"
+            return "got"
+
+        stored_state.checked(proc.data_dir, get, lambda outcome: outcome == "refused")
+
+    check()
+
+
 def test_any_uri_of_the_messages_resource(
     proc: ServerProcess, client: tuple[Loop, Client], stored: dict[str, str]
 ) -> None:
@@ -241,6 +266,10 @@ MCP_HEADERS = st.fixed_dictionaries(
         "Origin": st.sampled_from(["https://evil.example", "o" * 2000]),
     },
 )
+# Any Host the metadata document may be asked at (the MCP port's own check of Host, for
+# DNS rebinding, is the SDK's).
+HOSTS = st.sampled_from(["evil.example", "h" * 3000, "[::1", "a b", "\u202eh:1", "x:99999"])
+METADATA = ["/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/mcp"]
 
 
 def test_any_http_request_to_the_mcp_port(proc: ServerProcess, client: tuple[Loop, Client]) -> None:
@@ -251,7 +280,7 @@ def test_any_http_request_to_the_mcp_port(proc: ServerProcess, client: tuple[Loo
     @settings(EXAMPLES, max_examples=40)
     @given(
         st.sampled_from(["POST", "GET", "DELETE", "PUT", "OPTIONS", "HEAD"]),
-        st.sampled_from(["/mcp", "/mcp/", "/", "/mcp/" + "p" * 3000, "/%ff"]),
+        st.sampled_from(["/mcp", "/mcp/", "/", "/mcp/" + "p" * 3000, "/%ff", *METADATA]),
         MCP_BODIES,
         MCP_HEADERS,
     )
@@ -268,3 +297,22 @@ def test_any_http_request_to_the_mcp_port(proc: ServerProcess, client: tuple[Loo
     check()
     loop, mcp = client
     assert {tool.name for tool in loop.run(mcp.list_tools()).tools} == set(CASES)
+
+
+def test_any_request_for_the_resource_metadata(keyed: KeyedServer) -> None:
+    """The document a port with credentials serves to anyone: any method, Host and
+    credential get it, a 405 or a 401, never a 5xx nor an echo."""
+    address = mcp_url(keyed.proc).removeprefix("http://").removesuffix("/mcp")
+
+    @settings(EXAMPLES, max_examples=25)
+    @given(
+        st.sampled_from(["GET", "HEAD", "POST", "OPTIONS"]), st.sampled_from(METADATA), MCP_HEADERS
+    )
+    def check(method: str, path: str, headers: dict[str, str]) -> None:
+        answer = send(address, method, path, b"", headers)
+        assert answer.status in (200, 405), answer
+        assert_no_long_echo(answer, sent_strings(path, b"", headers))
+        if method == "GET":
+            assert answer.json()["contextd_credential"] == "api-key"
+
+    check()

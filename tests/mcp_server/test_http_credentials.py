@@ -1,5 +1,6 @@
 """The MCP port under --auth api-key: a bearer the native server accepts is required
-(401 with WWW-Authenticate otherwise), every tool acts as the key's user, and an MCP
+(401 with WWW-Authenticate naming the protected resource metadata otherwise), the
+metadata is readable without one, every tool acts as the key's user, and an MCP
 session belongs to the credential that opened it."""
 
 from __future__ import annotations
@@ -40,8 +41,48 @@ def test_a_refused_credential_is_401(keyed: KeyedServer, headers: dict[str, str]
         mcp_url(keyed.proc), json=INITIALIZE, headers={**ACCEPT, **headers}, timeout=30
     )
     assert response.status_code == 401
-    assert response.headers["www-authenticate"].startswith('Bearer error="invalid_token"')
+    challenge = response.headers["www-authenticate"]
+    assert challenge.startswith('Bearer error="invalid_token"')
+    origin = mcp_url(keyed.proc).removesuffix("/mcp")
+    assert f'resource_metadata="{origin}/.well-known/oauth-protected-resource/mcp"' in challenge
     assert response.json()["error"] == "invalid_token"
+
+
+@pytest.mark.parametrize(
+    "path", ["/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/mcp"]
+)
+def test_the_resource_metadata_is_read_without_a_key(keyed: KeyedServer, path: str) -> None:
+    url = mcp_url(keyed.proc)
+    document = httpx.get(url.removesuffix("/mcp") + path, timeout=30)
+    assert document.status_code == 200
+    assert document.json() == {
+        "resource": url,
+        "resource_name": "contextd",
+        "bearer_methods_supported": ["header"],
+        "contextd_credential": "api-key",
+        "contextd_credential_description": "an API key made with `contextd keys create`, "
+        "sent as a bearer token; no authorization server issues them",
+    }
+    assert "authorization_servers" not in document.json()
+    posted = httpx.post(url.removesuffix("/mcp") + path, timeout=30)
+    assert posted.status_code == 405
+
+
+def test_the_metadata_names_the_host_it_was_asked_at(keyed: KeyedServer) -> None:
+    origin = mcp_url(keyed.proc).removesuffix("/mcp")
+    named = httpx.get(
+        origin + "/.well-known/oauth-protected-resource",
+        headers={"Host": "mcp.example.com"},
+        timeout=30,
+    )
+    assert named.json()["resource"] == "http://mcp.example.com/mcp"
+    # A Host header that is not one: the port's own address.
+    odd = httpx.get(
+        origin + "/.well-known/oauth-protected-resource",
+        headers={"Host": 'x" onload="y'},
+        timeout=30,
+    )
+    assert odd.json()["resource"] == origin + "/mcp"
 
 
 async def test_the_sdk_client_cannot_connect_with_a_refused_key(keyed: KeyedServer) -> None:

@@ -72,3 +72,12 @@ async def test_a_token_works_on_the_mcp_port_and_a_refused_one_is_401(
             headers={"Authorization": f"Bearer {forged}"},
         )
     assert refused.status_code == 401
+
+
+def test_the_resource_metadata_names_the_issuer(server: ServerProcess) -> None:
+    url = mcp_url(server)
+    document = httpx.get(url.removesuffix("/mcp") + "/.well-known/oauth-protected-resource/mcp")
+    assert document.status_code == 200
+    assert document.json()["resource"] == url
+    assert document.json()["authorization_servers"] == [ISSUER]
+    assert document.json()["contextd_credential"] == "jwt"

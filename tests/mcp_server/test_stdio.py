@@ -10,7 +10,7 @@ import sys
 import pytest
 from mcp import Client, MCPError, StdioServerParameters
 
-from tests.mcp_server.conftest import call, memories, refused
+from tests.mcp_server.conftest import MODES, call, memories, refused
 from tests.support.keyed_server import UNKNOWN_KEY, KeyedServer
 from tests.support.server import ServerProcess
 
@@ -67,12 +67,21 @@ async def test_the_sdk_client_sees_the_refusal(keyed: KeyedServer) -> None:
             await client.list_tools()
 
 
+@pytest.mark.parametrize("mode", MODES)
 async def test_with_auth_none_the_user_comes_from_the_environment(
-    open_server: ServerProcess,
+    open_server: ServerProcess, mode: str
 ) -> None:
-    async with Client(stdio(open_server.address, CONTEXTD_USER="gil")) as client:
+    user = f"gil-{mode}"
+    async with Client(stdio(open_server.address, CONTEXTD_USER=user), mode=mode) as client:
+        assert client.protocol_version == ("2025-11-25" if mode == "legacy" else mode)
         await call(client, "add_memory", content="Gil runs on Sundays.")
-    assert memories(open_server.address, "gil") == ["Gil runs on Sundays."]
+    assert memories(open_server.address, user) == ["Gil runs on Sundays."]
+
+
+async def test_without_a_user_the_error_names_the_variable(open_server: ServerProcess) -> None:
+    async with Client(stdio(open_server.address)) as client:
+        error = await refused(client, "list_sessions")
+    assert "INVALID_ARGUMENT: CONTEXTD_USER: required" in error
 
 
 def test_mcp_without_a_transport_says_which_to_give() -> None:

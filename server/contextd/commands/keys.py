@@ -19,6 +19,7 @@ from contextd.config import Settings
 from contextd.core.identity import DEFAULT_TENANT, TENANT_ID_RULE, is_tenant_id
 from contextd.store.api_keys import ApiKey, ApiKeyRepo
 from contextd.store.engine.open import open_database
+from contextd.store.engine.private import NotPrivate
 
 _DAY_S = 86_400.0
 
@@ -62,7 +63,11 @@ def run(args: argparse.Namespace) -> int:
 
 async def _run(args: argparse.Namespace) -> int:
     settings = Settings.from_env(data_dir=args.data_dir, database_url=args.database_url)
-    db = await open_database(settings.database_url, settings.data_dir, pool_size=1)
+    try:
+        db = await open_database(settings.database_url, settings.data_dir, pool_size=1)
+    except NotPrivate as error:
+        print(f"keys: {error}", file=sys.stderr)
+        return 1
     try:
         keys = ApiKeyRepo(db)
         if args.keys_command == "create":

@@ -120,6 +120,9 @@ def _health(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> None:
     args = _parser().parse_args(argv)
+    # Whatever any command writes (data, logs, sockets) is for this account alone,
+    # on top of the modes the store sets itself.
+    os.umask(os.umask(0) | 0o077)
     if args.command == "serve":
         options = {k: v for k, v in vars(args).items() if k != "command"}
         settings = Settings.from_env(**options)

@@ -28,6 +28,7 @@ from pathlib import Path
 from contextd.core.errors import DatabaseUnavailable
 from contextd.store.engine.data_lock import DataDirInUse, DataDirLock
 from contextd.store.engine.open import POSTGRES_SCHEMES, masked_url, open_database
+from contextd.store.engine.private import NotPrivate, make_dir
 from contextd.store.engine.sqlite import DB_FILENAME
 from contextd.store_copy.copy import copy_store
 from contextd.store_copy.tables import CopyConflict, TableCount
@@ -89,10 +90,10 @@ def run(args: argparse.Namespace) -> int:
         with ExitStack() as locks:
             for place in (source, target):
                 if not place.url:
-                    place.data_dir.mkdir(parents=True, exist_ok=True)
+                    make_dir(place.data_dir)
                     locks.callback(DataDirLock.acquire(place.data_dir).release)
             counts = asyncio.run(_copy(source, target))
-    except (DataDirInUse, DatabaseUnavailable, CopyConflict) as error:
+    except (DataDirInUse, DatabaseUnavailable, CopyConflict, NotPrivate) as error:
         print(f"store copy: {error}", file=sys.stderr)
         return 1
     _print_counts(counts)

@@ -208,12 +208,16 @@ async def web_mounts(settings: Settings) -> list[Mount]:
 async def start_mcp(settings: Settings, target: str, tls: ServerTls | None) -> Stop:
     """The MCP port (its native calls go to ``target``); returns what stops it."""
     # Imported here: the MCP SDK and uvicorn load only for a server that serves MCP.
-    from contextd.fronts.mcp.http import PATH, McpListener
+    from contextd.fronts.mcp.http import PATH, McpListener, Protection
 
     host = settings.mcp_host or settings.host
+    issuers = tuple(i.strip() for i in settings.jwt_issuer.split(",") if i.strip())
+    protection = None
+    if settings.auth != "none":
+        protection = Protection(settings.auth, issuers if settings.auth == "jwt" else ())
     listener = McpListener(
         target,
-        credential_required=settings.auth != "none",
+        protection=protection,
         host=host,
         max_body=settings.max_message_bytes,
         max_connections=settings.web_max_connections,

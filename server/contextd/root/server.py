@@ -38,6 +38,7 @@ from contextd.root.wiring import SERVICE_NAMES, Closer, Services, build_services
 from contextd.store.engine.data_lock import DataDirInUse, DataDirLock
 from contextd.store.engine.database import Database
 from contextd.store.engine.open import masked_url, open_database
+from contextd.store.engine.private import NotPrivate, make_dir
 from contextd.store.server_secrets import id_key
 from contextd.tracing.setup import install_from_env
 
@@ -89,7 +90,7 @@ async def start(
     prepared = prepare(settings)  # every settings error at once, before anything starts
     tls = prepared.tls
     _warn_without_tls(settings, tls)
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    make_dir(settings.data_dir)
     # Whatever started is undone in reverse if a later step fails; once everything
     # runs, RunningServer.stop() owns the undoing.
     async with contextlib.AsyncExitStack() as undo:
@@ -200,6 +201,8 @@ async def _open_database(settings: Settings) -> Database:
         )
     except DatabaseUnavailable as error:
         raise SystemExit(f"{masked_url(settings.database_url)}: {error}") from None
+    except NotPrivate as error:
+        raise SystemExit(str(error)) from None
 
 
 def _health_follows_watchers(db: Database, serving: ServingHealth, database_url: str) -> None:

@@ -3,7 +3,8 @@ server's event loop.
 
 With a credential required (``--auth api-key`` or ``jwt``) every HTTP request needs
 ``Authorization: Bearer <key or token>``, checked by a native call before the MCP
-server sees the request: a refused one is ``401`` with ``WWW-Authenticate: Bearer``, as
+server sees the request: a refused one is ``401`` with ``WWW-Authenticate: Bearer``
+naming the port's protected resource metadata (RFC 9728), which anyone may read, as
 an OAuth resource server answers. The bearer then travels with every native call the
 tools make, which authenticate it again, so a revoked key stops working at once. The
 MCP session belongs to the credential that opened it (the SDK refuses its id from
@@ -16,9 +17,11 @@ import asyncio
 import hashlib
 import json
 import logging
+import re
 import socket
 import ssl
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import grpc
@@ -43,6 +46,20 @@ log = logging.getLogger("contextd.mcp")
 _CHECKED_FOR_S = 1.0
 _MAX_REMEMBERED = 10_000
 _REFUSED = "a valid credential is required"
+_UNAVAILABLE = {"error": "unavailable", "error_description": "retry shortly"}
+_REFUSAL_BODIES = {
+    401: {"error": "invalid_token", "error_description": _REFUSED},
+    429: _UNAVAILABLE,
+    503: _UNAVAILABLE,
+}
+# The metadata document's addresses: the root one, and the one of the resource at /mcp
+# (RFC 9728, 3.1), which a refusal names.
+METADATA_PATHS = (
+    "/.well-known/oauth-protected-resource",
+    "/.well-known/oauth-protected-resource/mcp",
+)
+# A Host header the document may name: a name or an address, and a port.
+_AUTHORITY = re.compile(r"(?:[A-Za-z0-9.-]{1,253}|\[[0-9A-Fa-f:.]{2,45}\])(?::[0-9]{1,5})?")
 
 
 def http_caller(ctx: Context) -> Caller:
@@ -52,30 +69,61 @@ def http_caller(ctx: Context) -> Caller:
     return Caller(headers.get("authorization", ""), headers.get(USER_HEADER, "").strip())
 
 
-class BearerRequired:
-    """ASGI middleware: a request without a credential the native server accepts is
-    answered 401; an accepted one is the request's user (whose session it opens)."""
+# Where an HTTP request names its user, for the error of a request that names none.
+USER_SOURCE = f"the {USER_HEADER} header"
 
-    def __init__(self, app: ASGIApp, native: Native) -> None:
+
+@dataclass(frozen=True, slots=True)
+class Protection:
+    """The credential the port asks for, as its metadata document tells it: ``api-key``
+    (keys of ``contextd keys create``) or ``jwt`` (tokens of ``issuers``)."""
+
+    credential: str
+    issuers: tuple[str, ...] = ()
+
+
+class ProtectedResource:
+    """ASGI middleware of a port that asks for a credential: its protected resource
+    metadata (RFC 9728) for anyone; any other request without a credential the native
+    server accepts is answered 401, naming that document; an accepted one is the
+    request's user (whose session it opens)."""
+
+    def __init__(self, app: ASGIApp, native: Native, protection: Protection) -> None:
         self._app = app
         self._native = native
+        self._protection = protection
         self._accepted: dict[str, float] = {}  # credential digest -> until when
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self._app(scope, receive, send)
             return
+        if scope["path"] in METADATA_PATHS:
+            await self._metadata(scope, send)
+            return
         header = Headers(scope=scope).get("authorization", "")
         token = header[7:].strip() if header[:7].lower() == "bearer " else ""
         digest = hashlib.sha256(token.encode()).hexdigest()
         refusal = await self._check(header, digest) if token else (401, {})
         if refusal is not None:
-            await _refuse(send, *refusal)
+            status, headers = refusal
+            if status == 401:
+                headers = {"www-authenticate": _challenge(_base_url(scope))}
+            await _answer(send, status, _REFUSAL_BODIES[status], headers)
             return
         scope["user"] = AuthenticatedUser(
             AccessToken(token=token, client_id=digest[:32], scopes=[])
         )
         await self._app(scope, receive, send)
+
+    async def _metadata(self, scope: Scope, send: Send) -> None:
+        if scope["method"] not in ("GET", "HEAD"):
+            body = {"error": "method_not_allowed", "error_description": "GET the document"}
+            await _answer(send, 405, body, {"allow": "GET, HEAD"})
+            return
+        document = metadata_document(_base_url(scope), self._protection)
+        headers = {"cache-control": "max-age=300", "access-control-allow-origin": "*"}
+        await _answer(send, 200, document, headers, head=scope["method"] == "HEAD")
 
     async def _check(self, header: str, digest: str) -> tuple[int, dict[str, str]] | None:
         """None when accepted; else the status and headers to refuse with."""
@@ -96,14 +144,48 @@ class BearerRequired:
         return None
 
 
-async def _refuse(send: Send, status: int, headers: dict[str, str]) -> None:
-    if status == 401:
-        body = {"error": "invalid_token", "error_description": _REFUSED}
-        headers = {
-            "www-authenticate": f'Bearer error="invalid_token", error_description="{_REFUSED}"'
-        }
-    else:
-        body = {"error": "unavailable", "error_description": "retry shortly"}
+def metadata_document(base_url: str, protection: Protection) -> dict[str, Any]:
+    """The port's protected resource metadata (RFC 9728): the resource, how a bearer is
+    sent, and who issues the credentials: the JWT issuers, or, with API keys, no
+    authorization server (the ``contextd_credential`` member says which)."""
+    document: dict[str, Any] = {
+        "resource": base_url + PATH,
+        "resource_name": "contextd",
+        "bearer_methods_supported": ["header"],
+        "contextd_credential": protection.credential,
+    }
+    if protection.issuers:
+        document["authorization_servers"] = list(protection.issuers)
+    if protection.credential == "api-key":
+        document["contextd_credential_description"] = (
+            "an API key made with `contextd keys create`, sent as a bearer token; "
+            "no authorization server issues them"
+        )
+    return document
+
+
+def _base_url(scope: Scope) -> str:
+    """The scheme and authority the request reached: its Host header when it is one,
+    else the address the port listens on."""
+    scheme = "https" if scope.get("scheme") == "https" else "http"
+    host = Headers(scope=scope).get("host", "")
+    if not _AUTHORITY.fullmatch(host):
+        server = scope.get("server") or ("localhost", None)
+        name = f"[{server[0]}]" if ":" in str(server[0]) else str(server[0])
+        host = name if server[1] is None else f"{name}:{server[1]}"
+    return f"{scheme}://{host}"
+
+
+def _challenge(base_url: str) -> str:
+    return (
+        f'Bearer error="invalid_token", error_description="{_REFUSED}", '
+        f'resource_metadata="{base_url}{METADATA_PATHS[1]}"'
+    )
+
+
+async def _answer(
+    send: Send, status: int, body: dict[str, Any], headers: dict[str, str], head: bool = False
+) -> None:
     data = json.dumps(body).encode()
     await send(
         {
@@ -116,7 +198,7 @@ async def _refuse(send: Send, status: int, headers: dict[str, str]) -> None:
             ],
         }
     )
-    await send({"type": "http.response.body", "body": data})
+    await send({"type": "http.response.body", "body": b"" if head else data})
 
 
 class McpListener:
@@ -127,7 +209,7 @@ class McpListener:
         self,
         target: str,
         *,
-        credential_required: bool,
+        protection: Protection | None,
         host: str,
         max_body: int,
         max_connections: int,
@@ -135,12 +217,12 @@ class McpListener:
     ) -> None:
         self._channel = grpc.aio.insecure_channel(target, options=CHANNEL_OPTIONS)
         native = Native(self._channel)
-        mcp = build_server(native, http_caller)
+        mcp = build_server(native, http_caller, USER_SOURCE)
         app: ASGIApp = mcp.streamable_http_app(
             streamable_http_path=PATH, host=host, max_request_body_size=max_body
         )
-        if credential_required:
-            app = BearerRequired(app, native)
+        if protection is not None:
+            app = ProtectedResource(app, native, protection)
         self._config = uvicorn.Config(
             app,
             log_config=None,  # the server's own logging, JSON lines

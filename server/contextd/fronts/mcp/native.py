@@ -4,9 +4,15 @@ server authenticates, scopes to the tenant, limits and audits it as any other ca
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
 import grpc
 import grpc.aio
+from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.exceptions import ToolError
 
+from contextd.core.errors import cut
 from contextd.fronts.caller import Caller
 from contextd.v1 import (
     context_pb2,
@@ -20,6 +26,34 @@ USER_HEADER = "X-Contextd-User"
 # The same for `contextd mcp --stdio`, with the key in API_KEY_ENV.
 USER_ENV = "CONTEXTD_USER"
 API_KEY_ENV = "CONTEXTD_API_KEY"
+
+
+# Who the call of a request acts for: from its HTTP headers, or the process's environment.
+CallerOf = Callable[[Context], Caller]
+T = TypeVar("T")
+_LONGEST_ERROR = 300
+
+
+class Refusals:
+    """Native failures as the tools tell them: the status and message, bounded (a
+    message may quote an id the caller sent, of any length); a refused user names
+    where the transport takes it from (a header, a variable), not a native field."""
+
+    def __init__(self, user_source: str) -> None:
+        self._user_source = user_source
+
+    def text(self, failure: grpc.aio.AioRpcError) -> str:
+        details = failure.details() or ""
+        if failure.code() == grpc.StatusCode.INVALID_ARGUMENT and details.startswith("user_id"):
+            details = self._user_source + details.removeprefix("user_id")
+        return cut(f"{failure.code().name}: {details}", _LONGEST_ERROR)
+
+    async def tool(self, call: Awaitable[T]) -> T:
+        """The call's answer; a failed call becomes a tool error."""
+        try:
+            return await call
+        except grpc.aio.AioRpcError as failure:
+            raise ToolError(self.text(failure)) from None
 
 
 # Channel options of the tools' calls: the native answers' metadata taken whole (an error

@@ -52,5 +52,5 @@ async def serve(address: str, credentials: grpc.ChannelCredentials | None) -> in
         def fixed_caller(_ctx: Context) -> Caller:
             return caller
 
-        await build_server(native, fixed_caller).run_stdio_async()
+        await build_server(native, fixed_caller, USER_ENV).run_stdio_async()
     return 0

@@ -10,6 +10,7 @@ from urllib.parse import urlsplit, urlunsplit
 from contextd.store.engine.database import Database
 from contextd.store.engine.disk import DiskWatch
 from contextd.store.engine.postgresql import PostgresDatabase
+from contextd.store.engine.private import prepare_data_dir
 from contextd.store.engine.sqlite import DB_FILENAME, SqliteDatabase
 
 POSTGRES_SCHEMES = ("postgresql", "postgres")
@@ -56,13 +57,17 @@ async def open_database(
     watch_disk: bool = False,
 ) -> Database:
     """Open (and migrate) PostgreSQL's database at ``url``, or with no URL the SQLite file
-    in ``data_dir`` (the settings of the other engine do not apply). ``watch_disk``: writes
-    that fail for want of space are told apart, and the data directory's disk watched
-    until it has room (``Database.disk``; SQLite only, PostgreSQL's disk is its server's)."""
+    in ``data_dir``, made private first (the settings of the other engine do not apply).
+    ``watch_disk``: writes that fail for want of space are told apart, and the data
+    directory's disk watched until it has room (``Database.disk``; SQLite only,
+    PostgreSQL's disk is its server's)."""
     if url:
         check_database_url(url)
         return await PostgresDatabase.open(
             url, pool_size=pool_size, statement_timeout=statement_timeout, pool_timeout=pool_timeout
         )
+    # Every command that opens a data directory (serve, keys, store copy, mcp) makes
+    # it private first: NotPrivate when that cannot be done.
+    prepare_data_dir(data_dir)
     disk = DiskWatch(data_dir) if watch_disk else None
     return await SqliteDatabase.open(data_dir / DB_FILENAME, sqlite_synchronous, disk)

@@ -46,6 +46,7 @@ from contextd.store.engine.database import (
 )
 from contextd.store.engine.disk import DiskWatch
 from contextd.store.engine.migrations import SQLITE_MIGRATIONS, migration_files
+from contextd.store.engine.private import create_empty, make_dir
 from contextd.store.event_log.files import EventLog, FileLines
 from contextd.store.memory.fts5_index import FtsIndex
 from contextd.tracing import spans
@@ -190,7 +191,9 @@ class SqliteDatabase(Database):
         """
         if synchronous.upper() not in ("NORMAL", "FULL"):
             raise ValueError("synchronous must be NORMAL or FULL")
-        path.parent.mkdir(parents=True, exist_ok=True)
+        make_dir(path.parent)
+        # SQLite gives the -wal and -shm files the database file's mode.
+        create_empty(path)
         writer = _connect(path, synchronous)
         reader: sqlite3.Connection | None = None
         try:

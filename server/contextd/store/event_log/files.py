@@ -36,6 +36,7 @@ from contextd.core.errors import StorageFull
 from contextd.core.identity import DEFAULT_TENANT, is_tenant_id, tenant_dir_name
 from contextd.store.engine.database import Connection
 from contextd.store.engine.disk import DiskWatch
+from contextd.store.engine.private import make_dir, open_private
 from contextd.store.event_log.events import (
     NewEvent,
     check_after_line,
@@ -78,7 +79,7 @@ def log_path(history_dir: Path, tenant_id: str, session_id: str) -> Path:
 class EventLog:
     def __init__(self, history_dir: Path, disk: DiskWatch | None = None) -> None:
         self.history_dir = history_dir
-        history_dir.mkdir(parents=True, exist_ok=True)
+        make_dir(history_dir)
         rename_tenant_dirs(history_dir)
         self._closed = False
         # Told of an append that failed for want of space (the database's).
@@ -94,7 +95,7 @@ class EventLog:
         found = self._dirs.get(tenant_id)
         if found is None:
             path = tenant_dir(self.history_dir, tenant_id)
-            path.mkdir(parents=True, exist_ok=True)
+            make_dir(path)
             found = self._dirs[tenant_id] = os.fspath(path)
         return found
 
@@ -189,7 +190,7 @@ class EventLog:
 
 def _write(path: str, data: bytes) -> None:
     """Append ``data`` (whole lines) to ``path``: all of it, or on error none of it."""
-    fd = os.open(path, _OPEN_FLAGS, 0o644)
+    fd = open_private(path, _OPEN_FLAGS)
     try:
         size = os.fstat(fd).st_size
         if size and os.pread(fd, 1, size - 1) != b"\n":
@@ -364,5 +365,5 @@ def _count_lines(path: Path) -> int:
 
 
 def _create(path: Path) -> BinaryIO:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return open(path, "wb")
+    make_dir(path.parent)
+    return open(open_private(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), "wb")

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from contextd.store.engine.database import Connection, Database
+from contextd.store.engine.private import make_dir, write_private
 from contextd.store.event_log.events import EventStore
 
 _NOTE = ".json"
@@ -49,7 +50,7 @@ class LogRemovals:
         self._db = db
         self._events = events
         self._dir = directory
-        directory.mkdir(parents=True, exist_ok=True)
+        make_dir(directory)
 
     async def note(self, conn: Connection, sessions: Sequence[Session]) -> Note | None:
         """Write the note of sessions being deleted; call it inside the deleting
@@ -61,7 +62,7 @@ class LogRemovals:
             return Note(None, tuple(sessions), going)
         path = self._dir / f"{uuid.uuid4().hex}{_NOTE}"
         partial = path.with_suffix(_PARTIAL)
-        partial.write_text(json.dumps([list(s) for s in sessions]), encoding="utf-8")
+        write_private(partial, json.dumps([list(s) for s in sessions]).encode())
         os.replace(partial, path)
         return Note(path, tuple(sessions))
 
