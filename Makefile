@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test lint gen bench clean dotnet
+.PHONY: run test lint gen bench clean dotnet inspect
 
 # Every install goes through scripts/with_wheels: from the package index when it answers,
 # else from a wheelhouse beside the checkout (machines without PyPI). The tests run
@@ -64,17 +64,33 @@ TASKPANE_BUILT := $(TASKPANE)/dist/.built
 $(TASKPANE_BUILT): $(TASKPANE)/node_modules/.installed \
 	$(addprefix $(TASKPANE)/,package.json tsconfig.json) $(wildcard $(TASKPANE)/src/*.ts)
 
+# The context inspector (/inspect): its sources in inspect/, its build committed in the
+# Python package so that installing and running contextd needs no Node. `make inspect`
+# rebuilds it; `make test` checks (lint, types, then a build compared with the committed
+# files) that the committed build is what the sources and the Node client build.
+INSPECT := inspect
+INSPECT_CHECKED := $(INSPECT)/node_modules/.checked
+INSPECT_SOURCES := $(addprefix $(INSPECT)/,package.json tsconfig.json build.mjs index.html app.css) \
+	$(wildcard $(INSPECT)/src/*.ts server/contextd/fronts/web/inspector_assets/*)
+$(INSPECT_CHECKED): $(INSPECT)/node_modules/.installed $(NODE_BUILT) $(INSPECT_SOURCES)
+	cd $(INSPECT) && npm run lint && npm run check
+	touch $@
+
+## inspect: rebuild the context inspector's committed files from inspect/
+inspect: $(INSPECT)/node_modules/.installed $(NODE_BUILT)
+	cd $(INSPECT) && npm run build
+
 # The official openai Node package, for tests/openai_http/test_node_sdk.py (nothing to build).
 OPENAI_NODE_INSTALLED := tests/openai_node/node_modules/.installed
 # The official MCP TypeScript SDKs, for tests/mcp_server/test_node_sdk.py (nothing to build).
 MCP_NODE_INSTALLED := tests/mcp_node/node_modules/.installed
 
 ## test: generated code fresh, lint, types, the Node client, the browser page and the
-## examples built, then every test; among them tests/clients/test_dotnet_build.py builds
-## the .NET client, runs its C# and VB tests and packs it where `dotnet` is on PATH (they
-## skip with the reason where it is not)
+## examples built, the inspector's committed build checked fresh, then every test; among
+## them tests/clients/test_dotnet_build.py builds the .NET client, runs its C# and VB
+## tests and packs it where `dotnet` is on PATH (they skip with the reason where it is not)
 test: $(VENV)/.dev-deps lint $(NODE_BUILT) $(BROWSER_HARNESS_BUILT) $(NODE_EXAMPLE_INSTALLED) \
-	$(TASKPANE_BUILT) $(OPENAI_NODE_INSTALLED) $(MCP_NODE_INSTALLED)
+	$(TASKPANE_BUILT) $(OPENAI_NODE_INSTALLED) $(MCP_NODE_INSTALLED) $(INSPECT_CHECKED)
 	scripts/with_wheels $(BIN)/python -m pytest
 
 ## dotnet: only the .NET client's checks, its build, tests and package (needs `dotnet`)
@@ -107,5 +123,5 @@ clean:
 	rm -rf $(NODE_CLIENT)/node_modules $(NODE_CLIENT)/dist $(NODE_CLIENT)/src/gen
 	rm -rf $(BROWSER_HARNESS)/node_modules $(BROWSER_HARNESS)/dist $(BROWSER_HARNESS)/src/gen
 	rm -rf examples/node/node_modules $(TASKPANE)/node_modules $(TASKPANE)/dist
-	rm -rf tests/openai_node/node_modules tests/mcp_node/node_modules
+	rm -rf tests/openai_node/node_modules tests/mcp_node/node_modules $(INSPECT)/node_modules
 	rm -rf clients/dotnet/*/bin clients/dotnet/*/obj clients/dotnet/*/TestResults

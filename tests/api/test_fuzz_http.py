@@ -193,6 +193,23 @@ def healthz_answer(method: str, answer: Answer) -> None:
         assert answer.headers["Allow"] == "GET, HEAD"
 
 
+INSPECT_FILES = {"/inspect/", "/inspect/app.js", "/inspect/app.css"}
+
+
+def inspect_answer(method: str, answer: Answer) -> None:
+    """The inspector's files: served with their CSP, or 404, or a redirect from
+    /inspect; any other method 405 with ``Allow``."""
+    if method not in ("GET", "HEAD"):
+        assert answer.status == 405, answer
+        assert answer.headers["Allow"] == "GET, HEAD"
+        return
+    assert answer.status in (200, 308, 404), answer
+    if answer.status == 308:
+        assert answer.headers["Location"] == "/inspect/"
+    else:
+        assert "default-src 'none'" in answer.headers["Content-Security-Policy"]
+
+
 def preflight_answer(method: str, answer: Answer) -> None:
     assert answer.status in (204, 403), answer
 
@@ -249,6 +266,14 @@ CASES: dict[tuple[str, str], Case] = {
         for method in ("HEAD", "GET", "POST", "PUT", "PATCH", "DELETE")
     },
     ("*", "/healthz"): case(METHODS, "/healthz", BODIES, healthz_answer),
+    ("*", "/inspect"): case(METHODS, "/inspect", BODIES, inspect_answer),
+    ("*", "/inspect/{name}"): case(
+        METHODS,
+        st.sampled_from(sorted(INSPECT_FILES))
+        | st.text(alphabet="abcjs./%_-", max_size=40).map(lambda n: "/inspect/" + n),
+        BODIES,
+        inspect_answer,
+    ),
     ("OPTIONS", "/{tail}"): case("OPTIONS", PATHS | METHOD_PATHS, BODIES, preflight_answer),
     # Paths under /v1/ are the route above's.
     ("POST", "/{tail}"): case("POST", NOT_V1 | METHOD_PATHS, BODIES, call_answer),

@@ -137,3 +137,26 @@ def test_memory_layer_by_meaning_and_its_note(channel: grpc.Channel, fake: FakeE
     layer = {x.name: x for x in reply.report.context_layers}["memory"]
     assert "ranked by terms only" in layer.note
     assert "I am vegetarian" not in reply.messages[0].content
+
+
+def test_explain_gives_each_results_term_score_and_cosine(
+    channel: grpc.Channel, fake: FakeEmbeddings
+) -> None:
+    uid = f"u-{uuid.uuid4().hex[:8]}"
+    stub = memory_pb2_grpc.MemoryServiceStub(channel)
+    stub.AddMemory(mpb.AddMemoryRequest(user_id=uid, content="I am vegetarian"))
+    assert _found_by_meaning(channel, uid) == ["I am vegetarian"]
+
+    def search(explain: bool) -> mpb.ScoredMemory:
+        request = mpb.SearchMemoriesRequest(user_id=uid, query="vegetarian", explain=explain)
+        [result] = stub.SearchMemories(request).results
+        return result
+
+    assert not search(explain=False).HasField("explain")
+    parts = search(explain=True).explain
+    assert parts.HasField("term_score") and parts.term_score > 0
+    assert parts.HasField("cosine") and 0 < parts.cosine <= 1.0 + 1e-6
+    # Ranked by terms only, when the query cannot be embedded: no cosine.
+    fake.fail(1, 500)
+    parts = search(explain=True).explain
+    assert parts.HasField("term_score") and not parts.HasField("cosine")

@@ -1,4 +1,5 @@
-// Bundles the task pane script for the browser and the Playwright driver for Node.
+// Bundles the task pane script for the browser and the Playwright drivers for Node (the
+// task pane's, and the context inspector's of tests/web/test_inspect.py).
 import { build } from "esbuild";
 
 await build({
@@ -11,12 +12,14 @@ await build({
   sourcemap: "inline",
 });
 
-await build({
-  entryPoints: ["src/drive.ts"],
-  outfile: "dist/drive.mjs",
-  bundle: true,
-  format: "esm",
-  platform: "node",
-  target: "node20",
-  packages: "external",
-});
+for (const driver of ["drive", "inspect"]) {
+  await build({
+    entryPoints: [`src/${driver}.ts`],
+    outfile: `dist/${driver}.mjs`,
+    bundle: true,
+    format: "esm",
+    platform: "node",
+    target: "node20",
+    packages: "external",
+  });
+}

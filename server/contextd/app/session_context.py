@@ -114,6 +114,9 @@ class ContextLayer:
     items_kept: int = 0
     items_dropped: int = 0
     note: str = ""
+    # The memory layer's memories, best first, as (text, score); the first
+    # ``items_kept`` of them are in the context.
+    memories: list[tuple[str, float]] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -333,6 +336,7 @@ class SessionContextBuilder:
             memory.layer.note = recent.layer.note = f"memory unavailable: {type(error).__name__}"
             return memory, recent
         memory.lines = [f"- {m.memory.content}" for m in searched.found]
+        memory.layer.memories = [(m.memory.content, m.score) for m in searched.found]
         memory.layer.note = searched.note
         recent.lines = [
             f"- {s.title}: {s.summary}" if s.title else f"- {s.summary}" for s in snapshot.recent

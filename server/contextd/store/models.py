@@ -123,6 +123,11 @@ class ScoredMemory:
     # Text relevance (higher is better) and recency (1.0 = just now, decaying to 0).
     relevance: float
     recency: float
+    # What the ranking started from, for a search that explains itself: the relevance by
+    # the query's terms (None: not found by them) and the cosine with the query's vector
+    # (None: not ranked by meaning).
+    term_score: float | None = None
+    cosine: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

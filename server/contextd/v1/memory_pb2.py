@@ -27,7 +27,7 @@ from google.protobuf import field_mask_pb2 as google_dot_protobuf_dot_field__mas
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18\x63ontextd/v1/memory.proto\x12\x0b\x63ontextd.v1\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\")\n\x0bMemoryScope\x12\r\n\x05\x61gent\x18\x01 \x01(\t\x12\x0b\n\x03\x61pp\x18\x02 \x01(\t\"\x83\x04\n\x06Memory\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0f\n\x07user_id\x18\x02 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x03 \x01(\t\x12\x19\n\x11source_session_id\x18\x04 \x01(\t\x12\x19\n\x11source_message_id\x18\x05 \x01(\t\x12/\n\x0b\x63reate_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bupdate_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\'\n\x05scope\x18\x08 \x01(\x0b\x32\x18.contextd.v1.MemoryScope\x12\x33\n\x08metadata\x18\t \x03(\x0b\x32!.contextd.v1.Memory.MetadataEntry\x12.\n\nvalid_from\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12,\n\x08valid_to\x18\x0b \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x65xpire_time\x18\x0c \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x15\n\rsuperseded_by\x18\r \x01(\t\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"f\n\x0cScoredMemory\x12#\n\x06memory\x18\x01 \x01(\x0b\x32\x13.contextd.v1.Memory\x12\r\n\x05score\x18\x02 \x01(\x01\x12\x11\n\trelevance\x18\x03 \x01(\x01\x12\x0f\n\x07recency\x18\x04 \x01(\x01\"\x92\x03\n\x10\x41\x64\x64MemoryRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\t\x12\x19\n\x11source_session_id\x18\x03 \x01(\t\x12\x19\n\x11source_message_id\x18\x04 \x01(\t\x12\'\n\x05scope\x18\x05 \x01(\x0b\x32\x18.contextd.v1.MemoryScope\x12=\n\x08metadata\x18\x06 \x03(\x0b\x32+.contextd.v1.AddMemoryRequest.MetadataEntry\x12.\n\nvalid_from\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12,\n\x08valid_to\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x65xpire_time\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"I\n\x11\x41\x64\x64MemoryResponse\x12#\n\x06memory\x18\x01 \x01(\x0b\x32\x13.contextd.v1.Memory\x12\x0f\n\x07\x63reated\x18\x02 \x01(\x08\"\xab\x03\n\x0cMemoryFilter\x12\x12\n\x05\x61gent\x18\x01 \x01(\tH\x00\x88\x01\x01\x12\x10\n\x03\x61pp\x18\x02 \x01(\tH\x01\x88\x01\x01\x12\x39\n\x08metadata\x18\x03 \x03(\x0b\x32\'.contextd.v1.MemoryFilter.MetadataEntry\x12\x31\n\rcreated_after\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x32\n\x0e\x63reated_before\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x31\n\rupdated_after\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x32\n\x0eupdated_before\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12)\n\x05\x61s_of\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\x08\n\x06_agentB\x06\n\x04_app\"q\n\x15SearchMemoriesRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\r\n\x05query\x18\x02 \x01(\t\x12\r\n\x05limit\x18\x03 \x01(\x05\x12)\n\x06\x66ilter\x18\x04 \x01(\x0b\x32\x19.contextd.v1.MemoryFilter\"R\n\x16SearchMemoriesResponse\x12*\n\x07results\x18\x01 \x03(\x0b\x32\x19.contextd.v1.ScoredMemory\x12\x0c\n\x04note\x18\x02 \x01(\t\"x\n\x13ListMemoriesRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\x12)\n\x06\x66ilter\x18\x04 \x01(\x0b\x32\x19.contextd.v1.MemoryFilter\"V\n\x14ListMemoriesResponse\x12%\n\x08memories\x18\x01 \x03(\x0b\x32\x13.contextd.v1.Memory\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"9\n\x13\x44\x65leteMemoryRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\x11\n\tmemory_id\x18\x02 \x01(\t\"\x16\n\x14\x44\x65leteMemoryResponse\"\xa2\x01\n\x13UpdateMemoryRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\x11\n\tmemory_id\x18\x02 \x01(\t\x12#\n\x06memory\x18\x03 \x01(\x0b\x32\x13.contextd.v1.Memory\x12/\n\x0bupdate_mask\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.FieldMask\x12\x11\n\tsupersede\x18\x05 \x01(\x08\";\n\x14UpdateMemoryResponse\x12#\n\x06memory\x18\x01 \x01(\x0b\x32\x13.contextd.v1.Memory\"e\n\x18ListMemoryHistoryRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\x11\n\tmemory_id\x18\x02 \x01(\t\x12\x11\n\tpage_size\x18\x03 \x01(\x05\x12\x12\n\npage_token\x18\x04 \x01(\t\"\xfa\x01\n\x0cMemoryChange\x12\n\n\x02id\x18\x01 \x01(\t\x12\x11\n\tmemory_id\x18\x02 \x01(\t\x12\x0e\n\x06\x61\x63tion\x18\x03 \x01(\t\x12\x13\n\x0bold_content\x18\x04 \x01(\t\x12\x13\n\x0bnew_content\x18\x05 \x01(\t\x12\x1a\n\x12replaced_memory_id\x18\x06 \x01(\t\x12\x0e\n\x06method\x18\x07 \x01(\t\x12\x19\n\x11source_session_id\x18\x08 \x01(\t\x12\x19\n\x11source_message_id\x18\t \x01(\t\x12/\n\x0b\x63hange_time\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"`\n\x19ListMemoryHistoryResponse\x12*\n\x07\x63hanges\x18\x01 \x03(\x0b\x32\x19.contextd.v1.MemoryChange\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t2\x99\x04\n\rMemoryService\x12J\n\tAddMemory\x12\x1d.contextd.v1.AddMemoryRequest\x1a\x1e.contextd.v1.AddMemoryResponse\x12Y\n\x0eSearchMemories\x12\".contextd.v1.SearchMemoriesRequest\x1a#.contextd.v1.SearchMemoriesResponse\x12S\n\x0cListMemories\x12 .contextd.v1.ListMemoriesRequest\x1a!.contextd.v1.ListMemoriesResponse\x12S\n\x0c\x44\x65leteMemory\x12 .contextd.v1.DeleteMemoryRequest\x1a!.contextd.v1.DeleteMemoryResponse\x12S\n\x0cUpdateMemory\x12 .contextd.v1.UpdateMemoryRequest\x1a!.contextd.v1.UpdateMemoryResponse\x12\x62\n\x11ListMemoryHistory\x12%.contextd.v1.ListMemoryHistoryRequest\x1a&.contextd.v1.ListMemoryHistoryResponseB\x0e\xaa\x02\x0b\x43ontextd.V1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18\x63ontextd/v1/memory.proto\x12\x0b\x63ontextd.v1\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\")\n\x0bMemoryScope\x12\r\n\x05\x61gent\x18\x01 \x01(\t\x12\x0b\n\x03\x61pp\x18\x02 \x01(\t\"\x83\x04\n\x06Memory\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0f\n\x07user_id\x18\x02 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x03 \x01(\t\x12\x19\n\x11source_session_id\x18\x04 \x01(\t\x12\x19\n\x11source_message_id\x18\x05 \x01(\t\x12/\n\x0b\x63reate_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bupdate_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\'\n\x05scope\x18\x08 \x01(\x0b\x32\x18.contextd.v1.MemoryScope\x12\x33\n\x08metadata\x18\t \x03(\x0b\x32!.contextd.v1.Memory.MetadataEntry\x12.\n\nvalid_from\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12,\n\x08valid_to\x18\x0b \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x65xpire_time\x18\x0c \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x15\n\rsuperseded_by\x18\r \x01(\t\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x90\x01\n\x0cScoredMemory\x12#\n\x06memory\x18\x01 \x01(\x0b\x32\x13.contextd.v1.Memory\x12\r\n\x05score\x18\x02 \x01(\x01\x12\x11\n\trelevance\x18\x03 \x01(\x01\x12\x0f\n\x07recency\x18\x04 \x01(\x01\x12(\n\x07\x65xplain\x18\x05 \x01(\x0b\x32\x17.contextd.v1.ScoreParts\"T\n\nScoreParts\x12\x17\n\nterm_score\x18\x01 \x01(\x01H\x00\x88\x01\x01\x12\x13\n\x06\x63osine\x18\x02 \x01(\x01H\x01\x88\x01\x01\x42\r\n\x0b_term_scoreB\t\n\x07_cosine\"\x92\x03\n\x10\x41\x64\x64MemoryRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\t\x12\x19\n\x11source_session_id\x18\x03 \x01(\t\x12\x19\n\x11source_message_id\x18\x04 \x01(\t\x12\'\n\x05scope\x18\x05 \x01(\x0b\x32\x18.contextd.v1.MemoryScope\x12=\n\x08metadata\x18\x06 \x03(\x0b\x32+.contextd.v1.AddMemoryRequest.MetadataEntry\x12.\n\nvalid_from\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12,\n\x08valid_to\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x65xpire_time\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"I\n\x11\x41\x64\x64MemoryResponse\x12#\n\x06memory\x18\x01 \x01(\x0b\x32\x13.contextd.v1.Memory\x12\x0f\n\x07\x63reated\x18\x02 \x01(\x08\"\xab\x03\n\x0cMemoryFilter\x12\x12\n\x05\x61gent\x18\x01 \x01(\tH\x00\x88\x01\x01\x12\x10\n\x03\x61pp\x18\x02 \x01(\tH\x01\x88\x01\x01\x12\x39\n\x08metadata\x18\x03 \x03(\x0b\x32\'.contextd.v1.MemoryFilter.MetadataEntry\x12\x31\n\rcreated_after\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x32\n\x0e\x63reated_before\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x31\n\rupdated_after\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x32\n\x0eupdated_before\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12)\n\x05\x61s_of\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\x08\n\x06_agentB\x06\n\x04_app\"\x82\x01\n\x15SearchMemoriesRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\r\n\x05query\x18\x02 \x01(\t\x12\r\n\x05limit\x18\x03 \x01(\x05\x12)\n\x06\x66ilter\x18\x04 \x01(\x0b\x32\x19.contextd.v1.MemoryFilter\x12\x0f\n\x07\x65xplain\x18\x05 \x01(\x08\"R\n\x16SearchMemoriesResponse\x12*\n\x07results\x18\x01 \x03(\x0b\x32\x19.contextd.v1.ScoredMemory\x12\x0c\n\x04note\x18\x02 \x01(\t\"x\n\x13ListMemoriesRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\x12)\n\x06\x66ilter\x18\x04 \x01(\x0b\x32\x19.contextd.v1.MemoryFilter\"V\n\x14ListMemoriesResponse\x12%\n\x08memories\x18\x01 \x03(\x0b\x32\x13.contextd.v1.Memory\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"9\n\x13\x44\x65leteMemoryRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\x11\n\tmemory_id\x18\x02 \x01(\t\"\x16\n\x14\x44\x65leteMemoryResponse\"\xa2\x01\n\x13UpdateMemoryRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\x11\n\tmemory_id\x18\x02 \x01(\t\x12#\n\x06memory\x18\x03 \x01(\x0b\x32\x13.contextd.v1.Memory\x12/\n\x0bupdate_mask\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.FieldMask\x12\x11\n\tsupersede\x18\x05 \x01(\x08\";\n\x14UpdateMemoryResponse\x12#\n\x06memory\x18\x01 \x01(\x0b\x32\x13.contextd.v1.Memory\"e\n\x18ListMemoryHistoryRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\x11\n\tmemory_id\x18\x02 \x01(\t\x12\x11\n\tpage_size\x18\x03 \x01(\x05\x12\x12\n\npage_token\x18\x04 \x01(\t\"\xfa\x01\n\x0cMemoryChange\x12\n\n\x02id\x18\x01 \x01(\t\x12\x11\n\tmemory_id\x18\x02 \x01(\t\x12\x0e\n\x06\x61\x63tion\x18\x03 \x01(\t\x12\x13\n\x0bold_content\x18\x04 \x01(\t\x12\x13\n\x0bnew_content\x18\x05 \x01(\t\x12\x1a\n\x12replaced_memory_id\x18\x06 \x01(\t\x12\x0e\n\x06method\x18\x07 \x01(\t\x12\x19\n\x11source_session_id\x18\x08 \x01(\t\x12\x19\n\x11source_message_id\x18\t \x01(\t\x12/\n\x0b\x63hange_time\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"`\n\x19ListMemoryHistoryResponse\x12*\n\x07\x63hanges\x18\x01 \x03(\x0b\x32\x19.contextd.v1.MemoryChange\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t2\x99\x04\n\rMemoryService\x12J\n\tAddMemory\x12\x1d.contextd.v1.AddMemoryRequest\x1a\x1e.contextd.v1.AddMemoryResponse\x12Y\n\x0eSearchMemories\x12\".contextd.v1.SearchMemoriesRequest\x1a#.contextd.v1.SearchMemoriesResponse\x12S\n\x0cListMemories\x12 .contextd.v1.ListMemoriesRequest\x1a!.contextd.v1.ListMemoriesResponse\x12S\n\x0c\x44\x65leteMemory\x12 .contextd.v1.DeleteMemoryRequest\x1a!.contextd.v1.DeleteMemoryResponse\x12S\n\x0cUpdateMemory\x12 .contextd.v1.UpdateMemoryRequest\x1a!.contextd.v1.UpdateMemoryResponse\x12\x62\n\x11ListMemoryHistory\x12%.contextd.v1.ListMemoryHistoryRequest\x1a&.contextd.v1.ListMemoryHistoryResponseB\x0e\xaa\x02\x0b\x43ontextd.V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -47,40 +47,42 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_MEMORY']._serialized_end=667
   _globals['_MEMORY_METADATAENTRY']._serialized_start=620
   _globals['_MEMORY_METADATAENTRY']._serialized_end=667
-  _globals['_SCOREDMEMORY']._serialized_start=669
-  _globals['_SCOREDMEMORY']._serialized_end=771
-  _globals['_ADDMEMORYREQUEST']._serialized_start=774
-  _globals['_ADDMEMORYREQUEST']._serialized_end=1176
+  _globals['_SCOREDMEMORY']._serialized_start=670
+  _globals['_SCOREDMEMORY']._serialized_end=814
+  _globals['_SCOREPARTS']._serialized_start=816
+  _globals['_SCOREPARTS']._serialized_end=900
+  _globals['_ADDMEMORYREQUEST']._serialized_start=903
+  _globals['_ADDMEMORYREQUEST']._serialized_end=1305
   _globals['_ADDMEMORYREQUEST_METADATAENTRY']._serialized_start=620
   _globals['_ADDMEMORYREQUEST_METADATAENTRY']._serialized_end=667
-  _globals['_ADDMEMORYRESPONSE']._serialized_start=1178
-  _globals['_ADDMEMORYRESPONSE']._serialized_end=1251
-  _globals['_MEMORYFILTER']._serialized_start=1254
-  _globals['_MEMORYFILTER']._serialized_end=1681
+  _globals['_ADDMEMORYRESPONSE']._serialized_start=1307
+  _globals['_ADDMEMORYRESPONSE']._serialized_end=1380
+  _globals['_MEMORYFILTER']._serialized_start=1383
+  _globals['_MEMORYFILTER']._serialized_end=1810
   _globals['_MEMORYFILTER_METADATAENTRY']._serialized_start=620
   _globals['_MEMORYFILTER_METADATAENTRY']._serialized_end=667
-  _globals['_SEARCHMEMORIESREQUEST']._serialized_start=1683
-  _globals['_SEARCHMEMORIESREQUEST']._serialized_end=1796
-  _globals['_SEARCHMEMORIESRESPONSE']._serialized_start=1798
-  _globals['_SEARCHMEMORIESRESPONSE']._serialized_end=1880
-  _globals['_LISTMEMORIESREQUEST']._serialized_start=1882
-  _globals['_LISTMEMORIESREQUEST']._serialized_end=2002
-  _globals['_LISTMEMORIESRESPONSE']._serialized_start=2004
-  _globals['_LISTMEMORIESRESPONSE']._serialized_end=2090
-  _globals['_DELETEMEMORYREQUEST']._serialized_start=2092
-  _globals['_DELETEMEMORYREQUEST']._serialized_end=2149
-  _globals['_DELETEMEMORYRESPONSE']._serialized_start=2151
-  _globals['_DELETEMEMORYRESPONSE']._serialized_end=2173
-  _globals['_UPDATEMEMORYREQUEST']._serialized_start=2176
-  _globals['_UPDATEMEMORYREQUEST']._serialized_end=2338
-  _globals['_UPDATEMEMORYRESPONSE']._serialized_start=2340
-  _globals['_UPDATEMEMORYRESPONSE']._serialized_end=2399
-  _globals['_LISTMEMORYHISTORYREQUEST']._serialized_start=2401
-  _globals['_LISTMEMORYHISTORYREQUEST']._serialized_end=2502
-  _globals['_MEMORYCHANGE']._serialized_start=2505
-  _globals['_MEMORYCHANGE']._serialized_end=2755
-  _globals['_LISTMEMORYHISTORYRESPONSE']._serialized_start=2757
-  _globals['_LISTMEMORYHISTORYRESPONSE']._serialized_end=2853
-  _globals['_MEMORYSERVICE']._serialized_start=2856
-  _globals['_MEMORYSERVICE']._serialized_end=3393
+  _globals['_SEARCHMEMORIESREQUEST']._serialized_start=1813
+  _globals['_SEARCHMEMORIESREQUEST']._serialized_end=1943
+  _globals['_SEARCHMEMORIESRESPONSE']._serialized_start=1945
+  _globals['_SEARCHMEMORIESRESPONSE']._serialized_end=2027
+  _globals['_LISTMEMORIESREQUEST']._serialized_start=2029
+  _globals['_LISTMEMORIESREQUEST']._serialized_end=2149
+  _globals['_LISTMEMORIESRESPONSE']._serialized_start=2151
+  _globals['_LISTMEMORIESRESPONSE']._serialized_end=2237
+  _globals['_DELETEMEMORYREQUEST']._serialized_start=2239
+  _globals['_DELETEMEMORYREQUEST']._serialized_end=2296
+  _globals['_DELETEMEMORYRESPONSE']._serialized_start=2298
+  _globals['_DELETEMEMORYRESPONSE']._serialized_end=2320
+  _globals['_UPDATEMEMORYREQUEST']._serialized_start=2323
+  _globals['_UPDATEMEMORYREQUEST']._serialized_end=2485
+  _globals['_UPDATEMEMORYRESPONSE']._serialized_start=2487
+  _globals['_UPDATEMEMORYRESPONSE']._serialized_end=2546
+  _globals['_LISTMEMORYHISTORYREQUEST']._serialized_start=2548
+  _globals['_LISTMEMORYHISTORYREQUEST']._serialized_end=2649
+  _globals['_MEMORYCHANGE']._serialized_start=2652
+  _globals['_MEMORYCHANGE']._serialized_end=2902
+  _globals['_LISTMEMORYHISTORYRESPONSE']._serialized_start=2904
+  _globals['_LISTMEMORYHISTORYRESPONSE']._serialized_end=3000
+  _globals['_MEMORYSERVICE']._serialized_start=3003
+  _globals['_MEMORYSERVICE']._serialized_end=3540
 # @@protoc_insertion_point(module_scope)

@@ -8,7 +8,15 @@ writes it (store/event_log/).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import asdict
+from typing import Any
+
 from contextd.app.chat.turn import TokenUsage
+from contextd.app.session_context import ContextLayer
+from contextd.core.build_request import BuildResult
+from contextd.core.messages import Role
+from contextd.core.pipeline import SUMMARY_HEADER
 from contextd.store.event_log.events import EventStore, NewEvent, event_tokens
 
 
@@ -23,10 +31,19 @@ class TurnLog:
         self._tenant_id = tenant_id
         self._index = index
 
-    async def turn_start(self, content: str, input_tokens: int, continuing: bool) -> None:
+    async def turn_start(
+        self,
+        content: str,
+        input_tokens: int,
+        continuing: bool,
+        context: dict[str, Any] | None = None,
+    ) -> None:
         """``input_tokens``: the estimate of the user's input (the user message, or the
-        tool results of a continued turn); the whole prompt's is the first step's."""
+        tool results of a continued turn); the whole prompt's is the first step's.
+        ``context``: the first step's build report (``context_meta``)."""
         meta: dict[str, object] = {"tokens": {"prompt": input_tokens}, "continuing": continuing}
+        if context is not None:
+            meta["context"] = context
         await self._append("turn_start", content=content, role="user", meta=meta)
 
     async def assistant(self, step: int, text: str, usage: TokenUsage) -> None:
@@ -100,6 +117,47 @@ class TurnLog:
             meta=meta,
             tenant_id=self._tenant_id,
         )
+
+
+def context_meta(built: BuildResult, layers: Sequence[ContextLayer]) -> dict[str, Any]:
+    """``meta.context`` of turn_start: the build report of the turn's first step, with
+    what each context layer gave, the memories the memory layer put in (their text and
+    score) and the compression summary's text when it was in, so that the turn can be
+    shown later as the model saw it. Indexes are positions in the session (the stored
+    messages' ``seq``)."""
+    report = built.report
+    kept = asdict(report)
+    kept["total_tokens"] = report.total_tokens
+    if report.summary_included:
+        # The summary message: the one system message that starts with its header.
+        summary = next(
+            (
+                m.content
+                for m in built.messages
+                if m.role is Role.SYSTEM and m.content.startswith(SUMMARY_HEADER)
+            ),
+            None,
+        )
+        if summary is not None:
+            kept["summary"] = summary.removeprefix(SUMMARY_HEADER).lstrip("\n")
+    kept["context_layers"] = [
+        {
+            "name": layer.name,
+            "included": layer.included,
+            "tokens": layer.tokens,
+            "items_kept": layer.items_kept,
+            "items_dropped": layer.items_dropped,
+            "note": layer.note,
+        }
+        for layer in layers
+    ]
+    memory = next((layer for layer in layers if layer.name == "memory"), None)
+    if memory is not None and memory.items_kept:
+        kept["memories"] = [
+            {"content": content, "score": round(score, 6)}
+            for content, score in memory.memories[: memory.items_kept]
+        ]
+    return kept
 
 
 def tokens(u: TokenUsage) -> dict[str, int | bool]:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from contextd.app.after_turn import AfterTurnRunner
-from contextd.app.chat.event_log import TurnLog
+from contextd.app.chat.event_log import TurnLog, context_meta
 from contextd.app.chat.events import TurnStarted
 from contextd.app.chat.memory_tool import MemorySearch
 from contextd.app.chat.native_tools import NativeTools
@@ -172,7 +172,12 @@ class TurnSetup:
             input_tokens = row.tokens[req.tokenizer.name]
         request = tools.model_request(context)
         estimate = request.prompt_tokens_estimate
-        await log.turn_start(req.user_message, input_tokens, continuing)
+        await log.turn_start(
+            req.user_message,
+            input_tokens,
+            continuing,
+            context_meta(context, tools.contexts.layers),
+        )
         for call, (_, content) in zip(answered, req.tool_results, strict=True):
             # A result belongs to the step of the call it answers, the one before this
             # call's first.

@@ -71,10 +71,19 @@ def memory_to_pb(m: Memory, ids: PublicIds) -> memory_pb2.Memory:
     )
 
 
-def scored_memory_to_pb(s: ScoredMemory, ids: PublicIds) -> memory_pb2.ScoredMemory:
-    return memory_pb2.ScoredMemory(
+def scored_memory_to_pb(
+    s: ScoredMemory, ids: PublicIds, explain: bool = False
+) -> memory_pb2.ScoredMemory:
+    scored = memory_pb2.ScoredMemory(
         memory=memory_to_pb(s.memory, ids), score=s.score, relevance=s.relevance, recency=s.recency
     )
+    if explain:
+        scored.explain.SetInParent()
+        if s.term_score is not None:
+            scored.explain.term_score = s.term_score
+        if s.cosine is not None:
+            scored.explain.cosine = s.cosine
+    return scored
 
 
 def template_to_pb(t: PromptTemplate) -> prompts_pb2.PromptTemplate:

@@ -206,7 +206,9 @@ class MemoryServicer(memory_pb2_grpc.MemoryServiceServicer):  # type: ignore[mis
         found_by = memory_filter(memory_requests.filter_from_pb(request.filter))
         found = await self._app.search(caller, request.query, request.limit, found_by)
         return mpb.SearchMemoriesResponse(
-            results=[records.scored_memory_to_pb(s, self._ids) for s in found.found],
+            results=[
+                records.scored_memory_to_pb(s, self._ids, request.explain) for s in found.found
+            ],
             note=found.note,
         )
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 # What gRPC-Web and Connect clients send, Authorization for the caller identity that
 # will replace the request's user_id, and the trace context a traced page passes on
@@ -78,3 +80,20 @@ class CorsPolicy:
         if private_network:
             headers["Access-Control-Allow-Private-Network"] = "true"
         return headers
+
+
+def is_own_origin(origin: str, scheme: str, host: str) -> bool:
+    """Whether ``origin`` is this port's own (``scheme://host`` of the request), as for
+    the inspector page it serves, addressed by an IP address or ``localhost``. Under any
+    other name the origin must be listed in cors_origins: a name can be rebound to this
+    address by whoever controls it, and its pages would then count as this origin."""
+    if origin.rstrip("/").lower() != f"{scheme}://{host}".lower():
+        return False
+    hostname = urlsplit(origin).hostname or ""
+    if hostname == "localhost":
+        return True
+    try:
+        ipaddress.ip_address(hostname)
+    except ValueError:
+        return False
+    return True

@@ -20,8 +20,8 @@ from aiohttp import web
 
 from contextd.core.errors import cut
 from contextd.fronts.listener import cannot_listen
-from contextd.fronts.web import connect, grpc_web, healthz, metadata
-from contextd.fronts.web.cors import CorsPolicy
+from contextd.fronts.web import connect, grpc_web, healthz, inspector, metadata
+from contextd.fronts.web.cors import CorsPolicy, is_own_origin
 from contextd.fronts.web.exchange import CallError, Exchange, NativeCall, method_for
 from contextd.fronts.web.limits import BodyBudget, WebLimits, capped_connections
 
@@ -97,6 +97,8 @@ class WebGateway:
             # First, so that it answers every method on its path (other than GET and
             # HEAD with 405).
             app.router.add_route("*", healthz.PATH, healthz.handler(health))
+        # The context inspector's page: its calls come back to this port's Connect API.
+        app.router.add_routes(inspector.routes())
         for mount in mounts:
             app.router.add_routes(mount(self))
         app.router.add_route("OPTIONS", "/{tail:.*}", self._preflight)
@@ -146,6 +148,8 @@ class WebGateway:
 
     async def _call(self, request: web.Request) -> web.StreamResponse:
         origin = request.headers.get("Origin")
+        if origin is not None and is_own_origin(origin, request.scheme, request.host):
+            origin = None  # a page of this port's own (the inspector): no CORS to answer
         if origin is not None and not self.cors.allows(origin):
             # A browser would hide the answer, but the call would still have run.
             log.info("cross-origin call refused", extra=_refused(origin, request.path))

@@ -150,7 +150,8 @@ async def second_hop(
                 before.relevance if after is None else (before.relevance + after.relevance) / 2
             )
             recency = 0.5 ** (max(0.0, fusion.now - hop.updated_at) / fusion.half_life)
-            result.insert(at + offset, ScoredMemory(hop, score, relevance, recency))
+            scored = ScoredMemory(hop, score, relevance, recency, cosine=close.get(mid))
+            result.insert(at + offset, scored)
     return result[: fusion.limit]
 
 
@@ -180,4 +181,9 @@ def fuse(
         half_life=fusion.half_life,
         limit=fusion.limit,
     )
-    return [ScoredMemory(rows[r.id], r.score, r.relevance, r.recency) for r in ranked]
+    return [
+        ScoredMemory(
+            rows[r.id], r.score, r.relevance, r.recency, relevance.get(r.id), cosine.get(r.id)
+        )
+        for r in ranked
+    ]

@@ -393,6 +393,7 @@ class MemoryReads:
                 score=float(row["score"]),
                 relevance=float(row["relevance"]),
                 recency=float(row["recency"]),
+                term_score=float(row["relevance"]),
             )
             for row in rows
         ]

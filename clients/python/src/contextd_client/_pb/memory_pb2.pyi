@@ -57,16 +57,26 @@ class Memory(_message.Message):
     def __init__(self, id: _Optional[str] = ..., user_id: _Optional[str] = ..., content: _Optional[str] = ..., source_session_id: _Optional[str] = ..., source_message_id: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., scope: _Optional[_Union[MemoryScope, _Mapping]] = ..., metadata: _Optional[_Mapping[str, str]] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., valid_to: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., expire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., superseded_by: _Optional[str] = ...) -> None: ...
 
 class ScoredMemory(_message.Message):
-    __slots__ = ("memory", "score", "relevance", "recency")
+    __slots__ = ("memory", "score", "relevance", "recency", "explain")
     MEMORY_FIELD_NUMBER: _ClassVar[int]
     SCORE_FIELD_NUMBER: _ClassVar[int]
     RELEVANCE_FIELD_NUMBER: _ClassVar[int]
     RECENCY_FIELD_NUMBER: _ClassVar[int]
+    EXPLAIN_FIELD_NUMBER: _ClassVar[int]
     memory: Memory
     score: float
     relevance: float
     recency: float
-    def __init__(self, memory: _Optional[_Union[Memory, _Mapping]] = ..., score: _Optional[float] = ..., relevance: _Optional[float] = ..., recency: _Optional[float] = ...) -> None: ...
+    explain: ScoreParts
+    def __init__(self, memory: _Optional[_Union[Memory, _Mapping]] = ..., score: _Optional[float] = ..., relevance: _Optional[float] = ..., recency: _Optional[float] = ..., explain: _Optional[_Union[ScoreParts, _Mapping]] = ...) -> None: ...
+
+class ScoreParts(_message.Message):
+    __slots__ = ("term_score", "cosine")
+    TERM_SCORE_FIELD_NUMBER: _ClassVar[int]
+    COSINE_FIELD_NUMBER: _ClassVar[int]
+    term_score: float
+    cosine: float
+    def __init__(self, term_score: _Optional[float] = ..., cosine: _Optional[float] = ...) -> None: ...
 
 class AddMemoryRequest(_message.Message):
     __slots__ = ("user_id", "content", "source_session_id", "source_message_id", "scope", "metadata", "valid_from", "valid_to", "expire_time")
@@ -133,16 +143,18 @@ class MemoryFilter(_message.Message):
     def __init__(self, agent: _Optional[str] = ..., app: _Optional[str] = ..., metadata: _Optional[_Mapping[str, str]] = ..., created_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., created_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class SearchMemoriesRequest(_message.Message):
-    __slots__ = ("user_id", "query", "limit", "filter")
+    __slots__ = ("user_id", "query", "limit", "filter", "explain")
     USER_ID_FIELD_NUMBER: _ClassVar[int]
     QUERY_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
     FILTER_FIELD_NUMBER: _ClassVar[int]
+    EXPLAIN_FIELD_NUMBER: _ClassVar[int]
     user_id: str
     query: str
     limit: int
     filter: MemoryFilter
-    def __init__(self, user_id: _Optional[str] = ..., query: _Optional[str] = ..., limit: _Optional[int] = ..., filter: _Optional[_Union[MemoryFilter, _Mapping]] = ...) -> None: ...
+    explain: bool
+    def __init__(self, user_id: _Optional[str] = ..., query: _Optional[str] = ..., limit: _Optional[int] = ..., filter: _Optional[_Union[MemoryFilter, _Mapping]] = ..., explain: _Optional[bool] = ...) -> None: ...
 
 class SearchMemoriesResponse(_message.Message):
     __slots__ = ("results", "note")
