@@ -84,13 +84,16 @@ inspect: $(INSPECT)/node_modules/.installed $(NODE_BUILT)
 OPENAI_NODE_INSTALLED := tests/openai_node/node_modules/.installed
 # The official MCP TypeScript SDKs, for tests/mcp_server/test_node_sdk.py (nothing to build).
 MCP_NODE_INSTALLED := tests/mcp_node/node_modules/.installed
+# @anthropic-ai/sdk and the AI SDK's @ai-sdk/anthropic, for tests/anthropic_http/test_node_sdk.py.
+ANTHROPIC_NODE_INSTALLED := tests/anthropic_node/node_modules/.installed
 
 ## test: generated code fresh, lint, types, the Node client, the browser page and the
 ## examples built, the inspector's committed build checked fresh, then every test; among
 ## them tests/clients/test_dotnet_build.py builds the .NET client, runs its C# and VB
 ## tests and packs it where `dotnet` is on PATH (they skip with the reason where it is not)
 test: $(VENV)/.dev-deps lint $(NODE_BUILT) $(BROWSER_HARNESS_BUILT) $(NODE_EXAMPLE_INSTALLED) \
-	$(TASKPANE_BUILT) $(OPENAI_NODE_INSTALLED) $(MCP_NODE_INSTALLED) $(INSPECT_CHECKED)
+	$(TASKPANE_BUILT) $(OPENAI_NODE_INSTALLED) $(MCP_NODE_INSTALLED) \
+	$(ANTHROPIC_NODE_INSTALLED) $(INSPECT_CHECKED)
 	scripts/with_wheels $(BIN)/python -m pytest
 
 ## dotnet: only the .NET client's checks, its build, tests and package (needs `dotnet`)
@@ -124,4 +127,5 @@ clean:
 	rm -rf $(BROWSER_HARNESS)/node_modules $(BROWSER_HARNESS)/dist $(BROWSER_HARNESS)/src/gen
 	rm -rf examples/node/node_modules $(TASKPANE)/node_modules $(TASKPANE)/dist
 	rm -rf tests/openai_node/node_modules tests/mcp_node/node_modules $(INSPECT)/node_modules
+	rm -rf tests/anthropic_node/node_modules
 	rm -rf clients/dotnet/*/bin clients/dotnet/*/obj clients/dotnet/*/TestResults

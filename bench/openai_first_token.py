@@ -35,7 +35,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -62,12 +62,14 @@ from tests.support.fakes.helpers import FAKE_KEY
 NAME = "openai_first_token"
 
 
-def spawn_contextd(data_dir: Path, fake_port: int) -> tuple[subprocess.Popen[str], str, str]:
-    """contextd with the web port and /v1 on; its native and web addresses."""
+def spawn_contextd(
+    data_dir: Path, fake_port: int, api: str = "--openai-api"
+) -> tuple[subprocess.Popen[str], str, str]:
+    """contextd with the web port and ``api`` on; its native and web addresses."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("CONTEXTD_")}
     env["CONTEXTD_OPENAI_API_KEY"] = FAKE_KEY
     command = [sys.executable, "-m", "contextd", "serve", "--port", "0"]
-    command += ["--data-dir", str(data_dir), "--web-port", "0", "--openai-api"]
+    command += ["--data-dir", str(data_dir), "--web-port", "0", api]
     command += ["--provider", "openai", "--provider-base-url", f"http://127.0.0.1:{fake_port}/v1"]
     process = subprocess.Popen(
         [*command, "--log-level", "INFO"],
@@ -145,34 +147,47 @@ async def measure(args: argparse.Namespace, fake: FakeChild, native: str, web: s
                 Side("/v1 (openai SDK)", openai_side(through)),
                 Side("direct (openai SDK)", direct_side(direct)),
             ]
-            serial = 0
-            for side in sides:  # warm-up, not recorded
-                for _ in range(args.warmup):
-                    serial += 1
-                    await side.run_turn(f"w{serial}")
-                    await asyncio.sleep(args.gap)
-            for r in range(args.rounds):
-                for side in sides if r % 2 == 0 else sides[::-1]:
-                    for _ in range(args.turns):
-                        serial += 1
-                        side.turns.append(await side.run_turn(str(serial)))
-                        await asyncio.sleep(args.gap)
+            await alternate(args, sides)
         finally:
             await through.close()
             await direct.close()
     return sides
 
 
+async def alternate(args: argparse.Namespace, sides: list[Side]) -> None:
+    """Warm-up turns (not recorded), then rounds of turns on each side, the order
+    reversed every other round."""
+    serial = 0
+    for side in sides:
+        for _ in range(args.warmup):
+            serial += 1
+            await side.run_turn(f"w{serial}")
+            await asyncio.sleep(args.gap)
+    for r in range(args.rounds):
+        for side in sides if r % 2 == 0 else sides[::-1]:
+            for _ in range(args.turns):
+                serial += 1
+                side.turns.append(await side.run_turn(str(serial)))
+                await asyncio.sleep(args.gap)
+
+
 def ms(ns: float) -> float:
     return ns / 1e6
 
 
-async def run(args: argparse.Namespace) -> int:
+Measure = Callable[[argparse.Namespace, FakeChild, str, str], Awaitable[list[Side]]]
+
+
+async def served(
+    args: argparse.Namespace, api: str, measure: Measure
+) -> tuple[list[Side], dict[str, Any]]:
+    """``measure`` run against the fake and contextd serving ``api``; the sides and the
+    fake's stamps."""
     print(machine_note(), flush=True)
     fake = spawn_fake(args.ttft, args.frame_delay)
     try:
         with tempfile.TemporaryDirectory(prefix="contextd-bench-") as tmp:
-            process, native, web = spawn_contextd(Path(tmp), fake.port)
+            process, native, web = spawn_contextd(Path(tmp), fake.port, api)
             try:
                 sides = await measure(args, fake, native, web)
             finally:
@@ -183,8 +198,29 @@ async def run(args: argparse.Namespace) -> int:
         if fake.process.poll() is None:
             fake.process.kill()
             fake.process.wait()
+    return sides, records
+
+
+async def run(args: argparse.Namespace) -> int:
+    sides, records = await served(args, "--openai-api", measure)
+    first_token, overhead = summarize(NAME, args, sides, records)
+    ratio = first_token["/v1 (openai SDK)"] / first_token["StreamChat"]
     print(
-        f"{NAME}: {args.rounds} alternating rounds of {args.turns} sequential turns per side; "
+        f"send->first token p50: /v1 {first_token['/v1 (openai SDK)']:.2f} ms, StreamChat "
+        f"{first_token['StreamChat']:.2f} ms, direct {first_token['direct (openai SDK)']:.2f} ms; "
+        f"overhead after the fake's first content: /v1 {overhead['/v1 (openai SDK)']:.2f} ms, "
+        f"StreamChat {overhead['StreamChat']:.2f} ms"
+    )
+    print(f"RESULT {NAME} ratio={ratio:.2f} target=none PASS")
+    return 0
+
+
+def summarize(
+    name: str, args: argparse.Namespace, sides: list[Side], records: dict[str, Any]
+) -> tuple[dict[str, float], dict[str, float]]:
+    """Print each side's figures; its send -> first token and overhead p50s, by side."""
+    print(
+        f"{name}: {args.rounds} alternating rounds of {args.turns} sequential turns per side; "
         f"fake answer {len(ANSWER)} chars in {PIECES} chunks, first content after "
         f"{args.ttft * 1000:.0f} ms; conversations of {TURNS_PER_SESSION} turns"
     )
@@ -217,19 +253,10 @@ async def run(args: argparse.Namespace) -> int:
         ],
         rows,
     )
-    ratio = first_token["/v1 (openai SDK)"] / first_token["StreamChat"]
-    print(
-        f"send->first token p50: /v1 {first_token['/v1 (openai SDK)']:.2f} ms, StreamChat "
-        f"{first_token['StreamChat']:.2f} ms, direct {first_token['direct (openai SDK)']:.2f} ms; "
-        f"overhead after the fake's first content: /v1 {overhead['/v1 (openai SDK)']:.2f} ms, "
-        f"StreamChat {overhead['StreamChat']:.2f} ms"
-    )
-    print(f"RESULT {NAME} ratio={ratio:.2f} target=none PASS")
-    return 0
+    return first_token, overhead
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quick", action="store_true", help="small counts (smoke test)")
     parser.add_argument("--rounds", type=int, help="rounds per side (default 10, quick 2)")
     parser.add_argument("--turns", type=int, help="turns per round (default 10, quick 3)")
@@ -240,10 +267,19 @@ def main() -> int:
         "--frame-delay", type=float, default=0.005, help="seconds between the other chunks"
     )
     parser.add_argument("--gap", type=float, default=0.1, help="seconds between turns")
-    args = parser.parse_args()
+
+
+def counts(args: argparse.Namespace) -> None:
     args.rounds = args.rounds or (2 if args.quick else 10)
     args.turns = args.turns or (3 if args.quick else 10)
     args.warmup = 2 if args.quick else 10
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    add_arguments(parser)
+    args = parser.parse_args()
+    counts(args)
     return asyncio.run(run(args))
 
 

@@ -32,6 +32,7 @@ SCRIPTS = (
     "memory_recall",
     "memory_thresholds",
     "openai_first_token",
+    "anthropic_first_token",
     "mcp_tool_call",
     "context_editing",
 )

@@ -247,6 +247,11 @@ class Settings:
         "serve the OpenAI-compatible API (/v1/chat/completions, /v1/models) on the web "
         "port (needs --web-port)",
     )
+    anthropic_api: bool = _setting(
+        False,
+        "serve Anthropic's Messages API (/v1/messages, /v1/messages/count_tokens) on the "
+        "web port (needs --web-port)",
+    )
     mcp_port: int = _setting(
         -1,
         "HTTP port serving MCP (streamable HTTP at /mcp): -1 off, 0 any free port",
@@ -358,6 +363,8 @@ class Settings:
             yield "--rate-limit-burst must be at least 1 (one request)"
         if self.openai_api and self.web_port < 0:
             yield "--openai-api is served on the web port: set --web-port too"
+        if self.anthropic_api and self.web_port < 0:
+            yield "--anthropic-api is served on the web port: set --web-port too"
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None, **overrides: object) -> Settings:

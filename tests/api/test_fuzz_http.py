@@ -1,7 +1,8 @@
-"""Any HTTP request to any route of the web port (the OpenAI-compatible /v1 included) gets
-the documented answer: a status the route's documentation lists (never a 5xx of the
-server's own: 502, 503 and 504 say a provider, a dependency or a deadline), the route's
-error shape (/v1: OpenAI's ``{"error": {...}}``; calls: gRPC-Web trailers or a Connect
+"""Any HTTP request to any route of the web port (the OpenAI-compatible /v1 and Anthropic's
+/v1/messages included) gets the documented answer: a status the route's documentation
+lists (never a 5xx of the server's own: 502, 503 and 504 say a provider, a dependency or
+a deadline), the route's error shape (/v1: OpenAI's ``{"error": {...}}``, /v1/messages:
+Anthropic's ``{"type": "error", "error": {...}}``; calls: gRPC-Web trailers or a Connect
 error, never ``unknown`` or ``internal``; /healthz: 405 with ``Allow``), no more than a
 short cut piece of any value sent, and nothing stored changed by a refused request. The
 server stays up and logs no error. Requests carry hostile headers, bodies nested far
@@ -63,6 +64,8 @@ HEADERS = st.fixed_dictionaries(
     {},
     optional={
         "Authorization": st.sampled_from(["Bearer x", "Basic y", "", "Bearer " + "k" * 3000]),
+        "X-Api-Key": st.sampled_from(["x", "", "k" * 3000, "\u202ek"]),
+        "Anthropic-Version": st.sampled_from(["2023-06-01", "2023-06-01", "", "v" * 300]),
         "Origin": st.sampled_from([ORIGIN, "https://evil.example", "null", "x" * 2000]),
         "X-Contextd-Session": SESSION_IDS,
         "X-Contextd-User": st.sampled_from([USER, "", "\u202eu", "u" * 300]),
@@ -140,12 +143,96 @@ COMPLETIONS = (
     | HOSTILE_COMPLETIONS
     | BODIES
 )
+VALID_MESSAGES: dict[str, Any] = {
+    "model": "echo",
+    "max_tokens": 50,
+    "messages": [{"role": "user", "content": "Which train?"}],
+    "metadata": {"user_id": USER},
+}
+TOOL_USE = {"type": "tool_use", "id": "toolu_1", "name": "f", "input": {}}
+EDIT = {"type": "clear_tool_uses_20250919", "trigger": {"type": "input_tokens", "value": 1}}
+# Valid Messages requests but for one value: nested far too deep, very long, or an id.
+HOSTILE_MESSAGES = st.sampled_from(
+    [
+        in_place(VALID_MESSAGES, "messages", nested(10_000, "{}")),
+        in_place(VALID_MESSAGES, "system", "[" + deep_object(20_000) + "]"),
+        in_place(VALID_MESSAGES, "context_management", deep_object(200)),
+        json.dumps({**VALID_MESSAGES, "model": LONG}).encode(),
+        json.dumps({**VALID_MESSAGES, "metadata": {"user_id": LONG}}).encode(),
+        json.dumps({**VALID_MESSAGES, "system": LONG, "stop_sequences": [LONG] * 3}).encode(),
+        json.dumps({**VALID_MESSAGES, LONG: 1}).encode(),
+        json.dumps({**VALID_MESSAGES, "tools": [{"name": LONG, "input_schema": {}}]}).encode(),
+        json.dumps(
+            {
+                **VALID_MESSAGES,
+                "messages": [
+                    {"role": "user", "content": "Weather?"},
+                    {"role": "assistant", "content": [{**TOOL_USE, "id": LONG}]},
+                    {
+                        "role": "user",
+                        "content": [
+                            {"type": "tool_result", "tool_use_id": LONG, "content": LONG},
+                            {"type": "text", "text": "and?"},
+                        ],
+                    },
+                ],
+            }
+        ).encode(),
+        json.dumps(
+            {
+                **VALID_MESSAGES,
+                "messages": [
+                    {
+                        "role": "user",
+                        "content": [
+                            {
+                                "type": "image",
+                                "source": {
+                                    "type": "base64",
+                                    "media_type": "image/png",
+                                    "data": LONG,
+                                },
+                            }
+                        ],
+                    }
+                ],
+            }
+        ).encode(),
+        json.dumps({**VALID_MESSAGES, "messages": [{"role": LONG, "content": "x"}]}).encode(),
+        json.dumps({**VALID_MESSAGES, "metadata": {"contextd_session": "$other"}}).encode(),
+        json.dumps({**VALID_MESSAGES, "metadata": {"contextd_session": "$own"}}).encode(),
+        json.dumps(
+            {
+                **VALID_MESSAGES,
+                "metadata": {"user_id": USER, "contextd_session": "$own"},
+                "messages": [{"role": "user", "content": [{**TOOL_USE, "type": "tool_result"}]}],
+            }
+        ).encode(),
+        json.dumps({**VALID_MESSAGES, "context_management": {"edits": [EDIT] * 2}}).encode(),
+        json.dumps(
+            {**VALID_MESSAGES, "context_management": {"edits": [{**EDIT, "exclude_tools": [LONG]}]}}
+        ).encode(),
+        json.dumps({**VALID_MESSAGES, "max_tokens": 2**70, "temperature": "hot"}).encode(),
+        json.dumps({**VALID_MESSAGES, "stream": True}).encode(),
+    ]
+)
+MESSAGES = (
+    (json_like(VALID_MESSAGES) | JSON_VALUES).map(lambda v: json.dumps(v).encode())
+    | HOSTILE_MESSAGES
+    | BODIES
+)
+VALID_COUNT = {"model": "echo", "messages": VALID_MESSAGES["messages"], "system": "Be brief."}
+COUNTS = (
+    (json_like(VALID_COUNT) | JSON_VALUES).map(lambda v: json.dumps(v).encode())
+    | HOSTILE_MESSAGES
+    | BODIES
+)
 
 
 async def gateway_routes() -> set[tuple[str, str]]:
-    """(method, path) of every route the web port serves with --openai-api, read from a
-    gateway built as the server builds it (never started)."""
-    mounts = await web_mounts(Settings(openai_api=True))
+    """(method, path) of every route the web port serves with --openai-api and
+    --anthropic-api, read from a gateway built as the server builds it (never started)."""
+    mounts = await web_mounts(Settings(openai_api=True, anthropic_api=True))
 
     async def serving() -> str:
         return "SERVING"
@@ -180,6 +267,32 @@ def openai_answer(method: str, answer: Answer) -> None:
         "rate_limit_error",
         "api_error",
         "server_error",
+    }, error
+
+
+# docs/anthropic.md: the statuses /v1/messages answers, and the web port's 403 for an origin.
+ANTHROPIC_STATUSES = {200, 400, 401, 403, 404, 408, 413, 415, 429, 502, 503}
+
+
+def anthropic_answer(method: str, answer: Answer) -> None:
+    assert answer.status in ANTHROPIC_STATUSES, answer
+    if answer.status < 400:
+        return
+    body = answer.json()
+    assert set(body) <= {"type", "error", "request_id"} and body["type"] == "error", body
+    error = body["error"]
+    assert set(error) == {"type", "message"}, error
+    assert isinstance(error["message"], str) and error["message"]
+    assert error["type"] in {
+        "invalid_request_error",
+        "authentication_error",
+        "permission_error",
+        "not_found_error",
+        "request_too_large",
+        "rate_limit_error",
+        "api_error",
+        "overloaded_error",
+        "timeout_error",
     }, error
 
 
@@ -245,11 +358,15 @@ def case(methods: Any, paths: Any, bodies: Any, check: Check) -> Case:
 # route added to the web port needs one: test_every_route_has_a_fuzz_case fails until.
 # Routes whose answers may quote what was sent: a turn's (the echo provider reflects the
 # question) and a call's (what was stored); their refusals may not.
-ANSWERS_QUOTE = {("POST", "/v1/chat/completions"), ("POST", "/{tail}")}
+ANSWERS_QUOTE = {("POST", "/v1/chat/completions"), ("POST", "/v1/messages"), ("POST", "/{tail}")}
 V1_TAILS = st.text(alphabet="/abcv1_-%", max_size=30).map(lambda p: "/v1/" + p)
 CASES: dict[tuple[str, str], Case] = {
     ("POST", "/v1/chat/completions"): case(
         "POST", "/v1/chat/completions", COMPLETIONS, openai_answer
+    ),
+    ("POST", "/v1/messages"): case("POST", "/v1/messages", MESSAGES, anthropic_answer),
+    ("POST", "/v1/messages/count_tokens"): case(
+        "POST", "/v1/messages/count_tokens", COUNTS, anthropic_answer
     ),
     ("GET", "/v1/models"): case("GET", "/v1/models", BODIES, openai_answer),
     ("HEAD", "/v1/models"): case("HEAD", "/v1/models", st.just(b""), openai_answer),
@@ -291,7 +408,7 @@ async def test_every_route_has_a_fuzz_case() -> None:
 def proc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     server = start_server(
         tmp_path_factory.mktemp("fuzz-http"),
-        *("--web-port", "0", "--openai-api", "--cors-origins", ORIGIN),
+        *("--web-port", "0", "--openai-api", "--anthropic-api", "--cors-origins", ORIGIN),
         *("--memory-enabled", "false"),
     )
     yield server

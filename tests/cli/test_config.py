@@ -93,6 +93,7 @@ def test_good_settings_pass_their_check() -> None:
             "a second), not 1.5",
         ),
         ({"openai_api": True}, "--openai-api is served on the web port: set --web-port too"),
+        ({"anthropic_api": True}, "--anthropic-api is served on the web port: set --web-port too"),
         ({"keep_tool_results": -1}, "--keep-tool-results must not be negative"),
         ({"clear_at_least_tokens": -5}, "--clear-at-least-tokens must not be negative"),
         (

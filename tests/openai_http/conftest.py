@@ -17,7 +17,8 @@ from tests.support.fake_openai_model import RuleModel, rule_model
 from tests.support.fakes.helpers import FAKE_KEY
 from tests.support.grpc_web import web_address
 from tests.support.keyed_server import KeyedServer, keyed_server
-from tests.support.server import ServerProcess, start_server
+from tests.support.model_server import model_server
+from tests.support.server import ServerProcess
 
 MODEL = "fake-model"
 MAX_MESSAGE = 1024 * 1024  # --max-message-bytes: an oversized body is cheap to send
@@ -62,17 +63,15 @@ class Served:
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    with rule_model() as model:
-        proc = start_server(
+    with (
+        rule_model() as model,
+        model_server(
             tmp_path_factory.mktemp("openai-http"),
-            *openai_args(model),
-            env={"CONTEXTD_OPENAI_API_KEY": FAKE_KEY},
-        )
-        try:
-            yield Served(proc, model)
-        finally:
-            assert proc.stop() == 0
-        assert not [e for e in proc.log_lines if e.get("level") == "ERROR"]
+            openai_args(model),
+            {"CONTEXTD_OPENAI_API_KEY": FAKE_KEY},
+        ) as proc,
+    ):
+        yield Served(proc, model)
 
 
 @dataclass(frozen=True)

@@ -51,6 +51,15 @@ CASES: list[tuple[str, bytes | dict[str, Any], str | None, str | None]] = [
     # Read with an explicit nesting limit (64), not up to the interpreter's recursion limit.
     ("nested 65 deep", b'{"a":' * 64 + b"{}" + b"}" * 64, None, "invalid_json"),
     ("nested 100,000 deep", b"[" * 100_000 + b"]" * 100_000, None, "invalid_json"),
+    # Half of a surrogate pair, escaped or as its bytes: no text, so no protobuf string.
+    ("unpaired surrogate escape", b'{"model": "m", "user": "a\\ud800"}', None, "invalid_json"),
+    (
+        "unpaired surrogate in a key",
+        b'{"model": "m", "messages": [{"role": "user", "content": "x", "\\udfff": 1}]}',
+        None,
+        "invalid_json",
+    ),
+    ("unpaired surrogate bytes", b'{"model": "m", "user": "a\xed\xa0\x80"}', None, "invalid_json"),
     ("unknown field", {**OK, "frobnicate": 1}, "frobnicate", "unknown_parameter"),
     (
         "long unknown field",
@@ -68,12 +77,56 @@ CASES: list[tuple[str, bytes | dict[str, Any], str | None, str | None]] = [
     ("max_tokens a bool", {**OK, "max_tokens": True}, "max_tokens", "invalid_type"),
     ("several choices", {**OK, "n": 2}, "n", "unsupported_parameter"),
     (
-        "json output",
-        {**OK, "response_format": {"type": "json_object"}},
-        "response_format",
-        "unsupported_parameter",
+        "unknown output format",
+        {**OK, "response_format": {"type": "yaml"}},
+        "response_format.type",
+        None,
     ),
-    ("forced tool", {**OK, "tool_choice": "required"}, "tool_choice", "unsupported_parameter"),
+    (
+        "json schema without its schema",
+        {**OK, "response_format": {"type": "json_schema", "json_schema": {"name": "a"}}},
+        "response_format.json_schema.schema",
+        None,
+    ),
+    (
+        "json schema a list",
+        {
+            **OK,
+            "response_format": {"type": "json_schema", "json_schema": {"name": "a", "schema": []}},
+        },
+        "response_format.json_schema.schema",
+        "invalid_type",
+    ),
+    (
+        "json schema badly named",
+        {
+            **OK,
+            "response_format": {
+                "type": "json_schema",
+                "json_schema": {"name": "a b", "schema": {"type": "object"}},
+            },
+        },
+        "response_format.json_schema.name",
+        None,
+    ),
+    ("a call required with no tools", {**OK, "tool_choice": "required"}, "tool_choice", None),
+    ("unknown tool choice", {**OK, "tool_choice": "always"}, "tool_choice", None),
+    (
+        "forced tool not offered",
+        {
+            **OK,
+            "tools": [tool("t")],
+            "tool_choice": {"type": "function", "function": {"name": "u"}},
+        },
+        "tool_choice.function.name",
+        None,
+    ),
+    (
+        "parallel_tool_calls a string",
+        {**OK, "parallel_tool_calls": "y"},
+        "parallel_tool_calls",
+        "invalid_type",
+    ),
     ("custom tool", {**OK, "tools": [{"type": "custom", "custom": {}}]}, "tools[0].type", None),
     ("bad tool name", {**OK, "tools": [tool("bad name!")]}, "tools[0].function.name", None),
     (

@@ -72,6 +72,33 @@ def test_a_refused_credential_is_401_and_stores_nothing(keyed: Keyed, key: str) 
     assert len(sessions(keyed, keyed.server.alice)) == before
 
 
+@pytest.mark.parametrize(
+    "body",
+    [b"{not json", b'{"model": 1}', b'{"messages": [{"role": "user", "content": "\\ud800"}]}'],
+    ids=["bad json", "bad field", "unpaired surrogate"],
+)
+def test_the_credential_is_checked_before_the_body(keyed: Keyed, body: bytes) -> None:
+    for headers in ({}, {"Authorization": f"Bearer {UNKNOWN_KEY}"}):
+        response = httpx.post(
+            keyed.base_url + "/chat/completions",
+            content=body,
+            headers={**headers, "Content-Type": "application/json"},
+            timeout=30,
+        )
+        assert response.status_code == 401, response.text
+        assert response.json()["error"]["message"] == REFUSED
+    with_key = httpx.post(
+        keyed.base_url + "/chat/completions",
+        content=body,
+        headers={
+            "Authorization": f"Bearer {keyed.server.alice}",
+            "Content-Type": "application/json",
+        },
+        timeout=30,
+    )
+    assert with_key.status_code == 400, with_key.text
+
+
 def test_the_sdk_raises_its_authentication_error(keyed: Keyed) -> None:
     with client(keyed, UNKNOWN_KEY) as c:
         with pytest.raises(openai.AuthenticationError):

@@ -4,40 +4,15 @@ and a refusal raised as the package's own error."""
 
 from __future__ import annotations
 
-import json
-import shutil
-import subprocess
-from typing import Any
-
-import pytest
-
 from tests.openai_http.conftest import MODEL, Served
+from tests.support.node_check import run_node_check
 from tests.support.paths import ROOT
 
 PROJECT = ROOT / "tests" / "openai_node"
 
 
-def run_check(served: Served, user: str) -> dict[str, dict[str, Any]]:
-    node = shutil.which("node")
-    if node is None:
-        pytest.skip("node is not installed")
-    assert (PROJECT / "node_modules" / "openai").exists(), (
-        "tests/openai_node/node_modules is missing: run `make test` first"
-    )
-    done = subprocess.run(
-        [node, str(PROJECT / "check.mjs"), served.base_url, "unused", user],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    lines = [json.loads(line) for line in done.stdout.splitlines()]
-    return {line.pop("name"): line for line in lines}
-
-
 def test_the_node_package_runs_every_check(served: Served) -> None:
-    results = run_check(served, "node-user")
+    results = run_node_check(PROJECT, "openai", served.base_url, "unused", "node-user")
     assert results["models"] == {"model": MODEL}
     whole = results["whole"]
     assert whole["content"] == "fake answer to: Hello from Node"

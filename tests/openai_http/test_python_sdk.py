@@ -261,31 +261,6 @@ def test_host_tool_calls_stream_as_openai_streams_them(served: Served) -> None:
     assert chunks[-1]["choices"][0]["finish_reason"] == "tool_calls"
 
 
-def test_an_inline_list_ending_with_tool_results_needs_a_session(served: Served) -> None:
-    with client(served) as c, pytest.raises(openai.BadRequestError) as refused:
-        c.chat.completions.create(
-            model=MODEL,
-            messages=[
-                {"role": "user", "content": "weather?"},
-                {
-                    "role": "assistant",
-                    "content": None,
-                    "tool_calls": [
-                        {
-                            "id": "call_1",
-                            "type": "function",
-                            "function": {"name": "get_weather", "arguments": "{}"},
-                        }
-                    ],
-                },
-                {"role": "tool", "tool_call_id": "call_1", "content": "sunny"},
-            ],
-            user="ann",
-        )
-    assert refused.value.param == "messages"
-    assert "X-Contextd-Session" in refused.value.message
-
-
 def test_model_options_reach_the_provider(served: Served) -> None:
     with client(served) as c:
         answer = c.chat.completions.create(

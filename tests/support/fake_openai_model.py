@@ -2,10 +2,10 @@
 of its own: contextd (``--provider openai --provider-base-url``) talks to it while a
 test's sync or async client talks to contextd.
 
-The rules, by the request (chat turns offer tools, contextd's background calls after a
-turn do not):
+The rules, by the request (contextd's background calls after a turn are told to
+extract memories or to summarize):
 
-- no tools (after-turn work): ``{"facts": []}`` at once;
+- after-turn work: ``{"facts": []}`` at once;
 - the last message is a tool result: ``the tool said: <its content>``;
 - the last user message mentions "weather" and the ``get_weather`` tool is offered:
   a call ``call_w1`` of it with ``{"city": "Paris"}``;
@@ -21,7 +21,7 @@ import asyncio
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 from tests.support.fakes.llm_server import FakeLLMServer, JSONReply, Reply, StreamReply
 from tests.support.fakes.openai_sse import error_body, split, text_frames, tool_call_frames
@@ -29,6 +29,7 @@ from tests.support.fakes.openai_sse import error_body, split, text_frames, tool_
 WEATHER_CALL = ("call_w1", "get_weather", '{"city": "Paris"}')
 SLOW_PIECES = 40
 SLOW_DELAY = 0.05
+Served = TypeVar("Served", bound=FakeLLMServer)
 
 
 def _text(content: Any) -> str:
@@ -43,14 +44,14 @@ class RuleModel(FakeLLMServer):
 
     def _next_reply(self) -> Reply:
         body = self.requests[-1].body
-        if not isinstance(body, dict) or not body.get("tools"):
+        if not isinstance(body, dict) or _after_turn(body):
             return StreamReply(text_frames(['{"facts": []}'], usage=(50, 5)))
         messages = body.get("messages") or [{}]
         last = messages[-1]
         if last.get("role") == "tool":
             return StreamReply(text_frames([f"the tool said: {_text(last.get('content'))}"]))
         user = _text(next((m["content"] for m in reversed(messages) if m["role"] == "user"), ""))
-        tools = {t["function"]["name"] for t in body["tools"]}
+        tools = {t["function"]["name"] for t in body.get("tools", ())}
         if "weather" in user and "get_weather" in tools:
             return StreamReply(tool_call_frames([WEATHER_CALL]))
         if user.startswith("fail"):
@@ -62,14 +63,42 @@ class RuleModel(FakeLLMServer):
         return StreamReply(text_frames(split(answer, 3), usage=(11, 7), cached_tokens=3))
 
     def chat_requests(self) -> list[dict[str, Any]]:
-        """The bodies of the chat turns' model calls (those offering tools)."""
-        return [r.body for r in self.requests if isinstance(r.body, dict) and r.body.get("tools")]
+        """The bodies of the chat turns' model calls."""
+        return [
+            r.body for r in self.requests if isinstance(r.body, dict) and not _after_turn(r.body)
+        ]
+
+
+def _after_turn(body: dict[str, Any]) -> bool:
+    """A call of contextd's work after a turn (memories, summaries), by its instructions."""
+    messages = body.get("messages") or [{}]
+    first = messages[0] if isinstance(messages[0], dict) else {}
+    system = _text(first.get("content")) if first.get("role") == "system" else ""
+    return after_turn_instructions(system)
+
+
+def after_turn_instructions(system: str) -> bool:
+    """Whether a system prompt is that of contextd's work after a turn."""
+    return any(
+        words in system
+        for words in (
+            "extract long-term memories",
+            "compress the earlier part",
+            "You keep the summary",
+        )
+    )
 
 
 @contextmanager
 def rule_model() -> Iterator[RuleModel]:
     """A RuleModel serving from its own thread and event loop."""
-    model = RuleModel()
+    with serving(RuleModel()) as model:
+        yield model
+
+
+@contextmanager
+def serving(model: Served) -> Iterator[Served]:
+    """``model`` serving from its own thread and event loop."""
     loop = asyncio.new_event_loop()
     started = threading.Event()
 

@@ -147,6 +147,11 @@ async def test_unary_errors_carry_code_and_details(http: aiohttp.ClientSession, 
 
     status, _, body = await post(http, web, f"{CTX}/CountTokens", b"{not json", "application/json")
     assert status == 400 and json.loads(body)["code"] == "invalid_argument"
+    # Half of a surrogate pair is no text: refused as bad JSON, escaped or as its bytes.
+    for half in (b"\\ud800", b"\xed\xa0\x80"):
+        text = b'{"texts": ["a' + half + b'"]}'
+        status, _, body = await post(http, web, f"{CTX}/CountTokens", text, "application/json")
+        assert status == 400 and json.loads(body)["code"] == "invalid_argument"
 
     status, _, body = await post(http, web, f"{CTX}/Nothing", b"{}", "application/json")
     assert status == 501 and json.loads(body)["code"] == "unimplemented"

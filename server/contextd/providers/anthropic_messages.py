@@ -4,7 +4,12 @@ The request is ``POST {base_url}/v1/messages`` with ``stream: true``: the
 system text apart (``system``) and the turns from
 :func:`contextd.core.formats.to_anthropic` (with ``cache_control`` breakpoints when
 the request has a cached prefix), ``stop_sequences``, ``tools`` as
-``{name, description, input_schema}``. ``max_tokens`` is required by the API:
+``{name, description, input_schema}`` with ``tool_choice`` (auto, none, ``any`` for
+required, ``tool`` for a named function; ``disable_parallel_tool_use`` when parallel
+calls are off). Structured output takes the forced-tool form: one more tool whose
+``input_schema`` is the schema (``{"type": "object"}`` for a JSON object), chosen with
+``tool`` (or ``any`` beside host tools); its input streams as the answer's text and
+its ``tool_use`` stop is a ``stop``. ``max_tokens`` is required by the API:
 a request without ``max_output_tokens`` gets the provider's
 ``default_max_tokens`` (1024 unless configured). ``temperature`` is sent as a
 plain body field (the current SDK no longer lists it; models that refuse it
@@ -104,10 +109,16 @@ class _ToolBlock:
 class EventAssembler:
     """Turns Messages API stream events (as dicts) into ModelEvents."""
 
-    def __init__(self, provider: str, redactor: Redactor) -> None:
+    def __init__(self, provider: str, redactor: Redactor, answer_tool: str | None = None) -> None:
         self._provider = provider
         self._redactor = redactor
         self._tools: dict[int, _ToolBlock] = {}
+        # The forced tool whose input is a structured answer: streamed as text.
+        self._answer_tool = answer_tool
+        self._answer_blocks: dict[int, bool] = {}  # index: whether a delta came
+        self._answered = False
+        self._initial_answers: dict[int, object] = {}
+        self._host_calls = False
         self._input_tokens: int | None = None
         self._cache_read_tokens = 0
         self._cache_write_tokens = 0
@@ -132,7 +143,10 @@ class EventAssembler:
         elif kind == "content_block_delta":
             return self._block_delta(event)
         elif kind == "content_block_stop":
-            block = self._tools.pop(_index(event), None)
+            index = _index(event)
+            if index in self._answer_blocks:
+                return self._answer_ended(index)
+            block = self._tools.pop(index, None)
             if block is not None:
                 return [ToolCallReady(block.call())]
         elif kind == "message_delta":
@@ -157,8 +171,19 @@ class EventAssembler:
             prompt = self._input_tokens + read + write
             events.append(Usage(prompt, self._completion_tokens, read, write))
         reason = normalize_stop_reason(self._stop_reason)
+        if reason == "tool_calls" and self._answered and not self._host_calls:
+            reason = "stop"  # the tool it used was the answer's
         events.append(Finished(reason, *self._response))
         return events
+
+    def _answer_ended(self, index: int) -> list[ModelEvent]:
+        """The answer tool's block ended: its input was streamed as text, or, when no delta
+        came, is its initial input."""
+        streamed = self._answer_blocks.pop(index)
+        initial = self._initial_answers.pop(index, None)
+        if streamed:
+            return []
+        return [TextDelta(json.dumps(initial if initial is not None else {}, ensure_ascii=False))]
 
     def _take_usage(self, usage: object) -> None:
         if not isinstance(usage, Mapping):
@@ -182,6 +207,13 @@ class EventAssembler:
             if not name:
                 raise ProviderBadResponse(self._provider, "tool_use block without a name")
             index = _index(event)
+            if name == self._answer_tool:
+                self._answer_blocks[index] = False
+                self._answered = True
+                initial = block.get("input")
+                self._initial_answers[index] = initial if initial else None
+                return []
+            self._host_calls = True
             self._tools[index] = _ToolBlock(
                 id=as_text(block.get("id")) or f"toolu_{index}",
                 name=name,
@@ -201,6 +233,10 @@ class EventAssembler:
             return [TextDelta(text)] if text else []
         if kind == "input_json_delta":
             index = _index(event)
+            if index in self._answer_blocks:
+                text = as_text(delta.get("partial_json"))
+                self._answer_blocks[index] = self._answer_blocks[index] or bool(text)
+                return [TextDelta(text)] if text else []
             block = self._tools.get(index)
             if block is None:
                 raise ProviderBadResponse(
@@ -209,6 +245,38 @@ class EventAssembler:
             block.arguments += as_text(delta.get("partial_json"))
             block.had_delta = True
         return []
+
+
+def answer_tool(request: ModelRequest) -> str | None:
+    """The tool that carries a structured answer, when the request asks for one and the
+    host does not force its own tools; named after the format (unless a host tool has
+    that name)."""
+    fmt = request.response_format
+    if not fmt.is_json or request.tool_choice.forces_call:
+        return None
+    name = fmt.name if fmt.type == "json_schema" else "answer"
+    if any(tool.name == name for tool in request.tools):
+        name = f"{name[:57]}_answer"
+    return name
+
+
+def _tool_choice(request: ModelRequest) -> dict[str, Any] | None:
+    """Anthropic's tool_choice for the request's; None for its default (auto, parallel)."""
+    choice = request.tool_choice
+    if choice.mode == "none":
+        return {"type": "none"}
+    out: dict[str, Any]
+    if choice.mode == "required":
+        out = {"type": "any"}
+    elif choice.mode == "function":
+        out = {"type": "tool", "name": choice.name}
+    elif request.parallel_tool_calls is False:
+        out = {"type": "auto"}
+    else:
+        return None
+    if request.parallel_tool_calls is False:
+        out["disable_parallel_tool_use"] = True
+    return out
 
 
 def _index(event: Mapping[str, Any]) -> int:
@@ -261,15 +329,30 @@ class AnthropicProvider(SdkProvider):
             body["temperature"] = request.temperature
         if request.stop:
             body["stop_sequences"] = list(request.stop)
-        if request.tools:
-            body["tools"] = [
-                {
-                    "name": tool.name,
-                    **({"description": tool.description} if tool.description else {}),
-                    "input_schema": tool.parameters,
-                }
-                for tool in request.tools
-            ]
+        tools = [
+            {
+                "name": tool.name,
+                **({"description": tool.description} if tool.description else {}),
+                "input_schema": tool.parameters,
+            }
+            for tool in request.tools
+        ]
+        choice = _tool_choice(request)
+        answer = answer_tool(request)
+        if answer is not None:
+            # Structured output in its forced-tool form: the tool's input is the answer.
+            fmt = request.response_format
+            schema = fmt.schema if fmt.type == "json_schema" else {"type": "object"}
+            description = fmt.description or "Give the answer, as this tool's input."
+            tools.append({"name": answer, "description": description, "input_schema": schema})
+            # With host tools: one of them or the answer; without: the answer.
+            choice = {"type": "any"} if request.tools else {"type": "tool", "name": answer}
+            if request.parallel_tool_calls is False:
+                choice["disable_parallel_tool_use"] = True
+        if tools:
+            body["tools"] = tools
+            if choice is not None:
+                body["tool_choice"] = choice
         return body
 
     def open_stream(self, body: dict[str, Any]) -> Awaitable[Any]:
@@ -280,5 +363,5 @@ class AnthropicProvider(SdkProvider):
         create = cast(Callable[..., Awaitable[Any]], self._client.messages.create)
         return create(**known, stream=True, extra_body=extra)
 
-    def assembler(self) -> EventAssembler:
-        return EventAssembler(self.name, self._redactor)
+    def assembler(self, request: ModelRequest) -> EventAssembler:
+        return EventAssembler(self.name, self._redactor, answer_tool(request))

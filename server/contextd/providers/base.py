@@ -25,6 +25,42 @@ class ToolSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class ToolChoice:
+    """Which tools the model may or must call: ``mode`` is "auto", "none", "required"
+    (at least one) or "function" (the tool named ``name``)."""
+
+    mode: str = "auto"
+    name: str = ""
+
+    @property
+    def forces_call(self) -> bool:
+        return self.mode in ("required", "function")
+
+
+AUTO = ToolChoice()
+
+
+@dataclass(frozen=True, slots=True)
+class ResponseFormat:
+    """The answer's shape: ``type`` "text", "json_object" (any JSON object) or
+    "json_schema" (valid against ``schema``, named ``name``; ``strict``: enforced
+    exactly where the provider can)."""
+
+    type: str = "text"
+    name: str = "answer"
+    description: str = ""
+    schema: dict[str, Any] = field(default_factory=dict)
+    strict: bool = False
+
+    @property
+    def is_json(self) -> bool:
+        return self.type != "text"
+
+
+TEXT = ResponseFormat()
+
+
+@dataclass(frozen=True, slots=True)
 class ModelRequest:
     # System messages first, then the conversation; as BuildMessages returns it.
     messages: Sequence[ChatMessage]
@@ -33,6 +69,10 @@ class ModelRequest:
     max_output_tokens: int | None = None
     stop: Sequence[str] = ()
     tools: Sequence[ToolSpec] = ()
+    tool_choice: ToolChoice = AUTO
+    # False: one tool call per step at most; None: the provider's default.
+    parallel_tool_calls: bool | None = None
+    response_format: ResponseFormat = TEXT
     # Local estimate of the prompt, for providers that report no usage (echo).
     prompt_tokens_estimate: int = 0
     # With the stable-prefix cache layout: how many leading messages stay the same

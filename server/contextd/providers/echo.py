@@ -18,23 +18,33 @@ writes, and a cancellation gets in there). Then
 words in the answer (a local count, no tokenizer), marked ``estimated``: no model
 counted them, and a turn's usage says so like that of a server that reports none.
 Then ``Finished("stop")``.
-It never calls tools.
+
+It calls tools only when it must: with ``tool_choice`` ``required`` it calls every
+tool offered (the first only when ``parallel_tool_calls`` is false), with a named
+function that one, each with arguments made from the tool's schema
+(core/schema_example.py), and finishes with ``tool_calls``. Under a JSON
+``response_format`` its answer is JSON: a value of the schema, or for ``json_object``
+``{"echo": <the answer above>}``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from collections.abc import AsyncGenerator
 
 from contextd.core.content import ImagePart, TextPart
-from contextd.core.messages import ChatMessage, Role
+from contextd.core.messages import ChatMessage, Role, ToolCall
+from contextd.core.schema_example import example
 from contextd.providers.base import (
     Capabilities,
     Finished,
     ModelEvent,
     ModelRequest,
     TextDelta,
+    ToolCallReady,
+    ToolSpec,
     Usage,
 )
 
@@ -51,6 +61,32 @@ def echo_answer(request: ModelRequest) -> str:
         f"(about {request.prompt_tokens_estimate} prompt tokens). "
         f"Your last message was: {quoted}"
     )
+
+
+def forced_calls(request: ModelRequest) -> list[ToolCall]:
+    """The calls a ``tool_choice`` that forces one asks for; ids unique in a session (a
+    session's message count only grows)."""
+    choice = request.tool_choice
+    tools: list[ToolSpec] = []
+    if choice.mode == "function":
+        tools = [t for t in request.tools if t.name == choice.name]
+    elif choice.mode == "required":
+        tools = list(request.tools[:1] if request.parallel_tool_calls is False else request.tools)
+    at = len(request.messages)
+    return [
+        ToolCall(f"call_echo_{at}_{k}", tool.name, json.dumps(example(tool.parameters)))
+        for k, tool in enumerate(tools)
+    ]
+
+
+def structured_answer(request: ModelRequest) -> str:
+    """The answer under the request's response format: JSON for a JSON format."""
+    fmt = request.response_format
+    if fmt.type == "json_schema":
+        return json.dumps(example(fmt.schema), ensure_ascii=False)
+    if fmt.type == "json_object":
+        return json.dumps({"echo": echo_answer(request)}, ensure_ascii=False)
+    return echo_answer(request)
 
 
 def _received(message: ChatMessage) -> str:
@@ -99,7 +135,15 @@ class EchoProvider:
         )
 
     async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
-        answer = echo_answer(request)
+        calls = forced_calls(request)
+        if calls:
+            for call in calls:
+                yield ToolCallReady(call)
+            arguments = sum(len(c.arguments.split()) for c in calls)
+            yield Usage(request.prompt_tokens_estimate, arguments, estimated=True)
+            yield Finished("tool_calls")
+            return
+        answer = structured_answer(request)
         for i, chunk in enumerate(split_chunks(answer, self.words_per_chunk)):
             if i and self.chunk_delay:
                 await asyncio.sleep(self.chunk_delay)

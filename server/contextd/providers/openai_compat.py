@@ -17,7 +17,9 @@ unless ``include_usage=False`` (for servers that reject it),
 ``stream_options: {"include_usage": true}``. The output limit goes out as
 ``max_tokens`` (what every compatible server understands); OpenAI's reasoning
 models only take ``max_completion_tokens``: pass
-``max_tokens_param="max_completion_tokens"`` for them.
+``max_tokens_param="max_completion_tokens"`` for them. ``tool_choice`` (when not
+auto), ``parallel_tool_calls`` (when set) and ``response_format`` (``json_object``,
+``json_schema`` with its name, schema and ``strict``) go as OpenAI names them.
 
 Events: ``TextDelta`` per non-empty ``delta.content``; tool-call deltas are
 assembled per ``index`` (``id`` and ``name`` from the first delta that has
@@ -272,11 +274,26 @@ class OpenAIProvider(SdkProvider):
                 }
                 for tool in request.tools
             ]
+            choice = request.tool_choice
+            if choice.mode == "function":
+                body["tool_choice"] = {"type": "function", "function": {"name": choice.name}}
+            elif choice.mode != "auto":
+                body["tool_choice"] = choice.mode
+            if request.parallel_tool_calls is not None:
+                body["parallel_tool_calls"] = request.parallel_tool_calls
+        fmt = request.response_format
+        if fmt.type == "json_object":
+            body["response_format"] = {"type": "json_object"}
+        elif fmt.type == "json_schema":
+            schema: dict[str, Any] = {"name": fmt.name, "schema": fmt.schema, "strict": fmt.strict}
+            if fmt.description:
+                schema["description"] = fmt.description
+            body["response_format"] = {"type": "json_schema", "json_schema": schema}
         return body
 
     def open_stream(self, body: dict[str, Any]) -> Awaitable[Any]:
         create = cast(Callable[..., Awaitable[Any]], self._client.chat.completions.create)
         return create(**body)
 
-    def assembler(self) -> ChunkAssembler:
+    def assembler(self, request: ModelRequest) -> ChunkAssembler:
         return ChunkAssembler(self.name, self._redactor)

@@ -79,8 +79,8 @@ class SdkProvider(ABC):
         """The SDK call that opens a stream for ``body``."""
 
     @abstractmethod
-    def assembler(self) -> Assembler:
-        """What turns one stream's items into events."""
+    def assembler(self, request: ModelRequest) -> Assembler:
+        """What turns the items of ``request``'s stream into events."""
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(base_url={self.base_url!r}, model={self.default_model!r})"
@@ -91,7 +91,7 @@ class SdkProvider(ABC):
         body = self.request_body(request)
         return stream_events(
             lambda: self.open_stream(body),
-            self.assembler(),
+            self.assembler(request),
             provider=self.name,
             sdk=self.sdk,
             redactor=self._redactor,

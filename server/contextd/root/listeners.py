@@ -20,6 +20,7 @@ from grpc_health.v1 import _async as health_aio  # health.aio re-exports this mo
 from grpc_health.v1 import health_pb2
 
 from contextd.config import Settings
+from contextd.fronts.anthropic.routes import AnthropicRoutes
 from contextd.fronts.grpc.interceptors import WEB_PEER_KEY
 from contextd.fronts.openai.routes import Model, OpenAIRoutes
 from contextd.fronts.web.cors import CorsPolicy
@@ -189,12 +190,15 @@ async def start_metrics(
 
 
 async def web_mounts(settings: Settings) -> list[Mount]:
-    """What the web port serves besides gRPC-Web and Connect: the OpenAI-compatible API
-    with --openai-api, listing the configured model. Its name is read from a provider
-    built as the server builds its own (with its default when --provider-model is
-    empty), then closed: nothing of the running server is reached into."""
+    """What the web port serves besides gRPC-Web and Connect: Anthropic's Messages API
+    with --anthropic-api (first: the OpenAI API answers every other path under /v1), and
+    the OpenAI-compatible API with --openai-api, listing the configured model. Its name
+    is read from a provider built as the server builds its own (with its default when
+    --provider-model is empty), then closed: nothing of the running server is reached
+    into."""
+    mounts: list[Mount] = [AnthropicRoutes()] if settings.anthropic_api else []
     if not settings.openai_api:
-        return []
+        return mounts
     provider = make_provider(
         settings.provider, base_url=settings.provider_base_url, model=settings.provider_model
     )
@@ -202,7 +206,7 @@ async def web_mounts(settings: Settings) -> list[Mount]:
         model = Model(provider.default_model, provider.name)
     finally:
         await provider.aclose()
-    return [OpenAIRoutes([model])]
+    return [*mounts, OpenAIRoutes([model])]
 
 
 async def start_mcp(settings: Settings, target: str, tls: ServerTls | None) -> Stop:

@@ -26,7 +26,7 @@ _sym_db = _symbol_database.Default()
 from contextd.v1 import context_pb2 as contextd_dot_v1_dot_context__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16\x63ontextd/v1/chat.proto\x12\x0b\x63ontextd.v1\x1a\x19\x63ontextd/v1/context.proto\"L\n\x0eToolDefinition\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12\x17\n\x0fparameters_json\x18\x03 \x01(\t\"3\n\nToolResult\x12\x14\n\x0ctool_call_id\x18\x01 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\t\"p\n\x0cModelOptions\x12\r\n\x05model\x18\x01 \x01(\t\x12\x18\n\x0btemperature\x18\x02 \x01(\x02H\x00\x88\x01\x01\x12\x19\n\x11max_output_tokens\x18\x03 \x01(\x05\x12\x0c\n\x04stop\x18\x04 \x03(\tB\x0e\n\x0c_temperature\"\xd1\x04\n\x11StreamChatRequest\x12,\n\x07session\x18\x01 \x01(\x0b\x32\x1b.contextd.v1.SessionContext\x12\x14\n\x0cuser_message\x18\x02 \x01(\t\x12&\n\x08messages\x18\x03 \x03(\x0b\x32\x14.contextd.v1.Message\x12*\n\x05tools\x18\x04 \x03(\x0b\x32\x1b.contextd.v1.ToolDefinition\x12-\n\x0ctool_results\x18\x05 \x03(\x0b\x32\x17.contextd.v1.ToolResult\x12\x14\n\x0ctoken_budget\x18\x06 \x01(\x05\x12\x11\n\ttokenizer\x18\x07 \x01(\t\x12(\n\x05model\x18\x08 \x01(\x0b\x32\x19.contextd.v1.ModelOptions\x12;\n\x13prompt_limit_policy\x18\t \x01(\x0e\x32\x1e.contextd.v1.PromptLimitPolicy\x12\r\n\x05title\x18\n \x01(\t\x12\x30\n\rtool_protocol\x18\x0b \x01(\x0e\x32\x19.contextd.v1.ToolProtocol\x12\x0c\n\x04mode\x18\x0c \x01(\t\x12\x34\n\x12user_message_parts\x18\r \x03(\x0b\x32\x18.contextd.v1.ContentPart\x12,\n\x07\x65\x64iting\x18\x0e \x01(\x0b\x32\x1b.contextd.v1.ContextEditing\x12\x32\n\ncompaction\x18\x0f \x01(\x0b\x32\x1e.contextd.v1.CompactionOptions\"\xc8\x02\n\x11\x43ompactionOptions\x12\x1b\n\x0etrigger_tokens\x18\x01 \x01(\x05H\x00\x88\x01\x01\x12!\n\x14trigger_budget_share\x18\x02 \x01(\x02H\x01\x88\x01\x01\x12\x1a\n\rkeep_messages\x18\x03 \x01(\x05H\x02\x88\x01\x01\x12\x17\n\nkeep_turns\x18\x04 \x01(\x05H\x03\x88\x01\x01\x12\r\n\x05model\x18\x05 \x01(\t\x12\x0e\n\x06prompt\x18\x06 \x01(\t\x12\x1c\n\x0ftimeout_seconds\x18\x07 \x01(\x02H\x04\x88\x01\x01\x12\x14\n\x07\x65nabled\x18\x08 \x01(\x08H\x05\x88\x01\x01\x42\x11\n\x0f_trigger_tokensB\x17\n\x15_trigger_budget_shareB\x10\n\x0e_keep_messagesB\r\n\x0b_keep_turnsB\x12\n\x10_timeout_secondsB\n\n\x08_enabled\"\xa8\x01\n\nTokenUsage\x12\x15\n\rprompt_tokens\x18\x01 \x01(\x05\x12\x19\n\x11\x63ompletion_tokens\x18\x02 \x01(\x05\x12\x1e\n\x16prompt_tokens_estimate\x18\x03 \x01(\x05\x12\x11\n\testimated\x18\x04 \x01(\x08\x12\x19\n\x11\x63\x61\x63he_read_tokens\x18\x05 \x01(\x05\x12\x1a\n\x12\x63\x61\x63he_write_tokens\x18\x06 \x01(\x05\"\xd9\x01\n\x0bTurnStarted\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x12\n\nturn_index\x18\x02 \x01(\x05\x12\x17\n\x0fuser_message_id\x18\x03 \x01(\t\x12\x1e\n\x16prompt_tokens_estimate\x18\x04 \x01(\x05\x12\x1d\n\x15prompt_tokens_warning\x18\x05 \x01(\x08\x12)\n\x07\x63ontext\x18\x06 \x01(\x0b\x32\x18.contextd.v1.BuildReport\x12\x10\n\x08provider\x18\x07 \x01(\t\x12\r\n\x05model\x18\x08 \x01(\t\"\'\n\tTextDelta\x12\x0c\n\x04text\x18\x01 \x01(\t\x12\x0c\n\x04step\x18\x02 \x01(\x05\"B\n\rToolCallEvent\x12#\n\x04\x63\x61ll\x18\x01 \x01(\x0b\x32\x15.contextd.v1.ToolCall\x12\x0c\n\x04step\x18\x02 \x01(\x05\"B\n\nUsageEvent\x12&\n\x05usage\x18\x01 \x01(\x0b\x32\x17.contextd.v1.TokenUsage\x12\x0c\n\x04step\x18\x02 \x01(\x05\"\xd3\x02\n\rTurnCompleted\x12\x1c\n\x14\x61ssistant_message_id\x18\x01 \x01(\t\x12\x12\n\nfinal_text\x18\x02 \x01(\t\x12\'\n\x06status\x18\x03 \x01(\x0e\x32\x17.contextd.v1.TurnStatus\x12\x15\n\rerror_message\x18\x04 \x01(\t\x12+\n\nstep_usage\x18\x05 \x01(\x0b\x32\x17.contextd.v1.TokenUsage\x12+\n\nturn_usage\x18\x06 \x01(\x0b\x32\x17.contextd.v1.TokenUsage\x12.\n\rsession_usage\x18\x07 \x01(\x0b\x32\x17.contextd.v1.TokenUsage\x12\x13\n\x0b\x64uration_ms\x18\x08 \x01(\x05\x12\x31\n\x12pending_tool_calls\x18\t \x03(\x0b\x32\x15.contextd.v1.ToolCall\"\x8e\x02\n\x12StreamChatResponse\x12\x30\n\x0cturn_started\x18\x01 \x01(\x0b\x32\x18.contextd.v1.TurnStartedH\x00\x12,\n\ntext_delta\x18\x02 \x01(\x0b\x32\x16.contextd.v1.TextDeltaH\x00\x12/\n\ttool_call\x18\x03 \x01(\x0b\x32\x1a.contextd.v1.ToolCallEventH\x00\x12(\n\x05usage\x18\x04 \x01(\x0b\x32\x17.contextd.v1.UsageEventH\x00\x12\x34\n\x0eturn_completed\x18\x05 \x01(\x0b\x32\x1a.contextd.v1.TurnCompletedH\x00\x42\x07\n\x05\x65vent*v\n\x11PromptLimitPolicy\x12#\n\x1fPROMPT_LIMIT_POLICY_UNSPECIFIED\x10\x00\x12\x1c\n\x18PROMPT_LIMIT_POLICY_TRIM\x10\x01\x12\x1e\n\x1aPROMPT_LIMIT_POLICY_REFUSE\x10\x02*`\n\x0cToolProtocol\x12\x1d\n\x19TOOL_PROTOCOL_UNSPECIFIED\x10\x00\x12\x18\n\x14TOOL_PROTOCOL_NATIVE\x10\x01\x12\x17\n\x13TOOL_PROTOCOL_REACT\x10\x02*\xab\x01\n\nTurnStatus\x12\x1b\n\x17TURN_STATUS_UNSPECIFIED\x10\x00\x12\x12\n\x0eTURN_STATUS_OK\x10\x01\x12\x1f\n\x1bTURN_STATUS_REQUIRES_ACTION\x10\x02\x12\x19\n\x15TURN_STATUS_MAX_STEPS\x10\x03\x12\x19\n\x15TURN_STATUS_CANCELLED\x10\x04\x12\x15\n\x11TURN_STATUS_ERROR\x10\x05\x32^\n\x0b\x43hatService\x12O\n\nStreamChat\x12\x1e.contextd.v1.StreamChatRequest\x1a\x1f.contextd.v1.StreamChatResponse0\x01\x42\x0e\xaa\x02\x0b\x43ontextd.V1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16\x63ontextd/v1/chat.proto\x12\x0b\x63ontextd.v1\x1a\x19\x63ontextd/v1/context.proto\"L\n\x0eToolDefinition\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12\x17\n\x0fparameters_json\x18\x03 \x01(\t\"3\n\nToolResult\x12\x14\n\x0ctool_call_id\x18\x01 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\t\"\xa6\x01\n\x0cModelOptions\x12\r\n\x05model\x18\x01 \x01(\t\x12\x18\n\x0btemperature\x18\x02 \x01(\x02H\x00\x88\x01\x01\x12\x19\n\x11max_output_tokens\x18\x03 \x01(\x05\x12\x0c\n\x04stop\x18\x04 \x03(\t\x12\x34\n\x0fresponse_format\x18\x05 \x01(\x0b\x32\x1b.contextd.v1.ResponseFormatB\x0e\n\x0c_temperature\"\x87\x01\n\x0eResponseFormat\x12-\n\x04type\x18\x01 \x01(\x0e\x32\x1f.contextd.v1.ResponseFormatType\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x03 \x01(\t\x12\x13\n\x0bschema_json\x18\x04 \x01(\t\x12\x0e\n\x06strict\x18\x05 \x01(\x08\"N\n\nToolChoice\x12)\n\x04mode\x18\x01 \x01(\x0e\x32\x1b.contextd.v1.ToolChoiceMode\x12\x15\n\rfunction_name\x18\x02 \x01(\t\"\xcb\x05\n\x11StreamChatRequest\x12,\n\x07session\x18\x01 \x01(\x0b\x32\x1b.contextd.v1.SessionContext\x12\x14\n\x0cuser_message\x18\x02 \x01(\t\x12&\n\x08messages\x18\x03 \x03(\x0b\x32\x14.contextd.v1.Message\x12*\n\x05tools\x18\x04 \x03(\x0b\x32\x1b.contextd.v1.ToolDefinition\x12-\n\x0ctool_results\x18\x05 \x03(\x0b\x32\x17.contextd.v1.ToolResult\x12\x14\n\x0ctoken_budget\x18\x06 \x01(\x05\x12\x11\n\ttokenizer\x18\x07 \x01(\t\x12(\n\x05model\x18\x08 \x01(\x0b\x32\x19.contextd.v1.ModelOptions\x12;\n\x13prompt_limit_policy\x18\t \x01(\x0e\x32\x1e.contextd.v1.PromptLimitPolicy\x12\r\n\x05title\x18\n \x01(\t\x12\x30\n\rtool_protocol\x18\x0b \x01(\x0e\x32\x19.contextd.v1.ToolProtocol\x12\x0c\n\x04mode\x18\x0c \x01(\t\x12\x34\n\x12user_message_parts\x18\r \x03(\x0b\x32\x18.contextd.v1.ContentPart\x12,\n\x07\x65\x64iting\x18\x0e \x01(\x0b\x32\x1b.contextd.v1.ContextEditing\x12\x32\n\ncompaction\x18\x0f \x01(\x0b\x32\x1e.contextd.v1.CompactionOptions\x12\x10\n\x08prebuilt\x18\x10 \x01(\x08\x12,\n\x0btool_choice\x18\x11 \x01(\x0b\x32\x17.contextd.v1.ToolChoice\x12 \n\x13parallel_tool_calls\x18\x12 \x01(\x08H\x00\x88\x01\x01\x42\x16\n\x14_parallel_tool_calls\"\xc8\x02\n\x11\x43ompactionOptions\x12\x1b\n\x0etrigger_tokens\x18\x01 \x01(\x05H\x00\x88\x01\x01\x12!\n\x14trigger_budget_share\x18\x02 \x01(\x02H\x01\x88\x01\x01\x12\x1a\n\rkeep_messages\x18\x03 \x01(\x05H\x02\x88\x01\x01\x12\x17\n\nkeep_turns\x18\x04 \x01(\x05H\x03\x88\x01\x01\x12\r\n\x05model\x18\x05 \x01(\t\x12\x0e\n\x06prompt\x18\x06 \x01(\t\x12\x1c\n\x0ftimeout_seconds\x18\x07 \x01(\x02H\x04\x88\x01\x01\x12\x14\n\x07\x65nabled\x18\x08 \x01(\x08H\x05\x88\x01\x01\x42\x11\n\x0f_trigger_tokensB\x17\n\x15_trigger_budget_shareB\x10\n\x0e_keep_messagesB\r\n\x0b_keep_turnsB\x12\n\x10_timeout_secondsB\n\n\x08_enabled\"\xa8\x01\n\nTokenUsage\x12\x15\n\rprompt_tokens\x18\x01 \x01(\x05\x12\x19\n\x11\x63ompletion_tokens\x18\x02 \x01(\x05\x12\x1e\n\x16prompt_tokens_estimate\x18\x03 \x01(\x05\x12\x11\n\testimated\x18\x04 \x01(\x08\x12\x19\n\x11\x63\x61\x63he_read_tokens\x18\x05 \x01(\x05\x12\x1a\n\x12\x63\x61\x63he_write_tokens\x18\x06 \x01(\x05\"\xd9\x01\n\x0bTurnStarted\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x12\n\nturn_index\x18\x02 \x01(\x05\x12\x17\n\x0fuser_message_id\x18\x03 \x01(\t\x12\x1e\n\x16prompt_tokens_estimate\x18\x04 \x01(\x05\x12\x1d\n\x15prompt_tokens_warning\x18\x05 \x01(\x08\x12)\n\x07\x63ontext\x18\x06 \x01(\x0b\x32\x18.contextd.v1.BuildReport\x12\x10\n\x08provider\x18\x07 \x01(\t\x12\r\n\x05model\x18\x08 \x01(\t\"\'\n\tTextDelta\x12\x0c\n\x04text\x18\x01 \x01(\t\x12\x0c\n\x04step\x18\x02 \x01(\x05\"B\n\rToolCallEvent\x12#\n\x04\x63\x61ll\x18\x01 \x01(\x0b\x32\x15.contextd.v1.ToolCall\x12\x0c\n\x04step\x18\x02 \x01(\x05\"B\n\nUsageEvent\x12&\n\x05usage\x18\x01 \x01(\x0b\x32\x17.contextd.v1.TokenUsage\x12\x0c\n\x04step\x18\x02 \x01(\x05\"\xd3\x02\n\rTurnCompleted\x12\x1c\n\x14\x61ssistant_message_id\x18\x01 \x01(\t\x12\x12\n\nfinal_text\x18\x02 \x01(\t\x12\'\n\x06status\x18\x03 \x01(\x0e\x32\x17.contextd.v1.TurnStatus\x12\x15\n\rerror_message\x18\x04 \x01(\t\x12+\n\nstep_usage\x18\x05 \x01(\x0b\x32\x17.contextd.v1.TokenUsage\x12+\n\nturn_usage\x18\x06 \x01(\x0b\x32\x17.contextd.v1.TokenUsage\x12.\n\rsession_usage\x18\x07 \x01(\x0b\x32\x17.contextd.v1.TokenUsage\x12\x13\n\x0b\x64uration_ms\x18\x08 \x01(\x05\x12\x31\n\x12pending_tool_calls\x18\t \x03(\x0b\x32\x15.contextd.v1.ToolCall\"\x8e\x02\n\x12StreamChatResponse\x12\x30\n\x0cturn_started\x18\x01 \x01(\x0b\x32\x18.contextd.v1.TurnStartedH\x00\x12,\n\ntext_delta\x18\x02 \x01(\x0b\x32\x16.contextd.v1.TextDeltaH\x00\x12/\n\ttool_call\x18\x03 \x01(\x0b\x32\x1a.contextd.v1.ToolCallEventH\x00\x12(\n\x05usage\x18\x04 \x01(\x0b\x32\x17.contextd.v1.UsageEventH\x00\x12\x34\n\x0eturn_completed\x18\x05 \x01(\x0b\x32\x1a.contextd.v1.TurnCompletedH\x00\x42\x07\n\x05\x65vent*\xa5\x01\n\x12ResponseFormatType\x12$\n RESPONSE_FORMAT_TYPE_UNSPECIFIED\x10\x00\x12\x1d\n\x19RESPONSE_FORMAT_TYPE_TEXT\x10\x01\x12$\n RESPONSE_FORMAT_TYPE_JSON_OBJECT\x10\x02\x12$\n RESPONSE_FORMAT_TYPE_JSON_SCHEMA\x10\x03*\xa6\x01\n\x0eToolChoiceMode\x12 \n\x1cTOOL_CHOICE_MODE_UNSPECIFIED\x10\x00\x12\x19\n\x15TOOL_CHOICE_MODE_AUTO\x10\x01\x12\x19\n\x15TOOL_CHOICE_MODE_NONE\x10\x02\x12\x1d\n\x19TOOL_CHOICE_MODE_REQUIRED\x10\x03\x12\x1d\n\x19TOOL_CHOICE_MODE_FUNCTION\x10\x04*v\n\x11PromptLimitPolicy\x12#\n\x1fPROMPT_LIMIT_POLICY_UNSPECIFIED\x10\x00\x12\x1c\n\x18PROMPT_LIMIT_POLICY_TRIM\x10\x01\x12\x1e\n\x1aPROMPT_LIMIT_POLICY_REFUSE\x10\x02*`\n\x0cToolProtocol\x12\x1d\n\x19TOOL_PROTOCOL_UNSPECIFIED\x10\x00\x12\x18\n\x14TOOL_PROTOCOL_NATIVE\x10\x01\x12\x17\n\x13TOOL_PROTOCOL_REACT\x10\x02*\xab\x01\n\nTurnStatus\x12\x1b\n\x17TURN_STATUS_UNSPECIFIED\x10\x00\x12\x12\n\x0eTURN_STATUS_OK\x10\x01\x12\x1f\n\x1bTURN_STATUS_REQUIRES_ACTION\x10\x02\x12\x19\n\x15TURN_STATUS_MAX_STEPS\x10\x03\x12\x19\n\x15TURN_STATUS_CANCELLED\x10\x04\x12\x15\n\x11TURN_STATUS_ERROR\x10\x05\x32^\n\x0b\x43hatService\x12O\n\nStreamChat\x12\x1e.contextd.v1.StreamChatRequest\x1a\x1f.contextd.v1.StreamChatResponse0\x01\x42\x0e\xaa\x02\x0b\x43ontextd.V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,36 +34,44 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'contextd.v1.chat_pb2', _glo
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\252\002\013Contextd.V1'
-  _globals['_PROMPTLIMITPOLICY']._serialized_start=2421
-  _globals['_PROMPTLIMITPOLICY']._serialized_end=2539
-  _globals['_TOOLPROTOCOL']._serialized_start=2541
-  _globals['_TOOLPROTOCOL']._serialized_end=2637
-  _globals['_TURNSTATUS']._serialized_start=2640
-  _globals['_TURNSTATUS']._serialized_end=2811
+  _globals['_RESPONSEFORMATTYPE']._serialized_start=2817
+  _globals['_RESPONSEFORMATTYPE']._serialized_end=2982
+  _globals['_TOOLCHOICEMODE']._serialized_start=2985
+  _globals['_TOOLCHOICEMODE']._serialized_end=3151
+  _globals['_PROMPTLIMITPOLICY']._serialized_start=3153
+  _globals['_PROMPTLIMITPOLICY']._serialized_end=3271
+  _globals['_TOOLPROTOCOL']._serialized_start=3273
+  _globals['_TOOLPROTOCOL']._serialized_end=3369
+  _globals['_TURNSTATUS']._serialized_start=3372
+  _globals['_TURNSTATUS']._serialized_end=3543
   _globals['_TOOLDEFINITION']._serialized_start=66
   _globals['_TOOLDEFINITION']._serialized_end=142
   _globals['_TOOLRESULT']._serialized_start=144
   _globals['_TOOLRESULT']._serialized_end=195
-  _globals['_MODELOPTIONS']._serialized_start=197
-  _globals['_MODELOPTIONS']._serialized_end=309
-  _globals['_STREAMCHATREQUEST']._serialized_start=312
-  _globals['_STREAMCHATREQUEST']._serialized_end=905
-  _globals['_COMPACTIONOPTIONS']._serialized_start=908
-  _globals['_COMPACTIONOPTIONS']._serialized_end=1236
-  _globals['_TOKENUSAGE']._serialized_start=1239
-  _globals['_TOKENUSAGE']._serialized_end=1407
-  _globals['_TURNSTARTED']._serialized_start=1410
-  _globals['_TURNSTARTED']._serialized_end=1627
-  _globals['_TEXTDELTA']._serialized_start=1629
-  _globals['_TEXTDELTA']._serialized_end=1668
-  _globals['_TOOLCALLEVENT']._serialized_start=1670
-  _globals['_TOOLCALLEVENT']._serialized_end=1736
-  _globals['_USAGEEVENT']._serialized_start=1738
-  _globals['_USAGEEVENT']._serialized_end=1804
-  _globals['_TURNCOMPLETED']._serialized_start=1807
-  _globals['_TURNCOMPLETED']._serialized_end=2146
-  _globals['_STREAMCHATRESPONSE']._serialized_start=2149
-  _globals['_STREAMCHATRESPONSE']._serialized_end=2419
-  _globals['_CHATSERVICE']._serialized_start=2813
-  _globals['_CHATSERVICE']._serialized_end=2907
+  _globals['_MODELOPTIONS']._serialized_start=198
+  _globals['_MODELOPTIONS']._serialized_end=364
+  _globals['_RESPONSEFORMAT']._serialized_start=367
+  _globals['_RESPONSEFORMAT']._serialized_end=502
+  _globals['_TOOLCHOICE']._serialized_start=504
+  _globals['_TOOLCHOICE']._serialized_end=582
+  _globals['_STREAMCHATREQUEST']._serialized_start=585
+  _globals['_STREAMCHATREQUEST']._serialized_end=1300
+  _globals['_COMPACTIONOPTIONS']._serialized_start=1303
+  _globals['_COMPACTIONOPTIONS']._serialized_end=1631
+  _globals['_TOKENUSAGE']._serialized_start=1634
+  _globals['_TOKENUSAGE']._serialized_end=1802
+  _globals['_TURNSTARTED']._serialized_start=1805
+  _globals['_TURNSTARTED']._serialized_end=2022
+  _globals['_TEXTDELTA']._serialized_start=2024
+  _globals['_TEXTDELTA']._serialized_end=2063
+  _globals['_TOOLCALLEVENT']._serialized_start=2065
+  _globals['_TOOLCALLEVENT']._serialized_end=2131
+  _globals['_USAGEEVENT']._serialized_start=2133
+  _globals['_USAGEEVENT']._serialized_end=2199
+  _globals['_TURNCOMPLETED']._serialized_start=2202
+  _globals['_TURNCOMPLETED']._serialized_end=2541
+  _globals['_STREAMCHATRESPONSE']._serialized_start=2544
+  _globals['_STREAMCHATRESPONSE']._serialized_end=2814
+  _globals['_CHATSERVICE']._serialized_start=3545
+  _globals['_CHATSERVICE']._serialized_end=3639
 # @@protoc_insertion_point(module_scope)

@@ -42,17 +42,21 @@ from contextd.app.chat.events import (
 from contextd.app.chat.memory_tool import MEMORY_TOOL
 from contextd.app.chat.request import ChatTurnRequest, ModelOptions
 from contextd.app.chat.turn import TokenUsage
-from contextd.providers.base import ToolSpec
+from contextd.providers.base import AUTO, TEXT, ResponseFormat, ToolChoice, ToolSpec
 
 __all__ = [
+    "AUTO",
     "MEMORY_TOOL",
+    "TEXT",
     "ChatApp",
     "ChatEvent",
     "ChatTurnRequest",
     "DeltaEvent",
     "ModelOptions",
+    "ResponseFormat",
     "TokenUsage",
     "ToolCallEvent",
+    "ToolChoice",
     "ToolSpec",
     "TurnCompleted",
     "TurnStarted",

@@ -20,7 +20,7 @@ from contextd.app.chat.tool_protocol import (
 from contextd.core import json_text
 from contextd.core.build_request import BuildResult
 from contextd.core.messages import ChatMessage, Role, ToolCall
-from contextd.providers.base import ModelRequest
+from contextd.providers.base import ModelRequest, ToolSpec
 from contextd.store.models import StoredMessage
 
 StepCalls = tuple[ToolCall, ...]
@@ -35,7 +35,11 @@ class NativeTools(ToolProtocol[StepCalls]):
 
     def __init__(self, req: ChatTurnRequest, parts: TurnParts) -> None:
         super().__init__(req, parts)
-        server_tools = (MEMORY_TOOL,) if parts.recall is None else (MEMORY_TOOL, RECALL_TOOL)
+        server_tools: tuple[ToolSpec, ...] = ()
+        # Not in a turn that must call a host tool (a server tool would answer that), nor
+        # in one whose context is the host's own list (no memories to search).
+        if not (req.prebuilt or req.tool_choice.forces_call):
+            server_tools = (MEMORY_TOOL,) if parts.recall is None else (MEMORY_TOOL, RECALL_TOOL)
         self._tools = (*req.tools, *server_tools)
         self._server_tools = frozenset(t.name for t in server_tools)
 

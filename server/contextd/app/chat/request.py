@@ -15,10 +15,10 @@ from contextd.core.editing import EditingSettings
 from contextd.core.editing.compaction import NO_OPTIONS, CompactionOptions
 from contextd.core.editing.settings import OFF as EDITING_OFF
 from contextd.core.errors import Violations, shown
-from contextd.core.messages import ChatMessage
+from contextd.core.messages import ChatMessage, Role
 from contextd.core.pipeline import is_blank
 from contextd.core.tokens import Tokenizer
-from contextd.providers.base import ToolSpec
+from contextd.providers.base import AUTO, TEXT, ResponseFormat, ToolChoice, ToolSpec
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +27,7 @@ class ModelOptions:
     temperature: float | None = None
     max_output_tokens: int | None = None
     stop: Sequence[str] = ()
+    response_format: ResponseFormat = TEXT
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +62,27 @@ class ChatTurnRequest:
     editing: EditingSettings = EDITING_OFF
     # The session's compaction after the turn (None fields: the server's settings).
     compaction: CompactionOptions = NO_OPTIONS
+    # The context is ``messages`` and the user message only, even with no messages: no
+    # stored history, memories or summaries, and no memory_search tool.
+    prebuilt: bool = False
+    tool_choice: ToolChoice = AUTO
+    parallel_tool_calls: bool | None = None
+
+    @property
+    def host_list_only(self) -> bool:
+        """Prebuilt mode: the context is the host's own list."""
+        return self.prebuilt or bool(self.messages)
+
+    @property
+    def continues_host_list(self) -> bool:
+        """A prebuilt turn that goes on after the tool results ending the host's list."""
+        return (
+            self.host_list_only
+            and is_blank(self.user_message)
+            and not self.user_parts
+            and bool(self.messages)
+            and self.messages[-1].role is Role.TOOL
+        )
 
     def prompt_budget(self, max_prompt_tokens: int) -> int:
         """The turn's prompt budget: its own, at most the server's limit."""
@@ -75,7 +97,7 @@ class ChatTurnRequest:
         if offers_recall(self.editing, self.react):
             server_tools.append(RECALL_TOOL.name)
         meta: dict[str, object] = {
-            "mode": self.mode or ("prebuilt" if self.messages else "session"),
+            "mode": self.mode or ("prebuilt" if self.host_list_only else "session"),
             "provider": provider,
             "model": self.model.model or default_model,
             "tokenizer": self.tokenizer.name,
@@ -95,8 +117,8 @@ def validate(req: ChatTurnRequest) -> None:
         v.add("session.session_id", "tool results continue a stored session: give its id")
     if req.tool_results and not is_blank(req.user_message):
         v.add("user_message", "send either a user message or tool results")
-    if not req.tool_results and is_blank(req.user_message):
-        v.add("user_message", "required")
+    if not req.tool_results and is_blank(req.user_message) and not req.continues_host_list:
+        v.add("user_message", "required unless the prebuilt messages end with tool results")
     if req.token_budget < 0:
         v.add("token_budget", "must not be negative")
     check_mode(req.mode, "mode", v)
@@ -111,6 +133,21 @@ def validate(req: ChatTurnRequest) -> None:
         if tool.name in reserved or tool.name in names:
             v.add(f"tools[{k}].name", f"duplicate or reserved tool name {shown(tool.name)}")
         names.add(tool.name)
-    if req.messages and req.tool_results:
+    if req.host_list_only and req.tool_results:
         v.add("messages", "prebuilt messages cannot continue a stored turn")
+    _check_tool_choice(req, v)
+    if req.react and req.model.response_format.is_json:
+        v.add("model.response_format", "not with tool_protocol REACT (its answers are tagged)")
     v.raise_if_any()
+
+
+def _check_tool_choice(req: ChatTurnRequest, v: Violations) -> None:
+    choice = req.tool_choice
+    if choice.forces_call and req.react:
+        v.add("tool_choice.mode", "a call cannot be forced with tool_protocol REACT")
+    if choice.mode == "required" and not req.tools:
+        v.add("tool_choice.mode", "REQUIRED needs at least one of the host's tools")
+    if choice.mode == "function" and choice.name not in {t.name for t in req.tools}:
+        v.add("tool_choice.function_name", f"not a tool of the request: {shown(choice.name)}")
+    elif choice.mode != "function" and choice.name:
+        v.add("tool_choice.function_name", "only with mode FUNCTION")

@@ -73,7 +73,7 @@ class StepContexts:
             # At least 1: a reserve as large as the budget leaves only the required
             # parts, over the budget (and so refused under the refuse policy).
             fitted = max(budget - self._reserved_tokens, 1)
-        if req.messages:
+        if req.host_list_only:
             result = _prebuilt(req, fitted, self._blank_user_turns)
         else:
             turn = self._turn
@@ -103,6 +103,13 @@ class StepContexts:
         if req.refuse_over_limit and _trimmed(result.report):
             raise FailedPrecondition(
                 f"{self._subject} does not fit max_prompt_tokens ({budget}); the turn was refused"
+            )
+        if result.report.total_tokens + self._reserved_tokens > self._max_prompt_tokens:
+            # What must stay (the system prompt, the user message or the results continued
+            # from) is over the server's limit: never sent, whatever the turn's policy.
+            raise FailedPrecondition(
+                f"{self._subject} needs {result.report.total_tokens} prompt tokens, over the "
+                f"server's max_prompt_tokens ({self._max_prompt_tokens}); the turn was refused"
             )
         return result
 

@@ -152,6 +152,9 @@ class ToolProtocol(ABC, Generic[ToolUse]):
             max_output_tokens=options.max_output_tokens,
             stop=options.stop,
             tools=tools,
+            tool_choice=self.req.tool_choice,
+            parallel_tool_calls=self.req.parallel_tool_calls,
+            response_format=options.response_format,
             prompt_tokens_estimate=estimate,
             cached_prefix=stable_end if stable else None,
         )

@@ -6,6 +6,7 @@ first event with the first step's model request."""
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -163,6 +164,13 @@ class TurnSetup:
                 message_tokens(ChatMessage(Role.TOOL, content, tool_call_id=call_id), req.tokenizer)
                 for call_id, content in req.tool_results
             )
+        elif req.continues_host_list:
+            # The host's list ends with the results of its own tool calls: the model's next
+            # step, from that list alone; the new session stores no input of its own.
+            context = await tools.contexts.for_user_message("")
+            input_tokens = sum(
+                message_tokens(m, req.tokenizer) for m in _trailing_results(req.messages)
+            )
         else:
             context = await tools.contexts.for_user_message(req.user_message, req.user_parts)
             # The session was read above: store directly, with token counts.
@@ -229,3 +237,11 @@ class TurnSetup:
         question = next((r.message.content for r in rows if r.message.role is Role.USER), "")
         # At least one: the calls answered are a step's.
         turn.continue_from(max(1, sum(r.message.role is Role.ASSISTANT for r in rows)), question)
+
+
+def _trailing_results(messages: Sequence[ChatMessage]) -> list[ChatMessage]:
+    """The tool messages that end ``messages``."""
+    first = len(messages)
+    while first and messages[first - 1].role is Role.TOOL:
+        first -= 1
+    return list(messages[first:])

@@ -30,6 +30,7 @@ from contextd.core.json_text import NESTING_RULE
 from contextd.core.pipeline import is_tool_name
 from contextd.fronts.grpc import convert
 from contextd.fronts.grpc.auth import caller_for
+from contextd.fronts.grpc.chat_options import response_format_from_pb, tool_choice_from_pb
 from contextd.fronts.grpc.ids import PublicIds, check_id
 from contextd.fronts.grpc.types import Context
 from contextd.v1 import chat_pb2 as cpb
@@ -99,6 +100,10 @@ class ChatServicer(chat_pb2_grpc.ChatServiceServicer):  # type: ignore[misc]
         )
         compaction = _compaction_from_pb(request, v)
         tools = [_tool_from_pb(t, f"tools[{k}]", v) for k, t in enumerate(request.tools)]
+        tool_choice = tool_choice_from_pb(request.tool_choice, "tool_choice", v)
+        response_format = response_format_from_pb(
+            request.model.response_format, "model.response_format", v
+        )
         if len(request.model.model) > MAX_MODEL_NAME or not request.model.model.isprintable():
             # It names the model in spans, logs and the provider's request.
             v.add("model.model", f"at most {MAX_MODEL_NAME} printable characters")
@@ -131,6 +136,7 @@ class ChatServicer(chat_pb2_grpc.ChatServiceServicer):  # type: ignore[misc]
                 temperature=model.temperature if model.HasField("temperature") else None,
                 max_output_tokens=model.max_output_tokens or None,
                 stop=tuple(model.stop),
+                response_format=response_format,
             ),
             title=request.title,
             react=_REACT[request.tool_protocol],
@@ -138,6 +144,11 @@ class ChatServicer(chat_pb2_grpc.ChatServiceServicer):  # type: ignore[misc]
             mode=request.mode,
             editing=editing,
             compaction=compaction,
+            prebuilt=request.prebuilt,
+            tool_choice=tool_choice,
+            parallel_tool_calls=(
+                request.parallel_tool_calls if request.HasField("parallel_tool_calls") else None
+            ),
         )
 
 

@@ -2,7 +2,8 @@
 message, or the tool results that continue a session's turn.
 
 Inline mode takes the whole list: leading system (and developer) messages are the
-system prompt, the last message is the user message, the rest the history. Session
+system prompt, the last message is the user message, the rest the history (a list
+that ends with tool results is all history: the model goes on after them). Session
 mode takes only what is new: the last user message, or the tool messages that end
 the list (the session holds everything before).
 """
@@ -11,11 +12,10 @@ from __future__ import annotations
 
 import base64
 import binascii
-from dataclasses import dataclass, field
 from typing import Any
 
-from contextd.fronts.openai.errors import excerpt, invalid
-from contextd.fronts.openai.json_fields import (
+from contextd.fronts.chat_http.failure import excerpt, invalid
+from contextd.fronts.chat_http.json_fields import (
     JsonObject,
     array,
     known_keys,
@@ -23,7 +23,8 @@ from contextd.fronts.openai.json_fields import (
     optional_string,
     string,
 )
-from contextd.fronts.openai.params import ParamMap
+from contextd.fronts.chat_http.params import ParamMap
+from contextd.fronts.chat_http.turn import Turn
 from contextd.v1 import chat_pb2 as cpb
 from contextd.v1 import context_pb2 as pb
 
@@ -38,8 +39,18 @@ _KEYS = {
     "system": frozenset({"role", "content", "name"}),
     "developer": frozenset({"role", "content", "name"}),
     "user": frozenset({"role", "content", "name"}),
+    # Every field of the SDKs' own response message, so that it can be sent back as it is.
     "assistant": frozenset(
-        {"role", "content", "name", "tool_calls", "refusal", "audio", "function_call"}
+        {
+            "role",
+            "content",
+            "name",
+            "tool_calls",
+            "refusal",
+            "audio",
+            "function_call",
+            "annotations",
+        }
     ),
     "tool": frozenset({"role", "content", "tool_call_id"}),
 }
@@ -55,35 +66,23 @@ _PART_KEYS = {
 }
 
 
-@dataclass
-class Turn:
-    """What the native StreamChatRequest gets from the messages."""
-
-    history: list[pb.Message] = field(default_factory=list)
-    user_message: str = ""
-    user_parts: list[pb.ContentPart] = field(default_factory=list)
-    tool_results: list[cpb.ToolResult] = field(default_factory=list)
-
-
 def inline_turn(raw: object, params: ParamMap) -> Turn:
-    """The whole list: the history and, last, the user message."""
+    """The whole list: the history and, last, the user message; or, for a list that ends
+    with tool results, all of it as the history the model goes on from."""
     messages = _messages(raw)
     last = len(messages) - 1
     role = _role(messages[last], last)
-    if role == "tool":
+    if role not in ("user", "tool"):
         raise invalid(
-            "messages",
-            "a list that ends with tool results continues a turn, which needs a "
-            "contextd session: name one with the X-Contextd-Session header or "
-            "metadata.contextd_session",
+            f"messages[{last}].role", "the last message must be a user message or a tool result"
         )
-    if role != "user":
-        raise invalid(f"messages[{last}].role", "the last message must be a user message")
     turn = Turn()
-    for k, message in enumerate(messages[:last]):
+    ends = last if role == "user" else last + 1
+    for k, message in enumerate(messages[:ends]):
         native = len(turn.history)
         turn.history.append(_message(message, k, params, f"messages[{native}]"))
-    _user_message(messages[last], last, turn, params)
+    if role == "user":
+        _user_message(messages[last], last, turn, params)
     return turn
 
 
@@ -147,9 +146,14 @@ def _message(message: JsonObject, k: int, params: ParamMap, native: str) -> pb.M
     if role == "tool":
         out.tool_call_id = string(message.get("tool_call_id"), f"{at}.tool_call_id")
     if role == "assistant":
-        for key in ("audio", "function_call"):
-            if message.get(key) is not None:
-                raise invalid(f"{at}.{key}", "not supported")
+        # A response's audio (a reference to audio the model said) and annotations (URL
+        # citations) are not part of what the model is sent again.
+        if message.get("function_call") is not None:
+            raise invalid(f"{at}.function_call", "not supported; use tool_calls")
+        if message.get("annotations") is not None:
+            array(message["annotations"], f"{at}.annotations")
+        if message.get("audio") is not None:
+            obj(message["audio"], f"{at}.audio")
         if message.get("refusal") and not out.content:
             out.content = string(message["refusal"], f"{at}.refusal")
         calls = message.get("tool_calls")

@@ -2,8 +2,8 @@
 
 Every parameter of the API is either used, accepted without effect (a sampling or
 billing hint that the turn's model options cannot carry), or refused with a 400 when
-it asks for something contextd does not do (several choices, log probabilities, JSON
-output, audio). A parameter the API does not define is refused, as OpenAI does.
+it asks for something contextd does not do (several choices, log probabilities,
+audio). A parameter the API does not define is refused, as OpenAI does.
 """
 
 from __future__ import annotations
@@ -12,20 +12,13 @@ import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from contextd.core import json_text
-from contextd.core.json_text import NESTING_RULE
-from contextd.fronts.openai import json_fields as jf
-from contextd.fronts.openai.errors import invalid
-from contextd.fronts.openai.messages import Turn, inline_turn, session_turn
-from contextd.fronts.openai.params import ParamMap
+from contextd.fronts.chat_http import json_fields as jf
+from contextd.fronts.chat_http.failure import invalid
+from contextd.fronts.chat_http.params import ParamMap
+from contextd.fronts.chat_http.turn import Turn, named_session, turn_request
+from contextd.fronts.openai import choices
+from contextd.fronts.openai.messages import inline_turn, session_turn
 from contextd.v1 import chat_pb2 as cpb
-from contextd.v1 import context_pb2 as pb
-
-# The header, and the metadata key, that name a contextd session; "new" starts one.
-SESSION_HEADER = "X-Contextd-Session"
-SESSION_KEY = "contextd_session"
-TITLE_KEY = "contextd_title"
-NEW_SESSION = "new"
 
 USED = frozenset(
     {
@@ -42,12 +35,9 @@ USED = frozenset(
         "parallel_tool_calls",
         "user",
         "metadata",
+        "response_format",
     }
 )
-
-
-def _optional_object(value: object, param: str) -> object:
-    return None if value is None else jf.obj(value, param)
 
 
 # Accepted and type-checked, without effect on the turn.
@@ -56,16 +46,16 @@ HINTS: dict[str, Callable[[object, str], object]] = {
     "presence_penalty": jf.optional_number,
     "top_p": jf.optional_number,
     "seed": jf.optional_int,
-    "logit_bias": _optional_object,
+    "logit_bias": jf.optional_object,
     "store": jf.optional_bool,
     "service_tier": jf.optional_string,
     "prompt_cache_key": jf.optional_string,
-    "prompt_cache_options": _optional_object,
+    "prompt_cache_options": jf.optional_object,
     "prompt_cache_retention": jf.optional_string,
     "safety_identifier": jf.optional_string,
     "reasoning_effort": jf.optional_string,
     "verbosity": jf.optional_string,
-    "prediction": _optional_object,
+    "prediction": jf.optional_object,
 }
 # Refused unless absent, null or the value that asks for nothing more than a plain answer.
 PLAIN = {
@@ -73,7 +63,6 @@ PLAIN = {
     "logprobs": (False,),
     "top_logprobs": (0,),
     "modalities": (["text"],),
-    "response_format": ({"type": "text"},),
     "audio": (),
     "functions": (),
     "function_call": (),
@@ -95,23 +84,9 @@ class ChatRequest:
     session_mode: bool
 
 
-def parse_body(body: bytes) -> jf.JsonObject:
-    """The request body as a JSON object (400 for anything else)."""
-    try:
-        value = json_text.loads(body)
-    except json_text.TooDeep:
-        raise invalid(
-            None, f"the request body must be {NESTING_RULE}", code="invalid_json"
-        ) from None
-    except ValueError:
-        raise invalid(None, "the request body is not valid JSON", code="invalid_json") from None
-    if not isinstance(value, dict):
-        raise invalid(None, "the request body must be a JSON object", code="invalid_json")
-    return value
-
-
-def translate(body: jf.JsonObject, headers: Mapping[str, str]) -> ChatRequest:
-    """The native request for ``body``; ``headers`` may name the session."""
+def translate(raw: bytes, headers: Mapping[str, str]) -> ChatRequest:
+    """The native request for the body ``raw``; ``headers`` may name the session."""
+    body = jf.parse_object(raw)
     jf.known_keys(body, KNOWN, "")
     for name, check in HINTS.items():
         check(body.get(name), name)
@@ -121,30 +96,22 @@ def translate(body: jf.JsonObject, headers: Mapping[str, str]) -> ChatRequest:
             raise invalid(name, "not supported by contextd", code="unsupported_parameter")
     params = ParamMap()
     metadata = _metadata(body.get("metadata"))
-    session = _session(headers.get(SESSION_HEADER), metadata.get(SESSION_KEY))
+    session = named_session(headers, metadata)
     params.add("session.user_id", "user")
-    named_by = SESSION_HEADER if headers.get(SESSION_HEADER) else f"metadata.{SESSION_KEY}"
-    params.add("session.session_id", named_by)
     turn: Turn = (
         session_turn(body.get("messages"), params)
         if session is not None
         else inline_turn(body.get("messages"), params)
     )
-    native = cpb.StreamChatRequest(
-        session=pb.SessionContext(
-            user_id=jf.optional_string(body.get("user"), "user"),
-            session_id="" if session in (None, NEW_SESSION) else session,
-        ),
-        user_message=turn.user_message,
-        user_message_parts=turn.user_parts,
-        messages=turn.history,
-        tool_results=turn.tool_results,
-        title=metadata.get(TITLE_KEY, "") if session == NEW_SESSION else "",
-    )
+    user = jf.optional_string(body.get("user"), "user")
+    native = turn_request(turn, user, session, metadata, headers, params)
     _model_options(body, native.model, params)
-    if _tool_choice(body.get("tool_choice")) != "none":
-        native.tools.extend(_tools(body.get("tools"), params))
-    jf.optional_bool(body.get("parallel_tool_calls"), "parallel_tool_calls")
+    native.tools.extend(_tools(body.get("tools"), params))
+    choices.tool_choice(body.get("tool_choice"), "tool_choice", native, params)
+    choices.parallel_tool_calls(body.get("parallel_tool_calls"), "parallel_tool_calls", native)
+    choices.response_format(
+        body.get("response_format"), "response_format", native.model, params, nested=True
+    )
     stream = jf.optional_bool(body.get("stream"), "stream") or False
     include_usage = False
     options = body.get("stream_options")
@@ -165,16 +132,6 @@ def _metadata(raw: object) -> dict[str, str]:
         return {}
     metadata = jf.obj(raw, "metadata")
     return {key: jf.string(value, f"metadata.{key}") for key, value in metadata.items()}
-
-
-def _session(header: str | None, key: str | None) -> str | None:
-    """The named session ("new" for a new one), or None for an inline turn."""
-    if header is not None and key is not None and header.strip() != key.strip():
-        raise invalid(
-            f"metadata.{SESSION_KEY}", f"names another session than the {SESSION_HEADER} header"
-        )
-    named = (header if header is not None else key or "").strip()
-    return named or None
 
 
 def _model_options(body: jf.JsonObject, out: cpb.ModelOptions, params: ParamMap) -> None:
@@ -204,19 +161,6 @@ def _model_options(body: jf.JsonObject, out: cpb.ModelOptions, params: ParamMap)
             raise invalid("stop", f"at most {_MAX_STOP} sequences")
         out.stop.extend(jf.string(s, f"stop[{k}]") for k, s in enumerate(stops))
         params.add("model.stop", "stop")
-
-
-def _tool_choice(raw: object) -> str:
-    """``auto`` (also when absent) or ``none``; forcing a call is not supported."""
-    if raw is None or raw in ("auto", "none"):
-        return str(raw or "auto")
-    if isinstance(raw, str | dict):
-        raise invalid(
-            "tool_choice",
-            "only auto and none are supported (the model decides)",
-            code="unsupported_parameter",
-        )
-    raise invalid("tool_choice", "expected a string or an object", code="invalid_type")
 
 
 def _tools(raw: object, params: ParamMap) -> list[cpb.ToolDefinition]:

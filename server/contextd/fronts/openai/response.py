@@ -13,28 +13,21 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-import grpc
-from google.protobuf import json_format
-from google.protobuf.message import Message
-
-from contextd.fronts.openai.errors import OpenAIError, retry_advice
+from contextd.fronts.chat_http.failure import HttpFailure
+from contextd.fronts.chat_http.turn import (
+    EXTENSION,
+    SESSION_ID_HEADER,
+    ended_extension,
+    started_extension,
+    turn_failure,
+)
 from contextd.v1 import chat_pb2 as cpb
-
-EXTENSION = "contextd"
-SESSION_ID_HEADER = "X-Contextd-Session-Id"
 
 _FINISH = {
     cpb.TURN_STATUS_OK: "stop",
     cpb.TURN_STATUS_REQUIRES_ACTION: "tool_calls",
     # Stopped at --max-steps without an answer: the closest of OpenAI's reasons.
     cpb.TURN_STATUS_MAX_STEPS: "length",
-}
-_STATUS = {
-    cpb.TURN_STATUS_OK: "ok",
-    cpb.TURN_STATUS_REQUIRES_ACTION: "requires_action",
-    cpb.TURN_STATUS_MAX_STEPS: "max_steps",
-    cpb.TURN_STATUS_CANCELLED: "cancelled",
-    cpb.TURN_STATUS_ERROR: "error",
 }
 
 
@@ -55,33 +48,10 @@ class Completion:
         return {SESSION_ID_HEADER: self.started.session_id, "X-Request-Id": self.id}
 
     def started_extension(self) -> dict[str, Any]:
-        started = self.started
-        return {
-            "mode": "session" if self.session_mode else "inline",
-            "session_id": started.session_id,
-            "turn_index": started.turn_index,
-            "user_message_id": started.user_message_id,
-            "prompt_tokens_estimate": started.prompt_tokens_estimate,
-            "prompt_tokens_warning": started.prompt_tokens_warning,
-            "provider": started.provider,
-            "report": report_json(started.context),
-        }
+        return started_extension(self.session_mode, self.started)
 
-    def failure(self, done: cpb.TurnCompleted) -> OpenAIError | None:
-        """The error a turn that failed after it started is answered with; None when it
-        produced an answer. A session-mode turn stored its user message: a retry would
-        store it twice, so the SDKs are told not to retry."""
-        if done.status == cpb.TURN_STATUS_ERROR:
-            status, kind, code = 502, "api_error", "provider_error"
-            message = done.error_message or "the model provider failed"
-        elif done.status == cpb.TURN_STATUS_CANCELLED:
-            status, kind, code = 503, "server_error", "turn_cancelled"
-            message = "the turn was cancelled before it ended"
-        else:
-            return None
-        headers = retry_advice(self.headers(), allowed=not self.session_mode)
-        # The native call itself ended OK: the turn's status says how it failed.
-        return OpenAIError(status, message, kind, None, code, headers, grpc.StatusCode.OK)
+    def failure(self, done: cpb.TurnCompleted) -> HttpFailure | None:
+        return turn_failure(done, self.session_mode, self.headers())
 
     def whole(self, done: cpb.TurnCompleted) -> dict[str, Any]:
         """The ``chat.completion`` of a turn that ended with ``done``."""
@@ -106,7 +76,7 @@ class Completion:
                 }
             ],
             "usage": usage(done.turn_usage),
-            EXTENSION: {**self.started_extension(), **_ended(done)},
+            EXTENSION: {**self.started_extension(), **ended_extension(done)},
         }
 
     def chunk(
@@ -152,7 +122,7 @@ class Completion:
                 {},
                 _FINISH.get(done.status, "stop"),
                 include_usage=include_usage,
-                extension=_ended(done),
+                extension=ended_extension(done),
             )
         )
         if include_usage:
@@ -160,15 +130,6 @@ class Completion:
             last["usage"] = usage(done.turn_usage)
             chunks.append(last)
         return chunks
-
-
-def report_json(report: Message) -> dict[str, Any]:
-    """The report with every field, zeros and empty lists included (the JSON mapping
-    would leave them out)."""
-    found: dict[str, Any] = json_format.MessageToDict(
-        report, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
-    )
-    return found
 
 
 def usage(u: cpb.TokenUsage) -> dict[str, Any]:
@@ -185,12 +146,4 @@ def _tool_call(call: Any) -> dict[str, Any]:
         "id": call.id,
         "type": "function",
         "function": {"name": call.name, "arguments": call.arguments or "{}"},
-    }
-
-
-def _ended(done: cpb.TurnCompleted) -> dict[str, Any]:
-    return {
-        "assistant_message_id": done.assistant_message_id,
-        "status": _STATUS.get(done.status, "unknown"),
-        "estimated_usage": done.turn_usage.estimated,
     }

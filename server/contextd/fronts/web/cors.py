@@ -8,8 +8,9 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 # What gRPC-Web and Connect clients send, Authorization for the caller identity that
-# will replace the request's user_id, and the trace context a traced page passes on
-# (forwarded to the call as metadata like any custom header).
+# will replace the request's user_id, the trace context a traced page passes on
+# (forwarded to the call as metadata like any custom header), and what the Anthropic
+# SDKs send from a page besides x-* headers.
 _BASE_REQUEST_HEADERS = (
     "content-type",
     "x-grpc-web",
@@ -20,6 +21,9 @@ _BASE_REQUEST_HEADERS = (
     "authorization",
     "traceparent",
     "tracestate",
+    "anthropic-version",
+    "anthropic-beta",
+    "anthropic-dangerous-direct-browser-access",
 )
 # Custom metadata: any x-* header a client asks for in a preflight.
 _CUSTOM_HEADER = re.compile(r"x-[a-z0-9][a-z0-9_.-]*")

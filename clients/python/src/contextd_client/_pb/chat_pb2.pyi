@@ -9,6 +9,21 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class ResponseFormatType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    RESPONSE_FORMAT_TYPE_UNSPECIFIED: _ClassVar[ResponseFormatType]
+    RESPONSE_FORMAT_TYPE_TEXT: _ClassVar[ResponseFormatType]
+    RESPONSE_FORMAT_TYPE_JSON_OBJECT: _ClassVar[ResponseFormatType]
+    RESPONSE_FORMAT_TYPE_JSON_SCHEMA: _ClassVar[ResponseFormatType]
+
+class ToolChoiceMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    TOOL_CHOICE_MODE_UNSPECIFIED: _ClassVar[ToolChoiceMode]
+    TOOL_CHOICE_MODE_AUTO: _ClassVar[ToolChoiceMode]
+    TOOL_CHOICE_MODE_NONE: _ClassVar[ToolChoiceMode]
+    TOOL_CHOICE_MODE_REQUIRED: _ClassVar[ToolChoiceMode]
+    TOOL_CHOICE_MODE_FUNCTION: _ClassVar[ToolChoiceMode]
+
 class PromptLimitPolicy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     PROMPT_LIMIT_POLICY_UNSPECIFIED: _ClassVar[PromptLimitPolicy]
@@ -29,6 +44,15 @@ class TurnStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     TURN_STATUS_MAX_STEPS: _ClassVar[TurnStatus]
     TURN_STATUS_CANCELLED: _ClassVar[TurnStatus]
     TURN_STATUS_ERROR: _ClassVar[TurnStatus]
+RESPONSE_FORMAT_TYPE_UNSPECIFIED: ResponseFormatType
+RESPONSE_FORMAT_TYPE_TEXT: ResponseFormatType
+RESPONSE_FORMAT_TYPE_JSON_OBJECT: ResponseFormatType
+RESPONSE_FORMAT_TYPE_JSON_SCHEMA: ResponseFormatType
+TOOL_CHOICE_MODE_UNSPECIFIED: ToolChoiceMode
+TOOL_CHOICE_MODE_AUTO: ToolChoiceMode
+TOOL_CHOICE_MODE_NONE: ToolChoiceMode
+TOOL_CHOICE_MODE_REQUIRED: ToolChoiceMode
+TOOL_CHOICE_MODE_FUNCTION: ToolChoiceMode
 PROMPT_LIMIT_POLICY_UNSPECIFIED: PromptLimitPolicy
 PROMPT_LIMIT_POLICY_TRIM: PromptLimitPolicy
 PROMPT_LIMIT_POLICY_REFUSE: PromptLimitPolicy
@@ -61,19 +85,43 @@ class ToolResult(_message.Message):
     def __init__(self, tool_call_id: _Optional[str] = ..., content: _Optional[str] = ...) -> None: ...
 
 class ModelOptions(_message.Message):
-    __slots__ = ("model", "temperature", "max_output_tokens", "stop")
+    __slots__ = ("model", "temperature", "max_output_tokens", "stop", "response_format")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     TEMPERATURE_FIELD_NUMBER: _ClassVar[int]
     MAX_OUTPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     STOP_FIELD_NUMBER: _ClassVar[int]
+    RESPONSE_FORMAT_FIELD_NUMBER: _ClassVar[int]
     model: str
     temperature: float
     max_output_tokens: int
     stop: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, model: _Optional[str] = ..., temperature: _Optional[float] = ..., max_output_tokens: _Optional[int] = ..., stop: _Optional[_Iterable[str]] = ...) -> None: ...
+    response_format: ResponseFormat
+    def __init__(self, model: _Optional[str] = ..., temperature: _Optional[float] = ..., max_output_tokens: _Optional[int] = ..., stop: _Optional[_Iterable[str]] = ..., response_format: _Optional[_Union[ResponseFormat, _Mapping]] = ...) -> None: ...
+
+class ResponseFormat(_message.Message):
+    __slots__ = ("type", "name", "description", "schema_json", "strict")
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    SCHEMA_JSON_FIELD_NUMBER: _ClassVar[int]
+    STRICT_FIELD_NUMBER: _ClassVar[int]
+    type: ResponseFormatType
+    name: str
+    description: str
+    schema_json: str
+    strict: bool
+    def __init__(self, type: _Optional[_Union[ResponseFormatType, str]] = ..., name: _Optional[str] = ..., description: _Optional[str] = ..., schema_json: _Optional[str] = ..., strict: _Optional[bool] = ...) -> None: ...
+
+class ToolChoice(_message.Message):
+    __slots__ = ("mode", "function_name")
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    FUNCTION_NAME_FIELD_NUMBER: _ClassVar[int]
+    mode: ToolChoiceMode
+    function_name: str
+    def __init__(self, mode: _Optional[_Union[ToolChoiceMode, str]] = ..., function_name: _Optional[str] = ...) -> None: ...
 
 class StreamChatRequest(_message.Message):
-    __slots__ = ("session", "user_message", "messages", "tools", "tool_results", "token_budget", "tokenizer", "model", "prompt_limit_policy", "title", "tool_protocol", "mode", "user_message_parts", "editing", "compaction")
+    __slots__ = ("session", "user_message", "messages", "tools", "tool_results", "token_budget", "tokenizer", "model", "prompt_limit_policy", "title", "tool_protocol", "mode", "user_message_parts", "editing", "compaction", "prebuilt", "tool_choice", "parallel_tool_calls")
     SESSION_FIELD_NUMBER: _ClassVar[int]
     USER_MESSAGE_FIELD_NUMBER: _ClassVar[int]
     MESSAGES_FIELD_NUMBER: _ClassVar[int]
@@ -89,6 +137,9 @@ class StreamChatRequest(_message.Message):
     USER_MESSAGE_PARTS_FIELD_NUMBER: _ClassVar[int]
     EDITING_FIELD_NUMBER: _ClassVar[int]
     COMPACTION_FIELD_NUMBER: _ClassVar[int]
+    PREBUILT_FIELD_NUMBER: _ClassVar[int]
+    TOOL_CHOICE_FIELD_NUMBER: _ClassVar[int]
+    PARALLEL_TOOL_CALLS_FIELD_NUMBER: _ClassVar[int]
     session: _context_pb2.SessionContext
     user_message: str
     messages: _containers.RepeatedCompositeFieldContainer[_context_pb2.Message]
@@ -104,7 +155,10 @@ class StreamChatRequest(_message.Message):
     user_message_parts: _containers.RepeatedCompositeFieldContainer[_context_pb2.ContentPart]
     editing: _context_pb2.ContextEditing
     compaction: CompactionOptions
-    def __init__(self, session: _Optional[_Union[_context_pb2.SessionContext, _Mapping]] = ..., user_message: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[_context_pb2.Message, _Mapping]]] = ..., tools: _Optional[_Iterable[_Union[ToolDefinition, _Mapping]]] = ..., tool_results: _Optional[_Iterable[_Union[ToolResult, _Mapping]]] = ..., token_budget: _Optional[int] = ..., tokenizer: _Optional[str] = ..., model: _Optional[_Union[ModelOptions, _Mapping]] = ..., prompt_limit_policy: _Optional[_Union[PromptLimitPolicy, str]] = ..., title: _Optional[str] = ..., tool_protocol: _Optional[_Union[ToolProtocol, str]] = ..., mode: _Optional[str] = ..., user_message_parts: _Optional[_Iterable[_Union[_context_pb2.ContentPart, _Mapping]]] = ..., editing: _Optional[_Union[_context_pb2.ContextEditing, _Mapping]] = ..., compaction: _Optional[_Union[CompactionOptions, _Mapping]] = ...) -> None: ...
+    prebuilt: bool
+    tool_choice: ToolChoice
+    parallel_tool_calls: bool
+    def __init__(self, session: _Optional[_Union[_context_pb2.SessionContext, _Mapping]] = ..., user_message: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[_context_pb2.Message, _Mapping]]] = ..., tools: _Optional[_Iterable[_Union[ToolDefinition, _Mapping]]] = ..., tool_results: _Optional[_Iterable[_Union[ToolResult, _Mapping]]] = ..., token_budget: _Optional[int] = ..., tokenizer: _Optional[str] = ..., model: _Optional[_Union[ModelOptions, _Mapping]] = ..., prompt_limit_policy: _Optional[_Union[PromptLimitPolicy, str]] = ..., title: _Optional[str] = ..., tool_protocol: _Optional[_Union[ToolProtocol, str]] = ..., mode: _Optional[str] = ..., user_message_parts: _Optional[_Iterable[_Union[_context_pb2.ContentPart, _Mapping]]] = ..., editing: _Optional[_Union[_context_pb2.ContextEditing, _Mapping]] = ..., compaction: _Optional[_Union[CompactionOptions, _Mapping]] = ..., prebuilt: _Optional[bool] = ..., tool_choice: _Optional[_Union[ToolChoice, _Mapping]] = ..., parallel_tool_calls: _Optional[bool] = ...) -> None: ...
 
 class CompactionOptions(_message.Message):
     __slots__ = ("trigger_tokens", "trigger_budget_share", "keep_messages", "keep_turns", "model", "prompt", "timeout_seconds", "enabled")

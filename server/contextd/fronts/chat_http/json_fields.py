@@ -6,15 +6,36 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from contextd.core import json_text
 from contextd.core.errors import cut
-from contextd.fronts.openai.errors import OpenAIError, invalid
+from contextd.core.json_text import NESTING_RULE
+from contextd.fronts.chat_http.failure import HttpFailure, invalid
 
 JsonObject = Mapping[str, Any]
 # The longest parameter name quoted whole in an error.
 _LONGEST_NAME = 64
 
 
-def _wrong(param: str, expected: str) -> OpenAIError:
+def parse_object(body: bytes) -> JsonObject:
+    """The request body as a JSON object (400 for anything else)."""
+    try:
+        value = json_text.loads(body)
+    except json_text.TooDeep:
+        raise invalid(
+            None, f"the request body must be {NESTING_RULE}", code="invalid_json"
+        ) from None
+    except json_text.UnpairedSurrogate as error:
+        raise invalid(
+            None, f"the request body is not valid text: {error}", code="invalid_json"
+        ) from None
+    except ValueError:
+        raise invalid(None, "the request body is not valid JSON", code="invalid_json") from None
+    if not isinstance(value, dict):
+        raise invalid(None, "the request body must be a JSON object", code="invalid_json")
+    return value
+
+
+def _wrong(param: str, expected: str) -> HttpFailure:
     return invalid(param, f"expected {expected}", code="invalid_type")
 
 
@@ -22,6 +43,10 @@ def obj(value: object, param: str) -> JsonObject:
     if not isinstance(value, dict):
         raise _wrong(param, "an object")
     return value
+
+
+def optional_object(value: object, param: str) -> JsonObject | None:
+    return None if value is None else obj(value, param)
 
 
 def array(value: object, param: str) -> list[Any]:
@@ -73,11 +98,11 @@ def optional_number(value: object, param: str) -> float | None:
 
 
 def known_keys(value: JsonObject, known: frozenset[str], at: str) -> None:
-    """Refuse a key the API does not define, as OpenAI does."""
+    """Refuse a key the API does not define, as the model APIs do."""
     for key in value:
         if key not in known:
             param = cut(f"{at}.{key}" if at else key, _LONGEST_NAME)
-            raise OpenAIError(
+            raise HttpFailure(
                 400,
                 f"Unrecognized request argument supplied: {param}",
                 param=param,

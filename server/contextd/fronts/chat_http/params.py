@@ -1,4 +1,4 @@
-"""Where each field of the native request came from in the OpenAI request, so that a
+"""Where each field of the native request came from in the HTTP request, so that a
 field the native server refuses (``messages[2].tool_calls[0].name``) is reported under
 the name the caller used (``messages[3].tool_calls[0].function.name``)."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 
 class ParamMap:
-    """Native field paths to OpenAI parameter paths, by prefix."""
+    """Native field paths to the request's parameter paths, by prefix."""
 
     def __init__(self) -> None:
         self._pairs: list[tuple[str, str]] = []
