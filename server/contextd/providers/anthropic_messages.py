@@ -66,13 +66,7 @@ DEFAULT_ANTHROPIC_BASE_URL = "https://api.anthropic.com"
 DEFAULT_ANTHROPIC_MODEL = "claude-sonnet-4-6"
 DEFAULT_MAX_TOKENS = 1024
 
-ANTHROPIC_ERRORS = SdkErrors(
-    base=anthropic.APIError,
-    status=anthropic.APIStatusError,
-    connection=anthropic.APIConnectionError,
-    timeout=anthropic.APITimeoutError,
-    validation=anthropic.APIResponseValidationError,
-)
+ANTHROPIC_ERRORS = SdkErrors.of(anthropic)
 
 _STOP_REASONS = {
     "end_turn": "stop",

@@ -71,13 +71,7 @@ DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
 
 # The openai SDK's error classes (its embeddings client raises them too).
-OPENAI_ERRORS = SdkErrors(
-    base=openai.APIError,
-    status=openai.APIStatusError,
-    connection=openai.APIConnectionError,
-    timeout=openai.APITimeoutError,
-    validation=openai.APIResponseValidationError,
-)
+OPENAI_ERRORS = SdkErrors.of(openai)
 
 _FINISH_REASONS = {
     "stop": "stop",
