@@ -30,9 +30,7 @@ class Server:
         self.conversation = ConversationRepo(db)
         self.summaries = SummaryRepo(db)
         self.catalog = CatalogRepo(db)
-        self.snapshots = SessionSnapshots(
-            db, self.sessions, self.conversation, self.summaries, self.catalog
-        )
+        self.snapshots = SessionSnapshots(db, self.sessions, self.conversation, self.summaries)
 
     async def snapshot(self, session_id: str) -> SessionSnapshot:
         snapshot = await self.snapshots.read(

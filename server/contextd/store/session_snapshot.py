@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from contextd.core.identity import DEFAULT_TENANT
-from contextd.store.catalog import CatalogRepo
 from contextd.store.conversation import ConversationRepo
 from contextd.store.engine.database import Database
 from contextd.store.models import CompressionSummaryRow, Session, SessionSummary
@@ -97,13 +96,11 @@ class SessionSnapshots:
         sessions: SessionRepo,
         conversation: ConversationRepo,
         summaries: SummaryRepo,
-        catalog: CatalogRepo,
     ) -> None:
         self._db = db
         self._sessions = sessions
         self._conversation = conversation
         self._summaries = summaries
-        self._catalog = catalog
 
     async def read(
         self,
