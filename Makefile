@@ -28,10 +28,10 @@ $(VENV)/.dev-deps: $(BIN)/python pyproject.toml clients/python/pyproject.toml $(
 	$(PIP) install --quiet -e ".[dev]" -e ./clients/python
 	touch $@ $(VENV)/.run-deps
 
-## run: install into .venv and start the server with its embedded defaults, memory
-## search by meaning on (the local model; CONTEXTD_EMBEDDING_PROVIDER=none turns it off)
+## run: install into .venv and start the server with its embedded defaults (memory
+## search by meaning with the local model; CONTEXTD_EMBEDDING_PROVIDER=none turns it off)
 run: $(VENV)/.run-deps
-	CONTEXTD_EMBEDDING_PROVIDER=$${CONTEXTD_EMBEDDING_PROVIDER:-local} $(BIN)/contextd serve
+	$(BIN)/contextd serve
 
 # The npm projects, each installed from its lock file and built with `npm run build`:
 # the Node client (generate, type-check, lint, compile), the Office add-in page for
@@ -118,7 +118,7 @@ gen: $(VENV)/.dev-deps
 
 ## bench: run the benchmarks one after another (ratios measured in one run)
 BENCHMARKS := build_vs_echo trim_vs_langchain session_build memory_search memory_hybrid \
-	memory_recall memory_thresholds store_writes stream_vs_grpc first_delta auth_cost metrics_cost observability_cost \
+	memory_recall memory_thresholds embedding_start store_writes stream_vs_grpc first_delta auth_cost metrics_cost observability_cost \
 	pg_driver pg_vs_sqlite prompt_cache openai_first_token mcp_tool_call context_editing
 bench: $(VENV)/.dev-deps
 	for b in $(BENCHMARKS); do $(BIN)/python bench/$$b.py || exit 1; done
@@ -130,4 +130,4 @@ clean:
 	rm -rf examples/node/node_modules $(TASKPANE)/node_modules $(TASKPANE)/dist
 	rm -rf tests/openai_node/node_modules tests/agents_node/node_modules
 	rm -rf tests/mcp_node/node_modules $(INSPECT)/node_modules tests/anthropic_node/node_modules
-	rm -rf clients/dotnet/*/bin clients/dotnet/*/obj clients/dotnet/*/TestResults
+	rm -rf clients/dotnet/*/*/bin clients/dotnet/*/*/obj clients/dotnet/*/*/TestResults

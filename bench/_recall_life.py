@@ -23,13 +23,23 @@ close people's job and town are said in that one fact only.
 
 from __future__ import annotations
 
+import datetime
 import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
 Lang = Literal["en", "zh"]
-Kind = Literal["lexical", "paraphrase", "current", "multi-hop"]
+Kind = Literal[
+    "lexical",
+    "paraphrase",
+    "current",
+    "multi-hop",
+    # of the long conversations (bench/_conversations.py)
+    "single-hop",
+    "temporal",
+    "open-domain",
+]
 DAYS = 730  # two years of conversations
 EVENTS_PER_USER = 250
 EVENT_QUESTIONS = 25
@@ -86,6 +96,12 @@ class Question:
     user: str
     text: str
     answers: tuple[str, ...]  # keys of the memories it needs
+    group: str = ""  # the set it belongs to, when not its language's lives
+
+    @property
+    def row(self) -> str:
+        """The set its results are counted in: its group, else its language."""
+        return self.group or self.lang
 
 
 @dataclass(frozen=True)
@@ -94,6 +110,8 @@ class Life:
     lang: Lang
     facts: tuple[Fact, ...]
     questions: tuple[Question, ...]
+    # The date of Fact.day 0; None: two years before the search (the lives).
+    start: datetime.date | None = None
 
 
 def live(script: Script, user: str) -> Life:

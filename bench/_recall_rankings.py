@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
-from _recall_life import Kind, Lang, Question
+from _recall_life import Kind, Question
 from contextd.core.search_terms import index_terms, query_terms
 
 BM25_K1 = 1.2
@@ -70,23 +70,27 @@ class Scores:
     0: not in the first 10), by language and kind; and for multi-hop ones the rank of
     their best-ranked memory (``one``: at least one of the two found)."""
 
-    ranks: dict[tuple[Lang, Kind], list[int]] = field(default_factory=dict)
-    one: dict[tuple[Lang, Kind], list[int]] = field(default_factory=dict)
+    ranks: dict[tuple[str, Kind], list[int]] = field(default_factory=dict)
+    one: dict[tuple[str, Kind], list[int]] = field(default_factory=dict)
 
     def add(self, q: Question, found: Sequence[str]) -> None:
         top = list(found[:10])
         ranks = [top.index(a) + 1 if a in top else 0 for a in q.answers]
-        self.ranks.setdefault((q.lang, q.kind), []).append(0 if 0 in ranks else max(ranks))
-        self.one.setdefault((q.lang, q.kind), []).append(min([r for r in ranks if r], default=0))
+        self.ranks.setdefault((q.row, q.kind), []).append(0 if 0 in ranks else max(ranks))
+        self.one.setdefault((q.row, q.kind), []).append(min([r for r in ranks if r], default=0))
 
-    def recall(self, key: tuple[Lang, Kind]) -> float:
+    def recall(self, key: tuple[str, Kind]) -> float:
         return _recall(self.ranks.get(key, []))
 
-    def recall_one(self, key: tuple[Lang, Kind]) -> float:
+    def recall_of(self, keys: Sequence[tuple[str, Kind]]) -> float:
+        """Recall@5 over the questions of all ``keys``."""
+        return _recall([r for key in keys for r in self.ranks.get(key, [])])
+
+    def recall_one(self, key: tuple[str, Kind]) -> float:
         """Recall@5 of at least one of a question's memories."""
         return _recall(self.one.get(key, []))
 
-    def mrr(self, key: tuple[Lang, Kind]) -> float:
+    def mrr(self, key: tuple[str, Kind]) -> float:
         ranks = self.ranks.get(key, [])
         return sum(1 / r for r in ranks if r > 0) / max(1, len(ranks))
 

@@ -34,7 +34,8 @@ from _common import (
     print_table,
     result_line,
 )
-from contextd.core.build import BuildRequest, build_messages
+from contextd.core.build import build_messages
+from contextd.core.build_request import BuildRequest
 from contextd.core.messages import ChatMessage, Role
 from contextd.core.tokens import TiktokenTokenizer, Tokenizer, message_tokens
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, trim_messages

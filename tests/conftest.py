@@ -3,6 +3,7 @@ PostgreSQL (started only when a test asks for it)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
@@ -15,6 +16,12 @@ from tests.support.pg_databases import (
 )
 from tests.support.postgres import PostgresServer
 from tests.support.server import ServerProcess, start_server
+
+# The servers tests start (and the settings they read from the environment) search
+# memories by terms alone: the local model is the server's default, and its load (seconds
+# of CPU, about 100 MB) belongs only to the tests about search by meaning, which ask for
+# it (`--embedding-provider local`, or tests.support.settings for servers in this process).
+os.environ["CONTEXTD_EMBEDDING_PROVIDER"] = "none"
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -31,6 +31,7 @@ SCRIPTS = (
     "prompt_cache",
     "memory_recall",
     "memory_thresholds",
+    "embedding_start",
     "openai_first_token",
     "anthropic_first_token",
     "mcp_tool_call",

@@ -149,6 +149,19 @@ def test_no_module_is_over_the_size_limit() -> None:
     assert {name: n for name, n in sizes.items() if n > MAX_LINES} == {}
 
 
+# A chat turn's modules each hold one phase or part of it: none grows to hold several.
+CHAT_MAX_LINES = 250
+
+
+def test_the_chat_turn_modules_stay_small() -> None:
+    sizes = {
+        str(path.relative_to(SERVER)): len(path.read_text(encoding="utf-8").splitlines())
+        for path in python_modules("server/contextd/app/chat")
+    }
+    assert len(sizes) > 10, "the chat package was not found"
+    assert {name: n for name, n in sizes.items() if n > CHAT_MAX_LINES} == {}
+
+
 # Documents the code once referred to by number; the code describes behaviour instead.
 OUTSIDE_REFERENCE = re.compile(r"seed[ _]?0\d\d|seeds? \d{3}", re.IGNORECASE)
 

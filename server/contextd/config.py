@@ -32,6 +32,8 @@ MAX_ECHO_DELAY_MS = 60_000
 # (app/chat/partial_writer.py): the lease must outlast a late renewal, or a busy replica
 # loses its turn to another.
 MIN_TURN_LEASE_SECONDS = 2.0
+# Worker processes one server may run (--workers).
+MAX_WORKERS = 256
 
 
 class SettingsError(SystemExit):
@@ -84,6 +86,25 @@ def _days(value: float) -> str | None:
     return "must be 0 (keep forever) or a positive number of days"
 
 
+def _workers(value: str) -> str | None:
+    if value == "auto" or (value.isdigit() and 1 <= int(value) <= MAX_WORKERS):
+        return None
+    return f"must be auto or a number from 1 to {MAX_WORKERS}, not {value!r}"
+
+
+def usable_cores() -> int:
+    """The cores this process may run on: its CPU affinity, bounded by a cgroup's CPU
+    quota where one is set (a container's --cpus)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    try:
+        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()
+    except (OSError, ValueError):
+        quota = "max"
+    if quota != "max":
+        cores = min(cores or 1, max(1, math.ceil(int(quota) / int(period))))
+    return max(1, cores or 1)
+
+
 def _lease(value: float) -> str | None:
     if math.isfinite(value) and value >= MIN_TURN_LEASE_SECONDS:
         return None
@@ -107,6 +128,12 @@ class Settings:
         5 * 1024 * 1024, "largest inline image of a message part (under --max-message-bytes)"
     )
     max_concurrent_rpcs: int = _setting(1000, "calls served at once")
+    workers: str = _setting(
+        "1",
+        "processes serving the ports, started by one parent: a number, or auto for one per "
+        "core this process may use",
+        _workers,
+    )
     shutdown_grace: float = _setting(
         10.0, "seconds the whole shutdown may take on SIGINT/SIGTERM, --drain-delay included"
     )
@@ -140,10 +167,10 @@ class Settings:
         _within(0, MAX_ECHO_DELAY_MS, "milliseconds"),
     )
     embedding_provider: str = _setting(
-        "none",
-        "memory search by meaning: none (terms and recency only), openai (any "
-        "OpenAI-compatible /embeddings endpoint) or local (a multilingual model run on "
-        "the CPU, shipped with the server)",
+        "local",
+        "memory search by meaning: local (a multilingual model run on the CPU, shipped "
+        "with the server, loaded on the first memory call), openai (any "
+        "OpenAI-compatible /embeddings endpoint) or none (terms and recency only)",
     )
     embedding_model: str = _setting(
         "", "embedding model; empty for the provider's default (openai: text-embedding-3-small)"
@@ -331,6 +358,10 @@ class Settings:
         if self.mcp_port >= 0:
             hosts.append(self.mcp_host or self.host)
         return hosts
+
+    def worker_count(self) -> int:
+        """The worker processes ``--workers`` asks for (``auto``: one per usable core)."""
+        return usable_cores() if self.workers == "auto" else int(self.workers)
 
     def rate_burst(self) -> float:
         """The requests a credential may make at once: ``--rate-limit-burst``, else twice

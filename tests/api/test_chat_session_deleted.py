@@ -16,7 +16,6 @@ from typing import Any
 import grpc
 import grpc.aio
 import pytest
-from contextd.config import Settings
 from contextd.providers.base import (
     Capabilities,
     Finished,
@@ -34,6 +33,8 @@ from contextd.v1 import chat_pb2_grpc, memory_pb2_grpc, sessions_pb2_grpc
 from contextd.v1 import context_pb2 as pb
 from contextd.v1 import memory_pb2 as mpb
 from contextd.v1 import sessions_pb2 as spb
+
+from tests.support.settings import terms_only
 
 
 class HeldProvider:
@@ -74,7 +75,7 @@ class Live:
 async def live(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Live]:
     provider = HeldProvider()
     monkeypatch.setattr(wiring, "make_provider", lambda *_, **__: provider)
-    running = await contextd_server.start(Settings(port=0, data_dir=tmp_path))
+    running = await contextd_server.start(terms_only(port=0, data_dir=tmp_path))
     try:
         async with grpc.aio.insecure_channel(f"127.0.0.1:{running.port}") as channel:
             yield Live(

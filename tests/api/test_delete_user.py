@@ -10,7 +10,6 @@ from pathlib import Path
 import grpc
 import grpc.aio
 import pytest
-from contextd.config import Settings
 from contextd.store.event_log import removals as log_removals
 from contextd.v1 import chat_pb2 as cpb
 from contextd.v1 import context_pb2 as pb
@@ -28,6 +27,7 @@ from tests.support.erasure import (
     user_rows,
 )
 from tests.support.pg_databases import database_url_for
+from tests.support.settings import terms_only
 
 EMPTY = {
     "sessions": [],
@@ -54,7 +54,9 @@ def logs(live: InProcess) -> set[str]:
 async def test_everything_of_the_user_goes_and_nothing_else(
     tmp_path: Path, backend: str, request: pytest.FixtureRequest
 ) -> None:
-    settings = Settings(port=0, data_dir=tmp_path, database_url=database_url_for(request, backend))
+    settings = terms_only(
+        port=0, data_dir=tmp_path, database_url=database_url_for(request, backend)
+    )
     async with in_process(settings, GatedProvider()) as live:
         alice = await fill(live.stubs, "alice")
         bob = await fill(live.stubs, "bob")
@@ -117,7 +119,7 @@ async def test_everything_of_the_user_goes_and_nothing_else(
 async def test_a_bad_request_deletes_nothing(
     tmp_path: Path, request_: upb.DeleteUserRequest, field: str
 ) -> None:
-    async with in_process(Settings(port=0, data_dir=tmp_path), GatedProvider()) as live:
+    async with in_process(terms_only(port=0, data_dir=tmp_path), GatedProvider()) as live:
         alice = await fill(live.stubs, "alice")
         await settle()
         before = await user_rows(live.db, "alice")
@@ -133,7 +135,7 @@ async def test_a_turn_streaming_while_its_user_is_deleted_ends_not_found(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     provider = GatedProvider()
-    async with in_process(Settings(port=0, data_dir=tmp_path), provider) as live:
+    async with in_process(terms_only(port=0, data_dir=tmp_path), provider) as live:
         [session_id, _] = await fill(live.stubs, "alice")
         await settle()
         provider.turn_gate.clear()
@@ -166,7 +168,7 @@ async def test_a_turn_streaming_while_its_user_is_deleted_ends_not_found(
 
 async def test_after_turn_work_of_a_deleted_user_writes_no_memory(tmp_path: Path) -> None:
     provider = GatedProvider()
-    async with in_process(Settings(port=0, data_dir=tmp_path), provider) as live:
+    async with in_process(terms_only(port=0, data_dir=tmp_path), provider) as live:
         created = await live.stubs.sessions.CreateSession(spb.CreateSessionRequest(user_id="alice"))
         provider.after_turn_gate.clear()
         turn = [
@@ -189,7 +191,7 @@ async def test_after_turn_work_of_a_deleted_user_writes_no_memory(tmp_path: Path
 
 async def test_after_turn_work_of_other_users_goes_on(tmp_path: Path) -> None:
     provider = GatedProvider()
-    async with in_process(Settings(port=0, data_dir=tmp_path), provider) as live:
+    async with in_process(terms_only(port=0, data_dir=tmp_path), provider) as live:
         created = await live.stubs.sessions.CreateSession(spb.CreateSessionRequest(user_id="bob"))
         provider.after_turn_gate.clear()
         turn = [
@@ -213,7 +215,7 @@ async def test_after_turn_work_of_other_users_goes_on(tmp_path: Path) -> None:
 async def test_a_crash_between_the_commit_and_the_files_is_finished_by_a_second_call(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    async with in_process(Settings(port=0, data_dir=tmp_path), GatedProvider()) as live:
+    async with in_process(terms_only(port=0, data_dir=tmp_path), GatedProvider()) as live:
         alice = await fill(live.stubs, "alice")
         await settle()
 
@@ -236,7 +238,7 @@ async def test_a_crash_between_the_commit_and_the_files_is_finished_by_a_second_
 async def test_a_rolled_back_erasure_keeps_every_row_and_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    async with in_process(Settings(port=0, data_dir=tmp_path), GatedProvider()) as live:
+    async with in_process(terms_only(port=0, data_dir=tmp_path), GatedProvider()) as live:
         alice = await fill(live.stubs, "alice")
         await settle()
         before = await user_rows(live.db, "alice")

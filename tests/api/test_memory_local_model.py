@@ -1,6 +1,7 @@
-"""A server with --embedding-provider local and the real model: paraphrases that share no
-word with their memory are found by meaning, in English and in Chinese. Skips only where
-the model's package is missing."""
+"""``contextd serve`` with no setting at all runs the local model (the default provider):
+it loads nothing until memory is used, a search while it loads goes by terms and says so,
+and then paraphrases that share no word with their memory are found by meaning, in English
+and in Chinese. Skips only where the model's package is missing."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from contextd.providers.local_embeddings import DEFAULT_LOCAL_MODEL, PACKAGED_MO
 from contextd.v1 import memory_pb2 as mpb
 from contextd.v1 import memory_pb2_grpc
 
-from tests.support.server import start_server
+from tests.support.server import ServerProcess, start_server
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec(PACKAGED_MODELS[DEFAULT_LOCAL_MODEL].package) is None,
@@ -24,16 +25,48 @@ pytestmark = pytest.mark.skipif(
 )
 
 
+LOADED = "local embedding model loaded"
+
+
 @pytest.fixture(scope="module")
-def stub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[memory_pb2_grpc.MemoryServiceStub]:
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """A server with the defaults: the test suite's own setting (terms only) taken away."""
     proc = start_server(
-        Path(tmp_path_factory.mktemp("contextd-data")), "--embedding-provider", "local"
+        Path(tmp_path_factory.mktemp("contextd-data")), unset=("CONTEXTD_EMBEDDING_PROVIDER",)
     )
     try:
-        with grpc.insecure_channel(proc.address) as channel:
-            yield memory_pb2_grpc.MemoryServiceStub(channel)
+        yield proc
     finally:
         proc.stop()
+
+
+@pytest.fixture(scope="module")
+def stub(server: ServerProcess) -> Iterator[memory_pb2_grpc.MemoryServiceStub]:
+    with grpc.insecure_channel(server.address) as channel:
+        stub = memory_pb2_grpc.MemoryServiceStub(channel)
+        _the_model_loads_on_first_use(server, stub)
+        yield stub
+
+
+def _the_model_loads_on_first_use(
+    server: ServerProcess, stub: memory_pb2_grpc.MemoryServiceStub
+) -> None:
+    """Nothing loaded at start, nor by a call that touches no memory text; the first memory
+    starts the load, and a search meanwhile goes by terms with a note."""
+    uid = f"u-{uuid.uuid4().hex[:8]}"
+    assert stub.ListMemories(mpb.ListMemoriesRequest(user_id=uid)).memories == []
+    assert server.logs(LOADED) == []
+    stub.AddMemory(mpb.AddMemoryRequest(user_id=uid, content="I have a cat called Miso."))
+    early = _search(stub, uid, "cat")  # the model takes seconds to load; this, milliseconds
+    assert [r.memory.content for r in early.results] == ["I have a cat called Miso."]
+    assert "ranked by terms only" in early.note and "still loading" in early.note
+    assert server.wait_for_logs(LOADED, lambda entry: True, timeout=60)
+    # The memory written while the model loaded gets its vector once it is ready.
+    deadline = time.monotonic() + 30
+    while (late := _search(stub, uid, "Which pet do I own?")).note or not late.results:
+        assert time.monotonic() < deadline, late
+        time.sleep(0.1)
+    assert late.results[0].memory.content == "I have a cat called Miso."
 
 
 def _search(

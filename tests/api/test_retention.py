@@ -13,7 +13,6 @@ import grpc
 import grpc.aio
 import pytest
 from contextd.app import retention
-from contextd.config import Settings
 from contextd.store.event_log.events import HISTORY_DIR
 from contextd.v1 import chat_pb2 as cpb
 from contextd.v1 import context_pb2 as pb
@@ -23,6 +22,7 @@ from contextd.v1 import sessions_pb2_grpc
 
 from tests.support.erasure import GatedProvider, fill, in_process, settle, user_rows
 from tests.support.server import ServerProcess, start_server
+from tests.support.settings import terms_only
 
 DAY = 86400.0
 
@@ -49,7 +49,7 @@ def age(data_dir: Path, session_id: str, days: float) -> None:
 async def test_an_inactive_session_is_purged_at_start_and_a_recent_one_stays(
     tmp_path: Path,
 ) -> None:
-    async with in_process(Settings(port=0, data_dir=tmp_path), GatedProvider()) as live:
+    async with in_process(terms_only(port=0, data_dir=tmp_path), GatedProvider()) as live:
         [old, recent] = await fill(live.stubs, "alice")
         [bobs_old, _] = await fill(live.stubs, "bob")
         await settle()
@@ -89,7 +89,7 @@ async def test_an_inactive_session_is_purged_at_start_and_a_recent_one_stays(
 
 
 async def test_nothing_is_purged_without_the_flag(tmp_path: Path) -> None:
-    async with in_process(Settings(port=0, data_dir=tmp_path), GatedProvider()) as live:
+    async with in_process(terms_only(port=0, data_dir=tmp_path), GatedProvider()) as live:
         [old, _] = await fill(live.stubs, "alice")
         await settle()
     age(tmp_path, old, 10_000)
@@ -117,7 +117,7 @@ async def test_a_session_with_a_turn_in_progress_is_not_purged(
     provider = GatedProvider()
     # Inactive after half a second: a turn held for longer would lose its session to a
     # purge that did not look for turns in progress.
-    settings = Settings(port=0, data_dir=tmp_path, retention_days=0.5 / DAY)
+    settings = terms_only(port=0, data_dir=tmp_path, retention_days=0.5 / DAY)
     async with in_process(settings, provider) as live:
         created = await live.stubs.sessions.CreateSession(spb.CreateSessionRequest(user_id="ann"))
         session_id = created.session.id

@@ -187,7 +187,7 @@ def test_refusals(tmp_path: Path) -> None:
 def test_every_column_of_both_schemas_is_copied(tmp_path: Path, postgres_url: str) -> None:
     """A column a migration adds must be added to the copy too."""
     engine_own = {
-        "sqlite": {"schema_migrations", "sqlite_sequence", "memories_fts_state"},
+        "sqlite": {"schema_migrations", "sqlite_sequence", "memories_fts_state", "cache_versions"},
         "postgresql": {
             "schema_migrations",
             "memories_fts_state",

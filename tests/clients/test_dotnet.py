@@ -340,17 +340,18 @@ def test_wrapper_has_a_method_per_rpc_that_calls_it() -> None:
         call = f"{fields[rpc.service]}.{rpc.name}"
         if rpc.server_streaming:
             signature = re.compile(
-                rf"public IAsyncEnumerable<{rpc.response}> {rpc.name}\({rpc.request} request,"
+                rf"public IAsyncEnumerable<{rpc.response}> {rpc.name}Async\({rpc.request} request,"
             )
             body = _method_body(source, signature)
-            assert f"{call}(request," in body, f"{rpc.name} does not call {call}"
+            assert f"{call}(request," in body, f"{rpc.name}Async does not call {call}"
         else:
             signature = re.compile(
                 rf"public Task<{rpc.response}> {rpc.name}Async\({rpc.request} request, "
                 r"CancellationToken cancellationToken = default\)"
             )
             body = _method_body(source, signature)
-            assert f"{call}Async(request," in body, f"{rpc.name}Async does not call {call}Async"
+            called = f"{call}Async(Required(request),"
+            assert called in body, f"{rpc.name}Async does not call {call}Async"
 
 
 def test_every_method_the_readme_names_exists_in_the_wrapper() -> None:
@@ -367,7 +368,7 @@ def test_vb_code_calls_only_methods_the_wrapper_has() -> None:
     assert calls[SAMPLE.name] >= {
         "CreateSessionAsync",
         "BuildMessagesAsync",
-        "StreamChatAsync",
+        "RunChatTurnAsync",
         "CollectAsync",
     }
     for name, called in calls.items():
@@ -384,3 +385,27 @@ def test_vb_code_shows_both_credentials_and_the_sample_reads_the_key_from_the_en
     readme = "\n".join(vb_code().values())
     assert ".TokenProvider = Function(" in readme
     assert ".ApiKey = " in readme
+
+
+# (5) The layout: the library in src/, the tests in tests/, the samples in samples/, one
+# public type per file, named for it.
+
+
+def test_every_project_lives_in_its_folder_by_role() -> None:
+    projects = {p.relative_to(DOTNET).parts[0] for p in _project_files() if p.suffix != ".props"}
+    assert projects == {"src", "tests", "samples"}
+
+
+def test_every_csharp_file_declares_at_most_one_public_type_named_as_the_file() -> None:
+    top_level = re.compile(
+        r"^    public (?:sealed |static |abstract |partial )*"
+        r"(?:class|interface|enum|struct|record) (\w+)",
+        re.M,
+    )
+    files = [p for p in DOTNET.rglob("*.cs") if not {"bin", "obj"} & set(p.parts)]
+    assert len(files) > 20
+    for path in files:
+        public = top_level.findall(path.read_text())
+        assert len(public) <= 1, f"{path.name} declares {public}"
+        if public:
+            assert path.stem == public[0], f"{path.name} declares {public[0]}"

@@ -11,7 +11,10 @@ Without `dotnet` these tests skip and say so; tests/clients/test_dotnet.py runs 
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import subprocess
 import sys
 import zipfile
 from collections.abc import Iterator
@@ -66,12 +69,13 @@ def test_every_project_builds_for_every_target_without_warnings(build: Run) -> N
         ("Contextd.Sample.VB.dll", "net10.0"),
         ("Contextd.Sample.VB.exe", "net48"),
         ("Contextd.Client.Tests.dll", "net10.0"),
+        ("Contextd.Client.Framework.exe", "net48"),
     }, build.explain()
 
 
 def test_the_net48_build_gets_its_binding_redirects(build: Run) -> None:
     """What the README tells a .NET Framework add-in: the build writes the redirects."""
-    config = DOTNET_DIR / "Contextd.Sample.VB" / "bin" / CONFIGURATION / "net48"
+    config = DOTNET_DIR / "samples" / "Contextd.Sample.VB" / "bin" / CONFIGURATION / "net48"
     text = (config / "Contextd.Sample.VB.exe.config").read_text()
     redirected = set(re.findall(r'<assemblyIdentity name="([\w.]+)"', text))
     assert redirected >= {"Microsoft.Bcl.AsyncInterfaces", "System.Memory", "System.Text.Json"}
@@ -232,6 +236,29 @@ def test_the_package_carries_both_targets_docs_readme_and_sources(package: Path)
     assert "Grpc.Tools" not in nuspec
 
 
+def test_the_package_says_where_its_sources_are_and_embeds_no_local_path(package: Path) -> None:
+    with zipfile.ZipFile(package) as nupkg:
+        nuspec = nupkg.read("Contextd.Client.nuspec").decode("utf-8-sig")
+        readme = nupkg.read("README.md").decode()
+    commit = subprocess.run(
+        ["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=DOTNET_DIR, check=True
+    ).stdout.strip()
+    assert re.search(rf'<repository type="git"[^>]* commit="{commit}"', nuspec), nuspec
+    origin = subprocess.run(
+        ["git", "remote", "get-url", "origin"], capture_output=True, text=True, cwd=DOTNET_DIR
+    )
+    if origin.returncode == 0:
+        # A clone (as in CI): the package links the repository and its page.
+        repository = re.search(r'<repository type="git" url="([^"]+)"', nuspec)
+        assert repository, nuspec
+        url = repository.group(1).removesuffix(".git")
+        assert f"<projectUrl>{url}</projectUrl>" in nuspec, nuspec
+    # The embedded PDB's source paths (/_/...) and Source Link: BuildTests in the C# tests.
+    # The users' README: no link that only works inside the repository.
+    assert "Install" in readme and "dotnet add package Contextd.Client" in readme
+    assert not re.search(r"\]\((?!https?://|#)", readme), "a relative link in the package README"
+
+
 CONSUMER_PROJECT = """<Project Sdk="Microsoft.NET.Sdk">
   <PropertyGroup>
     <OutputType>Exe</OutputType>
@@ -328,3 +355,46 @@ def test_a_fresh_project_restores_the_package_from_a_folder_and_runs(
     assert ran.returncode == 0, ran.explain()
     assert re.search(r"^tokens: 1$", ran.output, re.M), ran.explain()
     assert re.search(r"^answer: echo: .*Hello from a package", ran.output, re.M), ran.explain()
+
+
+# .NET Framework 4.8 under Mono: mono-runtime and System.Net.Http from Debian, with the
+# reference facades (netstandard.dll among them) that only Debian's large mono-devel ships;
+# .ci/run installs the first two and copies the facades out of mono-devel's package.
+MONO_FACADES = Path("/usr/lib/mono/4.5/Facades")
+FRAMEWORK_PROGRAM = (
+    DOTNET_DIR / "tests" / "Contextd.Client.Framework" / "bin" / CONFIGURATION / "net48"
+) / "Contextd.Client.Framework.exe"
+
+
+def test_a_net48_program_runs_under_mono_over_grpc_web(
+    build: Run, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    mono = shutil.which("mono")
+    if mono is None or not (MONO_FACADES / "netstandard.dll").is_file():
+        reason = f"Mono with its facades ({MONO_FACADES}/netstandard.dll) is not installed"
+        if os.environ.get("CI") == "true":
+            pytest.fail(reason + "; .ci/run installs it")
+        pytest.skip(reason + " (.ci/run installs it)")
+    # Echo chunks 20 ms apart, so that the cancelled turn is cancelled midway.
+    server = start_server(
+        tmp_path_factory.mktemp("mono"), "--web-port", "0", "--echo-delay-ms", "20"
+    )
+    try:
+        web = str(server.logs("grpc-web listening")[0]["address"])
+        ran = subprocess.run(
+            [mono, str(FRAMEWORK_PROGRAM), web],
+            capture_output=True,
+            text=True,
+            timeout=180,
+            env={**os.environ, "MONO_PATH": str(MONO_FACADES)},
+        )
+    finally:
+        assert server.stop() == 0
+    output = ran.stdout + ran.stderr
+    assert ran.returncode == 0, output
+    assert re.search(r"^runtime: 4\.0\.30319\.\d+ \(Mono\)$", output, re.M), output
+    assert re.search(r"^session: \w+$", output, re.M), output
+    assert re.search(r"^turn: Ok after [1-9]\d* deltas$", output, re.M), output
+    assert re.search(r"^built: [1-9]\d* messages$", output, re.M), output
+    assert re.search(r"^cancelled: after 1 delta$", output, re.M), output
+    assert re.search(r"^error: NotFound$", output, re.M), output

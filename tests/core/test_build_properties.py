@@ -21,7 +21,8 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from contextd.core.build import BuildRequest, BuildResult, OverflowPolicy, build_messages
+from contextd.core.build import build_messages
+from contextd.core.build_request import BuildRequest, BuildResult, OverflowPolicy
 from contextd.core.errors import BudgetExceeded, FailedPrecondition, InvalidArgument
 from contextd.core.formats import OutputFormat
 from contextd.core.messages import ChatMessage, Role, ToolCall

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from contextd.core.build import BuildRequest, CacheLayout, build_messages, system_text
+from contextd.core.build import build_messages
+from contextd.core.build_request import BuildRequest, CacheLayout
 from contextd.core.formats import OutputFormat, to_anthropic, to_openai
 from contextd.core.messages import ChatMessage, Role, ToolCall
 from contextd.core.prompt import PromptLayers
+from contextd.core.system_prompt import system_text
 
 from tests.support.build_strategies import TOKENIZERS
 

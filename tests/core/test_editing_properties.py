@@ -22,7 +22,8 @@ import json
 import re
 from dataclasses import replace
 
-from contextd.core.build import BuildRequest, build_messages
+from contextd.core.build import build_messages
+from contextd.core.build_request import BuildRequest
 from contextd.core.editing import EditingSettings, EditKind, edit_history
 from contextd.core.editing.capping import cap_text
 from contextd.core.formats import OutputFormat

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from contextd.core.memory_bridge import bridge_names, names_in, rank_named
+from contextd.core.memory_bridge import (
+    bridge_names,
+    hop_question,
+    names_in,
+    question_names,
+    rank_named,
+    without_names,
+)
 
 
 def test_names_in_latin_text() -> None:
@@ -24,8 +31,18 @@ def test_names_in_quotes_and_chinese() -> None:
 def test_bridge_names_leave_out_what_the_question_says() -> None:
     texts = ["My sister is called Emily and lives with Tom.", "Oscar is a pilot."]
     assert bridge_names("What does my sister do?", texts) == [("Emily", 0), ("Tom", 0)]
-    assert bridge_names("Does EMILY live with Tom?", texts) == [("Oscar", 1)]
+    # The question names Emily and Tom: the text naming them holds no one else, and
+    # Oscar's text, which does not name them, leads nowhere.
+    assert bridge_names("Does EMILY live with Tom?", texts) == []
+    assert bridge_names("Is Emily older?", texts) == [("Tom", 0)]
     assert bridge_names("我姐姐是做什么的", ["用户的姐姐叫王芳"]) == [("王芳", 0)]
+
+
+def test_a_question_naming_someone_follows_only_memories_that_name_them() -> None:
+    sister = ["Caroline's younger sister is called Nora."]
+    assert bridge_names("What does Caroline's sister do?", sister) == [("Nora", 0)]
+    camping = ["On 28 September 2026 I went camping with Priya."]
+    assert bridge_names("When did I go camping with Jonah?", camping) == []
 
 
 def test_rank_named_keeps_memories_about_the_name_by_cosine() -> None:
@@ -38,4 +55,27 @@ def test_rank_named_keeps_memories_about_the_name_by_cosine() -> None:
     ]
     cosines = {1: 0.4, 2: 0.9, 3: 0.1, 4: 0.1}
     # The hike is not about Emily; ties go to the newer memory.
-    assert rank_named("Emily", mentions, cosines) == [1, 4]
+    assert rank_named("Emily", mentions, cosines) == [1, 4, 3]
+
+
+def test_the_second_hop_asks_the_question_of_the_person() -> None:
+    """The relation's words (which every memory of the person lacks) and first-person
+    words give way to the name."""
+    assert hop_question("What does my sister do?", "My sister is called Emily.", "Emily") == (
+        "Emily What does do ?"
+    )
+    assert hop_question("我姐姐是做什么的", "用户的姐姐叫王芳", "王芳") == "王芳是做什么"
+    assert hop_question("我最好的朋友在哪个城市", "用户最好的朋友是林峰", "林峰") == (
+        "林峰在哪个城市"
+    )
+
+
+def test_the_names_a_question_holds() -> None:
+    assert question_names("Would Melanie enjoy a chamber music concert?") == ["Melanie"]
+    assert question_names("Which pastime do Jon and Gina have in common?") == ["Jon", "Gina"]
+    assert question_names("When was Nate's trip to New Orleans?") == ["Nate", "New Orleans"]
+    assert question_names("What does my sister do?") == []
+    assert question_names("我姐姐是做什么的") == []
+    assert without_names("When was Nate’s trip to New Orleans?", ["Nate", "New Orleans"]) == (
+        "When was trip to ?"
+    )

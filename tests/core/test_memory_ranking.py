@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import calendar
+
 import pytest
 from contextd.core.memory_ranking import (
     RECENCY_SHARE,
@@ -105,3 +107,33 @@ def test_relevance_is_relative_to_the_best() -> None:
 )
 def test_about_the_user(text: str, question: bool, expected: bool) -> None:
     assert about_the_user(text, question=question) is expected
+
+
+def test_a_period_the_question_names_favours_the_memories_dated_in_it() -> None:
+    """ "Where did Jon hike in May?": May's hike, told as "last weekend", comes before a
+    hike of another month that is a little closer in meaning."""
+    may = Candidate(1, "Jon hiked a trail last weekend.", NOW, 0.0, 0.40, dated_at=NOW - 300 * DAY)
+    june = Candidate(2, "Jon went hiking at Lake Tahoe.", NOW, 0.0, 0.45, dated_at=NOW - 270 * DAY)
+    named = Candidate(3, "Jon went hiking on 8 May 2023.", NOW, 0.0, 0.30, dated_at=NOW)
+    query = "Where did Jon hike in May?"
+    assert rank(query, may, june) == [2, 1]  # without a period: by meaning
+    period = (NOW - 310 * DAY, NOW - 290 * DAY)
+    found = rank_hybrid(
+        query, [may, june], unseen=FLOOR, now=NOW, half_life=HALF_LIFE, limit=5, period=period
+    )
+    assert [r.id for r in found] == [1, 2]
+    may_2023 = (calendar.timegm((2023, 5, 1, 0, 0, 0)), calendar.timegm((2023, 6, 1, 0, 0, 0)))
+    found = rank_hybrid(
+        query, [june, named], unseen=FLOOR, now=NOW, half_life=HALF_LIFE, limit=5, period=may_2023
+    )
+    assert [r.id for r in found] == [3, 2]  # the day it names, not when it was stored
+
+
+def test_the_cosine_without_the_names_counts_half() -> None:
+    """Every memory of Melanie is close to a question naming her: the rest of the
+    question decides."""
+    violin = Candidate(1, "Melanie has been learning to play the violin.", NOW, 0.0, 0.30, 0, 0.40)
+    talk = Candidate(2, "Melanie talked about a delayed train.", NOW, 0.0, 0.34, 0, 0.10)
+    assert rank("Would Melanie enjoy a chamber music concert?", violin, talk) == [1, 2]
+    plain = [Candidate(c.id, c.text, c.updated_at, 0.0, c.cosine) for c in (violin, talk)]
+    assert rank("Would Melanie enjoy a chamber music concert?", *plain) == [2, 1]

@@ -16,15 +16,19 @@ import pytest
 from contextd.app.context import ContextApp
 from contextd.app.session_context import BuiltContext
 from contextd.core import build
-from contextd.core.build import BuildRequest, BuildResult, build_messages, validate_build_request
+from contextd.core.build import build_messages
+from contextd.core.build_request import BuildRequest, BuildResult, validate_build_request
 from contextd.core.content import ImageLimits
 from contextd.core.errors import BudgetExceeded, FailedPrecondition, InvalidArgument, Violations
 from contextd.core.formats import OutputFormat
 from contextd.core.messages import ChatMessage, Role
 from contextd.core.pipeline import DroppedRange, DropReason, is_blank, validate_history
 from contextd.core.tokens import TokenizerRegistry
-from contextd.fronts.grpc import convert
-from contextd.fronts.grpc.context_servicer import ContextServicer
+from contextd.fronts.grpc.context_servicer import (
+    ContextServicer,
+    build_response_to_pb,
+    inline_build_from_pb,
+)
 from contextd.v1 import context_pb2 as pb
 from hypothesis import given
 from hypothesis import strategies as st
@@ -234,9 +238,9 @@ def test_servicer_answers_as_the_pipeline(req: BuildRequest) -> None:
     history_pb = request.history[:]
 
     def by_the_pipeline() -> pb.BuildMessagesResponse:
-        command = convert.inline_build_from_pb(request, history_pb, REGISTRY, ImageLimits())
+        command = inline_build_from_pb(request, history_pb, REGISTRY, ImageLimits())
         validate_build_request(command)  # what the pipeline then trusts
-        return convert.build_response_to_pb(BuiltContext(pipeline(command), []), history_pb)
+        return build_response_to_pb(BuiltContext(pipeline(command), []), history_pb)
 
     def by_the_servicer() -> pb.BuildMessagesResponse:
         response: pb.BuildMessagesResponse = asyncio.run(SERVICER.BuildMessages(request, None))

@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from contextd.core.build import BuildRequest, build_messages
+from contextd.core.build import build_messages
+from contextd.core.build_request import BuildRequest
 from contextd.core.errors import BudgetExceeded, InvalidArgument
 from contextd.core.prompt import PromptLayers, assemble_system_prompt
 from contextd.core.tokens import EstimateTokenizer

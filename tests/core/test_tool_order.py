@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from contextd.core.build import BuildRequest, BuildResult, build_messages
+from contextd.core.build import build_messages
+from contextd.core.build_request import BuildRequest, BuildResult
 from contextd.core.formats import OutputFormat
 from contextd.core.messages import ChatMessage, CompressionSummary, Role, ToolCall
 from contextd.core.pipeline import DroppedRange, DropReason, RemovedToolCall

@@ -3,6 +3,7 @@ use, the listener's sockets, and a clean stop with sessions open."""
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -48,7 +49,7 @@ def test_a_port_in_use_is_refused_with_its_address(tmp_path: Path) -> None:
         port = taken.getsockname()[1]
         done = serve(tmp_path, "--mcp-port", str(port))
     assert done.returncode != 0
-    assert f"cannot listen for the MCP port on 127.0.0.1:{port}" in done.stderr
+    assert f"127.0.0.1:{port} (--mcp-port) is already in use by pid {os.getpid()}" in done.stderr
 
 
 def test_the_listener_names_tcp_so_that_answers_are_not_held_back() -> None:

@@ -160,6 +160,38 @@ async def test_the_model_runs_numpy_on_one_thread(embedder: LocalEmbedder) -> No
     assert counts == [1]
 
 
+async def test_the_model_loads_on_the_first_call_not_before(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Making the embedder (at server start) loads nothing: a server that never touches
+    memory never pays for the model."""
+    loads: list[LocalEmbedder] = []
+    gate = threading.Event()
+
+    def counted(self: LocalEmbedder) -> None:
+        loads.append(self)
+        gate.wait(30)
+        raise OSError("not loaded in this test")
+
+    monkeypatch.setattr(local_embeddings, "check_installed", lambda model: PACKAGED)
+    monkeypatch.setattr(LocalEmbedder, "_load", counted)
+    lazy = LocalEmbedder()
+    try:
+        await asyncio.sleep(0.05)
+        assert loads == [] and not lazy.ready
+        with pytest.raises(EmbeddingError, match="still loading"):
+            await lazy.embed(["Do I eat meat?"], "query")
+        lazy.start_loading()  # once started, never again
+        gate.set()
+        assert lazy._loading is not None
+        with contextlib.suppress(OSError):
+            await asyncio.wrap_future(lazy._loading)
+        assert loads == [lazy] and lazy.ready
+    finally:
+        gate.set()
+        await lazy.aclose()
+
+
 @needs_model
 async def test_a_question_while_the_model_loads_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     """Searches go by terms at once rather than wait seconds for the model; memories wait."""
@@ -201,6 +233,8 @@ async def test_a_model_that_cannot_load_fails_every_call_with_the_reason(
     monkeypatch.setattr(local_embeddings, "check_installed", lambda model: PACKAGED)
     failing = LocalEmbedder()
     try:
+        failing.start_loading()
+        assert failing._loading is not None
         with contextlib.suppress(OSError):
             await asyncio.wrap_future(failing._loading)
         for _ in range(2):

@@ -5,11 +5,14 @@ at once while a session no one else wrote costs one statement."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from contextd.core.messages import Role
 from contextd.store.catalog import CatalogRepo
 from contextd.store.conversation import ConversationRepo
 from contextd.store.engine.database import Database
+from contextd.store.engine.sqlite import DB_FILENAME, SqliteDatabase
 from contextd.store.memory.repository import MemoryRepo
 from contextd.store.models import Skill
 from contextd.store.session_snapshot import SessionSnapshot, SessionSnapshots
@@ -27,9 +30,7 @@ class Server:
         self.conversation = ConversationRepo(db)
         self.summaries = SummaryRepo(db)
         self.catalog = CatalogRepo(db)
-        self.snapshots = SessionSnapshots(
-            db, self.sessions, self.conversation, self.summaries, self.catalog
-        )
+        self.snapshots = SessionSnapshots(db, self.sessions, self.conversation, self.summaries)
 
     async def snapshot(self, session_id: str) -> SessionSnapshot:
         snapshot = await self.snapshots.read(
@@ -144,3 +145,38 @@ async def test_the_snapshot_says_whether_the_user_has_memories_and_a_search_then
     assert snapshot.memories_stored is True
     found = await memories.search_noted("alice", "old maps", 3, stored=snapshot.memories_stored)
     assert [m.memory.content for m in found.found] == ["I collect old maps"]
+
+
+async def test_workers_sharing_an_sqlite_file_see_each_others_writes(tmp_path: Path) -> None:
+    """Two workers' databases on one SQLite file (--workers): kept reads answer a build
+    only at the versions it read, so the other worker's writes are seen at once, and a
+    session no one else wrote is read from memory (the session and the recent summaries
+    only)."""
+    path = tmp_path / DB_FILENAME
+    first = await SqliteDatabase.open(path, shared=True)
+    second = await SqliteDatabase.open(path, shared=True)
+    try:
+        one, two = Server(first), Server(second)
+        session = await one.sessions.create("alice")
+        await one.conversation.append(session.id, "alice", [message(Role.USER, "first", cl=3)])
+        assert await two.build(session.id) == (["first"], "", [])
+        statements = counting(second)
+        assert await two.build(session.id) == (["first"], "", [])
+        assert len(statements) == 2, statements
+        [row] = await one.conversation.append(session.id, "alice", [message(Role.ASSISTANT, "2nd")])
+        assert await two.build(session.id) == (["first", "2nd"], "", [])
+        await one.summaries.add_compression(session.id, [row.id], row.id, "folded")
+        assert await two.build(session.id) == (["first", "2nd"], "folded", [])
+        await one.catalog.upsert_skill(Skill("k", "d", "p", ()))
+        assert await two.build(session.id) == (["first", "2nd"], "folded", ["k"])
+        await two.conversation.append(session.id, "alice", [message(Role.USER, "third", cl=2)])
+        statements.clear()
+        assert await two.build(session.id) == (["first", "2nd", "third"], "folded", ["k"])
+        assert len(statements) == 2, statements
+        await one.conversation.set_collected(row.id, True)
+        snapshot = await two.snapshot(session.id)
+        rows = await two.conversation.tail(session.id, 10, "cl", version=snapshot.version)
+        assert [r.is_collected for r in rows] == [False, True, False]
+    finally:
+        await first.close()
+        await second.close()

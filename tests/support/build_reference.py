@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from contextd.core.build import BuildRequest
+from contextd.core.build_request import BuildRequest
 from contextd.core.messages import ChatMessage, CompressionSummary, Role
 from contextd.core.pipeline import DropReason
 from contextd.core.tokens import Tokenizer, message_tokens

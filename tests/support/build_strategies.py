@@ -7,7 +7,7 @@ import json
 from collections.abc import Iterator
 from dataclasses import replace
 
-from contextd.core.build import BuildRequest, OverflowPolicy
+from contextd.core.build_request import BuildRequest, OverflowPolicy
 from contextd.core.formats import OutputFormat
 from contextd.core.messages import ChatMessage, CompressionSummary, Role, ToolCall
 from contextd.core.prompt import PromptLayers

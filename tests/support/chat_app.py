@@ -8,12 +8,11 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from contextd.app.chat import (
-    ChatApp,
-    ChatEvent,
-    ChatLimits,
-    ChatTurnRequest,
-)
+from contextd.app.chat import ChatApp, ChatEvent, ChatTurnRequest
+from contextd.app.chat.interrupted import InterruptedTurns
+from contextd.app.chat.session_lease import SessionTurns
+from contextd.app.chat.step_loop import StepLoop
+from contextd.app.chat.turn_setup import TurnKit, TurnSetup
 from contextd.app.scope import Caller
 from contextd.app.session_context import LayerDefaults, SessionContextBuilder
 from contextd.app.sessions import SessionsApp
@@ -82,22 +81,41 @@ async def in_process(data_dir: Path, database_url: str = "") -> AsyncIterator[Ap
     memories, summaries = MemoryRepo(db), SummaryRepo(db)
     events = db.event_log(data_dir / HISTORY_DIR)
     conversation = ConversationRepo(db)
-    sessions = SessionsApp(SessionRepo(db), conversation, summaries, memories, tokenizers, events)
-    defaults = LayerDefaults("You are a test.", "", True, 5, 3)
-    builder = SessionContextBuilder(defaults, sessions, CatalogRepo(db), memories, summaries)
     provider = RecordingEcho()
     partials = PartialAnswerRepo(db, lease_seconds=15.0)
-    chat = ChatApp(
-        sessions=sessions,
-        conversation=conversation,
+    turns = SessionTurns(partials, InterruptedTurns(partials, conversation, events, tokenizers))
+    sessions = SessionsApp(
+        SessionRepo(db),
+        conversation,
+        summaries,
+        memories,
+        tokenizers,
+        events,
+        turns=turns,
+        provider_name=provider.name,
+    )
+    defaults = LayerDefaults("You are a test.", "", True, 5, 3)
+    builder = SessionContextBuilder(defaults, sessions, CatalogRepo(db), memories, summaries)
+    kit = TurnKit(
         events=events,
+        conversation=conversation,
         partials=partials,
         tokenizers=tokenizers,
         builder=builder,
         memories=memories,
-        provider=provider,
-        limits=ChatLimits(8000, 6000, 4),
+        max_prompt_tokens=8000,
+        blank_user_turns=provider.capabilities.carries_blank_user_turns,
     )
+    setup = TurnSetup(
+        sessions=sessions,
+        conversation=conversation,
+        events=events,
+        turns=turns,
+        kit=kit,
+        provider=provider,
+        warn_prompt_tokens=6000,
+    )
+    chat = ChatApp(setup, StepLoop(provider, max_steps=4), turns, events)
     tokenizer = tokenizers.get("cl100k_base")
     try:
         yield App(chat, sessions, conversation, events, partials, memories, provider, tokenizer)

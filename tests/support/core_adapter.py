@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from contextd.core.build import BuildReport, BuildRequest, OverflowPolicy, build_messages
+from contextd.core.build import build_messages
+from contextd.core.build_request import BuildReport, BuildRequest, OverflowPolicy
 from contextd.core.formats import JsonObject, OutputFormat
 from contextd.core.messages import ChatMessage, CompressionSummary, Role, ToolCall
 from contextd.core.prompt import PromptLayers

@@ -20,10 +20,10 @@ from tests.support.paths import ROOT
 PROTO_ROOT = ROOT / "protos"
 PROTO_DIR = PROTO_ROOT / "contextd" / "v1"
 DOTNET = ROOT / "clients" / "dotnet"
-LIBRARY = DOTNET / "Contextd.Client"
+LIBRARY = DOTNET / "src" / "Contextd.Client"
 WRAPPER = LIBRARY / "ContextdClient.cs"
-SAMPLE = DOTNET / "Contextd.Sample.VB" / "Program.vb"
-README = DOTNET / "README.md"
+SAMPLE = DOTNET / "samples" / "Contextd.Sample.VB" / "Program.vb"
+README = LIBRARY / "README.md"
 REQUIRED_PACKAGES = {
     "Google.Protobuf",
     "Grpc.Net.Client",

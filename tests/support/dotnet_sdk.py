@@ -19,8 +19,8 @@ from tests.support.paths import ROOT
 
 DOTNET_DIR = ROOT / "clients" / "dotnet"
 SOLUTION = DOTNET_DIR / "Contextd.sln"
-LIBRARY_PROJECT = DOTNET_DIR / "Contextd.Client" / "Contextd.Client.csproj"
-TEST_PROJECT = DOTNET_DIR / "Contextd.Client.Tests" / "Contextd.Client.Tests.csproj"
+LIBRARY_PROJECT = DOTNET_DIR / "src" / "Contextd.Client" / "Contextd.Client.csproj"
+TEST_PROJECT = DOTNET_DIR / "tests" / "Contextd.Client.Tests" / "Contextd.Client.Tests.csproj"
 # A configuration of its own, so that a developer's Debug build in the same folders is
 # neither used nor overwritten.
 CONFIGURATION = "Release"

@@ -47,10 +47,17 @@ class ServerProcess:
 
 
 def start_server(
-    data_dir: Path, *args: str, env: dict[str, str] | None = None, database_url: str = ""
+    data_dir: Path,
+    *args: str,
+    env: dict[str, str] | None = None,
+    database_url: str = "",
+    unset: tuple[str, ...] = (),
+    ready: str = "listening",
 ) -> ServerProcess:
-    """Start ``contextd serve --port 0`` and wait for the address it logs; on the
-    PostgreSQL database of ``database_url`` when given, else on SQLite in ``data_dir``."""
+    """Start ``contextd serve --port 0`` and wait for the address it logs (in its line
+    ``ready``); on the PostgreSQL database of ``database_url`` when given, else on SQLite
+    in ``data_dir``; with this process's environment, ``env`` on top, without the
+    variables ``unset`` names."""
     command = [sys.executable, "-m", "contextd", "serve", "--port", "0"]
     command += ["--data-dir", str(data_dir)]
     if database_url:
@@ -60,11 +67,11 @@ def start_server(
         stderr=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         text=True,
-        env={**os.environ, **(env or {})},
+        env={k: v for k, v in {**os.environ, **(env or {})}.items() if k not in unset},
     )
     assert process.stderr is not None
     lines: list[dict[str, object]] = []
-    ready = threading.Event()
+    serving = threading.Event()
     port: list[int] = []
 
     def pump() -> None:
@@ -75,14 +82,14 @@ def start_server(
             except ValueError:
                 entry = {"msg": raw.rstrip()}
             lines.append(entry)
-            if entry.get("msg") == "listening" and not ready.is_set():
+            if entry.get("msg") == ready and not serving.is_set():
                 port.append(int(str(entry["address"]).rsplit(":", 1)[1]))
-                ready.set()
-        ready.set()
+                serving.set()
+        serving.set()
 
     threading.Thread(target=pump, daemon=True).start()
     deadline = time.monotonic() + 30
-    while not ready.wait(0.1):
+    while not serving.wait(0.1):
         if time.monotonic() > deadline:
             process.kill()
             raise RuntimeError("contextd did not start within 30 s")

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import grpc.aio
 import pytest
-from contextd.config import Settings
 from contextd.root import server as contextd_server
 from contextd.root.logs import JsonFormatter
 from contextd.tracing import spans
@@ -21,6 +20,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from tests.support.chat_live import ChatFake, openai_fake
 from tests.support.sdk import free_port
+from tests.support.settings import terms_only
 from tests.support.web_port import ALLOWED
 
 
@@ -64,7 +64,7 @@ async def traced(
     fake = await openai_fake().start()
     assert isinstance(fake, ChatFake)
     web_port = free_port()
-    settings = Settings(
+    settings = terms_only(
         port=0,
         data_dir=Path(tmp_path_factory.mktemp("traced")),
         provider="openai",

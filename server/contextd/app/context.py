@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 from contextd.app.offload import Offload
 from contextd.app.session_context import BuiltContext, SessionBuildRequest, SessionContextBuilder
-from contextd.core.build import BuildRequest, build_messages
+from contextd.core.build import build_messages
+from contextd.core.build_request import BuildRequest
 from contextd.core.content import ImageLimits
 from contextd.core.editing import EditingSettings
 from contextd.core.editing.settings import OFF as EDITING_OFF

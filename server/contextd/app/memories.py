@@ -299,7 +299,7 @@ class NamesAMemory(FailedPrecondition):
         self.row = row
 
 
-# UpdateMemory's update_mask paths -> the store's names (versions.EDITABLE).
+# UpdateMemory's update_mask paths -> the names MemoryEdit.changes takes.
 _MASK = {
     "content": "content",
     "scope": "scope",

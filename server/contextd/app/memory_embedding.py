@@ -24,6 +24,7 @@ from collections.abc import Sequence, Set
 from dataclasses import dataclass
 
 from contextd.app.memory_scopes import USER_FACTS
+from contextd.core.memory_bridge import question_names, without_names
 from contextd.core.memory_facts.facts import ExistingMemory
 from contextd.core.memory_facts.reconciliation import MeaningThresholds
 from contextd.metrics.prometheus import PrometheusRecorder
@@ -90,9 +91,15 @@ class EmbeddingRanker:
     ) -> MeaningRanking:
         if not query.strip():
             return MeaningRanking()
+        texts = [query]
+        # A question that names someone is embedded without the names too, in the same
+        # call: both cosines are ranked (core/memory_ranking.py).
+        names = question_names(query) if purpose == "query" else []
+        if names and (free := without_names(query, names)) and free != query:
+            texts.append(free)
         self._stats.calls += 1
         try:
-            vectors = await asyncio.wait_for(self._embedder.embed([query], purpose), self._timeout)
+            vectors = await asyncio.wait_for(self._embedder.embed(texts, purpose), self._timeout)
         except Exception as error:  # whatever the provider does, the search goes on
             reason = str(error) or f"no answer within {self._timeout:g} s"
             if isinstance(error, EmbeddingError) and error.refused:
@@ -109,8 +116,30 @@ class EmbeddingRanker:
             )
         hits, cosines = await self._vectors.nearest_with_cosines(owner, vectors[0], count, allowed)
         floor = self.min_similarity
+        name_free = None
+        if len(vectors) > 1:
+            free_vector = vectors[1]
+
+            async def name_free(ids: Sequence[int]) -> dict[int, float]:
+                return await self._vectors.cosines_for(owner, free_vector, ids)
+
+        async def asked(text: str, ids: Sequence[int]) -> dict[int, float]:
+            """Cosines with another text; nothing when it cannot be embedded in time."""
+            self._stats.calls += 1
+            try:
+                embed = self._embedder.embed([text], "query")
+                (vector,) = await asyncio.wait_for(embed, self._timeout)
+            except Exception:
+                self._stats.failures += 1
+                return {}
+            return await self._vectors.cosines_for(owner, vector, ids)
+
         return MeaningRanking(
-            [(mid, sim) for mid, sim in hits if sim >= floor], floor=floor, cosines=cosines.of
+            [(mid, sim) for mid, sim in hits if sim >= floor],
+            floor=floor,
+            cosines=cosines.of,
+            name_free=name_free,
+            asked=asked,
         )
 
 

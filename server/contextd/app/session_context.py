@@ -24,13 +24,13 @@ from dataclasses import dataclass, field, replace
 from contextd.app.memory_scopes import session_memories
 from contextd.app.scope import Caller
 from contextd.app.sessions import SessionsApp
-from contextd.core.build import (
+from contextd.core.build import build_messages
+from contextd.core.build_request import (
     BuildReport,
     BuildRequest,
     BuildResult,
     CacheLayout,
     OverflowPolicy,
-    build_messages,
 )
 from contextd.core.content import ContentPart
 from contextd.core.editing import EditingSettings
@@ -160,7 +160,7 @@ class SessionContextBuilder:
         # The session with what its build reads alongside, in one round trip where
         # replicas share the database.
         self.snapshots = SessionSnapshots(
-            sessions.sessions.db, sessions.sessions, sessions.conversation, summaries, catalog
+            sessions.sessions.db, sessions.sessions, sessions.conversation, summaries
         )
 
     async def build(self, req: SessionBuildRequest, session: Session | None = None) -> BuiltContext:

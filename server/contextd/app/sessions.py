@@ -1,9 +1,11 @@
-"""Sessions, their messages and summaries, and Collect: the stored side of a chat."""
+"""Sessions, their messages and summaries, Collect, and a session's end: the stored side
+of a chat."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import Any
+from contextlib import AbstractAsyncContextManager
+from typing import Any, Protocol
 
 from contextd.app.pagination import bad_page_token, page_size
 from contextd.app.scope import Caller, not_found, parse_id
@@ -21,6 +23,64 @@ from contextd.store.summaries import SummaryRepo
 MAX_TEXT = 256  # scenario, host, title, metadata keys
 MAX_APPEND = 1000
 
+# A session mode (session_start's and session_end's meta.mode) is the client's own
+# short word; printable so that a log or an export shows it as it is.
+MAX_MODE = 64
+
+
+def check_mode(mode: str, field: str, v: Violations) -> None:
+    """A session mode: empty (the default), or at most MAX_MODE printable characters,
+    not all spaces."""
+    if mode and (len(mode) > MAX_MODE or not mode.isprintable() or mode.isspace()):
+        v.add(field, f"at most {MAX_MODE} printable characters, not all spaces")
+
+
+class TurnGate(Protocol):
+    """Where a session's turns wait for each other (app/chat/session_lease.py)."""
+
+    def ending(
+        self, session: Session, deadline: float | None
+    ) -> AbstractAsyncContextManager[None]: ...
+
+
+class SessionLog:
+    """A session's event log: its session_start and session_end lines."""
+
+    __slots__ = ("_events", "_session_id", "_tenant_id")
+
+    def __init__(self, events: EventStore, session: Session) -> None:
+        self._events = events
+        self._session_id = session.id
+        self._tenant_id = session.tenant_id
+
+    async def ended(self) -> bool:
+        """Whether the log ends with session_end (nothing since EndSession)."""
+        last = await self._events.last(self._session_id, tenant_id=self._tenant_id)
+        return last is not None and last.get("type") == "session_end"
+
+    async def needs_start(self, known_open: bool | None = None) -> bool:
+        """Whether a turn must write session_start first: the log is empty (a new
+        session, or one whose messages the host appended) or ends with session_end.
+        ``known_open``: whether the log has lines and does not end with session_end, when
+        the caller read it already (None: read here)."""
+        if known_open is not None:
+            return not known_open
+        last = await self._events.last(self._session_id, tenant_id=self._tenant_id)
+        return last is None or last.get("type") == "session_end"
+
+    async def start(self, meta: dict[str, object]) -> None:
+        await self._events.append(
+            self._session_id, "session_start", meta=meta, tenant_id=self._tenant_id
+        )
+
+    async def end(self, meta: dict[str, object]) -> None:
+        await self._events.append(
+            self._session_id, "session_end", meta=meta, tenant_id=self._tenant_id
+        )
+
+    async def delete(self) -> None:
+        await self._events.delete(self._session_id, tenant_id=self._tenant_id)
+
 
 class SessionsApp:
     def __init__(
@@ -31,13 +91,20 @@ class SessionsApp:
         memories: MemoryRepo,
         tokenizers: TokenizerRegistry,
         event_log: EventStore,
+        *,
+        turns: TurnGate,
+        provider_name: str,
     ) -> None:
+        # ``turns``: a session ends between its turns; ``provider_name``: what answers
+        # them, for the session's last line.
         self.sessions = sessions
         self.conversation = conversation
         self.summaries = summaries
         self.memories = memories
         self.tokenizers = tokenizers
         self.event_log = event_log
+        self._turns = turns
+        self._provider_name = provider_name
 
     async def create(
         self,
@@ -67,6 +134,32 @@ class SessionsApp:
         if session is None or not caller.owns(session.user_id):
             raise SessionNotFound(session_id)
         return session
+
+    async def end_session(
+        self, caller: Caller, session_id: str, mode: str, deadline: float | None = None
+    ) -> bool:
+        """Write session_end, with ``mode`` and the session's configuration, unless the
+        session's log already ends with it; whether it wrote. Waits for a running turn of
+        the session, as its next turn would, so that the end comes after that turn."""
+        v = Violations()
+        check_mode(mode, "mode", v)
+        v.raise_if_any()
+        session = await self.get(caller, session_id)
+        async with self._turns.ending(session, deadline):
+            log = SessionLog(self.event_log, session)
+            if await log.ended():
+                return False
+            await log.end(
+                {
+                    "mode": mode or "session",
+                    "provider": self._provider_name,
+                    "scenario": session.scenario,
+                    "host": session.host,
+                    "title": session.title,
+                    "metadata": session.metadata,
+                }
+            )
+            return True
 
     async def list_sessions(
         self, caller: Caller, size: int, token: str

@@ -130,9 +130,15 @@ def main(argv: list[str] | None = None) -> None:
         # gRPC's C core writes its own plain-text lines to standard error, one per
         # refused TLS handshake among them; only its errors go among the JSON lines.
         os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
-        from contextd.root import server  # imported late: grpc start-up cost only when serving
+        if settings.worker_count() > 1:
+            # imported late: grpc start-up cost only when serving
+            from contextd.root import workers
 
-        asyncio.run(server.serve(settings))
+            workers.serve_workers(settings)
+        else:
+            from contextd.root import server
+
+            asyncio.run(server.serve(settings))
     elif args.command == "health":
         sys.exit(_health(args))
     elif args.command == "chat":

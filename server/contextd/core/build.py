@@ -10,7 +10,8 @@ instead (a continuation after the host ran tools). The summary is kept while it
 fits beside them. The rest of the budget goes to the newest history, by the rule
 in ``core/fit.py``; everything older is dropped.
 
-``build_messages`` reads as its steps: validate the request; prepare the history
+The request and its result are build_request.py's, the system prompt
+system_prompt.py's. ``build_messages`` reads as its steps: validate the request; prepare the history
 (tool results a message separated from their calls moved back to them, then the
 pipeline's repairs and the compression summary, as units newest first); pin
 the end that always stays; fit the summary, then the history; render the list and
@@ -22,22 +23,26 @@ answers those by the same rule without the steps they do not need.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field, replace
-from enum import StrEnum
+from dataclasses import dataclass
 
-from contextd.core.content import ContentPart
-from contextd.core.editing import EditedHistory, EditingSettings, MessageEdit
+from contextd.core.build_request import (
+    BuildReport,
+    BuildRequest,
+    BuildResult,
+    CacheLayout,
+    OverflowPolicy,
+    validate_build_request,
+)
+from contextd.core.editing import EditedHistory
 from contextd.core.editing import edit_history as _edit_history
 from contextd.core.editing.report import compaction_edit, first_changed, kept_edits
-from contextd.core.editing.settings import OFF as EDITING_OFF
-from contextd.core.errors import BudgetExceeded, FailedPrecondition, InvalidArgument, Violations
+from contextd.core.errors import BudgetExceeded, FailedPrecondition, InvalidArgument
 from contextd.core.fit import KeptHistory, fit_newest, fit_units, unit_costs
-from contextd.core.formats import JsonObject, OutputFormat, render
-from contextd.core.messages import ChatMessage, CompressionSummary, Role
+from contextd.core.formats import OutputFormat, render
+from contextd.core.messages import ChatMessage, Role
 from contextd.core.pipeline import (
     DroppedRange,
     DropReason,
-    RemovedToolCall,
     Unit,
     dropped_ranges,
     is_blank,
@@ -45,167 +50,15 @@ from contextd.core.pipeline import (
     replaced_ids,
     summary_message,
     units_newest_first,
-    validate_history,
-    validate_summary,
 )
-from contextd.core.prompt import (
-    LAYER_SEPARATOR,
-    LayerReport,
-    PromptLayers,
-    assemble_system_prompt,
-    report_layers,
-)
+from contextd.core.system_prompt import join_system_prompts, system_messages, volatile_in_system
 from contextd.core.tokens import Tokenizer, message_image_tokens, message_tokens
 from contextd.core.tool_order import (
-    MovedToolResult,
     Reordered,
     caller_drops,
     caller_removed,
     restore_tool_results,
 )
-
-
-class OverflowPolicy(StrEnum):
-    KEEP_REQUIRED = "keep_required"
-    FAIL = "fail"
-
-
-class CacheLayout(StrEnum):
-    # The volatile prompt ends the one system message.
-    OFF = "off"
-    # The volatile prompt is its own system message after the history; Anthropic
-    # output marks cache breakpoints.
-    STABLE_PREFIX = "stable_prefix"
-
-
-# BuildRequest and BuildResult are never mutated; not frozen because a frozen
-# dataclass is slower to create (bench/README.md), and every call creates both.
-@dataclass(slots=True)
-class BuildRequest:
-    user_message: str
-    token_budget: int
-    tokenizer: Tokenizer
-    system_prompts: Sequence[str] = ()
-    layers: PromptLayers | None = None
-    history: Sequence[ChatMessage] = ()
-    compression_summary: CompressionSummary | None = None
-    output_format: OutputFormat = OutputFormat.NEUTRAL
-    overflow_policy: OverflowPolicy = OverflowPolicy.KEEP_REQUIRED
-    # Token counts of the history messages under ``tokenizer``, when already known
-    # (a stored session keeps them); counted here otherwise.
-    history_tokens: Sequence[int] | None = None
-    # History and summary come from the store, validated when they were written.
-    history_trusted: bool = False
-    # System text that changes from turn to turn (a session's memory and
-    # recent_sessions layers), placed by ``cache_layout``; the memory and context
-    # layers of ``layers`` are that too.
-    volatile_prompt: str = ""
-    cache_layout: CacheLayout = CacheLayout.OFF
-    # The user message's text and images (checked by the caller); ``user_message`` is
-    # then their text view.
-    user_parts: tuple[ContentPart, ...] = ()
-    # False where the model the list goes to cannot take a user message without text
-    # (the Anthropic format never can): the history's are then dropped and reported.
-    blank_user_turns: bool = True
-    # Tool results capped and cleared before the budget is applied (core/editing).
-    editing: EditingSettings = EDITING_OFF
-
-
-@dataclass(slots=True)
-class BuildReport:
-    tokenizer: str
-    token_budget: int
-    system_tokens: int = 0
-    summary_tokens: int = 0
-    history_tokens: int = 0
-    user_message_tokens: int = 0
-    required_over_budget: bool = False
-    summary_included: bool = False
-    history_kept: int = 0
-    dropped: list[DroppedRange] = field(default_factory=list)
-    removed_tool_calls: list[RemovedToolCall] = field(default_factory=list)
-    moved_tool_results: list[MovedToolResult] = field(default_factory=list)
-    layers: list[LayerReport] = field(default_factory=list)
-    # Tokens of the leading messages the next turn's list starts with too (see _result).
-    cacheable_prefix_tokens: int = 0
-    # Tokens of the images in the messages kept (included in the counts above).
-    image_tokens: int = 0
-    # Every edit of a message kept, and the compression summary's, in index order.
-    edits: list[MessageEdit] = field(default_factory=list)
-    # Tokens of the leading messages before the first one the clearing step at the
-    # history's end changed; all of them before the volatile and user messages when
-    # no step happened there (see _result).
-    cache_prefix_kept_tokens: int = 0
-
-    @property
-    def total_tokens(self) -> int:
-        parts = (self.system_tokens, self.summary_tokens, self.history_tokens)
-        return sum(parts) + self.user_message_tokens
-
-
-@dataclass(slots=True)
-class BuildResult:
-    messages: list[ChatMessage]
-    # Tokens of each message in ``messages``, same order.
-    message_tokens: list[int]
-    # Index in the request history of each message in ``messages`` that is that
-    # history message unchanged; None for the system prompt, the summary, the user
-    # message and a history message changed here (tool calls removed).
-    sources: list[int | None]
-    payload: JsonObject | None
-    report: BuildReport
-    # How many leading messages are the cacheable prefix: the system prompt, the
-    # summary and the history; the volatile system message and the user message follow.
-    stable_end: int = 0
-
-
-def validate_build_request(req: BuildRequest, violations: Violations | None = None) -> None:
-    """Raise InvalidArgument naming every bad field of the request (and every violation
-    already in ``violations``)."""
-    v = violations if violations is not None else Violations()
-    if is_blank(req.user_message) and not req.history:
-        v.add("user_message", "the current user message is required")
-    if req.token_budget <= 0:
-        v.add("token_budget", "must be a positive number of tokens")
-    if req.layers is not None and any(not is_blank(p) for p in req.system_prompts):
-        v.add("layers", "give either system_prompts or layers, not both")
-    if req.layers is not None and is_blank(req.layers.identity):
-        v.add("layers.identity", "identity is required and must not be blank")
-    if not req.history_trusted:
-        validate_history(req.history, v)
-        if req.compression_summary is not None:
-            validate_summary(req.compression_summary, req.history, v)
-    v.raise_if_any()
-
-
-def system_text(req: BuildRequest) -> str:
-    """The whole system prompt, volatile part included, as the default layout sends it."""
-    if req.layers is not None:
-        return assemble_system_prompt(req.layers)
-    return _join_volatile(join_system_prompts(req.system_prompts), req.volatile_prompt)
-
-
-def _split_system_text(req: BuildRequest) -> tuple[str, str]:
-    """The system prompt's stable and volatile parts: the volatile prompt, and of
-    ``layers`` the memory and context layers (they change from turn to turn)."""
-    layers = req.layers
-    if layers is None:
-        return join_system_prompts(req.system_prompts), req.volatile_prompt
-    stable = replace(layers, memory="", context="")
-    volatile = LAYER_SEPARATOR.join(t for t in (layers.memory, layers.context) if not is_blank(t))
-    return assemble_system_prompt(stable), _join_volatile(volatile, req.volatile_prompt)
-
-
-def _join_volatile(stable: str, volatile: str) -> str:
-    if is_blank(volatile):
-        return stable
-    return f"{stable}{LAYER_SEPARATOR}{volatile}" if stable else volatile
-
-
-def join_system_prompts(prompts: Sequence[str]) -> str:
-    # Several system prompts become one, a single newline apart; blank ones are left out.
-    return "\n".join([p for p in prompts if not is_blank(p)])
-
 
 # Enum members read once: looked up on the class per call, they show up in the
 # BuildMessages benchmark.
@@ -251,7 +104,7 @@ def build_messages(req: BuildRequest) -> BuildResult:
     validate_build_request(req)
     tok = req.tokenizer
     report = BuildReport(tok.name, req.token_budget)
-    system_msg, volatile_msg, volatile_tokens = _system_messages(req, report)
+    system_msg, volatile_msg, volatile_tokens = system_messages(req, report)
 
     # Prepare: tool results out of place go back to their calls (a plain history has
     # none); then the pipeline repairs the history and applies the compression summary
@@ -353,38 +206,6 @@ def _build_plain(req: BuildRequest) -> BuildResult | None:
     tokens.append(user_tokens)
     sources.append(None)
     return BuildResult(messages, tokens, sources, None, report, stable_end)
-
-
-def _system_messages(
-    req: BuildRequest, report: BuildReport
-) -> tuple[ChatMessage | None, ChatMessage | None, int]:
-    """The system prompt and, with the stable-prefix layout, its volatile part apart
-    (each None when there is none; their layers reported) and the volatile part's
-    tokens. ``system_tokens`` counts both."""
-    if req.layers is not None:
-        report.layers = report_layers(req.layers, req.tokenizer)
-    if req.cache_layout is _STABLE_PREFIX:
-        stable, volatile = _split_system_text(req)
-    else:
-        stable, volatile = system_text(req), ""
-    system_msg = volatile_msg = None
-    if stable:
-        system_msg = ChatMessage(_SYSTEM, stable)
-        report.system_tokens = message_tokens(system_msg, req.tokenizer)
-    volatile_tokens = 0
-    if not is_blank(volatile):
-        volatile_msg = ChatMessage(_SYSTEM, volatile)
-        volatile_tokens = message_tokens(volatile_msg, req.tokenizer)
-        report.system_tokens += volatile_tokens
-    return system_msg, volatile_msg, volatile_tokens
-
-
-def _volatile_in_system(req: BuildRequest) -> bool:
-    """Whether the default layout's system message holds text that changes next turn."""
-    layers = req.layers
-    if layers is not None and not (is_blank(layers.memory) and is_blank(layers.context)):
-        return True
-    return not is_blank(req.volatile_prompt)
 
 
 def _known_counts(req: BuildRequest, reordered: Reordered | None) -> Sequence[int] | None:
@@ -538,7 +359,7 @@ def _result(
     stable_end = len(messages)
     prefix = system_tokens + report.summary_tokens + report.history_tokens
     report.cache_prefix_kept_tokens = prefix
-    if req.cache_layout is _STABLE_PREFIX or not _volatile_in_system(req):
+    if req.cache_layout is _STABLE_PREFIX or not volatile_in_system(req):
         report.cacheable_prefix_tokens = prefix
     for msg, n in ((volatile_msg, volatile_tokens), (ends.user, report.user_message_tokens)):
         if msg is not None:

@@ -17,7 +17,10 @@ Pure and deterministic, no model: a name is
 A name the question already holds is no bridge (the first hop found by it already).
 What is measured on bench/memory_recall.py chose the rest: only the best memory's names
 are followed, and only when that memory shares a word with the question (the sister of
-"my sister"); then a name's memories that it opens, the two closest to the question.
+"my sister"); then a name's memories that it opens, the three closest to the question
+asked of the person (:func:`hop_question`: "What does my sister do?" with "My sister is
+called Emily" asks "Emily What does do?"), whose words are about the person and no
+longer about the relation, which every memory of hers lacks.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Mapping, Sequence
+
+from contextd.core.search_terms import index_terms, query_terms
 
 # Names followed per search, from the first hop's best BRIDGE_FROM memories; a name's
 # memories looked at (the best by its terms); a name in more than MAX_NAMED of the
@@ -34,7 +39,40 @@ BRIDGE_FROM = 1
 NAMED_LOOKED_AT = 50
 MAX_NAMED = 200
 # A name's memories put after the memory that named it.
-HOPS_PER_NAME = 2
+HOPS_PER_NAME = 3
+# Capitalised words that open a question and are no names.
+_QUESTION_OPENERS = frozenset(
+    [
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+        "whom",
+        "whose",
+        "why",
+        "how",
+        "would",
+        "does",
+        "do",
+        "did",
+        "is",
+        "are",
+        "was",
+        "were",
+        "could",
+        "can",
+        "should",
+        "has",
+        "have",
+        "will",
+        "name",
+        "tell",
+        "list",
+    ]
+)
+# One CJK character, or a run of other letters, or any other character.
+_WORD = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]|[^\W\d_\u3400-\u4dbf\u4e00-\u9fff]+|\S")
 
 _TOKEN = re.compile(r"[^\W\d_][\w'\u2019-]*|\S")
 _POSSESSIVE = re.compile(r"['\u2019]s?$")
@@ -54,6 +92,8 @@ _NOT_NAMES_TEXT = """
     monday tuesday wednesday thursday friday saturday sunday
 """
 _NOT_NAMES = frozenset(_NOT_NAMES_TEXT.split())
+_FIRST_PERSON = frozenset(["i", "i'm", "i've", "i'd", "me", "my", "mine", "myself"])
+_CJK_CHAR = re.compile(_CJK)
 
 
 def _latin_names(text: str) -> list[str]:
@@ -86,12 +126,58 @@ def names_in(text: str) -> list[str]:
     return names
 
 
+def question_names(question: str) -> list[str]:
+    """The names a question mentions ("Would Melanie enjoy...?": Melanie), its opening
+    question word left out: capitalised words and quotations (in Chinese, 是 and 叫 open
+    the question's own words: "我姐姐是做什么的")."""
+    text = unicodedata.normalize("NFKC", question)
+    found = [m.group(1).strip() for m in _QUOTED.finditer(text)] + _latin_names(text)
+    names: list[str] = []
+    for name in dict.fromkeys(n for n in found if n):
+        words = name.split()
+        if words[0].casefold() in _QUESTION_OPENERS:
+            words = words[1:]
+        if words:
+            names.append(" ".join(words))
+    return names
+
+
+def without_names(question: str, names: Sequence[str]) -> str:
+    """``question`` with ``names`` (and their possessive 's) taken out."""
+    for name in names:
+        question = re.sub(rf"{re.escape(name)}(?:['\u2019]s?)?", " ", question)
+    return " ".join(question.split())
+
+
+def hop_question(question: str, bridge: str, name: str) -> str:
+    """``question`` asked of ``name``: the name, then the question's words that the
+    memory that named it (``bridge``) does not hold, first-person words left out ("What
+    does my sister do?", "My sister is called Emily." -> "Emily What does do?"; "我姐姐是
+    做什么的", "用户的姐姐叫王芳" -> "王芳是做什么")."""
+    held = set(index_terms(bridge))
+    kept = []
+    for word in _WORD.findall(unicodedata.normalize("NFKC", question)):
+        terms = set(query_terms(word))
+        if (terms and terms <= held) or word.casefold() in _FIRST_PERSON or word == "我":
+            continue
+        kept.append(word)
+    glue = "" if _CJK_CHAR.search(question) else " "
+    return glue.join([name, *kept])
+
+
 def bridge_names(question: str, texts: Sequence[str]) -> list[tuple[str, int]]:
     """Up to ``MAX_NAMES`` (name, index of the text that names it) of ``texts`` (the first
-    hop's best memories, best first) that ``question`` does not mention."""
+    hop's best memories, best first) that ``question`` does not mention. A question that
+    names someone is about them: only a text that names them too leads on ("What does
+    Caroline's sister do?": "Caroline's sister is called Nora" leads to Nora; "When did I
+    go camping with Jonah?": "I went camping with Priya" leads nowhere)."""
     asked = unicodedata.normalize("NFKC", question).casefold()
+    about = [n.casefold() for n in question_names(question)]
     bridges: list[tuple[str, int]] = []
     for index, text in enumerate(texts):
+        folded = unicodedata.normalize("NFKC", text).casefold()
+        if not all(name in folded for name in about):
+            continue
         for name in names_in(text):
             if name.casefold() in asked or any(name == b for b, _ in bridges):
                 continue

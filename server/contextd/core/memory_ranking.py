@@ -14,7 +14,17 @@ A candidate's evidence, added up:
   one that answers: on the benchmark, 0.05 cost nothing and 0.2 cost current values;
 - ``SELF_WEIGHT`` when the question is about the user (I, my, 我...) and the memory is in
   the user's own voice (I, my, 用户...): "What is my job?" asks for the user's job, not
-  for the job of a friend the user once spoke of, and the model reads both as close.
+  for the job of a friend the user once spoke of, and the model reads both as close;
+- ``PERIOD_WEIGHT`` when the question names a period ("in May 2023", "last year", "去年":
+  core/query_time.py) and the memory is dated in it (when it was true, else when it was
+  stored) or names a day in it: "Where did Jon hike in May?" asks for May's hike, and
+  a memory told in May may say only "last weekend".
+
+When the question names someone ("Would Melanie enjoy a concert?"), the cosine is the
+mean of the query's and that of the query without its names (``name_free_cosine``): in
+memories of a conversation nearly every fact names one of its two speakers, and the name
+pulls every memory of that person equally close, so the rest of the question is what
+tells them apart.
 
 ``relevance`` is that sum divided by the best candidate's (1.0 = the best). Recency
 only breaks near ties: ``score = relevance x (1 - RECENCY_SHARE + RECENCY_SHARE x
@@ -30,8 +40,12 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from contextd.core.query_time import dates_in
+
 TERM_WEIGHT = 0.05
 SELF_WEIGHT = 0.1
+PERIOD_WEIGHT = 0.2
+NAME_FREE_SHARE = 0.5
 RECENCY_SHARE = 0.05
 
 # The user speaking of themselves: English first-person words; in Chinese, 我 in a
@@ -48,6 +62,10 @@ class Candidate:
     updated_at: float
     term_relevance: float  # bm25 / the query's best, 0 when not found by terms
     cosine: float | None  # None: not among the memories closest in meaning
+    dated_at: float = 0.0  # when the fact was true (valid_from), else when it was stored
+    # The cosine with the query without the names it holds; None: the same as ``cosine``
+    # (the query names no one, or the memory has no vector).
+    name_free_cosine: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +85,14 @@ def about_the_user(text: str, *, question: bool) -> bool:
     return any(mark in text for mark in (_QUESTION_SELF if question else _MEMORY_SELF))
 
 
+def in_period(candidate: Candidate, period: tuple[float, float]) -> bool:
+    """Whether the memory is dated in ``period`` or names a day in it."""
+    start, end = period
+    if start <= candidate.dated_at < end:
+        return True
+    return any(start <= day < end for day in dates_in(candidate.text))
+
+
 def rank_hybrid(
     query: str,
     candidates: Sequence[Candidate],
@@ -75,18 +101,24 @@ def rank_hybrid(
     now: float,
     half_life: float,
     limit: int,
+    period: tuple[float, float] | None = None,
 ) -> list[Ranked]:
     """The best ``limit`` candidates, best first (ties: the newer memory, then the
     higher id). ``unseen``: the cosine a candidate without one counts as; ``half_life``
-    in seconds."""
+    in seconds; ``period``: the [start, end) the question names (core/query_time.py)."""
     if not candidates or limit < 1:
         return []
     about_user = about_the_user(query, question=True)
     evidence = {}
     for c in candidates:
-        value = (unseen if c.cosine is None else c.cosine) + TERM_WEIGHT * c.term_relevance
+        cosine = unseen if c.cosine is None else c.cosine
+        if c.name_free_cosine is not None:
+            cosine += NAME_FREE_SHARE * (c.name_free_cosine - cosine)
+        value = cosine + TERM_WEIGHT * c.term_relevance
         if about_user and about_the_user(c.text, question=False):
             value += SELF_WEIGHT
+        if period is not None and in_period(c, period):
+            value += PERIOD_WEIGHT
         evidence[c.id] = value
     best = max(evidence.values())
     ranked = []

@@ -42,6 +42,7 @@ import random
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any, Protocol, TypeVar
 
 from contextd.providers.base import ModelEvent
@@ -102,6 +103,17 @@ class SdkErrors:
     connection: type[Exception]  # APIConnectionError
     timeout: type[Exception]  # APITimeoutError (a subclass of connection)
     validation: type[Exception]  # APIResponseValidationError
+
+    @classmethod
+    def of(cls, sdk: ModuleType) -> SdkErrors:
+        """The classes of ``sdk``, the imported SDK package, by their shared names."""
+        return cls(
+            base=sdk.APIError,
+            status=sdk.APIStatusError,
+            connection=sdk.APIConnectionError,
+            timeout=sdk.APITimeoutError,
+            validation=sdk.APIResponseValidationError,
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,9 +34,9 @@ the errors: see :mod:`contextd.providers._sdk`.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, Unpack, cast
 
 import anthropic
 
@@ -44,13 +44,11 @@ from contextd.core.formats import to_anthropic
 from contextd.core.messages import ToolCall
 from contextd.providers._sdk import (
     Redactor,
-    RetryPolicy,
     SdkErrors,
     as_int,
     as_json_object,
     as_text,
     stream_error,
-    stream_events,
 )
 from contextd.providers.base import (
     Capabilities,
@@ -62,19 +60,13 @@ from contextd.providers.base import (
     Usage,
 )
 from contextd.providers.errors import ProviderBadResponse
+from contextd.providers.sdk_provider import SdkOptions, SdkProvider
 
 DEFAULT_ANTHROPIC_BASE_URL = "https://api.anthropic.com"
 DEFAULT_ANTHROPIC_MODEL = "claude-sonnet-4-6"
 DEFAULT_MAX_TOKENS = 1024
-NO_KEY = "no-key"
 
-_SDK_ERRORS = SdkErrors(
-    base=anthropic.APIError,
-    status=anthropic.APIStatusError,
-    connection=anthropic.APIConnectionError,
-    timeout=anthropic.APITimeoutError,
-    validation=anthropic.APIResponseValidationError,
-)
+ANTHROPIC_ERRORS = SdkErrors.of(anthropic)
 
 _STOP_REASONS = {
     "end_turn": "stop",
@@ -288,49 +280,33 @@ def _index(event: Mapping[str, Any]) -> int:
     return index
 
 
-class AnthropicProvider:
-    """Streams a Messages API call.
-
-    ``timeout`` (seconds) bounds connecting and each wait for the next piece of
-    the stream, not the whole answer. ``max_retries`` extra attempts are made
-    for connection failures, timeouts and 408/409/5xx/529 before the stream
-    starts (backoff from ``retry_base_delay``); 429 is never retried here.
-    """
+class AnthropicProvider(SdkProvider):
+    """Streams a Messages API call (see SdkProvider for ``timeout`` and the retries; 529
+    is retried as a 5xx). Its own: ``default_max_tokens``, the output limit a request
+    without one gets (the API requires one)."""
 
     name = "anthropic"
+    sdk = ANTHROPIC_ERRORS
     capabilities = Capabilities(follows_instructions=True, carries_blank_user_turns=False)
 
     def __init__(
         self,
         *,
-        api_key: str,
         model: str = DEFAULT_ANTHROPIC_MODEL,
         base_url: str = DEFAULT_ANTHROPIC_BASE_URL,
-        timeout: float = 60.0,
-        max_retries: int = 2,
-        retry_base_delay: float = 0.5,
         default_max_tokens: int = DEFAULT_MAX_TOKENS,
-        default_headers: Mapping[str, str] | None = None,
+        **options: Unpack[SdkOptions],
     ) -> None:
         if default_max_tokens < 1:
             raise ValueError("default_max_tokens must be at least 1")
-        self.default_model = model or DEFAULT_ANTHROPIC_MODEL
-        self.base_url = base_url or DEFAULT_ANTHROPIC_BASE_URL
+        base_url = base_url or DEFAULT_ANTHROPIC_BASE_URL
+        super().__init__(model=model or DEFAULT_ANTHROPIC_MODEL, base_url=base_url, **options)
         self.default_max_tokens = default_max_tokens
-        self._retry = RetryPolicy(max_retries=max_retries, base_delay=retry_base_delay)
-        self._redactor = Redactor.for_config(api_key, default_headers)
-        self._client = anthropic.AsyncAnthropic(
-            api_key=api_key or NO_KEY,
-            base_url=self.base_url,
-            timeout=timeout,
-            max_retries=0,  # retried in open_with_retries (see there why)
-            default_headers=dict(default_headers) if default_headers else None,
-        )
+        self._client = anthropic.AsyncAnthropic(**self.client_options)
 
-    def __repr__(self) -> str:
-        return f"AnthropicProvider(base_url={self.base_url!r}, model={self.default_model!r})"
-
-    __str__ = __repr__
+    @property
+    def client(self) -> anthropic.AsyncAnthropic:
+        return self._client
 
     def request_body(self, request: ModelRequest) -> dict[str, Any]:
         """The JSON body sent for ``request`` (``stream`` included)."""
@@ -373,20 +349,13 @@ class AnthropicProvider:
                 body["tool_choice"] = choice
         return body
 
-    def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
-        body = self.request_body(request)
-        known = {k: body.pop(k) for k in ("model", "max_tokens", "messages")}
-        body.pop("stream")
-        create = cast(Any, self._client.messages.create)
-        return stream_events(
-            # The optional fields go as extra_body: plain JSON, whatever the SDK version lists.
-            lambda: create(**known, stream=True, extra_body=body),
-            EventAssembler(self.name, self._redactor, answer_tool(request)),
-            provider=self.name,
-            sdk=_SDK_ERRORS,
-            redactor=self._redactor,
-            policy=self._retry,
-        )
+    def open_stream(self, body: dict[str, Any]) -> Awaitable[Any]:
+        # The fields the SDK requires go by name, the optional ones as extra_body: plain
+        # JSON, whatever the SDK version lists.
+        known = {k: body[k] for k in ("model", "max_tokens", "messages")}
+        extra = {k: v for k, v in body.items() if k not in known and k != "stream"}
+        create = cast(Callable[..., Awaitable[Any]], self._client.messages.create)
+        return create(**known, stream=True, extra_body=extra)
 
-    async def aclose(self) -> None:
-        await self._client.close()
+    def assembler(self, request: ModelRequest) -> EventAssembler:
+        return EventAssembler(self.name, self._redactor, answer_tool(request))

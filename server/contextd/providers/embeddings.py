@@ -83,12 +83,13 @@ class OpenAIEmbedder:
         timeout: float = 10.0,
         batch_size: int = DEFAULT_EMBEDDING_BATCH,
     ) -> None:
-        from contextd.providers.openai_compat import _SDK_ERRORS, DEFAULT_OPENAI_BASE_URL, NO_KEY
+        from contextd.providers.openai_compat import DEFAULT_OPENAI_BASE_URL, OPENAI_ERRORS
+        from contextd.providers.sdk_provider import NO_KEY
 
         self.model = model or DEFAULT_OPENAI_EMBEDDING_MODEL
         self.base_url = base_url or DEFAULT_OPENAI_BASE_URL
         self.batch_size = max(1, batch_size)
-        self._sdk = _SDK_ERRORS
+        self._sdk = OPENAI_ERRORS
         self._redactor = Redactor.for_config(api_key, None)
         self._client = openai.AsyncOpenAI(
             api_key=api_key or NO_KEY, base_url=self.base_url, timeout=timeout, max_retries=0

@@ -9,11 +9,13 @@ pinned by version and hash (deploy/local-model-requirements.txt).
 
 The model runs in one worker thread of its own: encoding is CPU work that would otherwise
 stop the event loop, and one thread keeps the model's memory single and its calls in order.
-Loading (a few seconds, mostly reading the tokenizer's vocabulary) starts in that thread
-when the embedder is made, so startup does not wait for it; memories to embed wait for
-it, questions meanwhile are searched by their terms. A model that cannot load is logged
-once, and every call then fails with the reason (searches fall back to terms, memories
-wait for their vectors).
+It is loaded on first use, not when the embedder is made: the first memory to embed or
+question to search starts the load (a few seconds of one core, mostly reading the
+tokenizer's vocabulary and the embedding table) in that thread, so a server that never
+touches memory never pays for it in start-up time or memory. Memories to embed wait for
+the load, questions meanwhile are searched by their terms. A model that cannot load is
+logged once, and every call then fails with the reason (searches fall back to terms,
+memories wait for their vectors).
 """
 
 from __future__ import annotations
@@ -24,8 +26,9 @@ import importlib
 import importlib.util
 import logging
 import os
+import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -109,10 +112,21 @@ class LocalEmbedder:
         self.same_subject_similarity = packaged.same_subject_similarity
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="contextd-embed")
         self._encoder: Any = None
-        # Queued first: every encode runs after it, in the same thread.
-        self._loading = self._executor.submit(self._load)
+        self._loading: Future[None] | None = None  # set by the first call
+
+    @property
+    def ready(self) -> bool:
+        """Whether the model is loaded (False before the first call and while it loads)."""
+        return self._loading is not None and self._loading.done()
+
+    def start_loading(self) -> None:
+        """Start loading the model in its thread, unless that was done; returns at once.
+        Queued first, so every encode runs after it, in the same thread."""
+        if self._loading is None:
+            self._loading = self._executor.submit(self._load)
 
     def _load(self) -> None:
+        started = time.perf_counter()
         try:
             module = importlib.import_module(self._packaged.package)
             one_blas_thread()  # numpy, and so its BLAS, is loaded by now
@@ -126,9 +140,14 @@ class LocalEmbedder:
             )
             raise
         self._encoder = encoder
+        log.info(
+            "local embedding model loaded",
+            extra={"model": self.model, "seconds": round(time.perf_counter() - started, 2)},
+        )
 
     def _encode(self, texts: list[str]) -> list[list[float]]:
         if self._encoder is None:  # loading failed: say why on every call
+            assert self._loading is not None
             self._loading.result()
         vectors: list[list[float]] = self._encoder.encode(texts).tolist()
         return vectors
@@ -136,12 +155,14 @@ class LocalEmbedder:
     async def embed(self, texts: Sequence[str], purpose: EmbeddingPurpose) -> list[list[float]]:
         """One unit-length vector per text; questions and memories are embedded alike.
 
-        While the model loads, a question is refused (EmbeddingError, ``refused``) rather
-        than kept waiting: its search goes by terms at once, with a note; memories wait.
+        The first call starts loading the model. While it loads, a question is refused
+        (EmbeddingError, ``refused``) rather than kept waiting: its search goes by terms at
+        once, with a note; memories wait.
         """
         if not texts:
             return []
-        if purpose == "query" and not self._loading.done():
+        self.start_loading()
+        if purpose == "query" and not self.ready:
             raise EmbeddingError(f"the local model {self.model} is still loading", refused=True)
         loop = asyncio.get_running_loop()
         try:

@@ -39,9 +39,9 @@ choice 0 is read. Errors: see :mod:`contextd.providers._sdk`.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, cast
+from typing import Any, Literal, Unpack, cast
 
 import openai
 
@@ -49,13 +49,11 @@ from contextd.core.formats import to_openai
 from contextd.core.messages import ToolCall
 from contextd.providers._sdk import (
     Redactor,
-    RetryPolicy,
     SdkErrors,
     as_int,
     as_json_object,
     as_text,
     stream_error,
-    stream_events,
 )
 from contextd.providers.base import (
     LANGUAGE_MODEL,
@@ -67,18 +65,13 @@ from contextd.providers.base import (
     Usage,
 )
 from contextd.providers.errors import ProviderBadResponse
+from contextd.providers.sdk_provider import SdkOptions, SdkProvider
 
 DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
-NO_KEY = "no-key"
 
-_SDK_ERRORS = SdkErrors(
-    base=openai.APIError,
-    status=openai.APIStatusError,
-    connection=openai.APIConnectionError,
-    timeout=openai.APITimeoutError,
-    validation=openai.APIResponseValidationError,
-)
+# The openai SDK's error classes (its embeddings client raises them too).
+OPENAI_ERRORS = SdkErrors.of(openai)
 
 _FINISH_REASONS = {
     "stop": "stop",
@@ -217,51 +210,36 @@ class ChunkAssembler:
         return events
 
 
-class OpenAIProvider:
-    """Streams Chat Completions from an OpenAI-compatible endpoint.
-
-    ``timeout`` (seconds) bounds connecting and each wait for the next piece of
-    the stream, not the whole answer. ``max_retries`` extra attempts are made
-    for connection failures, timeouts and 408/409/5xx before the stream starts
-    (backoff from ``retry_base_delay``); 429 is never retried here.
-    """
+class OpenAIProvider(SdkProvider):
+    """Streams Chat Completions from an OpenAI-compatible endpoint (see SdkProvider for
+    ``timeout`` and the retries). Its own: ``default_query`` (Azure's older URLs),
+    ``include_usage`` (off for servers that reject ``stream_options``) and
+    ``max_tokens_param`` (what the output limit is sent as)."""
 
     name = "openai"
+    sdk = OPENAI_ERRORS
     capabilities = LANGUAGE_MODEL
 
     def __init__(
         self,
         *,
-        api_key: str,
         model: str = DEFAULT_OPENAI_MODEL,
         base_url: str = DEFAULT_OPENAI_BASE_URL,
-        timeout: float = 60.0,
-        max_retries: int = 2,
-        retry_base_delay: float = 0.5,
-        default_headers: Mapping[str, str] | None = None,
         default_query: Mapping[str, str] | None = None,
         include_usage: bool = True,
         max_tokens_param: Literal["max_tokens", "max_completion_tokens"] = "max_tokens",
+        **options: Unpack[SdkOptions],
     ) -> None:
-        self.default_model = model or DEFAULT_OPENAI_MODEL
-        self.base_url = base_url or DEFAULT_OPENAI_BASE_URL
+        base_url = base_url or DEFAULT_OPENAI_BASE_URL
+        super().__init__(model=model or DEFAULT_OPENAI_MODEL, base_url=base_url, **options)
         self.include_usage = include_usage
         self.max_tokens_param = max_tokens_param
-        self._retry = RetryPolicy(max_retries=max_retries, base_delay=retry_base_delay)
-        self._redactor = Redactor.for_config(api_key, default_headers)
-        self._client = openai.AsyncOpenAI(
-            api_key=api_key or NO_KEY,
-            base_url=self.base_url,
-            timeout=timeout,
-            max_retries=0,  # retried in open_with_retries (see there why)
-            default_headers=dict(default_headers) if default_headers else None,
-            default_query=dict(default_query) if default_query else None,
-        )
+        query = dict(default_query) if default_query else None
+        self._client = openai.AsyncOpenAI(**self.client_options, default_query=query)
 
-    def __repr__(self) -> str:
-        return f"OpenAIProvider(base_url={self.base_url!r}, model={self.default_model!r})"
-
-    __str__ = __repr__
+    @property
+    def client(self) -> openai.AsyncOpenAI:
+        return self._client
 
     def request_body(self, request: ModelRequest) -> dict[str, Any]:
         """The JSON body sent for ``request`` (``stream`` included)."""
@@ -307,17 +285,9 @@ class OpenAIProvider:
             body["response_format"] = {"type": "json_schema", "json_schema": schema}
         return body
 
-    def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
-        body = self.request_body(request)
-        create = cast(Any, self._client.chat.completions.create)
-        return stream_events(
-            lambda: create(**body),
-            ChunkAssembler(self.name, self._redactor),
-            provider=self.name,
-            sdk=_SDK_ERRORS,
-            redactor=self._redactor,
-            policy=self._retry,
-        )
+    def open_stream(self, body: dict[str, Any]) -> Awaitable[Any]:
+        create = cast(Callable[..., Awaitable[Any]], self._client.chat.completions.create)
+        return create(**body)
 
-    async def aclose(self) -> None:
-        await self._client.close()
+    def assembler(self, request: ModelRequest) -> ChunkAssembler:
+        return ChunkAssembler(self.name, self._redactor)

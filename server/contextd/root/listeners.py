@@ -32,6 +32,7 @@ from contextd.metrics.endpoint import MetricsEndpoint
 from contextd.metrics.prometheus import PrometheusRecorder
 from contextd.metrics.recorder import Recorder
 from contextd.providers.registry import make_provider
+from contextd.root.ports import Port, bind_problem
 from contextd.root.tls import ServerTls
 from contextd.store.engine.database import Database
 
@@ -63,19 +64,21 @@ async def start_listeners(
     health: HealthStatus,
     metrics: Recorder,
     db: Database,
+    share_ports: bool = False,
 ) -> Started:
     """Every listener the settings ask for beside the native port, forwarding to
     ``target``: the web port when ``cors`` is set, the MCP port, the metrics port.
-    ``undo`` closes each if a later step of the start fails."""
+    ``undo`` closes each if a later step of the start fails. ``share_ports``: a
+    worker's, whose web and MCP ports its siblings listen on too."""
     started = Started()
     if cors is not None:
         mounts = await web_mounts(settings)
         started.web = await start_web(
-            settings, cors, target, tls, peer_secret, health, metrics, mounts
+            settings, cors, target, tls, peer_secret, health, metrics, mounts, share_ports
         )
         undo.push_async_callback(started.web.aclose)
     if settings.mcp_port >= 0:
-        started.with_native.append(await start_mcp(settings, target, tls))
+        started.with_native.append(await start_mcp(settings, target, tls, share_ports))
         undo.push_async_callback(started.with_native[-1], 0.0)
     if isinstance(metrics, PrometheusRecorder):
         endpoint = await start_metrics(settings, metrics, db)
@@ -95,8 +98,9 @@ def bind_native(server: grpc.aio.Server, settings: Settings, tls: ServerTls | No
         )
     except RuntimeError:  # grpc's only word on it; its log line says why
         port = 0
-    if port == 0:
-        raise SystemExit(f"cannot listen on {address}: in use or not an address of this host")
+    if port == 0:  # taken since it was checked, say
+        why = bind_problem(Port("--port", settings.host, settings.port))
+        raise SystemExit(f"cannot listen: {why or address}")
     return port
 
 
@@ -144,8 +148,10 @@ async def start_web(
     health: HealthStatus,
     metrics: Recorder,
     mounts: Sequence[Mount] = (),
+    share_port: bool = False,
 ) -> WebGateway:
-    """The web port (gRPC-Web, Connect, and ``mounts``), forwarding to ``target``."""
+    """The web port (gRPC-Web, Connect, and ``mounts``), forwarding to ``target``;
+    ``share_port``: a worker's, whose port its siblings listen on too."""
     count: CallCounter | None = None
     if isinstance(metrics, PrometheusRecorder):
         web_call = metrics.web_call
@@ -171,7 +177,7 @@ async def start_web(
         mounts=mounts,
     )
     host = settings.web_host or settings.host
-    port = await gateway.start(host, settings.web_port)
+    port = await gateway.start(host, settings.web_port, reuse_port=share_port)
     log.info(
         "grpc-web listening",
         extra={"address": f"{host}:{port}", "target": target, "tls": tls is not None},
@@ -209,8 +215,11 @@ async def web_mounts(settings: Settings) -> list[Mount]:
     return [*mounts, OpenAIRoutes([model])]
 
 
-async def start_mcp(settings: Settings, target: str, tls: ServerTls | None) -> Stop:
-    """The MCP port (its native calls go to ``target``); returns what stops it."""
+async def start_mcp(
+    settings: Settings, target: str, tls: ServerTls | None, share_port: bool = False
+) -> Stop:
+    """The MCP port (its native calls go to ``target``); returns what stops it.
+    ``share_port``: a worker's, whose port its siblings listen on too."""
     # Imported here: the MCP SDK and uvicorn load only for a server that serves MCP.
     from contextd.fronts.mcp.http import PATH, McpListener, Protection
 
@@ -227,7 +236,7 @@ async def start_mcp(settings: Settings, target: str, tls: ServerTls | None) -> S
         max_connections=settings.web_max_connections,
         ssl_context=tls.ssl_context if tls is not None else None,
     )
-    port = await listener.start(host, settings.mcp_port)
+    port = await listener.start(host, settings.mcp_port, reuse_port=share_port)
     log.info(
         "mcp listening",
         extra={"address": f"{host}:{port}", "path": PATH, "tls": tls is not None},

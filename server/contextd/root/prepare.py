@@ -20,6 +20,7 @@ from contextd.fronts.grpc.auth_modes import settings_errors
 from contextd.fronts.grpc.jwt_auth import JwtAuthenticator
 from contextd.fronts.web.cors import CorsPolicy
 from contextd.providers.embeddings import Embedder, make_embedder, unknown_provider
+from contextd.root.ports import check_free, listened_ports
 from contextd.root.tls import ServerTls
 from contextd.store.api_keys import ApiKeyRepo
 from contextd.store.engine.database import Database
@@ -122,8 +123,10 @@ class Prepared:
 def prepare(settings: Settings) -> Prepared:
     """Every settings error at once, then what reads files (the tokenizer, JWT keys, the
     local embedding model, TLS files), each of which may stop the start: all before
-    anything starts (SystemExit with the reason)."""
+    anything starts (SystemExit with the reason). Every port is checked free in between:
+    a port another process listens on is never shared (ports.py)."""
     settings.check(*SETTINGS_RULES)
+    check_free(listened_ports(settings))
     tokenizers = TokenizerRegistry(settings.default_tokenizer)
     tokenizers.get(settings.default_tokenizer)  # fail at start-up, not on the first call
     authenticator = authenticator_factory(settings)

@@ -32,7 +32,7 @@ from contextd.root.listeners import (
     private_socket,
     start_listeners,
 )
-from contextd.root.prepare import prepare
+from contextd.root.prepare import Prepared, prepare
 from contextd.root.tls import ServerTls
 from contextd.root.wiring import SERVICE_NAMES, Closer, Services, build_services, untimed
 from contextd.store.engine.data_lock import DataDirInUse, DataDirLock
@@ -82,25 +82,34 @@ class RunningServer:
 
 
 async def start(
-    settings: Settings, extra_handlers: Sequence[grpc.GenericRpcHandler[Any, Any]] = ()
+    settings: Settings,
+    extra_handlers: Sequence[grpc.GenericRpcHandler[Any, Any]] = (),
+    *,
+    prepared: Prepared | None = None,
+    sweeps: bool = True,
 ) -> RunningServer:
     """The server ``settings`` describe, serving once this returns; SystemExit with the
     reason when it cannot start (settings, files, the data directory, the database, a
-    port), with whatever had started undone."""
-    prepared = prepare(settings)  # every settings error at once, before anything starts
+    port), with whatever had started undone. ``prepared``: a worker's start (workers.py),
+    its parent having checked the settings and the ports and locked the data directory;
+    its ports are shared with the parent's other workers. ``sweeps``: this process runs
+    the passes over the whole database (one worker does)."""
+    worker = prepared is not None
+    if prepared is None:
+        prepared = prepare(settings)  # every settings error at once, before anything starts
+        warn_without_tls(settings, prepared.tls)
     tls = prepared.tls
-    _warn_without_tls(settings, tls)
     make_dir(settings.data_dir)
     # Whatever started is undone in reverse if a later step fails; once everything
     # runs, RunningServer.stop() owns the undoing.
     async with contextlib.AsyncExitStack() as undo:
-        lock = _lock(settings)
+        lock = None if worker else lock_data_dir(settings)
         if lock is not None:
             undo.callback(lock.release)
-        db = await _open_database(settings)
+        db = await open_store(settings)
         undo.push_async_callback(db.close)
-        services = build_services(settings, db, prepared, await _public_ids(db))
-        server, health_servicer = _native_server(settings, services, extra_handlers)
+        services = build_services(settings, db, prepared, await public_ids(db), sweeps=sweeps)
+        server, health_servicer = _native_server(settings, services, extra_handlers, worker)
         for close in reversed(services.closers):
             undo.push_async_callback(close, 0.0)
         services.start()
@@ -128,6 +137,7 @@ async def start(
             health=overall_health(health_servicer),
             metrics=services.metrics,
             db=db,
+            share_ports=worker,
         )
         closers.extend(untimed(close) for close in started.after_native)
         await serving.start()
@@ -142,13 +152,18 @@ def _native_server(
     settings: Settings,
     services: Services,
     extra_handlers: Sequence[grpc.GenericRpcHandler[Any, Any]],
+    share_port: bool,
 ) -> tuple[grpc.aio.Server, health_aio.HealthServicer]:
-    """The native server with every service, health and reflection (not yet bound)."""
+    """The native server with every service, health and reflection (not yet bound);
+    ``share_port``: a worker's, whose port its siblings listen on too."""
     server = grpc.aio.server(
         interceptors=[services.guard],
         options=[
             ("grpc.max_receive_message_length", settings.max_message_bytes),
             ("grpc.max_send_message_length", settings.max_message_bytes),
+            # gRPC core would share the port with any other listener that asks the same:
+            # only a server's own workers do (ports.py checked it free before).
+            ("grpc.so_reuseport", int(share_port)),
         ],
         maximum_concurrent_rpcs=settings.max_concurrent_rpcs,
     )
@@ -162,12 +177,12 @@ def _native_server(
     return server, health_servicer
 
 
-async def _public_ids(db: Database) -> PublicIds:
+async def public_ids(db: Database) -> PublicIds:
     """The ids of the deployment ``db`` stores, under its key (made on first use)."""
     return PublicIds(OpaqueIds(await id_key(db)))
 
 
-def _warn_without_tls(settings: Settings, tls: ServerTls | None) -> None:
+def warn_without_tls(settings: Settings, tls: ServerTls | None) -> None:
     for host in exposed_hosts(settings.listen_hosts()) if tls is None else []:
         log.warning(
             f"listening on {host} without TLS: anyone on the network can read and alter "
@@ -176,7 +191,7 @@ def _warn_without_tls(settings: Settings, tls: ServerTls | None) -> None:
         )
 
 
-def _lock(settings: Settings) -> DataDirLock | None:
+def lock_data_dir(settings: Settings) -> DataDirLock | None:
     """The data directory's lock: one server per SQLite file. PostgreSQL's replicas share
     no directory: the database is logged instead."""
     if settings.database_url:
@@ -188,7 +203,7 @@ def _lock(settings: Settings) -> DataDirLock | None:
         raise SystemExit(str(error)) from None
 
 
-async def _open_database(settings: Settings) -> Database:
+async def open_store(settings: Settings) -> Database:
     try:
         return await open_database(
             settings.database_url,
@@ -198,6 +213,7 @@ async def _open_database(settings: Settings) -> Database:
             statement_timeout=settings.database_statement_timeout,
             pool_timeout=settings.database_pool_timeout,
             watch_disk=True,
+            shared=settings.worker_count() > 1,
         )
     except DatabaseUnavailable as error:
         raise SystemExit(f"{masked_url(settings.database_url)}: {error}") from None

@@ -17,7 +17,11 @@ from grpc_reflection.v1alpha import reflection
 
 from contextd import __version__
 from contextd.app.after_turn import AfterTurnRunner, AfterTurnSettings
-from contextd.app.chat import ChatApp, ChatLimits
+from contextd.app.chat import ChatApp
+from contextd.app.chat.interrupted import InterruptedTurns
+from contextd.app.chat.session_lease import SessionTurns
+from contextd.app.chat.step_loop import StepLoop
+from contextd.app.chat.turn_setup import TurnKit, TurnSetup
 from contextd.app.context import ContextApp
 from contextd.app.memories import ExpiryDefaults, MemoriesApp
 from contextd.app.memory_embedding import search_by_meaning
@@ -128,12 +132,13 @@ class Services:
 
 
 def build_services(
-    settings: Settings, db: Database, prepared: Prepared, ids: PublicIds
+    settings: Settings, db: Database, prepared: Prepared, ids: PublicIds, *, sweeps: bool = True
 ) -> Services:
     """Every part of the server on ``db``, each given what it uses when made; ``ids``
     are the message and memory ids callers see. The parts, in order: what records
     metrics, the native port's limits, the stored records, the apps over them, the
-    servicers over the apps, and the guard in front of them."""
+    servicers over the apps, and the guard in front of them. ``sweeps``: this process
+    runs the passes over the whole database (retention): one worker of a server does."""
     metrics = _recorder(settings, db)
     limits = _limits(settings, web=prepared.cors is not None)
     stored = _stored(settings, db, prepared.embedder, metrics)
@@ -149,13 +154,13 @@ def build_services(
         # still needs the provider and the database), the provider, the embedding, and
         # the event logs last.
         closers=(
-            untimed(apps.retention.aclose),
+            *([untimed(apps.retention.aclose)] if sweeps else []),
             apps.after_turn.aclose,
             untimed(apps.provider.aclose),
             *stored.closers,
             untimed(stored.events.aclose),
         ),
-        background=(*stored.background, apps.retention),
+        background=(*stored.background, *([apps.retention] if sweeps else [])),
     )
 
 
@@ -230,15 +235,6 @@ def _apps(
     metrics: Recorder,
 ) -> _Apps:
     memories, summaries, conversation = stored.memories, stored.summaries, stored.conversation
-    sessions = SessionsApp(
-        SessionRepo(db), conversation, summaries, memories, tokenizers, stored.events
-    )
-    builder = _context_builder(settings, sessions, stored)
-    image_limits = ImageLimits(max_image_bytes=settings.max_image_bytes)
-    editing = builder.defaults.editing
-    context = ContextApp(
-        tokenizers, settings.max_history_messages, builder, image_limits, metrics, editing
-    )
     provider = make_provider(
         settings.provider,
         api_key=api_key_from_env(settings.provider),
@@ -246,6 +242,27 @@ def _apps(
         model=settings.provider_model,
         timeout=settings.provider_timeout,
         echo_chunk_delay=settings.echo_delay_ms / 1000,
+    )
+    partials = PartialAnswerRepo(db, settings.turn_lease_seconds)
+    # One turn at a time per session, across the processes sharing the database.
+    turns = SessionTurns(
+        partials, InterruptedTurns(partials, conversation, stored.events, tokenizers)
+    )
+    sessions = SessionsApp(
+        SessionRepo(db),
+        conversation,
+        summaries,
+        memories,
+        tokenizers,
+        stored.events,
+        turns=turns,
+        provider_name=provider.name,
+    )
+    builder = _context_builder(settings, sessions, stored)
+    image_limits = ImageLimits(max_image_bytes=settings.max_image_bytes)
+    editing = builder.defaults.editing
+    context = ContextApp(
+        tokenizers, settings.max_history_messages, builder, image_limits, metrics, editing
     )
     # Memories and summaries after each ok turn, in the background.
     after_turn = AfterTurnRunner(
@@ -259,21 +276,29 @@ def _apps(
     )
     if isinstance(metrics, PrometheusRecorder):
         _record_after_turn(metrics, after_turn)
-    chat = ChatApp(
-        sessions=sessions,
-        conversation=conversation,
+    kit = TurnKit(
         events=stored.events,
-        partials=PartialAnswerRepo(db, settings.turn_lease_seconds),
+        conversation=conversation,
+        partials=partials,
         tokenizers=tokenizers,
         builder=builder,
         memories=memories,
-        provider=provider,
-        limits=ChatLimits(
-            settings.max_prompt_tokens, settings.warn_prompt_tokens, settings.max_steps
-        ),
+        max_prompt_tokens=settings.max_prompt_tokens,
+        blank_user_turns=provider.capabilities.carries_blank_user_turns,
         after_turn=after_turn,
         metrics=metrics,
     )
+    setup = TurnSetup(
+        sessions=sessions,
+        conversation=conversation,
+        events=stored.events,
+        turns=turns,
+        kit=kit,
+        provider=provider,
+        warn_prompt_tokens=settings.warn_prompt_tokens,
+    )
+    steps = StepLoop(provider, settings.max_steps, metrics)
+    chat = ChatApp(setup, steps, turns, stored.events)
     # Event logs of deleted sessions wait in notes here until their deletion committed.
     removals = LogRemovals(db, stored.events, settings.data_dir / "log-removals")
     users = UsersApp(UserRepo(db, memories, removals), removals, after_turn.cancel_user)
@@ -331,7 +356,7 @@ def _servicers(
         ),
         (
             sessions_pb2_grpc.add_SessionServiceServicer_to_server,
-            SessionServicer(apps.sessions, default_tokenizer, apps.chat, apps.image_limits, ids),
+            SessionServicer(apps.sessions, default_tokenizer, apps.image_limits, ids),
         ),
         (users_pb2_grpc.add_UserServiceServicer_to_server, UserServicer(apps.users)),
     ]

@@ -12,6 +12,8 @@ kept at (store/tail_cache.py has the rule): the statement here reads those versi
 hands them, with whatever it read, to the repositories, and the build names the versions
 in its reads. A build thus makes one round trip for all of this when its session did not
 change since this process last read or wrote it, and the same one round trip otherwise.
+Where the workers of one server share an SQLite file, the versions are checked the same
+way, read with the session in a statement of SQLite's own.
 """
 
 from __future__ import annotations
@@ -21,7 +23,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from contextd.core.identity import DEFAULT_TENANT
-from contextd.store.catalog import CatalogRepo
 from contextd.store.conversation import ConversationRepo
 from contextd.store.engine.database import Database
 from contextd.store.models import CompressionSummaryRow, Session, SessionSummary
@@ -58,6 +59,21 @@ _SNAPSHOT_SQL = (
 )
 
 
+# The same on SQLite, but for the tail (read by the repository when not kept) and the
+# user's other sessions' summaries. Parameters: session, tenant, the version the active
+# compression summary is kept at (-1: none).
+_SQLITE_SNAPSHOT_SQL = (
+    "SELECT s.id, s.user_id, s.scenario, s.host, s.title, s.metadata, s.created_at,"
+    " s.updated_at, s.message_count, s.tenant_id, s.version,"
+    " (SELECT version FROM cache_versions WHERE name = 'catalog') AS catalog_version,"
+    " s.version <> :compression_at AS compression_read,"
+    " CASE WHEN s.version <> :compression_at THEN ("
+    "  SELECT json_array(id, message_ids, start_message_id, summary, created_at)"
+    "  FROM compression_summaries WHERE session_id = s.id AND active = 1) END AS compression"
+    " FROM sessions s WHERE s.id = :session AND s.tenant_id = :tenant"
+)
+
+
 @dataclass(frozen=True, slots=True)
 class SessionSnapshot:
     """A session as a build reads it, and the versions its reads name (None where no
@@ -80,13 +96,11 @@ class SessionSnapshots:
         sessions: SessionRepo,
         conversation: ConversationRepo,
         summaries: SummaryRepo,
-        catalog: CatalogRepo,
     ) -> None:
         self._db = db
         self._sessions = sessions
         self._conversation = conversation
         self._summaries = summaries
-        self._catalog = catalog
 
     async def read(
         self,
@@ -104,6 +118,8 @@ class SessionSnapshots:
         ``window`` messages (counted with ``tokenizer``) are read with it unless kept.
         ``known``: the session, when the caller read it already (used where nothing
         else is read with it)."""
+        if self._db.engine == "sqlite" and self._db.shared_between_processes:
+            return await self._read_versions(session_id, tenant_id, user_id, recent)
         if not self._db.shared_between_processes:
             session = known or await self._sessions.get(session_id, tenant_id=tenant_id)
             if session is None:
@@ -153,6 +169,37 @@ class SessionSnapshots:
             others,
             bool(row["memories_stored"]),
         )
+
+    async def _read_versions(
+        self, session_id: str, tenant_id: str, user_id: str, recent: int
+    ) -> SessionSnapshot | None:
+        """The snapshot where the workers of one server share an SQLite file: the
+        session with its version, the catalog's and, unless kept at that version, the
+        active compression summary, in one statement; the newest messages are read
+        afterwards by the repository, at or after that version (rows kept at another
+        version are not used). A statement here is a call into this process's SQLite,
+        not a round trip: the user's other sessions' summaries are a second one."""
+        compression_at = self._summaries.active_version(session_id)
+        rows = await self._db.reader.execute_fetchall(
+            _SQLITE_SNAPSHOT_SQL,
+            {
+                "session": session_id,
+                "tenant": tenant_id,
+                "compression_at": -1 if compression_at is None else compression_at,
+            },
+        )
+        if not rows:
+            return None
+        row = rows[0]
+        version = int(row["version"])
+        self._summaries.read_at(
+            session_id, version, _compression(session_id, row["compression"]),
+            bool(row["compression_read"]),
+        )  # fmt: skip
+        others = await self._summaries.recent_session_summaries(
+            user_id, session_id, recent, tenant_id=tenant_id
+        )
+        return SessionSnapshot(session_from_row(row), version, int(row["catalog_version"]), others)
 
 
 def _compression(session_id: str, text: str | None) -> CompressionSummaryRow | None:

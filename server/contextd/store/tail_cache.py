@@ -13,8 +13,9 @@ created by this process starts kept
 with no rows and every count (the ``None`` tokenizer): all its rows are written here, and
 any tokenizer's rows are made from those.
 
-Where other processes write the database too (PostgreSQL's replicas), the rule above does
-not see their writes, so kept rows carry the session's version (``sessions.version``, moved
+Where other processes write the database too (PostgreSQL's replicas, the workers of one
+server on SQLite), the rule above does not see their writes, so kept rows carry the
+session's version (``sessions.version``, moved
 on by every write of its messages in that write's transaction) and answer only a read that
 names the version its call read from the database (``check``); a version that moved on
 drops them. Rows are kept under a version only when read at it or after it (the same

@@ -12,7 +12,7 @@ here through the target's own index), SQLite's FTS5 tables and the sessions' ``r
 (the target numbers sessions in the source's order), PostgreSQL's event log tables
 (copied as event logs, store_copy/logs.py), the memories' vectors (derived from their
 text, like the index: the target's server embeds the copied memories again), and
-PostgreSQL's marks of what a process may keep in memory, the sessions' ``version`` and
+the marks of what a process may keep in memory, the sessions' ``version`` and
 ``cache_versions`` (a server on the target starts with nothing kept).
 """
 

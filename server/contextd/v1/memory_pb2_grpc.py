@@ -97,7 +97,8 @@ class MemoryServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def DeleteMemory(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Deletes one memory of the user, with the superseded facts it replaced.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')

@@ -82,31 +82,36 @@ class PromptServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ListTemplates(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Every scenario's template, enabled or not.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def DeleteTemplate(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Deletes a scenario's template; NOT_FOUND when the scenario has none.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def UpsertSkill(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Creates or replaces a skill by its name.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def ListSkills(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Skills, optionally only those of one host and only the enabled ones.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def DeleteSkill(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Deletes a skill; NOT_FOUND when there is none of that name.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from contextd.app.chat.interrupted import InterruptedTurns
+from contextd.app.chat.session_lease import SessionTurns
 from contextd.app.scope import Caller
 from contextd.app.sessions import SessionsApp
 from contextd.core.tokens import TokenizerRegistry
 from contextd.store.event_log.files import EventLog
+from contextd.store.partial_answers import PartialAnswerRepo
 
 from tests.support.after_turn_env import USER, Env, ScriptedProvider, run
 
@@ -41,8 +44,18 @@ async def test_a_summary_the_host_set_is_kept_after_later_turns(env: Env, tmp_pa
     await run(runner, first)
     assert "Plan the budget" in await env.session_summary(sid)  # automatic so far
     events = EventLog(tmp_path / "history")
+    tokenizers = TokenizerRegistry()
+    partials = PartialAnswerRepo(env.db, lease_seconds=15.0)
+    turns = SessionTurns(partials, InterruptedTurns(partials, env.conversation, events, tokenizers))
     app = SessionsApp(
-        env.sessions, env.conversation, env.summaries, env.memories, TokenizerRegistry(), events
+        env.sessions,
+        env.conversation,
+        env.summaries,
+        env.memories,
+        tokenizers,
+        events,
+        turns=turns,
+        provider_name="echo",
     )
     await app.set_session_summary(Caller(USER), sid, "Q3 budget plan")  # SetSessionSummary
     await events.aclose()

@@ -22,7 +22,8 @@ from contextd.app.chat import (
 from contextd.app.scope import Caller
 from contextd.app.session_context import MEMORY_HEADER
 from contextd.core import react
-from contextd.core.build import BuildRequest, build_messages
+from contextd.core.build import build_messages
+from contextd.core.build_request import BuildRequest
 from contextd.core.errors import FailedPrecondition
 from contextd.core.messages import ChatMessage, Role
 from contextd.core.tokens import message_tokens

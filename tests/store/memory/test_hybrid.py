@@ -235,3 +235,35 @@ async def test_dated_memories_do_not_push_aside_the_memory_closest_in_meaning(
     await h.settle()
     found = await h.memories.search("ada", "Do I eat meat?", 3, now=now)
     assert found[0].memory.content == answer
+
+
+async def test_a_period_the_question_names_ranks_the_memories_dated_in_it(db: Database) -> None:
+    """Two memories alike in words and meaning, told in May and in July: the question's
+    month decides which comes first (a memory may say only "last weekend")."""
+    h = _hybrid(db, InProcessEmbedder())
+    may, july = 1_747_000_000.0, 1_752_500_000.0  # 11 May 2025, 14 July 2025
+    await h.memories.add_many(
+        "ada",
+        ["I cooked lasagne for friends last weekend", "I cooked risotto for friends last weekend"],
+        timestamps=[may, july],
+    )
+    await h.settle()
+    now = july + 86400
+    asked = "Which dish did I cook for friends last weekend in {}?"
+    found = await h.memories.search("ada", asked.format("May 2025"), 2, now=now)
+    assert found[0].memory.content == "I cooked lasagne for friends last weekend"
+    found = await h.memories.search("ada", asked.format("July"), 2, now=now)
+    assert found[0].memory.content == "I cooked risotto for friends last weekend"
+
+
+async def test_a_question_naming_someone_is_embedded_with_and_without_the_name(
+    hybrid: Hybrid,
+) -> None:
+    await hybrid.memories.add_many("ada", FACTS)
+    await hybrid.settle()
+    hybrid.embedder.calls.clear()
+    await hybrid.memories.search("ada", "Does Melanie eat meat?", 3)
+    assert hybrid.embedder.calls == [(["Does Melanie eat meat?", "Does eat meat?"], "query")]
+    hybrid.embedder.calls.clear()
+    await hybrid.memories.search("ada", "Do I eat meat?", 3)
+    assert hybrid.embedder.calls == [(["Do I eat meat?"], "query")]

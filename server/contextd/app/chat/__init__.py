@@ -8,12 +8,15 @@ answer, turn end) to the session's JSONL log.
 
 Where things are:
 
-- ``chat_app``: ``ChatApp.run``, the turn's start and its one step loop, and
-  ``ChatApp.end_session``;
+- ``chat_app``: ``ChatApp.run``, a turn through its phases: ``turn_setup`` (the
+  session, its lease, the input stored; its ``TurnKit`` makes the turn's parts) and
+  ``step_loop`` (the model calls, tools answered inline); a session's end is the
+  sessions app's (app/sessions.py);
 - ``turn``: one turn's state (its steps, the text they streamed) and its usage,
   accounted per step, turn and session; changed through their methods;
-- ``recorder``: the turn as it is stored (its input, its steps, its answer and usage)
-  and its end; ``partial_writer``: the streaming step's text, saved once a second;
+- ``recorder``: the turn as it is stored (its input, its steps, its answer and usage);
+  ``turn_end``: its end (logged, counted, handed to the after-turn work);
+  ``partial_writer``: the streaming step's text, saved once a second;
 - ``event_log``: the lines a session and its turns write to the session's event log;
 - ``tool_protocol``: how a turn offers tools, the strategy the loop asks after each
   step; ``native_tools`` (the provider's tool calling) and ``react_tags`` (the ReAct
@@ -21,8 +24,8 @@ Where things are:
 - ``memory_tool``: the server-side ``memory_search`` tool both protocols answer inline;
 - ``step_context``: the context each step is sent;
 - ``interrupted`` and ``session_lease``: the turns a process's end cut off, closed at
-  the next start or by the session's next turn, and one turn at a time per session
-  across the processes that share a database;
+  the next start or by the session's next turn, and one turn at a time per session, in
+  this process and across the processes that share a database (``SessionTurns``);
 - ``events`` and ``request``: what a turn reports and what it is asked.
 """
 
@@ -37,7 +40,7 @@ from contextd.app.chat.events import (
     UsageEvent,
 )
 from contextd.app.chat.memory_tool import MEMORY_TOOL
-from contextd.app.chat.request import ChatLimits, ChatTurnRequest, ModelOptions
+from contextd.app.chat.request import ChatTurnRequest, ModelOptions
 from contextd.app.chat.turn import TokenUsage
 from contextd.providers.base import AUTO, TEXT, ResponseFormat, ToolChoice, ToolSpec
 
@@ -47,7 +50,6 @@ __all__ = [
     "TEXT",
     "ChatApp",
     "ChatEvent",
-    "ChatLimits",
     "ChatTurnRequest",
     "DeltaEvent",
     "ModelOptions",

@@ -1,5 +1,6 @@
-"""The lines chat writes to a session's event log (docs/chat.md, "The event log"): the
-session's start and end, and each turn's events, from its start to its end.
+"""The lines a turn writes to its session's event log (docs/chat.md, "The event log"):
+its events, from its start to its end (the session's own start and end lines are
+sessions.py's SessionLog).
 
 Everything about a line's type, step and meta is decided here; the store encodes and
 writes it (store/event_log/).
@@ -13,50 +14,10 @@ from typing import Any
 
 from contextd.app.chat.turn import TokenUsage
 from contextd.app.session_context import ContextLayer
-from contextd.core.build import BuildResult
+from contextd.core.build_request import BuildResult
 from contextd.core.messages import Role
 from contextd.core.pipeline import SUMMARY_HEADER
 from contextd.store.event_log.events import EventStore, NewEvent, event_tokens
-from contextd.store.models import Session
-
-
-class SessionLog:
-    """A session's event log: its session_start and session_end lines."""
-
-    __slots__ = ("_events", "_session_id", "_tenant_id")
-
-    def __init__(self, events: EventStore, session: Session) -> None:
-        self._events = events
-        self._session_id = session.id
-        self._tenant_id = session.tenant_id
-
-    async def ended(self) -> bool:
-        """Whether the log ends with session_end (nothing since EndSession)."""
-        last = await self._events.last(self._session_id, tenant_id=self._tenant_id)
-        return last is not None and last.get("type") == "session_end"
-
-    async def needs_start(self, known_open: bool | None = None) -> bool:
-        """Whether a turn must write session_start first: the log is empty (a new
-        session, or one whose messages the host appended) or ends with session_end.
-        ``known_open``: whether the log has lines and does not end with session_end, when
-        the caller read it already (None: read here)."""
-        if known_open is not None:
-            return not known_open
-        last = await self._events.last(self._session_id, tenant_id=self._tenant_id)
-        return last is None or last.get("type") == "session_end"
-
-    async def start(self, meta: dict[str, object]) -> None:
-        await self._events.append(
-            self._session_id, "session_start", meta=meta, tenant_id=self._tenant_id
-        )
-
-    async def end(self, meta: dict[str, object]) -> None:
-        await self._events.append(
-            self._session_id, "session_end", meta=meta, tenant_id=self._tenant_id
-        )
-
-    async def delete(self) -> None:
-        await self._events.delete(self._session_id, tenant_id=self._tenant_id)
 
 
 class TurnLog:

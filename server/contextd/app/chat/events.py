@@ -8,7 +8,7 @@ from enum import StrEnum
 
 from contextd.app.chat.turn import TokenUsage
 from contextd.app.session_context import ContextLayer
-from contextd.core.build import BuildReport
+from contextd.core.build_request import BuildReport
 from contextd.core.messages import ToolCall
 
 

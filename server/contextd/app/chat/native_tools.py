@@ -18,7 +18,7 @@ from contextd.app.chat.tool_protocol import (
     TurnParts,
 )
 from contextd.core import json_text
-from contextd.core.build import BuildResult
+from contextd.core.build_request import BuildResult
 from contextd.core.messages import ChatMessage, Role, ToolCall
 from contextd.providers.base import ModelRequest, ToolSpec
 from contextd.store.models import StoredMessage
@@ -90,13 +90,13 @@ class NativeTools(ToolProtocol[StepCalls]):
         for call in host_calls:
             await self.log.action(turn.step, call.name, call.arguments, call.id)
         status = TurnStatus.REQUIRES_ACTION
-        return (await record.complete(stored, status, turn.text, pending=host_calls),)
+        return (await record.end.complete(stored, status, turn.text, pending=host_calls),)
 
     async def stop_at_step_limit(self, action: InlineAction[StepCalls]) -> TurnCompleted:
         record = self.record
         message = ChatMessage(Role.ASSISTANT, action.text, action.tool_use)
         stored = await record.store_answer(message)
-        return await record.complete(stored, TurnStatus.MAX_STEPS, self.turn.text)
+        return await record.end.complete(stored, TurnStatus.MAX_STEPS, self.turn.text)
 
     async def answer_inline(self, action: InlineAction[StepCalls]) -> InlineAnswers:
         """Store the calls, run each server tool, store the results (as a host would)."""

@@ -20,7 +20,7 @@ from contextd.app.chat.tool_protocol import (
     TurnParts,
 )
 from contextd.core import react
-from contextd.core.build import BuildResult
+from contextd.core.build_request import BuildResult
 from contextd.core.messages import ChatMessage, Role, ToolCall
 from contextd.core.pipeline import is_blank
 from contextd.core.tokens import Tokenizer, message_tokens
@@ -105,14 +105,14 @@ class ReactTags(ToolProtocol[react.Action]):
         call = _call(stored.seq, action.tool_use)
         await self.log.action(turn.step, call.name, action.tool_use.input, call.id)
         status = TurnStatus.REQUIRES_ACTION
-        completed = await record.complete(stored, status, "", pending=(call,))
+        completed = await record.end.complete(stored, status, "", pending=(call,))
         return ToolCallEvent(call, turn.step), completed
 
     async def stop_at_step_limit(self, action: InlineAction[react.Action]) -> TurnCompleted:
         status = TurnStatus.MAX_STEPS
         message = ChatMessage(Role.ASSISTANT, action.text)
         stored = await self.record.store_answer(message, status.value)
-        return await self.record.complete(stored, status, "")
+        return await self.record.end.complete(stored, status, "")
 
     async def answer_inline(self, action: InlineAction[react.Action]) -> InlineAnswers:
         """memory_search, or an error naming the tools for a tool that does not exist."""

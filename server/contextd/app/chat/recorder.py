@@ -1,21 +1,18 @@
-"""A turn as it is stored: its messages, its usage and its partial answer, and its end."""
+"""A turn as it is stored: its messages, its usage and its partial answer (its end is
+turn_end.py's)."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 
-from contextd.app.after_turn import AfterTurnRunner, FinishedTurn
-from contextd.app.chat.event_log import TurnLog
 from contextd.app.chat.events import TurnCompleted, TurnStatus
 from contextd.app.chat.partial_writer import PartialAnswerWriter
 from contextd.app.chat.turn import Turn
+from contextd.app.chat.turn_end import TurnEnd
 from contextd.app.sessions import new_message
-from contextd.core.editing.compaction import NO_OPTIONS, CompactionOptions
 from contextd.core.messages import ChatMessage, Role, ToolCall
 from contextd.core.pipeline import is_blank
 from contextd.core.tokens import TokenizerRegistry
-from contextd.metrics.recorder import NULL_RECORDER, Recorder
 from contextd.store.conversation import ConversationRepo
 from contextd.store.models import NewMessage, StoredMessage
 from contextd.store.partial_answers import PartialAnswerRepo
@@ -24,55 +21,27 @@ from contextd.store.partial_answers import PartialAnswerRepo
 class TurnRecorder:
     """Stores a turn whatever ends it: its input before the model is called, each step it
     goes on after, its answer with the turn's usage when it ends, with a status when it
-    ends early. Meanwhile the turn's partial_answers row, opened with its input, keeps what
-    the streaming step said (partial_writer.py), for a server killed before the turn
-    ends. Ending the turn logs it, counts it, and hands an ok turn to the after-turn work."""
+    ends early, then ends it (``end``). Meanwhile the turn's partial_answers row, opened
+    with its input, keeps what the streaming step said (partial_writer.py), for a server
+    killed before the turn ends."""
 
-    __slots__ = (
-        "_after_turn",
-        "_compaction",
-        "_completed",
-        "_conversation",
-        "_log",
-        "_metrics",
-        "_opened",
-        "_partials",
-        "_token_budget",
-        "_tokenizers",
-        "_turn",
-        "_writer",
-    )
+    __slots__ = ("_conversation", "_opened", "_partials", "_tokenizers", "_turn", "_writer", "end")
 
     def __init__(
         self,
         turn: Turn,
-        log: TurnLog,
         conversation: ConversationRepo,
         partials: PartialAnswerRepo,
         tokenizers: TokenizerRegistry,
-        after_turn: AfterTurnRunner | None = None,
-        metrics: Recorder = NULL_RECORDER,
-        *,
-        token_budget: int = 0,
-        compaction: CompactionOptions = NO_OPTIONS,
+        end: TurnEnd,
     ) -> None:
-        # ``token_budget`` and ``compaction``: for the session's compaction after the turn.
-        self._token_budget = token_budget
-        self._compaction = compaction
         self._turn = turn
-        self._log = log
         self._conversation = conversation
         self._partials = partials
         self._tokenizers = tokenizers
-        self._after_turn = after_turn
-        self._metrics = metrics
+        self.end = end
         self._writer = PartialAnswerWriter(partials, turn)
         self._opened = False  # the turn's partial_answers row is written
-        self._completed = False  # its TurnCompleted is made: nothing is left to store
-
-    @property
-    def completed(self) -> bool:
-        return self._completed
 
     # The steps.
 
@@ -153,7 +122,7 @@ class TurnRecorder:
         turn = self._turn
         stored = await self.store_answer(ChatMessage(Role.ASSISTANT, text))
         # The final line goes with turn_end, in one write.
-        return await self.complete(stored, TurnStatus.OK, final_text, final=(turn.step, text))
+        return await self.end.complete(stored, TurnStatus.OK, final_text, final=(turn.step, text))
 
     async def store_partial(self, status: TurnStatus, error: str) -> TurnCompleted:
         """Keep what the model said in the step that broke off, marked with its status
@@ -165,54 +134,4 @@ class TurnRecorder:
         if turn.usage.session is None:
             message = ChatMessage(Role.ASSISTANT, turn.step_text)
             stored = await self.store_answer(message, status.value)
-        return await self.complete(stored, status, turn.text, error=error)
-
-    async def complete(
-        self,
-        stored: StoredMessage | None,
-        status: TurnStatus,
-        final_text: str,
-        *,
-        pending: Sequence[ToolCall] = (),
-        error: str = "",
-        final: tuple[int, str] | None = None,
-    ) -> TurnCompleted:
-        """The turn's end, once its answer and usage are stored: logged (after the
-        answer's ``final`` line: its step and text, when it answered), handed to the
-        work after the turn when it is ok, and reported."""
-        turn = self._turn
-        usage = turn.usage
-        totals = usage.session
-        assert totals is not None, "every turn stores its answer and usage before it ends"
-        duration = int((time.monotonic() - turn.started) * 1000)
-        await self._log.turn_end(
-            status.value, turn.step + 1, usage.turn, duration_ms=duration, error=error, final=final
-        )
-        self._metrics.chat_turn_ended(status.value)
-        if self._after_turn is not None and status is TurnStatus.OK:
-            # Memory extraction and summaries run in the background: the completed
-            # event does not wait for them.
-            session = turn.session
-            self._after_turn.schedule(
-                FinishedTurn(
-                    session.id,
-                    session.user_id,
-                    turn.index,
-                    turn.tokenizer,
-                    session.tenant_id,
-                    self._token_budget,
-                    self._compaction,
-                )
-            )
-        self._completed = True
-        return TurnCompleted(
-            assistant_message_id=str(stored.id) if stored else "",
-            final_text=final_text,
-            status=status,
-            error_message=error,
-            step_usage=usage.step,
-            turn_usage=usage.turn,
-            session_usage=totals,
-            duration_ms=duration,
-            pending_tool_calls=tuple(pending),
-        )
+        return await self.end.complete(stored, status, turn.text, error=error)

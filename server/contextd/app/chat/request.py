@@ -1,4 +1,4 @@
-"""What a chat turn is asked to do: the request, its model options, the server's limits."""
+"""What a chat turn is asked to do: the request and its model options."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from contextd.app.chat.memory_tool import MEMORY_TOOL
 from contextd.app.chat.recall_tool import RECALL_TOOL, offers_recall
 from contextd.app.scope import Caller
-from contextd.core.build import CacheLayout
+from contextd.app.sessions import check_mode
+from contextd.core.build_request import CacheLayout
 from contextd.core.content import ContentPart
 from contextd.core.editing import EditingSettings
 from contextd.core.editing.compaction import NO_OPTIONS, CompactionOptions
@@ -18,24 +19,6 @@ from contextd.core.messages import ChatMessage, Role
 from contextd.core.pipeline import is_blank
 from contextd.core.tokens import Tokenizer
 from contextd.providers.base import AUTO, TEXT, ResponseFormat, ToolChoice, ToolSpec
-
-# A session mode (session_start's and session_end's meta.mode) is the client's own
-# short word; printable so that a log or an export shows it as it is.
-MAX_MODE = 64
-
-
-def check_mode(mode: str, field: str, v: Violations) -> None:
-    """A session mode: empty (the default), or at most MAX_MODE printable characters,
-    not all spaces."""
-    if mode and (len(mode) > MAX_MODE or not mode.isprintable() or mode.isspace()):
-        v.add(field, f"at most {MAX_MODE} printable characters, not all spaces")
-
-
-@dataclass(frozen=True, slots=True)
-class ChatLimits:
-    max_prompt_tokens: int
-    warn_prompt_tokens: int
-    max_steps: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +87,27 @@ class ChatTurnRequest:
     def prompt_budget(self, max_prompt_tokens: int) -> int:
         """The turn's prompt budget: its own, at most the server's limit."""
         return min(self.token_budget or max_prompt_tokens, max_prompt_tokens)
+
+    def log_meta(self, provider: str, default_model: str) -> dict[str, object]:
+        """session_start's meta: how the session runs (answered by ``provider``, whose
+        model is ``default_model`` unless the request names one), its model settings and
+        which tools its turns offer (the host's, then the server's), so a log says what
+        was on."""
+        server_tools = [MEMORY_TOOL.name]
+        if offers_recall(self.editing, self.react):
+            server_tools.append(RECALL_TOOL.name)
+        meta: dict[str, object] = {
+            "mode": self.mode or ("prebuilt" if self.host_list_only else "session"),
+            "provider": provider,
+            "model": self.model.model or default_model,
+            "tokenizer": self.tokenizer.name,
+        }
+        if self.model.temperature is not None:
+            # A float32 on the wire: 0.7 arrives as 0.699999988..., logged as sent.
+            meta["temperature"] = round(self.model.temperature, 6)
+        meta["tool_protocol"] = "react" if self.react else "native"
+        meta["tools"] = [*(t.name for t in self.tools), *server_tools]
+        return meta
 
 
 def validate(req: ChatTurnRequest) -> None:

@@ -11,7 +11,8 @@ from contextd.app.session_context import (
     SessionBuildRequest,
     SessionContextBuilder,
 )
-from contextd.core.build import BuildReport, BuildRequest, BuildResult, build_messages
+from contextd.core.build import build_messages
+from contextd.core.build_request import BuildReport, BuildRequest, BuildResult
 from contextd.core.content import ContentPart
 from contextd.core.errors import FailedPrecondition
 from contextd.core.messages import ChatMessage, Role

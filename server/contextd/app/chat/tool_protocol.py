@@ -29,7 +29,7 @@ from contextd.app.chat.recorder import TurnRecorder
 from contextd.app.chat.request import ChatTurnRequest
 from contextd.app.chat.step_context import StepContexts
 from contextd.app.chat.turn import Turn
-from contextd.core.build import BuildResult, CacheLayout
+from contextd.core.build_request import BuildResult, CacheLayout
 from contextd.core.messages import ChatMessage, ToolCall
 from contextd.providers.base import ModelRequest, ToolSpec
 from contextd.store.models import StoredMessage

@@ -1,4 +1,6 @@
-"""Proto messages <-> domain objects.
+"""Proto messages <-> domain objects, as the services share them: messages and their
+parts, tokenizers, editing, cache layouts, memory modes, build reports (a service's own
+requests are read beside its servicer).
 
 A request is read here, once, into the command app/ runs: enum numbers become core's
 enums, the tokenizer's name its tokenizer, content parts checked parts. Every bad field
@@ -9,32 +11,19 @@ commands in their own terms.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from contextd.app.scope import Caller
-from contextd.app.session_context import BuiltContext, ContextLayer, SessionBuildRequest
-from contextd.core.build import (
-    BuildReport,
-    BuildRequest,
-    BuildResult,
-    CacheLayout,
-    OverflowPolicy,
-    validate_build_request,
-)
+from contextd.app.session_context import ContextLayer
+from contextd.core.build_request import BuildReport, CacheLayout
 from contextd.core.content import ContentPart, ImageLimits, parts_text
 from contextd.core.editing import EditingOptions, EditingSettings, EditKind, check_editing
-from contextd.core.editing.settings import OFF as EDITING_OFF
-from contextd.core.errors import FieldViolation, InvalidArgument, Violations
-from contextd.core.formats import OutputFormat
-from contextd.core.messages import ChatMessage, CompressionSummary, Role, ToolCall
+from contextd.core.errors import InvalidArgument, Violations
+from contextd.core.messages import ChatMessage, Role, ToolCall
 from contextd.core.pipeline import DropReason
-from contextd.core.prompt import LayerReport, PromptLayers
+from contextd.core.prompt import LayerReport
 from contextd.core.tokens import EstimateTokenizer, Tokenizer, TokenizerRegistry
-from contextd.fronts.grpc.auth import caller_for
 from contextd.fronts.grpc.content_parts import fill_parts, parts_from_pb
-from contextd.fronts.grpc.ids import check_id
 from contextd.v1 import context_pb2 as pb
 
 if TYPE_CHECKING:
@@ -48,21 +37,10 @@ _ROLE_TO_PB: dict[Role, pb.Role] = {
 }
 _ROLES: dict[int, Role] = {number: role for role, number in _ROLE_TO_PB.items()}
 _USER = Role.USER  # read once: per message, enum member lookups show up in the benchmark
-_FORMATS = {
-    pb.OUTPUT_FORMAT_UNSPECIFIED: OutputFormat.NEUTRAL,
-    pb.OUTPUT_FORMAT_NEUTRAL: OutputFormat.NEUTRAL,
-    pb.OUTPUT_FORMAT_OPENAI: OutputFormat.OPENAI,
-    pb.OUTPUT_FORMAT_ANTHROPIC: OutputFormat.ANTHROPIC,
-}
-_CACHE_LAYOUTS: dict[int, CacheLayout] = {
+CACHE_LAYOUTS: dict[int, CacheLayout] = {
     pb.CACHE_LAYOUT_UNSPECIFIED: CacheLayout.OFF,
     pb.CACHE_LAYOUT_OFF: CacheLayout.OFF,
     pb.CACHE_LAYOUT_STABLE_PREFIX: CacheLayout.STABLE_PREFIX,
-}
-_POLICIES = {
-    pb.OVERFLOW_POLICY_UNSPECIFIED: OverflowPolicy.KEEP_REQUIRED,
-    pb.OVERFLOW_POLICY_KEEP_REQUIRED: OverflowPolicy.KEEP_REQUIRED,
-    pb.OVERFLOW_POLICY_FAIL: OverflowPolicy.FAIL,
 }
 # None: the server's setting.
 _MEMORY_MODES: dict[int, bool | None] = {
@@ -116,121 +94,6 @@ def editing_from_pb(
     return options.resolve(defaults)
 
 
-def inline_build_from_pb(
-    req: pb.BuildMessagesRequest,
-    history_pb: Sequence[pb.Message],
-    tokenizers: TokenizerRegistry,
-    limits: ImageLimits,
-    editing: EditingSettings = EDITING_OFF,
-) -> BuildRequest:
-    """BuildMessages with the history in the request, as core's build request.
-    ``history_pb`` is ``req.history[:]``, which the caller keeps to build the response
-    from (each read of a repeated field element makes a new Python object)."""
-    v = Violations()
-    tokenizer = tokenizer_from_pb(req.tokenizer, tokenizers, v)
-    output_format = _FORMATS.get(req.output_format)
-    policy = _POLICIES.get(req.overflow_policy)
-    cache_layout = _CACHE_LAYOUTS.get(req.cache_layout)
-    # Not in the common case: no call for it.
-    if output_format is None or policy is None or cache_layout is None:
-        output_format, policy = _format_and_policy(req, v)
-        cache_layout = cache_layout_from_pb(req.cache_layout, "cache_layout", v)
-    summary = None
-    if req.HasField("compression_summary"):
-        s = req.compression_summary
-        summary = CompressionSummary(tuple(s.message_ids), s.start_message_id, s.summary)
-    user_message, user_parts = user_message_from_pb(
-        req.user_message, req.user_message_parts, v, limits
-    )
-    if req.HasField("editing"):
-        editing = editing_from_pb(req.editing, True, editing, "editing", v)
-    build = BuildRequest(
-        user_message=user_message,
-        user_parts=user_parts,
-        token_budget=req.token_budget,
-        tokenizer=tokenizer,
-        system_prompts=req.system_prompts[:],
-        layers=layers_from_pb(req.layers) if req.HasField("layers") else None,
-        history=messages_from_pb(history_pb, "history", v, limits),
-        compression_summary=summary,
-        output_format=output_format,
-        overflow_policy=policy,
-        cache_layout=cache_layout,
-        editing=editing,
-    )
-    if v:
-        validate_build_request(build, v)  # raises, naming the build's bad fields too
-    return build
-
-
-def session_build_from_pb(
-    req: pb.BuildMessagesRequest,
-    tokenizers: TokenizerRegistry,
-    limits: ImageLimits,
-    editing: EditingSettings = EDITING_OFF,
-) -> SessionBuildRequest:
-    """BuildMessages in session mode (``req.session`` set): the list comes from the stored
-    session, so the request's inline fields must stay empty."""
-    s = req.session
-    # First: naming another user than the credential's is refused before anything else.
-    caller = Caller("")
-    caller_violations: Sequence[FieldViolation] = ()
-    try:
-        caller = caller_for(s.user_id, "session.user_id")
-    except InvalidArgument as error:
-        caller_violations = error.violations
-    v = Violations()
-    for name in ("system_prompts", "history"):
-        if getattr(req, name):
-            v.add(name, "must be empty in session mode")
-    for name in ("layers", "compression_summary"):
-        if req.HasField(name):
-            v.add(name, "must be empty in session mode")
-    tokenizer = tokenizer_from_pb(req.tokenizer, tokenizers, v)
-    output_format, policy = _format_and_policy(req, v)
-    memory = memory_from_pb(s.memory, "session.memory", v)
-    cache_layout = cache_layout_from_pb(s.cache_layout, "session.cache_layout", v)
-    v.extend(caller_violations)
-    check_id(s.session_id, "session.session_id", v)
-    user_message, user_parts = user_message_from_pb(
-        req.user_message, req.user_message_parts, v, limits
-    )
-    editing = editing_from_pb(req.editing, req.HasField("editing"), editing, "editing", v)
-    v.raise_if_any()
-    return SessionBuildRequest(
-        caller=caller,
-        session_id=s.session_id,
-        user_message=user_message,
-        user_parts=user_parts,
-        token_budget=req.token_budget,
-        tokenizer=tokenizer,
-        scenario=s.scenario,
-        host=s.host,
-        variables=dict(s.variables),
-        memory=memory,
-        memory_limit=s.memory_limit,
-        recent_sessions_limit=s.recent_sessions_limit,
-        output_format=output_format,
-        overflow_policy=policy,
-        cache_layout=cache_layout,
-        editing=editing,
-    )
-
-
-def _format_and_policy(
-    req: pb.BuildMessagesRequest, violations: Violations
-) -> tuple[OutputFormat, OverflowPolicy]:
-    output_format = _FORMATS.get(req.output_format)
-    if output_format is None:
-        output_format = OutputFormat.NEUTRAL
-        violations.add("output_format", f"unknown output format {req.output_format}")
-    policy = _POLICIES.get(req.overflow_policy)
-    if policy is None:
-        policy = OverflowPolicy.KEEP_REQUIRED
-        violations.add("overflow_policy", f"unknown overflow policy {req.overflow_policy}")
-    return output_format, policy
-
-
 def tokenizer_from_pb(
     name: str, tokenizers: TokenizerRegistry, violations: Violations
 ) -> Tokenizer:
@@ -244,7 +107,7 @@ def tokenizer_from_pb(
 
 
 def cache_layout_from_pb(value: int, field: str, violations: Violations) -> CacheLayout:
-    layout = _CACHE_LAYOUTS.get(value)
+    layout = CACHE_LAYOUTS.get(value)
     if layout is None:
         violations.add(field, f"unknown cache layout {value}")
         return CacheLayout.OFF
@@ -256,17 +119,6 @@ def memory_from_pb(value: int, field: str, violations: Violations) -> bool | Non
     if value not in _MEMORY_MODES:
         violations.add(field, f"unknown memory mode {value}")
     return _MEMORY_MODES.get(value)
-
-
-def layers_from_pb(layers: pb.PromptLayers) -> PromptLayers:
-    return PromptLayers(
-        identity=layers.identity,
-        rules=layers.rules,
-        skill=layers.skill,
-        mode=layers.mode,
-        memory=layers.memory,
-        context=layers.context,
-    )
 
 
 def messages_from_pb(
@@ -333,52 +185,6 @@ def user_message_from_pb(
 # --- responses --------------------------------------------------------------------------
 
 
-def build_response_to_pb(
-    built: BuiltContext,
-    history_pb: Sequence[pb.Message] | None,
-    stored_id: Callable[[str], str] | None = None,
-) -> pb.BuildMessagesResponse:
-    """BuildMessages' response. ``history_pb``: the request's history when the build was
-    inline; the messages kept as they are are copied from it (cheaper than filling anew).
-    A session build's sources are positions in the stored session: None then, and
-    ``stored_id`` shows each stored message's id as callers see it."""
-    response = pb.BuildMessagesResponse()
-    result = built.result
-    report = response.report
-    fill_report(report, result.report)
-    if built.layers:
-        add_context_layers(report.context_layers, built.layers)
-    if result.payload is not None:
-        response.payload_json = json.dumps(
-            result.payload, ensure_ascii=False, allow_nan=False, separators=(",", ":")
-        )
-    _fill_messages(response, result, history_pb, stored_id)
-    return response
-
-
-def _fill_messages(
-    response: pb.BuildMessagesResponse,
-    result: BuildResult,
-    history_pb: Sequence[pb.Message] | None,
-    stored_id: Callable[[str], str] | None,
-) -> None:
-    add = response.messages.add
-    if history_pb is None:
-        for m, n in zip(result.messages, result.message_tokens, strict=True):
-            out = add()
-            fill_message(out, m, n)
-            if m.id and stored_id is not None:
-                out.id = stored_id(m.id)
-        return
-    for m, n, source in zip(result.messages, result.message_tokens, result.sources, strict=True):
-        if source is None:
-            fill_message(add(), m, n)
-        else:
-            copy = add()
-            copy.CopyFrom(history_pb[source])
-            copy.tokens = n
-
-
 def message_to_pb(m: ChatMessage, tokens: int) -> pb.Message:
     out = pb.Message()
     fill_message(out, m, tokens)
@@ -402,12 +208,6 @@ def fill_message(out: pb.Message, m: ChatMessage, tokens: int) -> None:
 
 def layer_reports_to_pb(layers: list[LayerReport]) -> list[pb.LayerReport]:
     return [pb.LayerReport(name=x.name, included=x.included, tokens=x.tokens) for x in layers]
-
-
-def report_to_pb(r: BuildReport) -> pb.BuildReport:
-    out = pb.BuildReport()
-    fill_report(out, r)
-    return out
 
 
 def fill_report(out: pb.BuildReport, r: BuildReport) -> None:

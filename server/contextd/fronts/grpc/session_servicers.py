@@ -6,7 +6,6 @@ import json
 import time
 from collections.abc import AsyncIterator
 
-from contextd.app.chat import ChatApp
 from contextd.app.memories import MemoriesApp, NamesAMemory, memory_filter
 from contextd.app.prompts import PromptsApp
 from contextd.app.sessions import SessionsApp
@@ -30,15 +29,12 @@ class SessionServicer(sessions_pb2_grpc.SessionServiceServicer):  # type: ignore
         self,
         app: SessionsApp,
         tokenizer: str,
-        chat: ChatApp,
         image_limits: ImageLimits,
         ids: PublicIds,
     ) -> None:
         self._app = app
         self._image_limits = image_limits
         self._ids = ids
-        # Ending a session waits for its running turn: the chat's one-turn-at-a-time.
-        self._chat = chat
         # Stored messages report their count under the server's default tokenizer.
         self._tokenizer = tokenizer
 
@@ -170,7 +166,7 @@ class SessionServicer(sessions_pb2_grpc.SessionServiceServicer):  # type: ignore
     ) -> spb.EndSessionResponse:
         check_ids(("session_id", request.session_id))
         remaining = context.time_remaining()
-        ended = await self._chat.end_session(
+        ended = await self._app.end_session(
             caller_for(request.user_id),
             request.session_id,
             request.mode,

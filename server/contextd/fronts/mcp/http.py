@@ -235,10 +235,11 @@ class McpListener:
         self._socket: socket.socket | None = None
         self._main: asyncio.Task[None] | None = None
 
-    async def start(self, host: str, port: int) -> int:
-        """Listen; return the bound port (``port`` 0 picks a free one)."""
+    async def start(self, host: str, port: int, *, reuse_port: bool = False) -> int:
+        """Listen; return the bound port (``port`` 0 picks a free one). ``reuse_port``:
+        other processes of the same server listen on it too (SO_REUSEPORT)."""
         try:
-            self._socket = _listening_socket(host, port)
+            self._socket = _listening_socket(host, port, reuse_port)
         except OSError as error:
             await self._channel.close(None)
             raise cannot_listen("the MCP port", host, port, error) from None
@@ -266,7 +267,7 @@ class McpListener:
         await self._channel.close(None)
 
 
-def _listening_socket(host: str, port: int) -> socket.socket:
+def _listening_socket(host: str, port: int, reuse_port: bool = False) -> socket.socket:
     """A TCP listener made the way asyncio makes its own: with its protocol named, so that
     asyncio turns Nagle's algorithm off on the connections it accepts (it does so only for
     sockets whose protocol is IPPROTO_TCP; without, each answer waits on a delayed ACK,
@@ -281,6 +282,8 @@ def _listening_socket(host: str, port: int) -> socket.socket:
     listener = socket.socket(family, kind, proto)
     try:
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if reuse_port:
+            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         listener.bind(address)
         listener.listen(100)
     except OSError:

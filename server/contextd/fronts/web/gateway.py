@@ -109,15 +109,21 @@ class WebGateway:
             app, access_log=None, handler_cancellation=True, shutdown_timeout=shutdown_timeout
         )
 
-    async def start(self, host: str, port: int) -> int:
-        """Listen; return the bound port (``port`` 0 picks a free one)."""
+    async def start(self, host: str, port: int, *, reuse_port: bool = False) -> int:
+        """Listen; return the bound port (``port`` 0 picks a free one). ``reuse_port``:
+        other processes of the same server listen on it too (SO_REUSEPORT)."""
         await self._runner.setup()
         assert self._runner.server is not None
         # Its own listener instead of aiohttp's TCPSite, to refuse connections over the cap.
         accept = capped_connections(self._runner.server, self._limits.max_connections)
         try:
             self._listener = await asyncio.get_running_loop().create_server(
-                accept, host or None, port, ssl=self._ssl_context, reuse_address=True
+                accept,
+                host or None,
+                port,
+                ssl=self._ssl_context,
+                reuse_address=True,
+                reuse_port=reuse_port or None,
             )
         except OSError as error:
             await self.aclose()

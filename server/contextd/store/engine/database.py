@@ -58,11 +58,12 @@ class Connection(Protocol):
 class Database(ABC):
     # "sqlite" or "postgresql": for metrics, spans and logs.
     engine: ClassVar[str]
-    # Other processes may write the database at any time (PostgreSQL's replicas), so a read
-    # kept in memory could be stale: repositories keep none, and a session's turns hold a
-    # lease on it across processes. False where this process is the database's only writer
-    # (SQLite, one server per data directory: store/engine/data_lock.py).
-    shared_between_processes: ClassVar[bool]
+    # Other processes may write the database at any time (PostgreSQL's replicas, the
+    # workers of one server on SQLite), so a read kept in memory could be stale: kept
+    # reads are checked against versions, and a session's turns hold a lease on it
+    # across processes. False where this process is the database's only writer (SQLite,
+    # one server per data directory: store/engine/data_lock.py).
+    shared_between_processes: bool
     # A WITH clause may hold INSERTs whose rows the statement's other parts use
     # (PostgreSQL): a write of several tables can be one statement.
     writes_in_with: ClassVar[bool] = False

@@ -55,12 +55,14 @@ async def open_database(
     statement_timeout: float = 30.0,
     pool_timeout: float = 5.0,
     watch_disk: bool = False,
+    shared: bool = False,
 ) -> Database:
     """Open (and migrate) PostgreSQL's database at ``url``, or with no URL the SQLite file
     in ``data_dir``, made private first (the settings of the other engine do not apply).
     ``watch_disk``: writes that fail for want of space are told apart, and the data
     directory's disk watched until it has room (``Database.disk``; SQLite only,
-    PostgreSQL's disk is its server's)."""
+    PostgreSQL's disk is its server's). ``shared``: the workers of one server write the
+    SQLite file together (PostgreSQL is always written as if shared)."""
     if url:
         check_database_url(url)
         return await PostgresDatabase.open(
@@ -70,4 +72,6 @@ async def open_database(
     # it private first: NotPrivate when that cannot be done.
     prepare_data_dir(data_dir)
     disk = DiskWatch(data_dir) if watch_disk else None
-    return await SqliteDatabase.open(data_dir / DB_FILENAME, sqlite_synchronous, disk)
+    return await SqliteDatabase.open(
+        data_dir / DB_FILENAME, sqlite_synchronous, disk, shared=shared
+    )

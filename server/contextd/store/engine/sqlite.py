@@ -163,7 +163,6 @@ def _connect(path: Path, synchronous: str) -> sqlite3.Connection:
 
 class SqliteDatabase(Database):
     engine = "sqlite"
-    shared_between_processes = False
 
     def __init__(
         self,
@@ -171,8 +170,12 @@ class SqliteDatabase(Database):
         writer: SqliteConnection,
         reader: SqliteConnection,
         disk: DiskWatch | None = None,
+        shared: bool = False,
     ):
         super().__init__(disk)
+        # The workers of one server share the file (--workers): each keeps its reads
+        # checked against the versions the others move on, as PostgreSQL's replicas do.
+        self.shared_between_processes = shared
         self.path = path
         self._writer = writer
         self._reader = reader
@@ -180,14 +183,20 @@ class SqliteDatabase(Database):
 
     @classmethod
     async def open(
-        cls, path: Path, synchronous: str = "NORMAL", disk: DiskWatch | None = None
+        cls,
+        path: Path,
+        synchronous: str = "NORMAL",
+        disk: DiskWatch | None = None,
+        *,
+        shared: bool = False,
     ) -> SqliteDatabase:
         """Open (creating if needed) the database file and apply pending migrations.
 
         ``synchronous=NORMAL`` in WAL mode keeps every committed transaction through a
         process crash; ``FULL`` also through a power cut, at a large cost per commit.
         ``disk``, when given, is told of writes that fail for want of space, the event
-        log's too; the database closes it.
+        log's too; the database closes it. ``shared``: other processes of the same
+        server (its workers) write the file too.
         """
         if synchronous.upper() not in ("NORMAL", "FULL"):
             raise ValueError("synchronous must be NORMAL or FULL")
@@ -202,7 +211,7 @@ class SqliteDatabase(Database):
                 raise RuntimeError(f"{path}: SQLite refused WAL mode (got {mode})")
             reader = _connect(path, synchronous)
             reader.execute("PRAGMA query_only = ON")
-            db = cls(path, SqliteConnection(writer), SqliteConnection(reader), disk)
+            db = cls(path, SqliteConnection(writer), SqliteConnection(reader), disk, shared)
             await db._migrate()
         except BaseException:
             for conn in (reader, writer):
@@ -210,6 +219,24 @@ class SqliteDatabase(Database):
                     conn.close()
             raise
         return db
+
+    async def next_session_version(self, conn: Connection, session_id: str) -> int | None:
+        if not self.shared_between_processes:
+            return None
+        rows = await conn.execute_fetchall(
+            "UPDATE sessions SET version = version + 1 WHERE id = ? RETURNING version",
+            (session_id,),
+        )
+        return int(rows[0]["version"]) if rows else None
+
+    async def next_catalog_version(self, conn: Connection) -> int | None:
+        if not self.shared_between_processes:
+            return None
+        rows = await conn.execute_fetchall(
+            "UPDATE cache_versions SET version = version + 1 WHERE name = 'catalog'"
+            " RETURNING version"
+        )
+        return int(rows[0]["version"])
 
     async def close(self) -> None:
         if self.disk is not None:

@@ -12,19 +12,27 @@ not (core/memory_bridge.py): "What does my sister do?" finds "My sister is calle
 and the memory of Emily's closest in meaning to the question ("Emily works as a dentist
 in Leeds", which shares nothing with it) goes right after the memory that named her. The
 memories above that one keep their places; a name is followed through the term index
-(the memories that mention it, ``Named``) and ranked by the question's cosines, which the
-meaning ranking computed for every memory anyway.
+(the memories that mention it, ``Named``) and ranked by their cosines with the question
+asked of the person (one more embedding; the question's own cosines, which the meaning
+ranking computed for every memory anyway, when that fails).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, Sequence, Set
+from collections.abc import Awaitable, Callable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from contextd.core.memory_bridge import BRIDGE_FROM, NAMED_LOOKED_AT, bridge_names, rank_named
+from contextd.core.memory_bridge import (
+    BRIDGE_FROM,
+    NAMED_LOOKED_AT,
+    bridge_names,
+    hop_question,
+    rank_named,
+)
 from contextd.core.memory_ranking import Candidate, rank_hybrid
+from contextd.core.query_time import asked_period
 from contextd.store.engine.database import Connection
 from contextd.store.memory.index import MEMORY_COLUMNS
 from contextd.store.models import Memory, ScoredMemory
@@ -46,6 +54,11 @@ class MeaningRanking:
     # The cosine with the query of any of the owner's memories (by id) that has a vector
     # and meets the search's filter; None when nothing was ranked.
     cosines: Callable[[Sequence[int]], dict[int, float]] | None = None
+    # The cosines of memories (by id) with the query without the names it holds; None
+    # when it names no one (core/memory_ranking.py).
+    name_free: Callable[[Sequence[int]], Awaitable[dict[int, float]]] | None = None
+    # The cosines of memories (by id) with another text (the second hop's question).
+    asked: Callable[[str, Sequence[int]], Awaitable[dict[int, float]]] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,24 +124,28 @@ async def hybrid_search(
             memory = from_row(row)
             if (memory.tenant_id, memory.user_id) == fusion.owner:
                 rows[memory.id] = memory
-    found = fuse(by_terms, by_meaning.hits, rows, fusion, by_meaning.floor)
+    name_free = None
+    if by_meaning.name_free is not None and by_meaning.hits:
+        name_free = await by_meaning.name_free(list(rows))
+    found = fuse(by_terms, by_meaning.hits, rows, fusion, by_meaning.floor, name_free)
     if named is not None and by_meaning.cosines is not None:
         by_words = {s.memory.id for s in by_terms}
-        found = await second_hop(found, by_words, by_meaning.cosines, fusion, named)
+        found = await second_hop(found, by_words, by_meaning, fusion, named)
     return MemorySearchResult(found, by_meaning.note)
 
 
 async def second_hop(
     found: list[ScoredMemory],
     by_words: Set[int],
-    cosines: Callable[[Sequence[int]], dict[int, float]],
+    by_meaning: MeaningRanking,
     fusion: Fusion,
     named: Named,
 ) -> list[ScoredMemory]:
     """``found`` with, right after each of its best memories that shares a word with the
     question (``by_words``: found by its terms) and names someone the question does not,
-    the memories of that name closest to the question (core/memory_bridge.py), unless
-    already among the results above them."""
+    the memories of that name closest to the question asked of the person
+    (core/memory_bridge.py; by the question's own cosines when that cannot be embedded),
+    unless already among the results above them."""
     best = [s for s in found[:BRIDGE_FROM] if s.memory.id in by_words]
     result = list(found)
     for name, index in bridge_names(fusion.query, [s.memory.content for s in best]):
@@ -136,7 +153,10 @@ async def second_hop(
         at = next(i for i, s in enumerate(result) if s.memory.id == bridge)
         above = {s.memory.id for s in result[: at + 1]}
         mentions = [s.memory for s in await named(name, NAMED_LOOKED_AT)]
-        close = cosines([m.id for m in mentions if m.id not in above])
+        ids = [m.id for m in mentions if m.id not in above]
+        close = await _asked_of(
+            by_meaning, hop_question(fusion.query, best[index].memory.content, name), ids
+        )
         hops = rank_named(name, [(m.id, m.content, m.updated_at) for m in mentions], close)
         by_id = {m.id: m for m in mentions}
         for offset, mid in enumerate(hops, start=1):
@@ -155,22 +175,43 @@ async def second_hop(
     return result[: fusion.limit]
 
 
+async def _asked_of(
+    by_meaning: MeaningRanking, question: str, ids: Sequence[int]
+) -> dict[int, float]:
+    assert by_meaning.cosines is not None
+    if by_meaning.asked is not None and ids:
+        close = await by_meaning.asked(question, ids)
+        if close:
+            return close
+    return by_meaning.cosines(ids)
+
+
 def fuse(
     by_terms: Sequence[ScoredMemory],
     by_meaning: Sequence[tuple[int, float]],
     rows: dict[int, Memory],
     fusion: Fusion,
     floor: float = 0.0,
+    name_free: Mapping[int, float] | None = None,
 ) -> list[ScoredMemory]:
     """The ranking of both lists (``rows``: every memory either names; ``floor``: the
-    meaning ranking's), by core/memory_ranking.py; the term results as they are when
-    nothing ranked by meaning."""
+    meaning ranking's; ``name_free``: cosines with the query without its names), by
+    core/memory_ranking.py; the term results as they are when nothing ranked by meaning."""
     if not by_meaning:
         return list(by_terms[: fusion.limit])
     relevance = {s.memory.id: s.relevance for s in by_terms}
     cosine = dict(by_meaning)
+    free = name_free or {}
     candidates = [
-        Candidate(mid, memory.content, memory.updated_at, relevance.get(mid, 0.0), cosine.get(mid))
+        Candidate(
+            mid,
+            memory.content,
+            memory.updated_at,
+            relevance.get(mid, 0.0),
+            cosine.get(mid),
+            memory.created_at if memory.valid_from is None else memory.valid_from,
+            free.get(mid),
+        )
         for mid, memory in rows.items()
     ]
     ranked = rank_hybrid(
@@ -180,6 +221,7 @@ def fuse(
         now=fusion.now,
         half_life=fusion.half_life,
         limit=fusion.limit,
+        period=asked_period(fusion.query, fusion.now),
     )
     return [
         ScoredMemory(

@@ -188,6 +188,21 @@ class MemoryVectorRepo:
             top = np.argsort(-similarity, kind="stable")
         return [(int(matrix.ids[i]), float(similarity[i])) for i in top], cosines
 
+    async def cosines_for(
+        self, owner: Owner, query: Sequence[float], ids: Sequence[int]
+    ) -> dict[int, float]:
+        """The cosines with ``query`` of those of the owner's memories ``ids`` that have a
+        vector (a second text a search compares with a few candidates)."""
+        matrix = await self._matrix(owner)
+        if matrix is None or not ids or matrix.unit.shape[1] != len(query):
+            return {}
+        asked = np.asarray(ids, dtype=np.int64)
+        at = np.minimum(np.searchsorted(matrix.ids, asked), len(matrix.ids) - 1)
+        found = matrix.ids[at] == asked
+        rows = matrix.unit[at[found]]
+        values = np.einsum("ij,j->i", rows, _unit(np.asarray(query, dtype=np.float32)))
+        return {int(mid): float(v) for mid, v in zip(asked[found], values, strict=True)}
+
     async def vectors_of(
         self, owner: Owner, ids: Sequence[int]
     ) -> dict[int, npt.NDArray[np.float32]]:

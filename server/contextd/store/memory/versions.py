@@ -23,9 +23,6 @@ from contextd.store.engine.database import Connection
 from contextd.store.memory.index import MEMORY_COLUMNS, MemoryIndex, Owner, memory_from_row
 from contextd.store.models import Memory
 
-# What MemoryEdit.changes may name.
-EDITABLE = frozenset({"content", "scope", "metadata", "valid_from", "valid_to", "expires_at"})
-
 
 class MemoryConflict(Exception):
     """The change would give the user two memories of the same text and scope, both

@@ -31,7 +31,7 @@ SQLITE_OF_POSTGRESQL: dict[int, tuple[int, ...]] = {
     8: (13,),
     9: (14,),
     10: (15,),
-    11: (),  # PostgreSQL's own: versions that check replicas' caches
+    11: (16,),
 }
 
 

@@ -1,4 +1,4 @@
--- 0011_cache_versions: PostgreSQL's own. Replicas keep reads in memory and check them
+-- 0011_cache_versions: SQLite's 0016. Replicas keep reads in memory and check them
 -- against these versions, which every write of what they cover moves on in its own
 -- transaction: a session's version covers its messages and compression summaries, the
 -- catalog's the prompt templates and skills of every tenant.

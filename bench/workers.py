@@ -1,0 +1,236 @@
+"""Throughput of ``contextd serve --workers N``: BuildMessages and short StreamChat turns
+per second with 1 and 2 workers, the server's CPU per call, and from those the
+throughput N workers would give on N cores.
+
+The load comes from ``h2load`` (Debian ``nghttp2-client``), a load generator in C that
+costs the machine little: it posts one prepared gRPC frame (``0x00``, the 4-byte length,
+the serialized request) with ``content-type: application/grpc`` and ``te: trailers`` over
+several HTTP/2 connections (one connection stays on one worker, so several are needed
+for the kernel to spread them). Before each run the same frame is sent once through
+grpcio and must answer OK (h2load counts HTTP statuses, not gRPC ones).
+
+Server CPU is the parent's and every worker's user and system time over the run
+(/proc). ``calls per CPU-second`` with 2 workers against 1 says what a worker costs in
+sharing; N times the 2-worker figure is the throughput N workers would give on N cores
+with nothing else running. Rounds alternate 1 and 2 workers; the figures are medians.
+
+Run: ``python bench/workers.py [--quick] [--database-url URL]`` (SQLite by default).
+Targets: 2 workers / 1 >= 1.7 for BuildMessages (``RESULT workers``); derived N=8 >= 0.9
+x 8 x one worker's calls per CPU-second, i.e. calls per CPU-second with 2 workers / 1 >=
+0.9 (``workers_derived_8``); the same two for turns (``workers_turns...``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+from _common import SHORT_HISTORY, SYSTEM_PROMPT, USER_MESSAGE, machine_note, median, print_table
+from _common import free_port as pick_port
+from _common import result_line as result
+from contextd.v1 import chat_pb2, context_pb2
+
+ROLES = {"user": context_pb2.ROLE_USER, "assistant": context_pb2.ROLE_ASSISTANT}
+CONNECTIONS = 8
+STREAMS = 8  # per connection
+
+
+def build_request() -> bytes:
+    return context_pb2.BuildMessagesRequest(
+        system_prompts=[SYSTEM_PROMPT],
+        history=[context_pb2.Message(role=ROLES[r], content=t) for r, t in SHORT_HISTORY],
+        user_message=USER_MESSAGE,
+        token_budget=4000,
+    ).SerializeToString()
+
+
+def turn_request() -> bytes:
+    """A short turn of a new session each time (the echo provider answers)."""
+    return chat_pb2.StreamChatRequest(
+        session=context_pb2.SessionContext(user_id="bench"), user_message="Hello there"
+    ).SerializeToString()
+
+
+CALLS = {
+    "BuildMessages": ("/contextd.v1.ContextService/BuildMessages", build_request),
+    "StreamChat": ("/contextd.v1.ChatService/StreamChat", turn_request),
+}
+
+
+@dataclass
+class Server:
+    process: subprocess.Popen[str]
+    port: int
+
+    def cpu_seconds(self) -> float:
+        """User and system time of the parent and every worker so far."""
+        tick = os.sysconf("SC_CLK_TCK")
+        total = 0
+        for pid in [self.process.pid, *_children(self.process.pid)]:
+            try:
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            total += int(fields[11]) + int(fields[12])  # utime, stime
+        return total / tick
+
+    def stop(self) -> None:
+        self.process.send_signal(signal.SIGTERM)
+        self.process.wait(60)
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if stat[1] == str(pid):
+                found.append(int(entry))
+    return found
+
+
+def start(workers: int, data_dir: Path, database_url: str) -> Server:
+    port = pick_port()
+    command = [sys.executable, "-m", "contextd", "serve", "--port", str(port)]
+    command += ["--workers", str(workers), "--data-dir", str(data_dir), "--log-level", "WARNING"]
+    if database_url:
+        command += ["--database-url", database_url]
+    process = subprocess.Popen(command, stderr=subprocess.DEVNULL, text=True)
+    deadline = time.monotonic() + 60
+    while True:
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            try:
+                grpc.channel_ready_future(channel).result(timeout=1)
+                break
+            except grpc.FutureTimeoutError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise SystemExit(f"contextd --workers {workers} did not start") from None
+    time.sleep(1.0 if workers > 1 else 0.2)  # every worker listening
+    return Server(process, port)
+
+
+def check_once(port: int, path: str, body: bytes) -> None:
+    """The frame h2load will send answers OK when sent through grpcio."""
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        if path.endswith("StreamChat"):
+            list(channel.unary_stream(path, None, None)(body, timeout=30))
+        else:
+            channel.unary_unary(path, None, None)(body, timeout=30)
+
+
+def h2load(port: int, path: str, frame: Path, requests: int) -> float:
+    """Calls per second h2load measured; SystemExit when any failed."""
+    load = ["h2load", "-n", str(requests), "-c", str(CONNECTIONS), "-m", str(STREAMS)]
+    grpc_post = ["-H", "content-type: application/grpc", "-H", "te: trailers", "-d", str(frame)]
+    out = subprocess.run(
+        [*load, *grpc_post, f"http://127.0.0.1:{port}{path}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    done = re.search(r"requests: \d+ total, \d+ started, (\d+) done, (\d+) succeeded", out)
+    rate = re.search(r"finished in [\d.]+\w+, ([\d.]+) req/s", out)
+    if done is None or rate is None or done.group(1) != done.group(2):
+        raise SystemExit(f"h2load: calls failed\n{out}")
+    return float(rate.group(1))
+
+
+def run(args: argparse.Namespace) -> int:
+    if shutil.which("h2load") is None:
+        raise SystemExit("h2load is missing: apt-get install nghttp2-client")
+    requests = 3000 if args.quick else 20000
+    rounds = 2 if args.quick else 4
+    print(machine_note())
+    print(f"h2load: {CONNECTIONS} connections x {STREAMS} streams, {requests} calls a run")
+    rates: dict[tuple[str, int], list[float]] = {}
+    per_cpu: dict[tuple[str, int], list[float]] = {}
+    with tempfile.TemporaryDirectory(prefix="contextd-workers-") as tmp:
+        for name, (path, make) in CALLS.items():
+            body = make()
+            frame = Path(tmp, f"{name}.frame")
+            frame.write_bytes(b"\0" + len(body).to_bytes(4, "big") + body)
+            for r in range(rounds):
+                for workers in (1, 2):
+                    server = start(
+                        workers, Path(tmp, f"data-{name}-{r}-{workers}"), args.database_url
+                    )
+                    try:
+                        check_once(server.port, path, body)
+                        h2load(server.port, path, frame, requests // 5)  # warm-up
+                        cpu = server.cpu_seconds()
+                        began = time.perf_counter()
+                        rate = h2load(server.port, path, frame, requests)
+                        seconds = time.perf_counter() - began
+                        cpu = server.cpu_seconds() - cpu
+                    finally:
+                        server.stop()
+                    rates.setdefault((name, workers), []).append(rate)
+                    per_cpu.setdefault((name, workers), []).append(rate * seconds / cpu)
+    rows = []
+    for name in CALLS:
+        for workers in (1, 2):
+            rows.append(
+                [
+                    f"{name}, {workers} worker{'s' if workers > 1 else ''}",
+                    f"{median(rates[(name, workers)]):,.0f}",
+                    f"{1000 / median(per_cpu[(name, workers)]):.3f}",
+                    f"{median(per_cpu[(name, workers)]):,.0f}",
+                ]
+            )
+    print_table(["calls", "calls/s", "server CPU ms/call", "calls per CPU-second"], rows)
+    for name in CALLS:
+        derived = 8 * median(per_cpu[(name, 2)])
+        print(f"{name}: derived for 8 workers on 8 cores: {derived:,.0f} calls/s")
+    lines = [
+        (
+            "workers",
+            "BuildMessages",
+            median(rates[("BuildMessages", 2)]) / median(rates[("BuildMessages", 1)]),
+            1.7,
+        ),
+        (
+            "workers_derived_8",
+            "BuildMessages",
+            median(per_cpu[("BuildMessages", 2)]) / median(per_cpu[("BuildMessages", 1)]),
+            0.9,
+        ),
+        (
+            "workers_turns",
+            "StreamChat",
+            median(rates[("StreamChat", 2)]) / median(rates[("StreamChat", 1)]),
+            1.7,
+        ),
+        (
+            "workers_turns_derived_8",
+            "StreamChat",
+            median(per_cpu[("StreamChat", 2)]) / median(per_cpu[("StreamChat", 1)]),
+            0.9,
+        ),
+    ]
+    for label, _, ratio, target in lines:
+        print(result(label, ratio, target, ratio >= target))
+    return 0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="fewer, shorter rounds")
+    parser.add_argument("--database-url", default="", help="PostgreSQL instead of SQLite")
+    sys.exit(run(parser.parse_args()))
+
+
+if __name__ == "__main__":
+    main()
