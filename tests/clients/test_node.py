@@ -22,7 +22,11 @@ CLIENT = ROOT / "clients" / "node"
 
 @pytest.fixture(scope="module")
 def node_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    proc = start_server(tmp_path_factory.mktemp("node-client"), "--web-port", "0")
+    # The cancel and deadline tests stream the echo of a 40,000-word message, which
+    # the default --max-prompt-tokens (8,000) refuses.
+    proc = start_server(
+        tmp_path_factory.mktemp("node-client"), "--web-port", "0", "--max-prompt-tokens", "200000"
+    )
     yield proc
     assert proc.stop() == 0
     # A stream write cut off by a cancel is logged at INFO (contextd.root.logs.ClientGoneFilter).

@@ -160,6 +160,12 @@ def test_memories_add_search_list_delete(client: ContextClient, user: str) -> No
     hits = client.search_memories(user, "jazz")
     assert [h["content"] for h in hits] == ["Likes jazz records."]
     assert 0 < hits[0]["recency"] <= 1 and hits[0]["relevance"] > 0
+    assert "explain" not in hits[0]
+    [explained] = client.search_memories(user, "jazz", explain=True)
+    parts = explained["explain"]
+    # The test servers search by terms only: no cosine.
+    assert parts["term_score"] is not None and parts["term_score"] > 0
+    assert parts["cosine"] is None
     assert client.search_memories(f"{user}-other", "jazz") == []
     assert [m["content"] for m in client.list_memories(user, page_size=1)] == [
         "Plays the cello.",

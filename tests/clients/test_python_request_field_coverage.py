@@ -163,7 +163,7 @@ CALLS: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = [
             "expire_time": WHEN,
         },
     ),
-    ("search_memories", ("ada", "tea"), {"limit": 3, "filter": FILTER}),
+    ("search_memories", ("ada", "tea"), {"limit": 3, "filter": FILTER, "explain": True}),
     ("list_memories", ("ada",), {"page_size": 2, "filter": FILTER}),
     ("delete_memory", ("ada", "7"), {}),
     (

@@ -51,6 +51,16 @@ TURNS: list[dict[str, Any]] = [
         "tools": [{"name": "f", "description": "d", "parameters": {"type": "object"}}],
         "tool_results": [{"tool_call_id": "c1", "content": "42"}],
         "tool_protocol": "react",
+        "tool_choice": {"function": "f"},
+        "parallel_tool_calls": False,
+        "prebuilt": True,
+        "response_format": {
+            "type": "json_schema",
+            "name": "answer",
+            "description": "d",
+            "schema": {"type": "object"},
+            "strict": True,
+        },
         "token_budget": 100,
         "tokenizer": "estimate",
         "model": "m",
@@ -136,6 +146,10 @@ def test_new_arguments_are_sent_as_their_enums(fake: FakeChatServer) -> None:
     [
         ({"tool_protocol": "xml"}, "tool_protocol must be 'native', 'react' or None"),
         ({"cache_layout": ["off"]}, "cache_layout must be 'off', 'stable_prefix' or None"),
+        ({"tool_choice": "sometimes"}, "tool_choice must be 'auto', 'none', 'required' or"),
+        ({"tool_choice": {"function": "f", "x": 1}}, "tool_choice must be"),
+        ({"response_format": {"type": "xml"}}, "response_format\\['type'\\] must be"),
+        ({"response_format": {"type": "json_object", "shape": 1}}, "unknown keys"),
     ],
 )
 def test_unknown_names_raise_at_once(kwargs: dict[str, Any], message: str) -> None:

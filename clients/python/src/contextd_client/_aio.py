@@ -447,12 +447,19 @@ class AsyncContextClient:
         return records.added_memory(await self._call(self.memory_stub.AddMemory, request))
 
     async def search_memories(
-        self, user_id: str, query: str, *, limit: int = 0, filter: MemoryFilter | None = None
+        self,
+        user_id: str,
+        query: str,
+        *,
+        limit: int = 0,
+        filter: MemoryFilter | None = None,
+        explain: bool = False,
     ) -> MemoryHits:
         """The user's memories most relevant to ``query``, best first, with their scores;
         ``filter`` (keys as in MemoryFilter: agent, app, metadata, created_after, ...,
-        as_of) narrows them."""
-        request = records.search_memories_request(user_id, query, limit, filter)
+        as_of) narrows them; ``explain`` adds each result's ``explain``: its term score
+        and cosine (None where that search did not rank it)."""
+        request = records.search_memories_request(user_id, query, limit, filter, explain)
         return records.scored_memories(await self._call(self.memory_stub.SearchMemories, request))
 
     async def list_memories(

@@ -45,12 +45,30 @@ ToolResultLike: TypeAlias = Mapping[str, Any] | cpb.ToolResult
 #: How the model is offered tools: its provider's own tool calling, or the tag protocol
 #: for models without it (see ToolProtocol in chat.proto).
 ToolProtocol: TypeAlias = Literal["native", "react"]
+#: Which tools the model may call: "auto" (it decides), "none", "required" (at least
+#: one of the host's tools), or ``{"function": NAME}`` (that tool).
+ToolChoiceLike: TypeAlias = Literal["auto", "none", "required"] | Mapping[str, str]
+#: The answer's shape: ``{"type": "json_object"}``, or ``{"type": "json_schema",
+#: "schema": {...}}`` with optional ``name``, ``description`` and ``strict``.
+ResponseFormatLike: TypeAlias = Mapping[str, Any]
 
 _TOOL_PROTOCOLS: dict[str | None, cpb.ToolProtocol] = {
     None: cpb.TOOL_PROTOCOL_UNSPECIFIED,
     "native": cpb.TOOL_PROTOCOL_NATIVE,
     "react": cpb.TOOL_PROTOCOL_REACT,
 }
+
+_TOOL_CHOICE_MODES: dict[str, cpb.ToolChoiceMode] = {
+    "auto": cpb.TOOL_CHOICE_MODE_AUTO,
+    "none": cpb.TOOL_CHOICE_MODE_NONE,
+    "required": cpb.TOOL_CHOICE_MODE_REQUIRED,
+}
+_RESPONSE_FORMAT_TYPES: dict[str, cpb.ResponseFormatType] = {
+    "text": cpb.RESPONSE_FORMAT_TYPE_TEXT,
+    "json_object": cpb.RESPONSE_FORMAT_TYPE_JSON_OBJECT,
+    "json_schema": cpb.RESPONSE_FORMAT_TYPE_JSON_SCHEMA,
+}
+_RESPONSE_FORMAT_KEYS = frozenset({"type", "name", "description", "schema", "strict"})
 
 _Client = TypeVar("_Client")
 _Built = TypeVar("_Built")
@@ -68,6 +86,41 @@ def _json_object_text(value: object, where: str) -> str:
         return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     except (TypeError, ValueError) as error:
         raise TypeError(f"{where} cannot be encoded as JSON: {error}") from error
+
+
+def tool_choice_to_pb(choice: object) -> cpb.ToolChoice:
+    if isinstance(choice, str) and choice in _TOOL_CHOICE_MODES:
+        return cpb.ToolChoice(mode=_TOOL_CHOICE_MODES[choice])
+    if isinstance(choice, Mapping) and set(choice) == {"function"}:
+        return cpb.ToolChoice(
+            mode=cpb.TOOL_CHOICE_MODE_FUNCTION,
+            function_name=_text(choice["function"], "tool_choice['function']"),
+        )
+    raise ValueError(
+        "tool_choice must be 'auto', 'none', 'required' or {'function': NAME}, "
+        f"not {_type_name(choice)}"
+    )
+
+
+def response_format_to_pb(shape: object) -> cpb.ResponseFormat:
+    if not isinstance(shape, Mapping):
+        raise TypeError(f"response_format must be a mapping, not {_type_name(shape)}")
+    unknown = sorted(str(k) for k in shape if k not in _RESPONSE_FORMAT_KEYS)
+    if unknown:
+        raise ValueError(f"response_format: unknown keys {unknown[:5]}")
+    kind = shape.get("type")
+    if not isinstance(kind, str) or kind not in _RESPONSE_FORMAT_TYPES:
+        raise ValueError("response_format['type'] must be 'text', 'json_object' or 'json_schema'")
+    strict = shape.get("strict", False)
+    if not isinstance(strict, bool):
+        raise TypeError(f"response_format['strict'] must be a bool, not {_type_name(strict)}")
+    return cpb.ResponseFormat(
+        type=_RESPONSE_FORMAT_TYPES[kind],
+        name=_text(shape.get("name", ""), "response_format['name']"),
+        description=_text(shape.get("description", ""), "response_format['description']"),
+        schema_json=_json_object_text(shape.get("schema"), "response_format['schema']"),
+        strict=strict,
+    )
 
 
 def tool_to_pb(tool: object, where: str) -> cpb.ToolDefinition:
@@ -123,12 +176,16 @@ def chat_turn(
     tools: Sequence[ToolLike] = (),
     tool_results: Sequence[ToolResultLike] = (),
     tool_protocol: ToolProtocol | None = None,
+    tool_choice: ToolChoiceLike | None = None,
+    parallel_tool_calls: bool | None = None,
+    prebuilt: bool = False,
     token_budget: int = 0,
     tokenizer: str = "",
     model: str | None = None,
     temperature: float | None = None,
     max_output_tokens: int | None = None,
     stop: Sequence[str] = (),
+    response_format: ResponseFormatLike | None = None,
     refuse_over_limit: bool = False,
     title: str = "",
     mode: str = "",
@@ -178,7 +235,7 @@ def chat_turn(
         mode=_text(mode, "mode"),
     )
     stops = [stop] if isinstance(stop, str) else _sequence(stop, "stop", "strings")
-    if model or temperature is not None or max_output_tokens or stops:
+    if model or temperature is not None or max_output_tokens or stops or response_format:
         options = cpb.ModelOptions(
             model=_text(model, "model"),
             max_output_tokens=0
@@ -190,7 +247,20 @@ def chat_turn(
             if isinstance(temperature, bool) or not isinstance(temperature, int | float):
                 raise TypeError(f"temperature must be a number, not {_type_name(temperature)}")
             options.temperature = float(temperature)
+        if response_format is not None:
+            options.response_format.CopyFrom(response_format_to_pb(response_format))
         request.model.CopyFrom(options)
+    if tool_choice is not None:
+        request.tool_choice.CopyFrom(tool_choice_to_pb(tool_choice))
+    if parallel_tool_calls is not None:
+        if not isinstance(parallel_tool_calls, bool):
+            raise TypeError(
+                f"parallel_tool_calls must be a bool, not {_type_name(parallel_tool_calls)}"
+            )
+        request.parallel_tool_calls = parallel_tool_calls
+    if not isinstance(prebuilt, bool):
+        raise TypeError(f"prebuilt must be a bool, not {_type_name(prebuilt)}")
+    request.prebuilt = prebuilt
     if refuse_over_limit:
         request.prompt_limit_policy = cpb.PROMPT_LIMIT_POLICY_REFUSE
     if editing is not None:

@@ -452,12 +452,19 @@ class ContextClient:
         return records.added_memory(self._call(self.memory_stub.AddMemory, request))
 
     def search_memories(
-        self, user_id: str, query: str, *, limit: int = 0, filter: MemoryFilter | None = None
+        self,
+        user_id: str,
+        query: str,
+        *,
+        limit: int = 0,
+        filter: MemoryFilter | None = None,
+        explain: bool = False,
     ) -> MemoryHits:
         """The user's memories most relevant to ``query``, best first, with their scores;
         ``filter`` (keys as in MemoryFilter: agent, app, metadata, created_after, ...,
-        as_of) narrows them."""
-        request = records.search_memories_request(user_id, query, limit, filter)
+        as_of) narrows them; ``explain`` adds each result's ``explain``: its term score
+        and cosine (None where that search did not rank it)."""
+        request = records.search_memories_request(user_id, query, limit, filter, explain)
         return records.scored_memories(self._call(self.memory_stub.SearchMemories, request))
 
     def list_memories(

@@ -133,12 +133,21 @@ class AddedMemory(Memory):
     created: bool
 
 
+class ScoreParts(TypedDict):
+    """What a result's rank started from (``search_memories(..., explain=True)``): its
+    term score and cosine, None where that search did not rank it."""
+
+    term_score: float | None
+    cosine: float | None
+
+
 class ScoredMemory(Memory):
     """A memory found by ``search_memories``, with its score and the score's parts."""
 
     score: float
     relevance: float
     recency: float
+    explain: NotRequired[ScoreParts]
 
 
 class MemoryHits(list[ScoredMemory]):

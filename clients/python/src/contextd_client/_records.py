@@ -318,26 +318,39 @@ def added_memory(response: mpb.AddMemoryResponse) -> AddedMemory:
 
 
 def search_memories_request(
-    user_id: str, query: str, limit: int, found_by: object
+    user_id: str, query: str, limit: int, found_by: object, explain: object = False
 ) -> mpb.SearchMemoriesRequest:
+    if not isinstance(explain, bool):
+        raise TypeError(f"explain must be a bool, not {_type_name(explain)}")
     return mpb.SearchMemoriesRequest(
         user_id=_ident(user_id, "user_id"),
         query=_text(query, "query"),
         limit=_int(limit, "limit"),
         filter=memory_filter(found_by),
+        explain=explain,
     )
 
 
 def scored_memories(response: mpb.SearchMemoriesResponse) -> MemoryHits:
-    found: list[ScoredMemory] = [
-        {
-            **memory_from_pb(found.memory),
-            "score": found.score,
-            "relevance": found.relevance,
-            "recency": found.recency,
-        }
-        for found in response.results
-    ]
+    found: list[ScoredMemory] = []
+    for hit in response.results:
+        # A cast: mypy does not see that ``explain`` may be left out of a ** literal.
+        scored = cast(
+            ScoredMemory,
+            {
+                **memory_from_pb(hit.memory),
+                "score": hit.score,
+                "relevance": hit.relevance,
+                "recency": hit.recency,
+            },
+        )
+        if hit.HasField("explain"):
+            parts = hit.explain
+            scored["explain"] = {
+                "term_score": parts.term_score if parts.HasField("term_score") else None,
+                "cosine": parts.cosine if parts.HasField("cosine") else None,
+            }
+        found.append(scored)
     return MemoryHits(found, response.note)
 
 
