@@ -116,10 +116,12 @@ gen: $(VENV)/.dev-deps
 	$(BIN)/python scripts/gen_protos.py
 	$(BIN)/python scripts/gen_sync_client.py
 
-## bench: run the benchmarks one after another (ratios measured in one run)
+## bench: run the benchmarks one after another (ratios measured in one run); the last,
+## workers, needs h2load (Debian nghttp2-client)
 BENCHMARKS := build_vs_echo trim_vs_langchain session_build memory_search memory_hybrid \
 	memory_recall memory_thresholds embedding_start store_writes stream_vs_grpc first_delta auth_cost metrics_cost observability_cost \
-	pg_driver pg_vs_sqlite prompt_cache openai_first_token mcp_tool_call context_editing
+	pg_driver pg_vs_sqlite prompt_cache openai_first_token anthropic_first_token mcp_tool_call \
+	context_editing workers
 bench: $(VENV)/.dev-deps
 	for b in $(BENCHMARKS); do $(BIN)/python bench/$$b.py || exit 1; done
 
