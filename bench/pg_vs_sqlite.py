@@ -254,6 +254,10 @@ def report_costs(sides: list[Side], trips: dict[str, float]) -> None:
     )
     for workload in ("BuildMessages", "StreamChat"):
         mine, postgres = one.per_call_us(workload)
+        if postgres <= 0:
+            # Its CPU is read in clock ticks: a quick run can end within one.
+            print(f"{workload}: PostgreSQL's CPU per call was below what this run could measure")
+            continue
         # One core per replica, P cores for PostgreSQL: N/mine calls/s until P/postgres.
         print(
             f"{workload}: a replica on one core ~{1e6 / mine:.0f}/s; PostgreSQL on one core "

@@ -247,8 +247,11 @@ def test_the_package_says_where_its_sources_are_and_embeds_no_local_path(package
     origin = subprocess.run(
         ["git", "remote", "get-url", "origin"], capture_output=True, text=True, cwd=DOTNET_DIR
     )
-    if origin.returncode == 0:
-        # A clone (as in CI): the package links the repository and its page.
+    if origin.returncode == 0 and re.match(
+        r"(https?|ssh)://|[^/@]+@[^/:]+:", origin.stdout.strip()
+    ):
+        # A clone of a hosted repository: the package links the repository and its page
+        # (an origin that is a folder on this machine gives Source Link no URL).
         repository = re.search(r'<repository type="git" url="([^"]+)"', nuspec)
         assert repository, nuspec
         url = repository.group(1).removesuffix(".git")

@@ -35,12 +35,33 @@ def proc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
 
 
 @pytest.fixture
-async def connections() -> AsyncIterator[list[asyncio.StreamWriter]]:
-    """Raw connections a test opens; all closed at its end."""
+async def connections(proc: ServerProcess) -> AsyncIterator[list[asyncio.StreamWriter]]:
+    """Raw connections a test opens; all closed at its end, and the server seen to have
+    let them go (a new connection served), so the next test starts under the cap."""
     opened: list[asyncio.StreamWriter] = []
     yield opened
     for writer in opened:
         writer.close()
+    deadline = time.monotonic() + 10
+    while not await served(proc):
+        assert time.monotonic() < deadline, "the web port did not let the connections go"
+        await asyncio.sleep(0.05)
+
+
+async def served(proc: ServerProcess) -> bool:
+    """Whether a new connection's call is answered (not refused over the cap, where the
+    refusal may also reach the client as a reset)."""
+    headers = {"Content-Type": "application/proto", "Connect-Protocol-Version": "1"}
+    try:
+        async with (
+            aiohttp.ClientSession() as http,
+            http.post(
+                f"http://{web_address(proc)}{COUNT_TOKENS}", data=REQUEST, headers=headers
+            ) as r,
+        ):
+            return r.status != 503
+    except aiohttp.ClientError:
+        return False
 
 
 async def connect(

@@ -36,9 +36,10 @@ namespace Contextd.Client.Tests
                 .Where(c => reader.GetGuid(c.Kind) == SourceLinkKind)
                 .Select(c => Encoding.UTF8.GetString(reader.GetBlobBytes(c.Value)))
                 .SingleOrDefault();
-            if (!HasOrigin())
+            if (!HasHostedOrigin())
             {
-                // A clone without a remote (a local copy): Source Link has no URL to map to.
+                // A clone whose origin is no hosted repository (none, or a folder on this
+                // machine): Source Link has no URL to map to.
                 return;
             }
             Assert.NotNull(sourceLink);
@@ -53,7 +54,7 @@ namespace Contextd.Client.Tests
             return pe.ReadEmbeddedPortablePdbDebugDirectoryData(entry);
         }
 
-        private static bool HasOrigin()
+        private static bool HasHostedOrigin()
         {
             var info = new System.Diagnostics.ProcessStartInfo("git", "remote get-url origin")
             {
@@ -62,8 +63,18 @@ namespace Contextd.Client.Tests
                 WorkingDirectory = Support.ContextdServer.RepositoryRoot,
             };
             using var git = System.Diagnostics.Process.Start(info)!;
+            var url = git.StandardOutput.ReadToEnd().Trim();
             git.WaitForExit();
-            return git.ExitCode == 0;
+            return git.ExitCode == 0 && IsHostedUrl(url);
+        }
+
+        // What Source Link can map: an https or ssh URL, or git's host:path form.
+        private static bool IsHostedUrl(string url)
+        {
+            return url.StartsWith("https://", StringComparison.Ordinal)
+                || url.StartsWith("http://", StringComparison.Ordinal)
+                || url.StartsWith("ssh://", StringComparison.Ordinal)
+                || System.Text.RegularExpressions.Regex.IsMatch(url, "^[^/@]+@[^/:]+:");
         }
     }
 }
