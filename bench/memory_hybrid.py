@@ -34,11 +34,9 @@ import numpy as np
 from _common import machine_note, median, print_table, result_line
 from _memory_data import memory_texts, queries
 from contextd.app.memory_embedding import EmbeddingRanker, EmbeddingStats
-from contextd.store.engine.database import Database
-from contextd.store.engine.postgresql import PostgresDatabase
-from contextd.store.engine.sqlite import SqliteDatabase
 from contextd.store.memory.repository import MemoryRepo
 from contextd.store.memory.vectors import MemoryVectorRepo
+from contextd.store.open import Store, open_store
 
 from tests.support.postgres import running_postgres
 
@@ -66,8 +64,9 @@ class InstantEmbedder:
         pass
 
 
-async def load(db: Database, memories: int, embedder: InstantEmbedder) -> MemoryRepo:
-    repo = MemoryRepo(db)
+async def load(store: Store, memories: int, embedder: InstantEmbedder) -> MemoryRepo:
+    db = store.db
+    repo = MemoryRepo(db, store.memory_index)
     texts = memory_texts(memories)
     for start in range(0, len(texts), 1000):
         await repo.add_many(MAIN_USER, texts[start : start + 1000])
@@ -95,15 +94,18 @@ async def timed(
     return wall, cpu
 
 
-async def measure(db: Database, args: argparse.Namespace) -> dict[str, list[float]]:
+async def measure(store: Store, args: argparse.Namespace) -> dict[str, list[float]]:
+    db = store.db
     embedder = InstantEmbedder(args.dims)
-    repo = await load(db, args.memories, embedder)
+    repo = await load(store, args.memories, embedder)
     qs = queries(60 if args.quick else 240)
     rounds = 2 if args.quick else 5
     await timed(repo, qs[:10], 1)  # warm
     terms, terms_cpu = await timed(repo, qs, rounds)
     vectors = MemoryVectorRepo(db, MODEL)
-    repo = MemoryRepo(db, meaning=EmbeddingRanker(embedder, vectors, EmbeddingStats()))
+    repo = MemoryRepo(
+        db, store.memory_index, meaning=EmbeddingRanker(embedder, vectors, EmbeddingStats())
+    )
     await repo.ensure_index()  # checked already by the searches above: only ranking differs
     started = time.perf_counter()
     await repo.search(MAIN_USER, qs[0], 10)
@@ -125,26 +127,26 @@ async def bench(args: argparse.Namespace) -> int:
         f"{args.dims} dimensions, limit 10"
     )
     results: dict[str, dict[str, list[float]]] = {}
-    with tempfile.TemporaryDirectory(prefix="contextd-bench-") as tmp:
-        db: Database = await SqliteDatabase.open(Path(tmp) / "bench.sqlite3")
-        try:
-            results["SQLite"] = await measure(db, args)
-        finally:
-            await db.close()
     with contextlib.ExitStack() as stack:
+        data_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="contextd-bench-")))
+        store = await open_store("", data_dir)
+        try:
+            results["SQLite"] = await measure(store, args)
+        finally:
+            await store.close()
         try:
             postgres = None if args.sqlite_only else stack.enter_context(running_postgres())
         except LookupError as error:
             print(f"PostgreSQL side skipped: {error}")
             postgres = None
         if postgres is not None:
-            db = await PostgresDatabase.open(
-                postgres.create_database("bench"), pool_size=4, statement_timeout=300
+            store = await open_store(
+                postgres.create_database("bench"), data_dir, pool_size=4, statement_timeout=300
             )
             try:
-                results["PostgreSQL"] = await measure(db, args)
+                results["PostgreSQL"] = await measure(store, args)
             finally:
-                await db.close()
+                await store.close()
     labels = {
         "terms": "term-only search",
         "terms_cpu": "term-only search, CPU time",

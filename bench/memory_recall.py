@@ -51,9 +51,9 @@ from contextd.app.memory_embedding import search_by_meaning
 from contextd.core.search_terms import index_terms, query_terms
 from contextd.providers.embeddings import EmbeddingError, EmbeddingPurpose
 from contextd.providers.local_embeddings import DEFAULT_LOCAL_MODEL, LocalEmbedder
-from contextd.store.engine.sqlite import SqliteDatabase
 from contextd.store.memory.repository import MemoryRepo
 from contextd.store.memory.vectors import MemoryVectorRepo
+from contextd.store.open import open_store
 from contextd.v1 import memory_pb2 as mpb
 from contextd.v1 import memory_pb2_grpc
 
@@ -94,11 +94,16 @@ async def recall(lives: Sequence[Life], embedder: LocalEmbedder) -> dict[str, Sc
     """Each system's scores on every question, all on one store's memories."""
     scores = {name: Scores() for name in SYSTEMS}
     with tempfile.TemporaryDirectory(prefix="contextd-recall-") as tmp:
-        db = await SqliteDatabase.open(Path(tmp) / "contextd.sqlite3")
+        store = await open_store("", Path(tmp))
         try:
-            vectors = MemoryVectorRepo(db, embedder.model)
+            vectors = MemoryVectorRepo(store.db, embedder.model)
             meaning = search_by_meaning(embedder, vectors)
-            memories = MemoryRepo(db, meaning=meaning.ranker, changed=meaning.worker.wake)
+            memories = MemoryRepo(
+                store.db,
+                store.memory_index,
+                meaning=meaning.ranker,
+                changed=meaning.worker.wake,
+            )
             worker = meaning.worker
             now = time.time()
             asked: dict[str, float] = {}
@@ -114,7 +119,7 @@ async def recall(lives: Sequence[Life], embedder: LocalEmbedder) -> dict[str, Sc
             for life in lives:
                 await _score_user(life, memories, vectors, embedder, asked[life.user], scores)
         finally:
-            await db.close()
+            await store.close()
     return scores
 
 

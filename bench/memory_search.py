@@ -32,9 +32,10 @@ from pathlib import Path
 
 from _common import machine_note, median, print_table, result_line
 from _memory_data import QUERIES_ZH2, memory_texts, queries
-from contextd.store.engine.sqlite import SqliteDatabase
+from contextd.store.engine.database import Database
 from contextd.store.memory.index import user_key
 from contextd.store.memory.repository import MemoryRepo
+from contextd.store.open import open_store
 
 NAME = "memory_search"
 TARGET_P50_MS = 10.0
@@ -60,7 +61,7 @@ def percentile(sorted_values: Sequence[float], fraction: float) -> float:
     return sorted_values[min(len(sorted_values) - 1, int(len(sorted_values) * fraction))]
 
 
-async def load(db: SqliteDatabase, repo: MemoryRepo, n_main: int, n_other: int) -> float:
+async def load(db: Database, repo: MemoryRepo, n_main: int, n_other: int) -> float:
     """Load the memories; returns the seconds add_many took for the main user."""
     texts = memory_texts(n_main + n_other)
     rng = random.Random(99)
@@ -86,10 +87,10 @@ async def load(db: SqliteDatabase, repo: MemoryRepo, n_main: int, n_other: int) 
     return seconds
 
 
-async def database_sizes(db: SqliteDatabase) -> str:
+async def database_sizes(db: Database) -> str:
     """File size after a checkpoint, and the search index's share of it (dbstat permitting)."""
     await db.reader.execute_fetchall("PRAGMA wal_checkpoint(TRUNCATE)")
-    total = db.path.stat().st_size / 1e6
+    total = await db.size_bytes() / 1e6  # the file: the checkpoint emptied the log
     try:
         rows = await db.reader.execute_fetchall(
             "SELECT SUM(pgsize) FROM dbstat WHERE name LIKE 'memories_fts%'"
@@ -100,13 +101,13 @@ async def database_sizes(db: SqliteDatabase) -> str:
     return f"database {total:.0f} MB, of which search index {fts:.0f} MB"
 
 
-async def scalar(db: SqliteDatabase, sql: str, args: tuple[str, ...]) -> int:
+async def scalar(db: Database, sql: str, args: tuple[str, ...]) -> int:
     for row in await db.reader.execute_fetchall(sql, args):
         return int(row[0])
     raise RuntimeError(f"no row from {sql}")
 
 
-async def check(db: SqliteDatabase, repo: MemoryRepo) -> list[str]:
+async def check(db: Database, repo: MemoryRepo) -> list[str]:
     """What is wrong with the search results; [] when nothing is."""
     problems: list[str] = []
     key = user_key(MAIN_USER)
@@ -156,9 +157,10 @@ async def bench(args: argparse.Namespace) -> int:
     rounds = args.rounds or (2 if args.quick else 5)
     print(machine_note(), flush=True)
     with tempfile.TemporaryDirectory(prefix="contextd-bench-") as tmp:
-        db = await SqliteDatabase.open(Path(tmp) / "bench.sqlite3")
+        store = await open_store("", Path(tmp))
+        db = store.db
         try:
-            repo = MemoryRepo(db)
+            repo = MemoryRepo(db, store.memory_index)
             load_s = await load(db, repo, n_main, n_other)
             sizes = await database_sizes(db)
             print(
@@ -193,7 +195,7 @@ async def bench(args: argparse.Namespace) -> int:
             small = await run_rounds({"small": search_small}, qs, 1)
             adds = await time_adds(repo, 100 if args.quick else 300)
         finally:
-            await db.close()
+            await store.close()
 
     rows = []
     labels = {

@@ -34,8 +34,10 @@ from _common import SHORT_HISTORY, machine_note, median, print_table
 from contextd.core.identity import DEFAULT_TENANT
 from contextd.core.messages import ChatMessage, Role
 from contextd.store.conversation import ConversationRepo, _insert_statement
-from contextd.store.engine.sqlite import SqliteDatabase
+from contextd.store.engine.database import Database
+from contextd.store.engine.sqlite import DB_FILENAME
 from contextd.store.models import NewMessage, Session
+from contextd.store.open import open_store
 from contextd.store.sessions import SessionRepo
 
 NAME = "store_writes"
@@ -103,13 +105,14 @@ def plain_sqlite_append(path: Path, session_id: str, messages: int, synchronous:
         conn.close()
 
 
-async def stored_count(db: SqliteDatabase) -> int:
+async def stored_count(db: Database) -> int:
     rows = list(await db.reader.execute_fetchall("SELECT COUNT(*) FROM conversation"))
     return int(rows[0][0])
 
 
 async def measure(args: argparse.Namespace, directory: Path) -> int:
-    db = await SqliteDatabase.open(directory / "contextd.sqlite3", synchronous=args.synchronous)
+    store = await open_store("", directory, sqlite_synchronous=args.synchronous)
+    db = store.db
     try:
         sessions, repo = SessionRepo(db), ConversationRepo(db)
         many = [await sessions.create(USER, title=f"bench {k}") for k in range(SESSIONS)]
@@ -139,12 +142,16 @@ async def measure(args: argparse.Namespace, directory: Path) -> int:
         plain = [
             args.messages
             / await asyncio.to_thread(
-                plain_sqlite_append, db.path, reference.id, args.messages, args.synchronous
+                plain_sqlite_append,
+                directory / DB_FILENAME,
+                reference.id,
+                args.messages,
+                args.synchronous,
             )
             for _ in range(args.rounds)
         ]
     finally:
-        await db.close()
+        await store.close()
 
     awaits = "BEGIN, INSERT ... RETURNING, token counts, COMMIT"
     rows = [

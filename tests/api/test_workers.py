@@ -25,7 +25,7 @@ from contextd.config import Settings, SettingsError, usable_cores
 from contextd.root.prepare import prepare
 from contextd.root.server import public_ids
 from contextd.root.wiring import build_services
-from contextd.store.engine.open import open_database
+from contextd.store.open import open_store
 from contextd.v1 import chat_pb2 as cpb
 from contextd.v1 import (
     chat_pb2_grpc,
@@ -363,15 +363,15 @@ async def test_a_read_on_one_worker_sees_a_write_on_the_other(workers: ServerPro
 
 async def test_the_passes_over_the_whole_database_run_in_one_worker(tmp_path: Path) -> None:
     settings = Settings(port=0, data_dir=tmp_path)
-    db = await open_database("", tmp_path)
+    store = await open_store("", tmp_path)
     try:
-        ids = await public_ids(db)
+        ids = await public_ids(store.db)
         for sweeps in (True, False):
-            services = build_services(settings, db, prepare(settings), ids, sweeps=sweeps)
+            services = build_services(settings, store, prepare(settings), ids, sweeps=sweeps)
             runs = [type(work) for work in services.background]
             assert (RetentionPurger in runs) == sweeps
     finally:
-        await db.close()
+        await store.close()
 
 
 def test_workers_stop_when_their_parent_is_killed(tmp_path: Path) -> None:

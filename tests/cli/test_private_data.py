@@ -72,6 +72,8 @@ def test_the_store_sets_its_modes_without_the_command(tmp_path: Path) -> None:
     """The store's own modes, under 022 in this process (no command's umask)."""
 
     async def write() -> None:
+        # Not the opener: it makes the data directory private first, which would hide
+        # whether the engine and the event log make their files private themselves.
         db = await SqliteDatabase.open(tmp_path / "data" / "contextd.sqlite3")
         try:
             log = EventLog(tmp_path / "data" / "history")

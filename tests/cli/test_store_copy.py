@@ -12,7 +12,8 @@ from pathlib import Path
 
 import asyncpg
 import grpc
-from contextd.store.engine.sqlite import DB_FILENAME, SqliteDatabase
+from contextd.store.engine.sqlite import DB_FILENAME
+from contextd.store.open import open_store
 from contextd.store_copy.tables import LEFT_OUT, TABLES
 from contextd.v1 import context_pb2 as pb
 from contextd.v1 import sessions_pb2 as spb
@@ -197,7 +198,7 @@ def test_every_column_of_both_schemas_is_copied(tmp_path: Path, postgres_url: st
         },
     }
     copied = {table.name: set(table.columns) for table in TABLES}
-    sqlite_columns = asyncio.run(_sqlite_columns(tmp_path / DB_FILENAME))
+    sqlite_columns = asyncio.run(_sqlite_columns(tmp_path))
     postgres_columns = asyncio.run(_postgres_columns(postgres_url))
     for engine, columns in (("sqlite", sqlite_columns), ("postgresql", postgres_columns)):
         tables = {
@@ -208,10 +209,10 @@ def test_every_column_of_both_schemas_is_copied(tmp_path: Path, postgres_url: st
         assert tables == copied, engine
 
 
-async def _sqlite_columns(path: Path) -> dict[str, set[str]]:
-    db = await SqliteDatabase.open(path)
-    await db.close()
-    with sqlite3.connect(path) as conn:
+async def _sqlite_columns(data_dir: Path) -> dict[str, set[str]]:
+    store = await open_store("", data_dir)  # migrated as a server migrates it
+    await store.close()
+    with sqlite3.connect(data_dir / DB_FILENAME) as conn:
         names = [
             row[0]
             for row in conn.execute(

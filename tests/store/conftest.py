@@ -1,5 +1,5 @@
-"""The store tests' database, on both engines (tests/support/engines.py), and its two most
-used repositories."""
+"""The store tests' store (a database and the parts of its engine), on both engines
+(tests/support/engines.py), and its two most used repositories."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from contextd.store.conversation import ConversationRepo
 from contextd.store.engine.database import Database
+from contextd.store.open import Store
 from contextd.store.sessions import SessionRepo
 
 from tests.support import engines
@@ -23,9 +24,14 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 @pytest.fixture
-async def db(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Database]:
-    async with engines.opened(request.param, tmp_path, request) as database:
-        yield database
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
+    async with engines.opened(request.param, tmp_path, request) as opened:
+        yield opened
+
+
+@pytest.fixture
+def db(store: Store) -> Database:
+    return store.db
 
 
 @pytest.fixture

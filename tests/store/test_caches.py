@@ -16,6 +16,7 @@ from contextd.store.conversation import ConversationRepo
 from contextd.store.engine.database import Database
 from contextd.store.memory.repository import MemoryRepo
 from contextd.store.models import Skill
+from contextd.store.open import Store
 from contextd.store.sessions import SessionRepo
 from contextd.store.summaries import SummaryRepo
 
@@ -64,10 +65,11 @@ async def test_rows_handed_out_by_the_caches_cannot_be_changed(db: Database) -> 
 
 @pytest.mark.sqlite_only
 async def test_failed_writes_leave_every_cache_as_it_was(
-    db: Database, monkeypatch: pytest.MonkeyPatch
+    db: Database, store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     sessions, repo = SessionRepo(db), ConversationRepo(db)
-    summaries, catalog, memories = SummaryRepo(db), CatalogRepo(db), MemoryRepo(db)
+    summaries, catalog = SummaryRepo(db), CatalogRepo(db)
+    memories = MemoryRepo(db, store.memory_index)
     session = await sessions.create("alice")
     other = await sessions.create("alice", title="Other")
     [first] = await repo.append(session.id, "alice", [message(Role.USER, "q", cl=1)])
@@ -105,7 +107,9 @@ async def test_failed_writes_leave_every_cache_as_it_was(
     assert skills == await CatalogRepo(db).list_skills("excel")
 
 
-async def test_on_postgresql_every_read_sees_another_servers_writes(db: Database) -> None:
+async def test_on_postgresql_every_read_sees_another_servers_writes(
+    db: Database, store: Store
+) -> None:
     """Two sets of repositories on one database stand for two servers: nothing one of
     them read before is served again once the other wrote."""
     if not db.shared_between_processes:
@@ -133,7 +137,8 @@ async def test_on_postgresql_every_read_sees_another_servers_writes(db: Database
     await summaries.add_compression(session.id, [1], 1, "folded")
     active = await other_summaries.active_compression(session.id)
     assert active is not None and active.summary == "folded"
-    memories, other_memories = MemoryRepo(db), MemoryRepo(db)
+    memories = MemoryRepo(db, store.memory_index)
+    other_memories = MemoryRepo(db, store.memory_index)
     assert await other_memories.search("alice", "coffee") == []
     await memories.add("alice", "Alice drinks coffee")
     assert len(await other_memories.search("alice", "coffee")) == 1

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from pathlib import Path
 
 import pytest
 from contextd.core.errors import SessionNotFound
@@ -14,6 +13,7 @@ from contextd.core.messages import ChatMessage, Role
 from contextd.store.conversation import ConversationRepo
 from contextd.store.engine.database import Database
 from contextd.store.models import NewMessage, Session
+from contextd.store.open import Store
 from contextd.store.partial_answers import Busy, Held, PartialAnswer, PartialAnswerRepo
 from contextd.store.sessions import SessionRepo, UsageTotals
 
@@ -219,9 +219,9 @@ async def test_claiming_a_missing_session(db: Database, session: Session) -> Non
 
 
 async def test_a_claim_reads_the_sessions_version_and_whether_its_log_is_open(
-    db: Database, session: Session, tmp_path: Path
+    db: Database, store: Store, session: Session
 ) -> None:
-    partials, events = PartialAnswerRepo(db, LONG_LEASE), db.event_log(tmp_path / "history")
+    partials, events = PartialAnswerRepo(db, LONG_LEASE), store.event_log()
 
     async def claimed() -> Held:
         held = await partials.claim("acme", session.id)

@@ -11,6 +11,7 @@ from contextd.store.conversation import ConversationRepo
 from contextd.store.engine.database import Database
 from contextd.store.event_log.removals import LogRemovals
 from contextd.store.models import NewMessage
+from contextd.store.open import Store
 from contextd.store.retention import Purged, SessionPurge
 from contextd.store.sessions import SessionRepo
 from contextd.store.summaries import SummaryRepo
@@ -18,9 +19,11 @@ from contextd.store.summaries import SummaryRepo
 DAY = 86400.0
 
 
-async def test_inactive_sessions_go_with_everything_in_them(db: Database, tmp_path: Path) -> None:
+async def test_inactive_sessions_go_with_everything_in_them(
+    db: Database, store: Store, tmp_path: Path
+) -> None:
     sessions, conversation, summaries = SessionRepo(db), ConversationRepo(db), SummaryRepo(db)
-    events = db.event_log(tmp_path / "history")
+    events = store.event_log()
     removals = LogRemovals(db, events, tmp_path / "log-removals")
     made = [await sessions.create("alice", tenant_id=t) for t in ("default", "acme", "default")]
     for session in made:

@@ -12,9 +12,9 @@ from contextd.core.messages import Role
 from contextd.store.catalog import CatalogRepo
 from contextd.store.conversation import ConversationRepo
 from contextd.store.engine.database import Database
-from contextd.store.engine.sqlite import DB_FILENAME, SqliteDatabase
 from contextd.store.memory.repository import MemoryRepo
 from contextd.store.models import Skill
+from contextd.store.open import Store, open_store
 from contextd.store.session_snapshot import SessionSnapshot, SessionSnapshots
 from contextd.store.sessions import SessionRepo
 from contextd.store.summaries import SummaryRepo
@@ -126,11 +126,11 @@ async def test_reads_without_a_version_go_to_the_database_on_postgresql(db: Data
 
 
 async def test_the_snapshot_says_whether_the_user_has_memories_and_a_search_then_reads_none(
-    db: Database,
+    db: Database, store: Store
 ) -> None:
-    server, other = Server(db), MemoryRepo(db)
+    server, other = Server(db), MemoryRepo(db, store.memory_index)
     session = await server.sessions.create("alice")
-    memories = MemoryRepo(db)
+    memories = MemoryRepo(db, store.memory_index)
     if not db.shared_between_processes:
         # Where this process is the only writer the memory layer knows it itself.
         assert (await server.snapshot(session.id)).memories_stored is None
@@ -152,15 +152,14 @@ async def test_workers_sharing_an_sqlite_file_see_each_others_writes(tmp_path: P
     only at the versions it read, so the other worker's writes are seen at once, and a
     session no one else wrote is read from memory (the session and the recent summaries
     only)."""
-    path = tmp_path / DB_FILENAME
-    first = await SqliteDatabase.open(path, shared=True)
-    second = await SqliteDatabase.open(path, shared=True)
+    first = await open_store("", tmp_path, shared=True)
+    second = await open_store("", tmp_path, shared=True)
     try:
-        one, two = Server(first), Server(second)
+        one, two = Server(first.db), Server(second.db)
         session = await one.sessions.create("alice")
         await one.conversation.append(session.id, "alice", [message(Role.USER, "first", cl=3)])
         assert await two.build(session.id) == (["first"], "", [])
-        statements = counting(second)
+        statements = counting(second.db)
         assert await two.build(session.id) == (["first"], "", [])
         assert len(statements) == 2, statements
         [row] = await one.conversation.append(session.id, "alice", [message(Role.ASSISTANT, "2nd")])

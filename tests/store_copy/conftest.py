@@ -1,4 +1,4 @@
-"""The copy tests' source database, on both engines (tests/support/engines.py)."""
+"""The copy tests' source store, on both engines (tests/support/engines.py)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from contextd.store.engine.database import Database
+from contextd.store.open import Store
 
 from tests.support import engines
 
@@ -20,6 +21,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 @pytest.fixture
-async def db(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Database]:
-    async with engines.opened(request.param, tmp_path, request) as database:
-        yield database
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
+    async with engines.opened(request.param, tmp_path, request) as opened:
+        yield opened
+
+
+@pytest.fixture
+def db(store: Store) -> Database:
+    return store.db

@@ -12,13 +12,11 @@ from contextd.core.content import ImagePart, TextPart
 from contextd.core.messages import ChatMessage, Role
 from contextd.store.conversation import ConversationRepo
 from contextd.store.engine.database import Database
-from contextd.store.engine.postgresql import PostgresDatabase
-from contextd.store.engine.sqlite import SqliteDatabase
 from contextd.store.event_log import table
-from contextd.store.event_log.events import HISTORY_DIR
 from contextd.store.memory.repository import MemoryRepo
 from contextd.store.memory.vectors import MemoryVectorRepo
 from contextd.store.models import NewMessage
+from contextd.store.open import Store, open_store
 from contextd.store.sessions import SessionRepo
 from contextd.store_copy import logs as copy_logs
 from contextd.store_copy import tables as copy_tables
@@ -37,20 +35,18 @@ PARTS = (
 @pytest.fixture
 async def target(
     db: Database, request: pytest.FixtureRequest, tmp_path: Path
-) -> AsyncIterator[Database]:
-    """A database of the other engine."""
-    other: Database
-    if db.engine == "postgresql":
-        other = await SqliteDatabase.open(tmp_path / "target" / "contextd.sqlite3")
-    else:
-        other = await PostgresDatabase.open(request.getfixturevalue("postgres_url"), pool_size=4)
+) -> AsyncIterator[Store]:
+    """A store of the other engine (SQLite in the data directory ``target``)."""
+    url = "" if db.engine == "postgresql" else request.getfixturevalue("postgres_url")
+    other = await open_store(url, tmp_path / "target", pool_size=4)
     yield other
     await other.close()
 
 
-async def _fill(db: Database, history: Path) -> None:
+async def _fill(store: Store) -> None:
+    db = store.db
     sessions, conversation = SessionRepo(db), ConversationRepo(db)
-    memories, events = MemoryRepo(db), db.event_log(history)
+    memories, events = MemoryRepo(db, store.memory_index), store.event_log()
     for tenant in TENANTS:
         for n in range(3):
             session = await sessions.create(f"user{n}", tenant_id=tenant, title=f"s{n}")
@@ -96,46 +92,45 @@ async def _rows(db: Database) -> dict[str, list[tuple[object, ...]]]:
 
 
 async def test_copied_in_batches_both_ways(
-    db: Database, target: Database, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    store: Store, target: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(copy_tables, "BATCH", 2)
     monkeypatch.setattr(copy_logs, "BATCH", 2)
     monkeypatch.setattr(table, "PAGE", 2)  # PostgreSQL's lines, read for the copy
-    source_dir, target_dir = tmp_path / "source", tmp_path / "target"
-    await _fill(db, source_dir / HISTORY_DIR)
+    await _fill(store)
 
-    counts = await copy_store(db, source_dir, target, target_dir)
+    counts = await copy_store(store, target)
     assert all(count.matches for count in counts)
     assert {c.name: c.copied for c in counts}["event log lines"] == 5 * 3 * len(TENANTS)
-    rows = await _rows(db)
+    rows = await _rows(store.db)
     assert rows["message_tokens"] and rows["prompt_templates"]
-    assert await _rows(target) == rows
+    assert await _rows(target.db) == rows
     session_id, tenant_id = rows["sessions"][0][:2]
-    copied, _ = await ConversationRepo(target).list_messages(session_id, tenant_id=tenant_id)
+    copied, _ = await ConversationRepo(target.db).list_messages(session_id, tenant_id=tenant_id)
     assert copied[-1].message.parts == PARTS
-    target_events = target.event_log(target_dir / HISTORY_DIR)
+    target_events = target.event_log()
     target_log = [e async for e in target_events.read(session_id, tenant_id=tenant_id)]
-    source_events = db.event_log(source_dir / HISTORY_DIR)
+    source_events = store.event_log()
     source_log = [e async for e in source_events.read(session_id, tenant_id=tenant_id)]
     assert target_log == source_log and len(source_log) == 5
 
-    found = await MemoryRepo(target).search("user1", "walrus", tenant_id="acme")
+    target_memories = MemoryRepo(target.db, target.memory_index)
+    found = await target_memories.search("user1", "walrus", tenant_id="acme")
     assert [m.memory.content for m in found] == ["acme user1 keeps a walrus"]
-    added, _ = await MemoryRepo(target).add("user1", "a new one after the copy")
+    added, _ = await target_memories.add("user1", "a new one after the copy")
     assert added.id > max(int(row[0]) for row in rows["memories"])
 
-    again = await copy_store(db, source_dir, target, target_dir)
+    again = await copy_store(store, target)
     assert [c.copied for c in again] == [0] * len(again)
     assert all(c.matches and c.present == c.source for c in again)
 
 
-async def test_vectors_are_not_copied_but_made_again(
-    db: Database, target: Database, tmp_path: Path
-) -> None:
-    memories, vectors = MemoryRepo(db), MemoryVectorRepo(db, "fake-embed-1")
+async def test_vectors_are_not_copied_but_made_again(store: Store, target: Store) -> None:
+    memories = MemoryRepo(store.db, store.memory_index)
+    vectors = MemoryVectorRepo(store.db, "fake-embed-1")
     await memories.add("ada", "I am vegetarian")
     await vectors.save(await vectors.pending(), [[1.0, 0.0]])
     assert await vectors.count_pending() == 0
-    await copy_store(db, tmp_path / "source", target, tmp_path / "target")
-    copied = MemoryVectorRepo(target, "fake-embed-1")
+    await copy_store(store, target)
+    copied = MemoryVectorRepo(target.db, "fake-embed-1")
     assert [m.content for m in await copied.pending()] == ["I am vegetarian"]

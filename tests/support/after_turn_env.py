@@ -1,4 +1,4 @@
-"""AfterTurnRunner on a real SQLite file, with a scripted model for its background requests."""
+"""AfterTurnRunner on a real SQLite store, with a scripted model for its background requests."""
 
 from __future__ import annotations
 
@@ -15,10 +15,11 @@ from contextd.core.messages import ChatMessage, Role
 from contextd.providers.base import LANGUAGE_MODEL, Finished, ModelEvent, ModelRequest, TextDelta
 from contextd.providers.echo import EchoProvider
 from contextd.store.conversation import ConversationRepo
-from contextd.store.engine.sqlite import SqliteDatabase
+from contextd.store.engine.database import Database
 from contextd.store.memory.history import MemoryHistoryRepo
 from contextd.store.memory.repository import MemoryRepo
 from contextd.store.models import NewMessage, StoredMessage
+from contextd.store.open import Store, open_store
 from contextd.store.sessions import SessionRepo
 from contextd.store.summaries import SummaryRepo
 
@@ -76,15 +77,15 @@ class ScriptedProvider:
 
 
 class Env:
-    def __init__(self, db: SqliteDatabase, meaning: MeaningSearch | None = None) -> None:
-        self.db = db
+    def __init__(self, store: Store, meaning: MeaningSearch | None = None) -> None:
+        self.db = db = store.db
         self.sessions = SessionRepo(db)
         self.conversation = ConversationRepo(db)
         self.meaning = meaning
         self.memories = (
-            MemoryRepo(db, meaning=meaning.ranker, changed=meaning.worker.wake)
+            MemoryRepo(db, store.memory_index, meaning=meaning.ranker, changed=meaning.worker.wake)
             if meaning is not None
-            else MemoryRepo(db)
+            else MemoryRepo(db, store.memory_index)
         )
         self.summaries = SummaryRepo(db)
         self.history = MemoryHistoryRepo(db, self.memories)
@@ -133,18 +134,19 @@ class Env:
 
 @asynccontextmanager
 async def env_in(
-    directory: Path, meaning: Callable[[SqliteDatabase], MeaningSearch] | None = None
+    directory: Path, meaning: Callable[[Database], MeaningSearch] | None = None
 ) -> AsyncIterator[Env]:
-    """An Env on a new database in ``directory``, its memories searched by ``meaning``
-    (made for the database) when given; its runners and database closed after."""
-    db = await SqliteDatabase.open(directory / "contextd.sqlite3")
-    environment = Env(db, meaning(db) if meaning is not None else None)
+    """An Env on a new SQLite store in the data directory ``directory``, its memories
+    searched by ``meaning`` (made for the database) when given; its runners and store
+    closed after."""
+    store = await open_store("", directory)
+    environment = Env(store, meaning(store.db) if meaning is not None else None)
     try:
         yield environment
     finally:
         for runner in environment.runners:
             await runner.aclose()
-        await db.close()
+        await store.close()
 
 
 async def run(runner: AfterTurnRunner, turn: FinishedTurn) -> None:

@@ -21,9 +21,9 @@ from contextd.providers.base import ModelEvent, ModelRequest, ToolSpec
 from contextd.providers.echo import EchoProvider
 from contextd.store.catalog import CatalogRepo
 from contextd.store.conversation import ConversationRepo
-from contextd.store.engine.open import open_database
-from contextd.store.event_log.events import HISTORY_DIR, EventStore
+from contextd.store.event_log.events import EventStore
 from contextd.store.memory.repository import MemoryRepo
+from contextd.store.open import open_store
 from contextd.store.partial_answers import PartialAnswerRepo
 from contextd.store.sessions import SessionRepo
 from contextd.store.summaries import SummaryRepo
@@ -76,10 +76,11 @@ class App:
 
 @asynccontextmanager
 async def in_process(data_dir: Path, database_url: str = "") -> AsyncIterator[App]:
-    db = await open_database(database_url, data_dir)
+    store = await open_store(database_url, data_dir)
+    db = store.db
     tokenizers = TokenizerRegistry("cl100k_base")
-    memories, summaries = MemoryRepo(db), SummaryRepo(db)
-    events = db.event_log(data_dir / HISTORY_DIR)
+    memories, summaries = MemoryRepo(db, store.memory_index), SummaryRepo(db)
+    events = store.event_log()
     conversation = ConversationRepo(db)
     provider = RecordingEcho()
     partials = PartialAnswerRepo(db, lease_seconds=15.0)
@@ -121,4 +122,4 @@ async def in_process(data_dir: Path, database_url: str = "") -> AsyncIterator[Ap
         yield App(chat, sessions, conversation, events, partials, memories, provider, tokenizer)
     finally:
         await events.aclose()
-        await db.close()
+        await store.close()

@@ -1,7 +1,9 @@
-"""A test's database on each engine: the store's tests (tests/store/) and the copy's
-(tests/store_copy/) run every test that takes ``db`` on SQLite and on PostgreSQL, except
-those marked ``sqlite_only`` (they check SQLite itself: its files, FTS5, its errors). Each
-folder's conftest.py hands its tests to ``parametrize`` and opens ``db`` with ``opened``."""
+"""A test's store on each engine: the store's tests (tests/store/) and the copy's
+(tests/store_copy/) run every test that takes ``store`` (or ``db``, its database) on
+SQLite and on PostgreSQL, except those marked ``sqlite_only`` (they check SQLite itself:
+its files, FTS5, its errors). Each folder's conftest.py hands its tests to
+``parametrize`` and opens ``store`` with ``opened``: the server's opener, so that a test
+gets the database and the parts of its engine the server gets."""
 
 from __future__ import annotations
 
@@ -10,33 +12,28 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
-from contextd.store.engine.database import Database
-from contextd.store.engine.postgresql import PostgresDatabase
-from contextd.store.engine.sqlite import SqliteDatabase
+from contextd.store.open import Store, open_store
 
 ENGINES = ("sqlite", "postgresql")
 SQLITE_ONLY = "sqlite_only: the test checks SQLite itself"
 
 
 def parametrize(metafunc: pytest.Metafunc) -> None:
-    """Run a test that takes ``db`` on each engine (SQLite alone when marked so)."""
-    if "db" in metafunc.fixturenames:
+    """Run a test that takes ``store`` on each engine (SQLite alone when marked so)."""
+    if "store" in metafunc.fixturenames:
         only = metafunc.definition.get_closest_marker("sqlite_only")
-        metafunc.parametrize("db", ENGINES[:1] if only else ENGINES, indirect=True)
+        metafunc.parametrize("store", ENGINES[:1] if only else ENGINES, indirect=True)
 
 
 @asynccontextmanager
 async def opened(
     engine: str, tmp_path: Path, request: pytest.FixtureRequest
-) -> AsyncIterator[Database]:
-    """A new database of ``engine``: a file in ``tmp_path``, or a fresh PostgreSQL one."""
-    database: Database
-    if engine == "sqlite":
-        database = await SqliteDatabase.open(tmp_path / "contextd.sqlite3")
-    else:
-        url = request.getfixturevalue("postgres_url")
-        database = await PostgresDatabase.open(url, pool_size=4)
+) -> AsyncIterator[Store]:
+    """A new store of ``engine``: SQLite in the data directory ``tmp_path``, or a fresh
+    PostgreSQL database."""
+    url = "" if engine == "sqlite" else request.getfixturevalue("postgres_url")
+    store = await open_store(url, tmp_path, pool_size=4)
     try:
-        yield database
+        yield store
     finally:
-        await database.close()
+        await store.close()

@@ -39,6 +39,7 @@ def postgres_for_tests() -> Iterator[PostgresServer]:
 
 
 async def _migrate(url: str) -> None:
+    # Only the engine's migrations are wanted here; tests open the copies with the opener.
     db = await PostgresDatabase.open(url, pool_size=1)
     await db.close()
 

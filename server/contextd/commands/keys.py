@@ -18,8 +18,8 @@ from pathlib import Path
 from contextd.config import Settings
 from contextd.core.identity import DEFAULT_TENANT, TENANT_ID_RULE, is_tenant_id
 from contextd.store.api_keys import ApiKey, ApiKeyRepo
-from contextd.store.engine.open import open_database
 from contextd.store.engine.private import NotPrivate
+from contextd.store.open import open_store
 
 _DAY_S = 86_400.0
 
@@ -64,12 +64,12 @@ def run(args: argparse.Namespace) -> int:
 async def _run(args: argparse.Namespace) -> int:
     settings = Settings.from_env(data_dir=args.data_dir, database_url=args.database_url)
     try:
-        db = await open_database(settings.database_url, settings.data_dir, pool_size=1)
+        store = await open_store(settings.database_url, settings.data_dir, pool_size=1)
     except NotPrivate as error:
         print(f"keys: {error}", file=sys.stderr)
         return 1
     try:
-        keys = ApiKeyRepo(db)
+        keys = ApiKeyRepo(store.db)
         if args.keys_command == "create":
             return await _create(keys, args)
         if args.keys_command == "list":
@@ -81,7 +81,7 @@ async def _run(args: argparse.Namespace) -> int:
         print(f"revoked {args.key_id}", file=sys.stderr)
         return 0
     finally:
-        await db.close()
+        await store.close()
 
 
 async def _create(keys: ApiKeyRepo, args: argparse.Namespace) -> int:

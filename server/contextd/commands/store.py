@@ -27,9 +27,9 @@ from pathlib import Path
 
 from contextd.core.errors import DatabaseUnavailable
 from contextd.store.engine.data_lock import DataDirInUse, DataDirLock
-from contextd.store.engine.open import POSTGRES_SCHEMES, masked_url, open_database
 from contextd.store.engine.private import NotPrivate, make_dir
 from contextd.store.engine.sqlite import DB_FILENAME
+from contextd.store.open import POSTGRES_SCHEMES, masked_url, open_store
 from contextd.store_copy.copy import copy_store
 from contextd.store_copy.tables import CopyConflict, TableCount
 
@@ -108,11 +108,11 @@ def run(args: argparse.Namespace) -> int:
 
 async def _copy(source: Place, target: Place) -> list[TableCount]:
     async with AsyncExitStack() as stack:
-        source_db = await open_database(source.url, source.data_dir, pool_size=2)
-        stack.push_async_callback(source_db.close)
-        target_db = await open_database(target.url, target.data_dir, pool_size=2)
-        stack.push_async_callback(target_db.close)
-        return await copy_store(source_db, source.data_dir, target_db, target.data_dir)
+        source_store = await open_store(source.url, source.data_dir, pool_size=2)
+        stack.push_async_callback(source_store.close)
+        target_store = await open_store(target.url, target.data_dir, pool_size=2)
+        stack.push_async_callback(target_store.close)
+        return await copy_store(source_store, target_store)
     raise AssertionError("unreachable")  # mypy: AsyncExitStack may swallow errors
 
 

@@ -24,7 +24,7 @@ from contextd.root.ports import check_free, listened_ports
 from contextd.root.tls import ServerTls
 from contextd.store.api_keys import ApiKeyRepo
 from contextd.store.engine.database import Database
-from contextd.store.engine.open import database_url_error
+from contextd.store.open import database_url_error
 
 # What an --auth mode needs to check credentials, given the open database.
 AuthenticatorFactory = Callable[[Database], Authenticator]

@@ -37,8 +37,8 @@ from contextd.root.tls import ServerTls
 from contextd.root.wiring import SERVICE_NAMES, Closer, Services, build_services, untimed
 from contextd.store.engine.data_lock import DataDirInUse, DataDirLock
 from contextd.store.engine.database import Database
-from contextd.store.engine.open import masked_url, open_database
 from contextd.store.engine.private import NotPrivate, make_dir
+from contextd.store.open import Store, masked_url, open_store
 from contextd.store.server_secrets import id_key
 from contextd.tracing.setup import install_from_env
 
@@ -51,11 +51,15 @@ class RunningServer:
     health: health_aio.HealthServicer
     port: int
     settings: Settings
-    db: Database
+    store: Store
     closers: list[Closer]
     lock: DataDirLock | None  # SQLite only: replicas on PostgreSQL share no directory
     web: WebGateway | None = None
     listeners: Sequence[Closer] = ()  # stopped with the web port: the MCP port
+
+    @property
+    def db(self) -> Database:
+        return self.store.db
 
     async def stop(self, grace: float | None = None) -> None:
         """Report NOT_SERVING, keep serving for ``--drain-delay`` so that load balancers
@@ -76,7 +80,7 @@ class RunningServer:
         await asyncio.gather(self.server.stop(left), *web, *(c(left) for c in self.listeners))
         for close in self.closers:
             await close(max(0.0, deadline - loop.time()))
-        await self.db.close()
+        await self.store.close()
         if self.lock is not None:
             self.lock.release()
 
@@ -106,9 +110,10 @@ async def start(
         lock = None if worker else lock_data_dir(settings)
         if lock is not None:
             undo.callback(lock.release)
-        db = await open_store(settings)
-        undo.push_async_callback(db.close)
-        services = build_services(settings, db, prepared, await public_ids(db), sweeps=sweeps)
+        store = await open_configured_store(settings)
+        db = store.db
+        undo.push_async_callback(store.close)
+        services = build_services(settings, store, prepared, await public_ids(db), sweeps=sweeps)
         server, health_servicer = _native_server(settings, services, extra_handlers, worker)
         for close in reversed(services.closers):
             undo.push_async_callback(close, 0.0)
@@ -144,7 +149,15 @@ async def start(
         log.info("listening", extra={"address": f"{settings.host}:{port}", "tls": tls is not None})
         undo.pop_all()
     return RunningServer(
-        server, health_servicer, port, settings, db, closers, lock, started.web, started.with_native
+        server,
+        health_servicer,
+        port,
+        settings,
+        store,
+        closers,
+        lock,
+        started.web,
+        started.with_native,
     )
 
 
@@ -203,9 +216,10 @@ def lock_data_dir(settings: Settings) -> DataDirLock | None:
         raise SystemExit(str(error)) from None
 
 
-async def open_store(settings: Settings) -> Database:
+async def open_configured_store(settings: Settings) -> Store:
+    """The store the settings name; SystemExit with the reason when it cannot open."""
     try:
-        return await open_database(
+        return await open_store(
             settings.database_url,
             settings.data_dir,
             sqlite_synchronous=settings.sqlite_synchronous,

@@ -50,11 +50,12 @@ from contextd.root.prepare import Prepared, editing_settings
 from contextd.store.catalog import CatalogRepo
 from contextd.store.conversation import ConversationRepo
 from contextd.store.engine.database import Database
-from contextd.store.event_log.events import HISTORY_DIR, EventStore
+from contextd.store.event_log.events import EventStore
 from contextd.store.event_log.removals import LogRemovals
 from contextd.store.memory.history import MemoryHistoryRepo
 from contextd.store.memory.repository import MemoryRepo
 from contextd.store.memory.vectors import MemoryVectorRepo
+from contextd.store.open import Store
 from contextd.store.partial_answers import PartialAnswerRepo
 from contextd.store.retention import SessionPurge
 from contextd.store.sessions import SessionRepo
@@ -132,16 +133,17 @@ class Services:
 
 
 def build_services(
-    settings: Settings, db: Database, prepared: Prepared, ids: PublicIds, *, sweeps: bool = True
+    settings: Settings, store: Store, prepared: Prepared, ids: PublicIds, *, sweeps: bool = True
 ) -> Services:
-    """Every part of the server on ``db``, each given what it uses when made; ``ids``
+    """Every part of the server on ``store``, each given what it uses when made; ``ids``
     are the message and memory ids callers see. The parts, in order: what records
     metrics, the native port's limits, the stored records, the apps over them, the
     servicers over the apps, and the guard in front of them. ``sweeps``: this process
     runs the passes over the whole database (retention): one worker of a server does."""
+    db = store.db
     metrics = _recorder(settings, db)
     limits = _limits(settings, web=prepared.cors is not None)
-    stored = _stored(settings, db, prepared.embedder, metrics)
+    stored = _stored(settings, store, prepared.embedder, metrics)
     apps = _apps(settings, db, stored, prepared.tokenizers, metrics)
     authenticator = prepared.authenticator(db) if prepared.authenticator else None
     return Services(
@@ -179,12 +181,15 @@ class _Stored:
 
 
 def _stored(
-    settings: Settings, db: Database, embedder: Embedder | None, metrics: Recorder
+    settings: Settings, store: Store, embedder: Embedder | None, metrics: Recorder
 ) -> _Stored:
+    db, index = store.db, store.memory_index
     background: tuple[Background, ...] = ()
     closers: tuple[Closer, ...] = ()
     if embedder is None:
-        memories = MemoryRepo(db, half_life_days=settings.memory_half_life_days, metrics=metrics)
+        memories = MemoryRepo(
+            db, index, half_life_days=settings.memory_half_life_days, metrics=metrics
+        )
     else:  # vectors made in the background, used by every memory search
         meaning = search_by_meaning(
             embedder,
@@ -194,6 +199,7 @@ def _stored(
         )
         memories = MemoryRepo(
             db,
+            index,
             half_life_days=settings.memory_half_life_days,
             metrics=metrics,
             meaning=meaning.ranker,
@@ -207,7 +213,7 @@ def _stored(
         catalog=CatalogRepo(db),
         conversation=ConversationRepo(db),
         history=MemoryHistoryRepo(db, memories),
-        events=db.event_log(settings.data_dir / HISTORY_DIR),
+        events=store.event_log(),
         background=background,
         closers=closers,
     )

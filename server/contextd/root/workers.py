@@ -104,11 +104,11 @@ def _free_port(host: str) -> int:
 
 async def _prepare_store(settings: Settings) -> None:
     """Migrate the database and make the server's secrets once, before any worker."""
-    db = await server.open_store(settings)
+    store = await server.open_configured_store(settings)
     try:
-        await server.public_ids(db)
+        await server.public_ids(store.db)
     finally:
-        await db.close()
+        await store.close()
 
 
 @dataclass

@@ -4,11 +4,8 @@ then the event logs (store_copy/logs.py), then each count is checked."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from contextd.store.engine.database import Database
-from contextd.store.event_log.events import HISTORY_DIR
 from contextd.store.memory.repository import MemoryRepo
+from contextd.store.open import Store
 from contextd.store_copy.logs import copy_logs
 from contextd.store_copy.tables import (
     TABLES,
@@ -20,16 +17,13 @@ from contextd.store_copy.tables import (
 )
 
 
-async def copy_store(
-    source: Database, source_dir: Path, target: Database, target_dir: Path
-) -> list[TableCount]:
+async def copy_store(source_store: Store, target_store: Store) -> list[TableCount]:
     """Copy what the target lacks; the counts of every table and of the event log lines.
 
-    ``source_dir`` and ``target_dir`` are the data directories, where SQLite keeps its
-    event logs. Raises CopyConflict when the target holds a key of the source with other
-    values.
+    Raises CopyConflict when the target holds a key of the source with other values.
     """
-    memories = MemoryRepo(target)
+    source, target = source_store.db, target_store.db
+    memories = MemoryRepo(target, target_store.memory_index)
     # The target's index is brought to the current terms first: copied memories get
     # entries of the current terms.
     await memories.ensure_index()
@@ -45,7 +39,7 @@ async def copy_store(
             if table.counter:
                 given = await counter_high_water(source, source.reader, table)
                 await raise_counter(target, conn, table, given)
-    source_logs = source.event_lines(source_dir / HISTORY_DIR)
-    target_logs = target.event_lines(target_dir / HISTORY_DIR)
-    counts.append(await copy_logs(source, source_logs, target, target_logs))
+    counts.append(
+        await copy_logs(source, source_store.event_lines, target, target_store.event_lines)
+    )
     return counts

@@ -1,6 +1,6 @@
 """Copying the sessions' event logs between engines (``contextd store copy``): the files
 under a data directory's history/ (SQLite) and PostgreSQL's event_lines table hold the same
-lines, so a log is copied line for line, as text (``Database.event_lines``), and its export
+lines, so a log is copied line for line, as text (``Store.event_lines``), and its export
 stays byte for byte the same.
 
 The logs of the source's sessions are copied, a batch of lines at a time. A log the target

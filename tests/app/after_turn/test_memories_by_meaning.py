@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from contextd.app.memory_embedding import EmbeddingWorker, MeaningSearch, search_by_meaning
-from contextd.store.engine.sqlite import SqliteDatabase
+from contextd.store.engine.database import Database
 from contextd.store.memory.vectors import MemoryVectorRepo
 
 from tests.support.after_turn_env import USER, Env, ScriptedProvider, env_in, run
@@ -20,7 +20,7 @@ SYNONYMS = {"moved": "live", "vegetarian": "meat", "eat": "meat"}
 ByMeaning = tuple[Env, EmbeddingWorker]
 
 
-def _search(db: SqliteDatabase) -> MeaningSearch:
+def _search(db: Database) -> MeaningSearch:
     embedder = InProcessEmbedder(synonyms=dict(SYNONYMS))
     # "I moved to Porto" and "I live in Lisbon" share one of their two concepts (0.5).
     embedder.same_subject_similarity = 0.45  # type: ignore[attr-defined]

@@ -14,19 +14,18 @@ from typing import Any
 
 import asyncpg
 import pytest
-from contextd.store.engine.database import Database
 from contextd.store.engine.migrations import (
     POSTGRESQL_MIGRATIONS,
     SQLITE_MIGRATIONS,
     migration_files,
 )
-from contextd.store.engine.postgresql import PostgresDatabase
-from contextd.store.engine.sqlite import SqliteDatabase
+from contextd.store.engine.sqlite import DB_FILENAME
 from contextd.store.memory.filters import MemoryFilter
 from contextd.store.memory.history import MemoryHistoryRepo
 from contextd.store.memory.index import keyed_terms
 from contextd.store.memory.repository import MemoryRepo
 from contextd.store.memory.versions import MemoryDetails
+from contextd.store.open import Store, open_store
 
 from tests.store.engine.test_migrations import _database_of_version
 from tests.support.postgres import PostgresServer
@@ -120,28 +119,28 @@ async def _postgresql_before(url: str) -> None:
 
 @pytest.fixture(params=["sqlite", "postgresql"])
 async def upgraded(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
-    database: Database
+    """The store opened, as a server opens it, on a database of the version before."""
+    url = ""
     if request.param == "sqlite":
-        path = tmp_path / "contextd.sqlite3"
-        _sqlite_before(path)
-        database = await SqliteDatabase.open(path)
+        _sqlite_before(tmp_path / DB_FILENAME)
         versions = migration_files(SQLITE_MIGRATIONS)
     else:
         server: PostgresServer = request.getfixturevalue("postgres")
         name = f"upgrade_{time.time_ns()}"
         url = server.create_database(name)
         await _postgresql_before(url)
-        database = await PostgresDatabase.open(url, pool_size=2)
         versions = migration_files(POSTGRESQL_MIGRATIONS)
+    store = await open_store(url, tmp_path, pool_size=2)
     try:
-        assert await database.schema_version() == len(versions)
-        yield database
+        assert await store.db.schema_version() == len(versions)
+        yield store
     finally:
-        await database.close()
+        await store.close()
 
 
-async def test_nothing_is_lost(upgraded: Database) -> None:
-    repo = MemoryRepo(upgraded)
+async def test_nothing_is_lost(upgraded: Store) -> None:
+    db = upgraded.db
+    repo = MemoryRepo(db, upgraded.memory_index)
     # What is current is what was there, ids and vectors kept.
     current, _ = await repo.list_memories("alice")
     assert [(m.id, m.content, m.superseded_by) for m in current] == [
@@ -150,7 +149,7 @@ async def test_nothing_is_lost(upgraded: Database) -> None:
     ]
     faro = next(m for m in current if m.id == 1)
     assert faro.valid_from == T2 and faro.valid_to is None and faro.created_at == T0
-    rows = await upgraded.reader.execute_fetchall(
+    rows = await db.reader.execute_fetchall(
         "SELECT embedding, embedding_model FROM memories WHERE id = 1"
     )
     assert bytes(rows[0]["embedding"]) == VECTOR and rows[0]["embedding_model"] == "model-a"
@@ -177,7 +176,7 @@ async def test_nothing_is_lost(upgraded: Database) -> None:
     later, _ = await repo.list_memories("alice", memory_filter=as_of(T3 + 1))
     assert sorted(m.content for m in later) == ["I like tea", "I live in Faro"]
     # The history names the memories that keep the old texts.
-    history = await MemoryHistoryRepo(upgraded, repo).for_memory(1)
+    history = await MemoryHistoryRepo(db, repo).for_memory(1)
     kept = {
         m.content: m.id
         for m in (await repo.list_memories("alice", memory_filter=as_of(T0 + 1)))[0]
@@ -189,9 +188,7 @@ async def test_nothing_is_lost(upgraded: Database) -> None:
         ("update", kept["I live in Porto"]),
     ]
     # Every memory has its hash now, and new ones get ids above the old high-water mark.
-    unhashed = await upgraded.reader.execute_fetchall(
-        "SELECT id FROM memories WHERE content_hash = ''"
-    )
+    unhashed = await db.reader.execute_fetchall("SELECT id FROM memories WHERE content_hash = ''")
     assert list(unhashed) == []
     added, created = await repo.add("alice", "I like green tea", details=MemoryDetails())
     assert created and added.id > max(kept.values())

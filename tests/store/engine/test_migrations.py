@@ -18,9 +18,10 @@ from contextd.store.engine.migrations import (
     SQLITE_OF_POSTGRESQL,
     migration_files,
 )
-from contextd.store.engine.sqlite import SqliteDatabase, _statements
+from contextd.store.engine.sqlite import DB_FILENAME, _statements
 from contextd.store.memory.history import MemoryHistoryRepo
 from contextd.store.memory.repository import MemoryRepo
+from contextd.store.open import open_store
 from contextd.store.sessions import SessionRepo
 from contextd.store.summaries import SummaryRepo
 
@@ -100,8 +101,7 @@ def _fill_version_6(conn: sqlite3.Connection) -> None:
 
 
 async def test_migration_keeps_every_row_in_the_default_tenant(tmp_path: Path) -> None:
-    path = tmp_path / "contextd.sqlite3"
-    old = _database_of_version(path, 6)
+    old = _database_of_version(tmp_path / DB_FILENAME, 6)
     # The memories index as version 6 built it, so that search works without a rebuild.
     from contextd.store.memory.fts5_index import fts_terms
 
@@ -112,11 +112,12 @@ async def test_migration_keeps_every_row_in_the_default_tenant(tmp_path: Path) -
         )
     old.close()
 
-    db = await SqliteDatabase.open(path)
+    store = await open_store("", tmp_path)  # as the server opens it
+    db = store.db
     try:
         assert await db.schema_version() == len(migration_files(SQLITE_MIGRATIONS))
         sessions, conversation = SessionRepo(db), ConversationRepo(db)
-        summaries, memories = SummaryRepo(db), MemoryRepo(db)
+        summaries, memories = SummaryRepo(db), MemoryRepo(db, store.memory_index)
         listed, _ = await sessions.list_sessions("alice")
         assert [(s.id, s.title, s.tenant_id, s.message_count) for s in listed] == [
             ("a" * 32, "Budget", "default", 1)
@@ -146,7 +147,7 @@ async def test_migration_keeps_every_row_in_the_default_tenant(tmp_path: Path) -
         assert await memories.delete(1)
         assert await MemoryHistoryRepo(db, memories).for_user("alice") == []
     finally:
-        await db.close()
+        await store.close()
 
 
 @pytest.mark.sqlite_only

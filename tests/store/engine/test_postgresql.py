@@ -15,6 +15,9 @@ from contextd.fronts.grpc.errors import status_for
 from contextd.store.engine.postgresql import PostgresDatabase, _translated
 from contextd.store.sessions import SessionRepo
 
+# The engine itself is under test (its pool, timeouts and errors): these tests open
+# PostgresDatabase directly, with the pool settings each needs, without store/open.py's parts.
+
 
 def closed_port() -> int:
     with socket.socket() as sock:

@@ -19,6 +19,8 @@ from contextd.store.engine.sqlite import SqliteDatabase
 from contextd.store.models import NewMessage
 from contextd.store.sessions import SessionRepo
 
+# The engine itself is under test (its file, WAL, locks, rollbacks, a killed writer):
+# these tests open SqliteDatabase directly, without the parts store/open.py adds.
 WRITERS = 100
 MESSAGES_PER_WRITER = 20
 

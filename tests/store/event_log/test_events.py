@@ -14,14 +14,15 @@ from typing import Any
 import pytest
 from contextd.store.engine.database import Database
 from contextd.store.event_log.events import EventStore, NewEvent, event_tokens, format_ts
+from contextd.store.open import Store
 from contextd.store.sessions import SessionRepo
 
 TS = 1715342400.0
 
 
 @pytest.fixture
-async def events(db: Database, tmp_path: Path) -> AsyncIterator[EventStore]:
-    log = db.event_log(tmp_path / "history")
+async def events(store: Store) -> AsyncIterator[EventStore]:
+    log = store.event_log()
     yield log
     await log.aclose()
 

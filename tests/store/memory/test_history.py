@@ -10,6 +10,7 @@ from contextd.store.engine.database import Database
 from contextd.store.memory.history import MemoryHistoryRepo
 from contextd.store.memory.repository import MemoryRepo
 from contextd.store.models import ScoredMemory
+from contextd.store.open import Store
 
 from tests.support.store_helpers import fts_integrity
 
@@ -18,8 +19,8 @@ NOW = 1_800_000_000.0
 
 
 @pytest.fixture
-async def repo(db: Database) -> MemoryRepo:
-    return MemoryRepo(db)
+async def repo(store: Store) -> MemoryRepo:
+    return MemoryRepo(store.db, store.memory_index)
 
 
 def contents(hits: list[ScoredMemory]) -> list[str]:
@@ -47,8 +48,8 @@ async def test_a_replacement_whose_history_row_fails_changes_no_memory(
     await fts_integrity(db)
 
 
-async def test_memory_rewrites_and_history_stay_in_their_tenant(db: Database) -> None:
-    memories = MemoryRepo(db)
+async def test_memory_rewrites_and_history_stay_in_their_tenant(db: Database, store: Store) -> None:
+    memories = MemoryRepo(db, store.memory_index)
     history = MemoryHistoryRepo(db, memories)
     a_mem, _ = await memories.add("bob", "I live in Lyon", tenant_id=A)
     await history.record_add(a_mem, "rule-fallback")

@@ -15,6 +15,7 @@ from contextd.store.event_log.removals import LogRemovals
 from contextd.store.memory.history import MemoryHistoryRepo
 from contextd.store.memory.repository import MemoryRepo
 from contextd.store.memory.vectors import MemoryVectorRepo
+from contextd.store.open import Store
 from contextd.store.users import UserRepo
 
 from tests.support.fake_embeddings import InProcessEmbedder
@@ -30,6 +31,7 @@ FACTS = [
 
 @dataclass
 class Hybrid:
+    store: Store
     db: Database
     embedder: InProcessEmbedder
     memories: MemoryRepo
@@ -42,18 +44,19 @@ class Hybrid:
         await self.worker.embed_pending()
 
 
-def _hybrid(db: Database, embedder: InProcessEmbedder, query_timeout: float = 2.0) -> Hybrid:
+def _hybrid(store: Store, embedder: InProcessEmbedder, query_timeout: float = 2.0) -> Hybrid:
+    db = store.db
     vectors = MemoryVectorRepo(db, embedder.model)
     stats = EmbeddingStats()
     worker = EmbeddingWorker(embedder, vectors, stats, retry_delay=0.01, poll_interval=0.05)
     ranker = EmbeddingRanker(embedder, vectors, stats, timeout=query_timeout)
-    memories = MemoryRepo(db, meaning=ranker, changed=worker.wake)
-    return Hybrid(db, embedder, memories, vectors, worker, stats)
+    memories = MemoryRepo(db, store.memory_index, meaning=ranker, changed=worker.wake)
+    return Hybrid(store, db, embedder, memories, vectors, worker, stats)
 
 
 @pytest.fixture
-async def hybrid(db: Database) -> AsyncIterator[Hybrid]:
-    h = _hybrid(db, InProcessEmbedder(synonyms=dict(SYNONYMS)))
+async def hybrid(store: Store) -> AsyncIterator[Hybrid]:
+    h = _hybrid(store, InProcessEmbedder(synonyms=dict(SYNONYMS)))
     yield h
     await h.worker.aclose()
 
@@ -90,8 +93,8 @@ async def test_query_failure_falls_back_to_terms_with_a_note(hybrid: Hybrid) -> 
     assert "ranked by terms only" in result.note and "provider down" in result.note
 
 
-async def test_query_timeout_falls_back_to_terms(db: Database) -> None:
-    h = _hybrid(db, InProcessEmbedder(synonyms=dict(SYNONYMS)), query_timeout=0.05)
+async def test_query_timeout_falls_back_to_terms(store: Store) -> None:
+    h = _hybrid(store, InProcessEmbedder(synonyms=dict(SYNONYMS)), query_timeout=0.05)
     await h.memories.add_many("ada", FACTS)
     await h.settle()
     h.embedder.delay = 1.0
@@ -112,12 +115,12 @@ async def test_worker_retries_after_failure_and_memory_stays(hybrid: Hybrid) -> 
     assert [f.memory.content for f in found] == ["I am vegetarian"]
 
 
-async def test_model_change_re_embeds(db: Database) -> None:
-    first = _hybrid(db, InProcessEmbedder(model="model-a", synonyms=dict(SYNONYMS)))
+async def test_model_change_re_embeds(store: Store) -> None:
+    first = _hybrid(store, InProcessEmbedder(model="model-a", synonyms=dict(SYNONYMS)))
     await first.memories.add_many("ada", FACTS)
     await first.settle()
     assert await first.vectors.count_pending() == 0
-    second = _hybrid(db, InProcessEmbedder(model="model-b", synonyms=dict(SYNONYMS)))
+    second = _hybrid(store, InProcessEmbedder(model="model-b", synonyms=dict(SYNONYMS)))
     assert await second.vectors.count_pending() == len(FACTS)
     # Until re-embedded, model-a's vectors are not compared with model-b's queries.
     assert await second.memories.search("ada", "Do I eat meat?", 3) == []
@@ -143,7 +146,7 @@ async def test_delete_removes_vectors(hybrid: Hybrid, tmp_path: Path) -> None:
     assert await hybrid.memories.search("ada", "Do I eat meat?", 3)
     await hybrid.memories.delete(memory.id)
     assert await hybrid.memories.search("ada", "Do I eat meat?", 3) == []
-    events = hybrid.db.event_log(tmp_path / "history")
+    events = hybrid.store.event_log()
     removals = LogRemovals(hybrid.db, events, tmp_path / "log-removals")
     await UserRepo(hybrid.db, hybrid.memories, removals).erase("bob")
     await events.aclose()
@@ -212,14 +215,14 @@ async def test_a_refused_query_is_searched_by_terms_without_a_failure(hybrid: Hy
 
 
 async def test_dated_memories_do_not_push_aside_the_memory_closest_in_meaning(
-    db: Database,
+    store: Store,
 ) -> None:
     """The memory the model ranks first stays first when newer memories share a word with
     the question. The fused score used to weigh recency by a quarter against a relevance
     made of reciprocal ranks, all close together: a memory found only by its terms tied
     with the one found only by meaning, and the newer of the two won, so that among
     memories of different dates hybrid search lost most of what the model found."""
-    h = _hybrid(db, InProcessEmbedder(synonyms=dict(SYNONYMS)))
+    h = _hybrid(store, InProcessEmbedder(synonyms=dict(SYNONYMS)))
     now = 1_800_000_000.0
     day = 86400.0
     answer = "I am vegetarian"
@@ -237,10 +240,10 @@ async def test_dated_memories_do_not_push_aside_the_memory_closest_in_meaning(
     assert found[0].memory.content == answer
 
 
-async def test_a_period_the_question_names_ranks_the_memories_dated_in_it(db: Database) -> None:
+async def test_a_period_the_question_names_ranks_the_memories_dated_in_it(store: Store) -> None:
     """Two memories alike in words and meaning, told in May and in July: the question's
     month decides which comes first (a memory may say only "last weekend")."""
-    h = _hybrid(db, InProcessEmbedder())
+    h = _hybrid(store, InProcessEmbedder())
     may, july = 1_747_000_000.0, 1_752_500_000.0  # 11 May 2025, 14 July 2025
     await h.memories.add_many(
         "ada",

@@ -11,12 +11,12 @@ import pytest
 from contextd.core.errors import SessionNotFound
 from contextd.core.search_terms import TERMS_VERSION
 from contextd.store.engine.database import Database
-from contextd.store.engine.sqlite import SqliteDatabase
 from contextd.store.memory import index as memory_index
 from contextd.store.memory import repository as memories_module
 from contextd.store.memory.history import MemoryHistoryRepo
 from contextd.store.memory.repository import MemoryRepo
 from contextd.store.models import ScoredMemory
+from contextd.store.open import Store, open_store
 from contextd.store.sessions import SessionRepo
 
 from tests.support.store_helpers import fts_integrity
@@ -27,8 +27,8 @@ NOW = 1_800_000_000.0
 
 
 @pytest.fixture
-async def repo(db: Database) -> MemoryRepo:
-    return MemoryRepo(db)
+async def repo(store: Store) -> MemoryRepo:
+    return MemoryRepo(store.db, store.memory_index)
 
 
 @pytest.fixture
@@ -205,8 +205,8 @@ async def test_strong_relevance_beats_recency(repo: MemoryRepo) -> None:
     assert hits[1].recency == pytest.approx(1.0) and hits[0].recency < 0.001
 
 
-async def test_score_combines_relevance_and_recency(db: Database) -> None:
-    repo = MemoryRepo(db, half_life_days=10, recency_weight=0.4)
+async def test_score_combines_relevance_and_recency(store: Store) -> None:
+    repo = MemoryRepo(store.db, store.memory_index, half_life_days=10, recency_weight=0.4)
     await repo.add("alice", "I like green tea", now=NOW - 10 * DAY)
     await repo.add("alice", "tea", now=NOW - 20 * DAY)
     hits = await repo.search("alice", "green tea", now=NOW)
@@ -230,8 +230,8 @@ async def test_limit_and_ordering_on_many_matches(repo: MemoryRepo) -> None:
         await repo.search("alice", "咖啡", limit=0)
 
 
-async def test_common_terms_do_not_hide_rare_ones(db: Database) -> None:
-    repo = MemoryRepo(db, max_ranked=5)
+async def test_common_terms_do_not_hide_rare_ones(store: Store) -> None:
+    repo = MemoryRepo(store.db, store.memory_index, max_ranked=5)
     await repo.add_many("alice", [f"我的第{i}个同事喜欢爬山" for i in range(30)], now=NOW)
     await repo.add("alice", "我的女儿叫小米", now=NOW - 300 * DAY)
     hits = await repo.search("alice", "我的女儿", now=NOW)
@@ -433,8 +433,10 @@ async def test_add_many_checks_everything_before_writing(repo: MemoryRepo) -> No
     assert await repo.count("alice") == 0
 
 
-async def test_index_is_rebuilt_when_built_by_another_terms_version(db: Database) -> None:
-    repo = MemoryRepo(db)
+async def test_index_is_rebuilt_when_built_by_another_terms_version(
+    db: Database, store: Store
+) -> None:
+    repo = MemoryRepo(db, store.memory_index)
     await repo.add_many("alice", ["我每天早上都喝咖啡", "I drink tea"])
     forget = (
         "INSERT INTO memories_fts (memories_fts) VALUES ('delete-all')"
@@ -444,7 +446,7 @@ async def test_index_is_rebuilt_when_built_by_another_terms_version(db: Database
     async with db.transaction() as conn:
         await conn.execute(forget)
         await conn.execute("UPDATE memories_fts_state SET terms_version = 0")
-    fresh = MemoryRepo(db)
+    fresh = MemoryRepo(db, store.memory_index)
     assert contents(await fresh.search("alice", "咖啡")) == ["我每天早上都喝咖啡"]
     rows = list(await db.reader.execute_fetchall("SELECT terms_version FROM memories_fts_state"))
     assert rows[0][0] == TERMS_VERSION
@@ -454,22 +456,22 @@ async def test_index_is_rebuilt_when_built_by_another_terms_version(db: Database
 
 
 async def test_memories_survive_reopening_the_database(tmp_path: Path) -> None:
-    path = tmp_path / "reopen.sqlite3"
-    first = await SqliteDatabase.open(path)
-    await MemoryRepo(first).add("alice", "我每天早上都喝咖啡")
+    first = await open_store("", tmp_path)
+    await MemoryRepo(first.db, first.memory_index).add("alice", "我每天早上都喝咖啡")
     await first.close()
-    second = await SqliteDatabase.open(path)
+    second = await open_store("", tmp_path)
     try:
-        assert contents(await MemoryRepo(second).search("alice", "咖啡")) == ["我每天早上都喝咖啡"]
+        found = await MemoryRepo(second.db, second.memory_index).search("alice", "咖啡")
+        assert contents(found) == ["我每天早上都喝咖啡"]
     finally:
         await second.close()
 
 
 @pytest.mark.sqlite_only
 async def test_a_user_found_without_memories_is_searched_again_once_given_some(
-    db: Database,
+    db: Database, store: Store
 ) -> None:
-    memories = MemoryRepo(db)
+    memories = MemoryRepo(db, store.memory_index)
     assert await memories.search("alice", "coffee") == []
     assert await memories.search("alice", "coffee") == []  # answered from memory
     await memories.add("alice", "Alice drinks coffee")
@@ -492,8 +494,8 @@ async def test_a_user_found_without_memories_is_searched_again_once_given_some(
     ]
 
 
-async def test_memories_and_their_search_stay_in_their_tenant(db: Database) -> None:
-    memories = MemoryRepo(db)
+async def test_memories_and_their_search_stay_in_their_tenant(store: Store) -> None:
+    memories = MemoryRepo(store.db, store.memory_index)
     a_mem, _ = await memories.add("bob", "I drink coffee every morning", tenant_id=A)
     # The same text for bob of B is B's own memory, not a duplicate of A's.
     b_mem, created = await memories.add("bob", "I drink coffee every morning", tenant_id=B)

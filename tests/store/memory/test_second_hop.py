@@ -7,11 +7,11 @@ from collections.abc import AsyncIterator
 
 import pytest
 from contextd.app.memory_embedding import EmbeddingRanker, EmbeddingStats, EmbeddingWorker
-from contextd.store.engine.database import Database
 from contextd.store.memory.filters import MemoryFilter
 from contextd.store.memory.repository import MemoryRepo
 from contextd.store.memory.vectors import MemoryVectorRepo
 from contextd.store.memory.versions import MemoryDetails
+from contextd.store.open import Store
 
 from tests.support.fake_embeddings import InProcessEmbedder
 
@@ -48,12 +48,14 @@ class Memories(MemoryRepo):
 
 
 @pytest.fixture
-async def memories(db: Database) -> AsyncIterator[Memories]:
+async def memories(store: Store) -> AsyncIterator[Memories]:
+    db = store.db
     embedder = InProcessEmbedder(synonyms=dict(SYNONYMS))
     vectors = MemoryVectorRepo(db, embedder.model)
     stats = EmbeddingStats()
     worker = EmbeddingWorker(embedder, vectors, stats)
-    repo = Memories(db, meaning=EmbeddingRanker(embedder, vectors, stats), changed=worker.wake)
+    ranker = EmbeddingRanker(embedder, vectors, stats)
+    repo = Memories(db, store.memory_index, meaning=ranker, changed=worker.wake)
     repo.worker = worker
     yield repo
     await worker.aclose()

@@ -18,6 +18,7 @@ from contextd.store.memory.history import MemoryHistoryRepo
 from contextd.store.memory.index import user_key
 from contextd.store.memory.repository import MemoryRepo
 from contextd.store.memory.versions import MemoryDetails, MemoryEdit
+from contextd.store.open import Store
 from contextd.store.retention import SessionPurge
 
 from tests.store.memory.test_hybrid import Hybrid, _hybrid
@@ -27,8 +28,8 @@ NOW = time.time()
 
 
 @pytest.fixture
-def repo(db: Database) -> MemoryRepo:
-    return MemoryRepo(db)
+def repo(store: Store) -> MemoryRepo:
+    return MemoryRepo(store.db, store.memory_index)
 
 
 async def _supersede(repo: MemoryRepo, db: Database, owner: tuple[str, str]) -> tuple[int, int]:
@@ -87,7 +88,7 @@ async def test_deleting_a_superseded_copy_forgets_its_history_row(
 
 
 async def test_expired_memories_go_with_their_past_and_the_retention_task_purges_them(
-    repo: MemoryRepo, db: Database, tmp_path: Path
+    repo: MemoryRepo, db: Database, store: Store, tmp_path: Path
 ) -> None:
     memory_id, past_id = await _supersede(repo, db, ("default", "alice"))
     await MemoryHistoryRepo(db, repo).edit(
@@ -97,7 +98,7 @@ async def test_expired_memories_go_with_their_past_and_the_retention_task_purges
     )
     await repo.add("alice", "I like tea", details=MemoryDetails(expires_at=NOW + 20))
     await repo.add("alice", "I like jazz")
-    removals = LogRemovals(db, db.event_log(tmp_path / "history"), tmp_path / "removals")
+    removals = LogRemovals(db, store.event_log(), tmp_path / "removals")
     purger = RetentionPurger(
         SessionPurge(db, removals),
         removals,
@@ -116,8 +117,8 @@ async def test_expired_memories_go_with_their_past_and_the_retention_task_purges
     assert [m.content for m in left] == ["I like jazz"]
 
 
-async def test_search_by_meaning_respects_the_filter_and_the_time(db: Database) -> None:
-    hybrid: Hybrid = _hybrid(db, InProcessEmbedder(synonyms={"job": "work", "nurse": "work"}))
+async def test_search_by_meaning_respects_the_filter_and_the_time(store: Store) -> None:
+    hybrid: Hybrid = _hybrid(store, InProcessEmbedder(synonyms={"job": "work", "nurse": "work"}))
     try:
         memories = hybrid.memories
         old, _ = await memories.add("ada", "I work as a nurse", now=NOW - 100)
@@ -125,7 +126,7 @@ async def test_search_by_meaning_respects_the_filter_and_the_time(db: Database) 
             "ada", "Nurse shifts go in the planner", details=MemoryDetails(app="excel")
         )
         await hybrid.settle()
-        done = await MemoryHistoryRepo(db, memories).replace(
+        done = await MemoryHistoryRepo(hybrid.db, memories).replace(
             old.id, "ada", old.content, "I work as a baker", "test", now=NOW - 50
         )
         assert done is not None

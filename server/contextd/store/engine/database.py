@@ -1,11 +1,12 @@
 """What repositories code against: a database with write transactions and a reader, on
-either engine (store/engine/sqlite.py, store/engine/postgresql.py; store/engine/open.py
-picks one).
+either engine (store/engine/sqlite.py, store/engine/postgresql.py).
 
 Repository SQL is shared: it uses ``?`` or ``:name`` placeholders, which the PostgreSQL
-side translates, and passes values of the column's type. Where the engines differ, the
-engine provides the part (its event log, its memory index, a row lock), so that no
-repository picks one; repositories read only what an engine does (``Database``'s traits).
+side translates, and passes values of the column's type. Where statements differ with
+the engine (a row lock, the id counters), the engine runs them, so that no repository
+picks one; repositories read only what an engine does (``Database``'s traits). The
+parts built over a database that differ with its engine (its event log, its memory
+index) are chosen by store/open.py, which opens the database: the engine knows none.
 """
 
 from __future__ import annotations
@@ -13,15 +14,10 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol
 
 from contextd.store.engine.disk import DiskWatch
 from contextd.store.engine.reachability import DatabaseWatch
-
-if TYPE_CHECKING:
-    from contextd.store.event_log.events import EventLines, EventStore
-    from contextd.store.memory.index import MemoryIndex
 
 # A result row: sqlite3.Row or asyncpg.Record; repositories read it by column name.
 Row = Any
@@ -128,16 +124,7 @@ class Database(ABC):
     @abstractmethod
     async def close(self) -> None: ...
 
-    # --- the parts that differ with the engine ----------------------------------------
-
-    @abstractmethod
-    def event_log(self, history_dir: Path) -> EventStore:
-        """The sessions' event logs: files in ``history_dir`` for SQLite, a table for
-        PostgreSQL (replicas share no disk)."""
-
-    @abstractmethod
-    def event_lines(self, history_dir: Path) -> EventLines:
-        """The same logs as lines of text, for ``contextd store copy``."""
+    # --- the id counters, for the copy -------------------------------------------------
 
     @abstractmethod
     async def id_counter(self, conn: Connection, table: str, column: str) -> int:
@@ -147,7 +134,3 @@ class Database(ABC):
     async def set_id_counter(self, conn: Connection, table: str, column: str, last: int) -> None:
         """Make the counter of ``table``'s ``column`` go on after ``last`` (for the copy,
         which inserts ids as they were)."""
-
-    @abstractmethod
-    def memory_index(self) -> MemoryIndex:
-        """The memories' search index: FTS5 for SQLite, a tsvector column for PostgreSQL."""

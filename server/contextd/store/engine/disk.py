@@ -1,7 +1,7 @@
 """The data directory's disk: a write refused for want of space is told apart from other
 failures, and the store watches the disk until it has room again.
 
-The database is given its watch when opened (store/engine/open.py). The first write that
+The database is given its watch when opened (store/open.py). The first write that
 fails for want of space marks the disk full and tells the listeners (the server turns
 its health to NOT_SERVING); from then on a small probe
 write runs every ``interval`` seconds, and the first that succeeds marks the disk as

@@ -22,7 +22,6 @@ import contextlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterable, Sequence
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -40,8 +39,6 @@ from contextd.store.engine.database import (
 from contextd.store.engine.migrations import POSTGRESQL_MIGRATIONS, migration_files
 from contextd.store.engine.postgresql_sql import Statement, translate
 from contextd.store.engine.reachability import DatabaseWatch
-from contextd.store.event_log.table import DatabaseEventLog, TableLines
-from contextd.store.memory.tsvector_index import TsvectorIndex
 from contextd.tracing import spans
 
 _SPAN_ATTRIBUTES = {"db.system": "postgresql", "db.system.name": "postgresql"}
@@ -390,12 +387,6 @@ class PostgresDatabase(Database):
         )
         return int(rows[0]["version"]) if rows and rows[0]["version"] is not None else 0
 
-    def event_log(self, history_dir: Path) -> DatabaseEventLog:
-        return DatabaseEventLog(self)
-
-    def event_lines(self, history_dir: Path) -> TableLines:
-        return TableLines(self)
-
     async def id_counter(self, conn: Connection, table: str, column: str) -> int:
         rows = await conn.execute_fetchall(
             f"SELECT last_value, is_called FROM {await _sequence(conn, table, column)}"
@@ -406,9 +397,6 @@ class PostgresDatabase(Database):
         await conn.execute_fetchall(
             "SELECT setval(CAST(? AS REGCLASS), ?)", (await _sequence(conn, table, column), last)
         )
-
-    def memory_index(self) -> TsvectorIndex:
-        return TsvectorIndex(self)
 
     def time_statements(self, observe: StatementObserver) -> None:
         self.observe = observe

@@ -47,8 +47,6 @@ from contextd.store.engine.database import (
 from contextd.store.engine.disk import DiskWatch
 from contextd.store.engine.migrations import SQLITE_MIGRATIONS, migration_files
 from contextd.store.engine.private import create_empty, make_dir
-from contextd.store.event_log.files import EventLog, FileLines
-from contextd.store.memory.fts5_index import FtsIndex
 from contextd.tracing import spans
 
 _SPAN_ATTRIBUTES = {"db.system": "sqlite", "db.system.name": "sqlite"}
@@ -327,12 +325,6 @@ class SqliteDatabase(Database):
         for conn in (self._writer, self._reader):
             await conn.create_function(name, arity, func, deterministic=deterministic)
 
-    def event_log(self, history_dir: Path) -> EventLog:
-        return EventLog(history_dir, self.disk)
-
-    def event_lines(self, history_dir: Path) -> FileLines:
-        return FileLines(history_dir)
-
     async def id_counter(self, conn: Connection, table: str, column: str) -> int:
         # AUTOINCREMENT: one counter per table, in sqlite_sequence.
         rows = await conn.execute_fetchall(
@@ -348,9 +340,6 @@ class SqliteDatabase(Database):
             await conn.execute(
                 "INSERT INTO sqlite_sequence (name, seq) VALUES (?, ?)", (table, last)
             )
-
-    def memory_index(self) -> FtsIndex:
-        return FtsIndex(self)
 
 
 def _statements(sql: str) -> list[str]:

@@ -1,7 +1,7 @@
 """The memories' search index: what MemoryRepo asks of it, and what both engines' indexes
 share: each memory's terms keyed by its user, the memory columns a search returns, and
 which of a query's terms a search ranks by. SQLite's index is in fts5_index.py,
-PostgreSQL's in tsvector_index.py; the engine picks (``Database.memory_index``).
+PostgreSQL's in tsvector_index.py; the store's opener picks (store/open.py).
 """
 
 from __future__ import annotations

@@ -2,8 +2,9 @@
 kept in step with the terms version. MemoryRepo (repository.py) adds the writes.
 
 Search goes through an index of the terms made by ``contextd.core.search_terms``, each
-keyed by its user, the engine's (store/memory/fts5_index.py: SQLite FTS5, migration
-0002_memories.sql for the layout and why; tsvector_index.py: a PostgreSQL column). A search:
+keyed by its user, one per engine, which store/open.py picks (store/memory/fts5_index.py:
+SQLite FTS5, migration 0002_memories.sql for the layout and why; tsvector_index.py: a
+PostgreSQL column). A search:
 
 1. turns the query into terms and looks up, in one read, how many of the user's memories
    contain each; terms no memory contains are dropped, and if none is
@@ -42,7 +43,13 @@ from contextd.store.engine.database import Connection, Database
 from contextd.store.memory import index as memory_index
 from contextd.store.memory.filters import CURRENT, MemoryFilter, conditions
 from contextd.store.memory.hybrid import Fusion, MeaningRanker, MemorySearchResult, hybrid_search
-from contextd.store.memory.index import MEMORY_COLUMNS, Owner, choose_terms, memory_from_row
+from contextd.store.memory.index import (
+    MEMORY_COLUMNS,
+    MemoryIndex,
+    Owner,
+    choose_terms,
+    memory_from_row,
+)
 from contextd.store.models import Memory, ScoredMemory
 from contextd.store.paging import decode_token, encode_token, page_limit
 from contextd.tracing import spans
@@ -74,6 +81,7 @@ class MemoryReads:
     def __init__(
         self,
         db: Database,
+        index: MemoryIndex,
         *,
         half_life_days: float = DEFAULT_HALF_LIFE_DAYS,
         recency_weight: float = DEFAULT_RECENCY_WEIGHT,
@@ -82,7 +90,8 @@ class MemoryReads:
         meaning: MeaningRanker | None = None,
         changed: Callable[[], None] = lambda: None,
     ) -> None:
-        """``meaning`` and ``changed`` come from the application layer when an embedding
+        """``index``: the search index of ``db``'s engine (store/open.py picks it).
+        ``meaning`` and ``changed`` come from the application layer when an embedding
         provider is on (the store knows none): memory search by meaning too, and who to
         tell that memories need vectors."""
         self.metrics = metrics
@@ -93,7 +102,7 @@ class MemoryReads:
         if max_ranked < 1:
             raise ValueError("max_ranked must be >= 1")
         self._db = db
-        self.index = db.memory_index()
+        self.index = index
         self._half_life = half_life_days * 86400.0
         self._weight = recency_weight
         self._max_ranked = max_ranked
