@@ -78,6 +78,7 @@ class ScriptedProvider:
 
 class Env:
     def __init__(self, store: Store, meaning: MeaningSearch | None = None) -> None:
+        self.store = store
         self.db = db = store.db
         self.sessions = SessionRepo(db)
         self.conversation = ConversationRepo(db)

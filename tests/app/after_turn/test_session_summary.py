@@ -3,14 +3,11 @@ summary with one, and a summary the host set kept."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from contextd.app.chat.interrupted import InterruptedTurns
 from contextd.app.chat.session_lease import SessionTurns
 from contextd.app.scope import Caller
 from contextd.app.sessions import SessionsApp
 from contextd.core.tokens import TokenizerRegistry
-from contextd.store.event_log.files import EventLog
 from contextd.store.partial_answers import PartialAnswerRepo
 
 from tests.support.after_turn_env import USER, Env, ScriptedProvider, run
@@ -37,13 +34,13 @@ async def test_echo_session_summary_is_an_extract(env: Env) -> None:
     assert recent.session_id == sid and recent.summary == summary
 
 
-async def test_a_summary_the_host_set_is_kept_after_later_turns(env: Env, tmp_path: Path) -> None:
+async def test_a_summary_the_host_set_is_kept_after_later_turns(env: Env) -> None:
     runner = env.runner()
     sid = await env.session()
     _, first = await env.turn(sid, 1, "Plan the budget", "echo: ok")
     await run(runner, first)
     assert "Plan the budget" in await env.session_summary(sid)  # automatic so far
-    events = EventLog(tmp_path / "history")
+    events = env.store.event_log()
     tokenizers = TokenizerRegistry()
     partials = PartialAnswerRepo(env.db, lease_seconds=15.0)
     turns = SessionTurns(partials, InterruptedTurns(partials, env.conversation, events, tokenizers))
