@@ -23,6 +23,7 @@ import contextlib
 import ctypes
 import dataclasses
 import functools
+import importlib
 import logging
 import os
 import select
@@ -39,6 +40,7 @@ from typing import Any, NoReturn
 from contextd.config import Settings
 from contextd.metrics.endpoint import PATH as METRICS_PATH
 from contextd.metrics.gathering import GatheringEndpoint
+from contextd.providers.registry import make_provider
 from contextd.root import server
 from contextd.root.prepare import Prepared, prepare
 from contextd.store.engine.private import make_dir
@@ -70,7 +72,7 @@ def serve_workers(settings: Settings) -> None:
     # The workers' metrics sockets: a directory of mode 0700, removed at the end.
     sockets = Path(tempfile.mkdtemp(prefix="contextd-")) if settings.metrics_port else None
     try:
-        asyncio.run(_prepare_store(settings))
+        asyncio.run(prepare_once(settings))
         Supervisor(settings, prepared, settings.worker_count(), sockets).run()
     finally:
         if sockets is not None:
@@ -104,13 +106,21 @@ def _free_port(host: str) -> int:
         return int(probe.getsockname()[1])
 
 
-async def _prepare_store(settings: Settings) -> None:
-    """Migrate the database and make the server's secrets once, before any worker."""
+async def prepare_once(settings: Settings) -> None:
+    """Migrate the database and make the server's secrets once, before any worker; and
+    load here the code every worker would load for itself at its start (the model
+    provider's SDK, the MCP SDK), so that the workers share its pages."""
     db = await server.open_store(settings)
     try:
         await server.public_ids(db)
     finally:
         await db.close()
+    provider = make_provider(
+        settings.provider, base_url=settings.provider_base_url, model=settings.provider_model
+    )
+    await provider.aclose()
+    if settings.mcp_port >= 0:
+        importlib.import_module("contextd.fronts.mcp.http")
 
 
 @dataclass
