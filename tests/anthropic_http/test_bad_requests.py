@@ -24,7 +24,7 @@ EDIT = {"type": "clear_tool_uses_20250919"}
 THINKING = {"type": "clear_thinking_20251015"}
 
 
-def TURNS(n: int) -> dict[str, Any]:  # noqa: N802 - reads as the value it builds
+def TURNS(n: int) -> dict[str, Any]:
     return {"type": "thinking_turns", "value": n}
 
 

@@ -4,9 +4,9 @@ Inline mode takes the whole list: ``system`` is the system prompt, the last mess
 (a user message) the user message, the messages before it the history; a user message's
 ``tool_result`` blocks become tool messages before its text and images. A list whose
 last message holds tool results only is all history: the model goes on after them (a
-stateless tool loop). Session mode
-takes only what is new: the last user message's text and images, or its tool results
-(the session holds everything before).
+stateless tool loop). Session mode takes only what is new: the last user message's text
+and images, its tool results, or both: the results continue the session's turn and the
+text and images are stored after them (the session holds everything before).
 
 Thinking blocks an SDK sends back are left out (the provider is asked for none).
 """
@@ -104,29 +104,24 @@ def history(system: str, raw: object, params: ParamMap) -> list[pb.Message]:
 
 
 def session_turn(raw: object, params: ParamMap) -> Turn:
-    """The last user message: its text and images, or its tool results."""
+    """The last user message: its tool results, its text and images, or both."""
     messages = _messages(raw)
     last = len(messages) - 1
     if _role(messages[last], last) != "user":
         raise invalid(f"messages[{last}].role", "the last message must be a user message")
     blocks = _blocks(messages[last], last)
     results = [(j, b) for j, b in blocks if b.get("type") == "tool_result"]
+    rest = [(j, b) for j, b in blocks if b.get("type") != "tool_result"]
     turn = Turn()
-    if not results:
-        _user_message(blocks, last, turn, params)
-        return turn
-    for j, block in blocks:
+    for j, block in results:
         at = f"messages[{last}].content[{j}]"
-        if block.get("type") != "tool_result":
-            raise invalid(
-                f"{at}.type",
-                "a message that continues a session's turn holds tool_result blocks only",
-            )
         params.add(f"tool_results[{len(turn.tool_results)}]", at)
         message = _tool_message(block, at)
         turn.tool_results.append(
             cpb.ToolResult(tool_call_id=message.tool_call_id, content=message.content)
         )
+    if rest or not results:
+        _user_message(rest, last, turn, params)
     return turn
 
 
