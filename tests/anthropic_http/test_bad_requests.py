@@ -34,7 +34,23 @@ CASES: list[tuple[str, dict[str, Any], str]] = [
     ("temperature", {**OK, "temperature": 1.5}, "temperature"),
     ("unknown key", {**OK, "frobnicate": 1}, "frobnicate"),
     ("no messages", {**OK, "messages": []}, "messages"),
-    ("role", {**OK, "messages": [{"role": "system", "content": "x"}]}, "messages[0].role"),
+    ("role", {**OK, "messages": [{"role": "tool", "content": "x"}]}, "messages[0].role"),
+    ("system only", {**OK, "messages": [{"role": "system", "content": "x"}]}, "messages"),
+    (
+        "system clear_at",
+        {**OK, "messages": [USER, {"role": "system", "content": "x", "clear_at": "later"}]},
+        "messages[1].clear_at",
+    ),
+    (
+        "system message block",
+        {**OK, "messages": [USER, {"role": "system", "content": [{"type": "image"}]}]},
+        "messages[1].content[0].type",
+    ),
+    (
+        "system key",
+        {**OK, "messages": [USER, {"role": "system", "content": "x", "name": "n"}]},
+        "messages[1].name",
+    ),
     (
         "prefill",
         {**OK, "messages": [USER, {"role": "assistant", "content": "So"}]},

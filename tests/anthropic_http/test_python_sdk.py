@@ -457,3 +457,30 @@ def test_a_missing_version_header_is_refused(served: Served) -> None:
     )
     assert answer.status_code == 400
     assert answer.json()["error"]["message"] == "anthropic-version: header is required"
+
+
+def test_system_messages_in_the_list_join_the_system_prompt(served: Served) -> None:
+    with client(served) as c:
+        answer = c.beta.messages.create(
+            model=MODEL,
+            max_tokens=50,
+            system="You are terse.",
+            messages=[
+                {"role": "user", "content": "First."},
+                {
+                    "role": "system",
+                    "content": "Only for the first.",
+                    "clear_at": "next_user_message",
+                },
+                {"role": "assistant", "content": "Done."},
+                {"role": "system", "content": [{"type": "text", "text": "Always."}]},
+                {"role": "user", "content": "Second."},
+                {"role": "system", "content": "For this one.", "clear_at": "next_user_message"},
+            ],
+            metadata={"user_id": "sys"},
+        )
+    assert answer.content[0].type == "text"
+    assert answer.content[0].text == "fake answer to: Second."
+    sent = served.model.chat_requests()[-1]["messages"]
+    assert sent[0] == {"role": "system", "content": "You are terse.\nAlways.\nFor this one."}
+    assert [m["role"] for m in sent[1:]] == ["user", "assistant", "user"]
