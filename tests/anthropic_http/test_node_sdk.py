@@ -2,17 +2,9 @@
 with a custom base URL (tests/anthropic_node, installed from its lock file by ``make
 test``) against /v1/messages: a whole answer, the stream helper, host tools in a
 stateless loop, count_tokens and a refusal raised as the package's own error;
-generateText, streamText and a tool loop of the AI SDK.
-
-The Claude Agent SDK too: it runs the Claude Code program it bundles, which sends its
-whole list each step (inline mode) with Anthropic's beta fields (``thinking``,
-``context_management`` with ``clear_thinking_20251015``, system messages in
-``messages``). One prompt makes the model call the host's one tool, an in-process MCP
-tool; the program runs it and sends the result back; the model answers from it."""
+generateText, streamText and a tool loop of the AI SDK."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 from tests.anthropic_http.conftest import MODEL, base_url
 from tests.openai_http.conftest import Served
@@ -66,39 +58,3 @@ def test_the_node_packages_run_every_check(served: Served) -> None:
     }
     # Named by its header, the AI SDK's user: its turns are stored as that user's.
     assert len(served.sessions("node-user")) >= 6
-
-
-def test_the_agent_sdk_runs_a_tool_loop_through_contextd(served: Served, tmp_path: Path) -> None:
-    before = len(served.model.chat_requests())
-    results = run_node_check(
-        PROJECT,
-        "@anthropic-ai/claude-agent-sdk",
-        base_url(served),
-        "unused",
-        "agent-user",
-        MODEL,
-        str(tmp_path),
-        script="agent.mjs",
-    )
-    agent = results["agent"]
-    assert agent["calls"] == ["Paris"]
-    assert agent["seen"] == ["tool_use:mcp__weather__get_weather", "text"]
-    assert agent["result"] == {
-        "subtype": "success",
-        "text": "the tool said: sunny in Paris",
-        "turns": 2,
-    }
-    requests = served.model.chat_requests()[before:]
-    assert len(requests) == 2
-    # The host's tool is offered, none of Claude Code's own tools (``tools: []``; it adds
-    # a placeholder of its tool search) and none of contextd's (inline mode).
-    offered = [t["function"]["name"] for t in requests[0]["tools"]]
-    assert "mcp__weather__get_weather" in offered
-    assert not {"Bash", "Read", "memory_search"} & set(offered)
-    assert requests[1]["messages"][-1] == {
-        "role": "tool",
-        "tool_call_id": "call_w1",
-        "content": "sunny in Paris",
-    }
-    # Named by its header, the program's user: its turns are stored as that user's.
-    assert len(served.sessions("agent-user")) == 2

@@ -12,10 +12,8 @@ from typing import Any
 import pytest
 
 
-def run_node_check(
-    project: Path, package: str, *args: str, script: str = "check.mjs"
-) -> dict[str, dict[str, Any]]:
-    """``node project/SCRIPT ARGS``'s checks; skipped without node, failed without
+def run_node_check(project: Path, package: str, *args: str) -> dict[str, dict[str, Any]]:
+    """``node project/check.mjs ARGS``'s checks; skipped without node, failed without
     ``package`` installed."""
     node = shutil.which("node")
     if node is None:
@@ -24,7 +22,7 @@ def run_node_check(
         f"{project.relative_to(project.parents[1])}/node_modules is missing: run `make test` first"
     )
     done = subprocess.run(
-        [node, str(project / script), *args],
+        [node, str(project / "check.mjs"), *args],
         capture_output=True,
         text=True,
         timeout=90,
