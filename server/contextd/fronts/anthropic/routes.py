@@ -110,10 +110,10 @@ class _Turn:
     async def answer(
         self, request: web.Request, cors: dict[str, str], call: TurnCall, started: cpb.TurnStarted
     ) -> web.StreamResponse:
-        thinking = self.request.thinking
-        await count_thinking(
-            self.front.context, thinking, started.context.tokenizer, self.front.metadata(request)
-        )
+        # Thinking left out is reported with its tokens, counted as the turn counts.
+        context, thinking = self.front.context, self.request.thinking
+        tokenizer, metadata = started.context.tokenizer, self.front.metadata(request)
+        await count_thinking(context, thinking, tokenizer, metadata)
         reply = Reply(self.request, started)
         if self.request.stream:
             return await self._stream(request, cors, call, reply)
