@@ -15,15 +15,12 @@ from urllib.parse import urlsplit, urlunsplit
 
 from contextd.store.engine.database import Database
 from contextd.store.engine.disk import DiskWatch
-from contextd.store.engine.postgresql import PostgresDatabase
 from contextd.store.engine.private import prepare_data_dir
 from contextd.store.engine.sqlite import DB_FILENAME, SqliteDatabase
 from contextd.store.event_log.events import HISTORY_DIR, EventLines, EventStore
 from contextd.store.event_log.files import EventLog, FileLines
-from contextd.store.event_log.table import DatabaseEventLog, TableLines
 from contextd.store.memory.fts5_index import FtsIndex
 from contextd.store.memory.index import MemoryIndex
-from contextd.store.memory.tsvector_index import TsvectorIndex
 
 POSTGRES_SCHEMES = ("postgresql", "postgres")
 
@@ -98,10 +95,7 @@ async def open_store(
     if shared)."""
     if url:
         check_database_url(url)
-        pg = await PostgresDatabase.open(
-            url, pool_size=pool_size, statement_timeout=statement_timeout, pool_timeout=pool_timeout
-        )
-        return Store(pg, TsvectorIndex(pg), TableLines(pg), functools.partial(DatabaseEventLog, pg))
+        return await _open_postgresql(url, pool_size, statement_timeout, pool_timeout)
     # Every command that opens a data directory (serve, keys, store copy, mcp) makes
     # it private first: NotPrivate when that cannot be done.
     prepare_data_dir(data_dir)
@@ -109,3 +103,17 @@ async def open_store(
     db = await SqliteDatabase.open(data_dir / DB_FILENAME, sqlite_synchronous, disk, shared=shared)
     history = data_dir / HISTORY_DIR
     return Store(db, FtsIndex(db), FileLines(history), functools.partial(EventLog, history, disk))
+
+
+async def _open_postgresql(
+    url: str, pool_size: int, statement_timeout: float, pool_timeout: float
+) -> Store:
+    # Imported here: asyncpg (15 MB resident) loads only for a server on PostgreSQL.
+    from contextd.store.engine.postgresql import PostgresDatabase
+    from contextd.store.event_log.table import DatabaseEventLog, TableLines
+    from contextd.store.memory.tsvector_index import TsvectorIndex
+
+    db = await PostgresDatabase.open(
+        url, pool_size=pool_size, statement_timeout=statement_timeout, pool_timeout=pool_timeout
+    )
+    return Store(db, TsvectorIndex(db), TableLines(db), functools.partial(DatabaseEventLog, db))
