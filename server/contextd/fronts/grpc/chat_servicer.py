@@ -34,7 +34,7 @@ from contextd.core.json_text import NESTING_RULE
 from contextd.core.pipeline import is_tool_name
 from contextd.fronts.grpc import convert
 from contextd.fronts.grpc.auth import caller_for
-from contextd.fronts.grpc.ids import PublicIds, check_id
+from contextd.fronts.grpc.convert import PublicIds, check_id
 from contextd.fronts.grpc.types import Context
 from contextd.v1 import chat_pb2 as cpb
 from contextd.v1 import chat_pb2_grpc
