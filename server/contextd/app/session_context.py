@@ -21,8 +21,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from contextd.app.memory_scopes import session_memories
-from contextd.app.scope import Caller
+from contextd.app.scope import Caller, session_memories
 from contextd.app.sessions import SessionsApp
 from contextd.core.build import build_messages
 from contextd.core.build_request import (

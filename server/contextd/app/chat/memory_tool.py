@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from contextd.app.chat.event_log import TurnLog
 from contextd.app.chat.turn import Turn
-from contextd.app.memory_scopes import session_memories
+from contextd.app.scope import session_memories
 from contextd.providers.base import ToolSpec
 from contextd.store.memory.repository import MemoryRepo
 from contextd.tracing import genai
