@@ -39,7 +39,7 @@ from contextd.app.chat.events import (
     TurnStatus,
     UsageEvent,
 )
-from contextd.app.chat.memory_tool import MEMORY_TOOL
+from contextd.app.chat.inline_tools import MEMORY_TOOL
 from contextd.app.chat.request import ChatTurnRequest, ModelOptions
 from contextd.app.chat.turn import TokenUsage
 from contextd.providers.base import AUTO, TEXT, ResponseFormat, ToolChoice, ToolSpec
