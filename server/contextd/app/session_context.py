@@ -38,7 +38,7 @@ from contextd.core.errors import SessionNotFound, Violations, shown
 from contextd.core.formats import OutputFormat
 from contextd.core.messages import ChatMessage, CompressionSummary, Role
 from contextd.core.pipeline import DroppedRange, DropReason, is_blank
-from contextd.core.template import NO_SCENARIO, MissingVariables, render
+from contextd.core.system_prompt import NO_SCENARIO, MissingVariables, render
 from contextd.core.tokens import Tokenizer, message_tokens
 from contextd.store.catalog import CatalogRepo
 from contextd.store.memory.repository import MemoryRepo
