@@ -172,15 +172,23 @@ class ModelFront(ABC):
             raise HttpFailure(503, error.message, headers={"Retry-After": "1"}) from None
 
     def metadata(self, request: web.Request) -> grpc.aio.Metadata:
-        """The native call's metadata: the credential and the trace context."""
+        """The native call's metadata: the credential and the trace context. Only values
+        metadata can carry (printable ASCII) are passed on: a credential with any other
+        character is no credential."""
         metadata = grpc.aio.Metadata()
         for value in self.credential(request):
-            metadata.add("authorization", value)
+            if _carried(value):
+                metadata.add("authorization", value)
         for name in _TRACE_HEADERS:
             for value in request.headers.getall(name, ()):
-                metadata.add(name, value)
+                if _carried(value):
+                    metadata.add(name, value)
         self.gateway.vouch_for_peer(request, metadata)
         return metadata
+
+
+def _carried(value: str) -> bool:
+    return value.isascii() and value.isprintable()
 
 
 async def turn_started(call: TurnCall, params: ParamMap) -> cpb.TurnStarted:

@@ -32,9 +32,7 @@ class Authenticator(Protocol):
 
 def bearer_token(metadata: Iterable[tuple[str, str | bytes]] | None) -> str | None:
     """The token of the call's ``authorization: Bearer <token>``; None when absent or
-    malformed (several authorization entries count as malformed, and so does a value
-    that is not printable ASCII: grpc carries no other, but a call made in process from
-    an HTTP header may)."""
+    malformed (several authorization entries count as malformed)."""
     found: str | None = None
     for key, value in metadata or ():
         if key != "authorization":
@@ -43,8 +41,6 @@ def bearer_token(metadata: Iterable[tuple[str, str | bytes]] | None) -> str | No
             return None
         found = value
     if found is None or found[: len(_BEARER)].lower() != _BEARER:
-        return None
-    if not (found.isascii() and found.isprintable()):
         return None
     return found[len(_BEARER) :].strip() or None
 
