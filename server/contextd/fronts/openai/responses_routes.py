@@ -195,12 +195,11 @@ class _ResponseTurn:
             }
         )
         await response.prepare(request)
-        for event in builder.opening():
-            await _send(response, event)
+        await _send(response, *builder.opening())
 
         async def on_delta(text: str) -> None:
-            for event in builder.delta(text):
-                await _send(response, event)
+            # One write: the first text's events come to the client together.
+            await _send(response, *builder.delta(text))
 
         try:
             done = await turn_completed(call, self.params, on_delta)
@@ -212,8 +211,7 @@ class _ResponseTurn:
             await _send(response, builder.failed(failure.message, failure.code or "server_error"))
             return response
         await self.routes.forget_unstored(request, self.asked, builder.started)
-        for event in builder.closing(done):
-            await _send(response, event)
+        await _send(response, *builder.closing(done))
         await response.write_eof()
         return response
 
@@ -222,7 +220,13 @@ def _not_found() -> HttpFailure:
     return HttpFailure(404, "No response with that id.", code="not_found")
 
 
-async def _send(response: web.StreamResponse, event: dict[str, Any]) -> None:
+async def _send(response: web.StreamResponse, *events: dict[str, Any]) -> None:
+    """``events`` as server-sent events, in one write."""
+    if not events:
+        return
     await response.write(
-        b"event: " + event["type"].encode() + b"\ndata: " + json_text(event).encode() + b"\n\n"
+        b"".join(
+            b"event: " + e["type"].encode() + b"\ndata: " + json_text(e).encode() + b"\n\n"
+            for e in events
+        )
     )
