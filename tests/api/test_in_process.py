@@ -142,8 +142,9 @@ async def test_the_stop_refuses_new_calls_and_cancels_those_left_at_the_grace() 
     task = asyncio.create_task(client())
     await slow_started.wait()
     await running.stop(0.05)
-    with pytest.raises(asyncio.CancelledError):
+    with pytest.raises(grpc.aio.AioRpcError) as cancelled:
         await task
+    assert cancelled.value.code() is grpc.StatusCode.CANCELLED
     later = running.stream(METHOD, Text(value="x"), (), "")
     with pytest.raises(grpc.aio.AioRpcError) as refused:
         await later.read()

@@ -1,12 +1,13 @@
 """The native methods called from the server's own process (fronts/native.py says what
 for): each call runs the servicer's handler behind the native port's own guard
-(``GuardInterceptor.guarded``), in the caller's task, with the metadata a channel would
-send.
+(``GuardInterceptor.guarded``), in a task of its own as grpc runs it, with the metadata
+a channel would send; its messages are handed over as they are made, unserialised.
 
 What the native server does around a handler is done here too: a request over
 ``--max-message-bytes`` is refused (RESOURCE_EXHAUSTED, at the first read, as a
 channel reports it); once the server stops, new calls are refused (UNAVAILABLE) and
-those still running when its grace period ends are cancelled. A status the guard
+those still running when its grace period ends are cancelled (their callers read
+CANCELLED). A status the guard
 aborts with comes back as the ``grpc.aio.AioRpcError`` a channel would raise, its
 details and trailing metadata (``grpc-status-details-bin``) whole.
 """
@@ -27,6 +28,7 @@ from contextd.fronts.grpc.types import Context, Handler
 
 # What registers a service's handlers on a server (``add_*Servicer_to_server``).
 Registration = Callable[[Any], None]
+_END = object()  # a call's end, after its last message
 
 
 class _Aborted(grpc.aio.AbortError):
@@ -73,9 +75,11 @@ def _failed(code: grpc.StatusCode, details: str) -> grpc.aio.AioRpcError:
 
 
 class LocalStream:
-    """A server-streaming call made in process (fronts.native.NativeStream)."""
+    """A server-streaming call made in process (fronts.native.NativeStream). Its handler
+    runs in a task of its own, as on the native server: cancelled on its own when the
+    call ends early, and a caller that stops reading leaves it running to its end."""
 
-    __slots__ = ("_calls", "_items", "_refused", "_task")
+    __slots__ = ("_calls", "_ended", "_messages", "_refused", "task")
 
     def __init__(
         self,
@@ -84,33 +88,56 @@ class LocalStream:
         refused: grpc.aio.AioRpcError | None,
     ) -> None:
         self._calls = calls
-        self._items = items
         self._refused = refused
-        self._task = asyncio.current_task()
+        # The handler's messages, then its end: _END or the status it failed with.
+        self._messages: asyncio.Queue[Any] = asyncio.Queue()
+        self._ended = False
+        self.task = None if items is None else asyncio.create_task(self._run(items))
+
+    async def _run(self, items: AsyncGenerator[Any, None]) -> None:
+        put = self._messages.put_nowait
+        try:
+            # aclosing: a handler stopped at a message when the call ends closes now.
+            async with contextlib.aclosing(items):
+                async for message in items:
+                    put(message)
+                    # The caller takes it before the handler goes on, as grpc sends a
+                    # message before asking for the next: it is written as it is made.
+                    await asyncio.sleep(0)
+            put(_END)
+        except _Aborted as aborted:
+            put(aborted.status)
+        except asyncio.CancelledError:
+            put(_failed(grpc.StatusCode.CANCELLED, "the call was cancelled"))
+            raise
+        except BaseException as error:  # the guard lets nothing else out: a bug
+            put(error)
+            raise
+        finally:
+            self._calls.ended(self)
 
     async def read(self) -> Message | None:
         if self._refused is not None:
             raise self._refused
-        assert self._items is not None
-        try:
-            return await anext(self._items)
-        except StopAsyncIteration:
+        if self._ended:
             return None
-        except _Aborted as aborted:
-            raise aborted.status from None
+        message = await self._messages.get()
+        if message is _END:
+            self._ended = True
+            return None
+        if isinstance(message, BaseException):
+            self._ended = True
+            raise message
+        return cast(Message, message)
 
     async def aclose(self) -> None:
-        try:
-            if self._items is not None:
-                # A generator at its end closes as it is; one stopped at a message gets a
-                # GeneratorExit there, the cancel a client's going away would be.
-                await self._items.aclose()
-        finally:
-            self._calls.ended(self)
-
-    @property
-    def task(self) -> asyncio.Task[Any] | None:
-        return self._task
+        """Cancel the handler if it still runs (the turn keeps its partial answer), and
+        wait for its end."""
+        if self.task is None or self.task.done():
+            return
+        self.task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self.task
 
 
 class _Handlers:
@@ -159,10 +186,9 @@ class InProcess:
         if refused is not None:
             return LocalStream(self, None, refused)
         context = LocalContext(tuple(metadata), peer)
-        items = handler.unary_stream(request, cast(Context, context))
-        call = LocalStream(self, items, None)
-        self._running.add(call)
         self._idle.clear()
+        call = LocalStream(self, handler.unary_stream(request, cast(Context, context)), None)
+        self._running.add(call)
         return call
 
     def _refusal(self, request: Message) -> grpc.aio.AioRpcError | None:
@@ -184,8 +210,8 @@ class InProcess:
 
     async def stop(self, grace: float) -> None:
         """As the native server stops: refuse new calls, give those running ``grace``
-        seconds, then cancel the tasks they run in (the turn keeps its partial answer,
-        as on a client's cancel)."""
+        seconds, then cancel them (a turn keeps its partial answer, as on a client's
+        cancel; its caller reads CANCELLED)."""
         self._stopping = True
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(grace):
