@@ -1,7 +1,8 @@
 """A turn through /v1 (and /v1/messages) is a native StreamChat call like any other,
 though made in the server's own process: the guard's rpc and audit lines and its
 metrics, the caller's trace, a client that goes away mid-answer cancelling it (the
-partial answer stored), and the server's stop ending it when its grace ends (the client told, in the stream)."""
+partial answer stored), and the server's stop ending it when its grace ends (the client
+told, in the stream)."""
 
 from __future__ import annotations
 
