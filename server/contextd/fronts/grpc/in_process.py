@@ -110,9 +110,8 @@ class LocalStream:
         except asyncio.CancelledError:
             put(_failed(grpc.StatusCode.CANCELLED, "the call was cancelled"))
             raise
-        except BaseException as error:  # the guard lets nothing else out: a bug
+        except Exception as error:  # the guard lets nothing else out: a bug, for the caller
             put(error)
-            raise
         finally:
             self._calls.ended(self)
 
