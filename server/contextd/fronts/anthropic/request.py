@@ -18,6 +18,7 @@ from contextd.fronts.anthropic.editing import ClearToolUses, clear_tool_uses
 from contextd.fronts.chat_http import json_fields as jf
 from contextd.fronts.chat_http.failure import invalid
 from contextd.fronts.chat_http.params import ParamMap
+from contextd.fronts.chat_http.tools import ToolShape, function_tools
 from contextd.fronts.chat_http.turn import named_session, turn_request
 from contextd.v1 import chat_pb2 as cpb
 
@@ -62,12 +63,20 @@ _CHOICES = {
     "tool": cpb.TOOL_CHOICE_MODE_FUNCTION,
     "none": cpb.TOOL_CHOICE_MODE_NONE,
 }
-# A client tool's fields; only name, description and input_schema are used.
-_TOOL_KEYS = frozenset(
-    {
-        *("name", "description", "input_schema", "type", "cache_control", "strict"),
-        *("input_examples", "allowed_callers", "defer_loading", "eager_input_streaming"),
-    }
+# The host's client tools (``custom``); the API's server tools are refused. Only name,
+# description and input_schema are used.
+TOOL_SHAPE = ToolShape(
+    types=(None, "custom"),
+    wrong_type="only client tools (custom) are supported",
+    wrong_type_code=None,
+    keys=frozenset(
+        {
+            *("name", "description", "input_schema", "type", "cache_control", "strict"),
+            *("input_examples", "allowed_callers", "defer_loading", "eager_input_streaming"),
+        }
+    ),
+    schema="input_schema",
+    schema_required=True,
 )
 
 
@@ -201,22 +210,4 @@ def _output_format(raw: object, out: cpb.ModelOptions, params: ParamMap) -> None
 
 def tool_definitions(raw: object, params: ParamMap) -> list[cpb.ToolDefinition]:
     """The host's client tools (``custom``); the API's server tools are refused."""
-    if raw is None:
-        return []
-    tools = []
-    for k, item in enumerate(jf.array(raw, "tools")):
-        at = f"tools[{k}]"
-        tool = jf.obj(item, at)
-        if tool.get("type") not in (None, "custom"):
-            raise invalid(f"{at}.type", "only client tools (custom) are supported")
-        jf.known_keys(tool, _TOOL_KEYS, at)
-        jf.optional_bool(tool.get("strict"), f"{at}.strict")
-        params.add(f"{at}.parameters_json", f"{at}.input_schema")
-        tools.append(
-            cpb.ToolDefinition(
-                name=jf.string(tool.get("name"), f"{at}.name"),
-                description=jf.optional_string(tool.get("description"), f"{at}.description"),
-                parameters_json=json.dumps(jf.obj(tool.get("input_schema"), f"{at}.input_schema")),
-            )
-        )
-    return tools
+    return function_tools(raw, params, TOOL_SHAPE)

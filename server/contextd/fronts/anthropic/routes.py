@@ -9,8 +9,7 @@ Anthropic requires it; every version is answered alike.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
 
 import grpc
 import grpc.aio
@@ -26,8 +25,9 @@ from contextd.fronts.anthropic.response import (
     text_delta,
     text_start,
 )
+from contextd.fronts.chat_http.answer import events, write_answer
 from contextd.fronts.chat_http.failure import HttpFailure, from_rpc_error
-from contextd.fronts.chat_http.front import ModelFront, TurnCall, json_text, turn_completed
+from contextd.fronts.chat_http.front import ModelFront, TurnCall
 from contextd.fronts.chat_http.turn import SESSION_ID_HEADER
 from contextd.fronts.web.gateway import WebGateway
 from contextd.v1 import chat_pb2 as cpb
@@ -115,60 +115,33 @@ class _Turn:
         self, request: web.Request, cors: dict[str, str], call: TurnCall, started: cpb.TurnStarted
     ) -> web.StreamResponse:
         reply = Reply(self.request, started)
-        if self.request.stream:
-            return await self._stream(request, cors, call, reply)
-        done = await turn_completed(call, self.params, on_delta=None)
-        failure = reply.failure(done)
-        if failure is not None:
-            raise failure
-        return web.Response(
-            text=json_text(reply.whole(done)),
-            content_type="application/json",
-            headers={**cors, **reply.headers()},
-        )
-
-    async def _stream(
-        self, request: web.Request, cors: dict[str, str], call: TurnCall, reply: Reply
-    ) -> web.StreamResponse:
-        response = web.StreamResponse(
-            headers={
-                **cors,
-                **reply.headers(),
-                "Content-Type": "text/event-stream",
-                "Cache-Control": "no-cache",
-            }
-        )
-        await response.prepare(request)
-        await _send(response, *reply.opening())
-        blocks = 0
-
-        async def on_delta(text: str) -> None:
-            nonlocal blocks
-            if not text:
-                return
-            if blocks:
-                await _send(response, text_delta(text))
-                return
-            # The block's start and its first text in one write: one packet to wait for.
-            await _send(response, text_start(), text_delta(text))
-            blocks = 1
-
-        try:
-            done = await turn_completed(call, self.params, on_delta)
-        except HttpFailure as error:
-            # Too late for a status: the SDKs raise an error event as the call's error.
-            await _send(response, ("error", self.front.error_body(error)))
-            return response
-        failed = reply.failure(done)
-        if failed is not None:
-            await _send(response, ("error", self.front.error_body(failed)))
-            return response
-        await _send(response, *reply.ending(done, blocks))
-        await response.write_eof()
-        return response
+        stream = _Events(reply, self.front.error_body) if self.request.stream else None
+        return await write_answer(request, cors, call, self.params, reply, stream)
 
 
-async def _send(response: web.StreamResponse, *events: tuple[str, dict[str, Any]]) -> None:
-    """Server-sent events, in one write."""
-    text = "".join(f"event: {name}\ndata: {json_text(event)}\n\n" for name, event in events)
-    await response.write(text.encode())
+class _Events:
+    """The Messages API's stream: the text as the first content block, then ``reply``'s
+    ending; a failure as an ``error`` event."""
+
+    def __init__(self, reply: Reply, error_body: Callable[[HttpFailure], dict[str, object]]):
+        self.reply = reply
+        self.error_body = error_body
+        self.blocks = 0
+
+    def opening(self) -> bytes:
+        return events(self.reply.opening())
+
+    def delta(self, text: str) -> bytes:
+        if not text:
+            return b""
+        if self.blocks:
+            return events([text_delta(text)])
+        # The block's start and its first text in one write: one packet to wait for.
+        self.blocks = 1
+        return events([text_start(), text_delta(text)])
+
+    def failed(self, failure: HttpFailure) -> bytes:
+        return events([("error", self.error_body(failure))])
+
+    def closing(self, done: cpb.TurnCompleted) -> bytes:
+        return events(self.reply.ending(done, self.blocks))

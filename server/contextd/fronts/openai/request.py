@@ -8,13 +8,13 @@ audio). A parameter the API does not define is refused, as OpenAI does.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from contextd.fronts.chat_http import json_fields as jf
 from contextd.fronts.chat_http.failure import invalid
 from contextd.fronts.chat_http.params import ParamMap
+from contextd.fronts.chat_http.tools import ToolShape, function_tools
 from contextd.fronts.chat_http.turn import Turn, named_session, turn_request
 from contextd.fronts.openai import choices
 from contextd.fronts.openai.messages import inline_turn, session_turn
@@ -71,6 +71,14 @@ PLAIN = {
 }
 KNOWN = USED | frozenset(HINTS) | frozenset(PLAIN)
 _MAX_STOP = 4
+TOOL_SHAPE = ToolShape(
+    types=("function",),
+    wrong_type="only function tools are supported",
+    wrong_type_code=None,
+    keys=frozenset({"type", "function"}),
+    nested="function",
+    nested_keys=frozenset({"name", "description", "parameters", "strict"}),
+)
 
 
 @dataclass
@@ -106,7 +114,7 @@ def translate(raw: bytes, headers: Mapping[str, str]) -> ChatRequest:
     user = jf.optional_string(body.get("user"), "user")
     native = turn_request(turn, user, session, metadata, headers, params)
     _model_options(body, native.model, params)
-    native.tools.extend(_tools(body.get("tools"), params))
+    native.tools.extend(function_tools(body.get("tools"), params, TOOL_SHAPE))
     choices.tool_choice(body.get("tool_choice"), "tool_choice", native, params)
     choices.parallel_tool_calls(body.get("parallel_tool_calls"), "parallel_tool_calls", native)
     choices.response_format(
@@ -161,35 +169,3 @@ def _model_options(body: jf.JsonObject, out: cpb.ModelOptions, params: ParamMap)
             raise invalid("stop", f"at most {_MAX_STOP} sequences")
         out.stop.extend(jf.string(s, f"stop[{k}]") for k, s in enumerate(stops))
         params.add("model.stop", "stop")
-
-
-def _tools(raw: object, params: ParamMap) -> list[cpb.ToolDefinition]:
-    if raw is None:
-        return []
-    tools = []
-    for k, item in enumerate(jf.array(raw, "tools")):
-        at = f"tools[{k}]"
-        tool = jf.obj(item, at)
-        if tool.get("type") != "function":
-            raise invalid(f"{at}.type", "only function tools are supported")
-        jf.known_keys(tool, frozenset({"type", "function"}), at)
-        function = jf.obj(tool.get("function"), f"{at}.function")
-        jf.known_keys(
-            function, frozenset({"name", "description", "parameters", "strict"}), f"{at}.function"
-        )
-        jf.optional_bool(function.get("strict"), f"{at}.function.strict")
-        parameters = function.get("parameters")
-        params.add(f"{at}.name", f"{at}.function.name")
-        params.add(f"{at}.parameters_json", f"{at}.function.parameters")
-        tools.append(
-            cpb.ToolDefinition(
-                name=jf.string(function.get("name"), f"{at}.function.name"),
-                description=jf.optional_string(
-                    function.get("description"), f"{at}.function.description"
-                ),
-                parameters_json=""
-                if parameters is None
-                else json.dumps(jf.obj(parameters, f"{at}.function.parameters")),
-            )
-        )
-    return tools

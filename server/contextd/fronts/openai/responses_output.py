@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from contextd.fronts.chat_http.failure import HttpFailure
 from contextd.fronts.chat_http.turn import EXTENSION
 from contextd.fronts.openai.response import Completion
 from contextd.fronts.openai.response_ids import ResponseId
@@ -135,6 +136,9 @@ class ResponseBuilder:
 
     def headers(self) -> dict[str, str]:
         return self.completion.headers()
+
+    def failure(self, done: cpb.TurnCompleted) -> HttpFailure | None:
+        return self.completion.failure(done)
 
     def output(self, done: cpb.TurnCompleted) -> list[dict[str, Any]]:
         items = []

@@ -10,7 +10,6 @@ end the list). ``store: false`` keeps nothing of an inline turn once answered.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +17,7 @@ from typing import Any
 from contextd.fronts.chat_http import json_fields as jf
 from contextd.fronts.chat_http.failure import excerpt, invalid
 from contextd.fronts.chat_http.params import ParamMap
+from contextd.fronts.chat_http.tools import ToolShape, function_tools
 from contextd.fronts.openai import choices
 from contextd.fronts.openai.messages import image_part
 from contextd.fronts.openai.response_ids import ResponseId
@@ -81,6 +81,13 @@ _ROLES = {
 _MESSAGE_KEYS = frozenset({"type", "role", "content", "id", "status", "phase"})
 _CALL_KEYS = frozenset({"type", "call_id", "name", "arguments", "id", "status"})
 _OUTPUT_KEYS = frozenset({"type", "call_id", "output", "id", "status"})
+# Function tools, flat as the Responses API gives them.
+TOOL_SHAPE = ToolShape(
+    types=("function",),
+    wrong_type="only function tools are supported",
+    wrong_type_code="unsupported_parameter",
+    keys=frozenset({"type", "name", "description", "parameters", "strict"}),
+)
 _TEXT_PARTS = ("input_text", "output_text", "refusal")
 _PART_KEYS = {
     "input_text": frozenset({"type", "text"}),
@@ -144,7 +151,7 @@ def translate(raw: bytes) -> ResponsesRequest:
             native.messages.append(pb.Message(role=pb.ROLE_SYSTEM, content=instructions))
         _inline_input(items, native, params)
     _model_options(body, native.model, params)
-    native.tools.extend(_tools(body.get("tools"), params))
+    native.tools.extend(function_tools(body.get("tools"), params, TOOL_SHAPE))
     choices.tool_choice(body.get("tool_choice"), "tool_choice", native, params)
     choices.parallel_tool_calls(body.get("parallel_tool_calls"), "parallel_tool_calls", native)
     text = body.get("text")
@@ -371,32 +378,3 @@ def _model_options(body: jf.JsonObject, out: cpb.ModelOptions, params: ParamMap)
             raise invalid("max_output_tokens", "must be a positive integer")
         out.max_output_tokens = tokens
         params.add("model.max_output_tokens", "max_output_tokens")
-
-
-def _tools(raw: object, params: ParamMap) -> list[cpb.ToolDefinition]:
-    """Function tools, flat as the Responses API gives them."""
-    if raw is None:
-        return []
-    tools = []
-    for k, item in enumerate(jf.array(raw, "tools")):
-        at = f"tools[{k}]"
-        tool = jf.obj(item, at)
-        if tool.get("type") != "function":
-            raise invalid(
-                f"{at}.type", "only function tools are supported", code="unsupported_parameter"
-            )
-        jf.known_keys(tool, frozenset({"type", "name", "description", "parameters", "strict"}), at)
-        jf.optional_bool(tool.get("strict"), f"{at}.strict")
-        parameters = tool.get("parameters")
-        params.add(f"{at}.name", f"{at}.name")
-        params.add(f"{at}.parameters_json", f"{at}.parameters")
-        tools.append(
-            cpb.ToolDefinition(
-                name=jf.string(tool.get("name"), f"{at}.name"),
-                description=jf.optional_string(tool.get("description"), f"{at}.description"),
-                parameters_json=""
-                if parameters is None
-                else json.dumps(jf.obj(parameters, f"{at}.parameters")),
-            )
-        )
-    return tools

@@ -15,8 +15,9 @@ import grpc
 import grpc.aio
 from aiohttp import web
 
+from contextd.fronts.chat_http.answer import events, write_answer
 from contextd.fronts.chat_http.failure import HttpFailure, from_rpc_error
-from contextd.fronts.chat_http.front import ModelFront, TurnCall, json_text, turn_completed
+from contextd.fronts.chat_http.front import ModelFront, TurnCall
 from contextd.fronts.openai.response_ids import ResponseId
 from contextd.fronts.openai.responses_output import (
     ResponseBuilder,
@@ -170,59 +171,36 @@ class _ResponseTurn:
         self, request: web.Request, cors: dict[str, str], call: TurnCall, started: cpb.TurnStarted
     ) -> web.StreamResponse:
         builder = ResponseBuilder(self.asked, started)
-        if self.asked.stream:
-            return await self._stream(request, cors, call, builder)
-        done = await turn_completed(call, self.params, on_delta=None)
-        failure = builder.completion.failure(done)
-        if failure is not None:
-            raise failure
-        await self.routes.forget_unstored(request, self.asked, started)
-        return web.Response(
-            text=json_text(builder.whole(done)),
-            content_type="application/json",
-            headers={**cors, **builder.headers()},
-        )
 
-    async def _stream(
-        self, request: web.Request, cors: dict[str, str], call: TurnCall, builder: ResponseBuilder
-    ) -> web.StreamResponse:
-        response = web.StreamResponse(
-            headers={
-                **cors,
-                **builder.headers(),
-                "Content-Type": "text/event-stream",
-                "Cache-Control": "no-cache",
-            }
-        )
-        await response.prepare(request)
-        for event in builder.opening():
-            await _send(response, event)
+        async def answered() -> None:
+            await self.routes.forget_unstored(request, self.asked, started)
 
-        async def on_delta(text: str) -> None:
-            for event in builder.delta(text):
-                await _send(response, event)
+        stream = _Events(builder) if self.asked.stream else None
+        return await write_answer(request, cors, call, self.params, builder, stream, answered)
 
-        try:
-            done = await turn_completed(call, self.params, on_delta)
-        except HttpFailure as error:
-            await _send(response, builder.failed(error.message, error.code or "server_error"))
-            return response
-        failure = builder.completion.failure(done)
-        if failure is not None:
-            await _send(response, builder.failed(failure.message, failure.code or "server_error"))
-            return response
-        await self.routes.forget_unstored(request, self.asked, builder.started)
-        for event in builder.closing(done):
-            await _send(response, event)
-        await response.write_eof()
-        return response
+
+class _Events:
+    """The Responses API's stream: ``builder``'s events, each named by its type."""
+
+    def __init__(self, builder: ResponseBuilder) -> None:
+        self.builder = builder
+
+    def opening(self) -> bytes:
+        return _named(self.builder.opening())
+
+    def delta(self, text: str) -> bytes:
+        return _named(self.builder.delta(text))
+
+    def failed(self, failure: HttpFailure) -> bytes:
+        return _named([self.builder.failed(failure.message, failure.code or "server_error")])
+
+    def closing(self, done: cpb.TurnCompleted) -> bytes:
+        return _named(self.builder.closing(done))
 
 
 def _not_found() -> HttpFailure:
     return HttpFailure(404, "No response with that id.", code="not_found")
 
 
-async def _send(response: web.StreamResponse, event: dict[str, Any]) -> None:
-    await response.write(
-        b"event: " + event["type"].encode() + b"\ndata: " + json_text(event).encode() + b"\n\n"
-    )
+def _named(written: list[dict[str, Any]]) -> bytes:
+    return events((event["type"], event) for event in written)

@@ -6,7 +6,7 @@ call (chat_http.front says how it is made).
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,8 +15,9 @@ import grpc.aio
 from aiohttp import web
 
 from contextd.core.errors import cut
+from contextd.fronts.chat_http.answer import events, write_answer
 from contextd.fronts.chat_http.failure import HttpFailure
-from contextd.fronts.chat_http.front import ModelFront, TurnCall, json_text, turn_completed
+from contextd.fronts.chat_http.front import ModelFront, TurnCall
 from contextd.fronts.chat_http.turn import SESSION_ID_HEADER
 from contextd.fronts.openai.errors import error_body
 from contextd.fronts.openai.request import ChatRequest, translate
@@ -131,52 +132,36 @@ class _Turn:
         self, request: web.Request, cors: dict[str, str], call: TurnCall, started: cpb.TurnStarted
     ) -> web.StreamResponse:
         completion = Completion(self.chat.session_mode, started)
+        stream = None
         if self.chat.stream:
-            return await self._stream(request, cors, call, completion)
-        done = await turn_completed(call, self.params, on_delta=None)
-        failure = completion.failure(done)
-        if failure is not None:
-            raise failure
-        return web.Response(
-            text=json_text(completion.whole(done)),
-            content_type="application/json",
-            headers={**cors, **completion.headers()},
-        )
-
-    async def _stream(
-        self, request: web.Request, cors: dict[str, str], call: TurnCall, completion: Completion
-    ) -> web.StreamResponse:
-        chat = self.chat
-        response = web.StreamResponse(
-            headers={
-                **cors,
-                **completion.headers(),
-                "Content-Type": "text/event-stream",
-                "Cache-Control": "no-cache",
-            }
-        )
-        await response.prepare(request)
-        await _send(response, completion.first_chunk(chat.include_usage))
-
-        async def on_delta(text: str) -> None:
-            await _send(response, completion.chunk({"content": text}, None, chat.include_usage))
-
-        try:
-            done = await turn_completed(call, self.params, on_delta)
-        except HttpFailure as error:
-            # Too late for a status: the SDKs raise an error event as the call's error.
-            await _send(response, self.front.error_body(error))
-            return response
-        failed = completion.failure(done)
-        if failed is not None:
-            await _send(response, self.front.error_body(failed))
-            return response
-        for chunk in completion.last_chunks(done, chat.include_usage):
-            await _send(response, chunk)
-        await response.write(b"data: [DONE]\n\n")
-        await response.write_eof()
-        return response
+            stream = _Chunks(completion, self.chat.include_usage, self.front.error_body)
+        return await write_answer(request, cors, call, self.params, completion, stream)
 
 
-async def _send(response: web.StreamResponse, event: dict[str, Any]) -> None:
-    await response.write(b"data: " + json_text(event).encode() + b"\n\n")
+class _Chunks:
+    """Chat Completions' stream: ``chat.completion.chunk`` events, ended by ``[DONE]``;
+    a failure as an error object of its own."""
+
+    def __init__(
+        self,
+        completion: Completion,
+        include_usage: bool,
+        error_body: Callable[[HttpFailure], dict[str, object]],
+    ) -> None:
+        self.completion = completion
+        self.include_usage = include_usage
+        self.error_body = error_body
+
+    def opening(self) -> bytes:
+        return events([(None, self.completion.first_chunk(self.include_usage))])
+
+    def delta(self, text: str) -> bytes:
+        chunk = self.completion.chunk({"content": text}, None, self.include_usage)
+        return events([(None, chunk)])
+
+    def failed(self, failure: HttpFailure) -> bytes:
+        return events([(None, self.error_body(failure))])
+
+    def closing(self, done: cpb.TurnCompleted) -> bytes:
+        chunks = self.completion.last_chunks(done, self.include_usage)
+        return events((None, chunk) for chunk in chunks) + b"data: [DONE]\n\n"
