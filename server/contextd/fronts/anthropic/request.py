@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from contextd.fronts.anthropic.blocks import inline_turn, session_turn, system_prompt
 from contextd.fronts.anthropic.editing import ClearToolUses, clear_tool_uses
 from contextd.fronts.chat_http import json_fields as jf
+from contextd.fronts.chat_http import model_options
 from contextd.fronts.chat_http.failure import invalid
 from contextd.fronts.chat_http.params import ParamMap
 from contextd.fronts.chat_http.tools import ToolShape, function_tools
@@ -51,8 +52,9 @@ HINTS: dict[str, Callable[[object, str], object]] = {
     "output_config": jf.optional_object,
 }
 # Refused unless absent or null: services of Anthropic's own platform.
-REFUSED = ("container", "mcp_servers", "fallbacks", "thread", "compaction", "diagnostics")
-KNOWN = USED | frozenset(HINTS) | frozenset(REFUSED)
+REFUSED: dict[str, tuple[object, ...]] = dict.fromkeys(
+    ("container", "mcp_servers", "fallbacks", "thread", "compaction", "diagnostics"), ()
+)
 # Names the contextd user, before metadata.user_id: hosts built on Claude Code send an
 # identifier of their own there.
 USER_HEADER = "X-Contextd-User"
@@ -94,13 +96,7 @@ class MessagesRequest:
 
 def translate(raw: bytes, headers: Mapping[str, str]) -> MessagesRequest:
     """The native request for the body ``raw``; ``headers`` may name the session."""
-    body = jf.parse_object(raw)
-    jf.known_keys(body, KNOWN, "")
-    for name, check in HINTS.items():
-        check(body.get(name), name)
-    for name in REFUSED:
-        if body.get(name) is not None:
-            raise invalid(name, "not supported by contextd", code="unsupported_parameter")
+    body = jf.parameters(raw, USED, HINTS, REFUSED)
     params = ParamMap()
     metadata = _metadata(body.get("metadata"))
     session = named_session(headers, metadata)
@@ -141,28 +137,10 @@ def _metadata(raw: object) -> dict[str, str]:
 
 def _model_options(body: jf.JsonObject, out: cpb.ModelOptions, params: ParamMap) -> None:
     """The model named (passed on as the turn's model), output tokens, temperature, stop."""
-    out.model = jf.string(body.get("model"), "model")
-    params.add("model.model", "model")
-    tokens = body.get("max_tokens")
-    if tokens is None:
-        raise invalid("max_tokens", "Field required")
-    if not 1 <= jf.integer(tokens, "max_tokens") <= 2**31 - 1:
-        raise invalid("max_tokens", "must be a positive integer")
-    out.max_output_tokens = int(tokens)
-    params.add("model.max_output_tokens", "max_tokens")
-    temperature = jf.optional_number(body.get("temperature"), "temperature")
-    if temperature is not None:
-        if not 0 <= temperature <= 1:
-            raise invalid("temperature", "must be from 0 to 1")
-        out.temperature = temperature
-        params.add("model.temperature", "temperature")
-    stop = body.get("stop_sequences")
-    if stop is not None:
-        stops = jf.array(stop, "stop_sequences")
-        if len(stops) > _MAX_STOP:
-            raise invalid("stop_sequences", f"at most {_MAX_STOP} sequences")
-        out.stop.extend(jf.string(s, f"stop_sequences[{k}]") for k, s in enumerate(stops))
-        params.add("model.stop", "stop_sequences")
+    model_options.model(body, out, params)
+    model_options.output_tokens(body, "max_tokens", out, params, required=True)
+    model_options.temperature(body, out, params, highest=1)
+    model_options.stop(body, "stop_sequences", out, params, _MAX_STOP)
 
 
 def tool_choice(raw: object, out: cpb.StreamChatRequest, params: ParamMap) -> None:

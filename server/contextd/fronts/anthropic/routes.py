@@ -17,7 +17,7 @@ from aiohttp import web
 
 from contextd.fronts.anthropic.count import count_request
 from contextd.fronts.anthropic.errors import error_body
-from contextd.fronts.anthropic.request import MessagesRequest, translate
+from contextd.fronts.anthropic.request import translate
 from contextd.fronts.anthropic.response import (
     REPORT_HEADER,
     REQUEST_ID_HEADER,
@@ -25,9 +25,9 @@ from contextd.fronts.anthropic.response import (
     text_delta,
     text_start,
 )
-from contextd.fronts.chat_http.answer import events, write_answer
+from contextd.fronts.chat_http.answer import AnsweredTurn, events, json_answer
 from contextd.fronts.chat_http.failure import HttpFailure, from_rpc_error
-from contextd.fronts.chat_http.front import ModelFront, TurnCall
+from contextd.fronts.chat_http.front import ModelFront
 from contextd.fronts.chat_http.turn import SESSION_ID_HEADER
 from contextd.fronts.web.gateway import WebGateway
 from contextd.v1 import chat_pb2 as cpb
@@ -62,36 +62,37 @@ class AnthropicRoutes(ModelFront):
         return bearer or [f"Bearer {key}" for key in request.headers.getall(_API_KEY, ())]
 
     async def _messages(self, request: web.Request) -> web.StreamResponse:
-        def prepared(body: bytes, r: web.Request) -> _Turn:
+        def prepared(body: bytes, r: web.Request) -> AnsweredTurn:
             _check_version(r)
-            return _Turn(self, translate(body, r.headers))
+            asked = translate(body, r.headers)
+
+            def answering(started: cpb.TurnStarted) -> tuple[Reply, _Events | None]:
+                reply = Reply(asked, started)
+                return reply, _Events(reply, self.error_body) if asked.stream else None
+
+            return AnsweredTurn(asked.native, asked.params, answering)
 
         return await self.run_turn(request, prepared)
 
     async def _count_tokens(self, request: web.Request) -> web.Response:
-        cors = self.cors(request)
-        if isinstance(cors, web.Response):
-            return cors
-        body = b""
-        code = grpc.StatusCode.OK
-        called = False
-        try:
-            body = await self.read(request)
-            _check_version(request)
-            native, params = count_request(body)
+        async def counted() -> dict[str, int]:
+            body = b""
+            called = False
             try:
+                body = await self.read(request)
+                _check_version(request)
+                native, params = count_request(body)
                 called = True
-                counted = await self.context.CountTokens(native, metadata=self.metadata(request))
+                count = await self.context.CountTokens(native, metadata=self.metadata(request))
             except grpc.aio.AioRpcError as error:
                 raise from_rpc_error(error, params) from None
-            return web.json_response({"input_tokens": counted.total_tokens}, headers=cors)
-        except HttpFailure as error:
-            failure = error if called else await self.refused_first(request, error)
-            code = failure.metric_code
-            return self.error_response(failure, cors)
-        finally:
-            self.gateway.release(body)
-            self.count(code)
+            except HttpFailure as error:
+                raise (error if called else await self.refused_first(request, error)) from None
+            finally:
+                self.gateway.release(body)
+            return {"input_tokens": count.total_tokens}
+
+        return await json_answer(self, request, counted)
 
 
 def _check_version(request: web.Request) -> None:
@@ -100,23 +101,6 @@ def _check_version(request: web.Request) -> None:
         raise HttpFailure(400, f"{VERSION_HEADER}: header is required", VERSION_HEADER)
     if not _VERSION.fullmatch(version.strip()):
         raise HttpFailure(400, f"{VERSION_HEADER}: expected a date (2023-06-01)", VERSION_HEADER)
-
-
-class _Turn:
-    """A Messages request run as a native turn."""
-
-    def __init__(self, front: AnthropicRoutes, messages: MessagesRequest) -> None:
-        self.front = front
-        self.request = messages
-        self.native = messages.native
-        self.params = messages.params
-
-    async def answer(
-        self, request: web.Request, cors: dict[str, str], call: TurnCall, started: cpb.TurnStarted
-    ) -> web.StreamResponse:
-        reply = Reply(self.request, started)
-        stream = _Events(reply, self.front.error_body) if self.request.stream else None
-        return await write_answer(request, cors, call, self.params, reply, stream)
 
 
 class _Events:

@@ -3,7 +3,7 @@ names the parameter (OpenAI's ``invalid_type``)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from contextd.core import json_text
@@ -108,3 +108,24 @@ def known_keys(value: JsonObject, known: frozenset[str], at: str) -> None:
                 param=param,
                 code="unknown_parameter",
             )
+
+
+def parameters(
+    raw: bytes,
+    used: frozenset[str],
+    hints: Mapping[str, Callable[[object, str], object]],
+    plain: Mapping[str, tuple[object, ...]],
+) -> JsonObject:
+    """The request body, each of its parameters one of the API's: ``used``, a hint
+    (type-checked by its reader, without effect on the turn), or one of ``plain``,
+    refused unless absent, null or a value that asks for nothing more than a plain
+    answer."""
+    body = parse_object(raw)
+    known_keys(body, used | frozenset(hints) | frozenset(plain), "")
+    for name, check in hints.items():
+        check(body.get(name), name)
+    for name, allowed in plain.items():
+        value = body.get(name)
+        if value is not None and value not in allowed:
+            raise invalid(name, "not supported by contextd", code="unsupported_parameter")
+    return body

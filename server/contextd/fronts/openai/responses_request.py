@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from contextd.fronts.chat_http import json_fields as jf
+from contextd.fronts.chat_http import model_options
 from contextd.fronts.chat_http.failure import excerpt, invalid
 from contextd.fronts.chat_http.params import ParamMap
 from contextd.fronts.chat_http.tools import ToolShape, function_tools
@@ -71,7 +72,6 @@ PLAIN: dict[str, tuple[object, ...]] = {
     "top_logprobs": (0,),
     "prompt": (),
 }
-KNOWN = USED | frozenset(HINTS) | frozenset(PLAIN)
 _ROLES = {
     "system": pb.ROLE_SYSTEM,
     "developer": pb.ROLE_SYSTEM,
@@ -115,14 +115,7 @@ class ResponsesRequest:
 
 
 def translate(raw: bytes) -> ResponsesRequest:
-    body = jf.parse_object(raw)
-    jf.known_keys(body, KNOWN, "")
-    for name, check in HINTS.items():
-        check(body.get(name), name)
-    for name, allowed in PLAIN.items():
-        value = body.get(name)
-        if value is not None and value not in allowed:
-            raise invalid(name, "not supported by contextd", code="unsupported_parameter")
+    body = jf.parameters(raw, USED, HINTS, PLAIN)
     params = ParamMap()
     user = jf.optional_string(body.get("user"), "user")
     previous = _previous(body.get("previous_response_id"))
@@ -364,17 +357,6 @@ def _function_output(item: jf.JsonObject, k: int) -> tuple[str, str]:
 
 
 def _model_options(body: jf.JsonObject, out: cpb.ModelOptions, params: ParamMap) -> None:
-    out.model = jf.string(body.get("model"), "model")
-    params.add("model.model", "model")
-    temperature = jf.optional_number(body.get("temperature"), "temperature")
-    if temperature is not None:
-        if not 0 <= temperature <= 2:
-            raise invalid("temperature", "must be from 0 to 2")
-        out.temperature = temperature
-        params.add("model.temperature", "temperature")
-    tokens = jf.optional_int(body.get("max_output_tokens"), "max_output_tokens")
-    if tokens is not None:
-        if not 1 <= tokens <= 2**31 - 1:
-            raise invalid("max_output_tokens", "must be a positive integer")
-        out.max_output_tokens = tokens
-        params.add("model.max_output_tokens", "max_output_tokens")
+    model_options.model(body, out, params)
+    model_options.temperature(body, out, params, highest=2)
+    model_options.output_tokens(body, "max_output_tokens", out, params)

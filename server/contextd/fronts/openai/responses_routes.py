@@ -15,9 +15,9 @@ import grpc
 import grpc.aio
 from aiohttp import web
 
-from contextd.fronts.chat_http.answer import events, write_answer
+from contextd.fronts.chat_http.answer import AnsweredTurn, events, json_answer
 from contextd.fronts.chat_http.failure import HttpFailure, from_rpc_error
-from contextd.fronts.chat_http.front import ModelFront, TurnCall
+from contextd.fronts.chat_http.front import ModelFront
 from contextd.fronts.openai.response_ids import ResponseId
 from contextd.fronts.openai.responses_output import (
     ResponseBuilder,
@@ -25,7 +25,7 @@ from contextd.fronts.openai.responses_output import (
     message_item,
     response_object,
 )
-from contextd.fronts.openai.responses_request import ResponsesRequest, translate
+from contextd.fronts.openai.responses_request import translate
 from contextd.v1 import chat_pb2 as cpb
 from contextd.v1 import context_pb2 as pb
 from contextd.v1 import sessions_pb2, sessions_pb2_grpc
@@ -50,17 +50,22 @@ class ResponsesRoutes:
         ]
 
     async def _create(self, request: web.Request) -> web.StreamResponse:
-        return await self._front.run_turn(
-            request, lambda body, _: _ResponseTurn(self, translate(body))
-        )
+        def prepared(body: bytes, _: web.Request) -> AnsweredTurn:
+            asked = translate(body)
 
-    async def forget_unstored(
-        self, request: web.Request, asked: ResponsesRequest, started: cpb.TurnStarted
-    ) -> None:
-        """``store: false``: the inline turn's session goes once it is answered."""
-        if asked.store:
-            return
-        await self._delete_session(request, asked.native.session.user_id, started.session_id)
+            def answering(started: cpb.TurnStarted) -> tuple[ResponseBuilder, _Events | None]:
+                builder = ResponseBuilder(asked, started)
+                return builder, _Events(builder) if asked.stream else None
+
+            async def forget_unstored(r: web.Request, started: cpb.TurnStarted) -> None:
+                """``store: false``: the inline turn's session goes once it is answered."""
+                user = asked.native.session.user_id
+                await self._delete_session(r, user, started.session_id)
+
+            unstored = None if asked.store else forget_unstored
+            return AnsweredTurn(asked.native, asked.params, answering, unstored)
+
+        return await self._front.run_turn(request, prepared)
 
     async def _delete_session(self, request: web.Request, user_id: str, session_id: str) -> None:
         try:
@@ -80,29 +85,19 @@ class ResponsesRoutes:
         return await self._by_id(request, delete=True)
 
     async def _by_id(self, request: web.Request, *, delete: bool) -> web.Response:
-        front = self._front
-        cors = front.cors(request)
-        if isinstance(cors, web.Response):
-            return cors
-        code = grpc.StatusCode.OK
-        try:
+        async def answer() -> dict[str, Any]:
             text = request.match_info["id"]
             found = ResponseId.parse(text)
             if found is None:
-                refused = await front.credential_failure(request)
+                refused = await self._front.credential_failure(request)
                 raise refused or _not_found()
             created, output = await self._output(request, found)
-            if delete:
-                await self._delete_session(request, found.user_id, found.session_id)
-                answer: dict[str, Any] = {"id": text, "object": "response", "deleted": True}
-            else:
-                answer = response_object(text, "", created, "completed", output, None, None)
-            return web.json_response(answer, headers=cors)
-        except HttpFailure as failure:
-            code = failure.metric_code
-            return front.error_response(failure, cors)
-        finally:
-            front.count(code)
+            if not delete:
+                return response_object(text, "", created, "completed", output, None, None)
+            await self._delete_session(request, found.user_id, found.session_id)
+            return {"id": text, "object": "response", "deleted": True}
+
+        return await json_answer(self._front, request, answer)
 
     async def _output(
         self, request: web.Request, found: ResponseId
@@ -156,27 +151,6 @@ class ResponsesRoutes:
             output.append(message_item("msg_" + answer.message.id, answer.message.content))
         output.extend(call_item(c) for c in host_calls)
         return answer.create_time.seconds, output
-
-
-class _ResponseTurn:
-    """A Responses API request run as a native turn."""
-
-    def __init__(self, routes: ResponsesRoutes, asked: ResponsesRequest) -> None:
-        self.routes = routes
-        self.asked = asked
-        self.native = asked.native
-        self.params = asked.params
-
-    async def answer(
-        self, request: web.Request, cors: dict[str, str], call: TurnCall, started: cpb.TurnStarted
-    ) -> web.StreamResponse:
-        builder = ResponseBuilder(self.asked, started)
-
-        async def answered() -> None:
-            await self.routes.forget_unstored(request, self.asked, started)
-
-        stream = _Events(builder) if self.asked.stream else None
-        return await write_answer(request, cors, call, self.params, builder, stream, answered)
 
 
 class _Events:

@@ -10,17 +10,15 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import grpc
-import grpc.aio
 from aiohttp import web
 
 from contextd.core.errors import cut
-from contextd.fronts.chat_http.answer import events, write_answer
+from contextd.fronts.chat_http.answer import AnsweredTurn, events, json_answer
 from contextd.fronts.chat_http.failure import HttpFailure
-from contextd.fronts.chat_http.front import ModelFront, TurnCall
+from contextd.fronts.chat_http.front import ModelFront
 from contextd.fronts.chat_http.turn import SESSION_ID_HEADER
 from contextd.fronts.openai.errors import error_body
-from contextd.fronts.openai.request import ChatRequest, translate
+from contextd.fronts.openai.request import translate
 from contextd.fronts.openai.response import Completion
 from contextd.fronts.openai.responses_routes import ResponsesRoutes
 from contextd.fronts.web.gateway import WebGateway
@@ -67,7 +65,18 @@ class OpenAIRoutes(ModelFront):
         return error_body(failure)
 
     async def _completions(self, request: web.Request) -> web.StreamResponse:
-        return await self.run_turn(request, lambda body, r: _Turn(self, translate(body, r.headers)))
+        def prepared(body: bytes, r: web.Request) -> AnsweredTurn:
+            chat = translate(body, r.headers)
+
+            def answering(started: cpb.TurnStarted) -> tuple[Completion, _Chunks | None]:
+                completion = Completion(chat.session_mode, started)
+                if not chat.stream:
+                    return completion, None
+                return completion, _Chunks(completion, chat.include_usage, self.error_body)
+
+            return AnsweredTurn(chat.native, chat.params, answering)
+
+        return await self.run_turn(request, prepared)
 
     async def _list_models(self, request: web.Request) -> web.Response:
         return await self._models_answer(request, None)
@@ -78,17 +87,14 @@ class OpenAIRoutes(ModelFront):
     async def _models_answer(self, request: web.Request, name: str | None) -> web.Response:
         """The models, once the credential is accepted: checked by a native call that
         needs one (ListTokenizers, which reads no user's data)."""
-        cors = self.cors(request)
-        if isinstance(cors, web.Response):
-            return cors
-        code = grpc.StatusCode.OK
-        try:
+
+        async def answer() -> dict[str, Any]:
             refused = await self.credential_failure(request)
             if refused is not None:
                 raise refused
             listed = [self._model_object(m) for m in self._models]
             if name is None:
-                return web.json_response({"object": "list", "data": listed}, headers=cors)
+                return {"object": "list", "data": listed}
             found = next((m for m in listed if m["id"] == name), None)
             if found is None:
                 raise HttpFailure(
@@ -97,12 +103,9 @@ class OpenAIRoutes(ModelFront):
                     param="model",
                     code="model_not_found",
                 )
-            return web.json_response(found, headers=cors)
-        except HttpFailure as failure:
-            code = failure.metric_code
-            return self.error_response(failure, cors)
-        finally:
-            self.count(code)
+            return found
+
+        return await json_answer(self, request, answer)
 
     def _model_object(self, model: Model) -> dict[str, Any]:
         return {
@@ -117,25 +120,6 @@ class OpenAIRoutes(ModelFront):
         return self.error_response(
             HttpFailure(404, f"Invalid URL ({cut(request.method)} {path})"), {}
         )
-
-
-class _Turn:
-    """A Chat Completions request run as a native turn."""
-
-    def __init__(self, front: OpenAIRoutes, chat: ChatRequest) -> None:
-        self.front = front
-        self.chat = chat
-        self.native = chat.native
-        self.params = chat.params
-
-    async def answer(
-        self, request: web.Request, cors: dict[str, str], call: TurnCall, started: cpb.TurnStarted
-    ) -> web.StreamResponse:
-        completion = Completion(self.chat.session_mode, started)
-        stream = None
-        if self.chat.stream:
-            stream = _Chunks(completion, self.chat.include_usage, self.front.error_body)
-        return await write_answer(request, cors, call, self.params, completion, stream)
 
 
 class _Chunks:
