@@ -30,6 +30,7 @@ from contextd.root.listeners import (
     loopback_target,
     overall_health,
     private_socket,
+    request_limits,
     start_listeners,
 )
 from contextd.root.prepare import Prepared, prepare
@@ -156,16 +157,17 @@ def _native_server(
 ) -> tuple[grpc.aio.Server, health_aio.HealthServicer]:
     """The native server with every service, health and reflection (not yet bound);
     ``share_port``: a worker's, whose port its siblings listen on too."""
+    limits = request_limits(settings)
     server = grpc.aio.server(
         interceptors=[services.guard],
         options=[
-            ("grpc.max_receive_message_length", settings.max_message_bytes),
-            ("grpc.max_send_message_length", settings.max_message_bytes),
+            ("grpc.max_receive_message_length", limits.max_message_bytes),
+            ("grpc.max_send_message_length", limits.max_message_bytes),
             # gRPC core would share the port with any other listener that asks the same:
             # only a server's own workers do (ports.py checked it free before).
             ("grpc.so_reuseport", int(share_port)),
         ],
-        maximum_concurrent_rpcs=settings.max_concurrent_rpcs,
+        maximum_concurrent_rpcs=limits.max_concurrent_rpcs,
     )
     services.register(server)
     health_servicer = health_aio.HealthServicer()
