@@ -244,13 +244,19 @@ def _health_follows_watchers(db: Database, serving: ServingHealth, database_url:
         )
 
 
-async def serve(settings: Settings) -> None:
-    """Run until SIGINT or SIGTERM, then shut down gracefully."""
-    # Handled from before start: a signal right after "listening" is a graceful stop too.
+def stop_signalled() -> asyncio.Event:
+    """An event SIGINT or SIGTERM sets: the graceful stop. Handled from before the
+    start, so that a signal right after "listening" is a graceful stop too."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    return stop
+
+
+async def serve(settings: Settings) -> None:
+    """Run until SIGINT or SIGTERM, then shut down gracefully."""
+    stop = stop_signalled()
     tracing = install_from_env()
     try:
         running = await start(settings)

@@ -282,10 +282,7 @@ async def _serve(
 ) -> None:
     """Serve until SIGTERM or SIGINT; ``sweeps``: the worker that runs the passes over
     the whole database (retention), worker 0."""
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+    stop = server.stop_signalled()
     tracing = install_from_env()
     try:
         running = await server.start(settings, prepared=prepared, sweeps=sweeps)

@@ -19,6 +19,7 @@ from contextd.fronts.chat_http import model_options
 from contextd.fronts.chat_http.failure import excerpt, invalid
 from contextd.fronts.chat_http.params import ParamMap
 from contextd.fronts.chat_http.tools import ToolShape, function_tools
+from contextd.fronts.chat_http.turn import trailing_results
 from contextd.fronts.openai import choices
 from contextd.fronts.openai.messages import image_part
 from contextd.fronts.openai.response_ids import ResponseId
@@ -250,11 +251,9 @@ def _session_input(
         raise invalid(
             f"input[{last}]", "the last item must be a user message or a function call output"
         )
-    first = last
-    while first > 0 and _kind(items[first - 1], first - 1) == "function_call_output":
-        first -= 1
-    for k in range(first, last + 1):
-        params.add(f"tool_results[{k - first}]", f"input[{k}]")
+    outputs = trailing_results(len(items), lambda k: _kind(items[k], k) == kind)
+    for n, k in enumerate(outputs):
+        params.add(f"tool_results[{n}]", f"input[{k}]")
         call_id, content = _function_output(items[k], k)
         out.tool_results.append(cpb.ToolResult(tool_call_id=call_id, content=content))
 
