@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
+from typing import Any
 
-import grpc
-import grpc.aio
 from aiohttp import web
 
-from contextd.fronts.anthropic.count import count_request
+from contextd.fronts.anthropic.count import count, count_request, count_thinking
 from contextd.fronts.anthropic.errors import error_body
 from contextd.fronts.anthropic.request import translate
 from contextd.fronts.anthropic.response import (
@@ -26,7 +25,7 @@ from contextd.fronts.anthropic.response import (
     text_start,
 )
 from contextd.fronts.chat_http.answer import AnsweredTurn, events, json_answer
-from contextd.fronts.chat_http.failure import HttpFailure, from_rpc_error
+from contextd.fronts.chat_http.failure import HttpFailure
 from contextd.fronts.chat_http.front import ModelFront
 from contextd.fronts.chat_http.turn import SESSION_ID_HEADER
 from contextd.fronts.web.gateway import WebGateway
@@ -66,7 +65,12 @@ class AnthropicRoutes(ModelFront):
             _check_version(r)
             asked = translate(body, r.headers)
 
-            def answering(started: cpb.TurnStarted) -> tuple[Reply, _Events | None]:
+            async def answering(
+                r: web.Request, started: cpb.TurnStarted
+            ) -> tuple[Reply, _Events | None]:
+                # Thinking left out is reported with its tokens, counted as the turn counts.
+                tokenizer, metadata = started.context.tokenizer, self.metadata(r)
+                await count_thinking(self.context, asked.thinking, tokenizer, metadata)
                 reply = Reply(asked, started)
                 return reply, _Events(reply, self.error_body) if asked.stream else None
 
@@ -75,22 +79,19 @@ class AnthropicRoutes(ModelFront):
         return await self.run_turn(request, prepared)
 
     async def _count_tokens(self, request: web.Request) -> web.Response:
-        async def counted() -> dict[str, int]:
+        async def counted() -> dict[str, Any]:
             body = b""
             called = False
             try:
                 body = await self.read(request)
                 _check_version(request)
-                native, params = count_request(body)
+                counting = count_request(body)
                 called = True
-                count = await self.context.CountTokens(native, metadata=self.metadata(request))
-            except grpc.aio.AioRpcError as error:
-                raise from_rpc_error(error, params) from None
+                return await count(self.context, counting, self.metadata(request))
             except HttpFailure as error:
                 raise (error if called else await self.refused_first(request, error)) from None
             finally:
                 self.gateway.release(body)
-            return {"input_tokens": count.total_tokens}
 
         return await json_answer(self, request, counted)
 

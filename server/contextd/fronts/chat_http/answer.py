@@ -71,8 +71,9 @@ def events(named: Iterable[tuple[str | None, dict[str, Any]]]) -> bytes:
     return text.encode()
 
 
-# What answers a started turn: its Answer, and its EventStream when it is streamed.
-Answering = Callable[[cpb.TurnStarted], tuple[Answer, EventStream | None]]
+# What answers a started turn (the request, the turn's start): its Answer, and its
+# EventStream when it is streamed.
+Answering = Callable[[web.Request, cpb.TurnStarted], Awaitable[tuple[Answer, EventStream | None]]]
 
 
 @dataclass
@@ -89,7 +90,7 @@ class AnsweredTurn:
     async def answer(
         self, request: web.Request, cors: dict[str, str], call: TurnCall, started: cpb.TurnStarted
     ) -> web.StreamResponse:
-        answer, stream = self.answering(started)
+        answer, stream = await self.answering(request, started)
         if stream is None:
             done = await turn_completed(call, self.params, on_delta=None)
             failure = answer.failure(done)

@@ -53,7 +53,9 @@ class ResponsesRoutes:
         def prepared(body: bytes, _: web.Request) -> AnsweredTurn:
             asked = translate(body)
 
-            def answering(started: cpb.TurnStarted) -> tuple[ResponseBuilder, _Events | None]:
+            async def answering(
+                _: web.Request, started: cpb.TurnStarted
+            ) -> tuple[ResponseBuilder, _Events | None]:
                 builder = ResponseBuilder(asked, started)
                 return builder, _Events(builder) if asked.stream else None
 

@@ -68,7 +68,9 @@ class OpenAIRoutes(ModelFront):
         def prepared(body: bytes, r: web.Request) -> AnsweredTurn:
             chat = translate(body, r.headers)
 
-            def answering(started: cpb.TurnStarted) -> tuple[Completion, _Chunks | None]:
+            async def answering(
+                _: web.Request, started: cpb.TurnStarted
+            ) -> tuple[Completion, _Chunks | None]:
                 completion = Completion(chat.session_mode, started)
                 if not chat.stream:
                     return completion, None
