@@ -27,7 +27,6 @@ import asyncio
 import contextlib
 import json
 import os
-import time
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -38,11 +37,10 @@ from contextd.store.engine.database import Connection
 from contextd.store.engine.disk import DiskWatch
 from contextd.store.engine.private import make_dir, open_private
 from contextd.store.event_log.events import (
-    NewEvent,
+    EventStore,
     check_after_line,
     check_session_id,
     check_tenant_id,
-    encode_event,
 )
 
 _READ_CHUNK = 256 * 1024
@@ -76,7 +74,7 @@ def log_path(history_dir: Path, tenant_id: str, session_id: str) -> Path:
     return tenant_dir(history_dir, tenant_id) / f"{check_session_id(session_id)}.jsonl"
 
 
-class EventLog:
+class EventLog(EventStore):
     def __init__(self, history_dir: Path, disk: DiskWatch | None = None) -> None:
         self.history_dir = history_dir
         make_dir(history_dir)
@@ -99,36 +97,9 @@ class EventLog:
             found = self._dirs[tenant_id] = os.fspath(path)
         return found
 
-    async def append(
-        self,
-        session_id: str,
-        type: str,
-        *,
-        turn: int | None = None,
-        step: int | None = None,
-        content: str | None = None,
-        role: str | None = None,
-        meta: dict[str, Any] | None = None,
-        ts: float | None = None,
-        tenant_id: str = DEFAULT_TENANT,
-    ) -> dict[str, Any]:
-        """Write one event of the tenant's session and return it once its line is with
-        the kernel."""
-        event, line = encode_event(session_id, type, turn, step, content, role, meta, ts)
-        self._write_lines(session_id, tenant_id, [line])
-        return event
-
-    async def append_many(
-        self, session_id: str, events: Sequence[NewEvent], *, tenant_id: str = DEFAULT_TENANT
-    ) -> list[dict[str, Any]]:
-        """``append`` of several events, their lines in one write."""
-        now = time.time()
-        encoded = [e.encoded(session_id, now) for e in events]
-        self._write_lines(session_id, tenant_id, [line for _, line in encoded])
-        return [event for event, _ in encoded]
-
-    def _write_lines(self, session_id: str, tenant_id: str, lines: Sequence[str]) -> None:
-        """The lines at the end of the session's file, in one write."""
+    async def _write(self, session_id: str, tenant_id: str, lines: list[str]) -> None:
+        """The lines at the end of the session's file, in one write (returned once with
+        the kernel)."""
         data = "".join(line + "\n" for line in lines).encode("utf-8")
         self._check_open()
         try:
