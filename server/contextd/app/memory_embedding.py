@@ -23,7 +23,7 @@ import logging
 from collections.abc import Sequence, Set
 from dataclasses import dataclass
 
-from contextd.app.memory_scopes import USER_FACTS
+from contextd.app.scope import USER_FACTS
 from contextd.core.memory_bridge import question_names, without_names
 from contextd.core.memory_facts.facts import ExistingMemory
 from contextd.core.memory_facts.reconciliation import MeaningThresholds

@@ -22,7 +22,7 @@ from contextd.config import Settings
 from contextd.core.errors import DatabaseUnavailable
 from contextd.core.ids import OpaqueIds
 from contextd.core.network import exposed_hosts
-from contextd.fronts.grpc.ids import PublicIds
+from contextd.fronts.grpc.convert import PublicIds
 from contextd.fronts.grpc.serving_health import ServingHealth
 from contextd.fronts.web.gateway import WebGateway
 from contextd.root.listeners import (
