@@ -5,12 +5,20 @@ names, core/identity.py, checked again here; the names stay apart where the file
 ignores case); each line an event as store/event_log/events.py encodes it.
 
 ``append`` encodes its line and writes it with one ``os.write`` on the event loop's
-thread, before it returns: a session's lines land in the order ``append`` was called and
-never interleave, with no lock and no queue. An append is a few system calls (open,
-fstat, a one-byte pread, write, close); a hand-off to a writer thread and back cost more
-than that in CPU alone (bench/README.md, "Measured costs behind the code"), and its
-Python code competed with the event loop for the GIL. The price: a stalled disk stalls
-the event loop.
+thread, before it returns: in one process a session's lines land in the order ``append``
+was called and never interleave, with no queue. An append is a few system calls (open,
+flock, fstat, a one-byte pread, write, close); a hand-off to a writer thread and back
+cost more than that in CPU alone (bench/README.md, "Measured costs behind the code"), and
+its Python code competed with the event loop for the GIL. The price: a stalled disk
+stalls the event loop.
+
+Several processes may append to one file (the workers of one server: a turn's last lines
+are written after its session's lease is given back, a session's end by whichever worker
+is asked). Each append therefore holds an exclusive ``flock`` on the file from before it
+looks at the file's end until its write succeeded or was undone: a torn tail it cuts is
+never another writer's line in progress, and undoing its own failed write never cuts a
+line another process appended meanwhile. The kernel drops the lock with the file's
+descriptor, also when the process dies; an uncontended lock costs one system call.
 
 A line is handed to the kernel (a raw fd, no user-space buffer) before its
 ``append`` returns: an appended event survives a crash of the process (SIGKILL
@@ -25,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import json
 import os
 import time
@@ -189,9 +198,11 @@ class EventLog:
 
 
 def _write(path: str, data: bytes) -> None:
-    """Append ``data`` (whole lines) to ``path``: all of it, or on error none of it."""
+    """Append ``data`` (whole lines) to ``path``: all of it, or on error none of it.
+    Under the file's lock, which the close gives back."""
     fd = open_private(path, _OPEN_FLAGS)
     try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
         size = os.fstat(fd).st_size
         if size and os.pread(fd, 1, size - 1) != b"\n":
             size = _cut_torn_tail(fd, size)
@@ -200,7 +211,8 @@ def _write(path: str, data: bytes) -> None:
             while view:
                 view = view[os.write(fd, view) :]
         except BaseException:
-            # ENOSPC and the like: do not leave part of a line behind a failed append.
+            # ENOSPC and the like: do not leave part of a line behind a failed append
+            # (under the lock the file's end is still this write's).
             with contextlib.suppress(OSError):
                 os.ftruncate(fd, size)
             raise
