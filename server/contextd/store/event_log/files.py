@@ -12,13 +12,14 @@ cost more than that in CPU alone (bench/README.md, "Measured costs behind the co
 its Python code competed with the event loop for the GIL. The price: a stalled disk
 stalls the event loop.
 
-Several processes may append to one file (the workers of one server: a turn's last lines
-are written after its session's lease is given back, a session's end by whichever worker
-is asked). Each append therefore holds an exclusive ``flock`` on the file from before it
-looks at the file's end until its write succeeded or was undone: a torn tail it cuts is
-never another writer's line in progress, and undoing its own failed write never cuts a
-line another process appended meanwhile. The kernel drops the lock with the file's
-descriptor, also when the process dies; an uncontended lock costs one system call.
+Several processes may append to one file: the workers of one server, where a turn's
+final and turn_end lines are written after its session's lease is given back, while the
+session's next turn or its end may be written by another worker. Each append therefore
+holds an exclusive ``flock`` on the file from before it looks at the file's end until its
+write succeeded or was undone: a torn tail it cuts is never another writer's line in
+progress, and undoing its own failed write never cuts a line another process appended
+meanwhile. The kernel drops the lock with the file's descriptor, also when the process
+dies; an uncontended lock costs one system call (bench/store_writes.py).
 
 A line is handed to the kernel (a raw fd, no user-space buffer) before its
 ``append`` returns: an appended event survives a crash of the process (SIGKILL
