@@ -1,7 +1,7 @@
 """One session's event log file written by several processes at once (the workers of one
 server): while writes fail part-way for want of space, and while a writer dies in the
 middle of a line, every line stays whole and every acknowledged line is kept, in each
-writer's order; a failed append leaves nothing behind.
+writer's order; a failed append leaves nothing behind, and no reader sees its lines.
 
 The faults are injected into each child's ``os.write``: a failing write puts part of its
 line in the file, then waits a little (another writer's append has time to land, as
@@ -14,10 +14,12 @@ import asyncio
 import json
 import sys
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
 from contextd.store.event_log.files import EventLog
 
 CHILD = r"""
@@ -137,3 +139,76 @@ async def test_writers_in_several_processes_keep_every_acknowledged_line(
         assert written == writer.acked, writer.name
         assert writer.failed, f"{writer.name}: no write failed, the test proves nothing"
     assert len(events) == 1 + sum(len(writer.acked) for writer in writers)
+
+
+# The child: a turn's final and turn_end lines in one append, whose write puts the first
+# line, whole, in the file and fails for want of space half a second later.
+UNDONE = r"""
+import asyncio, errno, os, sys, time
+from pathlib import Path
+from contextd.store.event_log.events import NewEvent
+from contextd.store.event_log.files import EventLog
+
+real_write = os.write
+calls = []
+
+def write(fd, data):
+    calls.append(len(data))
+    if len(calls) == 1:
+        written = real_write(fd, bytes(data[: bytes(data).index(b"\n") + 1]))
+        print("one line written", flush=True)
+        return written
+    time.sleep(0.5)
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+async def main() -> None:
+    log = EventLog(Path(sys.argv[1]))
+    os.write = write
+    lines = [NewEvent("final", 1, 0, "the answer"), NewEvent("turn_end", 1)]
+    try:
+        await log.append_many(sys.argv[2], lines)
+    except OSError:
+        print("undone", flush=True)
+
+asyncio.run(main())
+"""
+
+
+async def last_type(log: EventLog, sid: str) -> list[str]:
+    last = await log.last(sid)
+    return [] if last is None else [last["type"]]
+
+
+async def read_types(log: EventLog, sid: str) -> list[str]:
+    return [event["type"] async for event in log.read(sid)]
+
+
+@pytest.mark.parametrize("reader", [last_type, read_types])
+async def test_a_reader_never_sees_a_line_of_an_append_that_is_undone(
+    tmp_path: Path, reader: Callable[[EventLog, str], Awaitable[list[str]]]
+) -> None:
+    """Another process's append of two lines has written the first, whole, and will fail:
+    the last line, or an export, read meanwhile is what was there before it."""
+    log, sid = EventLog(tmp_path), uuid.uuid4().hex
+    await log.append(sid, "session_start")
+    child = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        UNDONE,
+        str(tmp_path),
+        sid,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = child.stdout, child.stderr
+    assert out is not None and err is not None
+    try:
+        written = await asyncio.wait_for(out.readline(), 60)
+        assert written == b"one line written\n", written + await err.read()
+        assert log.path(sid).read_bytes().endswith(b'"final","content":"the answer"}\n')
+        assert await reader(log, sid) == ["session_start"]
+        assert await asyncio.wait_for(out.readline(), 60) == b"undone\n"
+    finally:
+        await child.communicate()
+    assert child.returncode == 0
+    assert [e["type"] for e in whole_lines(log.path(sid))] == ["session_start"]

@@ -27,7 +27,9 @@ included) but not a power cut or a kernel crash, since nothing calls fsync.
 
 A crash in the middle of a write can leave a torn last line (no trailing newline).
 Readers skip it; the next write to that file first cuts it off, so the file stays a
-sequence of whole lines and line numbers (``read(after_line=...)``) stay stable.
+sequence of whole lines and line numbers (``read(after_line=...)``) stay stable. A reader
+takes the lock shared to find where the file ends, so it never counts a line of an
+append that fails and is undone (two lines written together, the first whole).
 """
 
 from __future__ import annotations
@@ -244,6 +246,7 @@ def _last_line(path: Path) -> bytes | None:
     except FileNotFoundError:
         return None
     try:
+        fcntl.flock(fd, fcntl.LOCK_SH)  # not the middle of an append that may be undone
         size = os.fstat(fd).st_size
         want = 4096
         while True:
@@ -259,6 +262,15 @@ def _last_line(path: Path) -> bytes | None:
             want *= 2  # the line began before this chunk
     finally:
         os.close(fd)
+
+
+def _whole_end(fd: int) -> int:
+    """The file's size between appends: never in the middle of one that may be undone."""
+    fcntl.flock(fd, fcntl.LOCK_SH)
+    try:
+        return os.fstat(fd).st_size
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)  # the chunks are read without holding appends up
 
 
 def _unlink(path: Path) -> bool:
@@ -283,7 +295,7 @@ class _ReadCursor:
         try:
             with open(self.path, "rb") as file:
                 if self.end is None:
-                    self.end = os.fstat(file.fileno()).st_size
+                    self.end = _whole_end(file.fileno())
                 want = _READ_CHUNK
                 while True:
                     length = min(want, self.end - self.offset)
