@@ -30,6 +30,7 @@ from contextd.root.listeners import (
     loopback_target,
     overall_health,
     private_socket,
+    request_limits,
     start_listeners,
 )
 from contextd.root.prepare import Prepared, prepare
@@ -55,7 +56,8 @@ class RunningServer:
     closers: list[Closer]
     lock: DataDirLock | None  # SQLite only: replicas on PostgreSQL share no directory
     web: WebGateway | None = None
-    listeners: Sequence[Closer] = ()  # stopped with the web port: the MCP port
+    # Stopped with the native server: the MCP port, the calls made in process.
+    listeners: Sequence[Closer] = ()
 
     @property
     def db(self) -> Database:
@@ -75,7 +77,8 @@ class RunningServer:
             log.info("draining", extra={"drain_s": drain})
             await asyncio.sleep(drain)
         left = max(0.0, deadline - loop.time())
-        # Web and MCP calls are native calls underneath: they end when the native server stops.
+        # Web and MCP calls are native calls underneath: they end when the native server
+        # stops, those made in process when their grace ends as well.
         web = [self.web.aclose()] if self.web else []
         await asyncio.gather(self.server.stop(left), *web, *(c(left) for c in self.listeners))
         for close in self.closers:
@@ -141,6 +144,7 @@ async def start(
             undo,
             cors=prepared.cors,
             peer_secret=services.web_peer_secret,
+            in_process=services.in_process,
             health=overall_health(health_servicer),
             metrics=services.metrics,
             db=db,
@@ -151,16 +155,9 @@ async def start(
         await serving.start()
         log.info("listening", extra={"address": f"{settings.host}:{port}", "tls": tls is not None})
         undo.pop_all()
+    listeners = [services.in_process.stop, *started.with_native]
     return RunningServer(
-        server,
-        health_servicer,
-        port,
-        settings,
-        store,
-        closers,
-        lock,
-        started.web,
-        started.with_native,
+        server, health_servicer, port, settings, store, closers, lock, started.web, listeners
     )
 
 
@@ -172,16 +169,17 @@ def _native_server(
 ) -> tuple[grpc.aio.Server, health_aio.HealthServicer]:
     """The native server with every service, health and reflection (not yet bound);
     ``share_port``: a worker's, whose port its siblings listen on too."""
+    limits = request_limits(settings)
     server = grpc.aio.server(
         interceptors=[services.guard],
         options=[
-            ("grpc.max_receive_message_length", settings.max_message_bytes),
-            ("grpc.max_send_message_length", settings.max_message_bytes),
+            ("grpc.max_receive_message_length", limits.max_message_bytes),
+            ("grpc.max_send_message_length", limits.max_message_bytes),
             # gRPC core would share the port with any other listener that asks the same:
             # only a server's own workers do (ports.py checked it free before).
             ("grpc.so_reuseport", int(share_port)),
         ],
-        maximum_concurrent_rpcs=settings.max_concurrent_rpcs,
+        maximum_concurrent_rpcs=limits.max_concurrent_rpcs,
     )
     services.register(server)
     health_servicer = health_aio.HealthServicer()
@@ -259,13 +257,19 @@ def _health_follows_watchers(db: Database, serving: ServingHealth, database_url:
         )
 
 
-async def serve(settings: Settings) -> None:
-    """Run until SIGINT or SIGTERM, then shut down gracefully."""
-    # Handled from before start: a signal right after "listening" is a graceful stop too.
+def stop_signalled() -> asyncio.Event:
+    """An event SIGINT or SIGTERM sets: the graceful stop. Handled from before the
+    start, so that a signal right after "listening" is a graceful stop too."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    return stop
+
+
+async def serve(settings: Settings) -> None:
+    """Run until SIGINT or SIGTERM, then shut down gracefully."""
+    stop = stop_signalled()
     tracing = install_from_env()
     try:
         running = await start(settings)

@@ -3,7 +3,9 @@ bytes, to the native gRPC port over a loopback channel.
 
 Every call therefore runs through the same servicers, interceptor, limits and logging
 as a native one, and its status, details and metadata come back unchanged. The gateway
-only translates the framing (see grpc_web.py and connect.py).
+only translates the framing (see grpc_web.py and connect.py). The routes mounted beside
+them (the model APIs) may also call native methods in process (``in_process``), behind
+the same interceptor, where a turn's every message would otherwise cross the channel.
 """
 
 from __future__ import annotations
@@ -19,11 +21,13 @@ import grpc.aio
 from aiohttp import web
 
 from contextd.core.errors import cut
+from contextd.fronts.limits import RequestLimits
 from contextd.fronts.listener import cannot_listen
+from contextd.fronts.native import InProcess
 from contextd.fronts.web import connect, grpc_web, healthz, inspector, metadata
 from contextd.fronts.web.cors import CorsPolicy, is_own_origin
 from contextd.fronts.web.exchange import CallError, Exchange, NativeCall, method_for
-from contextd.fronts.web.limits import BodyBudget, WebLimits, capped_connections
+from contextd.fronts.web.limits import BodyBudget, capped_connections
 
 log = logging.getLogger("contextd.web")
 
@@ -37,7 +41,6 @@ Mount = Callable[["WebGateway"], Iterable[web.RouteDef]]
 _METHOD_PATH = re.compile(r"/[A-Za-z_][\w.]*/[A-Za-z_]\w*")
 _SUPPORTED = ", ".join([*grpc_web.CONTENT_TYPES, *connect.UNARY_TYPES, *connect.STREAM_TYPES])
 _READ_CHUNK = 64 * 1024
-_DEFAULT_LIMITS = WebLimits()
 # Room for frame headers on top of the largest message, so an oversized message still
 # reaches the native server and fails there exactly as it would natively.
 _BODY_SLACK = 64 * 1024
@@ -57,29 +60,31 @@ class WebGateway:
         self,
         target: str,
         cors: CorsPolicy,
-        max_message_bytes: int,
+        limits: RequestLimits,
         shutdown_timeout: float,
         ssl_context: ssl.SSLContext | None = None,
-        limits: WebLimits = _DEFAULT_LIMITS,
         peer_key: str = "",
         peer_secret: str = "",
         health: healthz.HealthStatus | None = None,
         count: CallCounter | None = None,
         mounts: Sequence[Mount] = (),
+        in_process: InProcess | None = None,
     ) -> None:
         """``peer_key``, ``peer_secret``: when given, each forwarded call carries
         ``peer_key: <peer_secret> <client address>``, so the native server can tell the
         web port's callers apart (it believes only a value with the secret). ``health``:
         when given, ``GET /healthz`` answers with it. ``count``: when given, told of
         each call's protocol and the status it was answered with. ``mounts``: routes
-        of their own, served before the catch-all."""
+        of their own, served before the catch-all. ``in_process``: the native methods
+        the mounted routes may call in process."""
         self.count = count
+        self.in_process = in_process
         self.cors = cors
         self._peer = (peer_key, peer_secret) if peer_key and peer_secret else None
         self._ssl_context = ssl_context
-        self.max_body = max_message_bytes + _BODY_SLACK
+        self.max_body = limits.max_message_bytes + _BODY_SLACK
         self._limits = limits
-        self._budget = BodyBudget(limits.max_buffered)
+        self._budget = BodyBudget(limits.web_max_buffered_bytes)
         self._listener: asyncio.Server | None = None
         # No size limits of its own: the native server enforces --max-message-bytes on
         # requests and responses, with its own status; its trailers come through whole
@@ -115,7 +120,7 @@ class WebGateway:
         await self._runner.setup()
         assert self._runner.server is not None
         # Its own listener instead of aiohttp's TCPSite, to refuse connections over the cap.
-        accept = capped_connections(self._runner.server, self._limits.max_connections)
+        accept = capped_connections(self._runner.server, self._limits.web_max_connections)
         try:
             self._listener = await asyncio.get_running_loop().create_server(
                 accept,
@@ -213,6 +218,14 @@ class WebGateway:
             call_metadata.delete_all(key)
         call_metadata.add(key, f"{secret} {request.remote or ''}")
 
+    def call_peer(self, request: web.Request) -> str:
+        """The client's address as grpc names a caller's (``ipv4:host:port``)."""
+        address = request.transport.get_extra_info("peername") if request.transport else None
+        if not isinstance(address, tuple) or len(address) < 2:
+            return "unknown"
+        host, port = address[0], address[1]
+        return f"ipv6:[{host}]:{port}" if ":" in str(host) else f"ipv4:{host}:{port}"
+
     def release(self, body: bytes) -> None:
         """Give a body read with ``read_body`` back to the shared budget."""
         self._budget.give_back(len(body))
@@ -228,7 +241,7 @@ class WebGateway:
             raise too_large
         body = bytearray()
         try:
-            async with asyncio.timeout(self._limits.body_timeout):
+            async with asyncio.timeout(self._limits.web_body_timeout):
                 while chunk := await request.content.read(_READ_CHUNK):
                     if not self._budget.take(len(chunk)):
                         raise CallError(
@@ -242,7 +255,7 @@ class WebGateway:
             self._budget.give_back(len(body))
             raise CallError(
                 grpc.StatusCode.DEADLINE_EXCEEDED,
-                f"the request body did not arrive within {self._limits.body_timeout:g} s",
+                f"the request body did not arrive within {self._limits.web_body_timeout:g} s",
             ) from None
         except BaseException:
             self._budget.give_back(len(body))
