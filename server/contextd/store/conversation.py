@@ -35,9 +35,14 @@ from contextd.store.message_writes import (
     one_statement,
     stored_new,
 )
-from contextd.store.models import NO_TOKENS, NewMessage, StoredMessage, token_counts
+from contextd.store.models import (
+    NO_TOKENS,
+    NewMessage,
+    StoredMessage,
+    parts_from_json,
+    token_counts,
+)
 from contextd.store.paging import decode_token, encode_token, page_limit
-from contextd.store.parts_json import parts_from_json
 from contextd.store.sessions import UsageTotals, add_usage, totals_from_row
 from contextd.store.tail_cache import TailCache
 

@@ -12,8 +12,7 @@ from collections.abc import Sequence
 from contextd.core.errors import SessionNotFound
 from contextd.core.messages import ChatMessage, ToolCall
 from contextd.store.engine.database import Connection, JoinedWrite, Row
-from contextd.store.models import NewMessage, StoredMessage, token_counts
-from contextd.store.parts_json import parts_json
+from contextd.store.models import NewMessage, StoredMessage, parts_json, token_counts
 from contextd.store.sessions import USAGE_ADDED_SQL, USAGE_TOTALS_SQL, UsageTotals, usage_added
 
 # Rows per INSERT statement: 8 parameters a row, 4,000 in all, far below SQLite's 32,766.

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from contextd.app.chat.events import ChatEvent, ToolCallEvent, TurnCompleted, TurnStatus
-from contextd.app.chat.memory_tool import MEMORY_TOOL
+from contextd.app.chat.inline_tools import MEMORY_TOOL
 from contextd.app.chat.request import ChatTurnRequest
 from contextd.app.chat.tool_protocol import (
     FinalAnswer,
@@ -85,9 +85,9 @@ class ReactTags(ToolProtocol[react.Action]):
         call = _call(row.seq, parsed)
         return {call.id: call}
 
-    async def take_host_results(self) -> BuildResult:
+    async def take_host_results(self) -> tuple[BuildResult, str]:
         [(_, content)] = self.req.tool_results  # a ReAct step makes one call at most
-        return await self._observe(content)
+        return await self._observe(content), ""
 
     def read_step(self, text: str, calls: Sequence[ToolCall]) -> StepOutcome[react.Action]:
         parsed = react.parse_step(text)

@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from contextd.app.chat.memory_tool import MEMORY_TOOL
-from contextd.app.chat.recall_tool import RECALL_TOOL, offers_recall
+from contextd.app.chat.inline_tools import MEMORY_TOOL, RECALL_TOOL, offers_recall
 from contextd.app.scope import Caller
 from contextd.app.sessions import check_mode
 from contextd.core.build_request import CacheLayout
@@ -115,8 +114,8 @@ def validate(req: ChatTurnRequest) -> None:
     v = Violations()
     if req.tool_results and not req.session_id:
         v.add("session.session_id", "tool results continue a stored session: give its id")
-    if req.tool_results and not is_blank(req.user_message):
-        v.add("user_message", "send either a user message or tool results")
+    if req.tool_results and req.react and (not is_blank(req.user_message) or req.user_parts):
+        v.add("user_message", "not beside tool_results with tool_protocol REACT")
     if not req.tool_results and is_blank(req.user_message) and not req.continues_host_list:
         v.add("user_message", "required unless the prebuilt messages end with tool results")
     if req.token_budget < 0:

@@ -23,8 +23,7 @@ from typing import Generic, TypeVar
 
 from contextd.app.chat.event_log import TurnLog
 from contextd.app.chat.events import ChatEvent, TurnCompleted
-from contextd.app.chat.memory_tool import MemorySearch
-from contextd.app.chat.recall_tool import RecallToolResult
+from contextd.app.chat.inline_tools import MemorySearch, RecallToolResult
 from contextd.app.chat.recorder import TurnRecorder
 from contextd.app.chat.request import ChatTurnRequest
 from contextd.app.chat.step_context import StepContexts
@@ -110,9 +109,10 @@ class ToolProtocol(ABC, Generic[ToolUse]):
         by id; ``recent``: the session's newest messages, oldest first."""
 
     @abstractmethod
-    async def take_host_results(self) -> BuildResult:
+    async def take_host_results(self) -> tuple[BuildResult, str]:
         """The turn's first context, built with the request's tool results (they answer
-        open calls), which are stored then."""
+        open calls) and the user message sent beside them, if any, which are stored then
+        in that order; and that user message's stored id ("" when none)."""
 
     @abstractmethod
     def read_step(self, text: str, calls: Sequence[ToolCall]) -> StepOutcome[ToolUse]:
