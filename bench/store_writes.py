@@ -42,10 +42,11 @@ from pathlib import Path
 from _common import SHORT_HISTORY, machine_note, median, print_table
 from contextd.core.identity import DEFAULT_TENANT
 from contextd.core.messages import ChatMessage, Role
-from contextd.store.conversation import ConversationRepo, _insert_statement
+from contextd.store.conversation import ConversationRepo
 from contextd.store.engine.database import Database
 from contextd.store.engine.sqlite import DB_FILENAME
 from contextd.store.event_log.files import EventLog
+from contextd.store.message_writes import insert_statement
 from contextd.store.models import NewMessage, Session
 from contextd.store.open import open_store
 from contextd.store.sessions import SessionRepo
@@ -139,7 +140,7 @@ def plain_sqlite_append(path: Path, session_id: str, messages: int, synchronous:
         for i in range(messages):
             new = new_message(i)
             conn.execute("BEGIN IMMEDIATE")
-            sql, params = _insert_statement(session_id, (DEFAULT_TENANT, USER), [new], time.time())
+            sql, params = insert_statement(session_id, (DEFAULT_TENANT, USER), [new], time.time())
             [(mid, _)] = conn.execute(sql, params).fetchall()
             conn.executemany(
                 "INSERT OR IGNORE INTO message_tokens (message_id, tokenizer, tokens)"

@@ -25,7 +25,7 @@ from tests.support.server import start_server
 # memories included (one statement; a user with memories adds the search's term counts).
 BUILD_ROUND_TRIPS = 1
 # At most, per turn: see bench/README.md ("pg_vs_sqlite.py") for where they go.
-TURN_ROUND_TRIPS = 19
+TURN_ROUND_TRIPS = 10
 USER = "round-trips"
 
 

@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from contextd.core.content import ImageDetail, ImagePart, TextPart
 from contextd.core.formats import to_openai
 from contextd.core.messages import ChatMessage, Role, ToolCall
 from contextd.providers._sdk import Redactor
@@ -14,8 +15,10 @@ from contextd.providers.base import (
     Finished,
     ModelEvent,
     ModelRequest,
+    ResponseFormat,
     TextDelta,
     ToolCallReady,
+    ToolChoice,
     ToolSpec,
     Usage,
 )
@@ -113,6 +116,43 @@ async def test_request_body_and_headers(fake: FakeLLMServer, provider: OpenAIPro
         "tool_call_id": "call_1",
         "content": "sunny, 21 C",
     }
+
+
+async def test_body_is_what_the_sdk_create_would_send(fake: FakeLLMServer) -> None:
+    """The provider posts its body as it is, skipping the SDK's walk of it against its
+    parameter types in ``create``: for every field a body of contextd's can hold (images,
+    tool calls and results, tools, a forced choice, a JSON schema), the walk would have
+    sent the same JSON."""
+    image = ImagePart(data=b"\x89PNG....", media_type="image/png", detail=ImageDetail.LOW)
+    messages = [
+        *HISTORY,
+        ChatMessage(Role.USER, "And this?", parts=(TextPart("And this?"), image)),
+    ]
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}}
+    request = ModelRequest(
+        messages=messages,
+        temperature=0.2,
+        max_output_tokens=64,
+        stop=["END"],
+        tools=[WEATHER, ToolSpec("now")],
+        tool_choice=ToolChoice("function", "get_weather"),
+        parallel_tool_calls=False,
+        response_format=ResponseFormat("json_schema", "city", "A city", schema, strict=True),
+    )
+    provider = OpenAIProvider(api_key=FAKE_KEY, base_url=fake.url, model="gpt-test")
+    fake.script(oa.text_reply(["ok"]), repeat_last=True)
+    try:
+        await collect(provider, request)
+        body = provider.request_body(request)
+        sdk_stream = await provider.client.chat.completions.create(**body)
+        async with sdk_stream:
+            async for _ in sdk_stream:
+                pass
+    finally:
+        await provider.aclose()
+    posted, created = fake.requests
+    assert posted.body == created.body == body
+    assert posted.headers["authorization"] == created.headers["authorization"]
 
 
 async def test_request_model_overrides_and_minimal_body(

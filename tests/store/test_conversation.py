@@ -256,3 +256,28 @@ async def test_an_answer_and_its_usage_are_stored_together(db: Database) -> None
     assert totals == UsageTotals(15, 5, 14, 3, 1, estimated=True)
     _, totals = await repo.append_with_usage(session.id, "alice", [], UsageTotals(1, 1, 1, 1))
     assert totals == UsageTotals(16, 6, 15, 4, 1, estimated=True)
+
+
+async def test_writers_of_one_session_at_once_keep_its_messages_in_order(
+    db: Database, sessions: SessionRepo
+) -> None:
+    """Servers writing one session at once (each its own repositories): every message is
+    stored once, seqs run on without a gap, and each write's messages stay together. On
+    PostgreSQL a write is one statement that reads the next seq in its snapshot; one that
+    read it before another's commit conflicts, writes nothing, and is written again in
+    order."""
+    session = await sessions.create("alice")
+    servers = [ConversationRepo(db) for _ in range(4)]
+
+    async def write(k: int) -> None:
+        pair = [user(f"q{k}", t=1), assistant(f"a{k}", t=1)]
+        await servers[k % len(servers)].append(session.id, "alice", pair)
+
+    await asyncio.gather(*(write(k) for k in range(24)))
+    rows, _ = await ConversationRepo(db).list_messages(session.id, 100)
+    assert [r.seq for r in rows] == list(range(48))
+    contents = [r.message.content for r in rows]
+    assert sorted(contents) == sorted([f"q{k}" for k in range(24)] + [f"a{k}" for k in range(24)])
+    for first, second in zip(contents[::2], contents[1::2], strict=True):
+        assert first[0] == "q" and second == "a" + first[1:]
+    assert await count(db, "SELECT message_count FROM sessions") == 48

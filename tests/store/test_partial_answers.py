@@ -108,6 +108,39 @@ async def test_a_failed_answer_keeps_the_row(db: Database, session: Session) -> 
     assert row.text == "Once"
 
 
+async def test_another_users_write_neither_opens_nor_empties_the_row(
+    db: Database, session: Session
+) -> None:
+    """The row goes with the messages' write or not at all: where that write is one
+    statement (PostgreSQL), a write refused for the session's owner writes no row."""
+    partials = PartialAnswerRepo(db, LONG_LEASE)
+    conversation = ConversationRepo(db)
+    with pytest.raises(SessionNotFound):
+        await conversation.append(
+            session.id,
+            "bob",
+            [message(Role.USER, "hi")],
+            tenant_id="acme",
+            also=partials.opening("acme", session.id, 1, "cl100k_base"),
+        )
+    assert await partials.left_behind() == []
+    await open_turn(db, session, partials)
+    await partials.save(session.id, 0, "Once", UsageTotals(0, 0, 40))
+    with pytest.raises(SessionNotFound):
+        await conversation.append(
+            session.id,
+            "bob",
+            [message(Role.ASSISTANT, "Once")],
+            tenant_id="acme",
+            also=partials.emptying(session.id, 1, UsageTotals(1, 1, 1)),
+        )
+    [row] = await partials.left_behind()
+    assert (row.step, row.text) == (0, "Once")
+    assert [
+        m.message.content for m in await conversation.tail(session.id, 9, "cl", tenant_id="acme")
+    ] == ["hi"]
+
+
 async def test_a_new_turn_replaces_a_row_left_behind(db: Database, session: Session) -> None:
     partials = PartialAnswerRepo(db, LONG_LEASE)
     await open_turn(db, session, partials)

@@ -11,7 +11,7 @@ from contextd.core.messages import ChatMessage, Role
 from contextd.store.conversation import ConversationRepo
 from contextd.store.engine.database import Database
 from contextd.store.models import NewMessage, Session
-from contextd.store.sessions import SessionRepo
+from contextd.store.sessions import SessionRepo, UsageTotals
 from contextd.store.summaries import SummaryRepo
 
 from tests.support.store_helpers import message
@@ -194,3 +194,37 @@ async def test_session_summaries_stay_in_their_tenant(db: Database) -> None:
     recent = await summaries.recent_session_summaries("bob", theirs.id, tenant_id=A)
     assert [s.summary for s in recent] == ["A talk"]
     assert await summaries.recent_session_summaries("bob", tenant_id=B) == []
+
+
+async def test_a_kept_compression_summary_moves_on_with_a_write_of_messages_alone(
+    db: Database, sessions: SessionRepo
+) -> None:
+    """Where kept reads name the session's version (PostgreSQL), the active compression
+    summary kept at one version answers at the next when that version came from a write
+    of the session's messages, which leaves the summaries alone: no read after a turn's
+    own writes. A write of a summary moves the version on too, and is read again."""
+    if not db.shared_between_processes:
+        pytest.skip("SQLite has a single writer: its kept reads need no version")
+    summaries, conversation = SummaryRepo(db), ConversationRepo(db)
+    session = await sessions.create("alice")
+    [row] = await conversation.append(session.id, "alice", [message(Role.USER, "q", cl=1)])
+    await summaries.add_compression(session.id, [row.id], row.id, "folded")
+    version = await conversation.current_version(session.id)
+    assert version is not None
+    kept = await summaries.active_compression(session.id, version=version)
+    assert kept is not None and kept.summary == "folded"
+    await conversation.append_with_usage(
+        session.id, "alice", [message(Role.ASSISTANT, "a", cl=1)], UsageTotals(1, 1, 1)
+    )
+    statements: list[str] = []
+    db.time_statements(lambda sql, _: statements.append(sql))
+    assert await summaries.active_compression(session.id, version=version + 1) == kept
+    assert statements == []
+    # A summary written by another server (its own repositories) is read at its version.
+    await SummaryRepo(db).add_compression(session.id, [row.id], row.id, "folded again")
+    newer = await conversation.current_version(session.id)
+    assert newer == version + 2
+    statements.clear()
+    active = await summaries.active_compression(session.id, version=newer)
+    assert active is not None and active.summary == "folded again"
+    assert len(statements) == 1

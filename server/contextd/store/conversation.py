@@ -20,34 +20,33 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
 from contextd.core.errors import SessionNotFound
 from contextd.core.identity import DEFAULT_TENANT
 from contextd.core.messages import ChatMessage, Role, ToolCall
-from contextd.store.engine.database import Connection, Database
+from contextd.store.engine.database import Database, JoinedWrite, KeyConflict
+from contextd.store.message_writes import (
+    INSERT_CHUNK,
+    SEQ_INDEX,
+    insert,
+    one_statement,
+    stored_new,
+)
 from contextd.store.models import (
     NO_TOKENS,
     NewMessage,
     StoredMessage,
     parts_from_json,
-    parts_json,
     token_counts,
 )
 from contextd.store.paging import decode_token, encode_token, page_limit
-from contextd.store.sessions import UsageTotals, add_usage
+from contextd.store.sessions import UsageTotals, add_usage, totals_from_row
 from contextd.store.tail_cache import TailCache
 
 STORED_ROLES = frozenset({Role.USER, Role.ASSISTANT, Role.TOOL})
-
-# More statements for the transaction that stores messages (after them): a write that
-# must commit with the messages or not at all.
-AlsoInTransaction = Callable[[Connection], Awaitable[None]] | None
-
-# Rows per INSERT statement: 8 parameters a row, 4,000 in all, far below SQLite's 32,766.
-_INSERT_CHUNK = 500
 
 # A message's columns, in the order ``_stored`` unpacks them: every read selects them
 # through ``_COLUMNS``, then its token counts as ``tokens``.
@@ -75,15 +74,6 @@ TAIL_SQL = (
 _RETURNING = _COLUMNS.replace("c.", "conversation.") + _ALL_TOKENS.replace(
     "c.id", "conversation.id"
 ).join((", ", ""))
-
-
-def _tool_calls_json(calls: Sequence[ToolCall]) -> str | None:
-    if not calls:
-        return None
-    return json.dumps(
-        [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in calls],
-        ensure_ascii=False,
-    )
 
 
 def _tool_calls(text: str | None) -> tuple[ToolCall, ...]:
@@ -153,9 +143,10 @@ class ConversationRepo:
         messages: Sequence[NewMessage],
         *,
         tenant_id: str = DEFAULT_TENANT,
-        also: AlsoInTransaction = None,
+        also: JoinedWrite | None = None,
     ) -> list[StoredMessage]:
-        """Store ``messages`` at the end of the session, in one transaction.
+        """Store ``messages`` at the end of the session, in one transaction (one
+        statement where writes go in WITH, up to ``INSERT_CHUNK`` messages).
 
         Seqs continue from the session's current last one; each message's ``tokens`` are
         stored with it; the session's ``updated_at`` and ``message_count`` follow (a trigger
@@ -174,7 +165,7 @@ class ConversationRepo:
         usage: UsageTotals,
         *,
         tenant_id: str = DEFAULT_TENANT,
-        also: AlsoInTransaction = None,
+        also: JoinedWrite | None = None,
     ) -> tuple[list[StoredMessage], UsageTotals]:
         """``append``, and add a turn's usage to the
         session's in the same transaction; returns the messages and the session's totals."""
@@ -188,7 +179,7 @@ class ConversationRepo:
         owner: tuple[str, str],
         messages: Sequence[NewMessage],
         usage: UsageTotals | None,
-        also: AlsoInTransaction,
+        also: JoinedWrite | None,
     ) -> tuple[list[StoredMessage], UsageTotals | None]:
         for new in messages:
             if new.message.role not in STORED_ROLES:
@@ -198,6 +189,11 @@ class ConversationRepo:
                 )
         if not messages and usage is None and also is None:
             return [], None
+        if self._db.writes_in_with and len(messages) <= INSERT_CHUNK:
+            try:
+                return await self._append_in_one(session_id, owner, messages, usage, also)
+            except KeyConflict:
+                pass  # another writer of the session came between: in order, as below
         totals = None
         async with self._db.transaction() as conn:
             # The next seq is read under the session's row lock (where writers run at once),
@@ -209,11 +205,42 @@ class ConversationRepo:
                 )
             else:
                 version = await self._db.next_session_version(conn, session_id)
-            stored = await _insert(conn, session_id, owner, messages, self._db.writes_in_with)
+            stored = await insert(conn, session_id, owner, messages, self._db.writes_in_with)
             if also is not None:
-                await also(conn)
-        self._tails.appended((owner[0], session_id), stored, version)
+                await conn.execute(also.sql, also.params)
+        self._appended(owner[0], session_id, stored, version)
         return stored, totals
+
+    async def _append_in_one(
+        self,
+        session_id: str,
+        owner: tuple[str, str],
+        messages: Sequence[NewMessage],
+        usage: UsageTotals | None,
+        also: JoinedWrite | None,
+    ) -> tuple[list[StoredMessage], UsageTotals | None]:
+        """``_append`` as one statement that commits by itself: one round trip, where
+        BEGIN, the version, the messages, ``also`` and COMMIT took five."""
+        now = time.time()
+        sql, params = one_statement(session_id, owner, messages, usage, also, now)
+        rows = await self._db.fetch_alone(sql, params, conflict_on=SEQ_INDEX)
+        if not rows:  # no session of this user (of the tenant): nothing was written
+            raise SessionNotFound(session_id)
+        first = rows[0]
+        stored = stored_new(session_id, owner[1], messages, rows, now) if messages else []
+        totals = totals_from_row(first) if usage is not None else None
+        self._appended(owner[0], session_id, stored, int(first["version"]))
+        return stored, totals
+
+    def _appended(
+        self, tenant_id: str, session_id: str, stored: list[StoredMessage], version: int | None
+    ) -> None:
+        """A write of the session's messages committed, moving its version on to
+        ``version``: the kept rows, and what else is kept at the version, move on."""
+        self._tails.appended((tenant_id, session_id), stored, version)
+        if version is not None:
+            for moved in self._db.messages_appended:
+                moved(session_id, version)
 
     async def get(
         self, message_id: int, *, tenant_id: str = DEFAULT_TENANT
@@ -413,123 +440,3 @@ class ConversationRepo:
             self._tails.drop((tenant_id, updated.session_id))
             return updated
         return None
-
-
-async def _insert(
-    conn: Connection,
-    session_id: str,
-    owner: tuple[str, str],
-    messages: Sequence[NewMessage],
-    counts_with: bool,
-) -> list[StoredMessage]:
-    """Insert the messages and their token counts inside the caller's transaction;
-    ``owner`` is the session's (tenant_id, user_id). ``counts_with``: the counts go in
-    the messages' statement (``Database.writes_in_with``), one round trip, not two."""
-    user_id = owner[1]
-    now = time.time()
-    stored: list[StoredMessage] = []
-    for start in range(0, len(messages), _INSERT_CHUNK):
-        chunk = messages[start : start + _INSERT_CHUNK]
-        sql, params = _insert_statement(session_id, owner, chunk, now, counts_with)
-        rows = await conn.execute_fetchall(sql, params)
-        if not rows:  # the join on sessions found no such session of this user
-            raise SessionNotFound(session_id)
-        # The chunk's seqs are contiguous from its first one, in the chunk's order.
-        ids = {row["seq"]: row["id"] for row in rows}
-        first = min(ids)
-        for ordinal, new in enumerate(chunk):
-            seq = first + ordinal
-            mid = ids[seq]
-            message = new.message
-            stored.append(
-                StoredMessage(
-                    id=mid,
-                    session_id=session_id,
-                    user_id=user_id,
-                    seq=seq,
-                    message=ChatMessage(
-                        role=message.role,
-                        content=message.content,
-                        tool_calls=tuple(message.tool_calls),
-                        tool_call_id=message.tool_call_id,
-                        id=str(mid),
-                        parts=message.parts,
-                    ),
-                    turn_index=new.turn_index,
-                    status=new.status,
-                    created_at=now,
-                    tokens=token_counts(new.tokens),
-                )
-            )
-    token_rows = [(item.id, name, count) for item in stored for name, count in item.tokens.items()]
-    if token_rows and not counts_with:
-        await conn.executemany(
-            "INSERT INTO message_tokens (message_id, tokenizer, tokens) VALUES (?, ?, ?)"
-            " ON CONFLICT DO NOTHING",
-            token_rows,
-        )
-    return stored
-
-
-def _insert_statement(
-    session_id: str,
-    owner: tuple[str, str],
-    chunk: Sequence[NewMessage],
-    now: float,
-    counts_with: bool = False,
-) -> tuple[str, list[object]]:
-    """One INSERT ... RETURNING for a chunk of messages, seqs following the session's last.
-
-    The new rows come from a VALUES list joined to the session row (so nothing is inserted
-    when the session is missing or another user's, of its tenant or another) and to the
-    session's current last seq, read before any row is written. With ``counts_with``
-    each row's token counts (a JSON object) go in the same statement.
-    """
-    # The casts give PostgreSQL the numbers' type (a VALUES list's parameters are text).
-    row = "CAST(? AS INTEGER), ?, ?, ?, ?, CAST(? AS INTEGER), ?, ?"
-    if counts_with:
-        row += ", ?"
-    values = ", ".join([f"({row})"] * len(chunk))
-    params: list[object] = [session_id]
-    for ordinal, new in enumerate(chunk):
-        m = new.message
-        params += [
-            ordinal,
-            m.role.value,
-            m.content,
-            _tool_calls_json(m.tool_calls),
-            m.tool_call_id,
-            new.turn_index,
-            new.status,
-            parts_json(m.parts),
-        ]
-        if counts_with:
-            params.append(json.dumps(dict(new.tokens)))
-    params += [now, now, session_id, *owner]
-    insert = (
-        " INSERT INTO conversation (session_id, tenant_id, user_id, seq, role, content,"
-        "  tool_calls, tool_call_id, turn_index, status, parts, created_at, updated_at)"
-        " SELECT s.id, s.tenant_id, s.user_id, base.next_seq + b.ordinal, b.role, b.content,"
-        "  b.tool_calls, b.tool_call_id, b.turn_index, b.status, b.parts, ?, ?"
-        " FROM batch b, base, sessions s WHERE s.id = ? AND s.tenant_id = ? AND s.user_id = ?"
-        " RETURNING id, seq"
-    )
-    head = (
-        "WITH base(next_seq) AS MATERIALIZED ("
-        "  SELECT COALESCE(MAX(seq), -1) + 1 FROM conversation WHERE session_id = ?),"
-        " batch(ordinal, role, content, tool_calls, tool_call_id, turn_index, status, parts"
-        f"{', tokens' if counts_with else ''}) AS (VALUES {values})"
-    )
-    if not counts_with:
-        return head + insert, params
-    # The counts' rows join the inserted ones by seq; their foreign key is checked at the
-    # statement's end, when the messages are there.
-    sql = (
-        f"{head}, added AS ({insert}),"
-        " counted AS (INSERT INTO message_tokens (message_id, tokenizer, tokens)"
-        "  SELECT a.id, t.key, CAST(t.value AS BIGINT)"
-        "  FROM added a, base, batch b, json_each_text(CAST(b.tokens AS JSON)) t"
-        "  WHERE a.seq = base.next_seq + b.ordinal ON CONFLICT DO NOTHING)"
-        " SELECT id, seq FROM added"
-    )
-    return sql, params

@@ -19,15 +19,12 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
 
 from contextd.core.errors import SessionNotFound
-from contextd.store.engine.database import Connection, Database, Row
+from contextd.store.engine.database import Database, JoinedWrite, Row
 from contextd.store.sessions import UsageTotals, usage_totals
-
-# A statement to run inside a ConversationRepo transaction, with the messages it stores.
-InTransaction = Callable[[Connection], Awaitable[None]]
 
 _COLUMNS = (
     "p.tenant_id, p.session_id, s.user_id, p.turn_index, p.step, p.text, p.tokenizer,"
@@ -107,46 +104,46 @@ class PartialAnswerRepo:
 
     def opening(
         self, tenant_id: str, session_id: str, turn_index: int, tokenizer: str, step: int = 0
-    ) -> InTransaction:
+    ) -> JoinedWrite:
         """The turn's row, empty, at ``step`` (a turn continued with tool results goes on
-        from its earlier steps); a row left from an earlier turn is replaced."""
+        from its earlier steps); a row left from an earlier turn is replaced. Written with
+        the turn's input (ConversationRepo's ``also``)."""
+        now = time.time()
+        upsert = (
+            " ON CONFLICT (session_id) DO UPDATE SET tenant_id = excluded.tenant_id,"
+            "  turn_index = excluded.turn_index, step = excluded.step, text = '',"
+            "  tokenizer = excluded.tokenizer, prompt_tokens = 0, completion_tokens = 0,"
+            "  prompt_tokens_estimate = 0, cache_read_tokens = 0, cache_write_tokens = 0,"
+            "  usage_estimated = 0, started_at = excluded.started_at,"
+            "  updated_at = excluded.updated_at, owner = excluded.owner"
+        )
+        columns = (
+            "INSERT INTO partial_answers (session_id, tenant_id, turn_index, step, text,"
+            "  tokenizer, started_at, updated_at, owner)"
+        )
+        # Typed: in a SELECT list PostgreSQL takes an untyped parameter for text.
+        values = (
+            "?, ?, CAST(? AS INTEGER), CAST(? AS INTEGER), '', ?,"
+            " CAST(? AS DOUBLE PRECISION), CAST(? AS DOUBLE PRECISION), ?"
+        )
+        return JoinedWrite(
+            f"{columns} VALUES ({values}){upsert}",
+            f"{columns} SELECT {values} FROM written{upsert}",
+            (session_id, tenant_id, turn_index, step, tokenizer, now, now, self.owner),
+        )
 
-        async def run(conn: Connection) -> None:
-            now = time.time()
-            await conn.execute(
-                "INSERT INTO partial_answers (session_id, tenant_id, turn_index, step, text,"
-                "  tokenizer, started_at, updated_at, owner) VALUES (?, ?, ?, ?, '', ?, ?, ?, ?)"
-                " ON CONFLICT (session_id) DO UPDATE SET tenant_id = excluded.tenant_id,"
-                "  turn_index = excluded.turn_index, step = excluded.step, text = '',"
-                "  tokenizer = excluded.tokenizer, prompt_tokens = 0, completion_tokens = 0,"
-                "  prompt_tokens_estimate = 0, cache_read_tokens = 0, cache_write_tokens = 0,"
-                "  usage_estimated = 0, started_at = excluded.started_at,"
-                "  updated_at = excluded.updated_at, owner = excluded.owner",
-                (session_id, tenant_id, turn_index, step, tokenizer, now, now, self.owner),
-            )
-
-        return run
-
-    def emptying(self, session_id: str, step: int, usage: UsageTotals) -> InTransaction:
+    def emptying(self, session_id: str, step: int, usage: UsageTotals) -> JoinedWrite:
         """The row with no text, for step ``step`` (the text so far is stored)."""
+        sql, params = _update(session_id, step, "", usage, self.owner)
+        return JoinedWrite(sql, sql + _WITH_WRITTEN, params)
 
-        async def run(conn: Connection) -> None:
-            await conn.execute(*_update(session_id, step, "", usage, self.owner))
-
-        return run
-
-    def deleting(self, session_id: str, owner: str | None = None) -> InTransaction:
+    def deleting(self, session_id: str, owner: str | None = None) -> JoinedWrite:
         """No row: the turn's answer is stored. Only a row of ``owner`` (this process
         when None) goes: a turn that lost its lease leaves its successor's row alone."""
-        owner = self.owner if owner is None else owner
-
-        async def run(conn: Connection) -> None:
-            await conn.execute(
-                "DELETE FROM partial_answers WHERE session_id = ? AND owner = ?",
-                (session_id, owner),
-            )
-
-        return run
+        sql = "DELETE FROM partial_answers WHERE session_id = ? AND owner = ?"
+        return JoinedWrite(
+            sql, sql + _WITH_WRITTEN, (session_id, self.owner if owner is None else owner)
+        )
 
     async def save(self, session_id: str, step: int, text: str, usage: UsageTotals) -> None:
         """Replace the row's text; no row of this process (the turn ended, its session was
@@ -256,6 +253,10 @@ class PartialAnswerRepo:
             "SELECT 1 FROM sessions WHERE id = ? AND tenant_id = ?", (session_id, tenant_id)
         )
         return not rows
+
+
+# A JoinedWrite's condition in WITH: only with the row of the statement's own write.
+_WITH_WRITTEN = " AND EXISTS (SELECT 1 FROM written)"
 
 
 def _update(

@@ -162,6 +162,30 @@ class UsageTotals(NamedTuple):
     estimated: bool = False
 
 
+# A turn's usage added to the session's totals: the SET list (its parameters:
+# ``usage_added``) and the totals it returns.
+USAGE_ADDED_SQL = (
+    "prompt_tokens = prompt_tokens + ?, completion_tokens = completion_tokens + ?,"
+    " prompt_tokens_estimate = prompt_tokens_estimate + ?,"
+    " cache_read_tokens = cache_read_tokens + ?, cache_write_tokens = cache_write_tokens + ?,"
+    " estimated_turns = estimated_turns + ?"
+)
+USAGE_TOTALS_SQL = (
+    "prompt_tokens, completion_tokens, prompt_tokens_estimate, cache_read_tokens,"
+    " cache_write_tokens, estimated_turns"
+)
+
+
+def usage_added(usage: UsageTotals) -> tuple[object, ...]:
+    """The parameters of ``USAGE_ADDED_SQL``."""
+    return (*usage[:5], int(usage.estimated))
+
+
+def totals_from_row(row: Any) -> UsageTotals:
+    """The session's totals from a row with ``USAGE_TOTALS_SQL``'s columns."""
+    return usage_totals(row, int(row["estimated_turns"]) > 0)
+
+
 async def add_usage(
     conn: Connection, session_id: str, usage: UsageTotals, *, next_version: bool = False
 ) -> tuple[UsageTotals, int | None]:
@@ -171,21 +195,15 @@ async def add_usage(
     stands in for). Raises SessionNotFound."""
     moved = ", version = version + 1" if next_version else ""
     rows = await conn.execute_fetchall(
-        "UPDATE sessions SET prompt_tokens = prompt_tokens + ?,"
-        " completion_tokens = completion_tokens + ?,"
-        " prompt_tokens_estimate = prompt_tokens_estimate + ?,"
-        " cache_read_tokens = cache_read_tokens + ?,"
-        " cache_write_tokens = cache_write_tokens + ?,"
-        f" estimated_turns = estimated_turns + ?{moved} WHERE id = ?"
-        " RETURNING prompt_tokens, completion_tokens, prompt_tokens_estimate,"
-        f" cache_read_tokens, cache_write_tokens, estimated_turns{', version' if moved else ''}",
-        (*usage[:5], int(usage.estimated), session_id),
+        f"UPDATE sessions SET {USAGE_ADDED_SQL}{moved} WHERE id = ?"
+        f" RETURNING {USAGE_TOTALS_SQL}{', version' if moved else ''}",
+        (*usage_added(usage), session_id),
     )
     row = rows[0] if rows else None
     if row is None:
         raise SessionNotFound(session_id)
     version = int(row["version"]) if next_version else None
-    return usage_totals(row, int(row["estimated_turns"]) > 0), version
+    return totals_from_row(row), version
 
 
 def usage_totals(row: Any, estimated: bool) -> UsageTotals:

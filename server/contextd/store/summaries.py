@@ -71,6 +71,7 @@ class SummaryRepo:
             OrderedDict()
         )
         db.session_deleted.append(self._forget)
+        db.messages_appended.append(self._messages_appended)
 
     def _forget(self, tenant_id: str, session_id: str) -> None:
         self._drop_active(session_id)
@@ -79,6 +80,12 @@ class SummaryRepo:
     def _drop_active(self, session_id: str) -> None:
         self._active.pop(session_id, None)
         self._active_versions.pop(session_id, None)
+
+    def _messages_appended(self, session_id: str, version: int) -> None:
+        """A write of the session's messages alone moved its version on to ``version``:
+        a summary kept at the version before it is still the active one."""
+        if self._active_versions.get(session_id) == version - 1 and session_id in self._active:
+            self._active_versions[session_id] = version
 
     def _remember(
         self, session_id: str, row: CompressionSummaryRow | None, version: int | None

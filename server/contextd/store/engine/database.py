@@ -14,6 +14,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
 from contextd.store.engine.disk import DiskWatch
@@ -39,6 +40,25 @@ class Cursor(Protocol):
     async def __aexit__(self, *exc: object) -> None: ...
 
     def __await__(self) -> Generator[Any, None, Cursor]: ...
+
+
+class KeyConflict(Exception):
+    """A statement read the next key of a unique index before another writer's row took
+    it (``Database.fetch_alone``); it wrote nothing."""
+
+
+@dataclass(frozen=True, slots=True)
+class JoinedWrite:
+    """A write that commits with another or not at all, in two forms with the same
+    ``params``: ``sql``, one statement run in the other write's transaction; and, where
+    writes go in WITH (``Database.writes_in_with``), ``in_with``, the same write as a part
+    of the other's one statement, made to write nothing unless that statement's CTE
+    ``written`` has a row (the row the statement writes first: store/conversation.py's
+    session row)."""
+
+    sql: str
+    in_with: str
+    params: tuple[object, ...]
 
 
 class Connection(Protocol):
@@ -73,6 +93,10 @@ class Database(ABC):
         # committed: repositories that cache a session's rows start or drop them.
         self.session_created: list[Callable[[str, str], None]] = []
         self.session_deleted: list[Callable[[str, str], None]] = []
+        # Called with a session's id and version once a write of its messages alone
+        # committed, which moved the version on to that one: what is kept at the version
+        # before and such a write leaves as it was (the compression summary) moves on.
+        self.messages_appended: list[Callable[[str, int], None]] = []
         # Called with a user's tenant id and id once their erasure committed (their API
         # keys with them): whoever keeps a key's row forgets it.
         self.user_erased: list[Callable[[str, str], None]] = []
@@ -85,6 +109,16 @@ class Database(ABC):
     async def execute_alone(self, sql: str, params: Params = ()) -> Cursor:
         """Run one write statement in a transaction of its own, committed once it ran:
         one round trip on PostgreSQL, where BEGIN, the statement and COMMIT take three."""
+
+    @abstractmethod
+    async def fetch_alone(
+        self, sql: str, params: Params = (), *, conflict_on: str = ""
+    ) -> list[Row]:
+        """``execute_alone`` for a statement that returns rows: its rows. Raises
+        KeyConflict, nothing written, when the statement takes a key of the unique index
+        ``conflict_on`` that another writer's row took since the statement's snapshot (a
+        WITH that reads the next key, then inserts it): never where writes do not run at
+        once (SQLite)."""
 
     @property
     @abstractmethod

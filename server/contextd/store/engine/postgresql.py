@@ -32,6 +32,7 @@ from contextd.core.errors import DatabaseUnavailable, StorageFull
 from contextd.store.engine.database import (
     Connection,
     Database,
+    KeyConflict,
     Params,
     Row,
     StatementObserver,
@@ -355,6 +356,21 @@ class PostgresDatabase(Database):
         with spans.span("postgresql transaction", _SPAN_ATTRIBUTES, SpanKind.CLIENT):
             async with self.connection() as conn:
                 return await PgCursor(lambda: _run(conn, statement, args, self.observe))
+
+    async def fetch_alone(
+        self, sql: str, params: Params = (), *, conflict_on: str = ""
+    ) -> list[Row]:
+        statement = translate(sql)
+        args = statement.arguments(params)
+        with spans.span("postgresql transaction", _SPAN_ATTRIBUTES, SpanKind.CLIENT):
+            async with self.connection() as conn:
+                try:
+                    rows, _ = await _run(conn, statement, args, self.observe)
+                except asyncpg.UniqueViolationError as error:
+                    if conflict_on and error.constraint_name == conflict_on:
+                        raise KeyConflict(conflict_on) from None
+                    raise
+                return list(rows)
 
     @property
     def reader(self) -> PgReader:

@@ -308,6 +308,12 @@ class SqliteDatabase(Database):
         async with self.transaction() as conn:
             return await conn.execute(sql, params)
 
+    async def fetch_alone(
+        self, sql: str, params: Params = (), *, conflict_on: str = ""
+    ) -> list[Row]:
+        async with self.transaction() as conn:
+            return await conn.execute_fetchall(sql, params)
+
     async def _rollback(self) -> None:
         # OperationalError: no transaction was active (BEGIN never ran or COMMIT finished).
         with contextlib.suppress(sqlite3.OperationalError):
