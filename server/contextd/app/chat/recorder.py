@@ -23,9 +23,20 @@ class TurnRecorder:
     goes on after, its answer with the turn's usage when it ends, with a status when it
     ends early, then ends it (``end``). Meanwhile the turn's partial_answers row, opened
     with its input, keeps what the streaming step said (partial_writer.py), for a server
-    killed before the turn ends."""
+    killed before the turn ends. An ephemeral turn's recorder stores nothing: its steps
+    stay in memory (``kept``, each step the turn goes on after and its results) and its
+    usage is its own."""
 
-    __slots__ = ("_conversation", "_opened", "_partials", "_tokenizers", "_turn", "_writer", "end")
+    __slots__ = (
+        "_conversation",
+        "_opened",
+        "_partials",
+        "_tokenizers",
+        "_turn",
+        "_writer",
+        "end",
+        "kept",
+    )
 
     def __init__(
         self,
@@ -42,13 +53,16 @@ class TurnRecorder:
         self.end = end
         self._writer = PartialAnswerWriter(partials, turn)
         self._opened = False  # the turn's partial_answers row is written
+        # An ephemeral turn's messages after its input, as they would have been stored.
+        self.kept: list[ChatMessage] = []
 
     # The steps.
 
     def begin_step(self, prompt_tokens_estimate: int) -> None:
         """A model call starts: its text is saved as it streams."""
         self._turn.begin_step(prompt_tokens_estimate)
-        self._writer.start()
+        if not self._turn.ephemeral:
+            self._writer.start()
 
     def end_step(self, calls: Sequence[ToolCall]) -> None:
         """The model call's stream ended, however it ended (``calls``: its tool calls)."""
@@ -67,6 +81,9 @@ class TurnRecorder:
         """Messages of the turn; the turn's input (its first) opens its partial_answers
         row, in the same transaction."""
         turn = self._turn
+        if turn.ephemeral:
+            self.kept.extend(row.message for row in rows)
+            return []
         session = turn.session
         opening = None
         if not self._opened:
@@ -79,11 +96,15 @@ class TurnRecorder:
         self._opened = True
         return stored
 
-    async def store_step(self, message: ChatMessage) -> StoredMessage:
+    async def store_step(self, message: ChatMessage) -> StoredMessage | None:
         """An assistant message the turn goes on after (its tool calls answered here);
-        the partial answer is emptied with it: the next step's text comes next."""
-        await self._writer.settle()
+        the partial answer is emptied with it: the next step's text comes next. None for
+        an ephemeral turn."""
         turn = self._turn
+        if turn.ephemeral:
+            self.kept.append(message)
+            return None
+        await self._writer.settle()
         emptying = self._partials.emptying(turn.session.id, turn.step + 1, turn.usage.so_far())
         [stored] = await self._conversation.append(
             turn.session.id,
@@ -97,9 +118,12 @@ class TurnRecorder:
     async def store_answer(self, message: ChatMessage, status: str = "") -> StoredMessage | None:
         """The turn's last assistant message (none when it is blank) and its usage, in
         one transaction, which deletes the partial answer: the turn's last write but the
-        event log's."""
-        await self._writer.settle()
+        event log's. An ephemeral turn stores none: its usage is the session's."""
         turn = self._turn
+        if turn.ephemeral:
+            turn.usage.stored(turn.usage.turn.totals())
+            return None
+        await self._writer.settle()
         rows = []
         if not is_blank(message.content) or message.tool_calls:
             rows.append(self.row(message, status))

@@ -67,11 +67,14 @@ class ChatTurnRequest:
     prebuilt: bool = False
     tool_choice: ToolChoice = AUTO
     parallel_tool_calls: bool | None = None
+    # Nothing of the turn is stored (no session, message, partial answer, event log
+    # line, memory or summary): a prebuilt turn run in memory only.
+    ephemeral: bool = False
 
     @property
     def host_list_only(self) -> bool:
         """Prebuilt mode: the context is the host's own list."""
-        return self.prebuilt or bool(self.messages)
+        return self.prebuilt or self.ephemeral or bool(self.messages)
 
     @property
     def continues_host_list(self) -> bool:
@@ -135,6 +138,13 @@ def validate(req: ChatTurnRequest) -> None:
         names.add(tool.name)
     if req.host_list_only and req.tool_results:
         v.add("messages", "prebuilt messages cannot continue a stored turn")
+    if req.ephemeral:
+        if req.session_id:
+            v.add("session.session_id", "an ephemeral turn runs in no stored session")
+        if req.title:
+            v.add("title", "an ephemeral turn has no session to name")
+        if req.react:
+            v.add("tool_protocol", "REACT names its calls after stored steps: not ephemeral")
     _check_tool_choice(req, v)
     if req.react and req.model.response_format.is_json:
         v.add("model.response_format", "not with tool_protocol REACT (its answers are tagged)")

@@ -84,7 +84,8 @@ class TokenUsage:
 class TurnUsage:
     """A turn's usage as its steps run: the current step's (``step``), the turn's, into
     which each step is counted once, however it ended (``turn``), and the session's totals
-    once the turn's usage is stored with its answer (``session``, None until then)."""
+    once the turn's usage is stored with its answer (``session``, None until then; an
+    ephemeral turn's own)."""
 
     __slots__ = ("_counted", "session", "step", "turn")
 
@@ -133,6 +134,7 @@ class Turn:
         "_finish",
         "_first_step",
         "_step_start",
+        "ephemeral",
         "index",
         "question",
         "session",
@@ -145,10 +147,19 @@ class Turn:
     )
 
     def __init__(
-        self, session: Session, index: int, user_id: str, tokenizer: Tokenizer, question: str
+        self,
+        session: Session,
+        index: int,
+        user_id: str,
+        tokenizer: Tokenizer,
+        question: str,
+        *,
+        ephemeral: bool = False,
     ) -> None:
-        self.session = session
+        self.session = session  # an ephemeral turn's is never stored, its id ""
         self.index = index
+        # Nothing of the turn is stored: its recorder and its log write nothing.
+        self.ephemeral = ephemeral
         self.user_id = user_id  # the caller's: the stored messages are theirs
         self.tokenizer = tokenizer.name
         self._counter = tokenizer  # counts what a provider reports no usage for

@@ -26,6 +26,7 @@ from contextd.app.chat.turn import Turn
 from contextd.app.chat.turn_end import TurnEnd
 from contextd.app.session_context import SessionContextBuilder
 from contextd.app.sessions import SessionLog, SessionsApp
+from contextd.core.build_request import BuildResult
 from contextd.core.errors import Violations
 from contextd.core.messages import ChatMessage, Role, ToolCall
 from contextd.core.tokens import TokenizerRegistry, message_tokens
@@ -62,11 +63,13 @@ class TurnKit:
     def tool_protocol(self, req: ChatTurnRequest, turn: Turn) -> ToolProtocol[Any]:
         """The turn's way of offering tools, with the parts of the turn it works with.
         (Any: the step loop never looks into a protocol's own reading of a step.)"""
-        log = TurnLog(self.events, turn.session.id, turn.session.tenant_id, turn.index)
+        # An ephemeral turn writes no line and hands nothing to the after-turn work.
+        events = None if turn.ephemeral else self.events
+        log = TurnLog(events, turn.session.id, turn.session.tenant_id, turn.index)
         end = TurnEnd(
             turn,
             log,
-            self.after_turn,
+            None if turn.ephemeral else self.after_turn,
             self.metrics,
             token_budget=req.prompt_budget(self.max_prompt_tokens),
             compaction=req.compaction,
@@ -76,7 +79,12 @@ class TurnKit:
         max_tokens = self.max_prompt_tokens
         if not req.react:
             contexts = StepContexts(
-                self.builder, max_tokens, req, turn, blank_user_turns=self.blank_user_turns
+                self.builder,
+                max_tokens,
+                req,
+                turn,
+                blank_user_turns=self.blank_user_turns,
+                steps=record.kept,
             )
             recall = None
             if offers_recall(req.editing, req.react):
@@ -115,6 +123,8 @@ class TurnSetup:
     ) -> tuple[TurnStarted, ToolProtocol[Any], ModelRequest]:
         """Everything before the model is called; the turn's first event, its protocol
         and the first step's model request."""
+        if req.ephemeral:
+            return await self._begin_ephemeral(req)
         session = await self._session(req)
         if not (req.session_id and self.turns.shared):
             return await self._begin(req, session)
@@ -179,7 +189,6 @@ class TurnSetup:
             user_message_id = str(stored.id)
             input_tokens = row.tokens[req.tokenizer.name]
         request = tools.model_request(context)
-        estimate = request.prompt_tokens_estimate
         await log.turn_start(
             req.user_message,
             input_tokens,
@@ -190,8 +199,38 @@ class TurnSetup:
             # A result belongs to the step of the call it answers, the one before this
             # call's first.
             await log.observation(turn.step - 1, content, call.name, call.id)
-        started = TurnStarted(
-            session.id,
+        started = self._started(req, turn, tools, context, request, user_message_id)
+        return started, tools, request
+
+    async def _begin_ephemeral(
+        self, req: ChatTurnRequest
+    ) -> tuple[TurnStarted, ToolProtocol[Any], ModelRequest]:
+        """A turn that stores nothing: in a session of its own that is never stored (its
+        id ""), the first turn of it; its input is built into the context only."""
+        caller = req.caller
+        session = Session("", caller.user_id, req.scenario, req.host, tenant_id=caller.tenant_id)
+        turn = Turn(session, 1, caller.user_id, req.tokenizer, req.user_message, ephemeral=True)
+        tools = self.kit.tool_protocol(req, turn)
+        if req.continues_host_list:
+            context = await tools.contexts.for_user_message("")
+        else:
+            context = await tools.contexts.for_user_message(req.user_message, req.user_parts)
+        request = tools.model_request(context)
+        return self._started(req, turn, tools, context, request, ""), tools, request
+
+    def _started(
+        self,
+        req: ChatTurnRequest,
+        turn: Turn,
+        tools: ToolProtocol[Any],
+        context: BuildResult,
+        request: ModelRequest,
+        user_message_id: str,
+    ) -> TurnStarted:
+        """The turn's first event: where it runs, its first step's context."""
+        estimate = request.prompt_tokens_estimate
+        return TurnStarted(
+            turn.session.id,
             turn.index,
             user_message_id,
             estimate,
@@ -201,7 +240,6 @@ class TurnSetup:
             req.model.model or self.provider.default_model,
             tools.contexts.layers,
         )
-        return started, tools, request
 
     async def _session(self, req: ChatTurnRequest) -> Session:
         if req.session_id:

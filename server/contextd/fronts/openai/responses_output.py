@@ -13,7 +13,7 @@ from typing import Any
 
 from contextd.fronts.chat_http.turn import EXTENSION
 from contextd.fronts.openai.response import Completion
-from contextd.fronts.openai.response_ids import ResponseId
+from contextd.fronts.openai.response_ids import ResponseId, unstored_id
 from contextd.fronts.openai.responses_request import ResponsesRequest
 from contextd.v1 import chat_pb2 as cpb
 from contextd.v1 import context_pb2 as pb
@@ -130,7 +130,11 @@ class ResponseBuilder:
         native = self.request.native
         after = native.tool_results[0].tool_call_id if native.tool_results else ""
         user = native.session.user_id
-        self.id = ResponseId(user, self.started.session_id, self.started.turn_index, after).text()
+        if native.ephemeral:
+            self.id = unstored_id()
+        else:
+            turn = self.started.turn_index
+            self.id = ResponseId(user, self.started.session_id, turn, after).text()
         self.completion = Completion(self.request.session_mode, self.started)
 
     def headers(self) -> dict[str, str]:

@@ -5,7 +5,8 @@ Without ``previous_response_id`` or ``conversation`` the request is inline: its
 prompt), run in prebuilt mode; a list that ends with ``function_call_output`` items
 goes on after them. With either, the request is the next turn of that contextd session:
 only its new items are used (the last user message, or the function call outputs that
-end the list). ``store: false`` keeps nothing of an inline turn once answered.
+end the list). ``store: false`` runs the inline turn ephemeral: nothing of it is
+stored, and its id retrieves nothing.
 """
 
 from __future__ import annotations
@@ -134,6 +135,7 @@ def translate(raw: bytes) -> ResponsesRequest:
     native = cpb.StreamChatRequest(
         session=pb.SessionContext(user_id=user, session_id=session_id),
         prebuilt=not session_id,
+        ephemeral=not store,
     )
     items = _items(body.get("input"))
     instructions = jf.optional_string(body.get("instructions"), "instructions")

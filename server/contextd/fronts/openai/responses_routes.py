@@ -53,14 +53,6 @@ class ResponsesRoutes:
             request, lambda body, _: _ResponseTurn(self, translate(body))
         )
 
-    async def forget_unstored(
-        self, request: web.Request, asked: ResponsesRequest, started: cpb.TurnStarted
-    ) -> None:
-        """``store: false``: the inline turn's session goes once it is answered."""
-        if asked.store:
-            return
-        await self._delete_session(request, asked.native.session.user_id, started.session_id)
-
     async def _delete_session(self, request: web.Request, user_id: str, session_id: str) -> None:
         try:
             await self._sessions.DeleteSession(
@@ -176,7 +168,6 @@ class _ResponseTurn:
         failure = builder.completion.failure(done)
         if failure is not None:
             raise failure
-        await self.routes.forget_unstored(request, self.asked, started)
         return web.Response(
             text=json_text(builder.whole(done)),
             content_type="application/json",
@@ -211,7 +202,6 @@ class _ResponseTurn:
         if failure is not None:
             await _send(response, builder.failed(failure.message, failure.code or "server_error"))
             return response
-        await self.routes.forget_unstored(request, self.asked, builder.started)
         for event in builder.closing(done):
             await _send(response, event)
         await response.write_eof()
