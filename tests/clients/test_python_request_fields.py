@@ -54,6 +54,7 @@ TURNS: list[dict[str, Any]] = [
         "tool_choice": {"function": "f"},
         "parallel_tool_calls": False,
         "prebuilt": True,
+        "ephemeral": True,
         "response_format": {
             "type": "json_schema",
             "name": "answer",

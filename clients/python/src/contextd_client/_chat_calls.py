@@ -179,6 +179,7 @@ def chat_turn(
     tool_choice: ToolChoiceLike | None = None,
     parallel_tool_calls: bool | None = None,
     prebuilt: bool = False,
+    ephemeral: bool = False,
     token_budget: int = 0,
     tokenizer: str = "",
     model: str | None = None,
@@ -261,6 +262,9 @@ def chat_turn(
     if not isinstance(prebuilt, bool):
         raise TypeError(f"prebuilt must be a bool, not {_type_name(prebuilt)}")
     request.prebuilt = prebuilt
+    if not isinstance(ephemeral, bool):
+        raise TypeError(f"ephemeral must be a bool, not {_type_name(ephemeral)}")
+    request.ephemeral = ephemeral
     if refuse_over_limit:
         request.prompt_limit_policy = cpb.PROMPT_LIMIT_POLICY_REFUSE
     if editing is not None:
