@@ -14,6 +14,7 @@ import anthropic
 import grpc
 import openai
 import pytest
+from contextd.app.chat.request import MAX_ANSWER_NOTE
 from contextd.v1 import chat_pb2 as cpb
 from contextd.v1 import chat_pb2_grpc
 from contextd.v1 import context_pb2 as pb
@@ -197,7 +198,7 @@ def test_inline_turns_store_nothing_and_extract_nothing(served: Served) -> None:
     assert len(audited) >= 10
 
 
-def test_an_ephemeral_turn_is_refused_with_a_session_or_a_title(served: Served) -> None:
+def test_an_ephemeral_turn_is_refused_with_what_needs_a_stored_one(served: Served) -> None:
     with grpc.insecure_channel(served.proc.address) as channel:
         stub = chat_pb2_grpc.ChatServiceStub(channel)
         for field, request in (
@@ -225,6 +226,23 @@ def test_an_ephemeral_turn_is_refused_with_a_session_or_a_title(served: Served) 
                     user_message="hi",
                     tool_protocol=cpb.TOOL_PROTOCOL_REACT,
                     ephemeral=True,
+                ),
+            ),
+            (
+                "answer_note",
+                cpb.StreamChatRequest(
+                    session=pb.SessionContext(user_id="eph"),
+                    user_message="hi",
+                    answer_note="kept?",
+                    ephemeral=True,
+                ),
+            ),
+            (
+                "answer_note",
+                cpb.StreamChatRequest(
+                    session=pb.SessionContext(user_id="eph"),
+                    user_message="hi",
+                    answer_note="x" * (MAX_ANSWER_NOTE + 1),
                 ),
             ),
         ):

@@ -21,14 +21,16 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
 
 from contextd.core.errors import SessionNotFound
 from contextd.core.identity import DEFAULT_TENANT
 from contextd.core.messages import ChatMessage, Role, ToolCall
+from contextd.store import answer_records
 from contextd.store.engine.database import Connection, Database
-from contextd.store.models import NO_TOKENS, NewMessage, StoredMessage, token_counts
+from contextd.store.models import NO_TOKENS, AnswerRecord, NewMessage, StoredMessage, token_counts
 from contextd.store.paging import decode_token, encode_token, page_limit
 from contextd.store.parts_json import parts_from_json, parts_json
 from contextd.store.sessions import UsageTotals, add_usage
@@ -169,10 +171,13 @@ class ConversationRepo:
         *,
         tenant_id: str = DEFAULT_TENANT,
         also: AlsoInTransaction = None,
+        answer: AnswerRecord | None = None,
     ) -> tuple[list[StoredMessage], UsageTotals]:
         """``append``, and add a turn's usage to the
-        session's in the same transaction; returns the messages and the session's totals."""
-        stored, totals = await self._append(session_id, (tenant_id, user_id), messages, usage, also)
+        session's in the same transaction; returns the messages and the session's totals.
+        ``answer``: the record of the last message, an answer (answer_records)."""
+        owner = (tenant_id, user_id)
+        stored, totals = await self._append(session_id, owner, messages, usage, also, answer)
         assert totals is not None
         return stored, totals
 
@@ -183,6 +188,7 @@ class ConversationRepo:
         messages: Sequence[NewMessage],
         usage: UsageTotals | None,
         also: AlsoInTransaction,
+        answer: AnswerRecord | None = None,
     ) -> tuple[list[StoredMessage], UsageTotals | None]:
         for new in messages:
             if new.message.role not in STORED_ROLES:
@@ -204,6 +210,8 @@ class ConversationRepo:
             else:
                 version = await self._db.next_session_version(conn, session_id)
             stored = await _insert(conn, session_id, owner, messages, self._db.writes_in_with)
+            if answer is not None and stored:
+                await answer_records.insert(conn, stored[-1].id, answer)
             if also is not None:
                 await also(conn)
         self._tails.appended((owner[0], session_id), stored, version)
@@ -245,9 +253,15 @@ class ConversationRepo:
             (session_id, tenant_id, after, limit + 1),
         )
         items = [_with_all_tokens(row) for row in rows]
-        if len(items) <= limit:
-            return items, ""
+        more = len(items) > limit
         del items[limit:]
+        answers = await answer_records.of_messages(
+            self._db, (m.id for m in items if m.message.role is Role.ASSISTANT)
+        )
+        if answers:
+            items = [replace(m, answer=answers.get(m.id)) for m in items]
+        if not more:
+            return items, ""
         return items, encode_token("messages", session_id, [items[-1].seq])
 
     async def first(

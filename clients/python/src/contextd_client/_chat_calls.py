@@ -180,6 +180,7 @@ def chat_turn(
     parallel_tool_calls: bool | None = None,
     prebuilt: bool = False,
     ephemeral: bool = False,
+    answer_note: str = "",
     token_budget: int = 0,
     tokenizer: str = "",
     model: str | None = None,
@@ -234,6 +235,7 @@ def chat_turn(
         tokenizer=_text(tokenizer, "tokenizer"),
         title=_text(title, "title"),
         mode=_text(mode, "mode"),
+        answer_note=_text(answer_note, "answer_note"),
     )
     stops = [stop] if isinstance(stop, str) else _sequence(stop, "stop", "strings")
     if model or temperature is not None or max_output_tokens or stops or response_format:

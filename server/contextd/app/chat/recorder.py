@@ -14,7 +14,7 @@ from contextd.core.messages import ChatMessage, Role, ToolCall
 from contextd.core.pipeline import is_blank
 from contextd.core.tokens import TokenizerRegistry
 from contextd.store.conversation import ConversationRepo
-from contextd.store.models import NewMessage, StoredMessage
+from contextd.store.models import AnswerRecord, NewMessage, StoredMessage
 from contextd.store.partial_answers import PartialAnswerRepo
 
 
@@ -29,6 +29,8 @@ class TurnRecorder:
 
     __slots__ = (
         "_conversation",
+        "_model",
+        "_note",
         "_opened",
         "_partials",
         "_tokenizers",
@@ -45,8 +47,14 @@ class TurnRecorder:
         partials: PartialAnswerRepo,
         tokenizers: TokenizerRegistry,
         end: TurnEnd,
+        *,
+        model: str = "",
+        note: str = "",
     ) -> None:
         self._turn = turn
+        # Kept with the answer (answer_records): the model asked for, the host's note.
+        self._model = model
+        self._note = note
         self._conversation = conversation
         self._partials = partials
         self._tokenizers = tokenizers
@@ -127,13 +135,15 @@ class TurnRecorder:
         rows = []
         if not is_blank(message.content) or message.tool_calls:
             rows.append(self.row(message, status))
+        usage = turn.usage.turn.totals()
         stored, totals = await self._conversation.append_with_usage(
             turn.session.id,
             turn.user_id,
             rows,
-            turn.usage.turn.totals(),
+            usage,
             tenant_id=turn.session.tenant_id,
             also=self._partials.deleting(turn.session.id),
+            answer=AnswerRecord(self._model, usage, self._note),
         )
         turn.usage.stored(totals)
         return stored[0] if stored else None

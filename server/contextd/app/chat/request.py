@@ -20,6 +20,9 @@ from contextd.core.pipeline import is_blank
 from contextd.core.tokens import Tokenizer
 from contextd.providers.base import AUTO, TEXT, ResponseFormat, ToolChoice, ToolSpec
 
+# The longest answer_note: room for a request's parameters (instructions, tool schemas).
+MAX_ANSWER_NOTE = 262_144
+
 
 @dataclass(frozen=True, slots=True)
 class ModelOptions:
@@ -70,6 +73,8 @@ class ChatTurnRequest:
     # Nothing of the turn is stored (no session, message, partial answer, event log
     # line, memory or summary): a prebuilt turn run in memory only.
     ephemeral: bool = False
+    # Kept with the turn's stored answer (answer_records), for the host to read back.
+    answer_note: str = ""
 
     @property
     def host_list_only(self) -> bool:
@@ -145,6 +150,10 @@ def validate(req: ChatTurnRequest) -> None:
             v.add("title", "an ephemeral turn has no session to name")
         if req.react:
             v.add("tool_protocol", "REACT names its calls after stored steps: not ephemeral")
+        if req.answer_note:
+            v.add("answer_note", "an ephemeral turn stores no answer to keep it with")
+    if len(req.answer_note) > MAX_ANSWER_NOTE:
+        v.add("answer_note", f"at most {MAX_ANSWER_NOTE:,} characters")
     _check_tool_choice(req, v)
     if req.react and req.model.response_format.is_json:
         v.add("model.response_format", "not with tool_protocol REACT (its answers are tagged)")

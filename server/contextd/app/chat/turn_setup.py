@@ -59,6 +59,7 @@ class TurnKit:
     blank_user_turns: bool  # whether the provider carries a user turn without text
     after_turn: AfterTurnRunner | None = None
     metrics: Recorder = NULL_RECORDER
+    default_model: str = ""  # the provider's, kept with answers that name no model
 
     def tool_protocol(self, req: ChatTurnRequest, turn: Turn) -> ToolProtocol[Any]:
         """The turn's way of offering tools, with the parts of the turn it works with.
@@ -74,7 +75,15 @@ class TurnKit:
             token_budget=req.prompt_budget(self.max_prompt_tokens),
             compaction=req.compaction,
         )
-        record = TurnRecorder(turn, self.conversation, self.partials, self.tokenizers, end)
+        record = TurnRecorder(
+            turn,
+            self.conversation,
+            self.partials,
+            self.tokenizers,
+            end,
+            model=req.model.model or self.default_model,
+            note=req.answer_note,
+        )
         memory = MemorySearch(self.memories, turn, log)
         max_tokens = self.max_prompt_tokens
         if not req.react:

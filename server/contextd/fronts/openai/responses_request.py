@@ -12,10 +12,11 @@ stored, and its id retrieves nothing.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from contextd.core import json_text
 from contextd.fronts.chat_http import json_fields as jf
 from contextd.fronts.chat_http.failure import excerpt, invalid
 from contextd.fronts.chat_http.params import ParamMap
@@ -167,6 +168,10 @@ def translate(raw: bytes) -> ResponsesRequest:
         options = jf.obj(options, "stream_options")
         jf.known_keys(options, frozenset({"include_obfuscation"}), "stream_options")
         jf.optional_bool(options.get("include_obfuscation"), "stream_options.include_obfuscation")
+    if store:
+        # Kept with the stored answer, for GET /v1/responses/{id} to repeat.
+        native.answer_note = request_note(body)
+        params.add("answer_note", "instructions")
     return ResponsesRequest(native, params, body, stream, store, previous, conversation)
 
 
@@ -402,3 +407,66 @@ def _tools(raw: object, params: ParamMap) -> list[cpb.ToolDefinition]:
             )
         )
     return tools
+
+
+# The request's parameters a response repeats, kept with a stored one (answer_note).
+NOTED = (
+    "model",
+    "instructions",
+    "tools",
+    "tool_choice",
+    "parallel_tool_calls",
+    "text",
+    "temperature",
+    "top_p",
+    "max_output_tokens",
+    "max_tool_calls",
+    "metadata",
+    "previous_response_id",
+    "conversation",
+    "truncation",
+    "user",
+    "store",
+)
+# What each kept parameter must be, read back: a note another client of the session
+# wrote may hold anything.
+_NOTED_TYPES: dict[str, type | tuple[type, ...]] = {
+    "tools": list,
+    "text": dict,
+    "metadata": dict,
+    "conversation": (str, dict),
+    "parallel_tool_calls": bool,
+    "store": bool,
+    "temperature": (int, float),
+    "top_p": (int, float),
+    "max_output_tokens": int,
+    "max_tool_calls": int,
+}
+
+
+def request_note(body: Mapping[str, Any]) -> str:
+    """The parameters of a request a stored response repeats when retrieved."""
+    return json.dumps({k: body[k] for k in NOTED if body.get(k) is not None})
+
+
+def noted_request(note: str) -> dict[str, Any]:
+    """The parameters ``request_note`` kept, those of a wrong shape left out (shown as
+    their defaults)."""
+    try:
+        kept = json_text.loads(note) if note else {}
+    except ValueError:
+        return {}
+    if not isinstance(kept, dict):
+        return {}
+    out = {}
+    for key in NOTED:
+        value = kept.get(key)
+        wanted = _NOTED_TYPES.get(key, str)
+        if value is None or not isinstance(value, wanted):
+            continue
+        if isinstance(value, list) and not all(isinstance(t, dict) for t in value):
+            continue
+        if isinstance(value, bool) and wanted in (int, (int, float)):
+            continue
+        out[key] = value
+    return out

@@ -3,8 +3,9 @@ over the same native calls as Chat Completions (StreamChat; ListMessages to retr
 response, DeleteSession to delete one), through the OpenAI front's shared machinery
 (chat_http.front).
 
-A response lives in its contextd session: retrieving it reads the session's messages,
-and deleting it deletes that session (every response of the conversation with it).
+A response lives in its contextd session: retrieving it reads the session's messages
+(its answer, with the model, usage and request parameters kept with it), and deleting
+it deletes that session (every response of the conversation with it).
 """
 
 from __future__ import annotations
@@ -19,10 +20,9 @@ from contextd.fronts.chat_http.failure import HttpFailure, from_rpc_error
 from contextd.fronts.chat_http.front import ModelFront, TurnCall, json_text, turn_completed
 from contextd.fronts.openai.response_ids import ResponseId
 from contextd.fronts.openai.responses_output import (
+    SERVER_TOOLS,
     ResponseBuilder,
-    call_item,
-    message_item,
-    response_object,
+    stored_response,
 )
 from contextd.fronts.openai.responses_request import ResponsesRequest, translate
 from contextd.v1 import chat_pb2 as cpb
@@ -30,8 +30,6 @@ from contextd.v1 import context_pb2 as pb
 from contextd.v1 import sessions_pb2, sessions_pb2_grpc
 
 _PAGE = 500
-# The server's own tools: their calls are not the host's to see.
-_SERVER_TOOLS = frozenset({"memory_search", "recall_tool_result"})
 
 
 class ResponsesRoutes:
@@ -82,12 +80,12 @@ class ResponsesRoutes:
             if found is None:
                 refused = await front.credential_failure(request)
                 raise refused or _not_found()
-            created, output = await self._output(request, found)
+            stored = await self._answer(request, found)
             if delete:
                 await self._delete_session(request, found.user_id, found.session_id)
                 answer: dict[str, Any] = {"id": text, "object": "response", "deleted": True}
             else:
-                answer = response_object(text, "", created, "completed", output, None, None)
+                answer = stored_response(text, stored)
             return web.json_response(answer, headers=cors)
         except HttpFailure as failure:
             code = failure.metric_code
@@ -95,12 +93,10 @@ class ResponsesRoutes:
         finally:
             front.count(code)
 
-    async def _output(
-        self, request: web.Request, found: ResponseId
-    ) -> tuple[int, list[dict[str, Any]]]:
-        """The response's creation time and output, from the session's stored messages:
-        the assistant messages of its turn after its start (the user message, or the
-        result of the call it went on from), up to the one that ended it."""
+    async def _answer(self, request: web.Request, found: ResponseId) -> sessions_pb2.SessionMessage:
+        """The stored answer that ended the response, from the session's messages: the
+        assistant messages of its turn after its start (the user message, or the result of
+        the call it went on from), up to the one that ended it."""
         messages: list[sessions_pb2.SessionMessage] = []
         token = ""
         while True:
@@ -137,16 +133,11 @@ class ResponsesRoutes:
             if m.message.role != pb.ROLE_ASSISTANT:
                 continue
             answer = m
-            if any(c.name not in _SERVER_TOOLS for c in m.message.tool_calls):
+            if any(c.name not in SERVER_TOOLS for c in m.message.tool_calls):
                 break  # it called the host's tools: the response ended there
         if answer is None:
             raise _not_found()
-        output: list[dict[str, Any]] = []
-        host_calls = [c for c in answer.message.tool_calls if c.name not in _SERVER_TOOLS]
-        if answer.message.content or not host_calls:
-            output.append(message_item("msg_" + answer.message.id, answer.message.content))
-        output.extend(call_item(c) for c in host_calls)
-        return answer.create_time.seconds, output
+        return answer
 
 
 class _ResponseTurn:
