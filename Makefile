@@ -86,7 +86,8 @@ OPENAI_NODE_INSTALLED := tests/openai_node/node_modules/.installed
 AGENTS_NODE_INSTALLED := tests/agents_node/node_modules/.installed
 # The official MCP TypeScript SDKs, for tests/mcp_server/test_node_sdk.py (nothing to build).
 MCP_NODE_INSTALLED := tests/mcp_node/node_modules/.installed
-# @anthropic-ai/sdk and the AI SDK's @ai-sdk/anthropic, for tests/anthropic_http/test_node_sdk.py.
+# @anthropic-ai/sdk, the AI SDK's @ai-sdk/anthropic and the Claude Agent SDK (which bundles the
+# Claude Code program), for tests/anthropic_http/test_node_sdk.py.
 ANTHROPIC_NODE_INSTALLED := tests/anthropic_node/node_modules/.installed
 
 ## test: generated code fresh, lint, types, the Node client, the browser page and the

@@ -100,9 +100,9 @@ instead: the system message from the server's context layers (system, scenario,
 session, memory, recent_sessions), the history from the session's window; leave
 ``system_prompt``, ``layers``, ``history`` and ``compression_summary`` out then.
 ``editing`` (``{"tool_result_cap_tokens", "clear_trigger_tokens",
-"keep_tool_results", "clear_at_least_tokens", "clear_tool_inputs",
-"exclude_tools"}``, each left out for the server's default) caps tool results and
-clears old ones before the budget; ``report.edits`` lists what it did.
+"clear_trigger_tool_uses", "keep_tool_results", "clear_at_least_tokens",
+"clear_tool_inputs", "exclude_tools"}``, each left out for the server's default) caps
+tool results and clears old ones before the budget; ``report.edits`` lists what it did.
 """,
     f"{CLASS}.export_events": (
         "The session's event log, oldest first, one dict per event (skipping ``after``)."

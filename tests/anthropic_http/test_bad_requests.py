@@ -21,6 +21,12 @@ OK: dict[str, Any] = {
 }
 TOOL_USE = {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {}}
 EDIT = {"type": "clear_tool_uses_20250919"}
+THINKING = {"type": "clear_thinking_20251015"}
+
+
+def TURNS(n: int) -> dict[str, Any]:
+    return {"type": "thinking_turns", "value": n}
+
 
 CASES: list[tuple[str, dict[str, Any], str]] = [
     ("no max_tokens", {k: v for k, v in OK.items() if k != "max_tokens"}, "max_tokens"),
@@ -28,7 +34,23 @@ CASES: list[tuple[str, dict[str, Any], str]] = [
     ("temperature", {**OK, "temperature": 1.5}, "temperature"),
     ("unknown key", {**OK, "frobnicate": 1}, "frobnicate"),
     ("no messages", {**OK, "messages": []}, "messages"),
-    ("role", {**OK, "messages": [{"role": "system", "content": "x"}]}, "messages[0].role"),
+    ("role", {**OK, "messages": [{"role": "tool", "content": "x"}]}, "messages[0].role"),
+    ("system only", {**OK, "messages": [{"role": "system", "content": "x"}]}, "messages"),
+    (
+        "system clear_at",
+        {**OK, "messages": [USER, {"role": "system", "content": "x", "clear_at": "later"}]},
+        "messages[1].clear_at",
+    ),
+    (
+        "system message block",
+        {**OK, "messages": [USER, {"role": "system", "content": [{"type": "image"}]}]},
+        "messages[1].content[0].type",
+    ),
+    (
+        "system key",
+        {**OK, "messages": [USER, {"role": "system", "content": "x", "name": "n"}]},
+        "messages[1].name",
+    ),
     (
         "prefill",
         {**OK, "messages": [USER, {"role": "assistant", "content": "So"}]},
@@ -101,18 +123,66 @@ CASES: list[tuple[str, dict[str, Any], str]] = [
     ("stop", {**OK, "stop_sequences": "END"}, "stop_sequences"),
     (
         "edit type",
-        {**OK, "context_management": {"edits": [{"type": "clear_thinking_20251015"}]}},
+        {**OK, "context_management": {"edits": [{"type": "compact_20260112"}]}},
         "context_management.edits[0].type",
     ),
     (
-        "edit trigger",
+        "edit trigger type",
+        {**OK, "context_management": {"edits": [{**EDIT, "trigger": {"type": "turns"}}]}},
+        "context_management.edits[0].trigger.type",
+    ),
+    (
+        "edit trigger zero",
         {
             **OK,
             "context_management": {
-                "edits": [{**EDIT, "trigger": {"type": "tool_uses", "value": 3}}]
+                "edits": [{**EDIT, "trigger": {"type": "tool_uses", "value": 0}}]
             },
         },
-        "context_management.edits[0].trigger.type",
+        "context_management.edits[0].trigger.value",
+    ),
+    (
+        "edit twice",
+        {**OK, "context_management": {"edits": [EDIT, EDIT]}},
+        "context_management.edits[1].type",
+    ),
+    (
+        "thinking edit not first",
+        {**OK, "context_management": {"edits": [EDIT, THINKING]}},
+        "context_management.edits[1].type",
+    ),
+    (
+        "thinking keep zero",
+        {**OK, "context_management": {"edits": [{**THINKING, "keep": TURNS(0)}]}},
+        "context_management.edits[0].keep.value",
+    ),
+    (
+        "thinking keep word",
+        {**OK, "context_management": {"edits": [{**THINKING, "keep": "some"}]}},
+        "context_management.edits[0].keep",
+    ),
+    (
+        "thinking keep type",
+        {**OK, "context_management": {"edits": [{**THINKING, "keep": {"type": "turns"}}]}},
+        "context_management.edits[0].keep.type",
+    ),
+    (
+        "thinking keep key",
+        {**OK, "context_management": {"edits": [{**THINKING, "trigger": TURNS(1)}]}},
+        "context_management.edits[0].trigger",
+    ),
+    (
+        "thinking text",
+        {
+            **OK,
+            "context_management": {"edits": [THINKING]},
+            "messages": [
+                USER,
+                {"role": "assistant", "content": [{"type": "thinking", "thinking": 7}]},
+                USER,
+            ],
+        },
+        "messages[1].content[0].thinking",
     ),
     (
         "edit inputs list",
@@ -141,6 +211,28 @@ def test_a_bad_field_is_named(served: Served, body: dict[str, Any], param: str) 
     assert error["type"] == "error" and error["error"]["type"] == "invalid_request_error"
     assert error["error"]["message"].startswith(f"{param}:") or param in error["error"]["message"]
     assert len(served.sessions("ann")) == before
+
+
+EDIT_CASES = [c for c in CASES if "context_management" in c[1]]
+
+
+@pytest.mark.parametrize(
+    ("body", "param"), [c[1:] for c in EDIT_CASES], ids=[c[0] for c in EDIT_CASES]
+)
+def test_count_tokens_refuses_the_same_edits(
+    served: Served, body: dict[str, Any], param: str
+) -> None:
+    counted = {k: v for k, v in body.items() if k in ("model", "messages", "context_management")}
+    answer = httpx.post(
+        f"{base_url(served)}/v1/messages/count_tokens",
+        json=counted,
+        headers={"x-api-key": "unused", **VERSION},
+        timeout=30,
+    )
+    assert answer.status_code == 400, answer.text
+    error = answer.json()["error"]
+    assert error["type"] == "invalid_request_error"
+    assert error["message"].startswith(f"{param}:") or param in error["message"]
 
 
 @pytest.mark.parametrize(

@@ -119,3 +119,126 @@ def test_an_anthropic_provider_gets_the_cleared_history(claude_served: ClaudeSer
     assert "context_management" not in sent
     cleared = [r for r in sent_results([sent]) if r.startswith(CLEARED)]
     assert applied.cleared_tool_uses == len(cleared) >= 2
+
+
+def test_a_tool_uses_trigger_clears_all_but_the_kept_ones(served: Served) -> None:
+    edit: Any = {
+        "edits": [
+            {
+                "type": "clear_tool_uses_20250919",
+                "trigger": {"type": "tool_uses", "value": 3},
+                "keep": {"type": "tool_uses", "value": 1},
+            }
+        ]
+    }
+    with anthropic.Anthropic(base_url=base_url(served), api_key="u", max_retries=0) as c:
+        under = c.beta.messages.create(
+            model="fake-model",
+            max_tokens=50,
+            betas=[BETA],
+            tools=[SEARCH],
+            messages=tool_loop(3),
+            context_management=edit,
+            metadata={"user_id": "eda"},
+        )
+        assert under.context_management is not None
+        assert under.context_management.applied_edits == []
+        over = c.beta.messages.create(
+            model="fake-model",
+            max_tokens=50,
+            betas=[BETA],
+            tools=[SEARCH],
+            messages=tool_loop(4),
+            context_management=edit,
+            metadata={"user_id": "eda"},
+        )
+    assert over.context_management is not None
+    [applied] = over.context_management.applied_edits
+    assert applied.type == "clear_tool_uses_20250919"
+    results = sent_results(served.model.chat_requests())
+    # Over three: every result but the kept one goes at once (the newest call's stays).
+    assert [r.startswith(CLEARED) for r in results] == [True, True, True, False]
+    assert applied.cleared_tool_uses == 3
+
+
+def thinking_turns(turns: int) -> list[Any]:
+    """A conversation whose ``turns`` earlier answers carry thinking blocks, as an SDK
+    sends back what a thinking model wrote."""
+    messages: list[Any] = []
+    for k in range(turns):
+        messages.append({"role": "user", "content": f"Question {k}"})
+        thought = {"type": "thinking", "thinking": "Let me think. " * 40, "signature": "c2ln"}
+        blocks: list[Any] = [thought, {"type": "text", "text": f"Answer {k}"}]
+        if k == 0:
+            blocks.insert(1, {"type": "redacted_thinking", "data": "ZW5jcnlwdGVk" * 10})
+        messages.append({"role": "assistant", "content": blocks})
+    messages.append({"role": "user", "content": "And now?"})
+    return messages
+
+
+@pytest.mark.parametrize("keep", ["all", {"type": "thinking_turns", "value": 1}])
+def test_thinking_is_left_out_and_reported(served: Served, keep: Any) -> None:
+    with anthropic.Anthropic(base_url=base_url(served), api_key="u", max_retries=0) as c:
+        answer = c.beta.messages.create(
+            model="fake-model",
+            max_tokens=50,
+            betas=[BETA],
+            messages=thinking_turns(2),
+            context_management={"edits": [{"type": "clear_thinking_20251015", "keep": keep}]},
+            metadata={"user_id": "eda"},
+        )
+        counted = c.beta.messages.count_tokens(
+            model="fake-model",
+            betas=[BETA],
+            messages=thinking_turns(2),
+            context_management={"edits": [{"type": "clear_thinking_20251015", "keep": keep}]},
+        )
+        plain = c.messages.count_tokens(model="fake-model", messages=thinking_turns(2))
+    assert answer.context_management is not None
+    [applied] = answer.context_management.applied_edits
+    assert applied.type == "clear_thinking_20251015"
+    assert applied.cleared_thinking_turns == 2
+    sent = served.model.chat_requests()[-1]["messages"]
+    assert [m["content"] for m in sent if m["role"] == "assistant"] == ["Answer 0", "Answer 1"]
+    assert "Let me think" not in str(sent)
+    # count_tokens counts what the model sees; the thinking is in the original only.
+    assert counted.input_tokens == plain.input_tokens
+    assert counted.context_management is not None
+    original = counted.context_management.original_input_tokens
+    assert original - counted.input_tokens == applied.cleared_input_tokens > 0
+
+
+def test_count_tokens_counts_after_the_clearing(served: Served) -> None:
+    with anthropic.Anthropic(base_url=base_url(served), api_key="u", max_retries=0) as c:
+        counted = c.beta.messages.count_tokens(
+            model="fake-model",
+            betas=[BETA],
+            tools=[SEARCH],
+            messages=tool_loop(4),
+            context_management=EDIT,
+        )
+        plain = c.messages.count_tokens(model="fake-model", tools=[SEARCH], messages=tool_loop(4))
+        answer = c.beta.messages.create(
+            model="fake-model",
+            max_tokens=50,
+            betas=[BETA],
+            tools=[SEARCH],
+            messages=tool_loop(4),
+            context_management=EDIT,
+            metadata={"user_id": "eda"},
+        )
+        under = c.beta.messages.count_tokens(
+            model="fake-model",
+            betas=[BETA],
+            tools=[SEARCH],
+            messages=tool_loop(1),
+            context_management=EDIT,
+        )
+    assert counted.context_management is not None
+    assert counted.context_management.original_input_tokens == plain.input_tokens
+    assert answer.context_management is not None
+    [applied] = answer.context_management.applied_edits
+    # The turn and the count clear the same results.
+    assert plain.input_tokens - counted.input_tokens == applied.cleared_input_tokens > 0
+    assert under.context_management is not None
+    assert under.input_tokens == under.context_management.original_input_tokens

@@ -13,6 +13,7 @@ import anthropic
 import httpx
 import pytest
 from anthropic.types import Message, RawMessageStreamEvent
+from contextd.v1 import context_pb2 as pb
 from pydantic import TypeAdapter
 
 from tests.anthropic_http.conftest import MODEL, VERSION, base_url
@@ -227,6 +228,53 @@ def test_host_tools_end_the_turn_and_their_results_continue_the_session(served: 
     assert second.content[0].text == "the tool said: sunny"
 
 
+def test_text_beside_tool_results_is_stored_after_them_in_session_mode(served: Served) -> None:
+    with client(served) as c:
+        raw = c.messages.with_raw_response.create(
+            model=MODEL,
+            max_tokens=100,
+            tools=[WEATHER_TOOL],
+            tool_choice={"type": "any"},
+            messages=[{"role": "user", "content": "What is the weather?"}],
+            metadata={"user_id": "tib"},
+            extra_headers={"X-Contextd-Session": "new"},
+        )
+        session = raw.headers["x-contextd-session-id"]
+        [use] = [b for b in raw.parse().content if b.type == "tool_use"]
+        second = c.messages.create(
+            model=MODEL,
+            max_tokens=100,
+            tools=[WEATHER_TOOL],
+            messages=[
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "text", "text": "In Celsius, please."},
+                        {"type": "tool_result", "tool_use_id": use.id, "content": "sunny, 20"},
+                    ],
+                },
+            ],
+            metadata={"user_id": "tib", "contextd_session": session},  # type: ignore[typeddict-unknown-key]
+        )
+    assert second.content[0].text == "fake answer to: In Celsius, please."
+    sent = served.model.chat_requests()[-1]["messages"]
+    assert [(m["role"], m.get("content")) for m in sent[-2:]] == [
+        ("tool", "sunny, 20"),
+        ("user", "In Celsius, please."),
+    ]
+    stored = served.messages("tib", session)
+    assert [(m.message.role, m.message.content) for m in stored][1:] == [
+        (pb.ROLE_ASSISTANT, ""),
+        (pb.ROLE_TOOL, "sunny, 20"),
+        (pb.ROLE_USER, "In Celsius, please."),
+        (pb.ROLE_ASSISTANT, "fake answer to: In Celsius, please."),
+    ]
+    extension = second.model_extra["contextd"]  # type: ignore[index]
+    assert extension["user_message_id"] == stored[3].message.id
+    # One turn: the results continue it, the text is part of it.
+    assert {m.turn_index for m in stored} == {1}
+
+
 def test_streamed_tool_use_is_whole_blocks(served: Served) -> None:
     with (
         client(served) as c,
@@ -409,3 +457,30 @@ def test_a_missing_version_header_is_refused(served: Served) -> None:
     )
     assert answer.status_code == 400
     assert answer.json()["error"]["message"] == "anthropic-version: header is required"
+
+
+def test_system_messages_in_the_list_join_the_system_prompt(served: Served) -> None:
+    with client(served) as c:
+        answer = c.beta.messages.create(
+            model=MODEL,
+            max_tokens=50,
+            system="You are terse.",
+            messages=[
+                {"role": "user", "content": "First."},
+                {
+                    "role": "system",
+                    "content": "Only for the first.",
+                    "clear_at": "next_user_message",
+                },
+                {"role": "assistant", "content": "Done."},
+                {"role": "system", "content": [{"type": "text", "text": "Always."}]},
+                {"role": "user", "content": "Second."},
+                {"role": "system", "content": "For this one.", "clear_at": "next_user_message"},
+            ],
+            metadata={"user_id": "sys"},
+        )
+    assert answer.content[0].type == "text"
+    assert answer.content[0].text == "fake answer to: Second."
+    sent = served.model.chat_requests()[-1]["messages"]
+    assert sent[0] == {"role": "system", "content": "You are terse.\nAlways.\nFor this one."}
+    assert [m["role"] for m in sent[1:]] == ["user", "assistant", "user"]

@@ -248,6 +248,43 @@ async def test_host_tool_call_and_results_continue_the_turn(openai_live: Live) -
     assert events[9]["meta"]["status"] == "ok"
 
 
+async def test_a_user_message_beside_the_results_is_read_and_stored_after_them(
+    openai_live: Live,
+) -> None:
+    live, fake = openai_live, openai_live.fake
+    user = new_user()
+    fake.script(weather_call_reply("call_w2"), oa.text_reply(["21 degrees."]))
+    first = await run_turn(live, request(user, "Weather in Paris?", tools=[WEATHER]))
+    sid = first[0].turn_started.session_id
+    n = len(fake.requests)
+    second = await run_turn(
+        live,
+        request(
+            user,
+            "In Celsius, please.",
+            session_id=sid,
+            tools=[WEATHER],
+            tool_results=[cpb.ToolResult(tool_call_id="call_w2", content="sunny, 21 C")],
+        ),
+    )
+    assert completed(second).final_text == "21 degrees."
+    started = second[0].turn_started
+    assert started.turn_index == 1  # the same turn, continued
+    msgs = fake.bodies()[n]["messages"]
+    assert msgs[-2] == {"role": "tool", "tool_call_id": "call_w2", "content": "sunny, 21 C"}
+    assert wire(msgs[-1]) == ("user", "In Celsius, please.")
+    messages = await stored(live, user, sid)
+    assert [(m.message.role, m.message.content, m.turn_index) for m in messages][2:] == [
+        (pb.ROLE_TOOL, "sunny, 21 C", 1),
+        (pb.ROLE_USER, "In Celsius, please.", 1),
+        (pb.ROLE_ASSISTANT, "21 degrees.", 1),
+    ]
+    assert started.user_message_id == messages[3].message.id
+    events = await exported(live, user, sid)
+    start = [e for e in events if e["type"] == "turn_start"][-1]
+    assert start["content"] == "In Celsius, please." and start["meta"]["continuing"] is True
+
+
 # -- the server-side memory_search tool --------------------------------------
 
 

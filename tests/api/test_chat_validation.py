@@ -114,6 +114,15 @@ def test_two_turns_with_echo(stubs: tuple[Any, Any]) -> None:
             ),
             "session.session_id",
         ),
+        (
+            cpb.StreamChatRequest(
+                session=pb.SessionContext(user_id="u", session_id="0" * 32),
+                user_message="and this",
+                tool_results=[cpb.ToolResult(tool_call_id="c1", content="x")],
+                tool_protocol=cpb.TOOL_PROTOCOL_REACT,
+            ),
+            "user_message",
+        ),
     ],
 )
 def test_bad_requests(stubs: tuple[Any, Any], request_: Any, field: str) -> None:

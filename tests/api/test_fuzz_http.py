@@ -276,6 +276,41 @@ HOSTILE_MESSAGES = st.sampled_from(
         ).encode(),
         json.dumps({**VALID_MESSAGES, "max_tokens": 2**70, "temperature": "hot"}).encode(),
         json.dumps({**VALID_MESSAGES, "stream": True}).encode(),
+        json.dumps(
+            {
+                **VALID_MESSAGES,
+                "context_management": {
+                    "edits": [
+                        {"type": "clear_thinking_20251015", "keep": {"type": LONG, "value": 2**70}},
+                        {**EDIT, "trigger": {"type": "tool_uses", "value": 2**40}},
+                    ]
+                },
+                "messages": [
+                    {"role": "user", "content": "Think?"},
+                    {
+                        "role": "assistant",
+                        "content": [
+                            {"type": "thinking", "thinking": LONG, "signature": LONG},
+                            {"type": "redacted_thinking", "data": LONG},
+                        ],
+                    },
+                    {"role": "system", "content": LONG, "clear_at": LONG},
+                    {"role": "user", "content": "and?"},
+                ],
+            }
+        ).encode(),
+        json.dumps(
+            {
+                **VALID_MESSAGES,
+                "context_management": {"edits": [{"type": "clear_thinking_20251015"}]},
+                "messages": [
+                    {"role": "user", "content": "Think?"},
+                    {"role": "assistant", "content": [{"type": "thinking", "thinking": LONG}]},
+                    {"role": "user", "content": "and?"},
+                    {"role": "system", "content": [{"type": "text", "text": LONG}] * 3},
+                ],
+            }
+        ).encode(),
     ]
 )
 MESSAGES = (

@@ -74,6 +74,7 @@ TURNS: list[dict[str, Any]] = [
         "editing": {
             "tool_result_cap_tokens": 500,
             "clear_trigger_tokens": 1000,
+            "clear_trigger_tool_uses": 4,
             "keep_tool_results": 2,
             "clear_at_least_tokens": 100,
             "clear_tool_inputs": True,

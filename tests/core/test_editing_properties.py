@@ -13,7 +13,8 @@ test_build_properties.py, under random editing settings:
 - edit, then budget: a build with editing is the build of the edited history;
 - clearing only grows with the history, and a request whose history adds messages
   without a clearing step keeps the previous request's messages byte for byte; the
-  newest results and the newest step's are never cleared.
+  newest results and the newest step's are never cleared; a tool-use trigger clears
+  down to the kept results, then waits for as many new ones.
 """
 
 from __future__ import annotations
@@ -72,6 +73,7 @@ EDITING = st.builds(
     EditingSettings,
     cap_tokens=st.sampled_from([0, 0, 64, 100, 300]),
     clear_trigger_tokens=st.sampled_from([0, 1, 200, 800, 3000]),
+    clear_trigger_tool_uses=st.sampled_from([0, 0, 1, 4]),
     keep_tool_results=st.integers(0, 4),
     clear_at_least_tokens=st.sampled_from([0, 50, 400, 2000]),
     clear_tool_inputs=st.booleans(),
@@ -238,3 +240,26 @@ def test_the_newest_results_and_step_are_never_cleared(
     assert not cleared & {c.id for c in last_calls}
     tools = {c.id: c.name for m in history for c in m.tool_calls}
     assert not {tools[i] for i in cleared} & editing.exclude_tools
+
+
+def test_a_tool_use_trigger_clears_down_to_the_kept_results_then_waits() -> None:
+    tok = TOKENIZERS["cl100k_base"]
+    history = [ChatMessage(Role.USER, "find it")]
+    for k in range(8):
+        history.append(ChatMessage(Role.ASSISTANT, "", (ToolCall(f"call_{k}", "search", "{}"),)))
+        history.append(ChatMessage(Role.TOOL, f"result {k} " * 20, tool_call_id=f"call_{k}"))
+    editing = EditingSettings(
+        clear_trigger_tool_uses=4, keep_tool_results=2, clear_at_least_tokens=0
+    )
+
+    def cleared_after(calls: int) -> list[str]:
+        return sorted(_cleared(history[: 1 + 2 * calls], editing, tok))
+
+    assert cleared_after(4) == []  # four results: not over the trigger
+    # The fifth goes over: every result but the newest two goes, in one step.
+    assert cleared_after(5) == ["call_0", "call_1", "call_2"]
+    assert cleared_after(7) == ["call_0", "call_1", "call_2"]  # four not cleared: waits
+    assert cleared_after(8) == [f"call_{k}" for k in range(6)]
+    # With a least amount no step can free, nothing is cleared.
+    stingy = replace(editing, clear_at_least_tokens=10**6)
+    assert _cleared(history, stingy, tok) == set()

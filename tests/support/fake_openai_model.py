@@ -7,8 +7,9 @@ extract memories or to summarize):
 
 - after-turn work: ``{"facts": []}`` at once;
 - the last message is a tool result: ``the tool said: <its content>``;
-- the last user message mentions "weather" and the ``get_weather`` tool is offered:
-  a call ``call_w1`` of it with ``{"city": "Paris"}``;
+- the last user message mentions "weather" and the ``get_weather`` tool is offered
+  (or an MCP tool a host names ``mcp__<server>__get_weather``): a call ``call_w1`` of it
+  with ``{"city": "Paris"}``;
 - the last user message starts with "fail": an HTTP 400 from the provider;
 - the last user message starts with "slow": 40 pieces, 50 ms apart;
 - anything else: ``fake answer to: <message>`` in three pieces, with usage
@@ -51,9 +52,11 @@ class RuleModel(FakeLLMServer):
         if last.get("role") == "tool":
             return StreamReply(text_frames([f"the tool said: {_text(last.get('content'))}"]))
         user = _text(next((m["content"] for m in reversed(messages) if m["role"] == "user"), ""))
-        tools = {t["function"]["name"] for t in body.get("tools", ())}
-        if "weather" in user and "get_weather" in tools:
-            return StreamReply(tool_call_frames([WEATHER_CALL]))
+        tools = [t["function"]["name"] for t in body.get("tools", ())]
+        named = [n for n in tools if n == "get_weather" or n.endswith("__get_weather")]
+        if "weather" in user and named:
+            call_id, _, arguments = WEATHER_CALL
+            return StreamReply(tool_call_frames([(call_id, named[0], arguments)]))
         if user.startswith("fail"):
             return JSONReply(400, error_body("the fake refuses", "invalid_request_error"))
         if user.startswith("slow"):

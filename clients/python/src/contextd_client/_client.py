@@ -220,9 +220,9 @@ class ContextClient:
         session, memory, recent_sessions), the history from the session's window; leave
         ``system_prompt``, ``layers``, ``history`` and ``compression_summary`` out then.
         ``editing`` (``{"tool_result_cap_tokens", "clear_trigger_tokens",
-        "keep_tool_results", "clear_at_least_tokens", "clear_tool_inputs",
-        "exclude_tools"}``, each left out for the server's default) caps tool results and
-        clears old ones before the budget; ``report.edits`` lists what it did.
+        "clear_trigger_tool_uses", "keep_tool_results", "clear_at_least_tokens",
+        "clear_tool_inputs", "exclude_tools"}``, each left out for the server's default) caps
+        tool results and clears old ones before the budget; ``report.edits`` lists what it did.
         """
         request = context_calls.build_messages_request(
             user_message,

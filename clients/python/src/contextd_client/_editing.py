@@ -17,6 +17,7 @@ from ._pb import context_pb2 as pb
 EDITING_INTS = (
     "tool_result_cap_tokens",
     "clear_trigger_tokens",
+    "clear_trigger_tool_uses",
     "keep_tool_results",
     "clear_at_least_tokens",
 )

@@ -20,6 +20,7 @@ from contextd.app.chat.tool_protocol import (
 from contextd.core import json_text
 from contextd.core.build_request import BuildResult
 from contextd.core.messages import ChatMessage, Role, ToolCall
+from contextd.core.pipeline import is_blank
 from contextd.providers.base import ModelRequest, ToolSpec
 from contextd.store.models import StoredMessage
 
@@ -63,15 +64,24 @@ class NativeTools(ToolProtocol[StepCalls]):
             if c.name not in self._server_tools and c.id not in answered
         }
 
-    async def take_host_results(self) -> BuildResult:
-        record = self.record
+    async def take_host_results(self) -> tuple[BuildResult, str]:
+        record, req = self.record, self.req
         rows = [
             record.row(ChatMessage(Role.TOOL, content, tool_call_id=call_id))
-            for call_id, content in self.req.tool_results
+            for call_id, content in req.tool_results
         ]
-        context = await self.contexts.for_continuation([row.message for row in rows])
-        await record.store(rows)
-        return context
+        results = [row.message for row in rows]
+        if is_blank(req.user_message) and not req.user_parts:
+            context = await self.contexts.for_continuation(results)
+            await record.store(rows)
+            return context, ""
+        # Text beside the results: the model sees it after them, as it is stored.
+        context = await self.contexts.for_user_message(
+            req.user_message, req.user_parts, pending=results
+        )
+        user = record.row(ChatMessage(Role.USER, req.user_message, parts=req.user_parts))
+        stored = await record.store([*rows, user])
+        return context, str(stored[-1].id)
 
     def read_step(self, text: str, calls: Sequence[ToolCall]) -> StepOutcome[StepCalls]:
         if not calls:

@@ -85,9 +85,9 @@ class ReactTags(ToolProtocol[react.Action]):
         call = _call(row.seq, parsed)
         return {call.id: call}
 
-    async def take_host_results(self) -> BuildResult:
+    async def take_host_results(self) -> tuple[BuildResult, str]:
         [(_, content)] = self.req.tool_results  # a ReAct step makes one call at most
-        return await self._observe(content)
+        return await self._observe(content), ""
 
     def read_step(self, text: str, calls: Sequence[ToolCall]) -> StepOutcome[react.Action]:
         parsed = react.parse_step(text)

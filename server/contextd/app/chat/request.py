@@ -123,8 +123,8 @@ def validate(req: ChatTurnRequest) -> None:
     v = Violations()
     if req.tool_results and not req.session_id:
         v.add("session.session_id", "tool results continue a stored session: give its id")
-    if req.tool_results and not is_blank(req.user_message):
-        v.add("user_message", "send either a user message or tool results")
+    if req.tool_results and req.react and (not is_blank(req.user_message) or req.user_parts):
+        v.add("user_message", "not beside tool_results with tool_protocol REACT")
     if not req.tool_results and is_blank(req.user_message) and not req.continues_host_list:
         v.add("user_message", "required unless the prebuilt messages end with tool results")
     if req.token_budget < 0:

@@ -51,11 +51,15 @@ class StepContexts:
         self.layers: list[ContextLayer] = []
 
     async def for_user_message(
-        self, user_message: str, parts: tuple[ContentPart, ...] = ()
+        self,
+        user_message: str,
+        parts: tuple[ContentPart, ...] = (),
+        pending: Sequence[ChatMessage] = (),
     ) -> BuildResult:
         """A step that answers ``user_message`` (with its ``parts``): the request's, or a
-        ReAct observation standing in for it."""
-        return await self._build(user_message, (), continuation=False, parts=parts)
+        ReAct observation standing in for it; after the host's tool results ``pending``
+        (stored once the context is built) when it was sent beside them."""
+        return await self._build(user_message, pending, continuation=False, parts=parts)
 
     async def for_continuation(self, pending: Sequence[ChatMessage] = ()) -> BuildResult:
         """A step that goes on after tool results, stored or ``pending`` (the host's,

@@ -110,9 +110,10 @@ class ToolProtocol(ABC, Generic[ToolUse]):
         by id; ``recent``: the session's newest messages, oldest first."""
 
     @abstractmethod
-    async def take_host_results(self) -> BuildResult:
+    async def take_host_results(self) -> tuple[BuildResult, str]:
         """The turn's first context, built with the request's tool results (they answer
-        open calls), which are stored then."""
+        open calls) and the user message sent beside them, if any, which are stored then
+        in that order; and that user message's stored id ("" when none)."""
 
     @abstractmethod
     def read_step(self, text: str, calls: Sequence[ToolCall]) -> StepOutcome[ToolUse]:

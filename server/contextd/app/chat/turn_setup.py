@@ -178,11 +178,14 @@ class TurnSetup:
         if continuing:
             answered = await self._answered_calls(req, tools, session)
             await self._continue_turn(turn)
-            context = await tools.take_host_results()
+            context, user_message_id = await tools.take_host_results()
             input_tokens = sum(
                 message_tokens(ChatMessage(Role.TOOL, content, tool_call_id=call_id), req.tokenizer)
                 for call_id, content in req.tool_results
             )
+            if user_message_id:
+                user = ChatMessage(Role.USER, req.user_message, parts=req.user_parts)
+                input_tokens += message_tokens(user, req.tokenizer)
         elif req.continues_host_list:
             # The host's list ends with the results of its own tool calls: the model's next
             # step, from that list alone; the new session stores no input of its own.

@@ -1,11 +1,14 @@
 """Which old tool results are cleared: the history replayed, message by message.
 
 A clearing step happens only at a *trigger crossing*: where the history so far, with
-the steps before applied, is over ``clear_trigger_tokens``. It clears the oldest results
-that may go (not among the newest ``keep_tool_results``, not of the newest step, not of
-an excluded tool) until it frees at least ``clear_at_least_tokens`` and brings the
-history back under the trigger, as far as those results allow; a step that cannot free
-``clear_at_least_tokens`` does not happen. Steps are looked for where a model request can
+the steps before applied, is over ``clear_trigger_tokens``, or holds more tool results
+not yet cleared than ``clear_trigger_tool_uses``. It clears the oldest results that may
+go (not among the newest ``keep_tool_results``, not of the newest step, not of an
+excluded tool) until it frees at least ``clear_at_least_tokens`` and brings the history
+back under the token trigger, as far as those results allow; a step the tool-use
+trigger started clears every result that may go, so that the next one waits until as
+many new results have come. A step that cannot free ``clear_at_least_tokens`` does not
+happen. Steps are looked for where a model request can
 be made: after every message that no tool result follows.
 
 Replaying from the first message makes the cleared set a function of the history alone:
@@ -56,6 +59,7 @@ def plan_clearing(
     ``step_points`` by position in it: a message's tokens, and whether a step may happen
     after it) with the paired tool results ``results`` (in history order)."""
     trigger = settings.clear_trigger_tokens
+    uses_trigger = settings.clear_trigger_tool_uses
     keep = settings.keep_tool_results
     at_least = settings.clear_at_least_tokens
     by_index = {r.index: r for r in results}
@@ -72,17 +76,20 @@ def plan_clearing(
         if result is not None:
             seen += 1
             newest_call = result.call_index
-        if not step_points[position] or total <= trigger:
+        over_tokens = 0 < trigger < total
+        # Excluded results stay in the history, so they count as not cleared.
+        over_uses = 0 < uses_trigger < seen - len(cleared)
+        if not step_points[position] or not (over_tokens or over_uses):
             continue
         # Results that may go: older than the newest ``keep``, not of the newest step.
         end = max(seen - keep, settled)
         while end > settled and results[end - 1].call_index >= newest_call:
             end -= 1
-        need = max(at_least, total - trigger)
+        need = max(at_least, total - trigger) if over_tokens else at_least
         freed = 0
         step: list[int] = []
         taken = settled
-        while taken < end and freed < need:
+        while taken < end and (over_uses or freed < need):
             candidate = results[taken]
             taken += 1
             if candidate.excluded or candidate.saving <= 0:

@@ -2,7 +2,7 @@
 
 A request gives ``EditingOptions``: each field unset (None) takes the server's default
 (``EditingSettings`` made from its settings). Capping is on when the cap is positive,
-clearing when the trigger is; with both off a build does not look at its tool results.
+clearing when a trigger is; with both off a build does not look at its tool results.
 """
 
 from __future__ import annotations
@@ -26,6 +26,9 @@ class EditingSettings:
     cap_tokens: int = 0
     # History tokens (after capping and earlier clearing) over which a clearing step runs.
     clear_trigger_tokens: int = 0
+    # Tool results not yet cleared over which a clearing step runs (one that clears every
+    # result it may); 0: no such trigger.
+    clear_trigger_tool_uses: int = 0
     # The newest tool results that are never cleared.
     keep_tool_results: int = 3
     # A clearing step frees at least this many tokens, or does not happen: the cached
@@ -38,11 +41,11 @@ class EditingSettings:
 
     @property
     def active(self) -> bool:
-        return self.cap_tokens > 0 or self.clear_trigger_tokens > 0
+        return self.cap_tokens > 0 or self.clearing
 
     @property
     def clearing(self) -> bool:
-        return self.clear_trigger_tokens > 0
+        return self.clear_trigger_tokens > 0 or self.clear_trigger_tool_uses > 0
 
 
 OFF = EditingSettings()
@@ -55,6 +58,7 @@ class EditingOptions:
 
     cap_tokens: int | None = None
     clear_trigger_tokens: int | None = None
+    clear_trigger_tool_uses: int | None = None
     keep_tool_results: int | None = None
     clear_at_least_tokens: int | None = None
     clear_tool_inputs: bool | None = None
@@ -67,6 +71,9 @@ class EditingOptions:
         return EditingSettings(
             cap_tokens=pick(self.cap_tokens, defaults.cap_tokens),
             clear_trigger_tokens=pick(self.clear_trigger_tokens, defaults.clear_trigger_tokens),
+            clear_trigger_tool_uses=pick(
+                self.clear_trigger_tool_uses, defaults.clear_trigger_tool_uses
+            ),
             keep_tool_results=pick(self.keep_tool_results, defaults.keep_tool_results),
             clear_at_least_tokens=pick(self.clear_at_least_tokens, defaults.clear_at_least_tokens),
             clear_tool_inputs=(
@@ -86,6 +93,7 @@ def check_editing(options: EditingOptions, field: str, violations: Violations) -
         v.add(f"{field}.tool_result_cap_tokens", f"0 (no cap) or at least {MIN_CAP_TOKENS}")
     for name, value in (
         ("clear_trigger_tokens", options.clear_trigger_tokens),
+        ("clear_trigger_tool_uses", options.clear_trigger_tool_uses),
         ("keep_tool_results", options.keep_tool_results),
         ("clear_at_least_tokens", options.clear_at_least_tokens),
     ):

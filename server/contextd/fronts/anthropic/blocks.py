@@ -4,9 +4,9 @@ Inline mode takes the whole list: ``system`` is the system prompt, the last mess
 (a user message) the user message, the messages before it the history; a user message's
 ``tool_result`` blocks become tool messages before its text and images. A list whose
 last message holds tool results only is all history: the model goes on after them (a
-stateless tool loop). Session mode
-takes only what is new: the last user message's text and images, or its tool results
-(the session holds everything before).
+stateless tool loop). Session mode takes only what is new: the last user message's text
+and images, its tool results, or both: the results continue the session's turn and the
+text and images are stored after them (the session holds everything before).
 
 Thinking blocks an SDK sends back are left out (the provider is asked for none).
 """
@@ -68,9 +68,10 @@ def system_prompt(raw: object) -> str:
 def inline_turn(system: str, raw: object, params: ParamMap) -> Turn:
     """The whole list: the system prompt and history and, last, the user message (none
     when the list ends with tool results)."""
-    messages = _messages(raw)
-    last = len(messages) - 1
-    if _role(messages[last], last) != "user":
+    messages, extra = _messages(raw)
+    system = _joined(system, extra)
+    last, message = messages[-1]
+    if _role(message, last) != "user":
         raise invalid(
             f"messages[{last}].role",
             "the last message must be a user message (prefilling the answer is not supported)",
@@ -79,9 +80,9 @@ def inline_turn(system: str, raw: object, params: ParamMap) -> Turn:
     if system:
         params.add("messages[0]", "system")
         turn.history.append(pb.Message(role=pb.ROLE_SYSTEM, content=system))
-    for k, message in enumerate(messages[:last]):
-        _into_history(message, k, turn.history, params)
-    blocks = _blocks(messages[last], last)
+    for k, earlier in messages[:-1]:
+        _into_history(earlier, k, turn.history, params)
+    blocks = _blocks(message, last)
     results = [(j, b) for j, b in blocks if b.get("type") == "tool_result"]
     rest = [(j, b) for j, b in blocks if b.get("type") != "tool_result"]
     for j, block in results:
@@ -95,57 +96,95 @@ def inline_turn(system: str, raw: object, params: ParamMap) -> Turn:
 
 def history(system: str, raw: object, params: ParamMap) -> list[pb.Message]:
     """The system prompt and every message, the last included, as native messages."""
+    messages, extra = _messages(raw)
+    system = _joined(system, extra)
     out = [pb.Message(role=pb.ROLE_SYSTEM, content=system)] if system else []
     if system:
         params.add("messages[0]", "system")
-    for k, message in enumerate(_messages(raw)):
+    for k, message in messages:
         _into_history(message, k, out, params)
     return out
 
 
 def session_turn(raw: object, params: ParamMap) -> Turn:
-    """The last user message: its text and images, or its tool results."""
-    messages = _messages(raw)
-    last = len(messages) - 1
-    if _role(messages[last], last) != "user":
+    """The last user message: its tool results, its text and images, or both (system
+    messages, like ``system``, are the session's to give)."""
+    messages, _ = _messages(raw)
+    last, message = messages[-1]
+    if _role(message, last) != "user":
         raise invalid(f"messages[{last}].role", "the last message must be a user message")
-    blocks = _blocks(messages[last], last)
+    blocks = _blocks(message, last)
     results = [(j, b) for j, b in blocks if b.get("type") == "tool_result"]
+    rest = [(j, b) for j, b in blocks if b.get("type") != "tool_result"]
     turn = Turn()
-    if not results:
-        _user_message(blocks, last, turn, params)
-        return turn
-    for j, block in blocks:
+    for j, block in results:
         at = f"messages[{last}].content[{j}]"
-        if block.get("type") != "tool_result":
-            raise invalid(
-                f"{at}.type",
-                "a message that continues a session's turn holds tool_result blocks only",
-            )
         params.add(f"tool_results[{len(turn.tool_results)}]", at)
-        message = _tool_message(block, at)
+        result = _tool_message(block, at)
         turn.tool_results.append(
-            cpb.ToolResult(tool_call_id=message.tool_call_id, content=message.content)
+            cpb.ToolResult(tool_call_id=result.tool_call_id, content=result.content)
         )
+    if rest or not results:
+        _user_message(rest, last, turn, params)
     return turn
 
 
-def _messages(raw: object) -> list[JsonObject]:
+def _messages(raw: object) -> tuple[list[tuple[int, JsonObject]], list[str]]:
+    """The user and assistant messages with their indexes, and the text of the system
+    messages among them that the model is shown: each, unless its ``clear_at`` is
+    ``next_user_message`` and a user message follows it."""
     items = array(raw, "messages")
     if not items:
         raise invalid("messages", "at least one message is required")
-    out = []
+    out: list[tuple[int, JsonObject]] = []
+    system: list[tuple[int, str, bool]] = []  # index, text, shown until a user message
     for k, item in enumerate(items):
         message = obj(item, f"messages[{k}]")
+        if message.get("role") == "system":
+            system.append((k, *_system_message(message, k)))
+            continue
         known_keys(message, frozenset({"role", "content"}), f"messages[{k}]")
-        out.append(message)
-    return out
+        out.append((k, message))
+    if not out:
+        raise invalid("messages", "a user message is required")
+    last_user = max((k for k, m in out if m.get("role") == "user"), default=-1)
+    return out, [text for k, text, until_user in system if not (until_user and k < last_user)]
+
+
+def _system_message(message: JsonObject, k: int) -> tuple[str, bool]:
+    """A system message's text, and whether it is shown only until the next user
+    message; its ``output_config`` (``effort``) is accepted without effect."""
+    at = f"messages[{k}]"
+    known_keys(message, frozenset({"role", "content", "clear_at", "output_config"}), at)
+    clear_at = message.get("clear_at")
+    if clear_at not in (None, "never", "next_user_message"):
+        raise invalid(f"{at}.clear_at", "must be never or next_user_message")
+    config = message.get("output_config")
+    if config is not None:
+        known_keys(obj(config, f"{at}.output_config"), frozenset({"effort"}), at)
+    content = message.get("content")
+    if content is None or isinstance(content, str):
+        return content or "", clear_at == "next_user_message"
+    texts = []
+    for j, item in enumerate(array(content, f"{at}.content")):
+        block = obj(item, f"{at}.content[{j}]")
+        if block.get("type") != "text":
+            raise invalid(f"{at}.content[{j}].type", "a system message holds text blocks only")
+        known_keys(block, _KEYS["text"], f"{at}.content[{j}]")
+        texts.append(string(block.get("text"), f"{at}.content[{j}].text"))
+    return "\n".join(texts), clear_at == "next_user_message"
+
+
+def _joined(system: str, extra: list[str]) -> str:
+    return "\n".join(t for t in (system, *extra) if t)
 
 
 def _role(message: JsonObject, k: int) -> str:
     role = message.get("role")
     if role not in _ROLES:
-        raise invalid(f"messages[{k}].role", f"must be user or assistant, not {excerpt(role)}")
+        raise invalid(
+            f"messages[{k}].role", f"must be user, assistant or system, not {excerpt(role)}"
+        )
     return str(role)
 
 

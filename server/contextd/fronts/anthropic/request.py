@@ -14,7 +14,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from contextd.fronts.anthropic.blocks import inline_turn, session_turn, system_prompt
-from contextd.fronts.anthropic.editing import ClearToolUses, clear_tool_uses
+from contextd.fronts.anthropic.editing import (
+    ContextManagement,
+    ThinkingLeftOut,
+    context_management,
+    thinking_left_out,
+)
 from contextd.fronts.chat_http import json_fields as jf
 from contextd.fronts.chat_http.failure import invalid
 from contextd.fronts.chat_http.params import ParamMap
@@ -79,8 +84,10 @@ class MessagesRequest:
     params: ParamMap
     stream: bool
     session_mode: bool
-    # The clear_tool_uses edit asked for, to report what it did; None when not asked.
-    editing: ClearToolUses | None
+    # The edits asked for, to report what they did; None when none is.
+    editing: ContextManagement | None
+    # The thinking blocks sent back, which the model is not shown.
+    thinking: ThinkingLeftOut
 
 
 def translate(raw: bytes, headers: Mapping[str, str]) -> MessagesRequest:
@@ -110,11 +117,14 @@ def translate(raw: bytes, headers: Mapping[str, str]) -> MessagesRequest:
     _output_format(body.get("output_config"), native.model, params)
     native.tools.extend(tool_definitions(body.get("tools"), params))
     tool_choice(body.get("tool_choice"), native, params)
-    editing = clear_tool_uses(body.get("context_management"), params)
-    if editing is not None:
-        native.editing.CopyFrom(editing.native)
+    editing = context_management(body.get("context_management"), params)
+    if editing is not None and editing.tool_uses is not None:
+        native.editing.CopyFrom(editing.tool_uses)
+    # Session mode takes the last (user) message only: it has no thinking.
+    asked = editing is not None and editing.thinking and session is None
+    thinking = thinking_left_out(body["messages"]) if asked else ThinkingLeftOut()
     stream = jf.optional_bool(body.get("stream"), "stream") or False
-    return MessagesRequest(native, params, stream, session is not None, editing)
+    return MessagesRequest(native, params, stream, session is not None, editing, thinking)
 
 
 def _metadata(raw: object) -> dict[str, str]:

@@ -70,7 +70,9 @@ class Reply:
             EXTENSION: started_extension(self.request.session_mode, self.started),
         }
         if self.request.editing is not None:
-            message["context_management"] = applied_edits(self.started.context)
+            message["context_management"] = applied_edits(
+                self.request.editing, self.started.context, self.request.thinking
+            )
         return message
 
     def whole(self, done: cpb.TurnCompleted) -> dict[str, Any]:
@@ -132,7 +134,9 @@ class Reply:
             EXTENSION: ended_extension(done),
         }
         if self.request.editing is not None:
-            delta["context_management"] = applied_edits(self.started.context)
+            delta["context_management"] = applied_edits(
+                self.request.editing, self.started.context, self.request.thinking
+            )
         events.append(("message_delta", delta))
         events.append(("message_stop", {"type": "message_stop"}))
         return events

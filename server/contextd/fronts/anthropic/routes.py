@@ -13,10 +13,9 @@ from collections.abc import Iterable
 from typing import Any
 
 import grpc
-import grpc.aio
 from aiohttp import web
 
-from contextd.fronts.anthropic.count import count_request
+from contextd.fronts.anthropic.count import count, count_request, count_thinking
 from contextd.fronts.anthropic.errors import error_body
 from contextd.fronts.anthropic.request import MessagesRequest, translate
 from contextd.fronts.anthropic.response import (
@@ -26,7 +25,7 @@ from contextd.fronts.anthropic.response import (
     text_delta,
     text_start,
 )
-from contextd.fronts.chat_http.failure import HttpFailure, from_rpc_error
+from contextd.fronts.chat_http.failure import HttpFailure
 from contextd.fronts.chat_http.front import ModelFront, TurnCall, json_text, turn_completed
 from contextd.fronts.chat_http.turn import SESSION_ID_HEADER
 from contextd.fronts.web.gateway import WebGateway
@@ -78,13 +77,10 @@ class AnthropicRoutes(ModelFront):
         try:
             body = await self.read(request)
             _check_version(request)
-            native, params = count_request(body)
-            try:
-                called = True
-                counted = await self.context.CountTokens(native, metadata=self.metadata(request))
-            except grpc.aio.AioRpcError as error:
-                raise from_rpc_error(error, params) from None
-            return web.json_response({"input_tokens": counted.total_tokens}, headers=cors)
+            counting = count_request(body)
+            called = True
+            answer = await count(self.context, counting, self.metadata(request))
+            return web.json_response(answer, headers=cors)
         except HttpFailure as error:
             failure = error if called else await self.refused_first(request, error)
             code = failure.metric_code
@@ -114,6 +110,10 @@ class _Turn:
     async def answer(
         self, request: web.Request, cors: dict[str, str], call: TurnCall, started: cpb.TurnStarted
     ) -> web.StreamResponse:
+        # Thinking left out is reported with its tokens, counted as the turn counts.
+        context, thinking = self.front.context, self.request.thinking
+        tokenizer, metadata = started.context.tokenizer, self.front.metadata(request)
+        await count_thinking(context, thinking, tokenizer, metadata)
         reply = Reply(self.request, started)
         if self.request.stream:
             return await self._stream(request, cors, call, reply)

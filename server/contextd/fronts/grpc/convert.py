@@ -83,6 +83,7 @@ def editing_from_pb(
     options = EditingOptions(
         cap_tokens=given("tool_result_cap_tokens"),
         clear_trigger_tokens=given("clear_trigger_tokens"),
+        clear_trigger_tool_uses=given("clear_trigger_tool_uses"),
         keep_tool_results=given("keep_tool_results"),
         clear_at_least_tokens=given("clear_at_least_tokens"),
         clear_tool_inputs=(

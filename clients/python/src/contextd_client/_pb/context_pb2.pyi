@@ -235,20 +235,22 @@ class BuildMessagesRequest(_message.Message):
     def __init__(self, system_prompts: _Optional[_Iterable[str]] = ..., layers: _Optional[_Union[PromptLayers, _Mapping]] = ..., history: _Optional[_Iterable[_Union[Message, _Mapping]]] = ..., compression_summary: _Optional[_Union[CompressionSummary, _Mapping]] = ..., user_message: _Optional[str] = ..., token_budget: _Optional[int] = ..., tokenizer: _Optional[str] = ..., output_format: _Optional[_Union[OutputFormat, str]] = ..., overflow_policy: _Optional[_Union[OverflowPolicy, str]] = ..., session: _Optional[_Union[SessionContext, _Mapping]] = ..., cache_layout: _Optional[_Union[CacheLayout, str]] = ..., user_message_parts: _Optional[_Iterable[_Union[ContentPart, _Mapping]]] = ..., editing: _Optional[_Union[ContextEditing, _Mapping]] = ...) -> None: ...
 
 class ContextEditing(_message.Message):
-    __slots__ = ("tool_result_cap_tokens", "clear_trigger_tokens", "keep_tool_results", "clear_at_least_tokens", "clear_tool_inputs", "exclude_tools")
+    __slots__ = ("tool_result_cap_tokens", "clear_trigger_tokens", "keep_tool_results", "clear_at_least_tokens", "clear_tool_inputs", "exclude_tools", "clear_trigger_tool_uses")
     TOOL_RESULT_CAP_TOKENS_FIELD_NUMBER: _ClassVar[int]
     CLEAR_TRIGGER_TOKENS_FIELD_NUMBER: _ClassVar[int]
     KEEP_TOOL_RESULTS_FIELD_NUMBER: _ClassVar[int]
     CLEAR_AT_LEAST_TOKENS_FIELD_NUMBER: _ClassVar[int]
     CLEAR_TOOL_INPUTS_FIELD_NUMBER: _ClassVar[int]
     EXCLUDE_TOOLS_FIELD_NUMBER: _ClassVar[int]
+    CLEAR_TRIGGER_TOOL_USES_FIELD_NUMBER: _ClassVar[int]
     tool_result_cap_tokens: int
     clear_trigger_tokens: int
     keep_tool_results: int
     clear_at_least_tokens: int
     clear_tool_inputs: bool
     exclude_tools: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, tool_result_cap_tokens: _Optional[int] = ..., clear_trigger_tokens: _Optional[int] = ..., keep_tool_results: _Optional[int] = ..., clear_at_least_tokens: _Optional[int] = ..., clear_tool_inputs: _Optional[bool] = ..., exclude_tools: _Optional[_Iterable[str]] = ...) -> None: ...
+    clear_trigger_tool_uses: int
+    def __init__(self, tool_result_cap_tokens: _Optional[int] = ..., clear_trigger_tokens: _Optional[int] = ..., keep_tool_results: _Optional[int] = ..., clear_at_least_tokens: _Optional[int] = ..., clear_tool_inputs: _Optional[bool] = ..., exclude_tools: _Optional[_Iterable[str]] = ..., clear_trigger_tool_uses: _Optional[int] = ...) -> None: ...
 
 class MessageEdit(_message.Message):
     __slots__ = ("index", "kind", "tokens_before", "tokens_after", "tool_call_id", "tool_name", "count")
