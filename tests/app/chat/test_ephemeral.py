@@ -82,3 +82,23 @@ def test_the_contexts_go_on_from_the_kept_steps() -> None:
         assert after.messages[1].content == "hi" and after.messages[3].content == "sunny"
 
     asyncio.run(run())
+
+
+def test_a_prebuilt_observation_follows_the_question_and_the_action() -> None:
+    """A prebuilt ReAct step after an observation (stored or not): the host's list, the
+    question, the step's action, then the observation as the user message."""
+
+    async def run() -> None:
+        req = ChatTurnRequest(Caller("alice"), "", "hi", TOKENIZER, messages=HOST, react=True)
+        turn = Turn(Session("s1", "alice"), 1, "alice", TOKENIZER, "hi")
+        action = ChatMessage(Role.ASSISTANT, '<action tool="nope">x</action>')
+        contexts = StepContexts(None, 8000, req, turn, steps=[action])  # type: ignore[arg-type]
+        observed = await contexts.for_user_message("<observation>no such tool</observation>")
+        assert [(m.role, m.content) for m in observed.messages] == [
+            (Role.SYSTEM, "You are terse."),
+            (Role.USER, "hi"),
+            (Role.ASSISTANT, action.content),
+            (Role.USER, "<observation>no such tool</observation>"),
+        ]
+
+    asyncio.run(run())

@@ -23,9 +23,10 @@ class TurnRecorder:
     goes on after, its answer with the turn's usage when it ends, with a status when it
     ends early, then ends it (``end``). Meanwhile the turn's partial_answers row, opened
     with its input, keeps what the streaming step said (partial_writer.py), for a server
-    killed before the turn ends. An ephemeral turn's recorder stores nothing: its steps
-    stay in memory (``kept``, each step the turn goes on after and its results) and its
-    usage is its own."""
+    killed before the turn ends. ``kept``: the messages of this call's steps after its
+    input (each step the turn goes on after and its results), in memory too, which a
+    prebuilt turn's contexts go on from. An ephemeral turn's recorder stores nothing:
+    ``kept`` is all there is of its steps, and its usage is its own."""
 
     __slots__ = (
         "_conversation",
@@ -61,7 +62,7 @@ class TurnRecorder:
         self.end = end
         self._writer = PartialAnswerWriter(partials, turn)
         self._opened = False  # the turn's partial_answers row is written
-        # An ephemeral turn's messages after its input, as they would have been stored.
+        # This call's messages after its input, as they are (or would be) stored.
         self.kept: list[ChatMessage] = []
 
     # The steps.
@@ -85,13 +86,21 @@ class TurnRecorder:
         turn = self._turn
         return new_message(self._tokenizers, message, turn.index, status, turn.tokenizer)
 
+    async def store_input(self, rows: Sequence[NewMessage]) -> list[StoredMessage]:
+        """The turn's input (a user message), which opens its partial_answers row in the
+        same transaction."""
+        return await self._append(rows)
+
     async def store(self, rows: Sequence[NewMessage]) -> list[StoredMessage]:
-        """Messages of the turn; the turn's input (its first) opens its partial_answers
-        row, in the same transaction."""
-        turn = self._turn
-        if turn.ephemeral:
-            self.kept.extend(row.message for row in rows)
+        """Messages of the turn's steps (tool results, observations), kept too."""
+        self.kept.extend(row.message for row in rows)
+        if self._turn.ephemeral:
             return []
+        return await self._append(rows)
+
+    async def _append(self, rows: Sequence[NewMessage]) -> list[StoredMessage]:
+        """``rows``; the turn's first write opens its partial_answers row with them."""
+        turn = self._turn
         session = turn.session
         opening = None
         if not self._opened:
@@ -109,8 +118,8 @@ class TurnRecorder:
         the partial answer is emptied with it: the next step's text comes next. None for
         an ephemeral turn."""
         turn = self._turn
+        self.kept.append(message)
         if turn.ephemeral:
-            self.kept.append(message)
             return None
         await self._writer.settle()
         emptying = self._partials.emptying(turn.session.id, turn.step + 1, turn.usage.so_far())

@@ -25,8 +25,8 @@ class StepContexts:
     left free in every context for what the tool protocol adds to the prompt;
     ``subject`` names what did not fit when a turn is refused for its size;
     ``blank_user_turns``: whether the model takes a user message without text;
-    ``steps``: an ephemeral turn's messages after its input (its recorder's ``kept``),
-    which its prebuilt contexts go on from."""
+    ``steps``: the call's messages after its input (its recorder's ``kept``), which a
+    prebuilt context goes on from (a session-mode context reads them stored)."""
 
     def __init__(
         self,
@@ -82,7 +82,9 @@ class StepContexts:
             # parts, over the budget (and so refused under the refuse policy).
             fitted = max(budget - self._reserved_tokens, 1)
         if req.host_list_only:
-            result = _prebuilt(req, fitted, self._blank_user_turns, self._steps)
+            result = _prebuilt(
+                req, fitted, self._blank_user_turns, self._steps, user_message, parts
+            )
         else:
             turn = self._turn
             build = await self._builder.build(
@@ -123,25 +125,29 @@ class StepContexts:
 
 
 def _prebuilt(
-    req: ChatTurnRequest, budget: int, blank_user_turns: bool, steps: Sequence[ChatMessage]
+    req: ChatTurnRequest,
+    budget: int,
+    blank_user_turns: bool,
+    steps: Sequence[ChatMessage],
+    user_message: str,
+    parts: tuple[ContentPart, ...],
 ) -> BuildResult:
-    """The host's own list: leading system messages are the system prompt. With
-    ``steps`` (the turn's own, after its input), the user message is history too and the
-    context goes on after them."""
+    """The host's own list (leading system messages are the system prompt), then the
+    step's ``user_message``: the request's, a ReAct observation, or none going on after
+    tool results. With ``steps`` (the call's own, after its input) the request's user
+    message is history, before them."""
     systems = 0
     while systems < len(req.messages) and req.messages[systems].role is Role.SYSTEM:
         systems += 1
     history = list(req.messages[systems:])
-    user_message, user_parts = req.user_message, req.user_parts
     if steps:
-        if not is_blank(user_message) or user_parts:
-            history.append(ChatMessage(Role.USER, user_message, parts=user_parts))
+        if not is_blank(req.user_message) or req.user_parts:
+            history.append(ChatMessage(Role.USER, req.user_message, parts=req.user_parts))
         history.extend(steps)
-        user_message, user_parts = "", ()
     return build_messages(
         BuildRequest(
             user_message=user_message,
-            user_parts=user_parts,
+            user_parts=parts,
             token_budget=budget,
             tokenizer=req.tokenizer,
             system_prompts=[m.content for m in req.messages[:systems]],

@@ -111,6 +111,7 @@ class TurnKit:
             addendum.tokens,
             REFUSED_SUBJECT,
             blank_user_turns=self.blank_user_turns,
+            steps=record.kept,
         )
         return ReactTags(req, TurnParts(turn, record, log, contexts, memory), addendum)
 
@@ -197,7 +198,7 @@ class TurnSetup:
             context = await tools.contexts.for_user_message(req.user_message, req.user_parts)
             # The session was read above: store directly, with token counts.
             row = record.row(ChatMessage(Role.USER, req.user_message, parts=req.user_parts))
-            [stored] = await record.store([row])
+            [stored] = await record.store_input([row])
             user_message_id = str(stored.id)
             input_tokens = row.tokens[req.tokenizer.name]
         request = tools.model_request(context)
