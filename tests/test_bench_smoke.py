@@ -36,6 +36,7 @@ SCRIPTS = (
     "anthropic_first_token",
     "mcp_tool_call",
     "context_editing",
+    "worker_memory",
 )
 
 

@@ -29,7 +29,7 @@ Rule = Callable[["Settings"], Iterable[str]]
 # A minute between deltas is already more than anyone watching waits for.
 MAX_ECHO_DELAY_MS = 60_000
 # A turn renews its session's lease every quarter of it, at most once a second
-# (app/chat/partial_writer.py): the lease must outlast a late renewal, or a busy replica
+# (app/chat/recorder.py): the lease must outlast a late renewal, or a busy replica
 # loses its turn to another.
 MIN_TURN_LEASE_SECONDS = 2.0
 # Worker processes one server may run (--workers).

@@ -17,7 +17,9 @@ from contextd.providers.local_embeddings import DEFAULT_LOCAL_MODEL, PACKAGED_MO
 from contextd.v1 import memory_pb2 as mpb
 from contextd.v1 import memory_pb2_grpc
 
+from tests.api.test_workers import READY
 from tests.support.server import ServerProcess, start_server
+from tests.support.workers import channel_to_worker
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec(PACKAGED_MODELS[DEFAULT_LOCAL_MODEL].package) is None,
@@ -133,3 +135,35 @@ def test_a_question_in_two_steps_finds_both_memories(
             break
         time.sleep(0.1)
     assert found[:2] == list(facts[:2])
+
+
+def test_with_two_workers_a_memory_written_on_one_is_found_by_meaning_on_the_other(
+    tmp_path: Path,
+) -> None:
+    """Each worker loads the model on its own first use: worker 0 for the memories'
+    vectors, worker 1 for the question's; the vectors are the database's, so worker 1
+    ranks by meaning what worker 0 stored."""
+    server = start_server(
+        tmp_path, "--workers", "2", unset=("CONTEXTD_EMBEDDING_PROVIDER",), ready=READY
+    )
+    try:
+        writer, _ = channel_to_worker(server, 0)
+        reader, _ = channel_to_worker(server, 1)
+        assert server.logs(LOADED) == []  # nothing loads before memory is used
+        uid = f"u-{uuid.uuid4().hex[:8]}"
+        facts = ("I have been vegetarian since 2015.", "My car is a blue Volkswagen Golf.")
+        with writer:
+            for text in facts:
+                memory_pb2_grpc.MemoryServiceStub(writer).AddMemory(
+                    mpb.AddMemoryRequest(user_id=uid, content=text)
+                )
+        with reader:
+            stub = memory_pb2_grpc.MemoryServiceStub(reader)
+            deadline = time.monotonic() + 60  # both load the model, in the background
+            while (reply := _search(stub, uid, "Do I eat meat?")).note or not reply.results:
+                assert time.monotonic() < deadline, reply
+                time.sleep(0.1)
+        assert reply.results[0].memory.content == facts[0]
+        assert {line["worker"] for line in server.logs(LOADED)} == {0, 1}
+    finally:
+        assert server.stop() == 0

@@ -42,13 +42,12 @@ from contextd.v1 import sessions_pb2 as spb
 from tests.api.test_ports_taken import tcp_states
 from tests.support.pg_databases import database_url_for
 from tests.support.server import ServerProcess, start_server
+from tests.support.workers import OWN_CONNECTION
 
 pytestmark = pytest.mark.both_backends
 
 LISTEN = "0A"
 READY = "workers serving"
-# Channels of one process share their connections unless each keeps its own.
-OWN_CONNECTION = [("grpc.use_local_subchannel_pool", 1)]
 
 
 @pytest.fixture(scope="module")
@@ -288,19 +287,6 @@ def test_a_bad_worker_count_is_named(value: str) -> None:
 def test_auto_is_the_cores_this_process_may_use() -> None:
     assert Settings(workers="auto").worker_count() == usable_cores() >= 1
     assert usable_cores() <= len(os.sched_getaffinity(0))
-
-
-def test_a_metrics_port_with_workers_is_refused_for_now(tmp_path: Path) -> None:
-    data_dir = ["--data-dir", str(tmp_path), "--metrics-port", "9"]
-    refused = subprocess.run(
-        [sys.executable, "-m", "contextd", "serve", "--port", "0", "--workers", "2", *data_dir],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert refused.returncode != 0
-    assert "--metrics-port with --workers above 1 is not served yet" in refused.stderr
-    assert not (tmp_path / "contextd.sqlite3").exists()
 
 
 async def channel_on(server: ServerProcess, index: int) -> grpc.aio.Channel:

@@ -2,7 +2,7 @@
 
 What a request may hold is checked here (sizes, scope names, metadata, times), each bad
 field named; the store does what is asked. Which scopes a session's build and the work
-after a turn see is decided in app/memory_scopes.py; how long a scope's memories are kept
+after a turn see is decided in app/scope.py; how long a scope's memories are kept
 by default, here (ExpiryDefaults).
 """
 

@@ -23,10 +23,11 @@ import logging
 from collections.abc import Sequence, Set
 from dataclasses import dataclass
 
-from contextd.app.memory_scopes import USER_FACTS
+from contextd.app.scope import USER_FACTS
 from contextd.core.memory_bridge import question_names, without_names
 from contextd.core.memory_facts.facts import ExistingMemory
 from contextd.core.memory_facts.reconciliation import MeaningThresholds
+from contextd.metrics.across import Across
 from contextd.metrics.prometheus import PrometheusRecorder
 from contextd.metrics.recorder import NULL_RECORDER, Recorder
 from contextd.providers.embeddings import Embedder, EmbeddingError, EmbeddingPurpose
@@ -286,6 +287,7 @@ def search_by_meaning(
             "contextd_embedding_pending",
             "Memories without a vector of the server's model, as last counted.",
             lambda: stats.pending,
+            Across.SAME,  # each worker counts the same database's
         )
     return search
 

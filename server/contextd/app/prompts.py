@@ -12,7 +12,7 @@ from dataclasses import replace
 
 from contextd.core.errors import InvalidArgument, NotFound, Violations, shown
 from contextd.core.pipeline import is_blank
-from contextd.core.template import NO_SCENARIO
+from contextd.core.system_prompt import NO_SCENARIO
 from contextd.store.catalog import CatalogRepo
 from contextd.store.models import PromptTemplate, Skill
 

@@ -1,4 +1,5 @@
-"""Who is calling, and the one place that decides what they may touch.
+"""Who is calling, and the one place that decides what they may touch: their sessions
+and memories, and which of their memories each use sees (``session_memories``).
 
 The gRPC front makes the Caller (``fronts.grpc.auth.caller_for``): from the request's
 user id, or, when the server checks credentials, from the identity the call's
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 
 from contextd.core.errors import InvalidArgument, NotFound
 from contextd.core.identity import DEFAULT_TENANT
+from contextd.store.memory.filters import MemoryFilter
 
 _PRINTABLE_ASCII = re.compile(r"[!-~]{1,128}")
 # Characters a user id may not hold: spaces, controls (NUL...), format characters
@@ -77,3 +79,22 @@ def not_found(what: str, field: str) -> NotFound:
     same whether it never existed, was deleted, or is another user's or tenant's. It
     quotes no id: the one app/ holds is the store's row number, not the caller's."""
     return NotFound(f"no {what} with the id in {field}")
+
+
+# Which of a user's memories each use sees, by scope.
+#
+# * A session's build (the ``memory`` layer) and its chat's ``memory_search`` tool see the
+#   user's memories of no scope and those of the session's host app (``Session.host``, e.g.
+#   "word"; the build request's host when it names one), of no agent: what the user told
+#   any host, and what this host noted for itself. Memories of an agent are seen only by
+#   calls that name the agent.
+# * The work after a turn weighs new facts against the user's memories of no scope, and
+#   writes its facts there: scoped memories are their host's to change.
+#
+# How long a scope's memories are kept by default is app/memories.py's ExpiryDefaults.
+USER_FACTS = MemoryFilter(agents=("",), apps=("",))
+
+
+def session_memories(host: str) -> MemoryFilter:
+    """The memories a session of ``host`` sees (see the module doc)."""
+    return MemoryFilter(agents=("",), apps=("", host) if host else ("",))

@@ -21,8 +21,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from contextd.app.memory_scopes import session_memories
-from contextd.app.scope import Caller
+from contextd.app.scope import Caller, session_memories
 from contextd.app.sessions import SessionsApp
 from contextd.core.build import build_messages
 from contextd.core.build_request import (
@@ -39,7 +38,7 @@ from contextd.core.errors import SessionNotFound, Violations, shown
 from contextd.core.formats import OutputFormat
 from contextd.core.messages import ChatMessage, CompressionSummary, Role
 from contextd.core.pipeline import DroppedRange, DropReason, is_blank
-from contextd.core.template import NO_SCENARIO, MissingVariables, render
+from contextd.core.system_prompt import NO_SCENARIO, MissingVariables, render
 from contextd.core.tokens import Tokenizer, message_tokens
 from contextd.store.catalog import CatalogRepo
 from contextd.store.memory.repository import MemoryRepo

@@ -43,22 +43,20 @@ from contextd.core.messages import ChatMessage, Role
 from contextd.core.pipeline import (
     DroppedRange,
     DropReason,
+    Reordered,
     Unit,
+    caller_drops,
+    caller_removed,
     dropped_ranges,
     is_blank,
     is_plain,
     replaced_ids,
+    restore_tool_results,
     summary_message,
     units_newest_first,
 )
 from contextd.core.system_prompt import join_system_prompts, system_messages, volatile_in_system
 from contextd.core.tokens import Tokenizer, message_image_tokens, message_tokens
-from contextd.core.tool_order import (
-    Reordered,
-    caller_drops,
-    caller_removed,
-    restore_tool_results,
-)
 
 # Enum members read once: looked up on the class per call, they show up in the
 # BuildMessages benchmark.

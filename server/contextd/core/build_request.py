@@ -16,6 +16,7 @@ from contextd.core.formats import JsonObject, OutputFormat
 from contextd.core.messages import ChatMessage, CompressionSummary
 from contextd.core.pipeline import (
     DroppedRange,
+    MovedToolResult,
     RemovedToolCall,
     is_blank,
     validate_history,
@@ -23,7 +24,6 @@ from contextd.core.pipeline import (
 )
 from contextd.core.prompt import LayerReport, PromptLayers
 from contextd.core.tokens import Tokenizer
-from contextd.core.tool_order import MovedToolResult
 
 
 class OverflowPolicy(StrEnum):

@@ -16,6 +16,7 @@ from prometheus_client import (
 from prometheus_client.metrics_core import CounterMetricFamily, Metric
 
 from contextd.core.pipeline import DroppedRange
+from contextd.metrics.across import Across
 from contextd.metrics.loop_counter import LoopCounter, LoopCounterChild
 from contextd.metrics.loop_histogram import LoopHistogram, LoopHistogramChild
 from contextd.metrics.recorder import Recorder, StatementObserver
@@ -82,6 +83,8 @@ class PrometheusRecorder(Recorder):
         # they double what a scrape carries.
         disable_created_metrics()  # type: ignore[no-untyped-call]
         self.registry = registry = CollectorRegistry(auto_describe=True)
+        # How a family adds up across workers, by name, where it is not a sum (across.py).
+        self.across: dict[str, Across] = {"contextd_build_info": Across.SAME}
         self.grpc = GrpcMetrics(registry)
         info = Gauge(
             "contextd_build_info",
@@ -207,9 +210,17 @@ class PrometheusRecorder(Recorder):
 
         return observe
 
-    def gauge(self, name: str, documentation: str, read: Callable[[], float]) -> None:
-        """A gauge read when scraped."""
+    def gauge(
+        self,
+        name: str,
+        documentation: str,
+        read: Callable[[], float],
+        across: Across = Across.SUM,
+    ) -> None:
+        """A gauge read when scraped; ``across``: how the workers' readings add up."""
         Gauge(name, documentation, registry=self.registry).set_function(read)
+        if across is not Across.SUM:
+            self.across[name] = across
 
     def counter(self, name: str, documentation: str, read: Callable[[], float]) -> None:
         """A counter whose total is read when scraped."""

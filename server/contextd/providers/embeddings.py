@@ -22,8 +22,6 @@ import math
 from collections.abc import Sequence
 from typing import Any, Literal, Protocol, cast
 
-import openai
-
 from contextd.providers._sdk import Redactor, map_sdk_error
 from contextd.providers.errors import ProviderRateLimited
 from contextd.providers.registry import api_key_from_env
@@ -83,6 +81,10 @@ class OpenAIEmbedder:
         timeout: float = 10.0,
         batch_size: int = DEFAULT_EMBEDDING_BATCH,
     ) -> None:
+        # Imported here: the SDK (about 50 MB resident with pydantic and its HTTP
+        # client) loads only for a server that calls an OpenAI-compatible API.
+        import openai
+
         from contextd.providers.openai_compat import DEFAULT_OPENAI_BASE_URL, OPENAI_ERRORS
         from contextd.providers.sdk_provider import NO_KEY
 

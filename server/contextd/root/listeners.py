@@ -65,11 +65,13 @@ async def start_listeners(
     metrics: Recorder,
     db: Database,
     share_ports: bool = False,
+    metrics_socket: str = "",
 ) -> Started:
     """Every listener the settings ask for beside the native port, forwarding to
     ``target``: the web port when ``cors`` is set, the MCP port, the metrics port.
     ``undo`` closes each if a later step of the start fails. ``share_ports``: a
-    worker's, whose web and MCP ports its siblings listen on too."""
+    worker's, whose web and MCP ports its siblings listen on too. ``metrics_socket``:
+    a worker's, whose figures its parent's gatherer reads there (workers.py)."""
     started = Started()
     if cors is not None:
         mounts = await web_mounts(settings)
@@ -81,7 +83,7 @@ async def start_listeners(
         started.with_native.append(await start_mcp(settings, target, tls, share_ports))
         undo.push_async_callback(started.with_native[-1], 0.0)
     if isinstance(metrics, PrometheusRecorder):
-        endpoint = await start_metrics(settings, metrics, db)
+        endpoint = await start_metrics(settings, metrics, db, metrics_socket)
         undo.push_async_callback(endpoint.aclose)
         started.after_native.append(endpoint.aclose)
     return started
@@ -186,9 +188,13 @@ async def start_web(
 
 
 async def start_metrics(
-    settings: Settings, recorder: PrometheusRecorder, db: Database
+    settings: Settings, recorder: PrometheusRecorder, db: Database, private: str = ""
 ) -> MetricsEndpoint:
+    """The metrics port, or with ``private`` a worker's snapshots on that Unix socket."""
     endpoint = MetricsEndpoint(recorder, db.size_bytes)
+    if private:
+        await endpoint.start_private(private)
+        return endpoint
     host = settings.metrics_host or settings.host
     port = await endpoint.start(host, settings.metrics_port)
     log.info("metrics listening", extra={"address": f"{host}:{port}", "path": METRICS_PATH})

@@ -17,7 +17,6 @@ from contextd.core.tokens import TokenizerRegistry
 from contextd.fronts.grpc.api_key_auth import ApiKeyAuthenticator
 from contextd.fronts.grpc.auth import Authenticator
 from contextd.fronts.grpc.auth_modes import settings_errors
-from contextd.fronts.grpc.jwt_auth import JwtAuthenticator
 from contextd.fronts.web.cors import CorsPolicy
 from contextd.providers.embeddings import Embedder, make_embedder, unknown_provider
 from contextd.root.ports import check_free, listened_ports
@@ -157,6 +156,10 @@ def authenticator_factory(settings: Settings) -> AuthenticatorFactory | None:
     if settings.auth == "api-key":
         return _api_keys
     if settings.auth == "jwt":
+        # Imported here: PyJWT and its cryptography (about 20 MB resident) load only
+        # for a server that checks tokens.
+        from contextd.fronts.grpc.jwt_auth import JwtAuthenticator
+
         try:
             tokens = JwtAuthenticator.from_settings(settings)
         except ValueError as error:

@@ -22,7 +22,7 @@ from contextd.config import Settings
 from contextd.core.errors import DatabaseUnavailable
 from contextd.core.ids import OpaqueIds
 from contextd.core.network import exposed_hosts
-from contextd.fronts.grpc.ids import PublicIds
+from contextd.fronts.grpc.convert import PublicIds
 from contextd.fronts.grpc.serving_health import ServingHealth
 from contextd.fronts.web.gateway import WebGateway
 from contextd.root.listeners import (
@@ -87,13 +87,15 @@ async def start(
     *,
     prepared: Prepared | None = None,
     sweeps: bool = True,
+    metrics_socket: str = "",
 ) -> RunningServer:
     """The server ``settings`` describe, serving once this returns; SystemExit with the
     reason when it cannot start (settings, files, the data directory, the database, a
     port), with whatever had started undone. ``prepared``: a worker's start (workers.py),
     its parent having checked the settings and the ports and locked the data directory;
     its ports are shared with the parent's other workers. ``sweeps``: this process runs
-    the passes over the whole database (one worker does)."""
+    the passes over the whole database (one worker does). ``metrics_socket``: where a
+    worker's figures are read by its parent's gatherer, which serves --metrics-port."""
     worker = prepared is not None
     if prepared is None:
         prepared = prepare(settings)  # every settings error at once, before anything starts
@@ -138,6 +140,7 @@ async def start(
             metrics=services.metrics,
             db=db,
             share_ports=worker,
+            metrics_socket=metrics_socket,
         )
         closers.extend(untimed(close) for close in started.after_native)
         await serving.start()

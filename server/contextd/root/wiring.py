@@ -36,7 +36,7 @@ from contextd.core.tokens import TokenizerRegistry
 from contextd.fronts.grpc.auth import Authenticator
 from contextd.fronts.grpc.chat_servicer import ChatServicer
 from contextd.fronts.grpc.context_servicer import ContextServicer
-from contextd.fronts.grpc.ids import PublicIds
+from contextd.fronts.grpc.convert import PublicIds
 from contextd.fronts.grpc.interceptors import GuardInterceptor, Limits
 from contextd.fronts.grpc.limits import RateLimiter, TurnSlots
 from contextd.fronts.grpc.session_servicers import MemoryServicer, PromptServicer, SessionServicer

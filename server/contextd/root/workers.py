@@ -9,7 +9,12 @@ The workers listen on the same ports with SO_REUSEPORT: the kernel hands each ne
 connection to one of them (one HTTP/2 connection stays on one worker). The ports were
 checked free first (ports.py), so no other server shares them. Workers are forked
 before any gRPC object exists (gRPC core does not survive a fork in the child) and after
-what the settings load from files (tokenizers, keys), which they then share."""
+what the settings load from files (tokenizers, keys), which they then share.
+
+With --metrics-port, one more process started beside the workers (and started again
+like them) serves that port: at each scrape it reads every worker's figures over a Unix
+socket of the worker's own, in a directory only this user enters, and answers with the
+whole server's (metrics/across.py)."""
 
 from __future__ import annotations
 
@@ -17,16 +22,25 @@ import asyncio
 import contextlib
 import ctypes
 import dataclasses
+import functools
+import importlib
 import logging
 import os
 import select
+import shutil
 import signal
 import socket
+import tempfile
 import time
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import NoReturn
+from pathlib import Path
+from typing import Any, NoReturn
 
 from contextd.config import Settings
+from contextd.metrics.endpoint import PATH as METRICS_PATH
+from contextd.metrics.gathering import GatheringEndpoint
+from contextd.providers.registry import make_provider
 from contextd.root import server
 from contextd.root.prepare import Prepared, prepare
 from contextd.store.engine.private import make_dir
@@ -47,32 +61,22 @@ _PR_SET_PDEATHSIG = (
 )
 
 
-def unsupported(settings: Settings) -> list[str]:
-    """What --workers above 1 does not serve yet, one sentence each."""
-    problems = []
-    if settings.metrics_port:
-        problems.append(
-            "--metrics-port with --workers above 1 is not served yet: each worker would "
-            "show its own figures only"
-        )
-    return problems
-
-
 def serve_workers(settings: Settings) -> None:
     """Run ``settings.worker_count()`` workers until SIGINT or SIGTERM (SystemExit with
     the reason when the server cannot start)."""
     prepared = prepare(settings)  # every settings error, every taken port, at once
-    problems = unsupported(settings)
-    if problems:
-        raise SystemExit("\n".join(problems))
     server.warn_without_tls(settings, prepared.tls)
     settings = with_ports_picked(settings)
     make_dir(settings.data_dir)
     lock = server.lock_data_dir(settings)
+    # The workers' metrics sockets: a directory of mode 0700, removed at the end.
+    sockets = Path(tempfile.mkdtemp(prefix="contextd-")) if settings.metrics_port else None
     try:
-        asyncio.run(_prepare_store(settings))
-        Supervisor(settings, prepared, settings.worker_count()).run()
+        asyncio.run(prepare_once(settings))
+        Supervisor(settings, prepared, settings.worker_count(), sockets).run()
     finally:
+        if sockets is not None:
+            shutil.rmtree(sockets, ignore_errors=True)
         if lock is not None:
             lock.release()
     log.info("stopped")
@@ -102,13 +106,21 @@ def _free_port(host: str) -> int:
         return int(probe.getsockname()[1])
 
 
-async def _prepare_store(settings: Settings) -> None:
-    """Migrate the database and make the server's secrets once, before any worker."""
+async def prepare_once(settings: Settings) -> None:
+    """Migrate the database and make the server's secrets once, before any worker; and
+    load here the code every worker would load for itself at its start (the model
+    provider's SDK, the MCP SDK), so that the workers share its pages."""
     db = await server.open_store(settings)
     try:
         await server.public_ids(db)
     finally:
         await db.close()
+    provider = make_provider(
+        settings.provider, base_url=settings.provider_base_url, model=settings.provider_model
+    )
+    await provider.aclose()
+    if settings.mcp_port >= 0:
+        importlib.import_module("contextd.fronts.mcp.http")
 
 
 @dataclass
@@ -120,12 +132,18 @@ class _Worker:
 
 
 class Supervisor:
-    """Starts the workers, starts again those that die, stops them all."""
+    """Starts the workers (and the metrics gatherer, index ``count``, when ``sockets``
+    names the directory of the workers' metrics sockets), starts again those that die,
+    stops them all."""
 
-    def __init__(self, settings: Settings, prepared: Prepared, count: int) -> None:
+    def __init__(
+        self, settings: Settings, prepared: Prepared, count: int, sockets: Path | None = None
+    ) -> None:
         self._settings = settings
         self._prepared = prepared
         self._count = count
+        self._sockets = [str(sockets / f"worker-{i}.sock") for i in range(count)] if sockets else []
+        self._children = count + 1 if sockets else count
         self._running: dict[int, _Worker] = {}  # by pid
         self._due: dict[int, tuple[float, float]] = {}  # index -> (when, backoff)
         self._stop = False
@@ -148,7 +166,7 @@ class Supervisor:
     def _start_all(self) -> None:
         """Every worker, each serving before this returns; SystemExit when one ends first."""
         ready = {}
-        for index in range(self._count):
+        for index in range(self._children):
             read, write = os.pipe()
             self._spawn(index, FIRST_BACKOFF, write)
             os.close(write)
@@ -159,7 +177,9 @@ class Supervisor:
                 wait = max(0.0, deadline - time.monotonic())
                 readable, _, _ = select.select([pipe], [], [], wait)
                 if not readable or pipe.read(1) != b"1":  # it ended (or hangs) before serving
-                    raise SystemExit(f"worker {index} did not start (its lines above say why)")
+                    raise SystemExit(
+                        f"worker {self._label(index)} did not start (its lines above say why)"
+                    )
         log.info(
             "workers serving",
             extra={
@@ -168,12 +188,23 @@ class Supervisor:
             },
         )
 
+    def _label(self, index: int) -> int | str:
+        """What the lines of child ``index`` call it: its number, or ``metrics``."""
+        return index if index < self._count else "metrics"
+
     def _spawn(self, index: int, backoff: float, ready: int | None = None) -> None:
-        """Fork worker ``index``; it writes to ``ready`` once it serves."""
+        """Fork child ``index``; it writes to ``ready`` once it serves."""
         parent = os.getpid()
         pid = os.fork()
         if pid == 0:
-            _worker_main(parent, index, self._settings, self._prepared, ready)
+            if index == self._count:
+                serve = functools.partial(_gather, self._settings, self._sockets, ready)
+            else:
+                socket_path = self._sockets[index] if self._sockets else ""
+                serve = functools.partial(
+                    _serve, self._settings, self._prepared, ready, index == 0, socket_path
+                )
+            _child_main(parent, self._label(index), serve)
         self._running[pid] = _Worker(index, pid, time.monotonic(), backoff)
 
     def _reap(self) -> None:
@@ -189,7 +220,7 @@ class Supervisor:
             log.warning(
                 "worker ended: starting it again",
                 extra={
-                    "worker": worker.index,
+                    "worker": self._label(worker.index),
                     "pid": pid,
                     "exit": _exit_reason(status),
                     "lived_s": round(lived, 3),
@@ -234,29 +265,29 @@ def _exit_reason(status: int) -> str:
 class _WorkerTag(logging.Filter):
     """Each line a worker writes names it, and its process."""
 
-    def __init__(self, index: int) -> None:
+    def __init__(self, label: int | str) -> None:
         super().__init__()
-        self._index = index
+        self._label = label
         self._pid = os.getpid()
 
     def filter(self, record: logging.LogRecord) -> bool:
-        record.worker = self._index
+        record.worker = self._label
         record.pid = self._pid
         return True
 
 
-def _worker_main(
-    parent: int, index: int, settings: Settings, prepared: Prepared, ready: int | None
+def _child_main(
+    parent: int, label: int | str, serve: Callable[[], Coroutine[Any, Any, None]]
 ) -> NoReturn:
-    """A worker's whole life, in the forked child: serve until SIGTERM or SIGINT."""
+    """A child's whole life, in the forked process: ``serve`` until SIGTERM or SIGINT."""
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, signal.SIG_DFL)  # until its event loop handles them
     _stop_with_parent(parent)
     for handler in logging.getLogger().handlers:
-        handler.addFilter(_WorkerTag(index))
+        handler.addFilter(_WorkerTag(label))
     code = 1
     try:
-        asyncio.run(_serve(settings, prepared, ready, sweeps=index == 0))
+        asyncio.run(serve())
         code = 0
     except SystemExit as error:
         log.error(str(error.code))
@@ -277,23 +308,48 @@ def _stop_with_parent(parent: int) -> None:
         os.kill(os.getpid(), signal.SIGTERM)
 
 
-async def _serve(
-    settings: Settings, prepared: Prepared, ready: int | None, *, sweeps: bool
-) -> None:
-    """Serve until SIGTERM or SIGINT; ``sweeps``: the worker that runs the passes over
-    the whole database (retention), worker 0."""
+def _stop_event() -> asyncio.Event:
+    """Set on SIGTERM or SIGINT."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    return stop
+
+
+def _tell_ready(ready: int | None) -> None:
+    if ready is not None:  # the parent waits for it at the first start
+        os.write(ready, b"1")
+        os.close(ready)
+
+
+async def _serve(
+    settings: Settings, prepared: Prepared, ready: int | None, sweeps: bool, metrics_socket: str
+) -> None:
+    """A worker: serve until SIGTERM or SIGINT. ``sweeps``: the worker that runs the
+    passes over the whole database (retention), worker 0; ``metrics_socket``: where
+    the gatherer reads its figures."""
+    stop = _stop_event()
     tracing = install_from_env()
     try:
-        running = await server.start(settings, prepared=prepared, sweeps=sweeps)
-        if ready is not None:  # the parent waits for it at the first start
-            os.write(ready, b"1")
-            os.close(ready)
+        running = await server.start(
+            settings, prepared=prepared, sweeps=sweeps, metrics_socket=metrics_socket
+        )
+        _tell_ready(ready)
         await stop.wait()
         await running.stop()
     finally:
         if tracing is not None:
             await asyncio.to_thread(tracing.shutdown)
+
+
+async def _gather(settings: Settings, sockets: list[str], ready: int | None) -> None:
+    """The metrics gatherer: serve --metrics-port until SIGTERM or SIGINT."""
+    stop = _stop_event()
+    endpoint = GatheringEndpoint(sockets)
+    host = settings.metrics_host or settings.host
+    port = await endpoint.start(host, settings.metrics_port)
+    log.info("metrics listening", extra={"address": f"{host}:{port}", "path": METRICS_PATH})
+    _tell_ready(ready)
+    await stop.wait()
+    await endpoint.aclose()

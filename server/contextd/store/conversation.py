@@ -30,9 +30,16 @@ from contextd.core.identity import DEFAULT_TENANT
 from contextd.core.messages import ChatMessage, Role, ToolCall
 from contextd.store import answer_records
 from contextd.store.engine.database import Connection, Database
-from contextd.store.models import NO_TOKENS, AnswerRecord, NewMessage, StoredMessage, token_counts
+from contextd.store.models import (
+    NO_TOKENS,
+    AnswerRecord,
+    NewMessage,
+    StoredMessage,
+    parts_from_json,
+    parts_json,
+    token_counts,
+)
 from contextd.store.paging import decode_token, encode_token, page_limit
-from contextd.store.parts_json import parts_from_json, parts_json
 from contextd.store.sessions import UsageTotals, add_usage
 from contextd.store.tail_cache import TailCache
 

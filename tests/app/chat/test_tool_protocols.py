@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from contextd.app.chat.memory_tool import MEMORY_TOOL, MemorySearch
+from contextd.app.chat.inline_tools import MEMORY_TOOL, MemorySearch
 from contextd.app.chat.native_tools import NativeTools
 from contextd.app.chat.react_tags import ReactAddendum, ReactTags
 from contextd.app.chat.request import ChatTurnRequest

@@ -30,7 +30,7 @@ from contextd.app.after_turn.work import (
     log,
 )
 from contextd.app.memory_embedding import closest_memories
-from contextd.app.memory_scopes import USER_FACTS
+from contextd.app.scope import USER_FACTS
 from contextd.core.memory_facts import (
     RULE_METHOD,
     Action,

@@ -14,14 +14,15 @@ Where things are:
   sessions app's (app/sessions.py);
 - ``turn``: one turn's state (its steps, the text they streamed) and its usage,
   accounted per step, turn and session; changed through their methods;
-- ``recorder``: the turn as it is stored (its input, its steps, its answer and usage);
-  ``turn_end``: its end (logged, counted, handed to the after-turn work);
-  ``partial_writer``: the streaming step's text, saved once a second;
+- ``recorder``: the turn as it is stored (its input, its steps, its answer and usage,
+  and the streaming step's text, saved once a second); ``turn_end``: its end (logged,
+  counted, handed to the after-turn work);
 - ``event_log``: the lines a session and its turns write to the session's event log;
 - ``tool_protocol``: how a turn offers tools, the strategy the loop asks after each
   step; ``native_tools`` (the provider's tool calling) and ``react_tags`` (the ReAct
   tag protocol of ``core.react``, for models without it) implement it;
-- ``memory_tool``: the server-side ``memory_search`` tool both protocols answer inline;
+- ``inline_tools``: the server-side ``memory_search`` tool both protocols answer inline,
+  and ``recall_tool_result``, a cleared tool result fetched back;
 - ``step_context``: the context each step is sent;
 - ``interrupted`` and ``session_lease``: the turns a process's end cut off, closed at
   the next start or by the session's next turn, and one turn at a time per session, in
@@ -39,7 +40,7 @@ from contextd.app.chat.events import (
     TurnStatus,
     UsageEvent,
 )
-from contextd.app.chat.memory_tool import MEMORY_TOOL
+from contextd.app.chat.inline_tools import MEMORY_TOOL
 from contextd.app.chat.request import ChatTurnRequest, ModelOptions
 from contextd.app.chat.turn import TokenUsage
 from contextd.providers.base import AUTO, TEXT, ResponseFormat, ToolChoice, ToolSpec

@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from contextd.app.chat.events import ChatEvent, TurnCompleted, TurnStatus
-from contextd.app.chat.memory_tool import MEMORY_TOOL
-from contextd.app.chat.recall_tool import RECALL_TOOL
+from contextd.app.chat.inline_tools import MEMORY_TOOL, RECALL_TOOL
 from contextd.app.chat.request import ChatTurnRequest
 from contextd.app.chat.tool_protocol import (
     FinalAnswer,

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from contextd.app.chat.events import ChatEvent, ToolCallEvent, TurnCompleted, TurnStatus
-from contextd.app.chat.memory_tool import MEMORY_TOOL
+from contextd.app.chat.inline_tools import MEMORY_TOOL
 from contextd.app.chat.request import ChatTurnRequest
 from contextd.app.chat.tool_protocol import (
     FinalAnswer,

@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from contextd.app.chat.memory_tool import MEMORY_TOOL
-from contextd.app.chat.recall_tool import RECALL_TOOL, offers_recall
+from contextd.app.chat.inline_tools import MEMORY_TOOL, RECALL_TOOL, offers_recall
 from contextd.app.scope import Caller
 from contextd.app.sessions import check_mode
 from contextd.core.build_request import CacheLayout

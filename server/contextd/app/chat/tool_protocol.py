@@ -23,8 +23,7 @@ from typing import Generic, TypeVar
 
 from contextd.app.chat.event_log import TurnLog
 from contextd.app.chat.events import ChatEvent, TurnCompleted
-from contextd.app.chat.memory_tool import MemorySearch
-from contextd.app.chat.recall_tool import RecallToolResult
+from contextd.app.chat.inline_tools import MemorySearch, RecallToolResult
 from contextd.app.chat.recorder import TurnRecorder
 from contextd.app.chat.request import ChatTurnRequest
 from contextd.app.chat.step_context import StepContexts

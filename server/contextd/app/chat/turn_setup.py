@@ -13,10 +13,9 @@ from typing import Any
 from contextd.app.after_turn import AfterTurnRunner
 from contextd.app.chat.event_log import TurnLog, context_meta
 from contextd.app.chat.events import TurnStarted
-from contextd.app.chat.memory_tool import MemorySearch
+from contextd.app.chat.inline_tools import MemorySearch, RecallToolResult, offers_recall
 from contextd.app.chat.native_tools import NativeTools
 from contextd.app.chat.react_tags import REFUSED_SUBJECT, ReactAddendum, ReactTags
-from contextd.app.chat.recall_tool import RecallToolResult, offers_recall
 from contextd.app.chat.recorder import TurnRecorder
 from contextd.app.chat.request import ChatTurnRequest
 from contextd.app.chat.session_lease import SessionTurns

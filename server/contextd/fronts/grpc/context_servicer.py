@@ -29,8 +29,10 @@ from contextd.fronts.grpc import convert
 from contextd.fronts.grpc.auth import caller_for
 from contextd.fronts.grpc.convert import (
     CACHE_LAYOUTS,
+    PublicIds,
     add_context_layers,
     cache_layout_from_pb,
+    check_id,
     editing_from_pb,
     fill_message,
     fill_report,
@@ -39,7 +41,6 @@ from contextd.fronts.grpc.convert import (
     tokenizer_from_pb,
     user_message_from_pb,
 )
-from contextd.fronts.grpc.ids import PublicIds, check_id
 from contextd.fronts.grpc.types import Context
 from contextd.v1 import context_pb2 as pb
 from contextd.v1 import context_pb2_grpc as pb_grpc

@@ -8,7 +8,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from contextd.app.memories import MemoryFilterRequest, edited_fields
 from contextd.app.records import MemoryChange, MemoryDetails, MemoryEdit
 from contextd.core.errors import Violations
-from contextd.fronts.grpc.ids import PublicIds
+from contextd.fronts.grpc.convert import PublicIds
 from contextd.fronts.grpc.records import timestamp
 from contextd.v1 import memory_pb2 as mpb
 

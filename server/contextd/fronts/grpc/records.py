@@ -12,8 +12,7 @@ from contextd.app.records import (
     Skill,
     StoredMessage,
 )
-from contextd.fronts.grpc.convert import message_to_pb
-from contextd.fronts.grpc.ids import PublicIds
+from contextd.fronts.grpc.convert import PublicIds, message_to_pb
 from contextd.v1 import chat_pb2, memory_pb2, prompts_pb2, sessions_pb2
 
 

@@ -14,7 +14,7 @@ from contextd.core.errors import FailedPrecondition, InvalidArgument, Violations
 from contextd.core.xml_history import XmlHistory
 from contextd.fronts.grpc import convert, memory_requests, records
 from contextd.fronts.grpc.auth import caller_for, caller_tenant
-from contextd.fronts.grpc.ids import PublicIds, check_id, check_ids
+from contextd.fronts.grpc.convert import PublicIds, check_id, check_ids
 from contextd.fronts.grpc.types import Context
 from contextd.v1 import memory_pb2 as mpb
 from contextd.v1 import memory_pb2_grpc, prompts_pb2_grpc, sessions_pb2_grpc

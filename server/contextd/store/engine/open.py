@@ -9,7 +9,6 @@ from urllib.parse import urlsplit, urlunsplit
 
 from contextd.store.engine.database import Database
 from contextd.store.engine.disk import DiskWatch
-from contextd.store.engine.postgresql import PostgresDatabase
 from contextd.store.engine.private import prepare_data_dir
 from contextd.store.engine.sqlite import DB_FILENAME, SqliteDatabase
 
@@ -65,6 +64,9 @@ async def open_database(
     SQLite file together (PostgreSQL is always written as if shared)."""
     if url:
         check_database_url(url)
+        # Imported here: asyncpg (15 MB resident) loads only for a server on PostgreSQL.
+        from contextd.store.engine.postgresql import PostgresDatabase
+
         return await PostgresDatabase.open(
             url, pool_size=pool_size, statement_timeout=statement_timeout, pool_timeout=pool_timeout
         )

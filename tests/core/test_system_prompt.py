@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from contextd.core.errors import InvalidArgument, Violations
-from contextd.core.template import MissingVariables, placeholders, render
+from contextd.core.system_prompt import MissingVariables, placeholders, render
 
 
 def test_placeholders_in_order_of_first_use() -> None:

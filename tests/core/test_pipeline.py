@@ -9,9 +9,14 @@ from contextd.core.build import build_messages
 from contextd.core.build_request import BuildRequest, BuildResult
 from contextd.core.formats import OutputFormat
 from contextd.core.messages import ChatMessage, CompressionSummary, Role, ToolCall
-from contextd.core.pipeline import DroppedRange, DropReason, RemovedToolCall
+from contextd.core.pipeline import (
+    DroppedRange,
+    DropReason,
+    MovedToolResult,
+    RemovedToolCall,
+    restore_tool_results,
+)
 from contextd.core.tokens import EstimateTokenizer, message_tokens
-from contextd.core.tool_order import MovedToolResult, restore_tool_results
 
 TOK = EstimateTokenizer()
 
