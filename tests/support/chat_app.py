@@ -105,7 +105,6 @@ async def in_process(data_dir: Path, database_url: str = "") -> AsyncIterator[Ap
         memories=memories,
         max_prompt_tokens=8000,
         blank_user_turns=provider.capabilities.carries_blank_user_turns,
-        default_model=provider.default_model,
     )
     setup = TurnSetup(
         sessions=sessions,

@@ -287,7 +287,6 @@ def _apps(
         blank_user_turns=provider.capabilities.carries_blank_user_turns,
         after_turn=after_turn,
         metrics=metrics,
-        default_model=provider.default_model,
     )
     setup = TurnSetup(
         sessions=sessions,

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import asyncio
 
+from contextd.app.chat.ephemeral import EphemeralRecorder
 from contextd.app.chat.event_log import TurnLog
 from contextd.app.chat.events import TurnStatus
-from contextd.app.chat.recorder import TurnRecorder
 from contextd.app.chat.request import ChatTurnRequest
 from contextd.app.chat.step_context import StepContexts
 from contextd.app.chat.turn import Turn
@@ -25,12 +25,12 @@ HOST = [ChatMessage(Role.SYSTEM, "You are terse.")]
 RECALL = ToolCall("c1", "recall_tool_result", '{"tool_call_id": "t0"}')
 
 
-def ephemeral() -> tuple[ChatTurnRequest, Turn, TurnRecorder]:
+def ephemeral() -> tuple[ChatTurnRequest, Turn, EphemeralRecorder]:
     req = ChatTurnRequest(Caller("alice"), "", "hi", TOKENIZER, messages=HOST, ephemeral=True)
-    turn = Turn(Session("", "alice"), 1, "alice", TOKENIZER, "hi", ephemeral=True)
-    end = TurnEnd(turn, TurnLog(None, "", "", 1))
+    turn = Turn(Session("", "alice"), 1, "alice", TOKENIZER, "hi")
+    end = TurnEnd(turn, TurnLog(None, "", "", 1))  # type: ignore[arg-type]
     # No repositories: any write would fail on None.
-    return req, turn, TurnRecorder(turn, None, None, TOKENIZERS, end)  # type: ignore[arg-type]
+    return req, turn, EphemeralRecorder(turn, None, None, TOKENIZERS, end)  # type: ignore[arg-type]
 
 
 def test_the_recorder_keeps_the_steps_and_stores_nothing() -> None:

@@ -21,15 +21,13 @@ from contextd.store.event_log.events import EventStore, NewEvent, event_tokens
 
 
 class TurnLog:
-    """The lines of one turn (``index``) of a session; with no ``events`` (an ephemeral
-    turn's), none are written."""
+    """The lines of one turn (``index``) of a session; none for a session never stored
+    (an ephemeral turn's, whose id is "")."""
 
     __slots__ = ("_events", "_index", "_session_id", "_tenant_id")
 
-    def __init__(
-        self, events: EventStore | None, session_id: str, tenant_id: str, index: int
-    ) -> None:
-        self._events = events
+    def __init__(self, events: EventStore, session_id: str, tenant_id: str, index: int) -> None:
+        self._events = events if session_id else None
         self._session_id = session_id
         self._tenant_id = tenant_id
         self._index = index

@@ -25,24 +25,13 @@ class TurnRecorder:
     """Stores a turn whatever ends it: its input before the model is called, each step it
     goes on after, its answer with the turn's usage when it ends, with a status when it
     ends early, then ends it (``end``). Meanwhile the turn's partial_answers row, opened
-    with its input, keeps what the streaming step said (``PartialAnswerWriter``), for a
-    server killed before the turn ends. ``kept``: the messages of this call's steps after
-    its input (each step the turn goes on after and its results), in memory too, which a
-    prebuilt turn's contexts go on from. An ephemeral turn's recorder stores nothing:
-    ``kept`` is all there is of its steps, and its usage is its own."""
+    with its input, keeps what the streaming step said (``PartialAnswerWriter``), for a server
+    killed before the turn ends."""
 
     __slots__ = (
-        "_conversation",
-        "_model",
-        "_note",
-        "_opened",
-        "_partials",
-        "_tokenizers",
-        "_turn",
-        "_writer",
-        "end",
-        "kept",
-    )
+        "_conversation", "_note", "_opened", "_partials", "_tokenizers", "_turn", "_writer",
+        "end", "kept",
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -51,30 +40,24 @@ class TurnRecorder:
         partials: PartialAnswerRepo,
         tokenizers: TokenizerRegistry,
         end: TurnEnd,
-        *,
-        model: str = "",
         note: str = "",
     ) -> None:
         self._turn = turn
-        # Kept with the answer (answer_records): the model asked for, the host's note.
-        self._model = model
-        self._note = note
+        self._note = note  # the host's, kept with the answer (answer_records)
         self._conversation = conversation
         self._partials = partials
         self._tokenizers = tokenizers
         self.end = end
         self._writer = PartialAnswerWriter(partials, turn)
         self._opened = False  # the turn's partial_answers row is written
-        # This call's messages after its input, as they are (or would be) stored.
-        self.kept: list[ChatMessage] = []
+        self.kept: list[ChatMessage] = []  # this call's steps: prebuilt contexts go on from them
 
     # The steps.
 
     def begin_step(self, prompt_tokens_estimate: int) -> None:
         """A model call starts: its text is saved as it streams."""
         self._turn.begin_step(prompt_tokens_estimate)
-        if not self._turn.ephemeral:
-            self._writer.start()
+        self._writer.start()
 
     def end_step(self, calls: Sequence[ToolCall]) -> None:
         """The model call's stream ended, however it ended (``calls``: its tool calls)."""
@@ -89,20 +72,11 @@ class TurnRecorder:
         turn = self._turn
         return new_message(self._tokenizers, message, turn.index, status, turn.tokenizer)
 
-    async def store_input(self, rows: Sequence[NewMessage]) -> list[StoredMessage]:
-        """The turn's input (a user message), which opens its partial_answers row in the
-        same transaction."""
-        return await self._append(rows)
-
-    async def store(self, rows: Sequence[NewMessage]) -> list[StoredMessage]:
-        """Messages of the turn's steps (tool results, observations), kept too."""
-        self.kept.extend(row.message for row in rows)
-        if self._turn.ephemeral:
-            return []
-        return await self._append(rows)
-
-    async def _append(self, rows: Sequence[NewMessage]) -> list[StoredMessage]:
-        """``rows``; the turn's first write opens its partial_answers row with them."""
+    async def store(self, rows: Sequence[NewMessage], *, step: bool = True) -> list[StoredMessage]:
+        """Messages of its steps (tool results, observations; ``kept`` too) or its input
+        (``step`` False); the turn's first write opens its partial_answers row with them."""
+        if step:
+            self.kept.extend(row.message for row in rows)
         turn = self._turn
         session = turn.session
         opening = None
@@ -118,13 +92,10 @@ class TurnRecorder:
 
     async def store_step(self, message: ChatMessage) -> StoredMessage | None:
         """An assistant message the turn goes on after (its tool calls answered here);
-        the partial answer is emptied with it: the next step's text comes next. None for
-        an ephemeral turn."""
-        turn = self._turn
+        the partial answer is emptied with it: the next step's text comes next."""
         self.kept.append(message)
-        if turn.ephemeral:
-            return None
         await self._writer.settle()
+        turn = self._turn
         emptying = self._partials.emptying(turn.session.id, turn.step + 1, turn.usage.so_far())
         [stored] = await self._conversation.append(
             turn.session.id,
@@ -138,24 +109,20 @@ class TurnRecorder:
     async def store_answer(self, message: ChatMessage, status: str = "") -> StoredMessage | None:
         """The turn's last assistant message (none when it is blank) and its usage, in
         one transaction, which deletes the partial answer: the turn's last write but the
-        event log's. An ephemeral turn stores none: its usage is the session's."""
-        turn = self._turn
-        if turn.ephemeral:
-            turn.usage.stored(turn.usage.turn.totals())
-            return None
+        event log's."""
         await self._writer.settle()
+        turn = self._turn
         rows = []
         if not is_blank(message.content) or message.tool_calls:
             rows.append(self.row(message, status))
-        usage = turn.usage.turn.totals()
         stored, totals = await self._conversation.append_with_usage(
             turn.session.id,
             turn.user_id,
             rows,
-            usage,
+            turn.usage.turn.totals(),
             tenant_id=turn.session.tenant_id,
             also=self._partials.deleting(turn.session.id),
-            answer=AnswerRecord(self._model, usage, self._note),
+            answer=AnswerRecord(turn.model, turn.usage.turn.totals(), self._note),
         )
         turn.usage.stored(totals)
         return stored[0] if stored else None

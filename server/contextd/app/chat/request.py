@@ -91,6 +91,14 @@ class ChatTurnRequest:
             and self.messages[-1].role is Role.TOOL
         )
 
+    @property
+    def trailing_results(self) -> Sequence[ChatMessage]:
+        """The tool messages that end the host's list."""
+        first = len(self.messages)
+        while first and self.messages[first - 1].role is Role.TOOL:
+            first -= 1
+        return self.messages[first:]
+
     def prompt_budget(self, max_prompt_tokens: int) -> int:
         """The turn's prompt budget: its own, at most the server's limit."""
         return min(self.token_budget or max_prompt_tokens, max_prompt_tokens)

@@ -134,8 +134,8 @@ class Turn:
         "_finish",
         "_first_step",
         "_step_start",
-        "ephemeral",
         "index",
+        "model",
         "question",
         "session",
         "started",
@@ -153,13 +153,11 @@ class Turn:
         user_id: str,
         tokenizer: Tokenizer,
         question: str,
-        *,
-        ephemeral: bool = False,
+        model: str = "",
     ) -> None:
-        self.session = session  # an ephemeral turn's is never stored, its id ""
+        self.session = session
         self.index = index
-        # Nothing of the turn is stored: its recorder and its log write nothing.
-        self.ephemeral = ephemeral
+        self.model = model  # the model asked for: the request's, else the provider's
         self.user_id = user_id  # the caller's: the stored messages are theirs
         self.tokenizer = tokenizer.name
         self._counter = tokenizer  # counts what a provider reports no usage for
@@ -174,6 +172,12 @@ class Turn:
         self._step_start = 0  # where the current step's text begins in ``text``
         # How the provider ended the step's stream; None: it did not (yet).
         self._finish: Finished | None = None
+
+    @property
+    def ephemeral(self) -> bool:
+        """Nothing of the turn is stored (its recorder and its log write nothing): its
+        session is one never stored, whose id is ""."""
+        return not self.session.id
 
     @property
     def step_text(self) -> str:

@@ -6,11 +6,11 @@ first event with the first step's model request."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from contextd.app.after_turn import AfterTurnRunner
+from contextd.app.chat.ephemeral import EphemeralRecorder
 from contextd.app.chat.event_log import TurnLog, context_meta
 from contextd.app.chat.events import TurnStarted
 from contextd.app.chat.inline_tools import MemorySearch, RecallToolResult, offers_recall
@@ -25,7 +25,6 @@ from contextd.app.chat.turn import Turn
 from contextd.app.chat.turn_end import TurnEnd
 from contextd.app.session_context import SessionContextBuilder
 from contextd.app.sessions import SessionLog, SessionsApp
-from contextd.core.build_request import BuildResult
 from contextd.core.errors import Violations
 from contextd.core.messages import ChatMessage, Role, ToolCall
 from contextd.core.tokens import TokenizerRegistry, message_tokens
@@ -58,61 +57,44 @@ class TurnKit:
     blank_user_turns: bool  # whether the provider carries a user turn without text
     after_turn: AfterTurnRunner | None = None
     metrics: Recorder = NULL_RECORDER
-    default_model: str = ""  # the provider's, kept with answers that name no model
 
     def tool_protocol(self, req: ChatTurnRequest, turn: Turn) -> ToolProtocol[Any]:
         """The turn's way of offering tools, with the parts of the turn it works with.
         (Any: the step loop never looks into a protocol's own reading of a step.)"""
-        # An ephemeral turn writes no line and hands nothing to the after-turn work.
-        events = None if turn.ephemeral else self.events
-        log = TurnLog(events, turn.session.id, turn.session.tenant_id, turn.index)
+        log = TurnLog(self.events, turn.session.id, turn.session.tenant_id, turn.index)
         end = TurnEnd(
             turn,
             log,
-            None if turn.ephemeral else self.after_turn,
+            self.after_turn,
             self.metrics,
             token_budget=req.prompt_budget(self.max_prompt_tokens),
             compaction=req.compaction,
         )
-        record = TurnRecorder(
-            turn,
-            self.conversation,
-            self.partials,
-            self.tokenizers,
-            end,
-            model=req.model.model or self.default_model,
-            note=req.answer_note,
+        recorder = EphemeralRecorder if turn.ephemeral else TurnRecorder
+        record = recorder(
+            turn, self.conversation, self.partials, self.tokenizers, end, req.answer_note
         )
         memory = MemorySearch(self.memories, turn, log)
-        max_tokens = self.max_prompt_tokens
-        if not req.react:
-            contexts = StepContexts(
-                self.builder,
-                max_tokens,
-                req,
-                turn,
-                blank_user_turns=self.blank_user_turns,
-                steps=record.kept,
-            )
-            recall = None
-            if offers_recall(req.editing, req.react):
-                recall = RecallToolResult(
-                    self.conversation, turn, log, req.tokenizer, req.editing, req.messages
-                )
-            return NativeTools(req, TurnParts(turn, record, log, contexts, memory, recall))
-        # The addendum is made once per turn; every context leaves room for it.
-        addendum = ReactAddendum.for_request(req)
+        # A ReAct addendum is made once per turn; every context leaves room for it.
+        addendum = ReactAddendum.for_request(req) if req.react else None
         contexts = StepContexts(
             self.builder,
-            max_tokens,
+            self.max_prompt_tokens,
             req,
             turn,
-            addendum.tokens,
-            REFUSED_SUBJECT,
+            addendum.tokens if addendum else 0,
+            REFUSED_SUBJECT if addendum else "the context",
             blank_user_turns=self.blank_user_turns,
             steps=record.kept,
         )
-        return ReactTags(req, TurnParts(turn, record, log, contexts, memory), addendum)
+        if addendum is not None:
+            return ReactTags(req, TurnParts(turn, record, log, contexts, memory), addendum)
+        recall = None
+        if offers_recall(req.editing, req.react):
+            recall = RecallToolResult(
+                self.conversation, turn, log, req.tokenizer, req.editing, req.messages
+            )
+        return NativeTools(req, TurnParts(turn, record, log, contexts, memory, recall))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -132,8 +114,6 @@ class TurnSetup:
     ) -> tuple[TurnStarted, ToolProtocol[Any], ModelRequest]:
         """Everything before the model is called; the turn's first event, its protocol
         and the first step's model request."""
-        if req.ephemeral:
-            return await self._begin_ephemeral(req)
         session = await self._session(req)
         if not (req.session_id and self.turns.shared):
             return await self._begin(req, session)
@@ -151,22 +131,27 @@ class TurnSetup:
     ) -> tuple[TurnStarted, ToolProtocol[Any], ModelRequest]:
         """``held``: what was read as the session's lease was taken: with the session's
         version, the newest message that numbers the turn is the kept one when kept at
-        it; whether the log is open needs no read of its last line when known."""
-        history = await self.conversation.tail(
-            session.id, 1, req.tokenizer.name, tenant_id=session.tenant_id, version=held.version
-        )
+        it; whether the log is open needs no read of its last line when known. An
+        ephemeral turn is the first of a session never stored, with no log."""
         continuing = bool(req.tool_results)
+        history = []
+        if not req.ephemeral:
+            history = await self.conversation.tail(
+                session.id, 1, req.tokenizer.name, tenant_id=session.tenant_id, version=held.version
+            )
+            # A session starts at its first turn (a new session's needs no read of its
+            # log), and again at the first turn after it ended.
+            session_log = SessionLog(self.events, session)
+            if (not history and not continuing) or (
+                not self.turns.log_known_open(session.id)
+                and await session_log.needs_start(held.log_open)
+            ):
+                meta = req.log_meta(self.provider.name, self.provider.default_model)
+                await session_log.start(meta)
+            self.turns.log_open(session.id)
         index = max((history[-1].turn_index if history else 0) + (0 if continuing else 1), 1)
-        turn = Turn(session, index, req.caller.user_id, req.tokenizer, req.user_message)
-        # A session starts at its first turn (a new session's needs no read of its log),
-        # and again at the first turn after it ended.
-        session_log = SessionLog(self.events, session)
-        if (not history and not continuing) or (
-            not self.turns.log_known_open(session.id)
-            and await session_log.needs_start(held.log_open)
-        ):
-            await session_log.start(req.log_meta(self.provider.name, self.provider.default_model))
-        self.turns.log_open(session.id)
+        model = req.model.model or self.provider.default_model
+        turn = Turn(session, index, req.caller.user_id, req.tokenizer, req.user_message, model)
         tools = self.kit.tool_protocol(req, turn)
         record, log = tools.record, tools.log
 
@@ -190,15 +175,14 @@ class TurnSetup:
             # The host's list ends with the results of its own tool calls: the model's next
             # step, from that list alone; the new session stores no input of its own.
             context = await tools.contexts.for_user_message("")
-            input_tokens = sum(
-                message_tokens(m, req.tokenizer) for m in _trailing_results(req.messages)
-            )
+            input_tokens = sum(message_tokens(m, req.tokenizer) for m in req.trailing_results)
         else:
             context = await tools.contexts.for_user_message(req.user_message, req.user_parts)
             # The session was read above: store directly, with token counts.
             row = record.row(ChatMessage(Role.USER, req.user_message, parts=req.user_parts))
-            [stored] = await record.store_input([row])
-            user_message_id = str(stored.id)
+            if not req.ephemeral:
+                [stored] = await record.store([row], step=False)
+                user_message_id = str(stored.id)
             input_tokens = row.tokens[req.tokenizer.name]
         request = tools.model_request(context)
         await log.turn_start(
@@ -211,49 +195,24 @@ class TurnSetup:
             # A result belongs to the step of the call it answers, the one before this
             # call's first.
             await log.observation(turn.step - 1, content, call.name, call.id)
-        started = self._started(req, turn, tools, context, request, user_message_id)
-        return started, tools, request
-
-    async def _begin_ephemeral(
-        self, req: ChatTurnRequest
-    ) -> tuple[TurnStarted, ToolProtocol[Any], ModelRequest]:
-        """A turn that stores nothing: in a session of its own that is never stored (its
-        id ""), the first turn of it; its input is built into the context only."""
-        caller = req.caller
-        session = Session("", caller.user_id, req.scenario, req.host, tenant_id=caller.tenant_id)
-        turn = Turn(session, 1, caller.user_id, req.tokenizer, req.user_message, ephemeral=True)
-        tools = self.kit.tool_protocol(req, turn)
-        if req.continues_host_list:
-            context = await tools.contexts.for_user_message("")
-        else:
-            context = await tools.contexts.for_user_message(req.user_message, req.user_parts)
-        request = tools.model_request(context)
-        return self._started(req, turn, tools, context, request, ""), tools, request
-
-    def _started(
-        self,
-        req: ChatTurnRequest,
-        turn: Turn,
-        tools: ToolProtocol[Any],
-        context: BuildResult,
-        request: ModelRequest,
-        user_message_id: str,
-    ) -> TurnStarted:
-        """The turn's first event: where it runs, its first step's context."""
         estimate = request.prompt_tokens_estimate
-        return TurnStarted(
-            turn.session.id,
+        started = TurnStarted(
+            session.id,
             turn.index,
             user_message_id,
             estimate,
             estimate > self.warn_prompt_tokens,
             context.report,
             self.provider.name,
-            req.model.model or self.provider.default_model,
+            model,
             tools.contexts.layers,
         )
+        return started, tools, request
 
     async def _session(self, req: ChatTurnRequest) -> Session:
+        if req.ephemeral:  # never stored: its id is ""
+            caller = req.caller
+            return Session("", caller.user_id, req.scenario, req.host, tenant_id=caller.tenant_id)
         if req.session_id:
             return await self.sessions.get(req.caller, req.session_id)
         return await self.sessions.create(req.caller, req.scenario, req.host, req.title)
@@ -287,11 +246,3 @@ class TurnSetup:
         question = next((r.message.content for r in rows if r.message.role is Role.USER), "")
         # At least one: the calls answered are a step's.
         turn.continue_from(max(1, sum(r.message.role is Role.ASSISTANT for r in rows)), question)
-
-
-def _trailing_results(messages: Sequence[ChatMessage]) -> list[ChatMessage]:
-    """The tool messages that end ``messages``."""
-    first = len(messages)
-    while first and messages[first - 1].role is Role.TOOL:
-        first -= 1
-    return list(messages[first:])
