@@ -6,7 +6,6 @@ as it is retrieved), and the semantic events of a stream (``response.created``,
 from __future__ import annotations
 
 import secrets
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -137,13 +136,14 @@ def stored_response(response_id: str, answer: sessions_pb2.SessionMessage) -> di
     else:
         status = "completed"
     record = answer.answer if answer.HasField("answer") else None
+    asked = noted_request(record.note) if record is not None else {}
     return response_object(
         response_id,
         record.model if record is not None else "",
-        answer.create_time.seconds,
+        asked.get("created_at", answer.create_time.seconds),
         status,
         output,
-        noted_request(record.note) if record is not None else {},
+        asked,
         usage(record.usage) if record is not None else None,
     )
 
@@ -155,13 +155,14 @@ class ResponseBuilder:
     request: ResponsesRequest
     started: cpb.TurnStarted
     id: str = ""
-    created_at: int = field(default_factory=lambda: int(time.time()))
+    created_at: int = 0
     message_id: str = field(default_factory=lambda: "msg_" + secrets.token_hex(12))
     sequence: int = 0
     text: str = ""
     text_started: bool = False
 
     def __post_init__(self) -> None:
+        self.created_at = self.request.created_at
         native = self.request.native
         after = native.tool_results[0].tool_call_id if native.tool_results else ""
         user = native.session.user_id

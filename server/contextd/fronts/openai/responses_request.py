@@ -12,6 +12,7 @@ stored, and its id retrieves nothing.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -103,6 +104,7 @@ class ResponsesRequest:
     store: bool
     previous: ResponseId | None
     conversation: str
+    created_at: int  # when the request came, in seconds
 
     @property
     def session_mode(self) -> bool:
@@ -168,11 +170,12 @@ def translate(raw: bytes) -> ResponsesRequest:
         options = jf.obj(options, "stream_options")
         jf.known_keys(options, frozenset({"include_obfuscation"}), "stream_options")
         jf.optional_bool(options.get("include_obfuscation"), "stream_options.include_obfuscation")
+    created_at = int(time.time())
     if store:
         # Kept with the stored answer, for GET /v1/responses/{id} to repeat.
-        native.answer_note = request_note(body)
+        native.answer_note = request_note(body, created_at)
         params.add("answer_note", "instructions")
-    return ResponsesRequest(native, params, body, stream, store, previous, conversation)
+    return ResponsesRequest(native, params, body, stream, store, previous, conversation, created_at)
 
 
 def _previous(raw: object) -> ResponseId | None:
@@ -427,6 +430,7 @@ NOTED = (
     "truncation",
     "user",
     "store",
+    "created_at",
 )
 # What each kept parameter must be, read back: a note another client of the session
 # wrote may hold anything.
@@ -441,12 +445,15 @@ _NOTED_TYPES: dict[str, type | tuple[type, ...]] = {
     "top_p": (int, float),
     "max_output_tokens": int,
     "max_tool_calls": int,
+    "created_at": int,
 }
 
 
-def request_note(body: Mapping[str, Any]) -> str:
-    """The parameters of a request a stored response repeats when retrieved."""
-    return json.dumps({k: body[k] for k in NOTED if body.get(k) is not None})
+def request_note(body: Mapping[str, Any], created_at: int) -> str:
+    """The parameters of a request a stored response repeats when retrieved, and when
+    it was created."""
+    kept = {k: body[k] for k in NOTED if body.get(k) is not None}
+    return json.dumps({**kept, "created_at": created_at})
 
 
 def noted_request(note: str) -> dict[str, Any]:
