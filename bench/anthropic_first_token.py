@@ -1,7 +1,7 @@
 """Time to first token through /v1/messages (streaming, the ``anthropic`` SDK) against
 the same turn through StreamChat, and against the fake provider read directly.
 
-openai_first_token.py's processes, fake and method, with contextd serving
+_first_token.py's processes, fake and method, with contextd serving
 ``--anthropic-api`` instead: the fake OpenAI-compatible model (first_delta.py with
 ``--fake``: the first content chunk after ``--ttft`` seconds, the rest ``--frame-delay``
 apart) runs every turn, so the figure is what speaking Anthropic's protocol to contextd
@@ -21,48 +21,27 @@ after the model's first token. Run: ``python bench/anthropic_first_token.py [--q
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import sys
-import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import anthropic
-import grpc.aio
-import openai
 from _common import result_line
-from first_delta import (
-    ANSWER,
-    TURNS_PER_SESSION,
-    USER,
-    FakeChild,
-    Side,
-    Turn,
-    contextd_side,
-    direct_side,
-    user_text,
-)
-from openai_first_token import add_arguments, alternate, counts, served, summarize
-
-from tests.support.fakes.helpers import FAKE_KEY
+from _first_token import DIRECT, STREAMCHAT, Piece, arguments, continued_turns, served
+from first_delta import USER, Side, user_text
 
 NAME = "anthropic_first_token"
 THROUGH = "/v1/messages (anthropic SDK)"
 ADDED_MS = 0.3  # the most the front may add to StreamChat's overhead
 
 
-def anthropic_side(client: anthropic.AsyncAnthropic) -> Callable[[str], Any]:
-    """Session-mode turns through /v1/messages: the new message only, a new session
-    every TURNS_PER_SESSION turns (as the StreamChat side)."""
-    session_id = ""
-    turns = 0
+def through_messages(web: str) -> tuple[list[Side], Any]:
+    """Session-mode turns through /v1/messages (``X-Contextd-Session``): the new
+    message only."""
+    client = anthropic.AsyncAnthropic(api_key="unused", base_url=f"http://{web}", max_retries=0)
 
-    async def run_turn(tag: str) -> Turn:
-        nonlocal session_id, turns
-        first = 0
-        text = []
-        t0 = time.monotonic_ns()
+    async def send(tag: str, session_id: str) -> AsyncIterator[Piece]:
         stream = await client.messages.with_raw_response.create(
             model="fake-model",
             max_tokens=256,
@@ -71,63 +50,26 @@ def anthropic_side(client: anthropic.AsyncAnthropic) -> Callable[[str], Any]:
             stream=True,
             extra_headers={"X-Contextd-Session": session_id or "new"},
         )
-        named = stream.headers["x-contextd-session-id"]
+        yield "next", stream.headers["x-contextd-session-id"]
         async for event in await stream.parse():
             if event.type == "content_block_delta" and event.delta.type == "text_delta":
-                if not first:
-                    first = time.monotonic_ns()
-                text.append(event.delta.text)
-        end = time.monotonic_ns()
-        if "".join(text) != ANSWER:
-            raise SystemExit("the /v1/messages stream did not return the answer")
-        turns += 1
-        session_id = "" if turns % TURNS_PER_SESSION == 0 else named
-        return Turn(tag, t0, first, end)
+                yield "text", event.delta.text
 
-    return run_turn
-
-
-async def measure(args: argparse.Namespace, fake: FakeChild, native: str, web: str) -> list[Side]:
-    async with grpc.aio.insecure_channel(native) as channel:
-        through = anthropic.AsyncAnthropic(
-            api_key="unused", base_url=f"http://{web}", max_retries=0
-        )
-        direct = openai.AsyncOpenAI(
-            api_key=FAKE_KEY, base_url=f"http://127.0.0.1:{fake.port}/v1", max_retries=0
-        )
-        try:
-            sides = [
-                Side("StreamChat", contextd_side(channel)),
-                Side(THROUGH, anthropic_side(through)),
-                Side("direct (openai SDK)", direct_side(direct)),
-            ]
-            await alternate(args, sides)
-        finally:
-            await through.close()
-            await direct.close()
-    return sides
-
-
-async def run(args: argparse.Namespace) -> int:
-    sides, records = await served(args, "--anthropic-api", measure)
-    first_token, overhead = summarize(NAME, args, sides, records)
-    print(
-        f"send->first token p50: /v1/messages {first_token[THROUGH]:.2f} ms, StreamChat "
-        f"{first_token['StreamChat']:.2f} ms, direct {first_token['direct (openai SDK)']:.2f} "
-        f"ms; overhead after the fake's first content: /v1/messages {overhead[THROUGH]:.2f} "
-        f"ms, StreamChat {overhead['StreamChat']:.2f} ms"
-    )
-    ratio = overhead[THROUGH] / (overhead["StreamChat"] + ADDED_MS)
-    print(result_line(NAME, ratio, 1.0, ratio <= 1.0))
-    return 0
+    return [Side(THROUGH, continued_turns("/v1/messages", send))], client
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    add_arguments(parser)
-    args = parser.parse_args()
-    counts(args)
-    return asyncio.run(run(args))
+    args = arguments(__doc__.splitlines()[0] if __doc__ else None)
+    first_token, overhead = asyncio.run(served(NAME, args, "--anthropic-api", through_messages))
+    print(
+        f"send->first token p50: /v1/messages {first_token[THROUGH]:.2f} ms, StreamChat "
+        f"{first_token[STREAMCHAT]:.2f} ms, direct {first_token[DIRECT]:.2f} "
+        f"ms; overhead after the fake's first content: /v1/messages {overhead[THROUGH]:.2f} "
+        f"ms, StreamChat {overhead[STREAMCHAT]:.2f} ms"
+    )
+    ratio = overhead[THROUGH] / (overhead[STREAMCHAT] + ADDED_MS)
+    print(result_line(NAME, ratio, 1.0, ratio <= 1.0))
+    return 0
 
 
 if __name__ == "__main__":

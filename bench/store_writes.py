@@ -11,8 +11,15 @@ rounds of a fixed number of messages each:
 
 Every append is one write transaction through the Database's single writer connection
 (BEGIN IMMEDIATE, the INSERT, the token counts, COMMIT), run on the event loop's thread.
-For reference only, the last row runs the same SQL with plain sqlite3 in a loop, without
+For reference only, a row runs the same SQL with plain sqlite3 in a loop, without
 the repository: what a transaction costs SQLite itself.
+
+The event log is measured in the same rounds: one task appending one event per call
+(``EventLog.append``, a chat turn's line) to one session's file, each append holding the
+file's lock (store/event_log/files.py). Two reference rows make an append's system calls
+in a loop, without Python's encoding of the event: with the lock (open, flock, fstat,
+pread, write, close) and without it; what the lock costs an append is their difference,
+measured in one run.
 
 There is no target: the RESULT line carries the ratio 50 sessions / 1 session (1 writer),
 ``target=none`` and PASS whenever the run completed and every message was stored.
@@ -23,6 +30,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import fcntl
+import os
 import sqlite3
 import sys
 import tempfile
@@ -35,10 +44,12 @@ from contextd.core.identity import DEFAULT_TENANT
 from contextd.core.messages import ChatMessage, Role
 from contextd.store.conversation import ConversationRepo, _insert_statement
 from contextd.store.engine.sqlite import SqliteDatabase
+from contextd.store.event_log.files import EventLog
 from contextd.store.models import NewMessage, Session
 from contextd.store.sessions import SessionRepo
 
 NAME = "store_writes"
+EVENT_LOG = "event log, 1 session, 1 writer"
 SESSIONS = 50
 USER = "bench-user"
 
@@ -80,6 +91,42 @@ def sequential_side(repo: ConversationRepo, session: Session) -> Side:
     return run
 
 
+def event_text(i: int) -> str:
+    return SHORT_HISTORY[i % len(SHORT_HISTORY)][1]
+
+
+def event_log_side(log: EventLog, session_id: str) -> Side:
+    async def run(events: int) -> None:
+        for i in range(events):
+            await log.append(session_id, "observation", turn=1, step=i, content=event_text(i))
+
+    return run
+
+
+def lines_in(path: Path) -> int:
+    return path.read_bytes().count(b"\n") if path.exists() else 0
+
+
+def plain_file_append(path: Path, events: int, lock: bool) -> float:
+    """Seconds for ``events`` appends of a line of an event's size with an append's system
+    calls, with or without its lock."""
+    flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
+    lines = [(event_text(i) * 2 + "x" * 120 + "\n").encode() for i in range(len(SHORT_HISTORY))]
+    t0 = time.perf_counter()
+    for i in range(events):
+        fd = os.open(path, flags, 0o600)
+        try:
+            if lock:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            size = os.fstat(fd).st_size
+            if size:
+                os.pread(fd, 1, size - 1)
+            os.write(fd, lines[i % len(lines)])
+        finally:
+            os.close(fd)
+    return time.perf_counter() - t0
+
+
 def plain_sqlite_append(path: Path, session_id: str, messages: int, synchronous: str) -> float:
     """Seconds for ``messages`` one-message transactions of the same SQL, without the repository."""
     conn = sqlite3.connect(path, isolation_level=None)
@@ -116,26 +163,36 @@ async def measure(args: argparse.Namespace, directory: Path) -> int:
         shared = await sessions.create(USER, title="bench shared")
         single = await sessions.create(USER, title="bench single")
         reference = await sessions.create(USER, title="bench plain sqlite3")
+        log = EventLog(directory / "history")
+        log_path = log.path(single.id)
         sides: list[tuple[str, Side]] = [
             (f"{SESSIONS} sessions, {SESSIONS} writers", concurrent_side(repo, many)),
             (f"1 session, {SESSIONS} writers", concurrent_side(repo, [shared])),
             ("1 session, 1 writer", sequential_side(repo, single)),
+            (EVENT_LOG, event_log_side(log, single.id)),
         ]
         await sides[0][1](args.messages // 10)  # warm-up
         rates: dict[str, list[float]] = {label: [] for label, _ in sides}
+        plain_log: dict[bool, list[float]] = {True: [], False: []}
         for r in range(args.rounds):
             order = sides if r % 2 == 0 else sides[::-1]
             for label, side in order:
-                before = await stored_count(db)
+                count = lines_in(log_path) if label == EVENT_LOG else await stored_count(db)
                 t0 = time.perf_counter()
                 await side(args.messages)
                 elapsed = time.perf_counter() - t0
-                stored = await stored_count(db) - before
+                if label == EVENT_LOG:
+                    stored = lines_in(log_path) - count
+                else:
+                    stored = await stored_count(db) - count
                 if stored != args.messages:
-                    print(f"{label}: {stored} messages stored instead of {args.messages}")
+                    print(f"{label}: {stored} stored instead of {args.messages}")
                     print(f"RESULT {NAME} ratio=0.00 target=none FAIL")
                     return 0
                 rates[label].append(args.messages / elapsed)
+            for lock in (r % 2 == 0, r % 2 == 1):
+                seconds = plain_file_append(directory / "plain.jsonl", args.messages, lock)
+                plain_log[lock].append(args.messages / seconds)
         plain = [
             args.messages
             / await asyncio.to_thread(
@@ -151,15 +208,20 @@ async def measure(args: argparse.Namespace, directory: Path) -> int:
         [label, f"{median(r):,.0f}", f"{min(r):,.0f}-{max(r):,.0f}", f"{1e3 / median(r):.2f}"]
         for label, r in rates.items()
     ]
-    rows.append(
-        [
-            "reference: plain sqlite3, no repository",
-            f"{median(plain):,.0f}",
-            f"{min(plain):,.0f}-{max(plain):,.0f}",
-            f"{1e3 / median(plain):.3f}",
-        ]
-    )
-    print_table(["side", "messages/s (median)", "range over rounds", "ms/message"], rows)
+    for label, reference_rates in (
+        ("reference: plain sqlite3, no repository", plain),
+        ("reference: an append's system calls, with the lock", plain_log[True]),
+        ("reference: an append's system calls, no lock", plain_log[False]),
+    ):
+        rows.append(
+            [
+                label,
+                f"{median(reference_rates):,.0f}",
+                f"{min(reference_rates):,.0f}-{max(reference_rates):,.0f}",
+                f"{1e3 / median(reference_rates):.4f}",
+            ]
+        )
+    print_table(["side", "messages or events/s (median)", "range over rounds", "ms each"], rows)
     labels = list(rates)
     many_rate, single_rate = median(rates[labels[0]]), median(rates[labels[2]])
     ratio = many_rate / single_rate
@@ -170,6 +232,12 @@ async def measure(args: argparse.Namespace, directory: Path) -> int:
     print(
         f"messages/s: {SESSIONS} sessions {many_rate:,.0f}, 1 session {single_rate:,.0f} "
         f"(ratio {ratio:.2f})"
+    )
+    locked, unlocked = (1e6 / median(plain_log[lock]) for lock in (True, False))
+    print(
+        f"event log: {1e6 / median(rates[EVENT_LOG]):.1f} us an append; its system calls "
+        f"{locked:.1f} us with the lock, {unlocked:.1f} us without (the lock: "
+        f"{locked - unlocked:.1f} us)"
     )
     print(f"RESULT {NAME} ratio={ratio:.2f} target=none PASS")
     return 0

@@ -21,6 +21,7 @@ from typing import Any
 import grpc
 import pytest
 from contextd.config import Settings
+from contextd.fronts.limits import RequestLimits
 from contextd.fronts.web.cors import CorsPolicy
 from contextd.fronts.web.gateway import WebGateway
 from contextd.root.listeners import web_mounts
@@ -335,7 +336,12 @@ async def gateway_routes() -> set[tuple[str, str]]:
         return "SERVING"
 
     gateway = WebGateway(
-        "127.0.0.1:1", CorsPolicy(frozenset()), 1024, 1.0, health=serving, mounts=mounts
+        "127.0.0.1:1",
+        CorsPolicy(frozenset()),
+        RequestLimits(max_message_bytes=1024),
+        1.0,
+        health=serving,
+        mounts=mounts,
     )
     try:
         app = gateway._runner.app  # the routes, as aiohttp holds them

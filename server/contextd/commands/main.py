@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import os
 import sys
+from types import ModuleType
 
 from contextd import __version__
 from contextd.commands import chat as chat_command
@@ -14,6 +15,22 @@ from contextd.commands import keys as keys_command
 from contextd.commands import store as store_command
 from contextd.config import Settings, add_arguments
 from contextd.root import logs
+
+
+def _described(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+    module: ModuleType,
+    name: str,
+    help: str,
+) -> argparse.ArgumentParser:
+    """The command ``name``, described by ``module``'s docstring laid out as written."""
+    parser = commands.add_parser(
+        name,
+        help=help,
+        description=module.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    return parser
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -33,27 +50,30 @@ def _parser() -> argparse.ArgumentParser:
     health.add_argument("--address", default="127.0.0.1:50151", help="host:port of the server")
     health.add_argument("--timeout", type=float, default=3.0, help="seconds to wait")
     client_args.add_tls_arguments(health)
-    chat = commands.add_parser(
-        "chat",
-        help="chat with a server from the terminal (needs the Python SDK, clients/python)",
-        description=chat_command.__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    client_args.add_chat_arguments(
+        _described(
+            commands,
+            chat_command,
+            "chat",
+            "chat with a server from the terminal (needs the Python SDK, clients/python)",
+        )
     )
-    client_args.add_chat_arguments(chat)
-    keys = commands.add_parser(
-        "keys",
-        help="create, list and revoke API keys for --auth api-key (also while serving)",
-        description=keys_command.__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    keys_command.add_arguments(
+        _described(
+            commands,
+            keys_command,
+            "keys",
+            "create, list and revoke API keys for --auth api-key (also while serving)",
+        )
     )
-    keys_command.add_arguments(keys)
-    store = commands.add_parser(
-        "store",
-        help="copy everything between databases, SQLite and PostgreSQL (servers stopped)",
-        description=store_command.__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    store_command.add_arguments(
+        _described(
+            commands,
+            store_command,
+            "store",
+            "copy everything between databases, SQLite and PostgreSQL (servers stopped)",
+        )
     )
-    store_command.add_arguments(store)
     mcp = commands.add_parser(
         "mcp",
         help="serve MCP over standard input and output for a running server (desktop apps)",

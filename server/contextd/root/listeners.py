@@ -11,7 +11,7 @@ import logging
 import shutil
 import tempfile
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import grpc
@@ -22,11 +22,11 @@ from grpc_health.v1 import health_pb2
 from contextd.config import Settings
 from contextd.fronts.anthropic.routes import AnthropicRoutes
 from contextd.fronts.grpc.interceptors import WEB_PEER_KEY
+from contextd.fronts.limits import RequestLimits
 from contextd.fronts.openai.routes import Model, OpenAIRoutes
 from contextd.fronts.web.cors import CorsPolicy
 from contextd.fronts.web.gateway import CallCounter, Mount, WebGateway
 from contextd.fronts.web.healthz import HealthStatus
-from contextd.fronts.web.limits import WebLimits
 from contextd.metrics.endpoint import PATH as METRICS_PATH
 from contextd.metrics.endpoint import MetricsEndpoint
 from contextd.metrics.prometheus import PrometheusRecorder
@@ -40,6 +40,11 @@ log = logging.getLogger("contextd.server")
 
 # Stops a listener given the seconds left of the grace period.
 Stop = Callable[[float], Awaitable[None]]
+
+
+def request_limits(settings: Settings) -> RequestLimits:
+    """The limits every front reads, from the settings."""
+    return RequestLimits(**{f.name: getattr(settings, f.name) for f in fields(RequestLimits)})
 
 
 @dataclass
@@ -164,14 +169,9 @@ async def start_web(
     gateway = WebGateway(
         target,
         cors,
-        settings.max_message_bytes,
+        request_limits(settings),
         shutdown_timeout=settings.shutdown_grace + 5,
         ssl_context=tls.ssl_context if tls is not None else None,
-        limits=WebLimits(
-            settings.web_max_connections,
-            settings.web_body_timeout,
-            settings.web_max_buffered_bytes,
-        ),
         peer_key=WEB_PEER_KEY if peer_secret else "",
         peer_secret=peer_secret,
         health=health,
@@ -238,8 +238,7 @@ async def start_mcp(
         target,
         protection=protection,
         host=host,
-        max_body=settings.max_message_bytes,
-        max_connections=settings.web_max_connections,
+        limits=request_limits(settings),
         ssl_context=tls.ssl_context if tls is not None else None,
     )
     port = await listener.start(host, settings.mcp_port, reuse_port=share_port)

@@ -30,6 +30,7 @@ from contextd.root.listeners import (
     loopback_target,
     overall_health,
     private_socket,
+    request_limits,
     start_listeners,
 )
 from contextd.root.prepare import Prepared, prepare
@@ -159,16 +160,17 @@ def _native_server(
 ) -> tuple[grpc.aio.Server, health_aio.HealthServicer]:
     """The native server with every service, health and reflection (not yet bound);
     ``share_port``: a worker's, whose port its siblings listen on too."""
+    limits = request_limits(settings)
     server = grpc.aio.server(
         interceptors=[services.guard],
         options=[
-            ("grpc.max_receive_message_length", settings.max_message_bytes),
-            ("grpc.max_send_message_length", settings.max_message_bytes),
+            ("grpc.max_receive_message_length", limits.max_message_bytes),
+            ("grpc.max_send_message_length", limits.max_message_bytes),
             # gRPC core would share the port with any other listener that asks the same:
             # only a server's own workers do (ports.py checked it free before).
             ("grpc.so_reuseport", int(share_port)),
         ],
-        maximum_concurrent_rpcs=settings.max_concurrent_rpcs,
+        maximum_concurrent_rpcs=limits.max_concurrent_rpcs,
     )
     services.register(server)
     health_servicer = health_aio.HealthServicer()
@@ -245,13 +247,19 @@ def _health_follows_watchers(db: Database, serving: ServingHealth, database_url:
         )
 
 
-async def serve(settings: Settings) -> None:
-    """Run until SIGINT or SIGTERM, then shut down gracefully."""
-    # Handled from before start: a signal right after "listening" is a graceful stop too.
+def stop_signalled() -> asyncio.Event:
+    """An event SIGINT or SIGTERM sets: the graceful stop. Handled from before the
+    start, so that a signal right after "listening" is a graceful stop too."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    return stop
+
+
+async def serve(settings: Settings) -> None:
+    """Run until SIGINT or SIGTERM, then shut down gracefully."""
+    stop = stop_signalled()
     tracing = install_from_env()
     try:
         running = await start(settings)

@@ -308,15 +308,6 @@ def _stop_with_parent(parent: int) -> None:
         os.kill(os.getpid(), signal.SIGTERM)
 
 
-def _stop_event() -> asyncio.Event:
-    """Set on SIGTERM or SIGINT."""
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    return stop
-
-
 def _tell_ready(ready: int | None) -> None:
     if ready is not None:  # the parent waits for it at the first start
         os.write(ready, b"1")
@@ -329,7 +320,7 @@ async def _serve(
     """A worker: serve until SIGTERM or SIGINT. ``sweeps``: the worker that runs the
     passes over the whole database (retention), worker 0; ``metrics_socket``: where
     the gatherer reads its figures."""
-    stop = _stop_event()
+    stop = server.stop_signalled()
     tracing = install_from_env()
     try:
         running = await server.start(
@@ -345,7 +336,7 @@ async def _serve(
 
 async def _gather(settings: Settings, sockets: list[str], ready: int | None) -> None:
     """The metrics gatherer: serve --metrics-port until SIGTERM or SIGINT."""
-    stop = _stop_event()
+    stop = server.stop_signalled()
     endpoint = GatheringEndpoint(sockets)
     host = settings.metrics_host or settings.host
     port = await endpoint.start(host, settings.metrics_port)

@@ -1,5 +1,6 @@
 using System;
 using System.Diagnostics;
+using System.Runtime.ExceptionServices;
 using System.Threading;
 using System.Threading.Tasks;
 using Grpc.Core;
@@ -33,21 +34,7 @@ namespace Contextd.Client
             ClientInterceptorContext<TRequest, TResponse> context,
             AsyncUnaryCallContinuation<TRequest, TResponse> continuation)
         {
-            var previous = Activity.Current;
-            var observed = new ObservedCall(_logger, context.Method, _target, _timeout, context.Options.CancellationToken);
-            AsyncUnaryCall<TResponse> call;
-            try
-            {
-                call = continuation(request, ObservedCall.Traced(context));
-            }
-            catch (Exception error)
-            {
-                throw observed.Failed(error, NoStatus);
-            }
-            finally
-            {
-                Activity.Current = previous;
-            }
+            var call = Start(context, _timeout, traced => continuation(request, traced), out var observed);
             return new AsyncUnaryCall<TResponse>(
                 Completed(call, observed), call.ResponseHeadersAsync, call.GetStatus, call.GetTrailers, call.Dispose);
         }
@@ -57,27 +44,9 @@ namespace Contextd.Client
             ClientInterceptorContext<TRequest, TResponse> context,
             BlockingUnaryCallContinuation<TRequest, TResponse> continuation)
         {
-            var previous = Activity.Current;
-            var observed = new ObservedCall(_logger, context.Method, _target, _timeout, context.Options.CancellationToken);
-            try
-            {
-                var response = continuation(request, ObservedCall.Traced(context));
-                observed.Succeeded();
-                return response;
-            }
-            catch (Exception error)
-            {
-                var thrown = observed.Failed(error, NoStatus);
-                if (ReferenceEquals(thrown, error))
-                {
-                    throw;
-                }
-                throw thrown;
-            }
-            finally
-            {
-                Activity.Current = previous;
-            }
+            var response = Start(context, _timeout, traced => continuation(request, traced), out var observed);
+            observed.Succeeded();
+            return response;
         }
 
         public override AsyncServerStreamingCall<TResponse> AsyncServerStreamingCall<TRequest, TResponse>(
@@ -85,21 +54,7 @@ namespace Contextd.Client
             ClientInterceptorContext<TRequest, TResponse> context,
             AsyncServerStreamingCallContinuation<TRequest, TResponse> continuation)
         {
-            var previous = Activity.Current;
-            var observed = new ObservedCall(_logger, context.Method, _target, _streamTimeout, context.Options.CancellationToken);
-            AsyncServerStreamingCall<TResponse> call;
-            try
-            {
-                call = continuation(request, ObservedCall.Traced(context));
-            }
-            catch (Exception error)
-            {
-                throw observed.Failed(error, NoStatus);
-            }
-            finally
-            {
-                Activity.Current = previous;
-            }
+            var call = Start(context, _streamTimeout, traced => continuation(request, traced), out var observed);
             return new AsyncServerStreamingCall<TResponse>(
                 new ObservedReader<TResponse>(call.ResponseStream, observed, call.GetStatus),
                 call.ResponseHeadersAsync,
@@ -112,6 +67,35 @@ namespace Contextd.Client
                 });
         }
 
+        /// <summary>
+        /// Starts a call (unary or streaming) under its own observation, its trace context in its
+        /// headers. The call's activity is current only while it starts: the caller's comes back
+        /// after. A call that fails to start has no status to read.
+        /// </summary>
+        private TCall Start<TRequest, TResponse, TCall>(
+            ClientInterceptorContext<TRequest, TResponse> context,
+            TimeSpan? timeout,
+            Func<ClientInterceptorContext<TRequest, TResponse>, TCall> continuation,
+            out ObservedCall observed)
+            where TRequest : class
+            where TResponse : class
+        {
+            var previous = Activity.Current;
+            observed = new ObservedCall(_logger, context.Method, _target, timeout, context.Options.CancellationToken);
+            try
+            {
+                return continuation(ObservedCall.Traced(context));
+            }
+            catch (Exception error)
+            {
+                throw Thrown(observed, error, NoStatus);
+            }
+            finally
+            {
+                Activity.Current = previous;
+            }
+        }
+
         private static async Task<TResponse> Completed<TResponse>(AsyncUnaryCall<TResponse> call, ObservedCall observed)
         {
             TResponse response;
@@ -121,15 +105,25 @@ namespace Contextd.Client
             }
             catch (Exception error)
             {
-                var thrown = observed.Failed(error, call.GetStatus);
-                if (ReferenceEquals(thrown, error))
-                {
-                    throw;
-                }
-                throw thrown;
+                throw Thrown(observed, error, call.GetStatus);
             }
             observed.Succeeded();
             return response;
+        }
+
+        /// <summary>
+        /// Ends <paramref name="observed"/> with <paramref name="error"/> and gives the exception
+        /// the caller sees in its place; an error the caller sees unchanged is rethrown here, with
+        /// its own stack trace.
+        /// </summary>
+        private static Exception Thrown(ObservedCall observed, Exception error, Func<Status> status)
+        {
+            var thrown = observed.Failed(error, status);
+            if (ReferenceEquals(thrown, error))
+            {
+                ExceptionDispatchInfo.Capture(error).Throw();
+            }
+            return thrown;
         }
 
         private static Status NoStatus() => throw new InvalidOperationException("the call did not start");
@@ -159,12 +153,7 @@ namespace Contextd.Client
                 }
                 catch (Exception error)
                 {
-                    var thrown = _observed.Failed(error, _status);
-                    if (ReferenceEquals(thrown, error))
-                    {
-                        throw;
-                    }
-                    throw thrown;
+                    throw Thrown(_observed, error, _status);
                 }
                 if (!more)
                 {

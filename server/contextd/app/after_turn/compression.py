@@ -16,10 +16,8 @@ from __future__ import annotations
 
 import functools
 
-from contextd.app.after_turn.model import ModelOrRules
+from contextd.app.after_turn.model import SummaryJob
 from contextd.app.after_turn.work import (
-    AfterTurnSettings,
-    AfterTurnStats,
     FinishedTurn,
     ids,
     line,
@@ -34,29 +32,13 @@ from contextd.core.memory_facts import (
 )
 from contextd.core.messages import ChatMessage, Role
 from contextd.core.tokens import EstimateTokenizer, message_tokens
-from contextd.store.conversation import ConversationRepo
 from contextd.store.models import StoredMessage
-from contextd.store.summaries import SummaryRepo
 
 # Messages read first when looking for those the summary does not cover; grows 4x.
 _FIRST_READ = 64
 
 
-class Compression:
-    def __init__(
-        self,
-        conversation: ConversationRepo,
-        summaries: SummaryRepo,
-        model: ModelOrRules,
-        settings: AfterTurnSettings,
-        stats: AfterTurnStats,
-    ) -> None:
-        self._conversation = conversation
-        self._summaries = summaries
-        self._model = model
-        self._settings = settings
-        self._stats = stats
-
+class Compression(SummaryJob):
     async def run(self, turn: FinishedTurn) -> str:
         """Write a new compression summary when one is due; return the active summary."""
         s = self._settings

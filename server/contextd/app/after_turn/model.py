@@ -14,10 +14,18 @@ from typing import TypeVar
 
 from opentelemetry.trace import Span
 
-from contextd.app.after_turn.work import AfterTurnStats, FinishedTurn, ids, log
+from contextd.app.after_turn.work import (
+    AfterTurnSettings,
+    AfterTurnStats,
+    FinishedTurn,
+    ids,
+    log,
+)
 from contextd.core.messages import ChatMessage
 from contextd.metrics.recorder import NULL_RECORDER, Recorder
 from contextd.providers.base import Finished, ModelRequest, Provider, TextDelta, Usage
+from contextd.store.conversation import ConversationRepo
+from contextd.store.summaries import SummaryRepo
 from contextd.tracing import genai
 
 # A model answer is read up to this many characters; past them the call is stopped.
@@ -124,6 +132,25 @@ class ModelOrRules:
             self._stats.model_fell_back()
             log.warning(failure, extra={**ids(turn), "error": f"{type(error).__name__}: {error}"})
             return None
+
+
+class SummaryJob:
+    """An after-turn job that writes a summary (a compression of older messages, the
+    session's summary) from the conversation, with the model or by its rules."""
+
+    def __init__(
+        self,
+        conversation: ConversationRepo,
+        summaries: SummaryRepo,
+        model: ModelOrRules,
+        settings: AfterTurnSettings,
+        stats: AfterTurnStats,
+    ) -> None:
+        self._conversation = conversation
+        self._summaries = summaries
+        self._model = model
+        self._settings = settings
+        self._stats = stats
 
 
 @dataclass

@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import functools
 
-from contextd.app.after_turn.model import ModelOrRules
+from contextd.app.after_turn.model import SummaryJob
 from contextd.app.after_turn.work import (
-    AfterTurnSettings,
-    AfterTurnStats,
     Exchange,
     FinishedTurn,
     line,
@@ -23,28 +21,12 @@ from contextd.core.memory_facts import (
     extractive_session_summary,
     session_summary_messages,
 )
-from contextd.store.conversation import ConversationRepo
-from contextd.store.summaries import SummaryRepo
 
 # The newest messages a session summary is written from.
 SUMMARY_RECENT_MESSAGES = 12
 
 
-class SessionSummary:
-    def __init__(
-        self,
-        conversation: ConversationRepo,
-        summaries: SummaryRepo,
-        model: ModelOrRules,
-        settings: AfterTurnSettings,
-        stats: AfterTurnStats,
-    ) -> None:
-        self._conversation = conversation
-        self._summaries = summaries
-        self._model = model
-        self._settings = settings
-        self._stats = stats
-
+class SessionSummary(SummaryJob):
     async def run(self, turn: FinishedTurn, exchange: Exchange, compressed: str) -> None:
         """``compressed``: the session's active compression summary ("" when none)."""
         s = self._settings

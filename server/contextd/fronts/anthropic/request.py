@@ -21,8 +21,10 @@ from contextd.fronts.anthropic.editing import (
     thinking_left_out,
 )
 from contextd.fronts.chat_http import json_fields as jf
+from contextd.fronts.chat_http import model_options
 from contextd.fronts.chat_http.failure import invalid
 from contextd.fronts.chat_http.params import ParamMap
+from contextd.fronts.chat_http.tools import ToolShape, function_tools
 from contextd.fronts.chat_http.turn import named_session, turn_request
 from contextd.v1 import chat_pb2 as cpb
 
@@ -55,8 +57,9 @@ HINTS: dict[str, Callable[[object, str], object]] = {
     "output_config": jf.optional_object,
 }
 # Refused unless absent or null: services of Anthropic's own platform.
-REFUSED = ("container", "mcp_servers", "fallbacks", "thread", "compaction", "diagnostics")
-KNOWN = USED | frozenset(HINTS) | frozenset(REFUSED)
+REFUSED: dict[str, tuple[object, ...]] = dict.fromkeys(
+    ("container", "mcp_servers", "fallbacks", "thread", "compaction", "diagnostics"), ()
+)
 # Names the contextd user, before metadata.user_id: hosts built on Claude Code send an
 # identifier of their own there.
 USER_HEADER = "X-Contextd-User"
@@ -67,12 +70,20 @@ _CHOICES = {
     "tool": cpb.TOOL_CHOICE_MODE_FUNCTION,
     "none": cpb.TOOL_CHOICE_MODE_NONE,
 }
-# A client tool's fields; only name, description and input_schema are used.
-_TOOL_KEYS = frozenset(
-    {
-        *("name", "description", "input_schema", "type", "cache_control", "strict"),
-        *("input_examples", "allowed_callers", "defer_loading", "eager_input_streaming"),
-    }
+# The host's client tools (``custom``); the API's server tools are refused. Only name,
+# description and input_schema are used.
+TOOL_SHAPE = ToolShape(
+    types=(None, "custom"),
+    wrong_type="only client tools (custom) are supported",
+    wrong_type_code=None,
+    keys=frozenset(
+        {
+            *("name", "description", "input_schema", "type", "cache_control", "strict"),
+            *("input_examples", "allowed_callers", "defer_loading", "eager_input_streaming"),
+        }
+    ),
+    schema="input_schema",
+    schema_required=True,
 )
 
 
@@ -92,13 +103,7 @@ class MessagesRequest:
 
 def translate(raw: bytes, headers: Mapping[str, str]) -> MessagesRequest:
     """The native request for the body ``raw``; ``headers`` may name the session."""
-    body = jf.parse_object(raw)
-    jf.known_keys(body, KNOWN, "")
-    for name, check in HINTS.items():
-        check(body.get(name), name)
-    for name in REFUSED:
-        if body.get(name) is not None:
-            raise invalid(name, "not supported by contextd", code="unsupported_parameter")
+    body = jf.parameters(raw, USED, HINTS, REFUSED)
     params = ParamMap()
     metadata = _metadata(body.get("metadata"))
     session = named_session(headers, metadata)
@@ -142,28 +147,10 @@ def _metadata(raw: object) -> dict[str, str]:
 
 def _model_options(body: jf.JsonObject, out: cpb.ModelOptions, params: ParamMap) -> None:
     """The model named (passed on as the turn's model), output tokens, temperature, stop."""
-    out.model = jf.string(body.get("model"), "model")
-    params.add("model.model", "model")
-    tokens = body.get("max_tokens")
-    if tokens is None:
-        raise invalid("max_tokens", "Field required")
-    if not 1 <= jf.integer(tokens, "max_tokens") <= 2**31 - 1:
-        raise invalid("max_tokens", "must be a positive integer")
-    out.max_output_tokens = int(tokens)
-    params.add("model.max_output_tokens", "max_tokens")
-    temperature = jf.optional_number(body.get("temperature"), "temperature")
-    if temperature is not None:
-        if not 0 <= temperature <= 1:
-            raise invalid("temperature", "must be from 0 to 1")
-        out.temperature = temperature
-        params.add("model.temperature", "temperature")
-    stop = body.get("stop_sequences")
-    if stop is not None:
-        stops = jf.array(stop, "stop_sequences")
-        if len(stops) > _MAX_STOP:
-            raise invalid("stop_sequences", f"at most {_MAX_STOP} sequences")
-        out.stop.extend(jf.string(s, f"stop_sequences[{k}]") for k, s in enumerate(stops))
-        params.add("model.stop", "stop_sequences")
+    model_options.model(body, out, params)
+    model_options.output_tokens(body, "max_tokens", out, params, required=True)
+    model_options.temperature(body, out, params, highest=1)
+    model_options.stop(body, "stop_sequences", out, params, _MAX_STOP)
 
 
 def tool_choice(raw: object, out: cpb.StreamChatRequest, params: ParamMap) -> None:
@@ -211,22 +198,4 @@ def _output_format(raw: object, out: cpb.ModelOptions, params: ParamMap) -> None
 
 def tool_definitions(raw: object, params: ParamMap) -> list[cpb.ToolDefinition]:
     """The host's client tools (``custom``); the API's server tools are refused."""
-    if raw is None:
-        return []
-    tools = []
-    for k, item in enumerate(jf.array(raw, "tools")):
-        at = f"tools[{k}]"
-        tool = jf.obj(item, at)
-        if tool.get("type") not in (None, "custom"):
-            raise invalid(f"{at}.type", "only client tools (custom) are supported")
-        jf.known_keys(tool, _TOOL_KEYS, at)
-        jf.optional_bool(tool.get("strict"), f"{at}.strict")
-        params.add(f"{at}.parameters_json", f"{at}.input_schema")
-        tools.append(
-            cpb.ToolDefinition(
-                name=jf.string(tool.get("name"), f"{at}.name"),
-                description=jf.optional_string(tool.get("description"), f"{at}.description"),
-                parameters_json=json.dumps(jf.obj(tool.get("input_schema"), f"{at}.input_schema")),
-            )
-        )
-    return tools
+    return function_tools(raw, params, TOOL_SHAPE)

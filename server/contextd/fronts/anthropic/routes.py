@@ -9,15 +9,14 @@ Anthropic requires it; every version is answered alike.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
-import grpc
 from aiohttp import web
 
 from contextd.fronts.anthropic.count import count, count_request, count_thinking
 from contextd.fronts.anthropic.errors import error_body
-from contextd.fronts.anthropic.request import MessagesRequest, translate
+from contextd.fronts.anthropic.request import translate
 from contextd.fronts.anthropic.response import (
     REPORT_HEADER,
     REQUEST_ID_HEADER,
@@ -25,8 +24,9 @@ from contextd.fronts.anthropic.response import (
     text_delta,
     text_start,
 )
+from contextd.fronts.chat_http.answer import AnsweredTurn, events, json_answer
 from contextd.fronts.chat_http.failure import HttpFailure
-from contextd.fronts.chat_http.front import ModelFront, TurnCall, json_text, turn_completed
+from contextd.fronts.chat_http.front import ModelFront
 from contextd.fronts.chat_http.turn import SESSION_ID_HEADER
 from contextd.fronts.web.gateway import WebGateway
 from contextd.v1 import chat_pb2 as cpb
@@ -61,33 +61,39 @@ class AnthropicRoutes(ModelFront):
         return bearer or [f"Bearer {key}" for key in request.headers.getall(_API_KEY, ())]
 
     async def _messages(self, request: web.Request) -> web.StreamResponse:
-        def prepared(body: bytes, r: web.Request) -> _Turn:
+        def prepared(body: bytes, r: web.Request) -> AnsweredTurn:
             _check_version(r)
-            return _Turn(self, translate(body, r.headers))
+            asked = translate(body, r.headers)
+
+            async def answering(
+                r: web.Request, started: cpb.TurnStarted
+            ) -> tuple[Reply, _Events | None]:
+                # Thinking left out is reported with its tokens, counted as the turn counts.
+                tokenizer, metadata = started.context.tokenizer, self.metadata(r)
+                await count_thinking(self.context, asked.thinking, tokenizer, metadata)
+                reply = Reply(asked, started)
+                return reply, _Events(reply, self.error_body) if asked.stream else None
+
+            return AnsweredTurn(asked.native, asked.params, answering)
 
         return await self.run_turn(request, prepared)
 
     async def _count_tokens(self, request: web.Request) -> web.Response:
-        cors = self.cors(request)
-        if isinstance(cors, web.Response):
-            return cors
-        body = b""
-        code = grpc.StatusCode.OK
-        called = False
-        try:
-            body = await self.read(request)
-            _check_version(request)
-            counting = count_request(body)
-            called = True
-            answer = await count(self.context, counting, self.metadata(request))
-            return web.json_response(answer, headers=cors)
-        except HttpFailure as error:
-            failure = error if called else await self.refused_first(request, error)
-            code = failure.metric_code
-            return self.error_response(failure, cors)
-        finally:
-            self.gateway.release(body)
-            self.count(code)
+        async def counted() -> dict[str, Any]:
+            body = b""
+            called = False
+            try:
+                body = await self.read(request)
+                _check_version(request)
+                counting = count_request(body)
+                called = True
+                return await count(self.context, counting, self.metadata(request))
+            except HttpFailure as error:
+                raise (error if called else await self.refused_first(request, error)) from None
+            finally:
+                self.gateway.release(body)
+
+        return await json_answer(self, request, counted)
 
 
 def _check_version(request: web.Request) -> None:
@@ -98,77 +104,29 @@ def _check_version(request: web.Request) -> None:
         raise HttpFailure(400, f"{VERSION_HEADER}: expected a date (2023-06-01)", VERSION_HEADER)
 
 
-class _Turn:
-    """A Messages request run as a native turn."""
+class _Events:
+    """The Messages API's stream: the text as the first content block, then ``reply``'s
+    ending; a failure as an ``error`` event."""
 
-    def __init__(self, front: AnthropicRoutes, messages: MessagesRequest) -> None:
-        self.front = front
-        self.request = messages
-        self.native = messages.native
-        self.params = messages.params
+    def __init__(self, reply: Reply, error_body: Callable[[HttpFailure], dict[str, object]]):
+        self.reply = reply
+        self.error_body = error_body
+        self.blocks = 0
 
-    async def answer(
-        self, request: web.Request, cors: dict[str, str], call: TurnCall, started: cpb.TurnStarted
-    ) -> web.StreamResponse:
-        # Thinking left out is reported with its tokens, counted as the turn counts.
-        context, thinking = self.front.context, self.request.thinking
-        tokenizer, metadata = started.context.tokenizer, self.front.metadata(request)
-        await count_thinking(context, thinking, tokenizer, metadata)
-        reply = Reply(self.request, started)
-        if self.request.stream:
-            return await self._stream(request, cors, call, reply)
-        done = await turn_completed(call, self.params, on_delta=None)
-        failure = reply.failure(done)
-        if failure is not None:
-            raise failure
-        return web.Response(
-            text=json_text(reply.whole(done)),
-            content_type="application/json",
-            headers={**cors, **reply.headers()},
-        )
+    def opening(self) -> bytes:
+        return events(self.reply.opening())
 
-    async def _stream(
-        self, request: web.Request, cors: dict[str, str], call: TurnCall, reply: Reply
-    ) -> web.StreamResponse:
-        response = web.StreamResponse(
-            headers={
-                **cors,
-                **reply.headers(),
-                "Content-Type": "text/event-stream",
-                "Cache-Control": "no-cache",
-            }
-        )
-        await response.prepare(request)
-        await _send(response, *reply.opening())
-        blocks = 0
+    def delta(self, text: str) -> bytes:
+        if not text:
+            return b""
+        if self.blocks:
+            return events([text_delta(text)])
+        # The block's start and its first text in one write: one packet to wait for.
+        self.blocks = 1
+        return events([text_start(), text_delta(text)])
 
-        async def on_delta(text: str) -> None:
-            nonlocal blocks
-            if not text:
-                return
-            if blocks:
-                await _send(response, text_delta(text))
-                return
-            # The block's start and its first text in one write: one packet to wait for.
-            await _send(response, text_start(), text_delta(text))
-            blocks = 1
+    def failed(self, failure: HttpFailure) -> bytes:
+        return events([("error", self.error_body(failure))])
 
-        try:
-            done = await turn_completed(call, self.params, on_delta)
-        except HttpFailure as error:
-            # Too late for a status: the SDKs raise an error event as the call's error.
-            await _send(response, ("error", self.front.error_body(error)))
-            return response
-        failed = reply.failure(done)
-        if failed is not None:
-            await _send(response, ("error", self.front.error_body(failed)))
-            return response
-        await _send(response, *reply.ending(done, blocks))
-        await response.write_eof()
-        return response
-
-
-async def _send(response: web.StreamResponse, *events: tuple[str, dict[str, Any]]) -> None:
-    """Server-sent events, in one write."""
-    text = "".join(f"event: {name}\ndata: {json_text(event)}\n\n" for name, event in events)
-    await response.write(text.encode())
+    def closing(self, done: cpb.TurnCompleted) -> bytes:
+        return events(self.reply.ending(done, self.blocks))

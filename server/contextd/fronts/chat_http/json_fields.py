@@ -3,8 +3,8 @@ names the parameter (OpenAI's ``invalid_type``)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 from contextd.core import json_text
 from contextd.core.errors import cut
@@ -12,6 +12,7 @@ from contextd.core.json_text import NESTING_RULE
 from contextd.fronts.chat_http.failure import HttpFailure, invalid
 
 JsonObject = Mapping[str, Any]
+T = TypeVar("T")
 # The longest parameter name quoted whole in an error.
 _LONGEST_NAME = 64
 
@@ -39,10 +40,14 @@ def _wrong(param: str, expected: str) -> HttpFailure:
     return invalid(param, f"expected {expected}", code="invalid_type")
 
 
-def obj(value: object, param: str) -> JsonObject:
-    if not isinstance(value, dict):
-        raise _wrong(param, "an object")
+def _of(kind: type[T], value: object, param: str, expected: str) -> T:
+    if not isinstance(value, kind):
+        raise _wrong(param, expected)
     return value
+
+
+def obj(value: object, param: str) -> JsonObject:
+    return _of(dict, value, param, "an object")
 
 
 def optional_object(value: object, param: str) -> JsonObject | None:
@@ -50,15 +55,11 @@ def optional_object(value: object, param: str) -> JsonObject | None:
 
 
 def array(value: object, param: str) -> list[Any]:
-    if not isinstance(value, list):
-        raise _wrong(param, "an array")
-    return value
+    return _of(list, value, param, "an array")
 
 
 def string(value: object, param: str) -> str:
-    if not isinstance(value, str):
-        raise _wrong(param, "a string")
-    return value
+    return _of(str, value, param, "a string")
 
 
 def optional_string(value: object, param: str) -> str:
@@ -67,9 +68,7 @@ def optional_string(value: object, param: str) -> str:
 
 
 def boolean(value: object, param: str) -> bool:
-    if not isinstance(value, bool):
-        raise _wrong(param, "a boolean")
-    return value
+    return _of(bool, value, param, "a boolean")
 
 
 def optional_bool(value: object, param: str) -> bool | None:
@@ -108,3 +107,24 @@ def known_keys(value: JsonObject, known: frozenset[str], at: str) -> None:
                 param=param,
                 code="unknown_parameter",
             )
+
+
+def parameters(
+    raw: bytes,
+    used: frozenset[str],
+    hints: Mapping[str, Callable[[object, str], object]],
+    plain: Mapping[str, tuple[object, ...]],
+) -> JsonObject:
+    """The request body, each of its parameters one of the API's: ``used``, a hint
+    (type-checked by its reader, without effect on the turn), or one of ``plain``,
+    refused unless absent, null or a value that asks for nothing more than a plain
+    answer."""
+    body = parse_object(raw)
+    known_keys(body, used | frozenset(hints) | frozenset(plain), "")
+    for name, check in hints.items():
+        check(body.get(name), name)
+    for name, allowed in plain.items():
+        value = body.get(name)
+        if value is not None and value not in allowed:
+            raise invalid(name, "not supported by contextd", code="unsupported_parameter")
+    return body

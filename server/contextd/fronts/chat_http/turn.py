@@ -11,7 +11,7 @@ named by the ``X-Contextd-Session`` header or the ``contextd_session`` metadata 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,6 +60,15 @@ def named_session(headers: Mapping[str, str], metadata: Mapping[str, str]) -> st
         )
     named = (header if header is not None else key or "").strip()
     return named or None
+
+
+def trailing_results(count: int, is_result: Callable[[int], bool]) -> range:
+    """The positions of the tool results that end a list of ``count`` items (the last
+    one is one): what a session-mode turn that goes on after its tool calls sends."""
+    first = count - 1
+    while first > 0 and is_result(first - 1):
+        first -= 1
+    return range(first, count)
 
 
 def turn_request(

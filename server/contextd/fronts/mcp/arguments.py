@@ -101,6 +101,22 @@ _KINDS = {
 }
 
 
+# What an error of each kind says, naming the bound it broke.
+_TOLD = {
+    "missing": "{name} is required",
+    "extra_forbidden": "{name} is not an argument here",
+    "greater_than_equal": "{name} must be at least {ge}",
+    "greater_than": "{name} must be at least {gt}",
+    "less_than_equal": "{name} must be at most {le}",
+    "less_than": "{name} must be at most {lt}",
+    "literal_error": "{name} must be one of {expected}",
+    "too_long": "{name} is too long (at most {max_length})",
+    "string_too_long": "{name} is too long (at most {max_length})",
+    "too_short": "{name} is too short (at least {min_length})",
+    "string_too_short": "{name} is too short (at least {min_length})",
+}
+
+
 def plain(tool: str, error: ValidationError) -> str:
     """What was wrong with the arguments of a call to ``tool``, one clause per argument
     (the first ten); a name the caller made up (a key of theirs) is quoted, bounded."""
@@ -117,22 +133,18 @@ def _name(part: str | int) -> str:
 def _clause(e: Any) -> str:
     name = ".".join(_name(part) for part in e["loc"]) or "the arguments"
     kind: str = e["type"]
-    ctx: dict[str, Any] = e.get("ctx") or {}
-    if kind == "missing":
-        return f"{name} is required"
-    if kind == "extra_forbidden":
-        return f"{name} is not an argument here"
-    if kind in ("greater_than_equal", "greater_than"):
-        return f"{name} must be at least {ctx.get('ge', ctx.get('gt'))}"
-    if kind in ("less_than_equal", "less_than"):
-        return f"{name} must be at most {ctx.get('le', ctx.get('lt'))}"
-    if kind == "literal_error":
-        return f"{name} must be one of {ctx.get('expected')}"
-    if kind in ("too_long", "string_too_long"):
-        return f"{name} is too long (at most {ctx.get('max_length')})"
-    if kind in ("too_short", "string_too_short"):
-        return f"{name} is too short (at least {ctx.get('min_length')})"
+    told = _TOLD.get(kind)
+    if told is not None:
+        return told.format_map(_Bounds(e.get("ctx") or {}, name=name))
     for prefix, expected in _KINDS.items():
         if kind.startswith(prefix):
             return f"{name} must be {expected}"
     return f"{name} is not valid"
+
+
+class _Bounds(dict[str, Any]):
+    """An error's context (the tool's own bounds, never the caller's input); a bound it
+    lacks reads as None."""
+
+    def __missing__(self, key: str) -> None:
+        return None

@@ -34,6 +34,7 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from contextd.fronts.caller import Caller
+from contextd.fronts.limits import RequestLimits
 from contextd.fronts.listener import cannot_listen
 from contextd.fronts.mcp.native import CHANNEL_OPTIONS, USER_HEADER, Native
 from contextd.fronts.mcp.tools import build_server
@@ -211,15 +212,14 @@ class McpListener:
         *,
         protection: Protection | None,
         host: str,
-        max_body: int,
-        max_connections: int,
+        limits: RequestLimits,
         ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self._channel = grpc.aio.insecure_channel(target, options=CHANNEL_OPTIONS)
         native = Native(self._channel)
         mcp = build_server(native, http_caller, USER_SOURCE)
         app: ASGIApp = mcp.streamable_http_app(
-            streamable_http_path=PATH, host=host, max_request_body_size=max_body
+            streamable_http_path=PATH, host=host, max_request_body_size=limits.max_message_bytes
         )
         if protection is not None:
             app = ProtectedResource(app, native, protection)
@@ -228,7 +228,7 @@ class McpListener:
             log_config=None,  # the server's own logging, JSON lines
             access_log=False,
             lifespan="on",  # runs the MCP session manager
-            limit_concurrency=max_connections,
+            limit_concurrency=limits.web_max_connections,
         )
         self._ssl_context = ssl_context
         self._server = uvicorn.Server(self._config)

@@ -90,9 +90,14 @@ class FoundMemories(BaseModel):
     note: str = Field(description="why the ranking is by terms only, when it is; else empty")
 
 
-class MemoryPage(BaseModel):
-    memories: list[Memory] = Field(description="newest first")
+class _Page(BaseModel):
+    """One page of a list, and where the next one starts."""
+
     next_page_token: str = Field(description="for the next page; empty after the last")
+
+
+class MemoryPage(_Page):
+    memories: list[Memory] = Field(description="newest first")
 
 
 class AddedMemory(BaseModel):
@@ -112,14 +117,12 @@ class CreatedSession(BaseModel):
     session: Session
 
 
-class SessionPage(BaseModel):
+class SessionPage(_Page):
     sessions: list[Session] = Field(description="most recently active first")
-    next_page_token: str = Field(description="for the next page; empty after the last")
 
 
-class MessagePage(BaseModel):
+class MessagePage(_Page):
     messages: list[SessionMessage] = Field(description="oldest first")
-    next_page_token: str = Field(description="for the next page; empty after the last")
 
 
 class PayloadMessage(BaseModel):

@@ -24,7 +24,7 @@ from contextd.fronts.chat_http.json_fields import (
     string,
 )
 from contextd.fronts.chat_http.params import ParamMap
-from contextd.fronts.chat_http.turn import Turn
+from contextd.fronts.chat_http.turn import Turn, trailing_results
 from contextd.v1 import chat_pb2 as cpb
 from contextd.v1 import context_pb2 as pb
 
@@ -99,14 +99,12 @@ def session_turn(raw: object, params: ParamMap) -> Turn:
         raise invalid(
             f"messages[{last}].role", "the last message must be a user message or a tool result"
         )
-    first = last
-    while first > 0 and _role(messages[first - 1], first - 1) == "tool":
-        first -= 1
-    for k in range(first, last + 1):
+    results = trailing_results(len(messages), lambda k: _role(messages[k], k) == "tool")
+    for n, k in enumerate(results):
         message = messages[k]
         at = f"messages[{k}]"
         known_keys(message, _KEYS["tool"], at)
-        params.add(f"tool_results[{k - first}]", at)
+        params.add(f"tool_results[{n}]", at)
         turn.tool_results.append(
             cpb.ToolResult(
                 tool_call_id=string(message.get("tool_call_id"), f"{at}.tool_call_id"),

@@ -8,13 +8,13 @@ audio). A parameter the API does not define is refused, as OpenAI does.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from contextd.fronts.chat_http import json_fields as jf
-from contextd.fronts.chat_http.failure import invalid
+from contextd.fronts.chat_http import model_options
 from contextd.fronts.chat_http.params import ParamMap
+from contextd.fronts.chat_http.tools import ToolShape, function_tools
 from contextd.fronts.chat_http.turn import Turn, named_session, turn_request
 from contextd.fronts.openai import choices
 from contextd.fronts.openai.messages import inline_turn, session_turn
@@ -69,8 +69,15 @@ PLAIN = {
     "web_search_options": (),
     "moderation": (),
 }
-KNOWN = USED | frozenset(HINTS) | frozenset(PLAIN)
 _MAX_STOP = 4
+TOOL_SHAPE = ToolShape(
+    types=("function",),
+    wrong_type="only function tools are supported",
+    wrong_type_code=None,
+    keys=frozenset({"type", "function"}),
+    nested="function",
+    nested_keys=frozenset({"name", "description", "parameters", "strict"}),
+)
 
 
 @dataclass
@@ -86,14 +93,7 @@ class ChatRequest:
 
 def translate(raw: bytes, headers: Mapping[str, str]) -> ChatRequest:
     """The native request for the body ``raw``; ``headers`` may name the session."""
-    body = jf.parse_object(raw)
-    jf.known_keys(body, KNOWN, "")
-    for name, check in HINTS.items():
-        check(body.get(name), name)
-    for name, allowed in PLAIN.items():
-        value = body.get(name)
-        if value is not None and value not in allowed:
-            raise invalid(name, "not supported by contextd", code="unsupported_parameter")
+    body = jf.parameters(raw, USED, HINTS, PLAIN)
     params = ParamMap()
     metadata = _metadata(body.get("metadata"))
     session = named_session(headers, metadata)
@@ -106,7 +106,7 @@ def translate(raw: bytes, headers: Mapping[str, str]) -> ChatRequest:
     user = jf.optional_string(body.get("user"), "user")
     native = turn_request(turn, user, session, metadata, headers, params)
     _model_options(body, native.model, params)
-    native.tools.extend(_tools(body.get("tools"), params))
+    native.tools.extend(function_tools(body.get("tools"), params, TOOL_SHAPE))
     choices.tool_choice(body.get("tool_choice"), "tool_choice", native, params)
     choices.parallel_tool_calls(body.get("parallel_tool_calls"), "parallel_tool_calls", native)
     choices.response_format(
@@ -136,60 +136,9 @@ def _metadata(raw: object) -> dict[str, str]:
 
 def _model_options(body: jf.JsonObject, out: cpb.ModelOptions, params: ParamMap) -> None:
     """The model named (passed on as the turn's model), temperature, output tokens, stop."""
-    model = jf.string(body.get("model"), "model")
-    out.model = model
-    params.add("model.model", "model")
-    temperature = jf.optional_number(body.get("temperature"), "temperature")
-    if temperature is not None:
-        if not 0 <= temperature <= 2:
-            raise invalid("temperature", "must be from 0 to 2")
-        out.temperature = temperature
-        params.add("model.temperature", "temperature")
+    model_options.model(body, out, params)
+    model_options.temperature(body, out, params, highest=2)
     for name in ("max_completion_tokens", "max_tokens"):  # the newer one wins
-        tokens = jf.optional_int(body.get(name), name)
-        if tokens is None:
-            continue
-        if not 1 <= tokens <= 2**31 - 1:
-            raise invalid(name, "must be a positive integer")
-        out.max_output_tokens = tokens
-        params.add("model.max_output_tokens", name)
-        break
-    stop = body.get("stop")
-    if stop is not None:
-        stops = [stop] if isinstance(stop, str) else jf.array(stop, "stop")
-        if len(stops) > _MAX_STOP:
-            raise invalid("stop", f"at most {_MAX_STOP} sequences")
-        out.stop.extend(jf.string(s, f"stop[{k}]") for k, s in enumerate(stops))
-        params.add("model.stop", "stop")
-
-
-def _tools(raw: object, params: ParamMap) -> list[cpb.ToolDefinition]:
-    if raw is None:
-        return []
-    tools = []
-    for k, item in enumerate(jf.array(raw, "tools")):
-        at = f"tools[{k}]"
-        tool = jf.obj(item, at)
-        if tool.get("type") != "function":
-            raise invalid(f"{at}.type", "only function tools are supported")
-        jf.known_keys(tool, frozenset({"type", "function"}), at)
-        function = jf.obj(tool.get("function"), f"{at}.function")
-        jf.known_keys(
-            function, frozenset({"name", "description", "parameters", "strict"}), f"{at}.function"
-        )
-        jf.optional_bool(function.get("strict"), f"{at}.function.strict")
-        parameters = function.get("parameters")
-        params.add(f"{at}.name", f"{at}.function.name")
-        params.add(f"{at}.parameters_json", f"{at}.function.parameters")
-        tools.append(
-            cpb.ToolDefinition(
-                name=jf.string(function.get("name"), f"{at}.function.name"),
-                description=jf.optional_string(
-                    function.get("description"), f"{at}.function.description"
-                ),
-                parameters_json=""
-                if parameters is None
-                else json.dumps(jf.obj(parameters, f"{at}.function.parameters")),
-            )
-        )
-    return tools
+        if model_options.output_tokens(body, name, out, params):
+            break
+    model_options.stop(body, "stop", out, params, _MAX_STOP, one_string=True)

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from contextd.fronts.chat_http.failure import HttpFailure
 from contextd.fronts.chat_http.turn import EXTENSION
 from contextd.fronts.openai.response import Completion
 from contextd.fronts.openai.response_ids import ResponseId, unstored_id
@@ -176,6 +177,9 @@ class ResponseBuilder:
     def headers(self) -> dict[str, str]:
         return self.completion.headers()
 
+    def failure(self, done: cpb.TurnCompleted) -> HttpFailure | None:
+        return self.completion.failure(done)
+
     def output(self, done: cpb.TurnCompleted) -> list[dict[str, Any]]:
         items = []
         if done.final_text or not done.pending_tool_calls:
@@ -228,27 +232,18 @@ class ResponseBuilder:
                     item=message_item(self.message_id, "", "in_progress"),
                 )
             )
-            events.append(
-                self.event(
-                    "response.content_part.added",
-                    item_id=self.message_id,
-                    output_index=0,
-                    content_index=0,
-                    part=output_text_part(""),
-                )
-            )
+            part = output_text_part("")
+            events.append(self.event("response.content_part.added", **self._text_at, part=part))
         self.text += text
         events.append(
-            self.event(
-                "response.output_text.delta",
-                item_id=self.message_id,
-                output_index=0,
-                content_index=0,
-                delta=text,
-                logprobs=[],
-            )
+            self.event("response.output_text.delta", **self._text_at, delta=text, logprobs=[])
         )
         return events
+
+    @property
+    def _text_at(self) -> dict[str, Any]:
+        """Where the answer's text stands: the message item's one content part."""
+        return {"item_id": self.message_id, "output_index": 0, "content_index": 0}
 
     def closing(self, done: cpb.TurnCompleted) -> list[dict[str, Any]]:
         """The items' ends, the calls, and ``response.completed`` (or ``incomplete``)."""
@@ -258,7 +253,7 @@ class ResponseBuilder:
         if self.text_started or not done.pending_tool_calls:
             if not self.text_started:
                 events += self.delta("") if text == "" else self.delta(text)
-            where = {"item_id": self.message_id, "output_index": 0, "content_index": 0}
+            where = self._text_at
             events.append(self.event("response.output_text.done", **where, text=text, logprobs=[]))
             events.append(
                 self.event("response.content_part.done", **where, part=output_text_part(text))

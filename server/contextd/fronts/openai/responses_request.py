@@ -19,8 +19,11 @@ from typing import Any
 
 from contextd.core import json_text
 from contextd.fronts.chat_http import json_fields as jf
+from contextd.fronts.chat_http import model_options
 from contextd.fronts.chat_http.failure import excerpt, invalid
 from contextd.fronts.chat_http.params import ParamMap
+from contextd.fronts.chat_http.tools import ToolShape, function_tools
+from contextd.fronts.chat_http.turn import trailing_results
 from contextd.fronts.openai import choices
 from contextd.fronts.openai.messages import image_part
 from contextd.fronts.openai.response_ids import ResponseId
@@ -74,7 +77,6 @@ PLAIN: dict[str, tuple[object, ...]] = {
     "top_logprobs": (0,),
     "prompt": (),
 }
-KNOWN = USED | frozenset(HINTS) | frozenset(PLAIN)
 _ROLES = {
     "system": pb.ROLE_SYSTEM,
     "developer": pb.ROLE_SYSTEM,
@@ -84,6 +86,13 @@ _ROLES = {
 _MESSAGE_KEYS = frozenset({"type", "role", "content", "id", "status", "phase"})
 _CALL_KEYS = frozenset({"type", "call_id", "name", "arguments", "id", "status"})
 _OUTPUT_KEYS = frozenset({"type", "call_id", "output", "id", "status"})
+# Function tools, flat as the Responses API gives them.
+TOOL_SHAPE = ToolShape(
+    types=("function",),
+    wrong_type="only function tools are supported",
+    wrong_type_code="unsupported_parameter",
+    keys=frozenset({"type", "name", "description", "parameters", "strict"}),
+)
 _TEXT_PARTS = ("input_text", "output_text", "refusal")
 _PART_KEYS = {
     "input_text": frozenset({"type", "text"}),
@@ -112,14 +121,7 @@ class ResponsesRequest:
 
 
 def translate(raw: bytes) -> ResponsesRequest:
-    body = jf.parse_object(raw)
-    jf.known_keys(body, KNOWN, "")
-    for name, check in HINTS.items():
-        check(body.get(name), name)
-    for name, allowed in PLAIN.items():
-        value = body.get(name)
-        if value is not None and value not in allowed:
-            raise invalid(name, "not supported by contextd", code="unsupported_parameter")
+    body = jf.parameters(raw, USED, HINTS, PLAIN)
     params = ParamMap()
     user = jf.optional_string(body.get("user"), "user")
     previous = _previous(body.get("previous_response_id"))
@@ -149,7 +151,7 @@ def translate(raw: bytes) -> ResponsesRequest:
             native.messages.append(pb.Message(role=pb.ROLE_SYSTEM, content=instructions))
         _inline_input(items, native, params)
     _model_options(body, native.model, params)
-    native.tools.extend(_tools(body.get("tools"), params))
+    native.tools.extend(function_tools(body.get("tools"), params, TOOL_SHAPE))
     choices.tool_choice(body.get("tool_choice"), "tool_choice", native, params)
     choices.parallel_tool_calls(body.get("parallel_tool_calls"), "parallel_tool_calls", native)
     text = body.get("text")
@@ -260,11 +262,9 @@ def _session_input(
         raise invalid(
             f"input[{last}]", "the last item must be a user message or a function call output"
         )
-    first = last
-    while first > 0 and _kind(items[first - 1], first - 1) == "function_call_output":
-        first -= 1
-    for k in range(first, last + 1):
-        params.add(f"tool_results[{k - first}]", f"input[{k}]")
+    outputs = trailing_results(len(items), lambda k: _kind(items[k], k) == kind)
+    for n, k in enumerate(outputs):
+        params.add(f"tool_results[{n}]", f"input[{k}]")
         call_id, content = _function_output(items[k], k)
         out.tool_results.append(cpb.ToolResult(tool_call_id=call_id, content=content))
 
@@ -367,49 +367,9 @@ def _function_output(item: jf.JsonObject, k: int) -> tuple[str, str]:
 
 
 def _model_options(body: jf.JsonObject, out: cpb.ModelOptions, params: ParamMap) -> None:
-    out.model = jf.string(body.get("model"), "model")
-    params.add("model.model", "model")
-    temperature = jf.optional_number(body.get("temperature"), "temperature")
-    if temperature is not None:
-        if not 0 <= temperature <= 2:
-            raise invalid("temperature", "must be from 0 to 2")
-        out.temperature = temperature
-        params.add("model.temperature", "temperature")
-    tokens = jf.optional_int(body.get("max_output_tokens"), "max_output_tokens")
-    if tokens is not None:
-        if not 1 <= tokens <= 2**31 - 1:
-            raise invalid("max_output_tokens", "must be a positive integer")
-        out.max_output_tokens = tokens
-        params.add("model.max_output_tokens", "max_output_tokens")
-
-
-def _tools(raw: object, params: ParamMap) -> list[cpb.ToolDefinition]:
-    """Function tools, flat as the Responses API gives them."""
-    if raw is None:
-        return []
-    tools = []
-    for k, item in enumerate(jf.array(raw, "tools")):
-        at = f"tools[{k}]"
-        tool = jf.obj(item, at)
-        if tool.get("type") != "function":
-            raise invalid(
-                f"{at}.type", "only function tools are supported", code="unsupported_parameter"
-            )
-        jf.known_keys(tool, frozenset({"type", "name", "description", "parameters", "strict"}), at)
-        jf.optional_bool(tool.get("strict"), f"{at}.strict")
-        parameters = tool.get("parameters")
-        params.add(f"{at}.name", f"{at}.name")
-        params.add(f"{at}.parameters_json", f"{at}.parameters")
-        tools.append(
-            cpb.ToolDefinition(
-                name=jf.string(tool.get("name"), f"{at}.name"),
-                description=jf.optional_string(tool.get("description"), f"{at}.description"),
-                parameters_json=""
-                if parameters is None
-                else json.dumps(jf.obj(parameters, f"{at}.parameters")),
-            )
-        )
-    return tools
+    model_options.model(body, out, params)
+    model_options.temperature(body, out, params, highest=2)
+    model_options.output_tokens(body, "max_output_tokens", out, params)
 
 
 # The request's parameters a response repeats, kept with a stored one (answer_note).

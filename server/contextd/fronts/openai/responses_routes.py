@@ -16,15 +16,16 @@ import grpc
 import grpc.aio
 from aiohttp import web
 
+from contextd.fronts.chat_http.answer import AnsweredTurn, events, json_answer
 from contextd.fronts.chat_http.failure import HttpFailure, from_rpc_error
-from contextd.fronts.chat_http.front import ModelFront, TurnCall, json_text, turn_completed
+from contextd.fronts.chat_http.front import ModelFront
 from contextd.fronts.openai.response_ids import ResponseId
 from contextd.fronts.openai.responses_output import (
     SERVER_TOOLS,
     ResponseBuilder,
     stored_response,
 )
-from contextd.fronts.openai.responses_request import ResponsesRequest, translate
+from contextd.fronts.openai.responses_request import translate
 from contextd.v1 import chat_pb2 as cpb
 from contextd.v1 import context_pb2 as pb
 from contextd.v1 import sessions_pb2, sessions_pb2_grpc
@@ -47,9 +48,18 @@ class ResponsesRoutes:
         ]
 
     async def _create(self, request: web.Request) -> web.StreamResponse:
-        return await self._front.run_turn(
-            request, lambda body, _: _ResponseTurn(self, translate(body))
-        )
+        def prepared(body: bytes, _: web.Request) -> AnsweredTurn:
+            asked = translate(body)
+
+            async def answering(
+                _: web.Request, started: cpb.TurnStarted
+            ) -> tuple[ResponseBuilder, _Events | None]:
+                builder = ResponseBuilder(asked, started)
+                return builder, _Events(builder) if asked.stream else None
+
+            return AnsweredTurn(asked.native, asked.params, answering)
+
+        return await self._front.run_turn(request, prepared)
 
     async def _delete_session(self, request: web.Request, user_id: str, session_id: str) -> None:
         try:
@@ -69,29 +79,19 @@ class ResponsesRoutes:
         return await self._by_id(request, delete=True)
 
     async def _by_id(self, request: web.Request, *, delete: bool) -> web.Response:
-        front = self._front
-        cors = front.cors(request)
-        if isinstance(cors, web.Response):
-            return cors
-        code = grpc.StatusCode.OK
-        try:
+        async def answer() -> dict[str, Any]:
             text = request.match_info["id"]
             found = ResponseId.parse(text)
             if found is None:
-                refused = await front.credential_failure(request)
+                refused = await self._front.credential_failure(request)
                 raise refused or _not_found()
             stored = await self._answer(request, found)
-            if delete:
-                await self._delete_session(request, found.user_id, found.session_id)
-                answer: dict[str, Any] = {"id": text, "object": "response", "deleted": True}
-            else:
-                answer = stored_response(text, stored)
-            return web.json_response(answer, headers=cors)
-        except HttpFailure as failure:
-            code = failure.metric_code
-            return front.error_response(failure, cors)
-        finally:
-            front.count(code)
+            if not delete:
+                return stored_response(text, stored)
+            await self._delete_session(request, found.user_id, found.session_id)
+            return {"id": text, "object": "response", "deleted": True}
+
+        return await json_answer(self._front, request, answer)
 
     async def _answer(self, request: web.Request, found: ResponseId) -> sessions_pb2.SessionMessage:
         """The stored answer that ended the response, from the session's messages: the
@@ -140,70 +140,28 @@ class ResponsesRoutes:
         return answer
 
 
-class _ResponseTurn:
-    """A Responses API request run as a native turn."""
+class _Events:
+    """The Responses API's stream: ``builder``'s events, each named by its type."""
 
-    def __init__(self, routes: ResponsesRoutes, asked: ResponsesRequest) -> None:
-        self.routes = routes
-        self.asked = asked
-        self.native = asked.native
-        self.params = asked.params
+    def __init__(self, builder: ResponseBuilder) -> None:
+        self.builder = builder
 
-    async def answer(
-        self, request: web.Request, cors: dict[str, str], call: TurnCall, started: cpb.TurnStarted
-    ) -> web.StreamResponse:
-        builder = ResponseBuilder(self.asked, started)
-        if self.asked.stream:
-            return await self._stream(request, cors, call, builder)
-        done = await turn_completed(call, self.params, on_delta=None)
-        failure = builder.completion.failure(done)
-        if failure is not None:
-            raise failure
-        return web.Response(
-            text=json_text(builder.whole(done)),
-            content_type="application/json",
-            headers={**cors, **builder.headers()},
-        )
+    def opening(self) -> bytes:
+        return _named(self.builder.opening())
 
-    async def _stream(
-        self, request: web.Request, cors: dict[str, str], call: TurnCall, builder: ResponseBuilder
-    ) -> web.StreamResponse:
-        response = web.StreamResponse(
-            headers={
-                **cors,
-                **builder.headers(),
-                "Content-Type": "text/event-stream",
-                "Cache-Control": "no-cache",
-            }
-        )
-        await response.prepare(request)
-        for event in builder.opening():
-            await _send(response, event)
+    def delta(self, text: str) -> bytes:
+        return _named(self.builder.delta(text))
 
-        async def on_delta(text: str) -> None:
-            for event in builder.delta(text):
-                await _send(response, event)
+    def failed(self, failure: HttpFailure) -> bytes:
+        return _named([self.builder.failed(failure.message, failure.code or "server_error")])
 
-        try:
-            done = await turn_completed(call, self.params, on_delta)
-        except HttpFailure as error:
-            await _send(response, builder.failed(error.message, error.code or "server_error"))
-            return response
-        failure = builder.completion.failure(done)
-        if failure is not None:
-            await _send(response, builder.failed(failure.message, failure.code or "server_error"))
-            return response
-        for event in builder.closing(done):
-            await _send(response, event)
-        await response.write_eof()
-        return response
+    def closing(self, done: cpb.TurnCompleted) -> bytes:
+        return _named(self.builder.closing(done))
 
 
 def _not_found() -> HttpFailure:
     return HttpFailure(404, "No response with that id.", code="not_found")
 
 
-async def _send(response: web.StreamResponse, event: dict[str, Any]) -> None:
-    await response.write(
-        b"event: " + event["type"].encode() + b"\ndata: " + json_text(event).encode() + b"\n\n"
-    )
+def _named(written: list[dict[str, Any]]) -> bytes:
+    return events((event["type"], event) for event in written)

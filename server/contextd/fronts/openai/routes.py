@@ -6,20 +6,19 @@ call (chat_http.front says how it is made).
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import grpc
-import grpc.aio
 from aiohttp import web
 
 from contextd.core.errors import cut
+from contextd.fronts.chat_http.answer import AnsweredTurn, events, json_answer
 from contextd.fronts.chat_http.failure import HttpFailure
-from contextd.fronts.chat_http.front import ModelFront, TurnCall, json_text, turn_completed
+from contextd.fronts.chat_http.front import ModelFront
 from contextd.fronts.chat_http.turn import SESSION_ID_HEADER
 from contextd.fronts.openai.errors import error_body
-from contextd.fronts.openai.request import ChatRequest, translate
+from contextd.fronts.openai.request import translate
 from contextd.fronts.openai.response import Completion
 from contextd.fronts.openai.responses_routes import ResponsesRoutes
 from contextd.fronts.web.gateway import WebGateway
@@ -66,7 +65,20 @@ class OpenAIRoutes(ModelFront):
         return error_body(failure)
 
     async def _completions(self, request: web.Request) -> web.StreamResponse:
-        return await self.run_turn(request, lambda body, r: _Turn(self, translate(body, r.headers)))
+        def prepared(body: bytes, r: web.Request) -> AnsweredTurn:
+            chat = translate(body, r.headers)
+
+            async def answering(
+                _: web.Request, started: cpb.TurnStarted
+            ) -> tuple[Completion, _Chunks | None]:
+                completion = Completion(chat.session_mode, started)
+                if not chat.stream:
+                    return completion, None
+                return completion, _Chunks(completion, chat.include_usage, self.error_body)
+
+            return AnsweredTurn(chat.native, chat.params, answering)
+
+        return await self.run_turn(request, prepared)
 
     async def _list_models(self, request: web.Request) -> web.Response:
         return await self._models_answer(request, None)
@@ -77,17 +89,14 @@ class OpenAIRoutes(ModelFront):
     async def _models_answer(self, request: web.Request, name: str | None) -> web.Response:
         """The models, once the credential is accepted: checked by a native call that
         needs one (ListTokenizers, which reads no user's data)."""
-        cors = self.cors(request)
-        if isinstance(cors, web.Response):
-            return cors
-        code = grpc.StatusCode.OK
-        try:
+
+        async def answer() -> dict[str, Any]:
             refused = await self.credential_failure(request)
             if refused is not None:
                 raise refused
             listed = [self._model_object(m) for m in self._models]
             if name is None:
-                return web.json_response({"object": "list", "data": listed}, headers=cors)
+                return {"object": "list", "data": listed}
             found = next((m for m in listed if m["id"] == name), None)
             if found is None:
                 raise HttpFailure(
@@ -96,12 +105,9 @@ class OpenAIRoutes(ModelFront):
                     param="model",
                     code="model_not_found",
                 )
-            return web.json_response(found, headers=cors)
-        except HttpFailure as failure:
-            code = failure.metric_code
-            return self.error_response(failure, cors)
-        finally:
-            self.count(code)
+            return found
+
+        return await json_answer(self, request, answer)
 
     def _model_object(self, model: Model) -> dict[str, Any]:
         return {
@@ -118,65 +124,30 @@ class OpenAIRoutes(ModelFront):
         )
 
 
-class _Turn:
-    """A Chat Completions request run as a native turn."""
+class _Chunks:
+    """Chat Completions' stream: ``chat.completion.chunk`` events, ended by ``[DONE]``;
+    a failure as an error object of its own."""
 
-    def __init__(self, front: OpenAIRoutes, chat: ChatRequest) -> None:
-        self.front = front
-        self.chat = chat
-        self.native = chat.native
-        self.params = chat.params
+    def __init__(
+        self,
+        completion: Completion,
+        include_usage: bool,
+        error_body: Callable[[HttpFailure], dict[str, object]],
+    ) -> None:
+        self.completion = completion
+        self.include_usage = include_usage
+        self.error_body = error_body
 
-    async def answer(
-        self, request: web.Request, cors: dict[str, str], call: TurnCall, started: cpb.TurnStarted
-    ) -> web.StreamResponse:
-        completion = Completion(self.chat.session_mode, started)
-        if self.chat.stream:
-            return await self._stream(request, cors, call, completion)
-        done = await turn_completed(call, self.params, on_delta=None)
-        failure = completion.failure(done)
-        if failure is not None:
-            raise failure
-        return web.Response(
-            text=json_text(completion.whole(done)),
-            content_type="application/json",
-            headers={**cors, **completion.headers()},
-        )
+    def opening(self) -> bytes:
+        return events([(None, self.completion.first_chunk(self.include_usage))])
 
-    async def _stream(
-        self, request: web.Request, cors: dict[str, str], call: TurnCall, completion: Completion
-    ) -> web.StreamResponse:
-        chat = self.chat
-        response = web.StreamResponse(
-            headers={
-                **cors,
-                **completion.headers(),
-                "Content-Type": "text/event-stream",
-                "Cache-Control": "no-cache",
-            }
-        )
-        await response.prepare(request)
-        await _send(response, completion.first_chunk(chat.include_usage))
+    def delta(self, text: str) -> bytes:
+        chunk = self.completion.chunk({"content": text}, None, self.include_usage)
+        return events([(None, chunk)])
 
-        async def on_delta(text: str) -> None:
-            await _send(response, completion.chunk({"content": text}, None, chat.include_usage))
+    def failed(self, failure: HttpFailure) -> bytes:
+        return events([(None, self.error_body(failure))])
 
-        try:
-            done = await turn_completed(call, self.params, on_delta)
-        except HttpFailure as error:
-            # Too late for a status: the SDKs raise an error event as the call's error.
-            await _send(response, self.front.error_body(error))
-            return response
-        failed = completion.failure(done)
-        if failed is not None:
-            await _send(response, self.front.error_body(failed))
-            return response
-        for chunk in completion.last_chunks(done, chat.include_usage):
-            await _send(response, chunk)
-        await response.write(b"data: [DONE]\n\n")
-        await response.write_eof()
-        return response
-
-
-async def _send(response: web.StreamResponse, event: dict[str, Any]) -> None:
-    await response.write(b"data: " + json_text(event).encode() + b"\n\n")
+    def closing(self, done: cpb.TurnCompleted) -> bytes:
+        chunks = self.completion.last_chunks(done, self.include_usage)
+        return events((None, chunk) for chunk in chunks) + b"data: [DONE]\n\n"

@@ -19,11 +19,12 @@ import grpc.aio
 from aiohttp import web
 
 from contextd.core.errors import cut
+from contextd.fronts.limits import RequestLimits
 from contextd.fronts.listener import cannot_listen
 from contextd.fronts.web import connect, grpc_web, healthz, inspector, metadata
 from contextd.fronts.web.cors import CorsPolicy, is_own_origin
 from contextd.fronts.web.exchange import CallError, Exchange, NativeCall, method_for
-from contextd.fronts.web.limits import BodyBudget, WebLimits, capped_connections
+from contextd.fronts.web.limits import BodyBudget, capped_connections
 
 log = logging.getLogger("contextd.web")
 
@@ -37,7 +38,6 @@ Mount = Callable[["WebGateway"], Iterable[web.RouteDef]]
 _METHOD_PATH = re.compile(r"/[A-Za-z_][\w.]*/[A-Za-z_]\w*")
 _SUPPORTED = ", ".join([*grpc_web.CONTENT_TYPES, *connect.UNARY_TYPES, *connect.STREAM_TYPES])
 _READ_CHUNK = 64 * 1024
-_DEFAULT_LIMITS = WebLimits()
 # Room for frame headers on top of the largest message, so an oversized message still
 # reaches the native server and fails there exactly as it would natively.
 _BODY_SLACK = 64 * 1024
@@ -57,10 +57,9 @@ class WebGateway:
         self,
         target: str,
         cors: CorsPolicy,
-        max_message_bytes: int,
+        limits: RequestLimits,
         shutdown_timeout: float,
         ssl_context: ssl.SSLContext | None = None,
-        limits: WebLimits = _DEFAULT_LIMITS,
         peer_key: str = "",
         peer_secret: str = "",
         health: healthz.HealthStatus | None = None,
@@ -77,9 +76,9 @@ class WebGateway:
         self.cors = cors
         self._peer = (peer_key, peer_secret) if peer_key and peer_secret else None
         self._ssl_context = ssl_context
-        self.max_body = max_message_bytes + _BODY_SLACK
+        self.max_body = limits.max_message_bytes + _BODY_SLACK
         self._limits = limits
-        self._budget = BodyBudget(limits.max_buffered)
+        self._budget = BodyBudget(limits.web_max_buffered_bytes)
         self._listener: asyncio.Server | None = None
         # No size limits of its own: the native server enforces --max-message-bytes on
         # requests and responses, with its own status; its trailers come through whole
@@ -115,7 +114,7 @@ class WebGateway:
         await self._runner.setup()
         assert self._runner.server is not None
         # Its own listener instead of aiohttp's TCPSite, to refuse connections over the cap.
-        accept = capped_connections(self._runner.server, self._limits.max_connections)
+        accept = capped_connections(self._runner.server, self._limits.web_max_connections)
         try:
             self._listener = await asyncio.get_running_loop().create_server(
                 accept,
@@ -228,7 +227,7 @@ class WebGateway:
             raise too_large
         body = bytearray()
         try:
-            async with asyncio.timeout(self._limits.body_timeout):
+            async with asyncio.timeout(self._limits.web_body_timeout):
                 while chunk := await request.content.read(_READ_CHUNK):
                     if not self._budget.take(len(chunk)):
                         raise CallError(
@@ -242,7 +241,7 @@ class WebGateway:
             self._budget.give_back(len(body))
             raise CallError(
                 grpc.StatusCode.DEADLINE_EXCEEDED,
-                f"the request body did not arrive within {self._limits.body_timeout:g} s",
+                f"the request body did not arrive within {self._limits.web_body_timeout:g} s",
             ) from None
         except BaseException:
             self._budget.give_back(len(body))

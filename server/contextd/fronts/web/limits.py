@@ -1,5 +1,6 @@
-"""What the web port holds at once: connections, the time a request body may take to
-arrive, and the request bytes buffered across every call.
+"""How the web port keeps to its share of the request limits (fronts.limits): its
+connections, the time a request body may take to arrive, and the request bytes buffered
+across every call.
 
 Each call's body is read whole before it is forwarded (gRPC-Web and Connect send a
 unary or server-streaming request as one body), so without these a client could hold
@@ -12,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from aiohttp import web
 
@@ -26,13 +26,6 @@ _BUSY = (
     b"\r\n"
     b"%s"
 ) % (len(_BUSY_TEXT), _BUSY_TEXT)
-
-
-@dataclass(frozen=True, slots=True)
-class WebLimits:
-    max_connections: int = 1000
-    body_timeout: float = 30.0  # seconds for a whole request body to arrive
-    max_buffered: int = 256 * 1024 * 1024  # request bytes held by all calls together
 
 
 class BodyBudget:

@@ -12,6 +12,7 @@ import functools
 import json
 import re
 import time
+from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -165,8 +166,9 @@ class NewEvent:
         )
 
 
-class EventStore(Protocol):
-    """A session's event log, whichever engine keeps it: the same lines, the same reads."""
+class EventStore(ABC):
+    """A session's event log, whichever engine keeps it: the same lines, the same reads.
+    Events are encoded here alike for every engine; an engine writes their lines."""
 
     async def append(
         self,
@@ -180,34 +182,49 @@ class EventStore(Protocol):
         meta: dict[str, Any] | None = None,
         ts: float | None = None,
         tenant_id: str = DEFAULT_TENANT,
-    ) -> dict[str, Any]: ...
+    ) -> dict[str, Any]:
+        """Write one event of the tenant's session and return it once it is written."""
+        event, line = encode_event(session_id, type, turn, step, content, role, meta, ts)
+        await self._write(session_id, tenant_id, [line])
+        return event
 
     async def append_many(
         self, session_id: str, events: Sequence[NewEvent], *, tenant_id: str = DEFAULT_TENANT
     ) -> list[dict[str, Any]]:
         """Write ``events`` one after the other in one write (one statement, one system
         call): all of them or, on error, none; they are returned once written."""
-        ...
+        now = time.time()
+        encoded = [e.encoded(session_id, now) for e in events]
+        await self._write(session_id, tenant_id, [line for _, line in encoded])
+        return [event for event, _ in encoded]
 
+    @abstractmethod
+    async def _write(self, session_id: str, tenant_id: str, lines: list[str]) -> None:
+        """The lines after the session's last, in one write: all of them or none."""
+
+    @abstractmethod
     def read(
         self, session_id: str, *, after_line: int = 0, tenant_id: str = DEFAULT_TENANT
     ) -> AsyncIterator[dict[str, Any]]: ...
 
+    @abstractmethod
     async def last(
         self, session_id: str, *, tenant_id: str = DEFAULT_TENANT
     ) -> dict[str, Any] | None: ...
 
+    @abstractmethod
     async def delete(self, session_id: str, *, tenant_id: str = DEFAULT_TENANT) -> bool: ...
 
+    @abstractmethod
     async def aclose(self) -> None: ...
 
+    @abstractmethod
     async def deleted_with_sessions(
         self, conn: Connection, session_ids: Sequence[str]
     ) -> int | None:
         """How many of these sessions' logs ``conn``'s transaction deletes with their rows
         (a table's foreign key); None when the logs outlive the rows, to be removed after
         the commit (files: store/event_log/removals.py)."""
-        ...
 
 
 class EventLines(Protocol):

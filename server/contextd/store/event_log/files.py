@@ -5,12 +5,21 @@ names, core/identity.py, checked again here; the names stay apart where the file
 ignores case); each line an event as store/event_log/events.py encodes it.
 
 ``append`` encodes its line and writes it with one ``os.write`` on the event loop's
-thread, before it returns: a session's lines land in the order ``append`` was called and
-never interleave, with no lock and no queue. An append is a few system calls (open,
-fstat, a one-byte pread, write, close); a hand-off to a writer thread and back cost more
-than that in CPU alone (bench/README.md, "Measured costs behind the code"), and its
-Python code competed with the event loop for the GIL. The price: a stalled disk stalls
-the event loop.
+thread, before it returns: in one process a session's lines land in the order ``append``
+was called and never interleave, with no queue. An append is a few system calls (open,
+flock, fstat, a one-byte pread, write, close); a hand-off to a writer thread and back
+cost more than that in CPU alone (bench/README.md, "Measured costs behind the code"), and
+its Python code competed with the event loop for the GIL. The price: a stalled disk
+stalls the event loop.
+
+Several processes may append to one file: the workers of one server, where a turn's
+final and turn_end lines are written after its session's lease is given back, while the
+session's next turn or its end may be written by another worker. Each append therefore
+holds an exclusive ``flock`` on the file from before it looks at the file's end until its
+write succeeded or was undone: a torn tail it cuts is never another writer's line in
+progress, and undoing its own failed write never cuts a line another process appended
+meanwhile. The kernel drops the lock with the file's descriptor, also when the process
+dies; an uncontended lock costs one system call (bench/store_writes.py).
 
 A line is handed to the kernel (a raw fd, no user-space buffer) before its
 ``append`` returns: an appended event survives a crash of the process (SIGKILL
@@ -18,16 +27,18 @@ included) but not a power cut or a kernel crash, since nothing calls fsync.
 
 A crash in the middle of a write can leave a torn last line (no trailing newline).
 Readers skip it; the next write to that file first cuts it off, so the file stays a
-sequence of whole lines and line numbers (``read(after_line=...)``) stay stable.
+sequence of whole lines and line numbers (``read(after_line=...)``) stay stable. A reader
+takes the lock shared to find where the file ends, so it never counts a line of an
+append that fails and is undone (two lines written together, the first whole).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import json
 import os
-import time
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -38,11 +49,10 @@ from contextd.store.engine.database import Connection
 from contextd.store.engine.disk import DiskWatch
 from contextd.store.engine.private import make_dir, open_private
 from contextd.store.event_log.events import (
-    NewEvent,
+    EventStore,
     check_after_line,
     check_session_id,
     check_tenant_id,
-    encode_event,
 )
 
 _READ_CHUNK = 256 * 1024
@@ -76,7 +86,7 @@ def log_path(history_dir: Path, tenant_id: str, session_id: str) -> Path:
     return tenant_dir(history_dir, tenant_id) / f"{check_session_id(session_id)}.jsonl"
 
 
-class EventLog:
+class EventLog(EventStore):
     def __init__(self, history_dir: Path, disk: DiskWatch | None = None) -> None:
         self.history_dir = history_dir
         make_dir(history_dir)
@@ -99,36 +109,9 @@ class EventLog:
             found = self._dirs[tenant_id] = os.fspath(path)
         return found
 
-    async def append(
-        self,
-        session_id: str,
-        type: str,
-        *,
-        turn: int | None = None,
-        step: int | None = None,
-        content: str | None = None,
-        role: str | None = None,
-        meta: dict[str, Any] | None = None,
-        ts: float | None = None,
-        tenant_id: str = DEFAULT_TENANT,
-    ) -> dict[str, Any]:
-        """Write one event of the tenant's session and return it once its line is with
-        the kernel."""
-        event, line = encode_event(session_id, type, turn, step, content, role, meta, ts)
-        self._write_lines(session_id, tenant_id, [line])
-        return event
-
-    async def append_many(
-        self, session_id: str, events: Sequence[NewEvent], *, tenant_id: str = DEFAULT_TENANT
-    ) -> list[dict[str, Any]]:
-        """``append`` of several events, their lines in one write."""
-        now = time.time()
-        encoded = [e.encoded(session_id, now) for e in events]
-        self._write_lines(session_id, tenant_id, [line for _, line in encoded])
-        return [event for event, _ in encoded]
-
-    def _write_lines(self, session_id: str, tenant_id: str, lines: Sequence[str]) -> None:
-        """The lines at the end of the session's file, in one write."""
+    async def _write(self, session_id: str, tenant_id: str, lines: list[str]) -> None:
+        """The lines at the end of the session's file, in one write (returned once with
+        the kernel)."""
         data = "".join(line + "\n" for line in lines).encode("utf-8")
         self._check_open()
         try:
@@ -189,9 +172,11 @@ class EventLog:
 
 
 def _write(path: str, data: bytes) -> None:
-    """Append ``data`` (whole lines) to ``path``: all of it, or on error none of it."""
+    """Append ``data`` (whole lines) to ``path``: all of it, or on error none of it.
+    Under the file's lock, which the close gives back."""
     fd = open_private(path, _OPEN_FLAGS)
     try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
         size = os.fstat(fd).st_size
         if size and os.pread(fd, 1, size - 1) != b"\n":
             size = _cut_torn_tail(fd, size)
@@ -200,7 +185,8 @@ def _write(path: str, data: bytes) -> None:
             while view:
                 view = view[os.write(fd, view) :]
         except BaseException:
-            # ENOSPC and the like: do not leave part of a line behind a failed append.
+            # ENOSPC and the like: do not leave part of a line behind a failed append
+            # (under the lock the file's end is still this write's).
             with contextlib.suppress(OSError):
                 os.ftruncate(fd, size)
             raise
@@ -231,6 +217,7 @@ def _last_line(path: Path) -> bytes | None:
     except FileNotFoundError:
         return None
     try:
+        fcntl.flock(fd, fcntl.LOCK_SH)  # not the middle of an append that may be undone
         size = os.fstat(fd).st_size
         want = 4096
         while True:
@@ -246,6 +233,15 @@ def _last_line(path: Path) -> bytes | None:
             want *= 2  # the line began before this chunk
     finally:
         os.close(fd)
+
+
+def _whole_end(fd: int) -> int:
+    """The file's size between appends: never in the middle of one that may be undone."""
+    fcntl.flock(fd, fcntl.LOCK_SH)
+    try:
+        return os.fstat(fd).st_size
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)  # the chunks are read without holding appends up
 
 
 def _unlink(path: Path) -> bool:
@@ -270,7 +266,7 @@ class _ReadCursor:
         try:
             with open(self.path, "rb") as file:
                 if self.end is None:
-                    self.end = os.fstat(file.fileno()).st_size
+                    self.end = _whole_end(file.fileno())
                 want = _READ_CHUNK
                 while True:
                     length = min(want, self.end - self.offset)

@@ -11,7 +11,6 @@ lines that existed when the read started, as a file read is a snapshot of the fi
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -20,11 +19,10 @@ import asyncpg
 from contextd.core.identity import DEFAULT_TENANT
 from contextd.store.engine.database import Connection, Database
 from contextd.store.event_log.events import (
-    NewEvent,
+    EventStore,
     check_after_line,
     check_session_id,
     check_tenant_id,
-    encode_event,
 )
 
 if TYPE_CHECKING:
@@ -52,7 +50,7 @@ _APPEND_MANY = (
 )
 
 
-class DatabaseEventLog:
+class DatabaseEventLog(EventStore):
     def __init__(self, db: PostgresDatabase) -> None:
         self._db = db
         self._closed = False
@@ -61,34 +59,7 @@ class DatabaseEventLog:
         if self._closed:
             raise RuntimeError("the event log is closed")
 
-    async def append(
-        self,
-        session_id: str,
-        type: str,
-        *,
-        turn: int | None = None,
-        step: int | None = None,
-        content: str | None = None,
-        role: str | None = None,
-        meta: dict[str, Any] | None = None,
-        ts: float | None = None,
-        tenant_id: str = DEFAULT_TENANT,
-    ) -> dict[str, Any]:
-        """Write one event of the tenant's session and return it once it committed."""
-        event, line = encode_event(session_id, type, turn, step, content, role, meta, ts)
-        await self._insert(session_id, tenant_id, [line])
-        return event
-
-    async def append_many(
-        self, session_id: str, events: Sequence[NewEvent], *, tenant_id: str = DEFAULT_TENANT
-    ) -> list[dict[str, Any]]:
-        """``append`` of several events, in one statement."""
-        now = time.time()
-        encoded = [e.encoded(session_id, now) for e in events]
-        await self._insert(session_id, tenant_id, [line for _, line in encoded])
-        return [event for event, _ in encoded]
-
-    async def _insert(self, session_id: str, tenant_id: str, lines: list[str]) -> None:
+    async def _write(self, session_id: str, tenant_id: str, lines: list[str]) -> None:
         """The lines after the session's last, in one statement that commits by itself."""
         check_tenant_id(tenant_id)
         self._check_open()
