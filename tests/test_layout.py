@@ -35,7 +35,8 @@ ALLOWED_IMPORTS = {
     "fronts": {"fronts", "core"},
     "fronts/grpc": {"fronts/grpc", "fronts", "app", "core", "config", "v1", "metrics", "tracing"},
     "fronts/web": {"fronts/web", "fronts", "core"},
-    # The model APIs share chat_http, which speaks to the native API as the web port does.
+    # The model APIs share chat_http, which speaks to the native API as the web port does
+    # (a turn's StreamChat called in process, through fronts/native.py).
     "fronts/chat_http": {"fronts/chat_http", "fronts/web", "fronts", "v1", "core"},
     "fronts/openai": {"fronts/openai", "fronts/chat_http", "fronts/web", "fronts", "v1", "core"},
     "fronts/anthropic": {

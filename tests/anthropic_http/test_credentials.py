@@ -38,10 +38,17 @@ def test_a_key_acts_as_its_user_sent_either_way(keyed: Keyed, by: str) -> None:
     assert session_id not in {s.id for s in sessions(keyed, keyed.server.bob)}
 
 
-@pytest.mark.parametrize("key", ["", UNKNOWN_KEY, "not-a-key"], ids=["none", "unknown", "garbage"])
-def test_a_refused_credential_is_401_and_stores_nothing(keyed: Keyed, key: str) -> None:
+@pytest.mark.parametrize(
+    "key",
+    ["", UNKNOWN_KEY, "not-a-key", b"\xc3\xa9t\xc3\xa9", b"\xff\xfe"],
+    ids=["none", "unknown", "garbage", "not ascii", "not utf-8"],
+)
+def test_a_refused_credential_is_401_and_stores_nothing(keyed: Keyed, key: str | bytes) -> None:
     before = len(sessions(keyed, keyed.server.alice))
-    headers = {**VERSION, **({"x-api-key": key} if key else {})}
+    sent = key if isinstance(key, bytes) else key.encode()
+    headers = {k.encode(): v.encode() for k, v in VERSION.items()}
+    if sent:
+        headers[b"x-api-key"] = sent
     for path, body in [
         ("/v1/messages", BODY),
         ("/v1/messages", {**BODY, "stream": True}),

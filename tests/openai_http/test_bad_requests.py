@@ -249,6 +249,16 @@ def test_a_streaming_request_refused_before_the_turn_is_a_plain_error(served: Se
     assert error_of(response)["param"] == "temperature"
 
 
+def test_a_turn_over_max_message_bytes_is_413(served: Served) -> None:
+    """A body the web port takes (it leaves room for framing) whose native request is
+    over --max-message-bytes: refused as the native port refuses it."""
+    text = "y" * (MAX_MESSAGE + 16 * 1024)
+    response = post(served, {**OK, "messages": [{"role": "user", "content": text}]})
+    assert response.status_code == 413, response.text
+    assert error_of(response)["code"] == "request_too_large"
+    assert served.sessions(USER) == []
+
+
 def test_a_body_that_is_not_json_by_its_content_type_is_415(served: Served) -> None:
     response = post(served, OK, **{"Content-Type": "text/plain"})
     assert response.status_code == 415

@@ -126,3 +126,22 @@ def test_another_users_session_is_refused_and_unchanged(keyed: Keyed) -> None:
         ask(c, "show me", extra_headers={"X-Contextd-Session": session_id})
     [after] = [s for s in sessions(keyed, keyed.server.bob) if s.id == session_id]
     assert after.message_count == before.message_count == 2
+
+
+@pytest.mark.parametrize(
+    "value", [b"Bearer \xc3\xa9t\xc3\xa9", b"Bearer \xff\xfe"], ids=["utf-8", "not utf-8"]
+)
+def test_a_credential_that_is_not_ascii_is_401(keyed: Keyed, value: bytes) -> None:
+    for method, path, body in [
+        (
+            "POST",
+            "/chat/completions",
+            {"model": MODEL, "messages": [{"role": "user", "content": "x"}]},
+        ),
+        ("GET", "/models", None),
+    ]:
+        response = httpx.request(
+            method, keyed.base_url + path, json=body, headers={"Authorization": value}, timeout=30
+        )
+        assert response.status_code == 401, (path, response.text)
+        assert response.json()["error"]["message"] == REFUSED

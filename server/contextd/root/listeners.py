@@ -21,6 +21,7 @@ from grpc_health.v1 import health_pb2
 
 from contextd.config import Settings
 from contextd.fronts.anthropic.routes import AnthropicRoutes
+from contextd.fronts.grpc.in_process import InProcess
 from contextd.fronts.grpc.interceptors import WEB_PEER_KEY
 from contextd.fronts.limits import RequestLimits
 from contextd.fronts.openai.routes import Model, OpenAIRoutes
@@ -69,19 +70,30 @@ async def start_listeners(
     health: HealthStatus,
     metrics: Recorder,
     db: Database,
+    in_process: InProcess,
     share_ports: bool = False,
     metrics_socket: str = "",
 ) -> Started:
     """Every listener the settings ask for beside the native port, forwarding to
     ``target``: the web port when ``cors`` is set, the MCP port, the metrics port.
-    ``undo`` closes each if a later step of the start fails. ``share_ports``: a
-    worker's, whose web and MCP ports its siblings listen on too. ``metrics_socket``:
-    a worker's, whose figures its parent's gatherer reads there (workers.py)."""
+    ``undo`` closes each if a later step of the start fails. ``in_process``: the native
+    methods the web port's model APIs call in process. ``share_ports``: a worker's,
+    whose web and MCP ports its siblings listen on too. ``metrics_socket``: a worker's,
+    whose figures its parent's gatherer reads there (workers.py)."""
     started = Started()
     if cors is not None:
         mounts = await web_mounts(settings)
         started.web = await start_web(
-            settings, cors, target, tls, peer_secret, health, metrics, mounts, share_ports
+            settings,
+            cors,
+            target,
+            tls,
+            peer_secret,
+            health,
+            metrics,
+            mounts,
+            share_ports,
+            in_process,
         )
         undo.push_async_callback(started.web.aclose)
     if settings.mcp_port >= 0:
@@ -156,9 +168,11 @@ async def start_web(
     metrics: Recorder,
     mounts: Sequence[Mount] = (),
     share_port: bool = False,
+    in_process: InProcess | None = None,
 ) -> WebGateway:
     """The web port (gRPC-Web, Connect, and ``mounts``), forwarding to ``target``;
-    ``share_port``: a worker's, whose port its siblings listen on too."""
+    ``share_port``: a worker's, whose port its siblings listen on too; ``in_process``:
+    the native methods the mounts call in process."""
     count: CallCounter | None = None
     if isinstance(metrics, PrometheusRecorder):
         web_call = metrics.web_call
@@ -177,6 +191,7 @@ async def start_web(
         health=health,
         count=count,
         mounts=mounts,
+        in_process=in_process,
     )
     host = settings.web_host or settings.host
     port = await gateway.start(host, settings.web_port, reuse_port=share_port)

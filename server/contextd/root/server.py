@@ -56,7 +56,8 @@ class RunningServer:
     closers: list[Closer]
     lock: DataDirLock | None  # SQLite only: replicas on PostgreSQL share no directory
     web: WebGateway | None = None
-    listeners: Sequence[Closer] = ()  # stopped with the web port: the MCP port
+    # Stopped with the native server: the MCP port, the calls made in process.
+    listeners: Sequence[Closer] = ()
 
     async def stop(self, grace: float | None = None) -> None:
         """Report NOT_SERVING, keep serving for ``--drain-delay`` so that load balancers
@@ -72,7 +73,8 @@ class RunningServer:
             log.info("draining", extra={"drain_s": drain})
             await asyncio.sleep(drain)
         left = max(0.0, deadline - loop.time())
-        # Web and MCP calls are native calls underneath: they end when the native server stops.
+        # Web and MCP calls are native calls underneath: they end when the native server
+        # stops, those made in process when their grace ends as well.
         web = [self.web.aclose()] if self.web else []
         await asyncio.gather(self.server.stop(left), *web, *(c(left) for c in self.listeners))
         for close in self.closers:
@@ -137,6 +139,7 @@ async def start(
             undo,
             cors=prepared.cors,
             peer_secret=services.web_peer_secret,
+            in_process=services.in_process,
             health=overall_health(health_servicer),
             metrics=services.metrics,
             db=db,
@@ -147,8 +150,9 @@ async def start(
         await serving.start()
         log.info("listening", extra={"address": f"{settings.host}:{port}", "tls": tls is not None})
         undo.pop_all()
+    listeners = [services.in_process.stop, *started.with_native]
     return RunningServer(
-        server, health_servicer, port, settings, db, closers, lock, started.web, started.with_native
+        server, health_servicer, port, settings, db, closers, lock, started.web, listeners
     )
 
 

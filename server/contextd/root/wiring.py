@@ -37,6 +37,7 @@ from contextd.fronts.grpc.auth import Authenticator
 from contextd.fronts.grpc.chat_servicer import ChatServicer
 from contextd.fronts.grpc.context_servicer import ContextServicer
 from contextd.fronts.grpc.convert import PublicIds
+from contextd.fronts.grpc.in_process import InProcess
 from contextd.fronts.grpc.interceptors import GuardInterceptor, Limits
 from contextd.fronts.grpc.limits import RateLimiter, TurnSlots
 from contextd.fronts.grpc.session_servicers import MemoryServicer, PromptServicer, SessionServicer
@@ -115,6 +116,7 @@ class Services:
 
     guard: GuardInterceptor  # the native server's interceptor
     registrations: tuple[Registration, ...]
+    in_process: InProcess  # the same methods behind the same guard, called in process
     chat: ChatApp  # for the start-up pass over the turns a killed server left open
     metrics: Recorder  # a PrometheusRecorder with a metrics port
     web_peer_secret: str  # what the web port vouches for a browser's address with
@@ -144,9 +146,12 @@ def build_services(
     stored = _stored(settings, db, prepared.embedder, metrics)
     apps = _apps(settings, db, stored, prepared.tokenizers, metrics)
     authenticator = prepared.authenticator(db) if prepared.authenticator else None
+    guard = _guard(settings, authenticator, limits, metrics)
+    registrations = _servicers(settings, stored, apps, ids)
     return Services(
-        guard=_guard(settings, authenticator, limits, metrics),
-        registrations=_servicers(settings, stored, apps, ids),
+        guard=guard,
+        registrations=registrations,
+        in_process=InProcess(guard, registrations, settings.max_message_bytes),
         chat=apps.chat,
         metrics=metrics,
         web_peer_secret=limits.web_peer_secret,

@@ -1,9 +1,10 @@
-"""The HTTP side of a model API on the web port: each request becomes one native call
-over the gateway's loopback channel, with the caller's credential as its
-``authorization`` metadata, so that the native interceptor authenticates, limits, audits
-and traces it exactly as any other call. A front gives its protocol's error shape and
-how it reads the credential; this holds the rest (CORS, the body, the turn's events,
-the metrics)."""
+"""The HTTP side of a model API on the web port: each request becomes one native call,
+with the caller's credential as its ``authorization`` metadata, so that the native
+interceptor authenticates, limits, audits and traces it exactly as any other call. A
+turn's ``StreamChat`` is called in process (fronts/native.py), its events read as
+they are made; the other calls go over the gateway's loopback channel. A front gives
+its protocol's error shape and how it reads the credential; this holds the rest (CORS,
+the body, the turn's events, the metrics)."""
 
 from __future__ import annotations
 
@@ -20,12 +21,14 @@ from aiohttp import web
 from contextd.fronts.caller import FORWARDED_HEADERS
 from contextd.fronts.chat_http.failure import HttpFailure, from_rpc_error
 from contextd.fronts.chat_http.params import ParamMap
+from contextd.fronts.native import NativeStream
 from contextd.fronts.web.exchange import CallError
 from contextd.fronts.web.gateway import BodyTooLarge, WebGateway
 from contextd.v1 import chat_pb2 as cpb
-from contextd.v1 import chat_pb2_grpc, context_pb2, context_pb2_grpc
+from contextd.v1 import context_pb2, context_pb2_grpc
 
-TurnCall = grpc.aio.UnaryStreamCall[cpb.StreamChatRequest, cpb.StreamChatResponse]
+TurnCall = NativeStream
+STREAM_CHAT = f"/{cpb.DESCRIPTOR.services_by_name['ChatService'].full_name}/StreamChat"
 # The caller's trace, passed on to the native call (the credential is the front's to read).
 _TRACE_HEADERS = tuple(h for h in FORWARDED_HEADERS if h != "authorization")
 
@@ -56,7 +59,6 @@ class ModelFront(ABC):
 
     def attach(self, gateway: WebGateway) -> None:
         self._gateway = gateway
-        self.chat = chat_pb2_grpc.ChatServiceStub(gateway.channel)
         self.context = context_pb2_grpc.ContextServiceStub(gateway.channel)
 
     @property
@@ -99,7 +101,7 @@ class ModelFront(ABC):
         try:
             body = await self.read(request)
             turn = translate(body, request)
-            call = self.chat.StreamChat(turn.native, metadata=self.metadata(request))
+            call = self.start_turn(request, turn.native)
             started = await turn_started(call, turn.params)
             return await turn.answer(request, cors, call, started)
         except HttpFailure as error:
@@ -113,9 +115,16 @@ class ModelFront(ABC):
             raise asyncio.CancelledError from None
         finally:
             if call is not None:
-                call.cancel()
+                await call.aclose()
             self.gateway.release(body)
             self.count(code)
+
+    def start_turn(self, request: web.Request, native: cpb.StreamChatRequest) -> TurnCall:
+        """The turn's StreamChat, called in process."""
+        gateway = self.gateway
+        assert gateway.in_process is not None, "the web port calls no native method in process"
+        metadata = tuple(self.metadata(request))
+        return gateway.in_process.stream(STREAM_CHAT, native, metadata, gateway.call_peer(request))
 
     async def refused_first(self, request: web.Request, failure: HttpFailure) -> HttpFailure:
         """The failure of a request refused before its native call checked the
@@ -163,15 +172,23 @@ class ModelFront(ABC):
             raise HttpFailure(503, error.message, headers={"Retry-After": "1"}) from None
 
     def metadata(self, request: web.Request) -> grpc.aio.Metadata:
-        """The native call's metadata: the credential and the trace context."""
+        """The native call's metadata: the credential and the trace context. Only values
+        metadata can carry (printable ASCII) are passed on: a credential with any other
+        character is no credential."""
         metadata = grpc.aio.Metadata()
         for value in self.credential(request):
-            metadata.add("authorization", value)
+            if _carried(value):
+                metadata.add("authorization", value)
         for name in _TRACE_HEADERS:
             for value in request.headers.getall(name, ()):
-                metadata.add(name, value)
+                if _carried(value):
+                    metadata.add(name, value)
         self.gateway.vouch_for_peer(request, metadata)
         return metadata
+
+
+def _carried(value: str) -> bool:
+    return value.isascii() and value.isprintable()
 
 
 async def turn_started(call: TurnCall, params: ParamMap) -> cpb.TurnStarted:
@@ -200,6 +217,9 @@ async def turn_completed(
             if kind == "text_delta" and on_delta is not None:
                 await on_delta(event.text_delta.text)
             elif kind == "turn_completed":
+                # The call's own end (its log and audit lines, the session free for the
+                # next turn) comes before the answer's: the last event ends the stream.
+                await call.read()
                 return event.turn_completed
     except grpc.aio.AioRpcError as error:
         raise from_rpc_error(error, params) from None

@@ -291,7 +291,11 @@ class GuardInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
         handler = await continuation(handler_call_details)
         if handler is None:
             return handler
-        name = handler_call_details.method
+        return self.guarded(handler_call_details.method, handler)
+
+    def guarded(self, name: str, handler: Handler) -> Handler:
+        """``handler`` of the method ``name`` behind the guard: the native port's calls,
+        and those made in the server's own process (in_process.py)."""
         # grpc's handlers are namedtuples; the stubs type them for the sync API.
         raw: Any = handler
         parser = self._parser

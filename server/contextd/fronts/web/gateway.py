@@ -3,7 +3,9 @@ bytes, to the native gRPC port over a loopback channel.
 
 Every call therefore runs through the same servicers, interceptor, limits and logging
 as a native one, and its status, details and metadata come back unchanged. The gateway
-only translates the framing (see grpc_web.py and connect.py).
+only translates the framing (see grpc_web.py and connect.py). The routes mounted beside
+them (the model APIs) may also call native methods in process (``in_process``), behind
+the same interceptor, where a turn's every message would otherwise cross the channel.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from aiohttp import web
 from contextd.core.errors import cut
 from contextd.fronts.limits import RequestLimits
 from contextd.fronts.listener import cannot_listen
+from contextd.fronts.native import InProcess
 from contextd.fronts.web import connect, grpc_web, healthz, inspector, metadata
 from contextd.fronts.web.cors import CorsPolicy, is_own_origin
 from contextd.fronts.web.exchange import CallError, Exchange, NativeCall, method_for
@@ -65,14 +68,17 @@ class WebGateway:
         health: healthz.HealthStatus | None = None,
         count: CallCounter | None = None,
         mounts: Sequence[Mount] = (),
+        in_process: InProcess | None = None,
     ) -> None:
         """``peer_key``, ``peer_secret``: when given, each forwarded call carries
         ``peer_key: <peer_secret> <client address>``, so the native server can tell the
         web port's callers apart (it believes only a value with the secret). ``health``:
         when given, ``GET /healthz`` answers with it. ``count``: when given, told of
         each call's protocol and the status it was answered with. ``mounts``: routes
-        of their own, served before the catch-all."""
+        of their own, served before the catch-all. ``in_process``: the native methods
+        the mounted routes may call in process."""
         self.count = count
+        self.in_process = in_process
         self.cors = cors
         self._peer = (peer_key, peer_secret) if peer_key and peer_secret else None
         self._ssl_context = ssl_context
@@ -211,6 +217,14 @@ class WebGateway:
         if key in call_metadata:
             call_metadata.delete_all(key)
         call_metadata.add(key, f"{secret} {request.remote or ''}")
+
+    def call_peer(self, request: web.Request) -> str:
+        """The client's address as grpc names a caller's (``ipv4:host:port``)."""
+        address = request.transport.get_extra_info("peername") if request.transport else None
+        if not isinstance(address, tuple) or len(address) < 2:
+            return "unknown"
+        host, port = address[0], address[1]
+        return f"ipv6:[{host}]:{port}" if ":" in str(host) else f"ipv4:{host}:{port}"
 
     def release(self, body: bytes) -> None:
         """Give a body read with ``read_body`` back to the shared budget."""
