@@ -30,7 +30,7 @@ def test_a_key_acts_as_its_user_sent_either_way(keyed: Keyed, by: str) -> None:
     with anthropic.Anthropic(
         base_url=keyed_url(keyed), max_retries=0, **{by: keyed.server.alice}
     ) as c:
-        answer = ask(c, "I am alice")
+        answer = ask(c, "I am alice", extra_headers={"X-Contextd-Session": "new"})
         assert c.messages.count_tokens(model=MODEL, messages=[{"role": "user", "content": "x"}])
     session_id = (answer.model_extra or {})["contextd"]["session_id"]
     owned = [s.user_id for s in sessions(keyed, keyed.server.alice) if s.id == session_id]
@@ -95,7 +95,7 @@ def test_the_user_header_goes_before_metadata(keyed: Keyed) -> None:
             c,
             "from a host",
             metadata={"user_id": "user_0a1b_account_session_9"},
-            extra_headers={"X-Contextd-User": "alice"},
+            extra_headers={"X-Contextd-User": "alice", "X-Contextd-Session": "new"},
         )
         with pytest.raises(anthropic.PermissionDeniedError):
             ask(c, "as bob", extra_headers={"X-Contextd-User": "bob"})

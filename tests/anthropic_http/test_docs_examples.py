@@ -82,5 +82,13 @@ def test_the_claude_agent_sdk_example_runs_a_tool_loop(served: Served, tmp_path:
         "tool_call_id": "call_w1",
         "content": "sunny in Paris",
     }
-    # Named by its header, the program's user: its two steps are stored as hers.
-    assert len(served.sessions("agent-alice")) == 2
+    # Named by its header, the program's user: its two steps are hers (inline, they
+    # store nothing: the audit log names the user of each).
+    steps = [
+        line
+        for line in served.proc.logs("audit")
+        if line.get("method") == "/contextd.v1.ChatService/StreamChat"
+        and line.get("user") == "agent-alice"
+    ]
+    assert len(steps) == 2
+    assert served.sessions("agent-alice") == []

@@ -54,6 +54,7 @@ TURNS: list[dict[str, Any]] = [
         "tool_choice": {"function": "f"},
         "parallel_tool_calls": False,
         "prebuilt": True,
+        "answer_note": "asked with",
         "response_format": {
             "type": "json_schema",
             "name": "answer",
@@ -93,6 +94,7 @@ TURNS: list[dict[str, Any]] = [
     {
         "user_message": PARTS,
         "user_id": "ada",
+        "ephemeral": True,
     },
 ]
 

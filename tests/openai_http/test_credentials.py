@@ -41,7 +41,7 @@ def ask(c: openai.OpenAI, text: str, **extra: object) -> openai.types.chat.ChatC
 
 def test_a_key_acts_as_its_user(keyed: Keyed) -> None:
     with client(keyed, keyed.server.alice) as c:
-        answer = ask(c, "I am alice")
+        answer = ask(c, "I am alice", extra_headers={"X-Contextd-Session": "new"})
         assert [m.id for m in c.models.list().data] == [MODEL]
     session_id = (answer.model_extra or {})["contextd"]["session_id"]
     assert [s.user_id for s in sessions(keyed, keyed.server.alice) if s.id == session_id] == [

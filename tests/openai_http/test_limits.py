@@ -12,6 +12,9 @@ from contextd.store.event_log.events import HISTORY_DIR
 from tests.support.grpc_web import web_address
 from tests.support.server import ServerProcess, start_server
 
+# Stored turns, each in a session of its own: an inline turn stores nothing to count.
+NEW = {"X-Contextd-Session": "new"}
+
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
@@ -41,9 +44,13 @@ def test_a_turn_over_the_rate_stores_nothing(server: ServerProcess) -> None:
     messages = [{"role": "user", "content": "count me"}]
     with client(server) as c:
         for _ in range(2):  # the burst of user rob
-            c.chat.completions.create(model="echo", messages=messages, user="rob")  # type: ignore[arg-type]
+            c.chat.completions.create(
+                model="echo", messages=messages, user="rob", extra_headers=NEW
+            )  # type: ignore[arg-type]
         with pytest.raises(openai.RateLimitError):
-            c.chat.completions.create(model="echo", messages=messages, user="rob")  # type: ignore[arg-type]
+            c.chat.completions.create(
+                model="echo", messages=messages, user="rob", extra_headers=NEW
+            )  # type: ignore[arg-type]
     # Counted on disk: any call naming rob would be over the rate too. Each stored turn
     # started a session, whose event log is a file of its own.
     assert len(list((server.data_dir / HISTORY_DIR).glob("*.jsonl"))) == 2

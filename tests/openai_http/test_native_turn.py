@@ -80,6 +80,7 @@ def test_a_turn_is_logged_audited_counted_and_traced_as_a_native_call(counted: C
         headers={
             "Authorization": f"Bearer {counted.server.alice}",
             "traceparent": f"00-{TRACE_ID}-00f067aa0ba902b7-01",
+            "X-Contextd-Session": "new",  # stored: the audit line names the session made
         },
         timeout=30,
     )

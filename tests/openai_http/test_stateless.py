@@ -1,5 +1,5 @@
 """Inline requests are the host's own list and nothing more: a list that ends with tool
-results goes on to the model's next step with no session, a one-message request gets
+results goes on to the model's next step with nothing stored, a one-message request gets
 no memories or summaries, and an inline prompt over --max-prompt-tokens is refused.
 tool_choice, parallel_tool_calls and response_format reach the provider as OpenAI
 names them."""
@@ -43,8 +43,8 @@ def test_an_inline_list_ending_with_tool_results_goes_on_to_the_next_step(
     sent = served.model.chat_requests()[-1]["messages"]
     assert [m["role"] for m in sent] == ["system", "user", "assistant", "tool"]
     assert sent[2]["tool_calls"][0]["id"] == "call_1"
-    # Stored as any inline turn is: a new session of its own, no message from the host's list.
-    assert len(served.sessions("sam")) == before + 1
+    # Nothing stored, as for any inline turn.
+    assert len(served.sessions("sam")) == before
 
 
 def test_a_streamed_inline_continuation(served: Served) -> None:

@@ -1,6 +1,7 @@
 """tool_choice, parallel_tool_calls and structured output in each provider's own terms:
-the request bodies sent, Anthropic's forced answer tool read back as the answer's text,
-and the offline echo model playing along (core/schema_example.py)."""
+the request bodies sent, Anthropic's own structured output where the model has it and
+its forced answer tool read back as the answer's text where not, and the offline echo
+model playing along (core/schema_example.py)."""
 
 from __future__ import annotations
 
@@ -95,13 +96,53 @@ def test_openai_response_format() -> None:
     assert "response_format" not in openai().request_body(ModelRequest(ASK))
 
 
-def test_anthropic_structured_output_is_a_forced_tool() -> None:
-    body = anthropic().request_body(ModelRequest(ASK, response_format=CITY))
+@pytest.mark.parametrize(
+    "model",
+    [
+        "claude-sonnet-4-6",
+        "claude-opus-4-1-20250805",
+        "claude-haiku-4-5",
+        "claude-sonnet-4-5-20250929",
+        "claude-opus-4-5",
+    ],
+)
+def test_anthropic_structured_output_is_its_own_where_the_model_has_it(model: str) -> None:
+    body = anthropic().request_body(ModelRequest(ASK, response_format=CITY, model=model))
+    assert body["output_config"] == {"format": {"type": "json_schema", "schema": SCHEMA}}
+    assert "tools" not in body and "tool_choice" not in body
+    # Beside host tools too, which the model may still call.
+    beside = anthropic().request_body(
+        ModelRequest(ASK, tools=[WEATHER], response_format=CITY, model=model)
+    )
+    assert [t["name"] for t in beside["tools"]] == ["get_weather"]
+    assert "tool_choice" not in beside and "output_config" in beside
+
+
+@pytest.mark.parametrize(
+    "model",
+    [
+        "claude-3-7-sonnet-latest",
+        "claude-3-5-haiku-20241022",
+        "claude-sonnet-4-20250514",
+        "claude-sonnet-4-0",
+        "claude-opus-4-20250514",
+        "claude-opus-4-0",
+        "my-proxy-model",
+    ],
+)
+def test_anthropic_structured_output_is_a_forced_tool_where_not(model: str) -> None:
+    body = anthropic().request_body(ModelRequest(ASK, response_format=CITY, model=model))
+    assert "output_config" not in body
     assert body["tools"] == [{"name": "City", "description": "A city.", "input_schema": SCHEMA}]
     assert body["tool_choice"] == {"type": "tool", "name": "City"}
+
+
+def test_anthropic_json_object_is_a_forced_tool() -> None:
+    """Anthropic's own format needs a schema: a JSON object without one is the tool's."""
     beside = anthropic().request_body(
         ModelRequest(ASK, tools=[WEATHER], response_format=ResponseFormat("json_object"))
     )
+    assert "output_config" not in beside
     assert [t["name"] for t in beside["tools"]] == ["get_weather", "answer"]
     assert beside["tools"][1]["input_schema"] == {"type": "object"}
     assert beside["tool_choice"] == {"type": "any"}
@@ -111,6 +152,26 @@ def test_anthropic_structured_output_is_a_forced_tool() -> None:
 async def fake() -> AsyncIterator[FakeLLMServer]:
     async with FakeLLMServer() as server:
         yield server
+
+
+async def test_anthropic_native_structured_output_on_the_wire(fake: FakeLLMServer) -> None:
+    answer = '{"city": "Paris", "tags": ["sunny"]}'
+    fake.script(an.text_reply([answer[:9], answer[9:]], output_tokens=12))
+    provider = anthropic(fake.url)
+    try:
+        events = await collect(
+            provider, ModelRequest(ASK, response_format=CITY, model="claude-sonnet-4-6")
+        )
+    finally:
+        await provider.aclose()
+    [sent] = fake.requests
+    assert sent.path == "/v1/messages"
+    assert sent.body["output_config"] == {"format": {"type": "json_schema", "schema": SCHEMA}}
+    assert "tools" not in sent.body and "tool_choice" not in sent.body
+    assert sent.body["model"] == "claude-sonnet-4-6" and sent.body["stream"] is True
+    assert "anthropic-beta" not in sent.headers  # generally available: no beta header
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == answer
+    assert events[-1] == Finished("stop")
 
 
 async def test_anthropic_answer_tool_streams_as_text(fake: FakeLLMServer) -> None:
@@ -127,9 +188,14 @@ async def test_anthropic_answer_tool_streams_as_text(fake: FakeLLMServer) -> Non
     )
     provider = anthropic(fake.url)
     try:
-        events = await collect(provider, ModelRequest(ASK, response_format=CITY))
+        events = await collect(
+            provider, ModelRequest(ASK, response_format=CITY, model="claude-3-7-sonnet-latest")
+        )
     finally:
         await provider.aclose()
+    [sent] = fake.requests
+    assert sent.body["tool_choice"] == {"type": "tool", "name": "City"}
+    assert "output_config" not in sent.body
     assert "".join(e.text for e in events if isinstance(e, TextDelta)) == answer
     assert not [e for e in events if isinstance(e, ToolCallReady)]
     assert events[-1] == Finished("stop")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ from contextd.core.errors import SessionNotFound
 from contextd.core.messages import ChatMessage, Role, ToolCall
 from contextd.store.conversation import TAIL_SQL, ConversationRepo
 from contextd.store.engine.database import Database
-from contextd.store.models import NewMessage
+from contextd.store.models import AnswerRecord, NewMessage
 from contextd.store.sessions import SessionRepo, UsageTotals
 
 from tests.support.store_helpers import assistant, count, message, user
@@ -281,3 +282,29 @@ async def test_writers_of_one_session_at_once_keep_its_messages_in_order(
     for first, second in zip(contents[::2], contents[1::2], strict=True):
         assert first[0] == "q" and second == "a" + first[1:]
     assert await count(db, "SELECT message_count FROM sessions") == 48
+
+
+async def test_an_answer_record_is_kept_with_the_answer_and_goes_with_it(
+    sessions: SessionRepo, conversation: ConversationRepo, db: Database
+) -> None:
+    session = await sessions.create("alice")
+    usage = UsageTotals(120, 30, 110, 20, 5, True)
+    record = AnswerRecord("claude-x", usage, '{"instructions": "Be terse."}')
+    [question] = await conversation.append(session.id, "alice", [user("Tea?")])
+    stored, _ = await conversation.append_with_usage(
+        session.id, "alice", [assistant("Green.")], usage, answer=record
+    )
+    [answer] = stored
+    page, _ = await conversation.list_messages(session.id)
+    assert [m.answer for m in page] == [None, record]
+    # Kept with the last message of the answer's append only, and only read by pages.
+    assert (await conversation.get(answer.id)) == replace(page[1], answer=None)
+    assert page[0] == question
+    # A blank answer stores no message: nothing to keep a record with.
+    assert await conversation.append_with_usage(session.id, "alice", [], usage, answer=record) == (
+        [],
+        UsageTotals(240, 60, 220, 40, 10, True),
+    )
+    assert await count(db, "SELECT count(*) FROM answer_records") == 1
+    assert await sessions.delete(session.id)
+    assert await count(db, "SELECT count(*) FROM answer_records") == 0

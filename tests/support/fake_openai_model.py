@@ -71,6 +71,10 @@ class RuleModel(FakeLLMServer):
             r.body for r in self.requests if isinstance(r.body, dict) and not _after_turn(r.body)
         ]
 
+    def after_turn_requests(self) -> list[dict[str, Any]]:
+        """The bodies of the calls of contextd's work after a turn."""
+        return [r.body for r in self.requests if isinstance(r.body, dict) and _after_turn(r.body)]
+
 
 def _after_turn(body: dict[str, Any]) -> bool:
     """A call of contextd's work after a turn (memories, summaries), by its instructions."""

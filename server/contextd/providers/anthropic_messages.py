@@ -6,10 +6,15 @@ system text apart (``system``) and the turns from
 the request has a cached prefix), ``stop_sequences``, ``tools`` as
 ``{name, description, input_schema}`` with ``tool_choice`` (auto, none, ``any`` for
 required, ``tool`` for a named function; ``disable_parallel_tool_use`` when parallel
-calls are off). Structured output takes the forced-tool form: one more tool whose
-``input_schema`` is the schema (``{"type": "object"}`` for a JSON object), chosen with
-``tool`` (or ``any`` beside host tools); its input streams as the answer's text and
-its ``tool_use`` stop is a ``stop``. ``max_tokens`` is required by the API:
+calls are off). Structured output with a schema is Anthropic's own,
+``output_config.format`` (``{"type": "json_schema", "schema": ...}``, no beta header),
+for the models that have it (``native_format``): the answer's text is the JSON. For
+the rest (Claude 3 and earlier, Sonnet 4 and Opus 4, and names that are not Claude's:
+an Anthropic-compatible server may not know the field) and for a JSON object without a
+schema, it takes the forced-tool form: one more tool whose ``input_schema`` is the
+schema (``{"type": "object"}`` for a JSON object), chosen with ``tool`` (or ``any``
+beside host tools); its input streams as the answer's text and its ``tool_use`` stop
+is a ``stop``. ``max_tokens`` is required by the API:
 a request without ``max_output_tokens`` gets the provider's
 ``default_max_tokens`` (1024 unless configured). ``temperature`` is sent as a
 plain body field (the current SDK no longer lists it; models that refuse it
@@ -241,12 +246,36 @@ class EventAssembler:
         return []
 
 
-def answer_tool(request: ModelRequest) -> str | None:
-    """The tool that carries a structured answer, when the request asks for one and the
-    host does not force its own tools; named after the format (unless a host tool has
-    that name)."""
+# Claude models from before structured outputs, by their names' beginnings: Claude 3
+# and earlier, Sonnet 4 and Opus 4 (their aliases and dated ids). Opus 4.1, the 4.5
+# models and later have them.
+_BEFORE_NATIVE_FORMAT = (
+    "claude-2",
+    "claude-instant",
+    "claude-3",
+    "claude-sonnet-4-0",
+    "claude-sonnet-4-2025",
+    "claude-opus-4-0",
+    "claude-opus-4-2025",
+)
+
+
+def native_format(request: ModelRequest, model: str) -> bool:
+    """Whether the request's structured output goes as Anthropic's own
+    ``output_config.format``: a JSON schema, for a Claude model that has it."""
+    return (
+        request.response_format.type == "json_schema"
+        and model.startswith("claude-")
+        and not model.startswith(_BEFORE_NATIVE_FORMAT)
+    )
+
+
+def answer_tool(request: ModelRequest, model: str) -> str | None:
+    """The tool that carries a structured answer, when the request asks for one that
+    ``model`` cannot take natively and the host does not force its own tools; named
+    after the format (unless a host tool has that name)."""
     fmt = request.response_format
-    if not fmt.is_json or request.tool_choice.forces_call:
+    if not fmt.is_json or request.tool_choice.forces_call or native_format(request, model):
         return None
     name = fmt.name if fmt.type == "json_schema" else "answer"
     if any(tool.name == name for tool in request.tools):
@@ -311,8 +340,9 @@ class AnthropicProvider(SdkProvider):
     def request_body(self, request: ModelRequest) -> dict[str, Any]:
         """The JSON body sent for ``request`` (``stream`` included)."""
         payload = to_anthropic(request.messages, request.cached_prefix)
+        model = request.model or self.default_model
         body: dict[str, Any] = {
-            "model": request.model or self.default_model,
+            "model": model,
             "max_tokens": request.max_output_tokens or self.default_max_tokens,
             "messages": payload["messages"],
             "stream": True,
@@ -332,8 +362,11 @@ class AnthropicProvider(SdkProvider):
             for tool in request.tools
         ]
         choice = _tool_choice(request)
-        answer = answer_tool(request)
-        if answer is not None:
+        answer = answer_tool(request, model)
+        if native_format(request, model):
+            schema = request.response_format.schema
+            body["output_config"] = {"format": {"type": "json_schema", "schema": schema}}
+        elif answer is not None:
             # Structured output in its forced-tool form: the tool's input is the answer.
             fmt = request.response_format
             schema = fmt.schema if fmt.type == "json_schema" else {"type": "object"}
@@ -358,4 +391,5 @@ class AnthropicProvider(SdkProvider):
         return create(**known, stream=True, extra_body=extra)
 
     def assembler(self, request: ModelRequest) -> EventAssembler:
-        return EventAssembler(self.name, self._redactor, answer_tool(request))
+        model = request.model or self.default_model
+        return EventAssembler(self.name, self._redactor, answer_tool(request, model))

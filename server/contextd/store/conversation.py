@@ -21,12 +21,14 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
 
 from contextd.core.errors import SessionNotFound
 from contextd.core.identity import DEFAULT_TENANT
 from contextd.core.messages import ChatMessage, Role, ToolCall
+from contextd.store import answer_records
 from contextd.store.engine.database import Database, JoinedWrite, KeyConflict
 from contextd.store.message_writes import (
     INSERT_CHUNK,
@@ -37,6 +39,7 @@ from contextd.store.message_writes import (
 )
 from contextd.store.models import (
     NO_TOKENS,
+    AnswerRecord,
     NewMessage,
     StoredMessage,
     parts_from_json,
@@ -166,10 +169,13 @@ class ConversationRepo:
         *,
         tenant_id: str = DEFAULT_TENANT,
         also: JoinedWrite | None = None,
+        answer: AnswerRecord | None = None,
     ) -> tuple[list[StoredMessage], UsageTotals]:
         """``append``, and add a turn's usage to the
-        session's in the same transaction; returns the messages and the session's totals."""
-        stored, totals = await self._append(session_id, (tenant_id, user_id), messages, usage, also)
+        session's in the same transaction; returns the messages and the session's totals.
+        ``answer``: the record of the last message, an answer (answer_records)."""
+        owner = (tenant_id, user_id)
+        stored, totals = await self._append(session_id, owner, messages, usage, also, answer)
         assert totals is not None
         return stored, totals
 
@@ -180,6 +186,7 @@ class ConversationRepo:
         messages: Sequence[NewMessage],
         usage: UsageTotals | None,
         also: JoinedWrite | None,
+        answer: AnswerRecord | None = None,
     ) -> tuple[list[StoredMessage], UsageTotals | None]:
         for new in messages:
             if new.message.role not in STORED_ROLES:
@@ -191,7 +198,7 @@ class ConversationRepo:
             return [], None
         if self._db.writes_in_with and len(messages) <= INSERT_CHUNK:
             try:
-                return await self._append_in_one(session_id, owner, messages, usage, also)
+                return await self._append_in_one(session_id, owner, messages, usage, also, answer)
             except KeyConflict:
                 pass  # another writer of the session came between: in order, as below
         totals = None
@@ -206,6 +213,8 @@ class ConversationRepo:
             else:
                 version = await self._db.next_session_version(conn, session_id)
             stored = await insert(conn, session_id, owner, messages, self._db.writes_in_with)
+            if answer is not None and stored:
+                await answer_records.insert(conn, stored[-1].id, answer)
             if also is not None:
                 await conn.execute(also.sql, also.params)
         self._appended(owner[0], session_id, stored, version)
@@ -218,11 +227,13 @@ class ConversationRepo:
         messages: Sequence[NewMessage],
         usage: UsageTotals | None,
         also: JoinedWrite | None,
+        answer: AnswerRecord | None,
     ) -> tuple[list[StoredMessage], UsageTotals | None]:
         """``_append`` as one statement that commits by itself: one round trip, where
-        BEGIN, the version, the messages, ``also`` and COMMIT took five."""
+        BEGIN, the version, the messages, ``also``, the answer's record and COMMIT took
+        six."""
         now = time.time()
-        sql, params = one_statement(session_id, owner, messages, usage, also, now)
+        sql, params = one_statement(session_id, owner, messages, usage, also, now, answer)
         rows = await self._db.fetch_alone(sql, params, conflict_on=SEQ_INDEX)
         if not rows:  # no session of this user (of the tenant): nothing was written
             raise SessionNotFound(session_id)
@@ -278,9 +289,15 @@ class ConversationRepo:
             (session_id, tenant_id, after, limit + 1),
         )
         items = [_with_all_tokens(row) for row in rows]
-        if len(items) <= limit:
-            return items, ""
+        more = len(items) > limit
         del items[limit:]
+        answers = await answer_records.of_messages(
+            self._db, (m.id for m in items if m.message.role is Role.ASSISTANT)
+        )
+        if answers:
+            items = [replace(m, answer=answers.get(m.id)) for m in items]
+        if not more:
+            return items, ""
         return items, encode_token("messages", session_id, [items[-1].seq])
 
     async def first(

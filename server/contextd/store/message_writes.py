@@ -11,8 +11,15 @@ from collections.abc import Sequence
 
 from contextd.core.errors import SessionNotFound
 from contextd.core.messages import ChatMessage, ToolCall
+from contextd.store import answer_records
 from contextd.store.engine.database import Connection, JoinedWrite, Row
-from contextd.store.models import NewMessage, StoredMessage, parts_json, token_counts
+from contextd.store.models import (
+    AnswerRecord,
+    NewMessage,
+    StoredMessage,
+    parts_json,
+    token_counts,
+)
 from contextd.store.sessions import USAGE_ADDED_SQL, USAGE_TOTALS_SQL, UsageTotals, usage_added
 
 # Rows per INSERT statement: 8 parameters a row, 4,000 in all, far below SQLite's 32,766.
@@ -187,10 +194,12 @@ def one_statement(
     usage: UsageTotals | None,
     also: JoinedWrite | None,
     now: float,
+    answer: AnswerRecord | None = None,
 ) -> tuple[str, list[object]]:
     """``_append``'s transaction as one WITH statement (PostgreSQL): ``written`` moves the
     session's version on (and adds ``usage``) and holds its row, which must be the
-    owner's; the messages with their counts and ``also`` are written only with it. Its
+    owner's; the messages with their counts, ``also`` and the ``answer``'s record (kept
+    with the last message) are written only with it. Its
     rows: the version (and the totals, with ``usage``) with each message's id and seq.
 
     The next seq is read in the statement's snapshot, which may come before another
@@ -227,6 +236,10 @@ def one_statement(
     if also is not None:
         parts.append(f"joined AS ({also.in_with})")
         params += also.params
+    if answer is not None and messages:
+        recorded, recorded_params = answer_records.in_with("added", answer)
+        parts.append(f"recorded AS ({recorded})")
+        params += recorded_params
     return f"WITH {', '.join(parts)} SELECT {selected}{tail}", params
 
 

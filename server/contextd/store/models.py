@@ -14,11 +14,14 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from contextd.core.content import ContentPart, ImageDetail, ImagePart, TextPart
 from contextd.core.identity import DEFAULT_TENANT
 from contextd.core.messages import ChatMessage
+
+if TYPE_CHECKING:
+    from contextd.store.sessions import UsageTotals
 
 NO_TOKENS: Mapping[str, int] = MappingProxyType({})
 
@@ -65,6 +68,19 @@ class StoredMessage:
     created_at: float = 0.0
     # Token counts known for this message, by tokenizer name (see ``token_counts``).
     tokens: Mapping[str, int] = field(default_factory=lambda: NO_TOKENS)
+    # What the answer was, for the assistant message a StreamChat call ended with; read
+    # by list_messages only (None elsewhere).
+    answer: AnswerRecord | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerRecord:
+    """What a StreamChat call's stored answer was (answer_records): the model it asked
+    for, the turn's usage up to it, and the host's note."""
+
+    model: str
+    usage: UsageTotals
+    note: str = ""
 
 
 @dataclass(slots=True)

@@ -214,6 +214,13 @@ class SummaryRepo:
             self._remember(session_id, active, version)
         return active
 
+    async def _owned(self, session_id: str, tenant_id: str, user_id: str) -> bool:
+        rows = await self._db.reader.execute_fetchall(
+            "SELECT 1 FROM sessions WHERE id = ? AND tenant_id = ? AND user_id = ?",
+            (session_id, tenant_id, user_id),
+        )
+        return bool(rows)
+
     async def upsert_session_summary(
         self,
         session_id: str,
@@ -231,23 +238,27 @@ class SummaryRepo:
         # One statement, committed by itself, no lock of its own: the conflict's row lock
         # orders writers of the summary, and its condition reads the row the one before
         # left.
-        cursor = await self._db.execute_alone(
-            "INSERT INTO session_summaries (session_id, tenant_id, user_id, summary,"
-            " updated_at, set_by_host, turn_index)"
-            " SELECT id, tenant_id, user_id, ?, ?, ?, ? FROM sessions"
-            " WHERE id = ? AND tenant_id = ? AND user_id = ? ON CONFLICT (session_id) DO UPDATE"
-            " SET summary = excluded.summary, updated_at = excluded.updated_at,"
-            " set_by_host = excluded.set_by_host, turn_index = excluded.turn_index"
-            " WHERE excluded.set_by_host = 1 OR (session_summaries.set_by_host = 0"
-            " AND excluded.turn_index >= session_summaries.turn_index)",
-            (summary, time.time(), int(by_host), turn_index, session_id, tenant_id, user_id),
-        )
-        if cursor.rowcount == 0:
-            owned = await self._db.reader.execute_fetchall(
-                "SELECT 1 FROM sessions WHERE id = ? AND tenant_id = ? AND user_id = ?",
-                (session_id, tenant_id, user_id),
+        try:
+            cursor = await self._db.execute_alone(
+                "INSERT INTO session_summaries (session_id, tenant_id, user_id, summary,"
+                " updated_at, set_by_host, turn_index)"
+                " SELECT id, tenant_id, user_id, ?, ?, ?, ? FROM sessions"
+                " WHERE id = ? AND tenant_id = ? AND user_id = ?"
+                " ON CONFLICT (session_id) DO UPDATE"
+                " SET summary = excluded.summary, updated_at = excluded.updated_at,"
+                " set_by_host = excluded.set_by_host, turn_index = excluded.turn_index"
+                " WHERE excluded.set_by_host = 1 OR (session_summaries.set_by_host = 0"
+                " AND excluded.turn_index >= session_summaries.turn_index)",
+                (summary, time.time(), int(by_host), turn_index, session_id, tenant_id, user_id),
             )
-            if not owned:
+        except Exception:
+            # Deleted after the statement read the session and before its row was
+            # checked (PostgreSQL's foreign key refuses it): not found, as below.
+            if not await self._owned(session_id, tenant_id, user_id):
+                raise SessionNotFound(session_id) from None
+            raise
+        if cursor.rowcount == 0:
+            if not await self._owned(session_id, tenant_id, user_id):
                 raise SessionNotFound(session_id)
             return False  # the host's summary, or a later turn's, stays
         # The lists that may show this summary: all but those leaving the session out.

@@ -103,6 +103,21 @@ TABLES = (
     ),
     Table("message_tokens", ("message_id", "tokenizer"), ("message_id", "tokenizer", "tokens")),
     Table(
+        "answer_records",
+        ("message_id",),
+        (
+            "message_id",
+            "model",
+            "prompt_tokens",
+            "completion_tokens",
+            "prompt_tokens_estimate",
+            "cache_read_tokens",
+            "cache_write_tokens",
+            "estimated",
+            "note",
+        ),
+    ),
+    Table(
         "compression_summaries",
         ("id",),
         ("id", "session_id", "message_ids", "start_message_id", "summary", "active", "created_at"),

@@ -121,7 +121,7 @@ class ToolChoice(_message.Message):
     def __init__(self, mode: _Optional[_Union[ToolChoiceMode, str]] = ..., function_name: _Optional[str] = ...) -> None: ...
 
 class StreamChatRequest(_message.Message):
-    __slots__ = ("session", "user_message", "messages", "tools", "tool_results", "token_budget", "tokenizer", "model", "prompt_limit_policy", "title", "tool_protocol", "mode", "user_message_parts", "editing", "compaction", "prebuilt", "tool_choice", "parallel_tool_calls")
+    __slots__ = ("session", "user_message", "messages", "tools", "tool_results", "token_budget", "tokenizer", "model", "prompt_limit_policy", "title", "tool_protocol", "mode", "user_message_parts", "editing", "compaction", "prebuilt", "tool_choice", "parallel_tool_calls", "ephemeral", "answer_note")
     SESSION_FIELD_NUMBER: _ClassVar[int]
     USER_MESSAGE_FIELD_NUMBER: _ClassVar[int]
     MESSAGES_FIELD_NUMBER: _ClassVar[int]
@@ -140,6 +140,8 @@ class StreamChatRequest(_message.Message):
     PREBUILT_FIELD_NUMBER: _ClassVar[int]
     TOOL_CHOICE_FIELD_NUMBER: _ClassVar[int]
     PARALLEL_TOOL_CALLS_FIELD_NUMBER: _ClassVar[int]
+    EPHEMERAL_FIELD_NUMBER: _ClassVar[int]
+    ANSWER_NOTE_FIELD_NUMBER: _ClassVar[int]
     session: _context_pb2.SessionContext
     user_message: str
     messages: _containers.RepeatedCompositeFieldContainer[_context_pb2.Message]
@@ -158,7 +160,9 @@ class StreamChatRequest(_message.Message):
     prebuilt: bool
     tool_choice: ToolChoice
     parallel_tool_calls: bool
-    def __init__(self, session: _Optional[_Union[_context_pb2.SessionContext, _Mapping]] = ..., user_message: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[_context_pb2.Message, _Mapping]]] = ..., tools: _Optional[_Iterable[_Union[ToolDefinition, _Mapping]]] = ..., tool_results: _Optional[_Iterable[_Union[ToolResult, _Mapping]]] = ..., token_budget: _Optional[int] = ..., tokenizer: _Optional[str] = ..., model: _Optional[_Union[ModelOptions, _Mapping]] = ..., prompt_limit_policy: _Optional[_Union[PromptLimitPolicy, str]] = ..., title: _Optional[str] = ..., tool_protocol: _Optional[_Union[ToolProtocol, str]] = ..., mode: _Optional[str] = ..., user_message_parts: _Optional[_Iterable[_Union[_context_pb2.ContentPart, _Mapping]]] = ..., editing: _Optional[_Union[_context_pb2.ContextEditing, _Mapping]] = ..., compaction: _Optional[_Union[CompactionOptions, _Mapping]] = ..., prebuilt: _Optional[bool] = ..., tool_choice: _Optional[_Union[ToolChoice, _Mapping]] = ..., parallel_tool_calls: _Optional[bool] = ...) -> None: ...
+    ephemeral: bool
+    answer_note: str
+    def __init__(self, session: _Optional[_Union[_context_pb2.SessionContext, _Mapping]] = ..., user_message: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[_context_pb2.Message, _Mapping]]] = ..., tools: _Optional[_Iterable[_Union[ToolDefinition, _Mapping]]] = ..., tool_results: _Optional[_Iterable[_Union[ToolResult, _Mapping]]] = ..., token_budget: _Optional[int] = ..., tokenizer: _Optional[str] = ..., model: _Optional[_Union[ModelOptions, _Mapping]] = ..., prompt_limit_policy: _Optional[_Union[PromptLimitPolicy, str]] = ..., title: _Optional[str] = ..., tool_protocol: _Optional[_Union[ToolProtocol, str]] = ..., mode: _Optional[str] = ..., user_message_parts: _Optional[_Iterable[_Union[_context_pb2.ContentPart, _Mapping]]] = ..., editing: _Optional[_Union[_context_pb2.ContextEditing, _Mapping]] = ..., compaction: _Optional[_Union[CompactionOptions, _Mapping]] = ..., prebuilt: _Optional[bool] = ..., tool_choice: _Optional[_Union[ToolChoice, _Mapping]] = ..., parallel_tool_calls: _Optional[bool] = ..., ephemeral: _Optional[bool] = ..., answer_note: _Optional[str] = ...) -> None: ...
 
 class CompactionOptions(_message.Message):
     __slots__ = ("trigger_tokens", "trigger_budget_share", "keep_messages", "keep_turns", "model", "prompt", "timeout_seconds", "enabled")

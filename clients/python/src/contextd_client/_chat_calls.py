@@ -179,6 +179,8 @@ def chat_turn(
     tool_choice: ToolChoiceLike | None = None,
     parallel_tool_calls: bool | None = None,
     prebuilt: bool = False,
+    ephemeral: bool = False,
+    answer_note: str = "",
     token_budget: int = 0,
     tokenizer: str = "",
     model: str | None = None,
@@ -233,6 +235,7 @@ def chat_turn(
         tokenizer=_text(tokenizer, "tokenizer"),
         title=_text(title, "title"),
         mode=_text(mode, "mode"),
+        answer_note=_text(answer_note, "answer_note"),
     )
     stops = [stop] if isinstance(stop, str) else _sequence(stop, "stop", "strings")
     if model or temperature is not None or max_output_tokens or stops or response_format:
@@ -261,6 +264,9 @@ def chat_turn(
     if not isinstance(prebuilt, bool):
         raise TypeError(f"prebuilt must be a bool, not {_type_name(prebuilt)}")
     request.prebuilt = prebuilt
+    if not isinstance(ephemeral, bool):
+        raise TypeError(f"ephemeral must be a bool, not {_type_name(ephemeral)}")
+    request.ephemeral = ephemeral
     if refuse_over_limit:
         request.prompt_limit_policy = cpb.PROMPT_LIMIT_POLICY_REFUSE
     if editing is not None:

@@ -15,6 +15,7 @@ from contextd.app.after_turn.work import (
     line,
     newest,
 )
+from contextd.core.errors import SessionNotFound
 from contextd.core.memory_facts import (
     clean_summary,
     extractive_session_summary,
@@ -49,12 +50,16 @@ class SessionSummary(SummaryJob):
             summary = extractive_session_summary(
                 first_text, exchange.user.message.content, exchange.answer, s.session_summary_chars
             )
-        if await self._summaries.upsert_session_summary(
-            turn.session_id,
-            turn.user_id,
-            summary,
-            by_host=False,
-            tenant_id=turn.tenant_id,
-            turn_index=turn.turn_index,
-        ):
+        try:
+            written = await self._summaries.upsert_session_summary(
+                turn.session_id,
+                turn.user_id,
+                summary,
+                by_host=False,
+                tenant_id=turn.tenant_id,
+                turn_index=turn.turn_index,
+            )
+        except SessionNotFound:
+            return  # deleted while its turn's work ran: nothing to summarize
+        if written:
             self._stats.session_summary_written()

@@ -4,7 +4,8 @@ A turn is one user input to a final answer; a step is one model call. The user
 message (or the host's tool results) is stored before the model is called; the
 assistant message when the turn ends, with a status when it ends early. Every turn
 writes its events (turn start, each model call, actions and observations, the final
-answer, turn end) to the session's JSONL log.
+answer, turn end) to the session's JSONL log. An ephemeral turn stores and logs
+nothing: the host's list, run in memory.
 
 Where things are:
 
@@ -15,8 +16,9 @@ Where things are:
 - ``turn``: one turn's state (its steps, the text they streamed) and its usage,
   accounted per step, turn and session; changed through their methods;
 - ``recorder``: the turn as it is stored (its input, its steps, its answer and usage,
-  and the streaming step's text, saved once a second); ``turn_end``: its end (logged,
-  counted, handed to the after-turn work);
+  and the streaming step's text, saved once a second); ``ephemeral``: the recorder of a
+  turn that stores nothing; ``turn_end``: its end (logged, counted, handed to the
+  after-turn work);
 - ``event_log``: the lines a session and its turns write to the session's event log;
 - ``tool_protocol``: how a turn offers tools, the strategy the loop asks after each
   step; ``native_tools`` (the provider's tool calling) and ``react_tags`` (the ReAct

@@ -21,12 +21,13 @@ from contextd.store.event_log.events import EventStore, NewEvent, event_tokens
 
 
 class TurnLog:
-    """The lines of one turn (``index``) of a session."""
+    """The lines of one turn (``index``) of a session; none for a session never stored
+    (an ephemeral turn's, whose id is "")."""
 
     __slots__ = ("_events", "_index", "_session_id", "_tenant_id")
 
     def __init__(self, events: EventStore, session_id: str, tenant_id: str, index: int) -> None:
-        self._events = events
+        self._events = events if session_id else None
         self._session_id = session_id
         self._tenant_id = tenant_id
         self._index = index
@@ -88,6 +89,8 @@ class TurnLog:
         }
         if error:
             meta["errorMessage"] = error
+        if self._events is None:
+            return
         end = NewEvent("turn_end", self._index, meta=meta)
         if final is None:
             await self._append(end.type, meta=meta)
@@ -107,6 +110,8 @@ class TurnLog:
         role: str | None = None,
         meta: dict[str, object] | None = None,
     ) -> None:
+        if self._events is None:
+            return
         await self._events.append(
             self._session_id,
             type,

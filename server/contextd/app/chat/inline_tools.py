@@ -135,6 +135,8 @@ class RecallToolResult:
         for m in reversed(self._prebuilt):
             if m.role is Role.TOOL and m.tool_call_id == tool_call_id:
                 return m.content
+        if self._turn.ephemeral:
+            return None  # nothing of it is stored: the host's list is all there is
         session = self._turn.session
         limit = _FIRST_READ
         while True:

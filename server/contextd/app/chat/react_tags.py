@@ -118,6 +118,7 @@ class ReactTags(ToolProtocol[react.Action]):
         """memory_search, or an error naming the tools for a tool that does not exist."""
         turn, used = self.turn, action.tool_use
         stored = await self.record.store_step(ChatMessage(Role.ASSISTANT, action.text))
+        assert stored is not None  # a ReAct turn is never ephemeral (request.validate)
         if used.tool == MEMORY_TOOL.name:
             call = _call(stored.seq, used)
             query = react.query_of(used.input)

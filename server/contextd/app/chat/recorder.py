@@ -16,7 +16,7 @@ from contextd.core.messages import ChatMessage, Role, ToolCall
 from contextd.core.pipeline import is_blank
 from contextd.core.tokens import TokenizerRegistry
 from contextd.store.conversation import ConversationRepo
-from contextd.store.models import NewMessage, StoredMessage
+from contextd.store.models import AnswerRecord, NewMessage, StoredMessage
 from contextd.store.partial_answers import PartialAnswerRepo
 from contextd.store.sessions import UsageTotals
 
@@ -28,7 +28,10 @@ class TurnRecorder:
     with its input, keeps what the streaming step said (``PartialAnswerWriter``), for a server
     killed before the turn ends."""
 
-    __slots__ = ("_conversation", "_opened", "_partials", "_tokenizers", "_turn", "_writer", "end")
+    __slots__ = (
+        "_conversation", "_note", "_opened", "_partials", "_tokenizers", "_turn", "_writer",
+        "end", "kept",
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -37,14 +40,17 @@ class TurnRecorder:
         partials: PartialAnswerRepo,
         tokenizers: TokenizerRegistry,
         end: TurnEnd,
+        note: str = "",
     ) -> None:
         self._turn = turn
+        self._note = note  # the host's, kept with the answer (answer_records)
         self._conversation = conversation
         self._partials = partials
         self._tokenizers = tokenizers
         self.end = end
         self._writer = PartialAnswerWriter(partials, turn)
         self._opened = False  # the turn's partial_answers row is written
+        self.kept: list[ChatMessage] = []  # this call's steps: prebuilt contexts go on from them
 
     # The steps.
 
@@ -66,9 +72,11 @@ class TurnRecorder:
         turn = self._turn
         return new_message(self._tokenizers, message, turn.index, status, turn.tokenizer)
 
-    async def store(self, rows: Sequence[NewMessage]) -> list[StoredMessage]:
-        """Messages of the turn; the turn's input (its first) opens its partial_answers
-        row, in the same transaction."""
+    async def store(self, rows: Sequence[NewMessage], *, step: bool = True) -> list[StoredMessage]:
+        """Messages of its steps (tool results, observations; ``kept`` too) or its input
+        (``step`` False); the turn's first write opens its partial_answers row with them."""
+        if step:
+            self.kept.extend(row.message for row in rows)
         turn = self._turn
         session = turn.session
         opening = None
@@ -82,9 +90,10 @@ class TurnRecorder:
         self._opened = True
         return stored
 
-    async def store_step(self, message: ChatMessage) -> StoredMessage:
+    async def store_step(self, message: ChatMessage) -> StoredMessage | None:
         """An assistant message the turn goes on after (its tool calls answered here);
         the partial answer is emptied with it: the next step's text comes next."""
+        self.kept.append(message)
         await self._writer.settle()
         turn = self._turn
         emptying = self._partials.emptying(turn.session.id, turn.step + 1, turn.usage.so_far())
@@ -113,6 +122,7 @@ class TurnRecorder:
             turn.usage.turn.totals(),
             tenant_id=turn.session.tenant_id,
             also=self._partials.deleting(turn.session.id),
+            answer=AnswerRecord(turn.model, turn.usage.turn.totals(), self._note),
         )
         turn.usage.stored(totals)
         return stored[0] if stored else None

@@ -19,6 +19,9 @@ from contextd.core.pipeline import is_blank
 from contextd.core.tokens import Tokenizer
 from contextd.providers.base import AUTO, TEXT, ResponseFormat, ToolChoice, ToolSpec
 
+# The longest answer_note: room for a request's parameters (instructions, tool schemas).
+MAX_ANSWER_NOTE = 262_144
+
 
 @dataclass(frozen=True, slots=True)
 class ModelOptions:
@@ -66,11 +69,16 @@ class ChatTurnRequest:
     prebuilt: bool = False
     tool_choice: ToolChoice = AUTO
     parallel_tool_calls: bool | None = None
+    # Nothing of the turn is stored (no session, message, partial answer, event log
+    # line, memory or summary): a prebuilt turn run in memory only.
+    ephemeral: bool = False
+    # Kept with the turn's stored answer (answer_records), for the host to read back.
+    answer_note: str = ""
 
     @property
     def host_list_only(self) -> bool:
         """Prebuilt mode: the context is the host's own list."""
-        return self.prebuilt or bool(self.messages)
+        return self.prebuilt or self.ephemeral or bool(self.messages)
 
     @property
     def continues_host_list(self) -> bool:
@@ -82,6 +90,14 @@ class ChatTurnRequest:
             and bool(self.messages)
             and self.messages[-1].role is Role.TOOL
         )
+
+    @property
+    def trailing_results(self) -> Sequence[ChatMessage]:
+        """The tool messages that end the host's list."""
+        first = len(self.messages)
+        while first and self.messages[first - 1].role is Role.TOOL:
+            first -= 1
+        return self.messages[first:]
 
     def prompt_budget(self, max_prompt_tokens: int) -> int:
         """The turn's prompt budget: its own, at most the server's limit."""
@@ -134,6 +150,17 @@ def validate(req: ChatTurnRequest) -> None:
         names.add(tool.name)
     if req.host_list_only and req.tool_results:
         v.add("messages", "prebuilt messages cannot continue a stored turn")
+    if req.ephemeral:
+        if req.session_id:
+            v.add("session.session_id", "an ephemeral turn runs in no stored session")
+        if req.title:
+            v.add("title", "an ephemeral turn has no session to name")
+        if req.react:
+            v.add("tool_protocol", "REACT names its calls after stored steps: not ephemeral")
+        if req.answer_note:
+            v.add("answer_note", "an ephemeral turn stores no answer to keep it with")
+    if len(req.answer_note) > MAX_ANSWER_NOTE:
+        v.add("answer_note", f"at most {MAX_ANSWER_NOTE:,} characters")
     _check_tool_choice(req, v)
     if req.react and req.model.response_format.is_json:
         v.add("model.response_format", "not with tool_protocol REACT (its answers are tagged)")

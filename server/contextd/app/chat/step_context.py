@@ -16,7 +16,7 @@ from contextd.core.build_request import BuildReport, BuildRequest, BuildResult
 from contextd.core.content import ContentPart
 from contextd.core.errors import FailedPrecondition
 from contextd.core.messages import ChatMessage, Role
-from contextd.core.pipeline import DropReason
+from contextd.core.pipeline import DropReason, is_blank
 
 
 class StepContexts:
@@ -24,7 +24,9 @@ class StepContexts:
     prebuilt mode always from the host's list and message. ``reserved_tokens`` are
     left free in every context for what the tool protocol adds to the prompt;
     ``subject`` names what did not fit when a turn is refused for its size;
-    ``blank_user_turns``: whether the model takes a user message without text."""
+    ``blank_user_turns``: whether the model takes a user message without text;
+    ``steps``: the call's messages after its input (its recorder's ``kept``), which a
+    prebuilt context goes on from (a session-mode context reads them stored)."""
 
     def __init__(
         self,
@@ -35,8 +37,10 @@ class StepContexts:
         reserved_tokens: int = 0,
         subject: str = "the context",
         blank_user_turns: bool = True,
+        steps: Sequence[ChatMessage] = (),
     ) -> None:
         self._builder = builder
+        self._steps = steps
         self._max_prompt_tokens = max_prompt_tokens
         self._req = req
         self._turn = turn
@@ -78,7 +82,9 @@ class StepContexts:
             # parts, over the budget (and so refused under the refuse policy).
             fitted = max(budget - self._reserved_tokens, 1)
         if req.host_list_only:
-            result = _prebuilt(req, fitted, self._blank_user_turns)
+            result = _prebuilt(
+                req, fitted, self._blank_user_turns, self._steps, user_message, parts
+            )
         else:
             turn = self._turn
             build = await self._builder.build(
@@ -118,19 +124,34 @@ class StepContexts:
         return result
 
 
-def _prebuilt(req: ChatTurnRequest, budget: int, blank_user_turns: bool) -> BuildResult:
-    """The host's own list: leading system messages are the system prompt."""
+def _prebuilt(
+    req: ChatTurnRequest,
+    budget: int,
+    blank_user_turns: bool,
+    steps: Sequence[ChatMessage],
+    user_message: str,
+    parts: tuple[ContentPart, ...],
+) -> BuildResult:
+    """The host's own list (leading system messages are the system prompt), then the
+    step's ``user_message``: the request's, a ReAct observation, or none going on after
+    tool results. With ``steps`` (the call's own, after its input) the request's user
+    message is history, before them."""
     systems = 0
     while systems < len(req.messages) and req.messages[systems].role is Role.SYSTEM:
         systems += 1
+    history = list(req.messages[systems:])
+    if steps:
+        if not is_blank(req.user_message) or req.user_parts:
+            history.append(ChatMessage(Role.USER, req.user_message, parts=req.user_parts))
+        history.extend(steps)
     return build_messages(
         BuildRequest(
-            user_message=req.user_message,
-            user_parts=req.user_parts,
+            user_message=user_message,
+            user_parts=parts,
             token_budget=budget,
             tokenizer=req.tokenizer,
             system_prompts=[m.content for m in req.messages[:systems]],
-            history=req.messages[systems:],
+            history=history,
             cache_layout=req.cache_layout,
             blank_user_turns=blank_user_turns,
             editing=req.editing,

@@ -84,7 +84,8 @@ class TokenUsage:
 class TurnUsage:
     """A turn's usage as its steps run: the current step's (``step``), the turn's, into
     which each step is counted once, however it ended (``turn``), and the session's totals
-    once the turn's usage is stored with its answer (``session``, None until then)."""
+    once the turn's usage is stored with its answer (``session``, None until then; an
+    ephemeral turn's own)."""
 
     __slots__ = ("_counted", "session", "step", "turn")
 
@@ -134,6 +135,7 @@ class Turn:
         "_first_step",
         "_step_start",
         "index",
+        "model",
         "question",
         "session",
         "started",
@@ -145,10 +147,17 @@ class Turn:
     )
 
     def __init__(
-        self, session: Session, index: int, user_id: str, tokenizer: Tokenizer, question: str
+        self,
+        session: Session,
+        index: int,
+        user_id: str,
+        tokenizer: Tokenizer,
+        question: str,
+        model: str = "",
     ) -> None:
         self.session = session
         self.index = index
+        self.model = model  # the model asked for: the request's, else the provider's
         self.user_id = user_id  # the caller's: the stored messages are theirs
         self.tokenizer = tokenizer.name
         self._counter = tokenizer  # counts what a provider reports no usage for
@@ -163,6 +172,12 @@ class Turn:
         self._step_start = 0  # where the current step's text begins in ``text``
         # How the provider ended the step's stream; None: it did not (yet).
         self._finish: Finished | None = None
+
+    @property
+    def ephemeral(self) -> bool:
+        """Nothing of the turn is stored (its recorder and its log write nothing): its
+        session is one never stored, whose id is ""."""
+        return not self.session.id
 
     @property
     def step_text(self) -> str:

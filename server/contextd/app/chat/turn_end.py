@@ -55,7 +55,8 @@ class TurnEnd:
             status.value, turn.step + 1, usage.turn, duration_ms=duration, error=error, final=final
         )
         self.metrics.chat_turn_ended(status.value)
-        if self.after_turn is not None and status is TurnStatus.OK:
+        # An ephemeral turn's session is never stored: no work after it.
+        if self.after_turn is not None and status is TurnStatus.OK and not turn.ephemeral:
             # Memory extraction and summaries run in the background: the completed
             # event does not wait for them.
             session = turn.session

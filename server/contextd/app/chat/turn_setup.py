@@ -6,11 +6,11 @@ first event with the first step's model request."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from contextd.app.after_turn import AfterTurnRunner
+from contextd.app.chat.ephemeral import EphemeralRecorder
 from contextd.app.chat.event_log import TurnLog, context_meta
 from contextd.app.chat.events import TurnStarted
 from contextd.app.chat.inline_tools import MemorySearch, RecallToolResult, offers_recall
@@ -70,31 +70,31 @@ class TurnKit:
             token_budget=req.prompt_budget(self.max_prompt_tokens),
             compaction=req.compaction,
         )
-        record = TurnRecorder(turn, self.conversation, self.partials, self.tokenizers, end)
+        recorder = EphemeralRecorder if turn.ephemeral else TurnRecorder
+        record = recorder(
+            turn, self.conversation, self.partials, self.tokenizers, end, req.answer_note
+        )
         memory = MemorySearch(self.memories, turn, log)
-        max_tokens = self.max_prompt_tokens
-        if not req.react:
-            contexts = StepContexts(
-                self.builder, max_tokens, req, turn, blank_user_turns=self.blank_user_turns
-            )
-            recall = None
-            if offers_recall(req.editing, req.react):
-                recall = RecallToolResult(
-                    self.conversation, turn, log, req.tokenizer, req.editing, req.messages
-                )
-            return NativeTools(req, TurnParts(turn, record, log, contexts, memory, recall))
-        # The addendum is made once per turn; every context leaves room for it.
-        addendum = ReactAddendum.for_request(req)
+        # A ReAct addendum is made once per turn; every context leaves room for it.
+        addendum = ReactAddendum.for_request(req) if req.react else None
         contexts = StepContexts(
             self.builder,
-            max_tokens,
+            self.max_prompt_tokens,
             req,
             turn,
-            addendum.tokens,
-            REFUSED_SUBJECT,
+            addendum.tokens if addendum else 0,
+            REFUSED_SUBJECT if addendum else "the context",
             blank_user_turns=self.blank_user_turns,
+            steps=record.kept,
         )
-        return ReactTags(req, TurnParts(turn, record, log, contexts, memory), addendum)
+        if addendum is not None:
+            return ReactTags(req, TurnParts(turn, record, log, contexts, memory), addendum)
+        recall = None
+        if offers_recall(req.editing, req.react):
+            recall = RecallToolResult(
+                self.conversation, turn, log, req.tokenizer, req.editing, req.messages
+            )
+        return NativeTools(req, TurnParts(turn, record, log, contexts, memory, recall))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -131,22 +131,27 @@ class TurnSetup:
     ) -> tuple[TurnStarted, ToolProtocol[Any], ModelRequest]:
         """``held``: what was read as the session's lease was taken: with the session's
         version, the newest message that numbers the turn is the kept one when kept at
-        it; whether the log is open needs no read of its last line when known."""
-        history = await self.conversation.tail(
-            session.id, 1, req.tokenizer.name, tenant_id=session.tenant_id, version=held.version
-        )
+        it; whether the log is open needs no read of its last line when known. An
+        ephemeral turn is the first of a session never stored, with no log."""
         continuing = bool(req.tool_results)
+        history = []
+        if not req.ephemeral:
+            history = await self.conversation.tail(
+                session.id, 1, req.tokenizer.name, tenant_id=session.tenant_id, version=held.version
+            )
+            # A session starts at its first turn (a new session's needs no read of its
+            # log), and again at the first turn after it ended.
+            session_log = SessionLog(self.events, session)
+            if (not history and not continuing) or (
+                not self.turns.log_known_open(session.id)
+                and await session_log.needs_start(held.log_open)
+            ):
+                meta = req.log_meta(self.provider.name, self.provider.default_model)
+                await session_log.start(meta)
+            self.turns.log_open(session.id)
         index = max((history[-1].turn_index if history else 0) + (0 if continuing else 1), 1)
-        turn = Turn(session, index, req.caller.user_id, req.tokenizer, req.user_message)
-        # A session starts at its first turn (a new session's needs no read of its log),
-        # and again at the first turn after it ended.
-        session_log = SessionLog(self.events, session)
-        if (not history and not continuing) or (
-            not self.turns.log_known_open(session.id)
-            and await session_log.needs_start(held.log_open)
-        ):
-            await session_log.start(req.log_meta(self.provider.name, self.provider.default_model))
-        self.turns.log_open(session.id)
+        model = req.model.model or self.provider.default_model
+        turn = Turn(session, index, req.caller.user_id, req.tokenizer, req.user_message, model)
         tools = self.kit.tool_protocol(req, turn)
         record, log = tools.record, tools.log
 
@@ -170,18 +175,16 @@ class TurnSetup:
             # The host's list ends with the results of its own tool calls: the model's next
             # step, from that list alone; the new session stores no input of its own.
             context = await tools.contexts.for_user_message("")
-            input_tokens = sum(
-                message_tokens(m, req.tokenizer) for m in _trailing_results(req.messages)
-            )
+            input_tokens = sum(message_tokens(m, req.tokenizer) for m in req.trailing_results)
         else:
             context = await tools.contexts.for_user_message(req.user_message, req.user_parts)
             # The session was read above: store directly, with token counts.
             row = record.row(ChatMessage(Role.USER, req.user_message, parts=req.user_parts))
-            [stored] = await record.store([row])
-            user_message_id = str(stored.id)
+            if not req.ephemeral:
+                [stored] = await record.store([row], step=False)
+                user_message_id = str(stored.id)
             input_tokens = row.tokens[req.tokenizer.name]
         request = tools.model_request(context)
-        estimate = request.prompt_tokens_estimate
         await log.turn_start(
             req.user_message,
             input_tokens,
@@ -192,6 +195,7 @@ class TurnSetup:
             # A result belongs to the step of the call it answers, the one before this
             # call's first.
             await log.observation(turn.step - 1, content, call.name, call.id)
+        estimate = request.prompt_tokens_estimate
         started = TurnStarted(
             session.id,
             turn.index,
@@ -200,12 +204,15 @@ class TurnSetup:
             estimate > self.warn_prompt_tokens,
             context.report,
             self.provider.name,
-            req.model.model or self.provider.default_model,
+            model,
             tools.contexts.layers,
         )
         return started, tools, request
 
     async def _session(self, req: ChatTurnRequest) -> Session:
+        if req.ephemeral:  # never stored: its id is ""
+            caller = req.caller
+            return Session("", caller.user_id, req.scenario, req.host, tenant_id=caller.tenant_id)
         if req.session_id:
             return await self.sessions.get(req.caller, req.session_id)
         return await self.sessions.create(req.caller, req.scenario, req.host, req.title)
@@ -239,11 +246,3 @@ class TurnSetup:
         question = next((r.message.content for r in rows if r.message.role is Role.USER), "")
         # At least one: the calls answered are a step's.
         turn.continue_from(max(1, sum(r.message.role is Role.ASSISTANT for r in rows)), question)
-
-
-def _trailing_results(messages: Sequence[ChatMessage]) -> list[ChatMessage]:
-    """The tool messages that end ``messages``."""
-    first = len(messages)
-    while first and messages[first - 1].role is Role.TOOL:
-        first -= 1
-    return list(messages[first:])

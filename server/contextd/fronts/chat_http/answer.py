@@ -79,13 +79,11 @@ Answering = Callable[[web.Request, cpb.TurnStarted], Awaitable[tuple[Answer, Eve
 @dataclass
 class AnsweredTurn:
     """A request translated into a native turn (front.TurnRequest), answered whole or
-    streamed as ``answering`` says; ``answered`` runs once the turn has an answer, before
-    its end is written."""
+    streamed as ``answering`` says."""
 
     native: cpb.StreamChatRequest
     params: ParamMap
     answering: Answering
-    answered: Callable[[web.Request, cpb.TurnStarted], Awaitable[None]] | None = None
 
     async def answer(
         self, request: web.Request, cors: dict[str, str], call: TurnCall, started: cpb.TurnStarted
@@ -96,21 +94,18 @@ class AnsweredTurn:
             failure = answer.failure(done)
             if failure is not None:
                 raise failure
-            if self.answered is not None:
-                await self.answered(request, started)
             return web.Response(
                 text=json_text(answer.whole(done)),
                 content_type="application/json",
                 headers={**cors, **answer.headers()},
             )
-        return await self._stream(request, cors, call, started, answer, stream)
+        return await self._stream(request, cors, call, answer, stream)
 
     async def _stream(
         self,
         request: web.Request,
         cors: dict[str, str],
         call: TurnCall,
-        started: cpb.TurnStarted,
         answer: Answer,
         stream: EventStream,
     ) -> web.StreamResponse:
@@ -140,8 +135,6 @@ class AnsweredTurn:
         if failure is not None:
             await response.write(stream.failed(failure))
             return response
-        if self.answered is not None:
-            await self.answered(request, started)
         await response.write(stream.closing(done))
         await response.write_eof()
         return response

@@ -3,9 +3,10 @@ the turn's inputs (history, user message, tool results), the session a request n
 the ``contextd`` extension field of an answer (the session, the stored ids, the context
 report) and the failure of a turn that started.
 
-Inline mode (no session named) runs the host's own messages as a prebuilt turn; session
-mode runs the next turn of a stored session, named by the ``X-Contextd-Session`` header
-or the ``contextd_session`` metadata key ("new" starts one).
+Inline mode (no session named) runs the host's own messages as an ephemeral prebuilt
+turn, of which nothing is stored; session mode runs the next turn of a stored session,
+named by the ``X-Contextd-Session`` header or the ``contextd_session`` metadata key
+("new" starts one).
 """
 
 from __future__ import annotations
@@ -90,8 +91,10 @@ def turn_request(
         messages=turn.history,
         tool_results=turn.tool_results,
         title=metadata.get(TITLE_KEY, "") if session == NEW_SESSION else "",
-        # Inline: the host's messages only, even when there is just the user message.
+        # Inline: the host's messages only, even when there is just the user message,
+        # and nothing of the turn stored.
         prebuilt=session is None,
+        ephemeral=session is None,
     )
 
 

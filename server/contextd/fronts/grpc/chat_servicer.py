@@ -148,6 +148,8 @@ class ChatServicer(chat_pb2_grpc.ChatServiceServicer):  # type: ignore[misc]
             editing=editing,
             compaction=compaction,
             prebuilt=request.prebuilt,
+            ephemeral=request.ephemeral,
+            answer_note=request.answer_note,
             tool_choice=tool_choice,
             parallel_tool_calls=(
                 request.parallel_tool_calls if request.HasField("parallel_tool_calls") else None

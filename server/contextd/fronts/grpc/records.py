@@ -13,7 +13,7 @@ from contextd.app.records import (
     StoredMessage,
 )
 from contextd.fronts.grpc.convert import PublicIds, message_to_pb
-from contextd.v1 import memory_pb2, prompts_pb2, sessions_pb2
+from contextd.v1 import chat_pb2, memory_pb2, prompts_pb2, sessions_pb2
 
 
 def timestamp(seconds: float) -> Timestamp:
@@ -41,7 +41,7 @@ def stored_message_to_pb(
 ) -> sessions_pb2.SessionMessage:
     message = message_to_pb(m.message, m.tokens.get(tokenizer, 0))
     message.id = ids.message(m.id)
-    return sessions_pb2.SessionMessage(
+    out = sessions_pb2.SessionMessage(
         message=message,
         session_id=m.session_id,
         seq=m.seq,
@@ -50,6 +50,21 @@ def stored_message_to_pb(
         status=m.status,
         create_time=timestamp(m.created_at),
     )
+    if m.answer is not None:
+        u = m.answer.usage
+        out.answer.model = m.answer.model
+        out.answer.note = m.answer.note
+        out.answer.usage.CopyFrom(
+            chat_pb2.TokenUsage(
+                prompt_tokens=u.prompt_tokens,
+                completion_tokens=u.completion_tokens,
+                prompt_tokens_estimate=u.prompt_tokens_estimate,
+                estimated=u.estimated,
+                cache_read_tokens=u.cache_read_tokens,
+                cache_write_tokens=u.cache_write_tokens,
+            )
+        )
+    return out
 
 
 def memory_to_pb(m: Memory, ids: PublicIds) -> memory_pb2.Memory:

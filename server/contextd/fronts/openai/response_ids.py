@@ -3,7 +3,8 @@
 
 An id names the user, the session, the turn and the point of the turn the response
 answered from: its start (the user message) or the host's results for a call. It is
-``resp_`` and that, in URL-safe base64 of a JSON array.
+``resp_`` and that, in URL-safe base64 of a JSON array. A response that was not stored
+(``store: false``) gets an id that names nothing (``unstored_id``).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import secrets
 from dataclasses import dataclass
 
 from contextd.core import json_text
@@ -54,3 +56,10 @@ class ResponseId:
         ):
             return None
         return ResponseId(fields[0], fields[1], fields[2], fields[3])
+
+
+def unstored_id() -> str:
+    """An id for a response nothing was stored of: lowercase hex after the prefix is
+    never base64 of a JSON array (which begins "W", or "I", "C" or "D" for the
+    whitespace JSON allows before it), so ``ResponseId.parse`` finds nothing in it."""
+    return PREFIX + secrets.token_hex(24)

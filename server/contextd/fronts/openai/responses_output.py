@@ -6,19 +6,23 @@ as it is retrieved), and the semantic events of a stream (``response.created``,
 from __future__ import annotations
 
 import secrets
-import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from contextd.fronts.chat_http.failure import HttpFailure
 from contextd.fronts.chat_http.turn import EXTENSION
 from contextd.fronts.openai.response import Completion
-from contextd.fronts.openai.response_ids import ResponseId
-from contextd.fronts.openai.responses_request import ResponsesRequest
+from contextd.fronts.openai.response_ids import ResponseId, unstored_id
+from contextd.fronts.openai.responses_request import ResponsesRequest, noted_request
 from contextd.v1 import chat_pb2 as cpb
 from contextd.v1 import context_pb2 as pb
+from contextd.v1 import sessions_pb2
 
+# The server's own tools: their calls are not the host's to see.
+SERVER_TOOLS = frozenset({"memory_search", "recall_tool_result"})
+# How a stored answer cut short is told.
+_CUT_SHORT = {"error": "failed", "cancelled": "cancelled"}
 # How a turn that ended without an answer is told (the API knows no step limit: the
 # closest of its reasons).
 _STATUS = {
@@ -74,12 +78,11 @@ def response_object(
     created_at: int,
     status: str,
     output: Sequence[dict[str, Any]],
-    request: ResponsesRequest | None,
+    body: Mapping[str, Any],
     turn_usage: dict[str, Any] | None,
 ) -> dict[str, Any]:
-    """A ``response``; ``request`` None for one retrieved later (its parameters are not
-    kept: their defaults are shown)."""
-    body: Any = request.body if request is not None else {}
+    """A ``response`` to a request of ``body``: the request's, or the parameters kept
+    with a stored response (``request_note``; none: their defaults are shown)."""
     text = body.get("text") or {}
     out: dict[str, Any] = {
         "id": response_id,
@@ -98,7 +101,7 @@ def response_object(
         "previous_response_id": body.get("previous_response_id"),
         "reasoning": {"effort": None, "summary": None},
         "service_tier": "default",
-        "store": request.store if request is not None else True,
+        "store": body.get("store") is not False,
         "temperature": body.get("temperature", 1.0),
         "text": {"format": text.get("format") or {"type": "text"}},
         "tool_choice": body.get("tool_choice", "auto"),
@@ -109,9 +112,41 @@ def response_object(
         "user": body.get("user"),
         "metadata": body.get("metadata") or {},
     }
-    if request is not None and request.conversation:
-        out["conversation"] = {"id": request.conversation}
+    conversation = body.get("conversation")
+    if isinstance(conversation, dict):
+        conversation = conversation.get("id")
+    if conversation:
+        out["conversation"] = {"id": conversation}
     return out
+
+
+def stored_response(response_id: str, answer: sessions_pb2.SessionMessage) -> dict[str, Any]:
+    """A stored response, retrieved: the answer that ended it, with what was kept with
+    it (the model, the usage, the request's parameters: ``request_note``); one stored
+    before they were kept shows their defaults."""
+    message = answer.message
+    host_calls = [c for c in message.tool_calls if c.name not in SERVER_TOOLS]
+    output: list[dict[str, Any]] = []
+    if message.content or not host_calls:
+        output.append(message_item("msg_" + message.id, message.content))
+    output.extend(call_item(c) for c in host_calls)
+    if answer.status:
+        status = _CUT_SHORT.get(answer.status, "incomplete")
+    elif message.tool_calls and not host_calls:
+        status = "incomplete"  # it stopped at the step limit, calling the server's tools
+    else:
+        status = "completed"
+    record = answer.answer if answer.HasField("answer") else None
+    asked = noted_request(record.note) if record is not None else {}
+    return response_object(
+        response_id,
+        record.model if record is not None else "",
+        asked.get("created_at", answer.create_time.seconds),
+        status,
+        output,
+        asked,
+        usage(record.usage) if record is not None else None,
+    )
 
 
 @dataclass
@@ -121,17 +156,22 @@ class ResponseBuilder:
     request: ResponsesRequest
     started: cpb.TurnStarted
     id: str = ""
-    created_at: int = field(default_factory=lambda: int(time.time()))
+    created_at: int = 0
     message_id: str = field(default_factory=lambda: "msg_" + secrets.token_hex(12))
     sequence: int = 0
     text: str = ""
     text_started: bool = False
 
     def __post_init__(self) -> None:
+        self.created_at = self.request.created_at
         native = self.request.native
         after = native.tool_results[0].tool_call_id if native.tool_results else ""
         user = native.session.user_id
-        self.id = ResponseId(user, self.started.session_id, self.started.turn_index, after).text()
+        if native.ephemeral:
+            self.id = unstored_id()
+        else:
+            turn = self.started.turn_index
+            self.id = ResponseId(user, self.started.session_id, turn, after).text()
         self.completion = Completion(self.request.session_mode, self.started)
 
     def headers(self) -> dict[str, str]:
@@ -159,7 +199,7 @@ class ResponseBuilder:
             self.created_at,
             status,
             output,
-            self.request,
+            self.request.body,
             usage(done.turn_usage) if done is not None else None,
         )
         out[EXTENSION] = self.completion.started_extension()

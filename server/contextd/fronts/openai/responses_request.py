@@ -5,15 +5,19 @@ Without ``previous_response_id`` or ``conversation`` the request is inline: its
 prompt), run in prebuilt mode; a list that ends with ``function_call_output`` items
 goes on after them. With either, the request is the next turn of that contextd session:
 only its new items are used (the last user message, or the function call outputs that
-end the list). ``store: false`` keeps nothing of an inline turn once answered.
+end the list). ``store: false`` runs the inline turn ephemeral: nothing of it is
+stored, and its id retrieves nothing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import json
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from contextd.core import json_text
 from contextd.fronts.chat_http import json_fields as jf
 from contextd.fronts.chat_http import model_options
 from contextd.fronts.chat_http.failure import excerpt, invalid
@@ -109,6 +113,7 @@ class ResponsesRequest:
     store: bool
     previous: ResponseId | None
     conversation: str
+    created_at: int  # when the request came, in seconds
 
     @property
     def session_mode(self) -> bool:
@@ -135,6 +140,7 @@ def translate(raw: bytes) -> ResponsesRequest:
     native = cpb.StreamChatRequest(
         session=pb.SessionContext(user_id=user, session_id=session_id),
         prebuilt=not session_id,
+        ephemeral=not store,
     )
     items = _items(body.get("input"))
     instructions = jf.optional_string(body.get("instructions"), "instructions")
@@ -166,7 +172,12 @@ def translate(raw: bytes) -> ResponsesRequest:
         options = jf.obj(options, "stream_options")
         jf.known_keys(options, frozenset({"include_obfuscation"}), "stream_options")
         jf.optional_bool(options.get("include_obfuscation"), "stream_options.include_obfuscation")
-    return ResponsesRequest(native, params, body, stream, store, previous, conversation)
+    created_at = int(time.time())
+    if store:
+        # Kept with the stored answer, for GET /v1/responses/{id} to repeat.
+        native.answer_note = request_note(body, created_at)
+        params.add("answer_note", "instructions")
+    return ResponsesRequest(native, params, body, stream, store, previous, conversation, created_at)
 
 
 def _previous(raw: object) -> ResponseId | None:
@@ -359,3 +370,70 @@ def _model_options(body: jf.JsonObject, out: cpb.ModelOptions, params: ParamMap)
     model_options.model(body, out, params)
     model_options.temperature(body, out, params, highest=2)
     model_options.output_tokens(body, "max_output_tokens", out, params)
+
+
+# The request's parameters a response repeats, kept with a stored one (answer_note).
+NOTED = (
+    "model",
+    "instructions",
+    "tools",
+    "tool_choice",
+    "parallel_tool_calls",
+    "text",
+    "temperature",
+    "top_p",
+    "max_output_tokens",
+    "max_tool_calls",
+    "metadata",
+    "previous_response_id",
+    "conversation",
+    "truncation",
+    "user",
+    "store",
+    "created_at",
+)
+# What each kept parameter must be, read back: a note another client of the session
+# wrote may hold anything.
+_NOTED_TYPES: dict[str, type | tuple[type, ...]] = {
+    "tools": list,
+    "text": dict,
+    "metadata": dict,
+    "conversation": (str, dict),
+    "parallel_tool_calls": bool,
+    "store": bool,
+    "temperature": (int, float),
+    "top_p": (int, float),
+    "max_output_tokens": int,
+    "max_tool_calls": int,
+    "created_at": int,
+}
+
+
+def request_note(body: Mapping[str, Any], created_at: int) -> str:
+    """The parameters of a request a stored response repeats when retrieved, and when
+    it was created."""
+    kept = {k: body[k] for k in NOTED if body.get(k) is not None}
+    return json.dumps({**kept, "created_at": created_at})
+
+
+def noted_request(note: str) -> dict[str, Any]:
+    """The parameters ``request_note`` kept, those of a wrong shape left out (shown as
+    their defaults)."""
+    try:
+        kept = json_text.loads(note) if note else {}
+    except ValueError:
+        return {}
+    if not isinstance(kept, dict):
+        return {}
+    out = {}
+    for key in NOTED:
+        value = kept.get(key)
+        wanted = _NOTED_TYPES.get(key, str)
+        if value is None or not isinstance(value, wanted):
+            continue
+        if isinstance(value, list) and not all(isinstance(t, dict) for t in value):
+            continue
+        if isinstance(value, bool) and wanted in (int, (int, float)):
+            continue
+        out[key] = value
+    return out

@@ -3,8 +3,9 @@ over the same native calls as Chat Completions (StreamChat; ListMessages to retr
 response, DeleteSession to delete one), through the OpenAI front's shared machinery
 (chat_http.front).
 
-A response lives in its contextd session: retrieving it reads the session's messages,
-and deleting it deletes that session (every response of the conversation with it).
+A response lives in its contextd session: retrieving it reads the session's messages
+(its answer, with the model, usage and request parameters kept with it), and deleting
+it deletes that session (every response of the conversation with it).
 """
 
 from __future__ import annotations
@@ -20,10 +21,9 @@ from contextd.fronts.chat_http.failure import HttpFailure, from_rpc_error
 from contextd.fronts.chat_http.front import ModelFront
 from contextd.fronts.openai.response_ids import ResponseId
 from contextd.fronts.openai.responses_output import (
+    SERVER_TOOLS,
     ResponseBuilder,
-    call_item,
-    message_item,
-    response_object,
+    stored_response,
 )
 from contextd.fronts.openai.responses_request import translate
 from contextd.v1 import chat_pb2 as cpb
@@ -31,8 +31,6 @@ from contextd.v1 import context_pb2 as pb
 from contextd.v1 import sessions_pb2, sessions_pb2_grpc
 
 _PAGE = 500
-# The server's own tools: their calls are not the host's to see.
-_SERVER_TOOLS = frozenset({"memory_search", "recall_tool_result"})
 
 
 class ResponsesRoutes:
@@ -59,13 +57,7 @@ class ResponsesRoutes:
                 builder = ResponseBuilder(asked, started)
                 return builder, _Events(builder) if asked.stream else None
 
-            async def forget_unstored(r: web.Request, started: cpb.TurnStarted) -> None:
-                """``store: false``: the inline turn's session goes once it is answered."""
-                user = asked.native.session.user_id
-                await self._delete_session(r, user, started.session_id)
-
-            unstored = None if asked.store else forget_unstored
-            return AnsweredTurn(asked.native, asked.params, answering, unstored)
+            return AnsweredTurn(asked.native, asked.params, answering)
 
         return await self._front.run_turn(request, prepared)
 
@@ -93,20 +85,18 @@ class ResponsesRoutes:
             if found is None:
                 refused = await self._front.credential_failure(request)
                 raise refused or _not_found()
-            created, output = await self._output(request, found)
+            stored = await self._answer(request, found)
             if not delete:
-                return response_object(text, "", created, "completed", output, None, None)
+                return stored_response(text, stored)
             await self._delete_session(request, found.user_id, found.session_id)
             return {"id": text, "object": "response", "deleted": True}
 
         return await json_answer(self._front, request, answer)
 
-    async def _output(
-        self, request: web.Request, found: ResponseId
-    ) -> tuple[int, list[dict[str, Any]]]:
-        """The response's creation time and output, from the session's stored messages:
-        the assistant messages of its turn after its start (the user message, or the
-        result of the call it went on from), up to the one that ended it."""
+    async def _answer(self, request: web.Request, found: ResponseId) -> sessions_pb2.SessionMessage:
+        """The stored answer that ended the response, from the session's messages: the
+        assistant messages of its turn after its start (the user message, or the result of
+        the call it went on from), up to the one that ended it."""
         messages: list[sessions_pb2.SessionMessage] = []
         token = ""
         while True:
@@ -143,16 +133,11 @@ class ResponsesRoutes:
             if m.message.role != pb.ROLE_ASSISTANT:
                 continue
             answer = m
-            if any(c.name not in _SERVER_TOOLS for c in m.message.tool_calls):
+            if any(c.name not in SERVER_TOOLS for c in m.message.tool_calls):
                 break  # it called the host's tools: the response ended there
         if answer is None:
             raise _not_found()
-        output: list[dict[str, Any]] = []
-        host_calls = [c for c in answer.message.tool_calls if c.name not in _SERVER_TOOLS]
-        if answer.message.content or not host_calls:
-            output.append(message_item("msg_" + answer.message.id, answer.message.content))
-        output.extend(call_item(c) for c in host_calls)
-        return answer.create_time.seconds, output
+        return answer
 
 
 class _Events:

@@ -23,11 +23,12 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from . import chat_pb2 as contextd_dot_v1_dot_chat__pb2
 from . import context_pb2 as contextd_dot_v1_dot_context__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1a\x63ontextd/v1/sessions.proto\x12\x0b\x63ontextd.v1\x1a\x19\x63ontextd/v1/context.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb5\x02\n\x07Session\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0f\n\x07user_id\x18\x02 \x01(\t\x12\x10\n\x08scenario\x18\x03 \x01(\t\x12\x0c\n\x04host\x18\x04 \x01(\t\x12\r\n\x05title\x18\x05 \x01(\t\x12\x34\n\x08metadata\x18\x06 \x03(\x0b\x32\".contextd.v1.Session.MetadataEntry\x12/\n\x0b\x63reate_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bupdate_time\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x15\n\rmessage_count\x18\t \x01(\x05\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xc3\x01\n\x0eSessionMessage\x12%\n\x07message\x18\x01 \x01(\x0b\x32\x14.contextd.v1.Message\x12\x12\n\nsession_id\x18\x02 \x01(\t\x12\x0b\n\x03seq\x18\x03 \x01(\x05\x12\x12\n\nturn_index\x18\x04 \x01(\x05\x12\x14\n\x0cis_collected\x18\x05 \x01(\x08\x12\x0e\n\x06status\x18\x06 \x01(\t\x12/\n\x0b\x63reate_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xca\x01\n\x14\x43reateSessionRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\x10\n\x08scenario\x18\x02 \x01(\t\x12\x0c\n\x04host\x18\x03 \x01(\t\x12\r\n\x05title\x18\x04 \x01(\t\x12\x41\n\x08metadata\x18\x05 \x03(\x0b\x32/.contextd.v1.CreateSessionRequest.MetadataEntry\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\">\n\x15\x43reateSessionResponse\x12%\n\x07session\x18\x01 \x01(\x0b\x32\x14.contextd.v1.Session\"8\n\x11GetSessionRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\x12\n\nsession_id\x18\x02 \x01(\t\";\n\x12GetSessionResponse\x12%\n\x07session\x18\x01 \x01(\x0b\x32\x14.contextd.v1.Session\"M\n\x13ListSessionsRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\"W\n\x14ListSessionsResponse\x12&\n\x08sessions\x18\x01 \x03(\x0b\x32\x14.contextd.v1.Session\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\";\n\x14\x44\x65leteSessionRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\x12\n\nsession_id\x18\x02 \x01(\t\"\x17\n\x15\x44\x65leteSessionResponse\"x\n\x15\x41ppendMessagesRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\x12\n\nsession_id\x18\x02 \x01(\t\x12&\n\x08messages\x18\x03 \x03(\x0b\x32\x14.contextd.v1.Message\x12\x12\n\nturn_index\x18\x04 \x01(\x05\"G\n\x16\x41ppendMessagesResponse\x12-\n\x08messages\x18\x01 \x03(\x0b\x32\x1b.contextd.v1.SessionMessage\"a\n\x13ListMessagesRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\x12\n\nsession_id\x18\x02 \x01(\t\x12\x11\n\tpage_size\x18\x03 \x01(\x05\x12\x12\n\npage_token\x18\x04 \x01(\t\"^\n\x14ListMessagesResponse\x12-\n\x08messages\x18\x01 \x03(\x0b\x32\x1b.contextd.v1.SessionMessage\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\x83\x01\n\x1c\x41\x64\x64\x43ompressionSummaryRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\x12\n\nsession_id\x18\x02 \x01(\t\x12\x13\n\x0bmessage_ids\x18\x03 \x03(\t\x12\x18\n\x10start_message_id\x18\x04 \x01(\t\x12\x0f\n\x07summary\x18\x05 \x01(\t\"3\n\x1d\x41\x64\x64\x43ompressionSummaryResponse\x12\x12\n\nsummary_id\x18\x01 \x01(\t\"P\n\x18SetSessionSummaryRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\x12\n\nsession_id\x18\x02 \x01(\t\x12\x0f\n\x07summary\x18\x03 \x01(\t\"\x1b\n\x19SetSessionSummaryResponse\"t\n\x13\x45xportEventsRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\x12\n\nsession_id\x18\x02 \x01(\t\x12\r\n\x05\x61\x66ter\x18\x03 \x01(\x05\x12)\n\x06\x66ormat\x18\x04 \x01(\x0e\x32\x19.contextd.v1.ExportFormat\"?\n\x14\x45xportEventsResponse\x12\x0c\n\x04json\x18\x01 \x01(\t\x12\x0c\n\x04type\x18\x02 \x01(\t\x12\x0b\n\x03xml\x18\x03 \x01(\t\"F\n\x11\x45ndSessionRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\x12\n\nsession_id\x18\x02 \x01(\t\x12\x0c\n\x04mode\x18\x03 \x01(\t\"#\n\x12\x45ndSessionResponse\x12\r\n\x05\x65nded\x18\x01 \x01(\x08*]\n\x0c\x45xportFormat\x12\x1d\n\x19\x45XPORT_FORMAT_UNSPECIFIED\x10\x00\x12\x17\n\x13\x45XPORT_FORMAT_JSONL\x10\x01\x12\x15\n\x11\x45XPORT_FORMAT_XML\x10\x02\x32\x8e\x07\n\x0eSessionService\x12V\n\rCreateSession\x12!.contextd.v1.CreateSessionRequest\x1a\".contextd.v1.CreateSessionResponse\x12M\n\nGetSession\x12\x1e.contextd.v1.GetSessionRequest\x1a\x1f.contextd.v1.GetSessionResponse\x12S\n\x0cListSessions\x12 .contextd.v1.ListSessionsRequest\x1a!.contextd.v1.ListSessionsResponse\x12V\n\rDeleteSession\x12!.contextd.v1.DeleteSessionRequest\x1a\".contextd.v1.DeleteSessionResponse\x12Y\n\x0e\x41ppendMessages\x12\".contextd.v1.AppendMessagesRequest\x1a#.contextd.v1.AppendMessagesResponse\x12S\n\x0cListMessages\x12 .contextd.v1.ListMessagesRequest\x1a!.contextd.v1.ListMessagesResponse\x12n\n\x15\x41\x64\x64\x43ompressionSummary\x12).contextd.v1.AddCompressionSummaryRequest\x1a*.contextd.v1.AddCompressionSummaryResponse\x12\x62\n\x11SetSessionSummary\x12%.contextd.v1.SetSessionSummaryRequest\x1a&.contextd.v1.SetSessionSummaryResponse\x12U\n\x0c\x45xportEvents\x12 .contextd.v1.ExportEventsRequest\x1a!.contextd.v1.ExportEventsResponse0\x01\x12M\n\nEndSession\x12\x1e.contextd.v1.EndSessionRequest\x1a\x1f.contextd.v1.EndSessionResponseB\x0e\xaa\x02\x0b\x43ontextd.V1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1a\x63ontextd/v1/sessions.proto\x12\x0b\x63ontextd.v1\x1a\x16\x63ontextd/v1/chat.proto\x1a\x19\x63ontextd/v1/context.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb5\x02\n\x07Session\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0f\n\x07user_id\x18\x02 \x01(\t\x12\x10\n\x08scenario\x18\x03 \x01(\t\x12\x0c\n\x04host\x18\x04 \x01(\t\x12\r\n\x05title\x18\x05 \x01(\t\x12\x34\n\x08metadata\x18\x06 \x03(\x0b\x32\".contextd.v1.Session.MetadataEntry\x12/\n\x0b\x63reate_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bupdate_time\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x15\n\rmessage_count\x18\t \x01(\x05\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xee\x01\n\x0eSessionMessage\x12%\n\x07message\x18\x01 \x01(\x0b\x32\x14.contextd.v1.Message\x12\x12\n\nsession_id\x18\x02 \x01(\t\x12\x0b\n\x03seq\x18\x03 \x01(\x05\x12\x12\n\nturn_index\x18\x04 \x01(\x05\x12\x14\n\x0cis_collected\x18\x05 \x01(\x08\x12\x0e\n\x06status\x18\x06 \x01(\t\x12/\n\x0b\x63reate_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12)\n\x06\x61nswer\x18\x08 \x01(\x0b\x32\x19.contextd.v1.AnswerRecord\"S\n\x0c\x41nswerRecord\x12\r\n\x05model\x18\x01 \x01(\t\x12&\n\x05usage\x18\x02 \x01(\x0b\x32\x17.contextd.v1.TokenUsage\x12\x0c\n\x04note\x18\x03 \x01(\t\"\xca\x01\n\x14\x43reateSessionRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\x10\n\x08scenario\x18\x02 \x01(\t\x12\x0c\n\x04host\x18\x03 \x01(\t\x12\r\n\x05title\x18\x04 \x01(\t\x12\x41\n\x08metadata\x18\x05 \x03(\x0b\x32/.contextd.v1.CreateSessionRequest.MetadataEntry\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\">\n\x15\x43reateSessionResponse\x12%\n\x07session\x18\x01 \x01(\x0b\x32\x14.contextd.v1.Session\"8\n\x11GetSessionRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\x12\n\nsession_id\x18\x02 \x01(\t\";\n\x12GetSessionResponse\x12%\n\x07session\x18\x01 \x01(\x0b\x32\x14.contextd.v1.Session\"M\n\x13ListSessionsRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\"W\n\x14ListSessionsResponse\x12&\n\x08sessions\x18\x01 \x03(\x0b\x32\x14.contextd.v1.Session\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\";\n\x14\x44\x65leteSessionRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\x12\n\nsession_id\x18\x02 \x01(\t\"\x17\n\x15\x44\x65leteSessionResponse\"x\n\x15\x41ppendMessagesRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\x12\n\nsession_id\x18\x02 \x01(\t\x12&\n\x08messages\x18\x03 \x03(\x0b\x32\x14.contextd.v1.Message\x12\x12\n\nturn_index\x18\x04 \x01(\x05\"G\n\x16\x41ppendMessagesResponse\x12-\n\x08messages\x18\x01 \x03(\x0b\x32\x1b.contextd.v1.SessionMessage\"a\n\x13ListMessagesRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\x12\n\nsession_id\x18\x02 \x01(\t\x12\x11\n\tpage_size\x18\x03 \x01(\x05\x12\x12\n\npage_token\x18\x04 \x01(\t\"^\n\x14ListMessagesResponse\x12-\n\x08messages\x18\x01 \x03(\x0b\x32\x1b.contextd.v1.SessionMessage\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\x83\x01\n\x1c\x41\x64\x64\x43ompressionSummaryRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\x12\n\nsession_id\x18\x02 \x01(\t\x12\x13\n\x0bmessage_ids\x18\x03 \x03(\t\x12\x18\n\x10start_message_id\x18\x04 \x01(\t\x12\x0f\n\x07summary\x18\x05 \x01(\t\"3\n\x1d\x41\x64\x64\x43ompressionSummaryResponse\x12\x12\n\nsummary_id\x18\x01 \x01(\t\"P\n\x18SetSessionSummaryRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\x12\n\nsession_id\x18\x02 \x01(\t\x12\x0f\n\x07summary\x18\x03 \x01(\t\"\x1b\n\x19SetSessionSummaryResponse\"t\n\x13\x45xportEventsRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\x12\n\nsession_id\x18\x02 \x01(\t\x12\r\n\x05\x61\x66ter\x18\x03 \x01(\x05\x12)\n\x06\x66ormat\x18\x04 \x01(\x0e\x32\x19.contextd.v1.ExportFormat\"?\n\x14\x45xportEventsResponse\x12\x0c\n\x04json\x18\x01 \x01(\t\x12\x0c\n\x04type\x18\x02 \x01(\t\x12\x0b\n\x03xml\x18\x03 \x01(\t\"F\n\x11\x45ndSessionRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\x12\n\nsession_id\x18\x02 \x01(\t\x12\x0c\n\x04mode\x18\x03 \x01(\t\"#\n\x12\x45ndSessionResponse\x12\r\n\x05\x65nded\x18\x01 \x01(\x08*]\n\x0c\x45xportFormat\x12\x1d\n\x19\x45XPORT_FORMAT_UNSPECIFIED\x10\x00\x12\x17\n\x13\x45XPORT_FORMAT_JSONL\x10\x01\x12\x15\n\x11\x45XPORT_FORMAT_XML\x10\x02\x32\x8e\x07\n\x0eSessionService\x12V\n\rCreateSession\x12!.contextd.v1.CreateSessionRequest\x1a\".contextd.v1.CreateSessionResponse\x12M\n\nGetSession\x12\x1e.contextd.v1.GetSessionRequest\x1a\x1f.contextd.v1.GetSessionResponse\x12S\n\x0cListSessions\x12 .contextd.v1.ListSessionsRequest\x1a!.contextd.v1.ListSessionsResponse\x12V\n\rDeleteSession\x12!.contextd.v1.DeleteSessionRequest\x1a\".contextd.v1.DeleteSessionResponse\x12Y\n\x0e\x41ppendMessages\x12\".contextd.v1.AppendMessagesRequest\x1a#.contextd.v1.AppendMessagesResponse\x12S\n\x0cListMessages\x12 .contextd.v1.ListMessagesRequest\x1a!.contextd.v1.ListMessagesResponse\x12n\n\x15\x41\x64\x64\x43ompressionSummary\x12).contextd.v1.AddCompressionSummaryRequest\x1a*.contextd.v1.AddCompressionSummaryResponse\x12\x62\n\x11SetSessionSummary\x12%.contextd.v1.SetSessionSummaryRequest\x1a&.contextd.v1.SetSessionSummaryResponse\x12U\n\x0c\x45xportEvents\x12 .contextd.v1.ExportEventsRequest\x1a!.contextd.v1.ExportEventsResponse0\x01\x12M\n\nEndSession\x12\x1e.contextd.v1.EndSessionRequest\x1a\x1f.contextd.v1.EndSessionResponseB\x0e\xaa\x02\x0b\x43ontextd.V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -39,56 +40,58 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_SESSION_METADATAENTRY']._serialized_options = b'8\001'
   _globals['_CREATESESSIONREQUEST_METADATAENTRY']._loaded_options = None
   _globals['_CREATESESSIONREQUEST_METADATAENTRY']._serialized_options = b'8\001'
-  _globals['_EXPORTFORMAT']._serialized_start=2235
-  _globals['_EXPORTFORMAT']._serialized_end=2328
-  _globals['_SESSION']._serialized_start=104
-  _globals['_SESSION']._serialized_end=413
-  _globals['_SESSION_METADATAENTRY']._serialized_start=366
-  _globals['_SESSION_METADATAENTRY']._serialized_end=413
-  _globals['_SESSIONMESSAGE']._serialized_start=416
-  _globals['_SESSIONMESSAGE']._serialized_end=611
-  _globals['_CREATESESSIONREQUEST']._serialized_start=614
-  _globals['_CREATESESSIONREQUEST']._serialized_end=816
-  _globals['_CREATESESSIONREQUEST_METADATAENTRY']._serialized_start=366
-  _globals['_CREATESESSIONREQUEST_METADATAENTRY']._serialized_end=413
-  _globals['_CREATESESSIONRESPONSE']._serialized_start=818
-  _globals['_CREATESESSIONRESPONSE']._serialized_end=880
-  _globals['_GETSESSIONREQUEST']._serialized_start=882
-  _globals['_GETSESSIONREQUEST']._serialized_end=938
-  _globals['_GETSESSIONRESPONSE']._serialized_start=940
-  _globals['_GETSESSIONRESPONSE']._serialized_end=999
-  _globals['_LISTSESSIONSREQUEST']._serialized_start=1001
-  _globals['_LISTSESSIONSREQUEST']._serialized_end=1078
-  _globals['_LISTSESSIONSRESPONSE']._serialized_start=1080
-  _globals['_LISTSESSIONSRESPONSE']._serialized_end=1167
-  _globals['_DELETESESSIONREQUEST']._serialized_start=1169
-  _globals['_DELETESESSIONREQUEST']._serialized_end=1228
-  _globals['_DELETESESSIONRESPONSE']._serialized_start=1230
-  _globals['_DELETESESSIONRESPONSE']._serialized_end=1253
-  _globals['_APPENDMESSAGESREQUEST']._serialized_start=1255
-  _globals['_APPENDMESSAGESREQUEST']._serialized_end=1375
-  _globals['_APPENDMESSAGESRESPONSE']._serialized_start=1377
-  _globals['_APPENDMESSAGESRESPONSE']._serialized_end=1448
-  _globals['_LISTMESSAGESREQUEST']._serialized_start=1450
-  _globals['_LISTMESSAGESREQUEST']._serialized_end=1547
-  _globals['_LISTMESSAGESRESPONSE']._serialized_start=1549
-  _globals['_LISTMESSAGESRESPONSE']._serialized_end=1643
-  _globals['_ADDCOMPRESSIONSUMMARYREQUEST']._serialized_start=1646
-  _globals['_ADDCOMPRESSIONSUMMARYREQUEST']._serialized_end=1777
-  _globals['_ADDCOMPRESSIONSUMMARYRESPONSE']._serialized_start=1779
-  _globals['_ADDCOMPRESSIONSUMMARYRESPONSE']._serialized_end=1830
-  _globals['_SETSESSIONSUMMARYREQUEST']._serialized_start=1832
-  _globals['_SETSESSIONSUMMARYREQUEST']._serialized_end=1912
-  _globals['_SETSESSIONSUMMARYRESPONSE']._serialized_start=1914
-  _globals['_SETSESSIONSUMMARYRESPONSE']._serialized_end=1941
-  _globals['_EXPORTEVENTSREQUEST']._serialized_start=1943
-  _globals['_EXPORTEVENTSREQUEST']._serialized_end=2059
-  _globals['_EXPORTEVENTSRESPONSE']._serialized_start=2061
-  _globals['_EXPORTEVENTSRESPONSE']._serialized_end=2124
-  _globals['_ENDSESSIONREQUEST']._serialized_start=2126
-  _globals['_ENDSESSIONREQUEST']._serialized_end=2196
-  _globals['_ENDSESSIONRESPONSE']._serialized_start=2198
-  _globals['_ENDSESSIONRESPONSE']._serialized_end=2233
-  _globals['_SESSIONSERVICE']._serialized_start=2331
-  _globals['_SESSIONSERVICE']._serialized_end=3241
+  _globals['_EXPORTFORMAT']._serialized_start=2387
+  _globals['_EXPORTFORMAT']._serialized_end=2480
+  _globals['_SESSION']._serialized_start=128
+  _globals['_SESSION']._serialized_end=437
+  _globals['_SESSION_METADATAENTRY']._serialized_start=390
+  _globals['_SESSION_METADATAENTRY']._serialized_end=437
+  _globals['_SESSIONMESSAGE']._serialized_start=440
+  _globals['_SESSIONMESSAGE']._serialized_end=678
+  _globals['_ANSWERRECORD']._serialized_start=680
+  _globals['_ANSWERRECORD']._serialized_end=763
+  _globals['_CREATESESSIONREQUEST']._serialized_start=766
+  _globals['_CREATESESSIONREQUEST']._serialized_end=968
+  _globals['_CREATESESSIONREQUEST_METADATAENTRY']._serialized_start=390
+  _globals['_CREATESESSIONREQUEST_METADATAENTRY']._serialized_end=437
+  _globals['_CREATESESSIONRESPONSE']._serialized_start=970
+  _globals['_CREATESESSIONRESPONSE']._serialized_end=1032
+  _globals['_GETSESSIONREQUEST']._serialized_start=1034
+  _globals['_GETSESSIONREQUEST']._serialized_end=1090
+  _globals['_GETSESSIONRESPONSE']._serialized_start=1092
+  _globals['_GETSESSIONRESPONSE']._serialized_end=1151
+  _globals['_LISTSESSIONSREQUEST']._serialized_start=1153
+  _globals['_LISTSESSIONSREQUEST']._serialized_end=1230
+  _globals['_LISTSESSIONSRESPONSE']._serialized_start=1232
+  _globals['_LISTSESSIONSRESPONSE']._serialized_end=1319
+  _globals['_DELETESESSIONREQUEST']._serialized_start=1321
+  _globals['_DELETESESSIONREQUEST']._serialized_end=1380
+  _globals['_DELETESESSIONRESPONSE']._serialized_start=1382
+  _globals['_DELETESESSIONRESPONSE']._serialized_end=1405
+  _globals['_APPENDMESSAGESREQUEST']._serialized_start=1407
+  _globals['_APPENDMESSAGESREQUEST']._serialized_end=1527
+  _globals['_APPENDMESSAGESRESPONSE']._serialized_start=1529
+  _globals['_APPENDMESSAGESRESPONSE']._serialized_end=1600
+  _globals['_LISTMESSAGESREQUEST']._serialized_start=1602
+  _globals['_LISTMESSAGESREQUEST']._serialized_end=1699
+  _globals['_LISTMESSAGESRESPONSE']._serialized_start=1701
+  _globals['_LISTMESSAGESRESPONSE']._serialized_end=1795
+  _globals['_ADDCOMPRESSIONSUMMARYREQUEST']._serialized_start=1798
+  _globals['_ADDCOMPRESSIONSUMMARYREQUEST']._serialized_end=1929
+  _globals['_ADDCOMPRESSIONSUMMARYRESPONSE']._serialized_start=1931
+  _globals['_ADDCOMPRESSIONSUMMARYRESPONSE']._serialized_end=1982
+  _globals['_SETSESSIONSUMMARYREQUEST']._serialized_start=1984
+  _globals['_SETSESSIONSUMMARYREQUEST']._serialized_end=2064
+  _globals['_SETSESSIONSUMMARYRESPONSE']._serialized_start=2066
+  _globals['_SETSESSIONSUMMARYRESPONSE']._serialized_end=2093
+  _globals['_EXPORTEVENTSREQUEST']._serialized_start=2095
+  _globals['_EXPORTEVENTSREQUEST']._serialized_end=2211
+  _globals['_EXPORTEVENTSRESPONSE']._serialized_start=2213
+  _globals['_EXPORTEVENTSRESPONSE']._serialized_end=2276
+  _globals['_ENDSESSIONREQUEST']._serialized_start=2278
+  _globals['_ENDSESSIONREQUEST']._serialized_end=2348
+  _globals['_ENDSESSIONRESPONSE']._serialized_start=2350
+  _globals['_ENDSESSIONRESPONSE']._serialized_end=2385
+  _globals['_SESSIONSERVICE']._serialized_start=2483
+  _globals['_SESSIONSERVICE']._serialized_end=3393
 # @@protoc_insertion_point(module_scope)

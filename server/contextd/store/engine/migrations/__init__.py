@@ -32,6 +32,7 @@ SQLITE_OF_POSTGRESQL: dict[int, tuple[int, ...]] = {
     9: (14,),
     10: (15,),
     11: (16,),
+    12: (17,),
 }
 
 
