@@ -166,10 +166,21 @@ class NewEvent:
         )
 
 
+def encoded_events(
+    session_id: str, events: Sequence[NewEvent]
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """``events`` as written one after the other now: the events and their lines."""
+    now = time.time()
+    encoded = [e.encoded(session_id, now) for e in events]
+    return [event for event, _ in encoded], [line for _, line in encoded]
+
+
 class EventStore(ABC):
     """A session's event log, whichever engine keeps it: the same lines, the same reads.
-    Events are encoded here alike for every engine; an engine writes their lines."""
+    Events are encoded alike for every engine (encode_event, encoded_events); an engine
+    writes their lines."""
 
+    @abstractmethod
     async def append(
         self,
         session_id: str,
@@ -184,23 +195,13 @@ class EventStore(ABC):
         tenant_id: str = DEFAULT_TENANT,
     ) -> dict[str, Any]:
         """Write one event of the tenant's session and return it once it is written."""
-        event, line = encode_event(session_id, type, turn, step, content, role, meta, ts)
-        await self._write(session_id, tenant_id, [line])
-        return event
 
+    @abstractmethod
     async def append_many(
         self, session_id: str, events: Sequence[NewEvent], *, tenant_id: str = DEFAULT_TENANT
     ) -> list[dict[str, Any]]:
         """Write ``events`` one after the other in one write (one statement, one system
         call): all of them or, on error, none; they are returned once written."""
-        now = time.time()
-        encoded = [e.encoded(session_id, now) for e in events]
-        await self._write(session_id, tenant_id, [line for _, line in encoded])
-        return [event for event, _ in encoded]
-
-    @abstractmethod
-    async def _write(self, session_id: str, tenant_id: str, lines: list[str]) -> None:
-        """The lines after the session's last, in one write: all of them or none."""
 
     @abstractmethod
     def read(

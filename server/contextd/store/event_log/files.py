@@ -50,9 +50,12 @@ from contextd.store.engine.disk import DiskWatch
 from contextd.store.engine.private import make_dir, open_private
 from contextd.store.event_log.events import (
     EventStore,
+    NewEvent,
     check_after_line,
     check_session_id,
     check_tenant_id,
+    encode_event,
+    encoded_events,
 )
 
 _READ_CHUNK = 256 * 1024
@@ -108,6 +111,30 @@ class EventLog(EventStore):
             make_dir(path)
             found = self._dirs[tenant_id] = os.fspath(path)
         return found
+
+    async def append(
+        self,
+        session_id: str,
+        type: str,
+        *,
+        turn: int | None = None,
+        step: int | None = None,
+        content: str | None = None,
+        role: str | None = None,
+        meta: dict[str, Any] | None = None,
+        ts: float | None = None,
+        tenant_id: str = DEFAULT_TENANT,
+    ) -> dict[str, Any]:
+        event, line = encode_event(session_id, type, turn, step, content, role, meta, ts)
+        await self._write(session_id, tenant_id, [line])
+        return event
+
+    async def append_many(
+        self, session_id: str, events: Sequence[NewEvent], *, tenant_id: str = DEFAULT_TENANT
+    ) -> list[dict[str, Any]]:
+        written, lines = encoded_events(session_id, events)
+        await self._write(session_id, tenant_id, lines)
+        return written
 
     async def _write(self, session_id: str, tenant_id: str, lines: list[str]) -> None:
         """The lines at the end of the session's file, in one write (returned once with

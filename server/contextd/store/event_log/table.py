@@ -20,9 +20,12 @@ from contextd.core.identity import DEFAULT_TENANT
 from contextd.store.engine.database import Connection, Database
 from contextd.store.event_log.events import (
     EventStore,
+    NewEvent,
     check_after_line,
     check_session_id,
     check_tenant_id,
+    encode_event,
+    encoded_events,
 )
 
 if TYPE_CHECKING:
@@ -58,6 +61,30 @@ class DatabaseEventLog(EventStore):
     def _check_open(self) -> None:
         if self._closed:
             raise RuntimeError("the event log is closed")
+
+    async def append(
+        self,
+        session_id: str,
+        type: str,
+        *,
+        turn: int | None = None,
+        step: int | None = None,
+        content: str | None = None,
+        role: str | None = None,
+        meta: dict[str, Any] | None = None,
+        ts: float | None = None,
+        tenant_id: str = DEFAULT_TENANT,
+    ) -> dict[str, Any]:
+        event, line = encode_event(session_id, type, turn, step, content, role, meta, ts)
+        await self._write(session_id, tenant_id, [line])
+        return event
+
+    async def append_many(
+        self, session_id: str, events: Sequence[NewEvent], *, tenant_id: str = DEFAULT_TENANT
+    ) -> list[dict[str, Any]]:
+        written, lines = encoded_events(session_id, events)
+        await self._write(session_id, tenant_id, lines)
+        return written
 
     async def _write(self, session_id: str, tenant_id: str, lines: list[str]) -> None:
         """The lines after the session's last, in one statement that commits by itself."""
