@@ -344,3 +344,51 @@ async def test_reads_never_see_an_open_transaction(tmp_path: Path) -> None:
         assert after is not None and after.title == "after"
     finally:
         await db.close()
+
+
+async def test_a_worker_waits_for_anothers_write_lock_on_the_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Workers sharing the file: while another process holds the write lock, a write
+    waits between tries on the event loop (other calls of the worker go on), starts once
+    the lock is free, and gives up as SQLite's busy timeout would."""
+    path = tmp_path / "contextd.sqlite3"
+    db = await SqliteDatabase.open(path, shared=True)
+    other = sqlite3.connect(path, isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")  # another worker's write transaction
+        ticks = 0
+
+        async def tick() -> None:
+            nonlocal ticks
+            while True:
+                ticks += 1
+                await asyncio.sleep(0.001)
+
+        ticker = asyncio.create_task(tick())
+
+        async def write() -> None:
+            async with db.transaction() as conn:
+                await conn.execute("UPDATE cache_versions SET version = version + 1")
+
+        waiting = asyncio.create_task(write())
+        await asyncio.sleep(0.15)
+        assert not waiting.done()
+        # The loop was free all along: SQLite's busy handler would have held it.
+        assert ticks >= 20
+        # A read of this worker goes on while its write waits.
+        rows = await db.reader.execute_fetchall("SELECT count(*) AS n FROM cache_versions")
+        assert rows[0]["n"] >= 1
+        other.execute("COMMIT")
+        await asyncio.wait_for(waiting, 2)
+        ticker.cancel()
+
+        monkeypatch.setattr("contextd.store.engine.sqlite.BUSY_TIMEOUT_MS", 100)
+        other.execute("BEGIN IMMEDIATE")
+        with pytest.raises(sqlite3.OperationalError, match="database is locked"):
+            await write()
+        other.execute("ROLLBACK")
+        await write()  # the writer is usable after giving up
+    finally:
+        other.close()
+        await db.close()

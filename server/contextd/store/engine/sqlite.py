@@ -5,7 +5,9 @@ hop per statement (aiosqlite's model) costs several times what a request's state
 cost themselves, so a hop would be most of the work (bench/README.md, "Measured costs
 behind the code"). The price is that a statement blocks the loop while it runs:
 repositories keep statements indexed and bounded (pages, limits), and this process is
-the file's only writer, so no statement waits on a lock.
+the file's only writer, so no statement waits on a lock. With ``--workers`` the workers
+write it too: a write that finds another's lock waits for it on the loop, between tries
+of BEGIN, so the worker's other calls go on meanwhile.
 
 ``SqliteConnection`` keeps an awaitable API (``await conn.execute_fetchall(...)``): callers do
 not change if a statement ever has to move to a thread.
@@ -55,6 +57,9 @@ Row = sqlite3.Row
 
 DB_FILENAME = "contextd.sqlite3"
 BUSY_TIMEOUT_MS = 5000
+# A worker waiting for another's write lock tries again after these pauses, doubling.
+_FIRST_PAUSE_S = 0.0002
+_LAST_PAUSE_S = 0.01
 
 
 class Cursor:
@@ -107,6 +112,20 @@ class SqliteConnection:
         self, name: str, arity: int, func: Callable[..., Any], *, deterministic: bool = False
     ) -> None:
         self._conn.create_function(name, arity, func, deterministic=deterministic)
+
+    def begin_or_busy(self) -> bool:
+        """BEGIN IMMEDIATE without waiting: False when another process holds the write
+        lock (its busy timeout is lifted for this statement only)."""
+        self._conn.execute("PRAGMA busy_timeout = 0")
+        try:
+            self._conn.execute("BEGIN IMMEDIATE")
+            return True
+        except sqlite3.OperationalError as error:
+            if error.sqlite_errorcode == sqlite3.SQLITE_BUSY:
+                return False
+            raise
+        finally:
+            self._conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
 
     @property
     def in_transaction(self) -> bool:
@@ -295,7 +314,7 @@ class SqliteDatabase(Database):
                 try:
                     # Inside the try: a cancel that lands while BEGIN is queued must still
                     # roll back, or the connection stays inside a transaction for good.
-                    await self._writer.execute("BEGIN IMMEDIATE")
+                    await self._begin()
                     yield self._writer
                     await self._writer.execute("COMMIT")
                 except BaseException as error:
@@ -303,6 +322,21 @@ class SqliteDatabase(Database):
                     if self.disk is not None and self.disk.noticed(error):
                         raise StorageFull() from error
                     raise
+
+    async def _begin(self) -> None:
+        """BEGIN IMMEDIATE. When workers share the file the write lock may be another's:
+        wait for it on the loop, between tries, rather than in SQLite's busy handler,
+        which would hold up every call of this worker while it sleeps."""
+        if not self.shared_between_processes:
+            await self._writer.execute("BEGIN IMMEDIATE")
+            return
+        deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+        pause = _FIRST_PAUSE_S
+        while not self._writer.begin_or_busy():
+            if time.monotonic() >= deadline:
+                raise sqlite3.OperationalError("database is locked")
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, _LAST_PAUSE_S)
 
     async def execute_alone(self, sql: str, params: Params = ()) -> Cursor:
         async with self.transaction() as conn:
