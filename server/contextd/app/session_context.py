@@ -40,6 +40,7 @@ from contextd.core.messages import ChatMessage, CompressionSummary, Role
 from contextd.core.pipeline import DroppedRange, DropReason, is_blank
 from contextd.core.system_prompt import NO_SCENARIO, MissingVariables, render
 from contextd.core.tokens import Tokenizer, message_tokens
+from contextd.metrics.recorder import NULL_RECORDER, Recorder
 from contextd.store.catalog import CatalogRepo
 from contextd.store.memory.repository import MemoryRepo
 from contextd.store.models import PromptTemplate, Session, Skill, StoredMessage
@@ -150,8 +151,10 @@ class SessionContextBuilder:
         catalog: CatalogRepo,
         memories: MemoryRepo,
         summaries: SummaryRepo,
+        metrics: Recorder = NULL_RECORDER,
     ) -> None:
         self.defaults = defaults
+        self._metrics = metrics
         self.sessions = sessions
         self.catalog = catalog
         self.memories = memories
@@ -161,6 +164,16 @@ class SessionContextBuilder:
         self.snapshots = SessionSnapshots(
             sessions.sessions.db, sessions.sessions, sessions.conversation, summaries
         )
+
+    async def build_messages(self, req: SessionBuildRequest) -> BuiltContext:
+        """BuildMessages from the stored session the request names, traced and counted
+        like every BuildMessages (a chat turn's builds, through ``build``, are not)."""
+        with spans.span("contextd.build_messages"):
+            built = await self.build(req)
+        if self._metrics.enabled:
+            report = built.result.report
+            self._metrics.built(report.total_tokens, report.dropped)
+        return built
 
     async def build(self, req: SessionBuildRequest, session: Session | None = None) -> BuiltContext:
         """Build from the stored session. ``session``: the session ``req`` names, when the

@@ -269,7 +269,7 @@ def _apps(
         turns=turns,
         provider_name=provider.name,
     )
-    builder = _context_builder(settings, sessions, stored)
+    builder = _context_builder(settings, sessions, stored, metrics)
     image_limits = ImageLimits(max_image_bytes=settings.max_image_bytes)
     editing = builder.defaults.editing
     context = ContextApp(
@@ -326,7 +326,7 @@ def _apps(
 
 
 def _context_builder(
-    settings: Settings, sessions: SessionsApp, stored: _Stored
+    settings: Settings, sessions: SessionsApp, stored: _Stored, metrics: Recorder
 ) -> SessionContextBuilder:
     defaults = LayerDefaults(
         identity=settings.system_identity,
@@ -337,7 +337,7 @@ def _context_builder(
         editing=editing_settings(settings),
     )
     return SessionContextBuilder(
-        defaults, sessions, stored.catalog, stored.memories, stored.summaries
+        defaults, sessions, stored.catalog, stored.memories, stored.summaries, metrics
     )
 
 
