@@ -8,7 +8,7 @@ The repositories keep the session's newest messages, its compression summary and
 catalog in memory on either engine. With this process the database's only writer (SQLite)
 they are always current and the build reads them through the repositories as they are.
 Where replicas write too, a kept read answers only a call that read the version it was
-kept at (store/tail_cache.py has the rule): the statement here reads those versions and
+kept at (store/conversation_reads.py has the rule): the statement here reads those versions and
 hands them, with whatever it read, to the repositories, and the build names the versions
 in its reads. A build thus makes one round trip for all of this when its session did not
 change since this process last read or wrote it, and the same one round trip otherwise.
