@@ -44,7 +44,7 @@ from contextd.metrics.recorder import NULL_RECORDER, Recorder
 from contextd.store.catalog import CatalogRepo
 from contextd.store.memory.repository import MemoryRepo
 from contextd.store.models import PromptTemplate, Session, Skill, StoredMessage
-from contextd.store.session_snapshot import SessionSnapshot, SessionSnapshots
+from contextd.store.sessions import SessionSnapshot, SessionSnapshots
 from contextd.store.summaries import SummaryRepo
 from contextd.tracing import spans
 

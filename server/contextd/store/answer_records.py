@@ -7,8 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from contextd.store.engine.database import Connection, Database
-from contextd.store.models import AnswerRecord
-from contextd.store.sessions import UsageTotals
+from contextd.store.models import AnswerRecord, UsageTotals
 
 _COLUMNS = (
     "message_id, model, prompt_tokens, completion_tokens, prompt_tokens_estimate,"

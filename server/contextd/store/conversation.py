@@ -26,8 +26,8 @@ from contextd.store.message_writes import (
     one_statement,
     stored_new,
 )
-from contextd.store.models import AnswerRecord, NewMessage, StoredMessage
-from contextd.store.sessions import UsageTotals, add_usage, totals_from_row
+from contextd.store.models import AnswerRecord, NewMessage, StoredMessage, UsageTotals
+from contextd.store.sessions import add_usage, totals_from_row
 
 STORED_ROLES = frozenset({Role.USER, Role.ASSISTANT, Role.TOOL})
 

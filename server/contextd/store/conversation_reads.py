@@ -10,7 +10,7 @@ Every chat turn reads its session's newest messages two or three times (its numb
 window, the work after the turn): ``TailCache`` keeps them as ``tail`` reads them. A
 session created through SessionRepo starts kept, with no rows. Where another server may
 write (PostgreSQL), kept rows answer only a read that names the session's version its
-call read (``tail``'s ``version``, from a store/session_snapshot.py read); other reads go
+call read (``tail``'s ``version``, from a store/sessions.py read); other reads go
 to the database. Every read names the session's tenant (the default one unless given):
 stored rows and kept ones are found only within it, kept rows being keyed by (tenant,
 session).
@@ -442,7 +442,7 @@ class ConversationReads:
     ) -> list[StoredMessage]:
         """The newest ``limit`` messages in chronological order (one indexed query, or
         none when the session's newest messages are cached). ``version``: the session's,
-        as the caller's call read it (store/session_snapshot.py); where other processes
+        as the caller's call read it (store/sessions.py); where other processes
         write (PostgreSQL), only a read that names it is answered from memory.
 
         Each has ``tokens[tokenizer]`` when that count is stored, and no other count. The

@@ -17,10 +17,11 @@ from contextd.store.models import (
     AnswerRecord,
     NewMessage,
     StoredMessage,
+    UsageTotals,
     parts_json,
     token_counts,
 )
-from contextd.store.sessions import USAGE_ADDED_SQL, USAGE_TOTALS_SQL, UsageTotals, usage_added
+from contextd.store.sessions import USAGE_ADDED_SQL, USAGE_TOTALS_SQL, usage_added
 
 # Rows per INSERT statement: 8 parameters a row, 4,000 in all, far below SQLite's 32,766.
 INSERT_CHUNK = 500

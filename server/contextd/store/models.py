@@ -14,16 +14,27 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import Any, NamedTuple
 
 from contextd.core.content import ContentPart, ImageDetail, ImagePart, TextPart
 from contextd.core.identity import DEFAULT_TENANT
 from contextd.core.messages import ChatMessage
 
-if TYPE_CHECKING:
-    from contextd.store.sessions import UsageTotals
-
 NO_TOKENS: Mapping[str, int] = MappingProxyType({})
+
+
+class UsageTotals(NamedTuple):
+    """Token usage summed over model calls."""
+
+    # As providers reported it, or counted by contextd where ``estimated``; every input
+    # token, the cached ones included.
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    prompt_tokens_estimate: int = 0  # contextd's own count before each call
+    cache_read_tokens: int = 0  # of prompt_tokens: read from the provider's prompt cache
+    cache_write_tokens: int = 0  # of prompt_tokens: written to it
+    # Some figure was counted by contextd: the provider reported none for a call.
+    estimated: bool = False
 
 
 def token_counts(counts: Mapping[str, int]) -> Mapping[str, int]:

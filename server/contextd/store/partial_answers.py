@@ -24,7 +24,8 @@ from dataclasses import dataclass, replace
 
 from contextd.core.errors import SessionNotFound
 from contextd.store.engine.database import Database, JoinedWrite, Row
-from contextd.store.sessions import UsageTotals, usage_totals
+from contextd.store.models import UsageTotals
+from contextd.store.sessions import usage_totals
 
 _COLUMNS = (
     "p.tenant_id, p.session_id, s.user_id, p.turn_index, p.step, p.text, p.tokenizer,"

@@ -17,7 +17,7 @@ each list is kept until a summary it may show changes
 it leaves out) or a session is deleted.
 
 Where another server may write (PostgreSQL: ``Database.shared_between_processes``),
-these lists are not kept: a build reads them with its session (store/session_snapshot.py).
+these lists are not kept: a build reads them with its session (store/sessions.py).
 """
 
 from __future__ import annotations

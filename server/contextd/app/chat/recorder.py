@@ -16,9 +16,8 @@ from contextd.core.messages import ChatMessage, Role, ToolCall
 from contextd.core.pipeline import is_blank
 from contextd.core.tokens import TokenizerRegistry
 from contextd.store.conversation import ConversationRepo
-from contextd.store.models import AnswerRecord, NewMessage, StoredMessage
+from contextd.store.models import AnswerRecord, NewMessage, StoredMessage, UsageTotals
 from contextd.store.partial_answers import PartialAnswerRepo
-from contextd.store.sessions import UsageTotals
 
 
 class TurnRecorder:
