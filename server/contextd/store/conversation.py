@@ -11,7 +11,6 @@ from collections.abc import Iterable, Sequence
 from contextd.core.errors import SessionNotFound
 from contextd.core.identity import DEFAULT_TENANT
 from contextd.core.messages import Role
-from contextd.store import answer_records
 from contextd.store.conversation_reads import (
     ALL_TOKENS,
     COLUMNS,
@@ -23,6 +22,7 @@ from contextd.store.message_writes import (
     INSERT_CHUNK,
     SEQ_INDEX,
     insert,
+    insert_answer_record,
     one_statement,
     stored_new,
 )
@@ -116,7 +116,7 @@ class ConversationRepo(ConversationReads):
                 version = await self._db.next_session_version(conn, session_id)
             stored = await insert(conn, session_id, owner, messages, self._db.writes_in_with)
             if answer is not None and stored:
-                await answer_records.insert(conn, stored[-1].id, answer)
+                await insert_answer_record(conn, stored[-1].id, answer)
             if also is not None:
                 await conn.execute(also.sql, also.params)
         self._appended(owner[0], session_id, stored, version)
