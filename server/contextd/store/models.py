@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 from contextd.core.content import ContentPart, ImageDetail, ImagePart, TextPart
 from contextd.core.identity import DEFAULT_TENANT
 from contextd.core.messages import ChatMessage
+from contextd.core.tokens import ESTIMATE, TokenizerRegistry, message_tokens
 
 NO_TOKENS: Mapping[str, int] = MappingProxyType({})
 
@@ -223,3 +224,21 @@ def _part(obj: dict[str, Any]) -> ContentPart:
         width=image.get("width", 0),
         height=image.get("height", 0),
     )
+
+
+def new_message(
+    tokenizers: TokenizerRegistry,
+    message: ChatMessage,
+    turn_index: int,
+    status: str = "",
+    tokenizer: str = "",
+) -> NewMessage:
+    """A row to store, with its counts under the default tokenizer, the estimate and
+    ``tokenizer`` (a chat turn's), so that building from the session never tokenizes it
+    again."""
+    tokens: dict[str, int] = {}
+    for name in ("", ESTIMATE, tokenizer):
+        tok = tokenizers.get(name)
+        if tok.name not in tokens:
+            tokens[tok.name] = message_tokens(message, tok)
+    return NewMessage(message, turn_index=turn_index, status=status, tokens=tokens)

@@ -1,6 +1,6 @@
 """The lines a turn writes to its session's event log (docs/chat.md, "The event log"):
 its events, from its start to its end (the session's own start and end lines are
-sessions.py's SessionLog).
+store/event_log/events.py's SessionLog).
 
 Everything about a line's type, step and meta is decided here; the store encodes and
 writes it (store/event_log/).

@@ -23,15 +23,16 @@ from contextd.app.chat.step_context import StepContexts
 from contextd.app.chat.tool_protocol import ToolProtocol, TurnParts
 from contextd.app.chat.turn import Turn
 from contextd.app.chat.turn_end import TurnEnd
+from contextd.app.scope import owned_session
 from contextd.app.session_context import SessionContextBuilder
-from contextd.app.sessions import SessionLog, SessionsApp
+from contextd.app.sessions import SessionsApp
 from contextd.core.errors import Violations
 from contextd.core.messages import ChatMessage, Role, ToolCall
 from contextd.core.tokens import TokenizerRegistry, message_tokens
 from contextd.metrics.recorder import NULL_RECORDER, Recorder
 from contextd.providers.base import ModelRequest, Provider
 from contextd.store.conversation import ConversationRepo
-from contextd.store.event_log.events import EventStore
+from contextd.store.event_log.events import EventStore, SessionLog
 from contextd.store.memory.repository import MemoryRepo
 from contextd.store.models import Session
 from contextd.store.partial_answers import Held, PartialAnswerRepo
@@ -214,7 +215,7 @@ class TurnSetup:
             caller = req.caller
             return Session("", caller.user_id, req.scenario, req.host, tenant_id=caller.tenant_id)
         if req.session_id:
-            return await self.sessions.get(req.caller, req.session_id)
+            return await owned_session(self.sessions.sessions, req.caller, req.session_id)
         return await self.sessions.create(req.caller, req.scenario, req.host, req.title)
 
     async def _answered_calls(
