@@ -13,7 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from contextd.app.offload import Offload
-from contextd.app.session_context import BuiltContext, SessionContextBuilder
+from contextd.app.session_build_request import BuiltContext
+from contextd.app.session_context import SessionContextBuilder
 from contextd.core.build import build_messages
 from contextd.core.build_request import BuildRequest
 from contextd.core.content import ImageLimits

@@ -27,7 +27,8 @@ from contextd.app.memories import ExpiryDefaults, MemoriesApp
 from contextd.app.memory_embedding import search_by_meaning
 from contextd.app.prompts import PromptsApp
 from contextd.app.retention import RetentionPurger
-from contextd.app.session_context import LayerDefaults, SessionContextBuilder
+from contextd.app.session_build_request import LayerDefaults
+from contextd.app.session_context import SessionContextBuilder
 from contextd.app.sessions import SessionsApp
 from contextd.app.users import UsersApp
 from contextd.config import Settings

@@ -13,7 +13,7 @@ from dataclasses import asdict
 from typing import Any
 
 from contextd.app.chat.turn import TokenUsage
-from contextd.app.session_context import ContextLayer
+from contextd.app.session_build_request import ContextLayer
 from contextd.core.build_request import BuildResult
 from contextd.core.messages import Role
 from contextd.core.pipeline import SUMMARY_HEADER

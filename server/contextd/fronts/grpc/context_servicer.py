@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 
 from contextd.app.context import ContextApp
 from contextd.app.scope import Caller
-from contextd.app.session_context import BuiltContext, SessionBuildRequest
+from contextd.app.session_build_request import BuiltContext, SessionBuildRequest
 from contextd.app.sessions import SessionsApp
 from contextd.core.build_request import (
     BuildRequest,

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
 from contextd.app.scope import not_found
-from contextd.app.session_context import ContextLayer
+from contextd.app.session_build_request import ContextLayer
 from contextd.core.build_request import BuildReport, CacheLayout
 from contextd.core.content import ContentPart, ImageLimits, parts_text
 from contextd.core.editing import EditingOptions, EditingSettings, EditKind, check_editing
