@@ -36,7 +36,9 @@ async def test_a_workers_write_waits_for_anothers_turn_and_starts_when_it_ends(
     second = await SqliteDatabase.open(path, shared=True)
     try:
         lock_file = path.with_name(path.name + WRITE_LOCK_SUFFIX)
-        assert stat.S_IMODE(lock_file.stat().st_mode) == 0o600
+        waiting_file = lock_file.with_name(lock_file.name + "-waiting")
+        for made in (lock_file, waiting_file):
+            assert stat.S_IMODE(made.stat().st_mode) == 0o600
         inside, leave = asyncio.Event(), asyncio.Event()
         holding = asyncio.create_task(_held(first, inside, leave))
         await inside.wait()
@@ -113,3 +115,25 @@ async def test_the_lock_is_one_holder_at_a_time_across_descriptors(tmp_path: Pat
     finally:
         for lock in (one, two, impatient):
             lock.close()
+
+
+async def test_a_worker_that_lets_go_queues_behind_one_that_waits(tmp_path: Path) -> None:
+    """The holder's next write does not take the lock back the moment it lets go while
+    another worker waits: turns alternate, so one busy worker cannot keep the lock."""
+    path = tmp_path / "writer"
+    one, two = WriteLock(path, 5), WriteLock(path, 5)
+    try:
+        await one.acquire()
+        waiting = asyncio.create_task(two.acquire())
+        await asyncio.sleep(0.05)  # the second worker is waiting
+        one.release()
+        again = asyncio.create_task(one.acquire())
+        await asyncio.wait_for(waiting, 5)
+        await asyncio.sleep(0.02)
+        assert not again.done()
+        two.release()
+        await asyncio.wait_for(again, 5)
+        one.release()
+    finally:
+        one.close()
+        two.close()

@@ -115,11 +115,13 @@ class TurnSetup:
     ) -> tuple[TurnStarted, ToolProtocol[Any], ModelRequest]:
         """Everything before the model is called; the turn's first event, its protocol
         and the first step's model request."""
-        session = await self._session(req)
         if not (req.session_id and self.turns.shared):
-            return await self._begin(req, session)
-        held = await self.turns.hold(session, req.deadline)
+            return await self._begin(req, await self._session(req))
+        # Claimed only for the caller's own session; the claim reads its row (PostgreSQL).
+        caller = req.caller
+        held = await self.turns.hold(caller.tenant_id, req.session_id, req.deadline, caller.user_id)
         try:
+            session = held.session or await self._session(req)
             return await self._begin(req, session, held)
         except BaseException:
             # A turn that stored no input leaves nothing to close: the session is free.
@@ -193,8 +195,7 @@ class TurnSetup:
             context_meta(context, tools.contexts.layers),
         )
         for call, (_, content) in zip(answered, req.tool_results, strict=True):
-            # A result belongs to the step of the call it answers, the one before this
-            # call's first.
+            # A result belongs to the step of its call, the one before this call's first.
             await log.observation(turn.step - 1, content, call.name, call.id)
         estimate = request.prompt_tokens_estimate
         started = TurnStarted(

@@ -6,7 +6,11 @@ the time. An ``flock`` on a file beside the database is a queue the kernel keeps
 worker that finds it taken blocks in a thread of its own and is woken the moment the
 holder lets go, while its event loop serves other calls.
 
-The uncontended path is one non-blocking ``flock``, with no thread. Waits go to one
+A worker that waits says so on a second file (a shared ``flock`` on ``…-waiting``), and
+a worker about to write checks it: while someone waits it queues behind them instead of
+taking the lock the moment it is let go, which would let one busy worker keep it.
+
+The uncontended path is two non-blocking ``flock`` calls, with no thread. Waits go to one
 daemon thread (it must not hold up the process's exit). A wait that gives up (the busy
 timeout) stays queued there; its lock is taken on a descriptor of its own, so when it is
 granted later it is let go at once and never confused with a lock taken since.
@@ -32,10 +36,11 @@ class WriteLockTimeout(TimeoutError):
 
 
 class _Wait:
-    """One blocking attempt, on its own descriptor."""
+    """One blocking attempt, on descriptors of its own."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, waiting: Path) -> None:
         self.fd = open_private(path, _FLAGS)
+        self._waiting = open_private(waiting, _FLAGS)
         self.granted: Future[None] = Future()
         self._guard = threading.Lock()
         self._abandoned = False
@@ -44,11 +49,14 @@ class _Wait:
         """In the waiting thread: until the lock is granted; let go at once if the
         waiter gave up meanwhile."""
         try:
+            fcntl.flock(self._waiting, fcntl.LOCK_SH)  # others see a worker waiting
             fcntl.flock(self.fd, fcntl.LOCK_EX)
         except OSError as error:
             os.close(self.fd)
             self.granted.set_exception(error)
             return
+        finally:
+            os.close(self._waiting)
         with self._guard:
             if self._abandoned:
                 os.close(self.fd)
@@ -68,8 +76,10 @@ class WriteLock:
 
     def __init__(self, path: Path, longest_wait: float) -> None:
         self.path = path
+        self._waiting_path = path.with_name(path.name + "-waiting")
         self._longest_wait = longest_wait
         self._fd = open_private(path, _FLAGS)
+        self._waiting = open_private(self._waiting_path, _FLAGS)
         self._held: int | None = None
         self._waits: queue.SimpleQueue[_Wait | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
@@ -77,14 +87,15 @@ class WriteLock:
     async def acquire(self) -> None:
         """Hold the lock; WriteLockTimeout after the longest wait."""
         assert self._held is None, "the write lock is held by this process already"
-        try:
-            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            pass
-        else:
-            self._held = self._fd
-            return
-        wait = _Wait(self.path)
+        if not self._others_wait():
+            try:
+                fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                pass
+            else:
+                self._held = self._fd
+                return
+        wait = _Wait(self.path, self._waiting_path)
         if self._thread is None:
             self._thread = threading.Thread(
                 target=self._serve_waits, name="contextd-write-lock", daemon=True
@@ -103,6 +114,14 @@ class WriteLock:
             raise
         self._held = wait.fd
 
+    def _others_wait(self) -> bool:
+        try:
+            fcntl.flock(self._waiting, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(self._waiting, fcntl.LOCK_UN)
+        return False
+
     def release(self) -> None:
         held, self._held = self._held, None
         if held is None:
@@ -115,6 +134,7 @@ class WriteLock:
     def close(self) -> None:
         self.release()
         os.close(self._fd)
+        os.close(self._waiting)
         self._waits.put(None)
 
     def _serve_waits(self) -> None:
