@@ -25,7 +25,7 @@ from tests.support.server import start_server
 # memories included (one statement; a user with memories adds the search's term counts).
 BUILD_ROUND_TRIPS = 1
 # At most, per turn: see bench/README.md ("pg_vs_sqlite.py") for where they go.
-TURN_ROUND_TRIPS = 8
+TURN_ROUND_TRIPS = 6
 USER = "round-trips"
 # Messages in the session: more than a build's window, which the session's first is not in.
 HISTORY = 100

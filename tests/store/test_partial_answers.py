@@ -38,7 +38,7 @@ async def open_turn(
     conversation = ConversationRepo(db)
     opening = partials.opening("acme", session.id, 1, "cl100k_base")
     await conversation.append(
-        session.id, "alice", [message(Role.USER, "hi")], tenant_id="acme", also=opening
+        session.id, "alice", [message(Role.USER, "hi")], tenant_id="acme", also=(opening,)
     )
     return conversation
 
@@ -72,7 +72,7 @@ async def test_emptied_with_a_step_and_deleted_with_the_answer(
         "alice",
         [message(Role.ASSISTANT, "Let me look")],
         tenant_id="acme",
-        also=partials.emptying(session.id, 1, UsageTotals(30, 5, 40, 12, 4, True)),
+        also=(partials.emptying(session.id, 1, UsageTotals(30, 5, 40, 12, 4, True)),),
     )
     [row] = await partials.left_behind()
     assert (row.step, row.text, row.usage) == (1, "", UsageTotals(30, 5, 40, 12, 4, True))
@@ -83,7 +83,7 @@ async def test_emptied_with_a_step_and_deleted_with_the_answer(
         [message(Role.ASSISTANT, "Found it.")],
         UsageTotals(60, 9, 80),
         tenant_id="acme",
-        also=partials.deleting(session.id),
+        also=(partials.deleting(session.id),),
     )
     assert await partials.left_behind() == []
     # A write that comes late finds no row and makes none.
@@ -102,7 +102,7 @@ async def test_a_failed_answer_keeps_the_row(db: Database, session: Session) -> 
             [message(Role.ASSISTANT, "Once upon a time")],
             UsageTotals(0, 0, 40),
             tenant_id="acme",
-            also=partials.deleting(session.id),
+            also=(partials.deleting(session.id),),
         )
     [row] = await partials.left_behind()
     assert row.text == "Once"
@@ -121,7 +121,7 @@ async def test_another_users_write_neither_opens_nor_empties_the_row(
             "bob",
             [message(Role.USER, "hi")],
             tenant_id="acme",
-            also=partials.opening("acme", session.id, 1, "cl100k_base"),
+            also=(partials.opening("acme", session.id, 1, "cl100k_base"),),
         )
     assert await partials.left_behind() == []
     await open_turn(db, session, partials)
@@ -132,7 +132,7 @@ async def test_another_users_write_neither_opens_nor_empties_the_row(
             "bob",
             [message(Role.ASSISTANT, "Once")],
             tenant_id="acme",
-            also=partials.emptying(session.id, 1, UsageTotals(1, 1, 1)),
+            also=(partials.emptying(session.id, 1, UsageTotals(1, 1, 1)),),
         )
     [row] = await partials.left_behind()
     assert (row.step, row.text) == (0, "Once")
@@ -151,7 +151,7 @@ async def test_a_new_turn_replaces_a_row_left_behind(db: Database, session: Sess
         "alice",
         [NewMessage(ChatMessage(Role.USER, "again"), turn_index=2)],
         tenant_id="acme",
-        also=partials.opening("acme", session.id, 2, "estimate"),
+        also=(partials.opening("acme", session.id, 2, "estimate"),),
     )
     [row] = await partials.left_behind()
     assert (row.turn_index, row.text, row.tokenizer, row.usage) == (
@@ -177,7 +177,7 @@ async def start_turn(db: Database, partials: PartialAnswerRepo, session: Session
         "alice",
         [NewMessage(ChatMessage(Role.USER, "hi"), turn_index=1)],
         tenant_id="acme",
-        also=partials.opening("acme", session.id, 1, "cl100k_base"),
+        also=(partials.opening("acme", session.id, 1, "cl100k_base"),),
     )
 
 

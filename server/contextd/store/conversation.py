@@ -48,7 +48,7 @@ class ConversationRepo(ConversationReads):
         messages: Sequence[NewMessage],
         *,
         tenant_id: str = DEFAULT_TENANT,
-        also: JoinedWrite | None = None,
+        also: Sequence[JoinedWrite] = (),
     ) -> list[StoredMessage]:
         """Store ``messages`` at the end of the session, in one transaction (one
         statement where writes go in WITH, up to ``INSERT_CHUNK`` messages).
@@ -57,7 +57,8 @@ class ConversationRepo(ConversationReads):
         stored with it; the session's ``updated_at`` and ``message_count`` follow (a trigger
         of the schema does that in the same statement). Raises SessionNotFound when the
         session does not exist or belongs to another user (of the tenant, or another
-        tenant), ValueError for a system message. ``also`` runs in the same transaction.
+        tenant), ValueError for a system message. ``also``'s writes run in the same
+        transaction, in their order.
         """
         stored, _ = await self._append(session_id, (tenant_id, user_id), messages, None, also)
         return stored
@@ -70,7 +71,7 @@ class ConversationRepo(ConversationReads):
         usage: UsageTotals,
         *,
         tenant_id: str = DEFAULT_TENANT,
-        also: JoinedWrite | None = None,
+        also: Sequence[JoinedWrite] = (),
         answer: AnswerRecord | None = None,
     ) -> tuple[list[StoredMessage], UsageTotals]:
         """``append``, and add a turn's usage to the
@@ -87,7 +88,7 @@ class ConversationRepo(ConversationReads):
         owner: tuple[str, str],
         messages: Sequence[NewMessage],
         usage: UsageTotals | None,
-        also: JoinedWrite | None,
+        also: Sequence[JoinedWrite],
         answer: AnswerRecord | None = None,
     ) -> tuple[list[StoredMessage], UsageTotals | None]:
         for new in messages:
@@ -96,7 +97,7 @@ class ConversationRepo(ConversationReads):
                     f"a {new.message.role.value} message cannot be stored in a conversation "
                     "(only user, assistant and tool messages)"
                 )
-        if not messages and usage is None and also is None:
+        if not messages and usage is None and not also:
             return [], None
         if self._db.writes_in_with and len(messages) <= INSERT_CHUNK:
             try:
@@ -117,8 +118,8 @@ class ConversationRepo(ConversationReads):
             stored = await insert(conn, session_id, owner, messages, self._db.writes_in_with)
             if answer is not None and stored:
                 await insert_answer_record(conn, stored[-1].id, answer)
-            if also is not None:
-                await conn.execute(also.sql, also.params)
+            for joined in also:
+                await conn.execute(joined.sql, joined.params)
         self._appended(owner[0], session_id, stored, version)
         return stored, totals
 
@@ -128,7 +129,7 @@ class ConversationRepo(ConversationReads):
         owner: tuple[str, str],
         messages: Sequence[NewMessage],
         usage: UsageTotals | None,
-        also: JoinedWrite | None,
+        also: Sequence[JoinedWrite],
         answer: AnswerRecord | None,
     ) -> tuple[list[StoredMessage], UsageTotals | None]:
         """``_append`` as one statement that commits by itself: one round trip, where

@@ -193,13 +193,13 @@ def one_statement(
     owner: tuple[str, str],
     messages: Sequence[NewMessage],
     usage: UsageTotals | None,
-    also: JoinedWrite | None,
+    also: Sequence[JoinedWrite],
     now: float,
     answer: AnswerRecord | None = None,
 ) -> tuple[str, list[object]]:
     """``_append``'s transaction as one WITH statement (PostgreSQL): ``written`` moves the
     session's version on (and adds ``usage``) and holds its row, which must be the
-    owner's; the messages with their counts, ``also`` and the ``answer``'s record (kept
+    owner's; the messages with their counts, ``also``'s writes and the ``answer``'s record (kept
     with the last message) are written only with it. Its
     rows: the version (and the totals, with ``usage``) with each message's id and seq.
 
@@ -234,9 +234,9 @@ def one_statement(
         params += [session_id, *batch_params, now, now]
         selected += ", a.id, a.seq"
         tail += " JOIN added a ON TRUE"
-    if also is not None:
-        parts.append(f"joined AS ({also.in_with})")
-        params += also.params
+    for joined in also:
+        parts.append(joined.in_with)
+        params += joined.params
     if answer is not None and messages:
         recorded, recorded_params = _answer_in_with("added", answer)
         parts.append(f"recorded AS ({recorded})")

@@ -133,22 +133,20 @@ class PartialAnswerRepo:
         )
         return JoinedWrite(
             f"{columns} VALUES ({values}){upsert}",
-            f"{columns} SELECT {values} FROM written{upsert}",
+            f"partial_answer AS ({columns} SELECT {values} FROM written{upsert})",
             (session_id, tenant_id, turn_index, step, tokenizer, now, now, self.owner),
         )
 
     def emptying(self, session_id: str, step: int, usage: UsageTotals) -> JoinedWrite:
         """The row with no text, for step ``step`` (the text so far is stored)."""
         sql, params = _update(session_id, step, "", usage, self.owner)
-        return JoinedWrite(sql, sql + _WITH_WRITTEN, params)
+        return JoinedWrite(sql, _in_with(sql), params)
 
     def deleting(self, session_id: str, owner: str | None = None) -> JoinedWrite:
         """No row: the turn's answer is stored. Only a row of ``owner`` (this process
         when None) goes: a turn that lost its lease leaves its successor's row alone."""
         sql = "DELETE FROM partial_answers WHERE session_id = ? AND owner = ?"
-        return JoinedWrite(
-            sql, sql + _WITH_WRITTEN, (session_id, self.owner if owner is None else owner)
-        )
+        return JoinedWrite(sql, _in_with(sql), (session_id, self.owner if owner is None else owner))
 
     async def save(self, session_id: str, step: int, text: str, usage: UsageTotals) -> None:
         """Replace the row's text; no row of this process (the turn ended, its session was
@@ -286,8 +284,10 @@ def _user_params(user_id: str | None) -> tuple[bool, str]:
     return user_id is None, user_id or ""
 
 
-# A JoinedWrite's condition in WITH: only with the row of the statement's own write.
-_WITH_WRITTEN = " AND EXISTS (SELECT 1 FROM written)"
+def _in_with(sql: str) -> str:
+    """A JoinedWrite's form in WITH of a statement ending in a WHERE clause: only with
+    the row of the other statement's own write."""
+    return f"partial_answer AS ({sql} AND EXISTS (SELECT 1 FROM written))"
 
 
 def _update(

@@ -93,7 +93,7 @@ async def killed_turn(app: App, text: str) -> str:
         session.id,
         "alice",
         [new_message(app.sessions.tokenizers, ChatMessage(Role.USER, "Tell me"), 1)],
-        also=partials.opening(session.tenant_id, session.id, 1, "cl100k_base"),
+        also=(partials.opening(session.tenant_id, session.id, 1, "cl100k_base"),),
     )
     await app.events.append(session.id, "session_start")
     await app.events.append(session.id, "turn_start", turn=1, content="Tell me")

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 from contextd.app.chat.recorder import TurnRecorder
 from contextd.core.messages import ChatMessage
+from contextd.store.event_log.events import LogLines
 from contextd.store.models import NewMessage, StoredMessage
 
 
@@ -21,7 +22,9 @@ class EphemeralRecorder(TurnRecorder):
     def begin_step(self, prompt_tokens_estimate: int) -> None:
         self._turn.begin_step(prompt_tokens_estimate)  # no partial answer to save
 
-    async def store(self, rows: Sequence[NewMessage], *, step: bool = True) -> list[StoredMessage]:
+    async def store(
+        self, rows: Sequence[NewMessage], *, step: bool = True, logged: LogLines | None = None
+    ) -> list[StoredMessage]:
         self.kept.extend(row.message for row in rows)
         return []
 
@@ -29,7 +32,9 @@ class EphemeralRecorder(TurnRecorder):
         self.kept.append(message)
         return None
 
-    async def store_answer(self, message: ChatMessage, status: str = "") -> StoredMessage | None:
+    async def store_answer(
+        self, message: ChatMessage, status: str = "", logged: LogLines | None = None
+    ) -> StoredMessage | None:
         usage = self._turn.usage
         usage.stored(usage.turn.totals())
         return None

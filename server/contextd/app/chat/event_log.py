@@ -18,7 +18,7 @@ from contextd.app.session_build_request import ContextLayer
 from contextd.core.build_request import BuildResult
 from contextd.core.messages import Role
 from contextd.core.pipeline import SUMMARY_HEADER
-from contextd.store.event_log.events import EventStore, NewEvent, event_tokens
+from contextd.store.event_log.events import EventStore, LogLines, NewEvent, event_tokens
 
 
 class TurnLog:
@@ -48,10 +48,17 @@ class TurnLog:
         """``input_tokens``: the estimate of the user's input (the user message, or the
         tool results of a continued turn); the whole prompt's is the first step's.
         ``context``: the first step's build report (``context_meta``)."""
-        meta: dict[str, object] = {"tokens": {"prompt": input_tokens}, "continuing": continuing}
-        if context is not None:
-            meta["context"] = context
-        await self._append("turn_start", content=content, role="user", meta=meta)
+        await self._write(_turn_start(self._index, content, input_tokens, continuing, context))
+
+    def starting(
+        self,
+        content: str,
+        input_tokens: int,
+        continuing: bool,
+        context: dict[str, Any] | None = None,
+    ) -> LogLines:
+        """``turn_start``'s line, to be written with the turn's input."""
+        return self._joining(_turn_start(self._index, content, input_tokens, continuing, context))
 
     def assistant(self, step: int, text: str, usage: TokenUsage) -> None:
         """A model call ended, with ``text``: logged with the turn's next line."""
@@ -89,6 +96,33 @@ class TurnLog:
     ) -> None:
         """``final``: the step and text of the turn's answer, logged as its final line
         just before turn_end, in the same write."""
+        await self._write(*self._end(status, step_count, turn_usage, duration_ms, error, final))
+
+    def ending(
+        self,
+        status: str,
+        step_count: int,
+        turn_usage: TokenUsage,
+        *,
+        duration_ms: int,
+        error: str = "",
+        final: tuple[int, str] | None = None,
+        join: bool = True,
+    ) -> LogLines:
+        """``turn_end``'s lines, to be written with the turn's answer (``join``), or
+        once it is stored."""
+        events = self._end(status, step_count, turn_usage, duration_ms, error, final)
+        return self._joining(*events, join=join)
+
+    def _end(
+        self,
+        status: str,
+        step_count: int,
+        turn_usage: TokenUsage,
+        duration_ms: int,
+        error: str,
+        final: tuple[int, str] | None,
+    ) -> tuple[NewEvent, ...]:
         meta: dict[str, object] = {
             "status": status,
             "stepCount": step_count,
@@ -99,13 +133,32 @@ class TurnLog:
             meta["errorMessage"] = error
         end = NewEvent("turn_end", self._index, meta=meta)
         if final is None:
-            await self._write(end)
-            return
+            return (end,)
         step, answer = final
         answered = NewEvent(
             "final", self._index, step, answer, "assistant", {"tokens": tokens(turn_usage)}
         )
-        await self._write(answered, end)
+        return answered, end
+
+    def _joining(self, *events: NewEvent, join: bool = True) -> LogLines:
+        """``events`` after the assistant line not written yet, if any, as a write to
+        join to a write of the turn's messages (``join``), where the log can join one."""
+        if self._pending is not None:
+            events = (self._pending, *events)
+        joined = None
+        if join and self._events is not None:
+            joined = self._events.joined(self._session_id, events, tenant_id=self._tenant_id)
+        return LogLines(events, joined)
+
+    async def written(self, lines: LogLines) -> None:
+        """The write ``lines`` were to join committed: they are written (with it, or now,
+        where the log could not join it), the assistant line among them too."""
+        if self._pending is not None and lines.events[0] is self._pending:
+            self._pending = None
+        if lines.joined is None and self._events is not None:
+            await self._events.append_many(
+                self._session_id, lines.events, tenant_id=self._tenant_id
+            )
 
     async def _append(
         self,
@@ -126,6 +179,19 @@ class TurnLog:
             events = (self._pending, *events)
             self._pending = None
         await self._events.append_many(self._session_id, events, tenant_id=self._tenant_id)
+
+
+def _turn_start(
+    index: int,
+    content: str,
+    input_tokens: int,
+    continuing: bool,
+    context: dict[str, Any] | None,
+) -> NewEvent:
+    meta: dict[str, object] = {"tokens": {"prompt": input_tokens}, "continuing": continuing}
+    if context is not None:
+        meta["context"] = context
+    return NewEvent("turn_start", index, content=content, role="user", meta=meta)
 
 
 def context_meta(built: BuildResult, layers: Sequence[ContextLayer]) -> dict[str, Any]:

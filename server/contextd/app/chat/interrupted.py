@@ -104,7 +104,7 @@ class InterruptedTurns:
             rows,
             usage.totals(),
             tenant_id=left.tenant_id,
-            also=self._partials.deleting(left.session_id, left.owner),
+            also=(self._partials.deleting(left.session_id, left.owner),),
         )
 
     async def _turn_ended_in_log(self, left: PartialAnswer) -> bool:

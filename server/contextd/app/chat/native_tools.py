@@ -104,8 +104,7 @@ class NativeTools(ToolProtocol[StepCalls]):
     async def stop_at_step_limit(self, action: InlineAction[StepCalls]) -> TurnCompleted:
         record = self.record
         message = ChatMessage(Role.ASSISTANT, action.text, action.tool_use)
-        stored = await record.store_answer(message)
-        return await record.end.complete(stored, TurnStatus.MAX_STEPS, self.turn.text)
+        return await record.finish(message, TurnStatus.MAX_STEPS, self.turn.text)
 
     async def answer_inline(self, action: InlineAction[StepCalls]) -> InlineAnswers:
         """Store the calls, run each server tool, store the results (as a host would)."""

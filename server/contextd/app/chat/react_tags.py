@@ -111,8 +111,7 @@ class ReactTags(ToolProtocol[react.Action]):
     async def stop_at_step_limit(self, action: InlineAction[react.Action]) -> TurnCompleted:
         status = TurnStatus.MAX_STEPS
         message = ChatMessage(Role.ASSISTANT, action.text)
-        stored = await self.record.store_answer(message, status.value)
-        return await self.record.end.complete(stored, status, "")
+        return await self.record.finish(message, status, "", message_status=status.value)
 
     async def answer_inline(self, action: InlineAction[react.Action]) -> InlineAnswers:
         """memory_search, or an error naming the tools for a tool that does not exist."""

@@ -3,19 +3,18 @@ turn_end.py's)."""
 
 from __future__ import annotations
 
-import asyncio
-import logging
-import time
 from collections.abc import Sequence
 
 from contextd.app.chat.events import TurnCompleted, TurnStatus
+from contextd.app.chat.partial_writer import PartialAnswerWriter
 from contextd.app.chat.turn import Turn
 from contextd.app.chat.turn_end import TurnEnd
 from contextd.core.messages import ChatMessage, Role, ToolCall
 from contextd.core.pipeline import is_blank
 from contextd.core.tokens import TokenizerRegistry
 from contextd.store.conversation import ConversationRepo
-from contextd.store.models import AnswerRecord, NewMessage, StoredMessage, UsageTotals, new_message
+from contextd.store.event_log.events import LogLines
+from contextd.store.models import AnswerRecord, NewMessage, StoredMessage, new_message
 from contextd.store.partial_answers import PartialAnswerRepo
 
 
@@ -70,22 +69,29 @@ class TurnRecorder:
         turn = self._turn
         return new_message(self._tokenizers, message, turn.index, status, turn.tokenizer)
 
-    async def store(self, rows: Sequence[NewMessage], *, step: bool = True) -> list[StoredMessage]:
+    async def store(
+        self, rows: Sequence[NewMessage], *, step: bool = True, logged: LogLines | None = None
+    ) -> list[StoredMessage]:
         """Messages of its steps (tool results, observations; ``kept`` too) or its input
-        (``step`` False); the turn's first write opens its partial_answers row with them."""
+        (``step`` False); the turn's first write opens its partial_answers row with them.
+        ``logged``: log lines written with them (in their write, where the log can join
+        it)."""
         if step:
             self.kept.extend(row.message for row in rows)
         turn = self._turn
         session = turn.session
-        opening = None
+        also = logged.also if logged else ()
         if not self._opened:
             opening = self._partials.opening(
                 session.tenant_id, session.id, turn.index, turn.tokenizer, turn.step
             )
+            also = (opening, *also)
         stored = await self._conversation.append(
-            session.id, turn.user_id, rows, tenant_id=session.tenant_id, also=opening
+            session.id, turn.user_id, rows, tenant_id=session.tenant_id, also=also
         )
         self._opened = True
+        if logged is not None:
+            await self.end.log.written(logged)
         return stored
 
     async def store_step(self, message: ChatMessage) -> StoredMessage | None:
@@ -100,14 +106,16 @@ class TurnRecorder:
             turn.user_id,
             [self.row(message)],
             tenant_id=turn.session.tenant_id,
-            also=emptying,
+            also=(emptying,),
         )
         return stored
 
-    async def store_answer(self, message: ChatMessage, status: str = "") -> StoredMessage | None:
+    async def store_answer(
+        self, message: ChatMessage, status: str = "", logged: LogLines | None = None
+    ) -> StoredMessage | None:
         """The turn's last assistant message (none when it is blank) and its usage, in
         one transaction, which deletes the partial answer: the turn's last write but the
-        event log's."""
+        event log's (``logged``: log lines written with it, where the log can join it)."""
         await self._writer.settle()
         turn = self._turn
         rows = []
@@ -119,7 +127,7 @@ class TurnRecorder:
             rows,
             turn.usage.turn.totals(),
             tenant_id=turn.session.tenant_id,
-            also=self._partials.deleting(turn.session.id),
+            also=(self._partials.deleting(turn.session.id), *(logged.also if logged else ())),
             answer=AnswerRecord(turn.model, turn.usage.turn.totals(), self._note),
         )
         turn.usage.stored(totals)
@@ -130,10 +138,26 @@ class TurnRecorder:
     async def answer(self, text: str, final_text: str) -> TurnCompleted:
         """The step answered the user: store ``text`` and end the turn ok, reporting
         ``final_text``."""
-        turn = self._turn
-        stored = await self.store_answer(ChatMessage(Role.ASSISTANT, text))
+        message = ChatMessage(Role.ASSISTANT, text)
         # The final line goes with turn_end, in one write.
-        return await self.end.complete(stored, TurnStatus.OK, final_text, final=(turn.step, text))
+        final = (self._turn.step, text)
+        return await self.finish(message, TurnStatus.OK, final_text, final=final)
+
+    async def finish(
+        self,
+        message: ChatMessage,
+        status: TurnStatus,
+        final_text: str,
+        *,
+        message_status: str = "",
+        error: str = "",
+        final: tuple[int, str] | None = None,
+    ) -> TurnCompleted:
+        """Store the turn's answer (``store_answer``) and end the turn with ``status``,
+        the end's log lines written with the answer where the log can join that write."""
+        ending = self.end.ending(status, error=error, final=final)
+        stored = await self.store_answer(message, message_status, ending.lines)
+        return await self.end.ended(stored, ending, final_text)
 
     async def store_partial(self, status: TurnStatus, error: str) -> TurnCompleted:
         """Keep what the model said in the step that broke off, marked with its status
@@ -141,108 +165,9 @@ class TurnRecorder:
         was stored already and only its end is missing."""
         turn = self._turn
         turn.usage.count_step()  # the prompt was sent all the same
-        stored = None
         if turn.usage.session is None:
             message = ChatMessage(Role.ASSISTANT, turn.step_text)
-            stored = await self.store_answer(message, status.value)
-        return await self.end.complete(stored, status, turn.text, error=error)
-
-
-# Saving the text a model step streams, so that a killed server keeps most of it; where
-# processes share the database, renewing the session's lease the row is.
-log = logging.getLogger("contextd.chat")
-
-# At most one write a second per turn: a killed server loses at most the text of the
-# last second.
-SAVE_INTERVAL = 1.0
-# Renewals (or saves) per lease period: enough that a late one or two still keep the
-# lease, few enough that waiting turns (tools, a slow model) cost the database little.
-RENEWALS_PER_LEASE = 4
-
-
-class PartialAnswerWriter:
-    """Saves a turn's streaming step text to its partial_answers row once a second,
-    from a timer, so that the stream's deltas pay nothing for it. Where other processes
-    share the database, a tick with no new text renews the row's lease instead (a save
-    renews it too), once a quarter of the lease passed since the row's last write. A
-    write runs as a task of its own and never holds the stream up: one at a time (a tick
-    while one runs is skipped), and one that fails is logged and the turn goes on."""
-
-    __slots__ = ("_lease_lost", "_renewed_at", "_repo", "_saved", "_task", "_timer", "_turn")
-
-    def __init__(self, repo: PartialAnswerRepo, turn: Turn) -> None:
-        self._repo = repo
-        self._turn = turn
-        self._timer: asyncio.TimerHandle | None = None
-        self._task: asyncio.Task[None] | None = None
-        self._saved = (0, 0)  # (step, characters of its text) in the row
-        self._lease_lost = False  # a renewal found the row another process's
-        # time.monotonic() of the row's last write (its opening, a save, a renewal).
-        self._renewed_at = time.monotonic()
-
-    def start(self) -> None:
-        """A model step starts streaming: its first write comes a second later."""
-        self.stop()
-        self._timer = asyncio.get_running_loop().call_later(SAVE_INTERVAL, self._tick)
-
-    def stop(self) -> None:
-        """The step's stream ended: no more writes are started."""
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-
-    async def settle(self) -> None:
-        """No more writes, and the one running has finished: the turn's next write to the
-        row (storing its text as a message) comes after it. A cancel of the caller leaves
-        the write to finish."""
-        self.stop()
-        if self._task is not None:
-            await asyncio.wait((self._task,))
-
-    def _tick(self) -> None:
-        loop = asyncio.get_running_loop()
-        self._timer = loop.call_later(SAVE_INTERVAL, self._tick)
-        if self._task is not None:
-            return
-        turn = self._turn
-        text = turn.step_text
-        if (turn.step, len(text)) == self._saved or not text:
-            due = self._renewed_at + self._repo.lease_seconds / RENEWALS_PER_LEASE
-            if self._repo.turns_hold_leases and not self._lease_lost and time.monotonic() >= due:
-                self._task = loop.create_task(self._renew())
-            return
-        self._task = loop.create_task(self._save(turn.step, text, turn.usage.so_far()))
-
-    async def _renew(self) -> None:
-        session_id = self._turn.session.id
-        try:
-            started = time.monotonic()
-            if await self._repo.renew(session_id):
-                self._renewed_at = started
-            else:
-                # Renewals came too late (or the session is gone): another process may
-                # have closed this turn as interrupted. Said once; the turn goes on.
-                self._lease_lost = True
-                log.warning("the turn lost its session's lease", extra={"session_id": session_id})
-        except Exception as error:
-            log.warning(
-                "could not renew the session's lease; the turn goes on",
-                extra={"session_id": session_id, "error": repr(error)},
+            return await self.finish(
+                message, status, turn.text, message_status=status.value, error=error
             )
-        finally:
-            self._task = None
-
-    async def _save(self, step: int, text: str, usage: UsageTotals) -> None:
-        started = time.monotonic()
-        try:
-            await self._repo.save(self._turn.session.id, step, text, usage)
-        except Exception as error:
-            log.warning(
-                "could not save the partial answer; the turn goes on",
-                extra={"session_id": self._turn.session.id, "error": repr(error)},
-            )
-        else:
-            self._saved = (step, len(text))
-            self._renewed_at = started
-        finally:
-            self._task = None
+        return await self.end.complete(None, status, turn.text, error=error)

@@ -181,19 +181,19 @@ class TurnSetup:
             input_tokens = sum(message_tokens(m, req.tokenizer) for m in req.trailing_results)
         else:
             context = await tools.contexts.for_user_message(req.user_message, req.user_parts)
-            # The session was read above: store directly, with token counts.
+            # The session was read above: store directly, with token counts, and
+            # turn_start with it (in its write where the log can join it).
             row = record.row(ChatMessage(Role.USER, req.user_message, parts=req.user_parts))
-            if not req.ephemeral:
-                [stored] = await record.store([row], step=False)
-                user_message_id = str(stored.id)
             input_tokens = row.tokens[req.tokenizer.name]
+            if not req.ephemeral:
+                meta = context_meta(context, tools.contexts.layers)
+                starting = log.starting(req.user_message, input_tokens, False, meta)
+                [stored] = await record.store([row], step=False, logged=starting)
+                user_message_id = str(stored.id)
         request = tools.model_request(context)
-        await log.turn_start(
-            req.user_message,
-            input_tokens,
-            continuing,
-            context_meta(context, tools.contexts.layers),
-        )
+        if continuing or not user_message_id:  # turn_start not written with the input
+            meta = context_meta(context, tools.contexts.layers)
+            await log.turn_start(req.user_message, input_tokens, continuing, meta)
         for call, (_, content) in zip(answered, req.tool_results, strict=True):
             # A result belongs to the step of its call, the one before this call's first.
             await log.observation(turn.step - 1, content, call.name, call.id)

@@ -51,10 +51,11 @@ class KeyConflict(Exception):
 class JoinedWrite:
     """A write that commits with another or not at all, in two forms with the same
     ``params``: ``sql``, one statement run in the other write's transaction; and, where
-    writes go in WITH (``Database.writes_in_with``), ``in_with``, the same write as a part
-    of the other's one statement, made to write nothing unless that statement's CTE
-    ``written`` has a row (the row the statement writes first: store/conversation.py's
-    session row)."""
+    writes go in WITH (``Database.writes_in_with``), ``in_with``, the same write as parts
+    of the other's one statement (``name AS (...)``, comma-separated, named after what
+    they write so that two joined writes never share a name), made to write nothing
+    unless that statement's CTE ``written`` has a row (the row the statement writes
+    first: store/conversation.py's session row)."""
 
     sql: str
     in_with: str

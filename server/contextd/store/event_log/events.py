@@ -22,7 +22,7 @@ from contextd.core.identity import DEFAULT_TENANT, TENANT_ID_RULE, is_tenant_id
 from contextd.store.models import Session
 
 if TYPE_CHECKING:
-    from contextd.store.engine.database import Connection
+    from contextd.store.engine.database import Connection, JoinedWrite
 
 # The folder of a data directory that holds the event logs' files (SQLite; on PostgreSQL
 # they are rows and the folder stays unused).
@@ -192,6 +192,21 @@ def encoded_events(
     return [event for event, _ in encoded], [line for _, line in encoded]
 
 
+@dataclass(frozen=True, slots=True)
+class LogLines:
+    """Lines of a session's log to be written with a write of its messages: ``joined``,
+    the write that commits with it (``EventStore.joined``), where the log can join one;
+    None: they are appended once that write committed."""
+
+    events: tuple[NewEvent, ...]
+    joined: JoinedWrite | None
+
+    @property
+    def also(self) -> tuple[JoinedWrite, ...]:
+        """ConversationRepo's ``also`` for them."""
+        return () if self.joined is None else (self.joined,)
+
+
 class EventStore(ABC):
     """A session's event log, whichever engine keeps it: the same lines, the same reads.
     Events are encoded alike for every engine (encode_event, encoded_events); an engine
@@ -219,6 +234,14 @@ class EventStore(ABC):
     ) -> list[dict[str, Any]]:
         """Write ``events`` one after the other in one write (one statement, one system
         call): all of them or, on error, none; they are returned once written."""
+
+    def joined(
+        self, session_id: str, events: Sequence[NewEvent], *, tenant_id: str = DEFAULT_TENANT
+    ) -> JoinedWrite | None:
+        """``events`` as a write that commits with a write of the session's messages
+        (store/conversation.py's ``also``), or not at all; None where the log cannot be
+        written that way (files): then ``append_many`` writes them after it."""
+        return None
 
     @abstractmethod
     def read(

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import asyncpg
 
 from contextd.core.identity import DEFAULT_TENANT
-from contextd.store.engine.database import Connection, Database
+from contextd.store.engine.database import Connection, Database, JoinedWrite
 from contextd.store.event_log.events import (
     EventStore,
     NewEvent,
@@ -50,6 +50,21 @@ _APPEND_MANY = (
     " INSERT INTO event_lines (tenant_id, session_id, line, data)"
     " SELECT $1, $2, next.last_line - cardinality($3::text[]) + d.n, d.data"
     " FROM next, unnest($3::text[]) WITH ORDINALITY AS d (data, n)"
+)
+
+# The lines (the first parameter, in order) as parts of another write's WITH statement
+# (JoinedWrite), numbered as above, and written only with the row of that statement's
+# own write (``written``, the session's). Parameters: the lines, the tenant, the session.
+_JOINED_LINES = (
+    "log_lines (data) AS (SELECT CAST(? AS TEXT[])),"
+    " log_end AS (INSERT INTO event_log_ends (tenant_id, session_id, last_line)"
+    " SELECT ?, ?, cardinality(l.data) FROM log_lines l WHERE {condition}"
+    " ON CONFLICT (tenant_id, session_id)"
+    " DO UPDATE SET last_line = event_log_ends.last_line + excluded.last_line"
+    " RETURNING tenant_id, session_id, last_line),"
+    " log_added AS (INSERT INTO event_lines (tenant_id, session_id, line, data)"
+    " SELECT e.tenant_id, e.session_id, e.last_line - cardinality(l.data) + d.n, d.data"
+    " FROM log_end e, log_lines l, unnest(l.data) WITH ORDINALITY AS d (data, n))"
 )
 
 
@@ -85,6 +100,19 @@ class DatabaseEventLog(EventStore):
         written, lines = encoded_events(session_id, events)
         await self._write(session_id, tenant_id, lines)
         return written
+
+    def joined(
+        self, session_id: str, events: Sequence[NewEvent], *, tenant_id: str = DEFAULT_TENANT
+    ) -> JoinedWrite:
+        check_tenant_id(tenant_id)
+        self._check_open()
+        _, lines = encoded_events(session_id, events)
+        return JoinedWrite(
+            # In the other write's transaction, which holds the session's row.
+            f"WITH {_JOINED_LINES.format(condition='TRUE')} SELECT 1",
+            _JOINED_LINES.format(condition="EXISTS (SELECT 1 FROM written)"),
+            (lines, tenant_id, session_id),
+        )
 
     async def _write(self, session_id: str, tenant_id: str, lines: list[str]) -> None:
         """The lines after the session's last, in one statement that commits by itself."""
