@@ -25,8 +25,6 @@ from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 # characters); anything else is refused as INVALID_ARGUMENT before it is looked up.
 _ID_FORM = re.compile(r"[A-Za-z0-9_-]{1,64}")
 ID_FORM_RULE = "at most 64 letters, digits, '_' or '-'"
-# The store's own session ids, which also name files.
-_SESSION_ID = re.compile(r"[0-9a-f]{32}")
 
 KEY_BYTES = 32
 # Ids encoded lately, per kind: a session's build shows the same messages turn after
@@ -39,14 +37,6 @@ _ENCODED_CHARS = 22  # 16 bytes of base64 without its padding
 def is_id_form(value: str) -> bool:
     """Whether ``value`` has the form of an id (see ``ID_FORM_RULE``)."""
     return _ID_FORM.fullmatch(value) is not None
-
-
-def check_session_id(session_id: str) -> str:
-    """A session id is 32 lowercase hex characters (uuid4().hex); anything else could
-    name a path outside a folder of session files, so it is refused (ValueError)."""
-    if not isinstance(session_id, str) or not _SESSION_ID.fullmatch(session_id):
-        raise ValueError(f"session_id must be 32 lowercase hex characters, got {session_id!r}")
-    return session_id
 
 
 class IdKind(IntEnum):

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from contextd.core.identity import DEFAULT_TENANT
-from contextd.core.ids import check_session_id
+from contextd.store.models import check_session_id
 
 if TYPE_CHECKING:
     from contextd.store.engine.database import Connection

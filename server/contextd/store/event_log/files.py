@@ -45,10 +45,10 @@ from typing import Any, BinaryIO
 
 from contextd.core.errors import StorageFull
 from contextd.core.identity import DEFAULT_TENANT, check_tenant_id, is_tenant_id, tenant_dir_name
-from contextd.core.ids import check_session_id
 from contextd.store.engine.database import Connection
 from contextd.store.engine.disk import DiskWatch
 from contextd.store.engine.private import make_dir, open_private
+from contextd.store.models import check_session_id
 
 _READ_CHUNK = 256 * 1024
 _OPEN_FLAGS = os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 import asyncpg
 
 from contextd.core.identity import check_tenant_id
-from contextd.core.ids import check_session_id
 from contextd.store.engine.database import Connection, Database
+from contextd.store.models import check_session_id
 
 if TYPE_CHECKING:
     from contextd.store.engine.postgresql import PostgresDatabase
