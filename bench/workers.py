@@ -14,6 +14,13 @@ Server CPU is the parent's and every worker's user and system time over the run
 sharing; N times the 2-worker figure is the throughput N workers would give on N cores
 with nothing else running. Rounds alternate 1 and 2 workers; the figures are medians.
 
+A worker is not one thread: gRPC's own threads (its event engine and the poller that
+wakes the event loop) read and write the sockets beside the Python thread, so a worker
+that keeps its Python thread busy uses more than one core. The run prints the cores each
+side used, the main threads' share of the server's CPU, and h2load's own CPU; from them,
+the most 2 ÷ 1 can reach on this machine: the cores h2load leaves, divided by the cores
+one worker used.
+
 Run: ``python bench/workers.py [--quick] [--database-url URL]`` (SQLite by default).
 Targets: 2 workers / 1 >= 1.7 for BuildMessages (``RESULT workers``); derived N=8 >= 0.9
 x 8 x one worker's calls per CPU-second, i.e. calls per CPU-second with 2 workers / 1 >=
@@ -72,21 +79,32 @@ class Server:
     process: subprocess.Popen[str]
     port: int
 
-    def cpu_seconds(self) -> float:
-        """User and system time of the parent and every worker so far."""
-        tick = os.sysconf("SC_CLK_TCK")
-        total = 0
+    def cpu_seconds(self) -> tuple[float, float]:
+        """User and system time of the parent and every worker so far, and of that the
+        time of the processes' main (Python) threads."""
+        total = main = 0.0
         for pid in [self.process.pid, *_children(self.process.pid)]:
             try:
-                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+                total += _cpu(f"/proc/{pid}/stat")
+                main += _cpu(f"/proc/{pid}/task/{pid}/stat")
             except OSError:
                 continue
-            total += int(fields[11]) + int(fields[12])  # utime, stime
-        return total / tick
+        return total, main
 
     def stop(self) -> None:
         self.process.send_signal(signal.SIGTERM)
         self.process.wait(60)
+
+
+def _cpu(stat: str) -> float:
+    fields = Path(stat).read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+
+
+def _generator_seconds() -> float:
+    """CPU time of this process's finished children (each h2load run)."""
+    times = os.times()
+    return times.children_user + times.children_system
 
 
 def _children(pid: int) -> list[int]:
@@ -157,6 +175,9 @@ def run(args: argparse.Namespace) -> int:
     print(f"h2load: {CONNECTIONS} connections x {STREAMS} streams, {requests} calls a run")
     rates: dict[tuple[str, int], list[float]] = {}
     per_cpu: dict[tuple[str, int], list[float]] = {}
+    cores: dict[tuple[str, int], list[float]] = {}  # the server's CPU-seconds per second
+    main_share: dict[tuple[str, int], list[float]] = {}  # of that, its main threads'
+    generator: dict[tuple[str, int], list[float]] = {}  # h2load's, likewise
     with tempfile.TemporaryDirectory(prefix="contextd-workers-") as tmp:
         for name, (path, make) in CALLS.items():
             body = make()
@@ -170,15 +191,22 @@ def run(args: argparse.Namespace) -> int:
                     try:
                         check_once(server.port, path, body)
                         h2load(server.port, path, frame, requests // 5)  # warm-up
-                        cpu = server.cpu_seconds()
+                        cpu, main_cpu = server.cpu_seconds()
+                        loader = _generator_seconds()
                         began = time.perf_counter()
                         rate = h2load(server.port, path, frame, requests)
                         seconds = time.perf_counter() - began
-                        cpu = server.cpu_seconds() - cpu
+                        loader = _generator_seconds() - loader
+                        after, main_after = server.cpu_seconds()
+                        cpu, main_cpu = after - cpu, main_after - main_cpu
                     finally:
                         server.stop()
-                    rates.setdefault((name, workers), []).append(rate)
-                    per_cpu.setdefault((name, workers), []).append(rate * seconds / cpu)
+                    key = (name, workers)
+                    rates.setdefault(key, []).append(rate)
+                    per_cpu.setdefault(key, []).append(rate * seconds / cpu)
+                    cores.setdefault(key, []).append(cpu / seconds)
+                    main_share.setdefault(key, []).append(main_cpu / cpu)
+                    generator.setdefault(key, []).append(loader / seconds)
     rows = []
     for name in CALLS:
         for workers in (1, 2):
@@ -188,12 +216,22 @@ def run(args: argparse.Namespace) -> int:
                     f"{median(rates[(name, workers)]):,.0f}",
                     f"{1000 / median(per_cpu[(name, workers)]):.3f}",
                     f"{median(per_cpu[(name, workers)]):,.0f}",
+                    f"{median(cores[(name, workers)]):.2f}",
+                    f"{100 * median(main_share[(name, workers)]):.0f} %",
+                    f"{median(generator[(name, workers)]):.2f}",
                 ]
             )
-    print_table(["calls", "calls/s", "server CPU ms/call", "calls per CPU-second"], rows)
+    headers = ["calls", "calls/s", "server CPU ms/call", "calls per CPU-second"]
+    headers += ["server cores", "main threads' share", "h2load cores"]
+    print_table(headers, rows)
     for name in CALLS:
         derived = 8 * median(per_cpu[(name, 2)])
         print(f"{name}: derived for 8 workers on 8 cores: {derived:,.0f} calls/s")
+        free = (os.cpu_count() or 1) - median(generator[(name, 2)])
+        print(
+            f"{name}: 2 ÷ 1 can reach at most {free / median(cores[(name, 1)]):.2f} here "
+            f"({free:.2f} cores left by h2load ÷ {median(cores[(name, 1)]):.2f} used by one worker)"
+        )
     lines = [
         (
             "workers",

@@ -128,13 +128,36 @@ async def test_reads_without_a_version_go_to_the_database_on_postgresql(db: Data
 async def test_the_snapshot_says_whether_the_user_has_memories_and_a_search_then_reads_none(
     db: Database, store: Store
 ) -> None:
-    server, other = Server(db), MemoryRepo(db, store.memory_index)
-    session = await server.sessions.create("alice")
-    memories = MemoryRepo(db, store.memory_index)
     if not db.shared_between_processes:
         # Where this process is the only writer the memory layer knows it itself.
+        server = Server(db)
+        session = await server.sessions.create("alice")
         assert (await server.snapshot(session.id)).memories_stored is None
         return
+    await _snapshot_says_whether_memories_are_stored(db, store, MemoryRepo(db, store.memory_index))
+
+
+async def test_workers_sharing_an_sqlite_file_read_whether_the_user_has_memories(
+    tmp_path: Path,
+) -> None:
+    """Without it every turn of a user with no memory would search by meaning (embed the
+    question) in each worker, which cannot remember that the user has none."""
+    first = await open_store("", tmp_path, shared=True)
+    second = await open_store("", tmp_path, shared=True)
+    try:
+        other = MemoryRepo(second.db, second.memory_index)
+        await _snapshot_says_whether_memories_are_stored(first.db, first, other)
+    finally:
+        await first.close()
+        await second.close()
+
+
+async def _snapshot_says_whether_memories_are_stored(
+    db: Database, store: Store, other: MemoryRepo
+) -> None:
+    server = Server(db)
+    session = await server.sessions.create("alice")
+    memories = MemoryRepo(db, store.memory_index)
     assert (await server.snapshot(session.id)).memories_stored is False
     statements = counting(db)
     found = await memories.search_noted("alice", "old maps", 3, stored=False)

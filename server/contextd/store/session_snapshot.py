@@ -61,7 +61,7 @@ _SNAPSHOT_SQL = (
 
 # The same on SQLite, but for the tail (read by the repository when not kept) and the
 # user's other sessions' summaries. Parameters: session, tenant, the version the active
-# compression summary is kept at (-1: none).
+# compression summary is kept at (-1: none), the user.
 _SQLITE_SNAPSHOT_SQL = (
     "SELECT s.id, s.user_id, s.scenario, s.host, s.title, s.metadata, s.created_at,"
     " s.updated_at, s.message_count, s.tenant_id, s.version,"
@@ -69,7 +69,9 @@ _SQLITE_SNAPSHOT_SQL = (
     " s.version <> :compression_at AS compression_read,"
     " CASE WHEN s.version <> :compression_at THEN ("
     "  SELECT json_array(id, message_ids, start_message_id, summary, created_at)"
-    "  FROM compression_summaries WHERE session_id = s.id AND active = 1) END AS compression"
+    "  FROM compression_summaries WHERE session_id = s.id AND active = 1) END AS compression,"
+    " EXISTS (SELECT 1 FROM memories m WHERE m.tenant_id = s.tenant_id"
+    "  AND m.user_id = :user) AS memories_stored"
     " FROM sessions s WHERE s.id = :session AND s.tenant_id = :tenant"
 )
 
@@ -186,6 +188,7 @@ class SessionSnapshots:
                 "session": session_id,
                 "tenant": tenant_id,
                 "compression_at": -1 if compression_at is None else compression_at,
+                "user": user_id,
             },
         )
         if not rows:
@@ -199,7 +202,13 @@ class SessionSnapshots:
         others = await self._summaries.recent_session_summaries(
             user_id, session_id, recent, tenant_id=tenant_id
         )
-        return SessionSnapshot(session_from_row(row), version, int(row["catalog_version"]), others)
+        return SessionSnapshot(
+            session_from_row(row),
+            version,
+            int(row["catalog_version"]),
+            others,
+            bool(row["memories_stored"]),
+        )
 
 
 def _compression(session_id: str, text: str | None) -> CompressionSummaryRow | None:
