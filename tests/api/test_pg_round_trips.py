@@ -25,8 +25,10 @@ from tests.support.server import start_server
 # memories included (one statement; a user with memories adds the search's term counts).
 BUILD_ROUND_TRIPS = 1
 # At most, per turn: see bench/README.md ("pg_vs_sqlite.py") for where they go.
-TURN_ROUND_TRIPS = 10
+TURN_ROUND_TRIPS = 8
 USER = "round-trips"
+# Messages in the session: more than a build's window, which the session's first is not in.
+HISTORY = 100
 
 
 @pytest.fixture
@@ -80,7 +82,7 @@ def test_build_and_turn_round_trips(relay: tuple[RoundTripRelay, str], tmp_path:
                         pb.Message(role=pb.ROLE_USER, content=f"question {n}")
                         if n % 2 == 0
                         else pb.Message(role=pb.ROLE_ASSISTANT, content=f"answer {n}")
-                        for n in range(40)
+                        for n in range(HISTORY)
                     ],
                 )
             )

@@ -251,6 +251,25 @@ async def test_claiming_a_missing_session(db: Database, session: Session) -> Non
         await partials.claim("other-tenant", session.id)
 
 
+async def test_a_claim_for_another_user_s_turn_finds_no_session(
+    db: Database, session: Session
+) -> None:
+    mine, theirs = PartialAnswerRepo(db, LEASE), PartialAnswerRepo(db, LEASE)
+    for _ in range(2):  # free, then held by its user's turn: not found either way
+        with pytest.raises(SessionNotFound):
+            await theirs.claim("acme", session.id, "bob")
+        assert [r.owner for r in await theirs.left_behind()] in ([], [mine.owner])
+        if not await mine.left_behind():
+            held = await mine.claim("acme", session.id, "alice")
+            assert isinstance(held, Held)
+            # The claim's statement reads the session's row with it (where writes go in
+            # WITH); elsewhere the turn reads it after.
+            if db.writes_in_with:
+                assert held.session == await SessionRepo(db).get(session.id, tenant_id="acme")
+            else:
+                assert held.session is None
+
+
 async def test_a_claim_reads_the_sessions_version_and_whether_its_log_is_open(
     db: Database, store: Store, session: Session
 ) -> None:

@@ -10,6 +10,7 @@ from contextd.core.messages import ChatMessage, Role, ToolCall
 from contextd.store import tail_cache
 from contextd.store.conversation import ConversationRepo
 from contextd.store.engine.database import Database
+from contextd.store.engine.postgresql import PgConnection
 from contextd.store.engine.sqlite import SqliteConnection
 from contextd.store.models import NewMessage
 from contextd.store.sessions import SessionRepo
@@ -138,6 +139,45 @@ async def test_the_first_message_comes_from_the_cached_rows_or_the_database(
     on_disk = await ConversationRepo(db).first(session.id)  # nothing cached: read
     assert on_disk is not None and on_disk.id == first.id
     assert await repo.first("missing") is None
+
+
+async def test_a_first_message_read_once_is_kept_until_a_row_changes(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tail_cache, "TAIL_CACHE_ROWS", 3)  # the first is not among them
+    repo = ConversationRepo(db)
+    session = await SessionRepo(db).create("alice")
+    await repo.append(session.id, "alice", [message(Role.USER, f"m{i}", cl=i) for i in range(6)])
+    await repo.tail(session.id, 3, "cl")
+    version = await repo.current_version(session.id)  # None on SQLite: no other writer
+    first = await repo.first(session.id, version=version)  # read, then kept
+    assert first is not None and first.message.content == "m0" and first.tokens == {"cl": 0}
+
+    def no_query(*args: object) -> None:
+        raise AssertionError("the first message was read from the database")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(SqliteConnection, "execute_fetchall", no_query)
+        patch.setattr(PgConnection, "execute_fetchall", no_query)
+        assert await repo.first(session.id, version=version) == first
+    # Appends and counts leave it kept, with the counts.
+    await repo.append(session.id, "alice", [message(Role.USER, "m6")])
+    await repo.save_tokens([(first.id, "new", 7)], session.id)
+    version = await repo.current_version(session.id)
+    kept = await repo.first(session.id, version=version)
+    assert kept is not None and kept.tokens == {"cl": 0, "new": 7}
+    assert kept == await ConversationRepo(db).first(session.id, version=version)
+    # A changed row drops it: written by this repository, or (where other processes
+    # write) by another whose write moved the version on.
+    await repo.set_collected(first.id, True)
+    version = await repo.current_version(session.id)
+    collected = await repo.first(session.id, version=version)
+    assert collected is not None and collected.is_collected
+    if version is not None:
+        await ConversationRepo(db).set_collected(first.id, False)
+        version = await repo.current_version(session.id)
+        again = await repo.first(session.id, version=version)
+        assert again is not None and not again.is_collected
 
 
 @pytest.mark.sqlite_only

@@ -303,17 +303,20 @@ class ConversationRepo:
     async def first(
         self, session_id: str, *, tenant_id: str = DEFAULT_TENANT, version: int | None = None
     ) -> StoredMessage | None:
-        """The session's first message: from the cached rows when they are all of the
-        session's (with the counts they have), else read with all its counts.
-        ``version``: as ``tail``'s."""
+        """The session's first message: kept (from the cached rows when they are all of
+        the session's, with the counts they have), else read with all its counts and
+        kept. ``version``: as ``tail``'s."""
         key = (tenant_id, session_id)
-        rows = None
-        if not self._versioned or version is not None:
+        kept = not self._versioned or version is not None
+        if kept:
             self._tails.check(key, version)
-            rows = self._tails.all_rows(key)
-        if rows is not None:
-            return rows[0] if rows else None
+            every = self._tails.all_rows(key)
+            first = (every[0] if every else None) if every is not None else self._tails.first(key)
+            if first is not None or every is not None:
+                return first
         page, _ = await self.list_messages(session_id, 1, tenant_id=tenant_id)
+        if page and kept:
+            self._tails.first_read(key, page[0], version)
         return page[0] if page else None
 
     async def last_turn(self, session_id: str, *, tenant_id: str = DEFAULT_TENANT) -> int:

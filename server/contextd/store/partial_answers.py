@@ -24,7 +24,9 @@ from dataclasses import dataclass, replace
 
 from contextd.core.errors import SessionNotFound
 from contextd.store.engine.database import Database, JoinedWrite, Row
-from contextd.store.sessions import UsageTotals, usage_totals
+from contextd.store.models import Session
+from contextd.store.sessions import UsageTotals, session_from_row, usage_totals
+from contextd.store.sessions import columns as session_columns
 
 _COLUMNS = (
     "p.tenant_id, p.session_id, s.user_id, p.turn_index, p.step, p.text, p.tokenizer,"
@@ -64,10 +66,11 @@ class Held:
     read, where store/engine's ``writes_in_with`` is off, or not known): ``version``, the
     session's version, newer than any write of the turn that held it before;
     ``log_open``, whether the session's event log (the table log) ends with a line other
-    than session_end."""
+    than session_end; ``session``, the session's row."""
 
     version: int | None
     log_open: bool | None = None
+    session: Session | None = None
 
 
 # The lease, the session's version and its log's last line type in one statement
@@ -75,16 +78,18 @@ class Held:
 # storing its answer, which also gives the lease up in that transaction; a line appended)
 # and reads the row as that writer committed it. The last line itself is read as the
 # statement began: NULL when it came later, or when the log has no end row (then the
-# caller reads the log). Parameters: session, tenant, owner, now.
+# caller reads the log). The session's row comes with them, and only its user's turn
+# claims it. Parameters: session, tenant, any_user (whoever owns it), user, owner, now.
 _CLAIM_SQL = (
-    "WITH s AS (SELECT id, tenant_id, version FROM sessions"
+    f"WITH s AS (SELECT {session_columns('')}, version FROM sessions"
     "  WHERE id = :session AND tenant_id = :tenant FOR SHARE),"
     " e AS (SELECT last_line FROM event_log_ends"
     "  WHERE tenant_id = :tenant AND session_id = :session FOR SHARE),"
     " claimed AS (INSERT INTO partial_answers (session_id, tenant_id, turn_index, owner,"
     "  started_at, updated_at) SELECT id, tenant_id, 0, :owner, :now, :now FROM s"
+    "  WHERE :any_user OR user_id = :user"
     "  ON CONFLICT (session_id) DO NOTHING RETURNING 1)"
-    " SELECT s.version, EXISTS (SELECT 1 FROM claimed) AS claimed,"
+    f" SELECT {session_columns('s.')}, s.version, EXISTS (SELECT 1 FROM claimed) AS claimed,"
     " (SELECT l.data::json ->> 'type' <> 'session_end' FROM event_lines l JOIN e"
     "  ON l.line = e.last_line WHERE l.tenant_id = :tenant AND l.session_id = :session)"
     "  AS log_open"
@@ -158,24 +163,28 @@ class PartialAnswerRepo:
         )
         return cursor.rowcount > 0
 
-    async def claim(self, tenant_id: str, session_id: str) -> Busy | PartialAnswer | Held:
+    async def claim(
+        self, tenant_id: str, session_id: str, user_id: str | None = None
+    ) -> Busy | PartialAnswer | Held:
         """Take the session's lease for a turn about to start. Held: it is this process's
         now (a row of turn 0, until the turn's input opens it). Busy: another process's
         turn runs. A PartialAnswer: the row of a turn whose process stopped renewing it,
         now this process's, for the caller to close (then to claim again). Raises
-        SessionNotFound when the session is not the tenant's."""
+        SessionNotFound when the session is not the tenant's, or not ``user_id``'s
+        (None: whoever's): another user's session is neither claimed nor waited for."""
         while True:
             now = time.time()
-            lease = await self._take(tenant_id, session_id, now)
+            lease = await self._take(tenant_id, session_id, user_id, now)
             if lease is not None:
                 return lease
             rows = await self._db.reader.execute_fetchall(
                 f"SELECT {_COLUMNS} FROM partial_answers p JOIN sessions s"
-                " ON s.id = p.session_id WHERE p.session_id = ? AND p.tenant_id = ?",
-                (session_id, tenant_id),
+                " ON s.id = p.session_id WHERE p.session_id = ? AND p.tenant_id = ?"
+                " AND (? OR s.user_id = ?)",
+                (session_id, tenant_id, *_user_params(user_id)),
             )
             if not rows:
-                if await self._session_missing(tenant_id, session_id):
+                if await self._session_missing(tenant_id, session_id, user_id):
                     raise SessionNotFound(session_id)
                 continue  # the row went between the two statements
             held = _partial(rows[0])
@@ -188,20 +197,35 @@ class PartialAnswerRepo:
                 return taken
             # Renewed or taken meanwhile: look again.
 
-    async def _take(self, tenant_id: str, session_id: str, now: float) -> Held | None:
-        """The lease, when no row holds it (None: one does, or there is no session)."""
+    async def _take(
+        self, tenant_id: str, session_id: str, user_id: str | None, now: float
+    ) -> Held | None:
+        """The lease, when no row holds it (None: one does, or there is no session of
+        ``user_id``)."""
         if self._db.writes_in_with:
-            params = {"session": session_id, "tenant": tenant_id, "owner": self.owner, "now": now}
+            params = {
+                "session": session_id,
+                "tenant": tenant_id,
+                "any_user": user_id is None,
+                "user": user_id or "",
+                "owner": self.owner,
+                "now": now,
+            }
             row = await (await self._db.execute_alone(_CLAIM_SQL, params)).fetchone()
             if row is None or not row["claimed"]:
                 return None
             log_open = row["log_open"]
-            return Held(int(row["version"]), None if log_open is None else bool(log_open))
+            return Held(
+                int(row["version"]),
+                None if log_open is None else bool(log_open),
+                session_from_row(row),
+            )
         cursor = await self._db.execute_alone(
             "INSERT INTO partial_answers (session_id, tenant_id, turn_index, owner,"
             " started_at, updated_at) SELECT id, tenant_id, 0, ?, ?, ? FROM sessions"
-            " WHERE id = ? AND tenant_id = ? ON CONFLICT (session_id) DO NOTHING",
-            (self.owner, now, now, session_id, tenant_id),
+            " WHERE id = ? AND tenant_id = ? AND (? OR user_id = ?)"
+            " ON CONFLICT (session_id) DO NOTHING",
+            (self.owner, now, now, session_id, tenant_id, *_user_params(user_id)),
         )
         return Held(None) if cursor.rowcount > 0 else None
 
@@ -248,11 +272,18 @@ class PartialAnswerRepo:
         )
         return replace(left, owner=self.owner, updated_at=now) if cursor.rowcount > 0 else None
 
-    async def _session_missing(self, tenant_id: str, session_id: str) -> bool:
+    async def _session_missing(self, tenant_id: str, session_id: str, user_id: str | None) -> bool:
+        """Whether the tenant has no such session (of ``user_id``, unless None)."""
         rows = await self._db.reader.execute_fetchall(
-            "SELECT 1 FROM sessions WHERE id = ? AND tenant_id = ?", (session_id, tenant_id)
+            "SELECT 1 FROM sessions WHERE id = ? AND tenant_id = ? AND (? OR user_id = ?)",
+            (session_id, tenant_id, *_user_params(user_id)),
         )
         return not rows
+
+
+def _user_params(user_id: str | None) -> tuple[bool, str]:
+    """The parameters of ``(? OR user_id = ?)``: any user's session when None."""
+    return user_id is None, user_id or ""
 
 
 # A JoinedWrite's condition in WITH: only with the row of the statement's own write.

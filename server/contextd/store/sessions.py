@@ -23,6 +23,11 @@ _COLUMNS = (
 )
 
 
+def columns(prefix: str) -> str:
+    """The columns ``session_from_row`` reads, each after ``prefix`` (a table's alias)."""
+    return ", ".join(prefix + name for name in _COLUMNS.split(", "))
+
+
 def session_from_row(row: Any) -> Session:
     metadata = row["metadata"]
     return Session(

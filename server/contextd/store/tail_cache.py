@@ -22,6 +22,11 @@ drops them. Rows are kept under a version only when read at it or after it (the 
 statement, or later), never before: kept rows newer than their version are dropped at the
 next check, older ones could not be told apart. A write of this process moves the version
 of the rows it extends only when they were at the version just before it (``appended``).
+
+Beside the rows, a session's first message is kept once read (``first_read``): the work
+after every turn reads it, and it is seldom among the newest rows. It stays with the
+session's rows: appends leave a session's first message as it was, and whatever else
+changes a row (or moves the version on in another process) drops both.
 """
 
 from __future__ import annotations
@@ -123,6 +128,8 @@ class TailCache:
         self._chars = 0
         # The session version the kept rows are at (see the module docstring).
         self._versions: dict[SessionKey, int] = {}
+        # Sessions' first messages, with every count, for sessions whose rows are kept.
+        self._firsts: dict[SessionKey, StoredMessage] = {}
 
     def _put(self, key: SessionKey, tails: _SessionTails) -> None:
         """Keep ``tails`` as the session's rows (in place of any), then drop the least
@@ -142,6 +149,7 @@ class TailCache:
         """Forget the session's rows (it was deleted, or one of its rows changed), if any."""
         self._forget_rows(key)
         self._versions.pop(key, None)
+        self._firsts.pop(key, None)
 
     def version(self, key: SessionKey) -> int | None:
         """The version the session's kept rows are at, None when none are kept."""
@@ -188,6 +196,18 @@ class TailCache:
             if tail.whole:
                 return tail.rows
         return None
+
+    def first(self, key: SessionKey) -> StoredMessage | None:
+        """The session's first message as read and kept by ``first_read`` (None: not
+        kept; ``all_rows`` may still have it)."""
+        return self._firsts.get(key) if key in self._tails else None
+
+    def first_read(self, key: SessionKey, first: StoredMessage, version: int | None) -> None:
+        """``first`` (with every count) was just read as the session's first message, by a
+        call that read the session at ``version``: kept with the session's rows, if any,
+        unless the version moved on since."""
+        if key in self._tails and (version is None or self._versions.get(key) == version):
+            self._firsts[key] = first
 
     def read(
         self,
@@ -242,6 +262,9 @@ class TailCache:
         counts: dict[int, list[tuple[str, int]]] = {}
         for mid, name, n in batch:
             counts.setdefault(mid, []).append((name, n))
+        first = self._firsts.get(key)
+        if first is not None:
+            self._firsts[key] = _with_counts(first, counts, None)
         self._put(
             key,
             {

@@ -3,6 +3,9 @@ gets: pure, no store, no model."""
 
 from __future__ import annotations
 
+import dataclasses
+import time
+from collections.abc import Sequence
 from typing import Any
 
 from contextd.app.chat.event_log import TurnLog
@@ -10,6 +13,7 @@ from contextd.app.chat.turn import TokenUsage, Turn
 from contextd.core.messages import ToolCall
 from contextd.core.tokens import TokenizerRegistry
 from contextd.providers.base import Finished, Usage
+from contextd.store.event_log.events import NewEvent
 from contextd.store.models import Session
 from contextd.store.sessions import UsageTotals
 
@@ -67,13 +71,17 @@ def test_steps_count_on_through_a_continued_turn() -> None:
 
 
 class Lines:
-    """An event store that keeps what is appended."""
+    """An event store that keeps what is appended, and each write's lines."""
 
     def __init__(self) -> None:
         self.lines: list[dict[str, Any]] = []
+        self.writes: list[list[str]] = []
 
-    async def append(self, session_id: str, type: str, **fields: Any) -> None:
-        self.lines.append({"type": type, **fields})
+    async def append_many(
+        self, session_id: str, events: Sequence[NewEvent], *, tenant_id: str
+    ) -> None:
+        self.writes.append([e.type for e in events])
+        self.lines += [dataclasses.asdict(e) for e in events]
 
 
 async def test_the_turn_end_line() -> None:
@@ -93,3 +101,20 @@ async def test_the_turn_end_line() -> None:
         ("errorMessage", "the provider failed"),
     ]
     assert list(closed["meta"]) == ["status", "stepCount", "durationMs", "tokens"]
+
+
+async def test_a_step_s_assistant_line_is_written_with_the_turn_s_next_line() -> None:
+    events = Lines()
+    log = TurnLog(events, "s1", "default", 3)  # type: ignore[arg-type]
+    usage = TokenUsage(10, 5)
+    before = time.time()
+    log.assistant(1, "calling", usage)
+    assert events.writes == []
+    await log.action(1, "lookup", "{}", "c1")
+    log.assistant(2, "the answer", usage)
+    await log.turn_end("ok", 3, usage, duration_ms=9, final=(2, "the answer"))
+    assert events.writes == [["assistant", "action"], ["assistant", "final", "turn_end"]]
+    first, _, second, *_ = events.lines
+    # Each keeps the time its model call ended.
+    assert before <= first["ts"] <= second["ts"] <= time.time()
+    assert (second["step"], second["content"], second["role"]) == (2, "the answer", "assistant")

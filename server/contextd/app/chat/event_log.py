@@ -8,6 +8,7 @@ writes it (store/event_log/).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
@@ -22,15 +23,20 @@ from contextd.store.event_log.events import EventStore, NewEvent, event_tokens
 
 class TurnLog:
     """The lines of one turn (``index``) of a session; none for a session never stored
-    (an ephemeral turn's, whose id is "")."""
+    (an ephemeral turn's, whose id is "").
 
-    __slots__ = ("_events", "_index", "_session_id", "_tenant_id")
+    A step's ``assistant`` line is written with the turn's next line (its ``final`` and
+    ``turn_end``, its tool calls' ``action`` lines), in one write: every way on from a
+    model call writes one, and the lines keep their order and their times."""
+
+    __slots__ = ("_events", "_index", "_pending", "_session_id", "_tenant_id")
 
     def __init__(self, events: EventStore, session_id: str, tenant_id: str, index: int) -> None:
         self._events = events if session_id else None
         self._session_id = session_id
         self._tenant_id = tenant_id
         self._index = index
+        self._pending: NewEvent | None = None  # the assistant line not written yet
 
     async def turn_start(
         self,
@@ -47,10 +53,12 @@ class TurnLog:
             meta["context"] = context
         await self._append("turn_start", content=content, role="user", meta=meta)
 
-    async def assistant(self, step: int, text: str, usage: TokenUsage) -> None:
-        """A model call ended, with ``text``."""
+    def assistant(self, step: int, text: str, usage: TokenUsage) -> None:
+        """A model call ended, with ``text``: logged with the turn's next line."""
         meta: dict[str, object] = {"tokens": tokens(usage)}
-        await self._append("assistant", step=step, content=text, role="assistant", meta=meta)
+        self._pending = NewEvent(
+            "assistant", self._index, step, text, "assistant", meta, time.time()
+        )
 
     async def action(
         self, step: int, tool: str, tool_input: str, tool_call_id: str | None = None
@@ -89,17 +97,15 @@ class TurnLog:
         }
         if error:
             meta["errorMessage"] = error
-        if self._events is None:
-            return
         end = NewEvent("turn_end", self._index, meta=meta)
         if final is None:
-            await self._append(end.type, meta=meta)
+            await self._write(end)
             return
         step, answer = final
         answered = NewEvent(
             "final", self._index, step, answer, "assistant", {"tokens": tokens(turn_usage)}
         )
-        await self._events.append_many(self._session_id, [answered, end], tenant_id=self._tenant_id)
+        await self._write(answered, end)
 
     async def _append(
         self,
@@ -110,18 +116,16 @@ class TurnLog:
         role: str | None = None,
         meta: dict[str, object] | None = None,
     ) -> None:
+        await self._write(NewEvent(type, self._index, step, content, role, meta))
+
+    async def _write(self, *events: NewEvent) -> None:
+        """``events`` after the assistant line not written yet, if any, in one write."""
         if self._events is None:
             return
-        await self._events.append(
-            self._session_id,
-            type,
-            turn=self._index,
-            step=step,
-            content=content,
-            role=role,
-            meta=meta,
-            tenant_id=self._tenant_id,
-        )
+        if self._pending is not None:
+            events = (self._pending, *events)
+            self._pending = None
+        await self._events.append_many(self._session_id, events, tenant_id=self._tenant_id)
 
 
 def context_meta(built: BuildResult, layers: Sequence[ContextLayer]) -> dict[str, Any]:

@@ -96,7 +96,7 @@ class InterruptedTurns:
         if not await self._turn_ended_in_log(left):
             turn_log = TurnLog(self._events, left.session_id, left.tenant_id, left.turn_index)
             if has_text:
-                await turn_log.assistant(left.step, left.text, usage)
+                turn_log.assistant(left.step, left.text, usage)
             await turn_log.turn_end(status, left.step + 1, usage, duration_ms=_duration_ms(left))
         await self._conversation.append_with_usage(
             left.session_id,

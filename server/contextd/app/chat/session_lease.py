@@ -66,9 +66,18 @@ class SessionTurns:
         self._locks[session_id] = lock
         return lock
 
-    async def hold(self, session: Session, deadline: float | None) -> Held:
-        """The session's lease, once it is this process's (``hold_session``)."""
-        return await hold_session(self.partials, self.interrupted, session, deadline)
+    async def hold(
+        self,
+        tenant_id: str,
+        session_id: str,
+        deadline: float | None,
+        user_id: str | None = None,
+    ) -> Held:
+        """The session's lease, once it is this process's (``hold_session``); only for a
+        turn of ``user_id`` when given (else the caller checked the session's user)."""
+        return await hold_session(
+            self.partials, self.interrupted, tenant_id, session_id, user_id, deadline
+        )
 
     async def release(self, session_id: str) -> None:
         """Give the session's lease back, even when the caller is cancelled."""
@@ -80,7 +89,7 @@ class SessionTurns:
         end comes after a running turn; its log is no longer known to be open."""
         async with self.lock(session.id):
             if self.shared:
-                await self.hold(session, deadline)
+                await self.hold(session.tenant_id, session.id, deadline)
             try:
                 self._logs_open.discard(session.id)
                 yield
@@ -106,19 +115,22 @@ class SessionTurns:
 async def hold_session(
     partials: PartialAnswerRepo,
     interrupted: InterruptedTurns,
-    session: Session,
+    tenant_id: str,
+    session_id: str,
+    user_id: str | None,
     deadline: float | None,
 ) -> Held:
     """Wait until the session's lease is this process's; what the claim read with it.
+    ``user_id``: the session's user, whose turn it must be (None: not checked).
     ``deadline``: the call's end, in ``time.monotonic()`` seconds
     (None: it has none). Raises SessionBusy when another process's turn holds the session
-    until then."""
+    until then, SessionNotFound when there is no such session (of ``user_id``)."""
     give_up = time.monotonic() + LONGEST_WAIT_S
     if deadline is not None:
         give_up = min(give_up, deadline - DEADLINE_MARGIN_S)
     pause = FIRST_PAUSE_S
     while True:
-        claim = await partials.claim(session.tenant_id, session.id)
+        claim = await partials.claim(tenant_id, session_id, user_id)
         if isinstance(claim, Held):
             return claim
         if not isinstance(claim, Busy):
@@ -127,7 +139,7 @@ async def hold_session(
         left = give_up - time.monotonic()
         if left <= 0:
             raise SessionBusy(
-                f"a turn of session {session.id!r} is running on another server sharing the "
+                f"a turn of session {session_id!r} is running on another server sharing the "
                 "database and did not end in time; send the turn again later"
             )
         await asyncio.sleep(min(pause, left))

@@ -86,7 +86,7 @@ class StepLoop:
             except ProviderError as error:
                 yield await record.store_partial(TurnStatus.ERROR, _error_text(error))
                 return
-            await tools.log.assistant(turn.step, turn.step_text, turn.usage.step)
+            tools.log.assistant(turn.step, turn.step_text, turn.usage.step)
             outcome = tools.read_step(turn.step_text, calls)
             if isinstance(outcome, FinalAnswer):
                 yield await record.answer(outcome.text, outcome.final_text)

@@ -114,11 +114,13 @@ class TurnSetup:
     ) -> tuple[TurnStarted, ToolProtocol[Any], ModelRequest]:
         """Everything before the model is called; the turn's first event, its protocol
         and the first step's model request."""
-        session = await self._session(req)
         if not (req.session_id and self.turns.shared):
-            return await self._begin(req, session)
-        held = await self.turns.hold(session, req.deadline)
+            return await self._begin(req, await self._session(req))
+        # Claimed only for the caller's own session; the claim reads its row (PostgreSQL).
+        caller = req.caller
+        held = await self.turns.hold(caller.tenant_id, req.session_id, req.deadline, caller.user_id)
         try:
+            session = held.session or await self._session(req)
             return await self._begin(req, session, held)
         except BaseException:
             # A turn that stored no input leaves nothing to close: the session is free.

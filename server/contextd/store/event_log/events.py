@@ -143,8 +143,11 @@ class NewEvent:
     content: str | None = None
     role: str | None = None
     meta: dict[str, Any] | None = None
+    # When it happened (time.time()); None: when it is written.
+    ts: float | None = None
 
-    def encoded(self, session_id: str, ts: float) -> tuple[dict[str, Any], str]:
+    def encoded(self, session_id: str, now: float) -> tuple[dict[str, Any], str]:
+        ts = now if self.ts is None else self.ts
         return encode_event(
             session_id, self.type, self.turn, self.step, self.content, self.role, self.meta, ts
         )
