@@ -9,6 +9,12 @@ several HTTP/2 connections (one connection stays on one worker, so several are n
 for the kernel to spread them). Before each run the same frame is sent once through
 grpcio and must answer OK (h2load counts HTTP statuses, not gRPC ones).
 
+Each run lasts a set time (``h2load -D``), every connection sending all along. A set
+number of calls would be shared out evenly among the connections, and the kernel rarely
+gives two workers four connections each: the worker with fewer would finish its share
+and stand idle while the other worked through the rest, so the run would time the
+split, not the workers. The run prints each worker's share of the server's CPU.
+
 Server CPU is the parent's and every worker's user and system time over the run
 (/proc). ``calls per CPU-second`` with 2 workers against 1 says what a worker costs in
 sharing; N times the 2-worker figure is the throughput N workers would give on N cores
@@ -79,17 +85,19 @@ class Server:
     process: subprocess.Popen[str]
     port: int
 
-    def cpu_seconds(self) -> tuple[float, float]:
-        """User and system time of the parent and every worker so far, and of that the
-        time of the processes' main (Python) threads."""
+    def cpu_seconds(self) -> tuple[float, float, dict[int, float]]:
+        """User and system time of the parent and every worker so far, of that the time
+        of the processes' main (Python) threads, and each process's."""
         total = main = 0.0
+        each = {}
         for pid in [self.process.pid, *_children(self.process.pid)]:
             try:
-                total += _cpu(f"/proc/{pid}/stat")
+                each[pid] = _cpu(f"/proc/{pid}/stat")
                 main += _cpu(f"/proc/{pid}/task/{pid}/stat")
             except OSError:
                 continue
-        return total, main
+            total += each[pid]
+        return total, main, each
 
     def stop(self) -> None:
         self.process.send_signal(signal.SIGTERM)
@@ -149,9 +157,11 @@ def check_once(port: int, path: str, body: bytes) -> None:
             channel.unary_unary(path, None, None)(body, timeout=30)
 
 
-def h2load(port: int, path: str, frame: Path, requests: int) -> float:
-    """Calls per second h2load measured; SystemExit when any failed."""
-    load = ["h2load", "-n", str(requests), "-c", str(CONNECTIONS), "-m", str(STREAMS)]
+def h2load(port: int, path: str, frame: Path, *, requests: int = 0, seconds: int = 0) -> float:
+    """Calls per second h2load measured over ``requests`` calls or for ``seconds``;
+    SystemExit when any failed."""
+    load = ["h2load", "-c", str(CONNECTIONS), "-m", str(STREAMS)]
+    load += ["-D", str(seconds)] if seconds else ["-n", str(requests)]
     grpc_post = ["-H", "content-type: application/grpc", "-H", "te: trailers", "-d", str(frame)]
     out = subprocess.run(
         [*load, *grpc_post, f"http://127.0.0.1:{port}{path}"],
@@ -169,15 +179,16 @@ def h2load(port: int, path: str, frame: Path, requests: int) -> float:
 def run(args: argparse.Namespace) -> int:
     if shutil.which("h2load") is None:
         raise SystemExit("h2load is missing: apt-get install nghttp2-client")
-    requests = 3000 if args.quick else 20000
+    seconds = 3 if args.quick else 10
     rounds = 2 if args.quick else 4
     print(machine_note())
-    print(f"h2load: {CONNECTIONS} connections x {STREAMS} streams, {requests} calls a run")
+    print(f"h2load: {CONNECTIONS} connections x {STREAMS} streams, {seconds} s a run")
     rates: dict[tuple[str, int], list[float]] = {}
     per_cpu: dict[tuple[str, int], list[float]] = {}
     cores: dict[tuple[str, int], list[float]] = {}  # the server's CPU-seconds per second
     main_share: dict[tuple[str, int], list[float]] = {}  # of that, its main threads'
     generator: dict[tuple[str, int], list[float]] = {}  # h2load's, likewise
+    busier: dict[str, list[float]] = {}  # with 2 workers, the busier one's share of their CPU
     with tempfile.TemporaryDirectory(prefix="contextd-workers-") as tmp:
         for name, (path, make) in CALLS.items():
             body = make()
@@ -190,23 +201,26 @@ def run(args: argparse.Namespace) -> int:
                     )
                     try:
                         check_once(server.port, path, body)
-                        h2load(server.port, path, frame, requests // 5)  # warm-up
-                        cpu, main_cpu = server.cpu_seconds()
+                        h2load(server.port, path, frame, requests=1000)  # warm-up
+                        cpu, main_cpu, each = server.cpu_seconds()
                         loader = _generator_seconds()
                         began = time.perf_counter()
-                        rate = h2load(server.port, path, frame, requests)
-                        seconds = time.perf_counter() - began
+                        rate = h2load(server.port, path, frame, seconds=seconds)
+                        elapsed = time.perf_counter() - began
                         loader = _generator_seconds() - loader
-                        after, main_after = server.cpu_seconds()
+                        after, main_after, each_after = server.cpu_seconds()
                         cpu, main_cpu = after - cpu, main_after - main_cpu
+                        used = sorted(t - each.get(pid, 0.0) for pid, t in each_after.items())
                     finally:
                         server.stop()
                     key = (name, workers)
                     rates.setdefault(key, []).append(rate)
-                    per_cpu.setdefault(key, []).append(rate * seconds / cpu)
-                    cores.setdefault(key, []).append(cpu / seconds)
+                    per_cpu.setdefault(key, []).append(rate * elapsed / cpu)
+                    cores.setdefault(key, []).append(cpu / elapsed)
                     main_share.setdefault(key, []).append(main_cpu / cpu)
-                    generator.setdefault(key, []).append(loader / seconds)
+                    generator.setdefault(key, []).append(loader / elapsed)
+                    if workers == 2:  # the two busiest processes are the workers
+                        busier.setdefault(name, []).append(used[-1] / (used[-1] + used[-2]))
     rows = []
     for name in CALLS:
         for workers in (1, 2):
@@ -227,6 +241,8 @@ def run(args: argparse.Namespace) -> int:
     for name in CALLS:
         derived = 8 * median(per_cpu[(name, 2)])
         print(f"{name}: derived for 8 workers on 8 cores: {derived:,.0f} calls/s")
+        share = 100 * median(busier[name])
+        print(f"{name}: with 2 workers the busier took {share:.0f} % of their CPU")
         free = (os.cpu_count() or 1) - median(generator[(name, 2)])
         print(
             f"{name}: 2 ÷ 1 can reach at most {free / median(cores[(name, 1)]):.2f} here "

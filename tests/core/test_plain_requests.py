@@ -14,7 +14,7 @@ from unittest import mock
 
 import pytest
 from contextd.app.context import ContextApp
-from contextd.app.session_context import BuiltContext
+from contextd.app.session_build_request import BuiltContext
 from contextd.core import build
 from contextd.core.build import build_messages
 from contextd.core.build_request import BuildRequest, BuildResult, validate_build_request

@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 from contextd.core.errors import SessionNotFound
 from contextd.core.messages import ChatMessage, Role, ToolCall
-from contextd.store.conversation import TAIL_SQL, ConversationRepo
+from contextd.store.conversation import ConversationRepo
+from contextd.store.conversation_reads import TAIL_SQL
 from contextd.store.engine.database import Database
-from contextd.store.models import AnswerRecord, NewMessage
-from contextd.store.sessions import SessionRepo, UsageTotals
+from contextd.store.models import AnswerRecord, NewMessage, UsageTotals
+from contextd.store.sessions import SessionRepo
 
 from tests.support.store_helpers import assistant, count, message, user
 

@@ -12,10 +12,10 @@ from contextd.core.errors import SessionNotFound
 from contextd.core.messages import ChatMessage, Role
 from contextd.store.conversation import ConversationRepo
 from contextd.store.engine.database import Database
-from contextd.store.models import NewMessage, Session
+from contextd.store.models import NewMessage, Session, UsageTotals
 from contextd.store.open import Store
 from contextd.store.partial_answers import Busy, Held, PartialAnswer, PartialAnswerRepo
-from contextd.store.sessions import SessionRepo, UsageTotals
+from contextd.store.sessions import SessionRepo
 
 LEASE = 0.3
 # Where no lease may run out while a test runs (the server's default).

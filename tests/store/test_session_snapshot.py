@@ -1,4 +1,4 @@
-"""A build's session read (store/session_snapshot.py): what it returns on both engines, and on
+"""A build's session read (store/sessions.py): what it returns on both engines, and on
 PostgreSQL that the session's kept messages, compression summary and the catalog answer a
 build only at the version its one statement read, so that another server's writes are seen
 at once while a session no one else wrote costs one statement."""
@@ -15,8 +15,7 @@ from contextd.store.engine.database import Database
 from contextd.store.memory.repository import MemoryRepo
 from contextd.store.models import Skill
 from contextd.store.open import Store, open_store
-from contextd.store.session_snapshot import SessionSnapshot, SessionSnapshots
-from contextd.store.sessions import SessionRepo
+from contextd.store.sessions import SessionRepo, SessionSnapshot, SessionSnapshots
 from contextd.store.summaries import SummaryRepo
 
 from tests.support.store_helpers import message

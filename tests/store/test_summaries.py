@@ -10,8 +10,8 @@ from contextd.core.errors import SessionNotFound
 from contextd.core.messages import ChatMessage, Role
 from contextd.store.conversation import ConversationRepo
 from contextd.store.engine.database import Database
-from contextd.store.models import NewMessage, Session
-from contextd.store.sessions import SessionRepo, UsageTotals
+from contextd.store.models import NewMessage, Session, UsageTotals
+from contextd.store.sessions import SessionRepo
 from contextd.store.summaries import SummaryRepo
 
 from tests.support.store_helpers import message

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from contextd.core.errors import SessionNotFound
 from contextd.core.messages import ChatMessage, Role, ToolCall
-from contextd.store import tail_cache
+from contextd.store import conversation_reads
 from contextd.store.conversation import ConversationRepo
 from contextd.store.engine.database import Database
 from contextd.store.engine.postgresql import PgConnection
@@ -105,8 +105,8 @@ async def test_a_failed_append_leaves_nothing_stale(db: Database) -> None:
 
 
 async def test_the_cache_keeps_to_its_bounds(db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(tail_cache, "TAIL_CACHE_ROWS", 5)
-    monkeypatch.setattr(tail_cache, "TAIL_CACHE_SESSIONS", 2)
+    monkeypatch.setattr(conversation_reads, "TAIL_CACHE_ROWS", 5)
+    monkeypatch.setattr(conversation_reads, "TAIL_CACHE_SESSIONS", 2)
     sessions = SessionRepo(db)
     repo = ConversationRepo(db)
     ids = []
@@ -118,7 +118,7 @@ async def test_the_cache_keeps_to_its_bounds(db: Database, monkeypatch: pytest.M
         await assert_tail_matches_disk(db, repo, session_id)
     # Only the newest rows of the most recently used sessions stay.
     assert [r.message.content for r in await repo.tail(ids[0], 2, "cl")] == ["m6", "m7"]
-    monkeypatch.setattr(tail_cache, "TAIL_CACHE_CHARS", 1)
+    monkeypatch.setattr(conversation_reads, "TAIL_CACHE_CHARS", 1)
     await repo.append(ids[1], "alice", [message(Role.USER, "too big to keep")])
     await assert_tail_matches_disk(db, repo, ids[1])
 
@@ -144,7 +144,7 @@ async def test_the_first_message_comes_from_the_cached_rows_or_the_database(
 async def test_a_first_message_read_once_is_kept_until_a_row_changes(
     db: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(tail_cache, "TAIL_CACHE_ROWS", 3)  # the first is not among them
+    monkeypatch.setattr(conversation_reads, "TAIL_CACHE_ROWS", 3)  # the first is not among them
     repo = ConversationRepo(db)
     session = await SessionRepo(db).create("alice")
     await repo.append(session.id, "alice", [message(Role.USER, f"m{i}", cl=i) for i in range(6)])
@@ -184,7 +184,7 @@ async def test_a_first_message_read_once_is_kept_until_a_row_changes(
 async def test_a_window_wider_than_the_cache_leaves_the_cached_rows_in_place(
     db: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(tail_cache, "TAIL_CACHE_ROWS", 5)
+    monkeypatch.setattr(conversation_reads, "TAIL_CACHE_ROWS", 5)
     repo = ConversationRepo(db)
     session = await SessionRepo(db).create("alice")
     await repo.append(session.id, "alice", [message(Role.USER, f"m{i}", cl=i) for i in range(8)])

@@ -14,7 +14,8 @@ from contextd.app.chat.session_lease import SessionTurns
 from contextd.app.chat.step_loop import StepLoop
 from contextd.app.chat.turn_setup import TurnKit, TurnSetup
 from contextd.app.scope import Caller
-from contextd.app.session_context import LayerDefaults, SessionContextBuilder
+from contextd.app.session_build_request import LayerDefaults
+from contextd.app.session_context import SessionContextBuilder
 from contextd.app.sessions import SessionsApp
 from contextd.core.tokens import Tokenizer, TokenizerRegistry
 from contextd.providers.base import ModelEvent, ModelRequest, ToolSpec

@@ -2,8 +2,9 @@
 
 A transport reads BuildMessages into one of two commands, each in the domain's terms
 and checked field by field: core's ``BuildRequest`` when the history is in the request
-(``build``), a ``SessionBuildRequest`` when it is a stored session's (``build_session``).
-Both answer a ``BuiltContext``.
+(``build`` here), a ``SessionBuildRequest`` when it is a stored session's (handed to
+``session_builds``, app/session_context.py, which owns that build whole). Both answer
+a ``BuiltContext``.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from contextd.app.offload import Offload
-from contextd.app.session_context import BuiltContext, SessionBuildRequest, SessionContextBuilder
+from contextd.app.session_build_request import BuiltContext
+from contextd.app.session_context import SessionContextBuilder
 from contextd.core.build import build_messages
 from contextd.core.build_request import BuildRequest
 from contextd.core.content import ImageLimits
@@ -61,7 +63,7 @@ class ContextApp:
         self.tokenizers = tokenizers
         self.image_limits = image_limits or ImageLimits()
         self.max_history_messages = max_history_messages
-        self._sessions = sessions
+        self.session_builds = sessions
         self._offload = Offload()
 
     async def assemble_prompt(self, layers: PromptLayers, tokenizer: str) -> AssembledPrompt:
@@ -80,12 +82,6 @@ class ContextApp:
             chars = sum(len(m.content) for m in request.history) + len(request.user_message)
             result = await self._offload.run_if(chars, build_messages, request)
         return self._recorded(BuiltContext(result, []))
-
-    async def build_session(self, request: SessionBuildRequest) -> BuiltContext:
-        """BuildMessages from the stored session the request names."""
-        with spans.span("contextd.build_messages"):
-            built = await self._sessions.build(request)
-        return self._recorded(built)
 
     def _recorded(self, built: BuiltContext) -> BuiltContext:
         if self.metrics.enabled:

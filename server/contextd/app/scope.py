@@ -18,9 +18,11 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
-from contextd.core.errors import InvalidArgument, NotFound
+from contextd.core.errors import InvalidArgument, NotFound, SessionNotFound
 from contextd.core.identity import DEFAULT_TENANT
 from contextd.store.memory.filters import MemoryFilter
+from contextd.store.models import Session
+from contextd.store.sessions import SessionRepo
 
 _PRINTABLE_ASCII = re.compile(r"[!-~]{1,128}")
 # Characters a user id may not hold: spaces, controls (NUL...), format characters
@@ -98,3 +100,14 @@ USER_FACTS = MemoryFilter(agents=("",), apps=("",))
 def session_memories(host: str) -> MemoryFilter:
     """The memories a session of ``host`` sees (see the module doc)."""
     return MemoryFilter(agents=("",), apps=("", host) if host else ("",))
+
+
+async def owned_session(sessions: SessionRepo, caller: Caller, session_id: str) -> Session:
+    """The caller's session ``session_id``; SessionNotFound for another user's or another
+    tenant's, whose existence is not revealed."""
+    if not session_id:
+        raise InvalidArgument.one("session_id", "required")
+    session = await sessions.get(session_id, tenant_id=caller.tenant_id)
+    if session is None or not caller.owns(session.user_id):
+        raise SessionNotFound(session_id)
+    return session

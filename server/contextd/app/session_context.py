@@ -19,9 +19,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
-from contextd.app.scope import Caller, session_memories
+from contextd.app.scope import session_memories
+from contextd.app.session_build_request import (
+    BuiltContext,
+    ContextLayer,
+    LayerDefaults,
+    SessionBuildRequest,
+)
 from contextd.app.sessions import SessionsApp
 from contextd.core.build import build_messages
 from contextd.core.build_request import (
@@ -29,21 +35,17 @@ from contextd.core.build_request import (
     BuildRequest,
     BuildResult,
     CacheLayout,
-    OverflowPolicy,
 )
-from contextd.core.content import ContentPart
-from contextd.core.editing import EditingSettings
-from contextd.core.editing.settings import OFF as EDITING_OFF
 from contextd.core.errors import SessionNotFound, Violations, shown
-from contextd.core.formats import OutputFormat
 from contextd.core.messages import ChatMessage, CompressionSummary, Role
 from contextd.core.pipeline import DroppedRange, DropReason, is_blank
 from contextd.core.system_prompt import NO_SCENARIO, MissingVariables, render
 from contextd.core.tokens import Tokenizer, message_tokens
+from contextd.metrics.recorder import NULL_RECORDER, Recorder
 from contextd.store.catalog import CatalogRepo
 from contextd.store.memory.repository import MemoryRepo
 from contextd.store.models import PromptTemplate, Session, Skill, StoredMessage
-from contextd.store.session_snapshot import SessionSnapshot, SessionSnapshots
+from contextd.store.sessions import SessionSnapshot, SessionSnapshots
 from contextd.store.summaries import SummaryRepo
 from contextd.tracing import spans
 
@@ -53,78 +55,6 @@ MEMORY_HEADER = "## What you know about the user"
 RECENT_HEADER = "## The user's recent conversations"
 FIRST_WINDOW = 64  # messages fetched first; grows 4x while the budget has room
 MAX_LIMIT = 50
-
-
-@dataclass(frozen=True, slots=True)
-class LayerDefaults:
-    """The server's settings a build starts from."""
-
-    identity: str
-    rules: str
-    memory_enabled: bool
-    memory_limit: int
-    recent_sessions_limit: int
-    # Tool results capped and cleared, unless a request says otherwise.
-    editing: EditingSettings = EDITING_OFF
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SessionBuildRequest:
-    """A build from the stored session ``session_id``: session-mode BuildMessages, and
-    each model step of a chat turn."""
-
-    caller: Caller
-    session_id: str
-    user_message: str
-    token_budget: int
-    tokenizer: Tokenizer
-    scenario: str = ""
-    host: str = ""
-    variables: Mapping[str, str] = field(default_factory=dict)
-    # None: the server's setting.
-    memory: bool | None = None
-    memory_limit: int = 0
-    recent_sessions_limit: int = 0
-    output_format: OutputFormat = OutputFormat.NEUTRAL
-    overflow_policy: OverflowPolicy = OverflowPolicy.KEEP_REQUIRED
-    cache_layout: CacheLayout = CacheLayout.OFF
-    # Continue after tool results: no user message. The results are the newest stored
-    # messages, or ``pending`` (a chat turn stores them once the context is built, so
-    # that a refused turn stores nothing).
-    continuation: bool = False
-    pending: Sequence[ChatMessage] = ()
-    # What the memory layer searches with; None: the user message. A chat step
-    # that goes on after tool results or an observation searches with the turn's
-    # question instead.
-    memory_query: str | None = None
-    # The user message's text and images; ``user_message`` is then their text view.
-    user_parts: tuple[ContentPart, ...] = ()
-    # As BuildRequest's: False for a model that takes no user message without text.
-    blank_user_turns: bool = True
-    # Tool results capped and cleared (the server's defaults and the request's fields).
-    editing: EditingSettings = EDITING_OFF
-
-
-@dataclass(slots=True)
-class ContextLayer:
-    name: str
-    included: bool = False
-    tokens: int = 0
-    items_kept: int = 0
-    items_dropped: int = 0
-    note: str = ""
-    # The memory layer's memories, best first, as (text, score); the first
-    # ``items_kept`` of them are in the context.
-    memories: list[tuple[str, float]] = field(default_factory=list)
-
-
-@dataclass(frozen=True, slots=True)
-class BuiltContext:
-    """What a build answers: the message list with its report, and from a stored session
-    what each context layer gave (none for a history in the request)."""
-
-    result: BuildResult
-    layers: list[ContextLayer]
 
 
 @dataclass(slots=True)
@@ -150,8 +80,10 @@ class SessionContextBuilder:
         catalog: CatalogRepo,
         memories: MemoryRepo,
         summaries: SummaryRepo,
+        metrics: Recorder = NULL_RECORDER,
     ) -> None:
         self.defaults = defaults
+        self._metrics = metrics
         self.sessions = sessions
         self.catalog = catalog
         self.memories = memories
@@ -161,6 +93,16 @@ class SessionContextBuilder:
         self.snapshots = SessionSnapshots(
             sessions.sessions.db, sessions.sessions, sessions.conversation, summaries
         )
+
+    async def build_messages(self, req: SessionBuildRequest) -> BuiltContext:
+        """BuildMessages from the stored session the request names, traced and counted
+        like every BuildMessages (a chat turn's builds, through ``build``, are not)."""
+        with spans.span("contextd.build_messages"):
+            built = await self.build(req)
+        if self._metrics.enabled:
+            report = built.result.report
+            self._metrics.built(report.total_tokens, report.dropped)
+        return built
 
     async def build(self, req: SessionBuildRequest, session: Session | None = None) -> BuiltContext:
         """Build from the stored session. ``session``: the session ``req`` names, when the

@@ -9,31 +9,20 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from contextd.app.pagination import bad_page_token, page_size
-from contextd.app.scope import Caller, not_found, parse_id
-from contextd.core.errors import InvalidArgument, SessionNotFound, Violations, shown
+from contextd.app.scope import Caller, not_found, owned_session, parse_id
+from contextd.core.errors import InvalidArgument, Violations, shown
 from contextd.core.messages import ChatMessage, Role
 from contextd.core.pipeline import is_blank, validate_history
-from contextd.core.tokens import ESTIMATE, TokenizerRegistry, message_tokens
+from contextd.core.tokens import TokenizerRegistry
 from contextd.store.conversation import ConversationRepo
-from contextd.store.event_log.events import EventStore
+from contextd.store.event_log.events import EventStore, SessionLog, check_mode
 from contextd.store.memory.repository import MemoryRepo
-from contextd.store.models import CompressionSummaryRow, NewMessage, Session, StoredMessage
+from contextd.store.models import CompressionSummaryRow, Session, StoredMessage, new_message
 from contextd.store.sessions import SessionRepo
 from contextd.store.summaries import SummaryRepo
 
 MAX_TEXT = 256  # scenario, host, title, metadata keys
 MAX_APPEND = 1000
-
-# A session mode (session_start's and session_end's meta.mode) is the client's own
-# short word; printable so that a log or an export shows it as it is.
-MAX_MODE = 64
-
-
-def check_mode(mode: str, field: str, v: Violations) -> None:
-    """A session mode: empty (the default), or at most MAX_MODE printable characters,
-    not all spaces."""
-    if mode and (len(mode) > MAX_MODE or not mode.isprintable() or mode.isspace()):
-        v.add(field, f"at most {MAX_MODE} printable characters, not all spaces")
 
 
 class TurnGate(Protocol):
@@ -42,45 +31,6 @@ class TurnGate(Protocol):
     def ending(
         self, session: Session, deadline: float | None
     ) -> AbstractAsyncContextManager[None]: ...
-
-
-class SessionLog:
-    """A session's event log: its session_start and session_end lines."""
-
-    __slots__ = ("_events", "_session_id", "_tenant_id")
-
-    def __init__(self, events: EventStore, session: Session) -> None:
-        self._events = events
-        self._session_id = session.id
-        self._tenant_id = session.tenant_id
-
-    async def ended(self) -> bool:
-        """Whether the log ends with session_end (nothing since EndSession)."""
-        last = await self._events.last(self._session_id, tenant_id=self._tenant_id)
-        return last is not None and last.get("type") == "session_end"
-
-    async def needs_start(self, known_open: bool | None = None) -> bool:
-        """Whether a turn must write session_start first: the log is empty (a new
-        session, or one whose messages the host appended) or ends with session_end.
-        ``known_open``: whether the log has lines and does not end with session_end, when
-        the caller read it already (None: read here)."""
-        if known_open is not None:
-            return not known_open
-        last = await self._events.last(self._session_id, tenant_id=self._tenant_id)
-        return last is None or last.get("type") == "session_end"
-
-    async def start(self, meta: dict[str, object]) -> None:
-        await self._events.append(
-            self._session_id, "session_start", meta=meta, tenant_id=self._tenant_id
-        )
-
-    async def end(self, meta: dict[str, object]) -> None:
-        await self._events.append(
-            self._session_id, "session_end", meta=meta, tenant_id=self._tenant_id
-        )
-
-    async def delete(self) -> None:
-        await self._events.delete(self._session_id, tenant_id=self._tenant_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,13 +65,7 @@ class SessionsApp:
         )
 
     async def get(self, caller: Caller, session_id: str) -> Session:
-        if not session_id:
-            raise InvalidArgument.one("session_id", "required")
-        # Another tenant's session is not found: its existence is not revealed.
-        session = await self.sessions.get(session_id, tenant_id=caller.tenant_id)
-        if session is None or not caller.owns(session.user_id):
-            raise SessionNotFound(session_id)
-        return session
+        return await owned_session(self.sessions, caller, session_id)
 
     async def end_session(
         self, caller: Caller, session_id: str, mode: str, deadline: float | None = None
@@ -291,21 +235,3 @@ class SessionsApp:
         if stored is None or not caller.owns(stored.user_id):
             raise not_found("message", field)
         return stored
-
-
-def new_message(
-    tokenizers: TokenizerRegistry,
-    message: ChatMessage,
-    turn_index: int,
-    status: str = "",
-    tokenizer: str = "",
-) -> NewMessage:
-    """A row to store, with its counts under the default tokenizer, the estimate and
-    ``tokenizer`` (a chat turn's), so that building from the session never tokenizes it
-    again."""
-    tokens: dict[str, int] = {}
-    for name in ("", ESTIMATE, tokenizer):
-        tok = tokenizers.get(name)
-        if tok.name not in tokens:
-            tokens[tok.name] = message_tokens(message, tok)
-    return NewMessage(message, turn_index=turn_index, status=status, tokens=tokens)

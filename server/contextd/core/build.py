@@ -8,7 +8,7 @@ System prompt and user message are always kept; without a user message, the
 history must end with tool results, and that last call and its results are kept
 instead (a continuation after the host ran tools). The summary is kept while it
 fits beside them. The rest of the budget goes to the newest history, by the rule
-in ``core/fit.py``; everything older is dropped.
+in ``core/pipeline.py`` (``fit_units``); everything older is dropped.
 
 The request and its result are build_request.py's, the system prompt
 system_prompt.py's. ``build_messages`` reads as its steps: validate the request; prepare the history
@@ -31,28 +31,31 @@ from contextd.core.build_request import (
     BuildResult,
     CacheLayout,
     OverflowPolicy,
+    caller_drops,
+    caller_removed,
+    dropped_ranges,
     validate_build_request,
 )
 from contextd.core.editing import EditedHistory
 from contextd.core.editing import edit_history as _edit_history
 from contextd.core.editing.report import compaction_edit, first_changed, kept_edits
 from contextd.core.errors import BudgetExceeded, FailedPrecondition, InvalidArgument
-from contextd.core.fit import KeptHistory, fit_newest, fit_units, unit_costs
 from contextd.core.formats import OutputFormat, render
 from contextd.core.messages import ChatMessage, Role
 from contextd.core.pipeline import (
     DroppedRange,
     DropReason,
+    KeptHistory,
     Reordered,
     Unit,
-    caller_drops,
-    caller_removed,
-    dropped_ranges,
+    fit_newest,
+    fit_units,
     is_blank,
     is_plain,
     replaced_ids,
     restore_tool_results,
     summary_message,
+    unit_costs,
     units_newest_first,
 )
 from contextd.core.system_prompt import join_system_prompts, system_messages, volatile_in_system

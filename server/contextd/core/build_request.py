@@ -1,6 +1,7 @@
 """What a build is asked (``BuildRequest``, checked whole by
 ``validate_build_request``), and what it answers: the list and its report
-(``BuildResult``, ``BuildReport``). build.py makes one from the other."""
+(``BuildResult``, ``BuildReport``, with the report's dropped ranges made from the
+pipeline's drops). build.py makes one from the other."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from contextd.core.formats import JsonObject, OutputFormat
 from contextd.core.messages import ChatMessage, CompressionSummary
 from contextd.core.pipeline import (
     DroppedRange,
+    DropReason,
     MovedToolResult,
     RemovedToolCall,
     is_blank,
@@ -137,3 +139,48 @@ def validate_build_request(req: BuildRequest, violations: Violations | None = No
         if req.compression_summary is not None:
             validate_summary(req.compression_summary, req.history, v)
     v.raise_if_any()
+
+
+def dropped_ranges(dropped: list[tuple[int, DropReason]], budget_end: int) -> list[DroppedRange]:
+    """Merge individual drops with the budget cut into sorted, coalesced ranges.
+
+    Every history index below ``budget_end`` not listed in ``dropped`` was dropped
+    for the budget.
+    """
+    if not dropped:  # the common case
+        return [DroppedRange(0, budget_end, DropReason.BUDGET)] if budget_end else []
+    runs: list[DroppedRange] = []
+
+    def add(start: int, count: int, reason: DropReason) -> None:
+        last = runs[-1] if runs else None
+        if last is not None and last.reason is reason and last.start_index + last.count == start:
+            last.count += count
+        else:
+            runs.append(DroppedRange(start, count, reason))
+
+    pos = 0
+    for index, reason in sorted(dropped):
+        gap_end = min(index, budget_end)
+        if pos < gap_end:
+            add(pos, gap_end - pos, DropReason.BUDGET)
+        add(index, 1, reason)
+        pos = max(pos, index + 1)
+    if pos < budget_end:
+        add(pos, budget_end - pos, DropReason.BUDGET)
+    return runs
+
+
+def caller_drops(
+    origin: Sequence[int], dropped: list[tuple[int, DropReason]], budget_end: int
+) -> list[DroppedRange]:
+    """``dropped_ranges`` for a reordered history: each message dropped, for a reason of
+    its own or the budget, at its index in the caller's history."""
+    at = {origin[p]: reason for p, reason in dropped}
+    for p in range(budget_end):
+        at.setdefault(origin[p], DropReason.BUDGET)
+    return dropped_ranges(sorted(at.items()), 0)
+
+
+def caller_removed(origin: Sequence[int], removed: list[RemovedToolCall]) -> None:
+    """``removed`` (positions in the reordered history) at the caller's indexes."""
+    removed[:] = [RemovedToolCall(origin[r.index], r.tool_call_id) for r in removed]

@@ -8,8 +8,8 @@ format cannot carry one: Anthropic's),
 and tool calls nobody answered are removed (both provider APIs reject them); each
 assistant call is grouped with its results so that trimming keeps or drops them
 together. All of this happens in a single walk from the newest message back,
-yielding one unit at a time, so the budget trimmer can stop tokenizing as soon as
-the budget is full; only cheap checks touch older messages.
+yielding one unit at a time, so the budget rule's kernel (``fit_units``, here too)
+stops tokenizing as soon as the budget is full; only cheap checks touch older messages.
 """
 
 from __future__ import annotations
@@ -17,13 +17,14 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Collection, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from contextd.core import json_text
 from contextd.core.errors import Violations, shown
 from contextd.core.json_text import NESTING_RULE
 from contextd.core.messages import ChatMessage, CompressionSummary, Role, ToolCall
+from contextd.core.tokens import Tokenizer, message_tokens
 
 SUMMARY_HEADER = "[Previous conversation summary]"
 _TOOL_CALL_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
@@ -246,33 +247,98 @@ def units_newest_first(
     dropped.extend((t, DropReason.ORPHANED_TOOL_RESULT) for t in pending)
 
 
-def dropped_ranges(dropped: list[tuple[int, DropReason]], budget_end: int) -> list[DroppedRange]:
-    """Merge individual drops with the budget cut into sorted, coalesced ranges.
+# The budget rule's one kernel: keep history from the newest unit back while it fits.
+# History is kept newest first, a tool call and its results as one unit, until the next
+# older unit would not fit; that unit and everything older is dropped, even if a smaller
+# older message would still fit. Tokens are counted only for what the kernel looks at,
+# so the cost follows what is kept, not the history length. Two forms of the same rule:
+# ``fit_units`` for the repaired units of the general build, and ``fit_newest`` for a
+# plain history (every message a unit of its own, nothing to repair).
 
-    Every history index below ``budget_end`` not listed in ``dropped`` was dropped
-    for the budget.
-    """
-    if not dropped:  # the common case
-        return [DroppedRange(0, budget_end, DropReason.BUDGET)] if budget_end else []
-    runs: list[DroppedRange] = []
 
-    def add(start: int, count: int, reason: DropReason) -> None:
-        last = runs[-1] if runs else None
-        if last is not None and last.reason is reason and last.start_index + last.count == start:
-            last.count += count
+@dataclass(slots=True)
+class KeptHistory:
+    """History kept so far with its token counts, newest message first."""
+
+    entries: list[Entry] = field(default_factory=list)
+    tokens: list[int] = field(default_factory=list)
+
+    def add(self, unit: Unit, counts: list[int]) -> None:
+        if len(unit) == 1:
+            self.entries.append(unit[0])
+            self.tokens.append(counts[0])
         else:
-            runs.append(DroppedRange(start, count, reason))
+            self.entries.extend(reversed(unit))
+            self.tokens.extend(reversed(counts))
 
-    pos = 0
-    for index, reason in sorted(dropped):
-        gap_end = min(index, budget_end)
-        if pos < gap_end:
-            add(pos, gap_end - pos, DropReason.BUDGET)
-        add(index, 1, reason)
-        pos = max(pos, index + 1)
-    if pos < budget_end:
-        add(pos, budget_end - pos, DropReason.BUDGET)
-    return runs
+    def oldest_first(self) -> tuple[list[Entry], list[int]]:
+        self.entries.reverse()
+        self.tokens.reverse()
+        return self.entries, self.tokens
+
+
+def unit_costs(unit: Unit, known: Sequence[int] | None, tok: Tokenizer) -> list[int]:
+    """Token counts of a unit's messages: ``known`` by history index when given (a stored
+    session keeps them), else counted with ``tok``."""
+    # Most units are one message: no comprehension for them (on CPython 3.11 each one
+    # makes a function and calls it), and message_tokens inlined for a text.
+    if len(unit) == 1:
+        index, message = unit[0]
+        if known is not None:
+            return [known[index]]
+        if not message.tool_calls and not message.parts:
+            return [tok.message_overhead + tok.count(message.content)]
+        return [message_tokens(message, tok)]
+    if known is not None:
+        return [known[i] for i, _ in unit]
+    return [message_tokens(m, tok) for _, m in unit]
+
+
+def fit_units(
+    units: Iterator[Unit],
+    available: int,
+    known: Sequence[int] | None,
+    tok: Tokenizer,
+    kept: KeptHistory,
+) -> int:
+    """Add to ``kept`` the newest units that fit in ``available`` tokens (counted as
+    ``unit_costs`` counts them); return the end of the index range dropped for the
+    budget (0 when nothing was)."""
+    for unit in units:
+        counts = unit_costs(unit, known, tok)
+        cost = sum(counts)
+        if cost > available:
+            budget_end = unit[-1][0] + 1
+            # Older units are only classified by the pipeline, never tokenized.
+            for _ in units:
+                pass
+            return budget_end
+        available -= cost
+        kept.add(unit, counts)
+    return 0
+
+
+def fit_newest(
+    history: Sequence[ChatMessage], available: int, tok: Tokenizer
+) -> tuple[int, list[int]]:
+    """``fit_units`` for a plain history: no units, no repairs, one loop over the texts
+    from the newest back, read only as far as they fit. Returns the index of the oldest
+    kept message and the kept messages' token counts, oldest first."""
+    costs: list[int] = []
+    add = costs.append
+    known, count, overhead = tok.known_counts.get, tok.count, tok.message_overhead
+    start = len(history)
+    while start:
+        text = history[start - 1].content
+        tokens = known(text)
+        cost = overhead + (count(text) if tokens is None else tokens)
+        if cost > available:
+            break
+        available -= cost
+        add(cost)
+        start -= 1
+    costs.reverse()
+    return start, costs
 
 
 # Tool results put back behind their calls before the pipeline pairs them.
@@ -426,19 +492,3 @@ def _reordered(
         if i not in leaving:
             origin.append(i)
     return Reordered([history[i] for i in origin], origin, moved)
-
-
-def caller_drops(
-    origin: Sequence[int], dropped: list[tuple[int, DropReason]], budget_end: int
-) -> list[DroppedRange]:
-    """``dropped_ranges`` for a reordered history: each message dropped, for a reason of
-    its own or the budget, at its index in the caller's history."""
-    at = {origin[p]: reason for p, reason in dropped}
-    for p in range(budget_end):
-        at.setdefault(origin[p], DropReason.BUDGET)
-    return dropped_ranges(sorted(at.items()), 0)
-
-
-def caller_removed(origin: Sequence[int], removed: list[RemovedToolCall]) -> None:
-    """``removed`` (positions in the reordered history) at the caller's indexes."""
-    removed[:] = [RemovedToolCall(origin[r.index], r.tool_call_id) for r in removed]

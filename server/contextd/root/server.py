@@ -20,9 +20,8 @@ from grpc_reflection.v1alpha import reflection
 
 from contextd.config import Settings
 from contextd.core.errors import DatabaseUnavailable
-from contextd.core.ids import OpaqueIds
 from contextd.core.network import exposed_hosts
-from contextd.fronts.grpc.convert import PublicIds
+from contextd.fronts.grpc.convert import OpaqueIds, PublicIds
 from contextd.fronts.grpc.serving_health import ServingHealth
 from contextd.fronts.web.gateway import WebGateway
 from contextd.root.listeners import (

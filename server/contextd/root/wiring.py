@@ -27,7 +27,8 @@ from contextd.app.memories import ExpiryDefaults, MemoriesApp
 from contextd.app.memory_embedding import search_by_meaning
 from contextd.app.prompts import PromptsApp
 from contextd.app.retention import RetentionPurger
-from contextd.app.session_context import LayerDefaults, SessionContextBuilder
+from contextd.app.session_build_request import LayerDefaults
+from contextd.app.session_context import SessionContextBuilder
 from contextd.app.sessions import SessionsApp
 from contextd.app.users import UsersApp
 from contextd.config import Settings
@@ -269,7 +270,7 @@ def _apps(
         turns,
         provider.name,
     )
-    builder = _context_builder(settings, sessions, stored)
+    builder = _context_builder(settings, sessions, stored, metrics)
     image_limits = ImageLimits(max_image_bytes=settings.max_image_bytes)
     editing = builder.defaults.editing
     context = ContextApp(
@@ -326,7 +327,7 @@ def _apps(
 
 
 def _context_builder(
-    settings: Settings, sessions: SessionsApp, stored: _Stored
+    settings: Settings, sessions: SessionsApp, stored: _Stored, metrics: Recorder
 ) -> SessionContextBuilder:
     defaults = LayerDefaults(
         identity=settings.system_identity,
@@ -337,7 +338,7 @@ def _context_builder(
         editing=editing_settings(settings),
     )
     return SessionContextBuilder(
-        defaults, sessions, stored.catalog, stored.memories, stored.summaries
+        defaults, sessions, stored.catalog, stored.memories, stored.summaries, metrics
     )
 
 

@@ -10,7 +10,7 @@ memory and all of them dropped by any write once it committed (the rule in store
 since this class is the tables' only writer in this process, the database's only writer.
 On PostgreSQL, where another server may write, every write moves the catalog's version on
 (``Database.next_catalog_version``) and kept reads answer only a read that names the
-version its call read (store/session_snapshot.py reads it with the session); reads kept
+version its call read (store/sessions.py reads it with the session); reads kept
 at another version go.
 """
 

@@ -1,143 +1,45 @@
-"""The conversation table: every user, assistant and tool message of a session, in order.
-
-Each message's token counts live in ``message_tokens`` (one row per tokenizer), written with
-the message, so the rolling window (:meth:`ConversationRepo.tail`) reads counts instead of
-tokenizing, and costs in the number of messages it returns, not in the session's length.
-
-Every chat turn reads its session's newest messages two or three times (its number, the
-window, the work after the turn). :class:`ConversationRepo` keeps them in memory
-(store/tail_cache.py, which has the rule that keeps them current) and tells that cache of
-every write once it committed. A session created through SessionRepo starts cached, with
-no rows. Where another server may write (PostgreSQL), kept rows answer only a read that
-names the session's version its call read (``tail``'s ``version``, from a
-store/session_snapshot.py read); other reads go to the database.
-
-Every read names the session's tenant (the default one unless given): stored rows and
-kept ones are found only within it, kept rows being keyed by (tenant, session).
+"""The conversation table's writes: every user, assistant and tool message of a session,
+stored in order with its token counts (``ConversationRepo``, which answers the reads of
+store/conversation_reads.py too and tells its kept rows of every write once it committed).
 """
 
 from __future__ import annotations
 
-import json
 import time
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import replace
-from types import MappingProxyType
-from typing import Any
+from collections.abc import Iterable, Sequence
 
 from contextd.core.errors import SessionNotFound
 from contextd.core.identity import DEFAULT_TENANT
-from contextd.core.messages import ChatMessage, Role, ToolCall
-from contextd.store import answer_records
-from contextd.store.engine.database import Database, JoinedWrite, KeyConflict
+from contextd.core.messages import Role
+from contextd.store.conversation_reads import (
+    ALL_TOKENS,
+    COLUMNS,
+    ConversationReads,
+    with_all_tokens,
+)
+from contextd.store.engine.database import JoinedWrite, KeyConflict
 from contextd.store.message_writes import (
     INSERT_CHUNK,
     SEQ_INDEX,
     insert,
+    insert_answer_record,
     one_statement,
     stored_new,
 )
-from contextd.store.models import (
-    NO_TOKENS,
-    AnswerRecord,
-    NewMessage,
-    StoredMessage,
-    parts_from_json,
-    token_counts,
-)
-from contextd.store.paging import decode_token, encode_token, page_limit
-from contextd.store.sessions import UsageTotals, add_usage, totals_from_row
-from contextd.store.tail_cache import TailCache
+from contextd.store.models import AnswerRecord, NewMessage, StoredMessage, UsageTotals
+from contextd.store.sessions import add_usage, totals_from_row
 
 STORED_ROLES = frozenset({Role.USER, Role.ASSISTANT, Role.TOOL})
 
-# A message's columns, in the order ``_stored`` unpacks them: every read selects them
-# through ``_COLUMNS``, then its token counts as ``tokens``.
-_MESSAGE_COLUMNS = (
-    "id", "session_id", "user_id", "seq", "role", "content", "tool_calls", "tool_call_id",
-    "turn_index", "is_collected", "status", "created_at", "parts",
-)  # fmt: skip
-_COLUMNS = ", ".join(f"c.{name}" for name in _MESSAGE_COLUMNS)
-_WIDTH = len(_MESSAGE_COLUMNS)
-# All token counts of the row as one JSON object ({"tokenizer": count}), NULL when none.
-_ALL_TOKENS = (
-    "(SELECT json_group_object(t.tokenizer, t.tokens) FROM message_tokens t"
-    " WHERE t.message_id = c.id) AS tokens"
-)
-
-# The rolling window, newest first: conversation_session_seq searched backwards from the
-# session's last seq, stopping after ``limit`` rows; each row joined to its one count by the
-# message_tokens primary key. Parameters: tokenizer, session_id, tenant_id, limit.
-TAIL_SQL = (
-    f"SELECT {_COLUMNS}, t.tokens FROM conversation c"
-    " LEFT JOIN message_tokens t ON t.message_id = c.id AND t.tokenizer = ?"
-    " WHERE c.session_id = ? AND c.tenant_id = ? ORDER BY c.seq DESC LIMIT ?"
-)
 # The same columns from an UPDATE ... RETURNING, which cannot alias its table.
-_RETURNING = _COLUMNS.replace("c.", "conversation.") + _ALL_TOKENS.replace(
+_RETURNING = COLUMNS.replace("c.", "conversation.") + ALL_TOKENS.replace(
     "c.id", "conversation.id"
 ).join((", ", ""))
 
 
-def _tool_calls(text: str | None) -> tuple[ToolCall, ...]:
-    if not text:
-        return ()
-    return tuple(ToolCall(c["id"], c["name"], c.get("arguments", "")) for c in json.loads(text))
-
-
-# Role by stored value: a dict lookup is much cheaper than Role(value), and a tail read
-# makes up to TAIL_CACHE_ROWS (store/tail_cache.py) messages.
-_ROLES = {role.value: role for role in Role}
-
-
-def _stored(row: Any, tokens: Mapping[str, int]) -> StoredMessage:
-    # Unpacked in the order of _MESSAGE_COLUMNS, not looked up by name: a tail read builds
-    # up to TAIL_CACHE_ROWS rows, and 13 lookups by name in an sqlite3.Row cost several
-    # times what unpacking does.
-    (mid, session_id, user_id, seq, role, content, calls, call_id, turn, collected, status, at,
-     parts) = row[:_WIDTH]  # fmt: skip
-    message = ChatMessage(
-        _ROLES[role],
-        content,
-        _tool_calls(calls),
-        call_id,
-        str(mid),
-        parts_from_json(parts) if parts else (),
-    )
-    # Positional arguments, in the order of the fields: keyword arguments would make
-    # building a row noticeably slower, for every row a tail read makes.
-    return StoredMessage(
-        mid, session_id, user_id, seq, message, turn, bool(collected), status, at, tokens
-    )
-
-
-def _with_one_count(row: Any, tokenizer: str) -> StoredMessage:
-    count = row["tokens"]
-    return _stored(row, NO_TOKENS if count is None else MappingProxyType({tokenizer: count}))
-
-
-def _with_one_count_listed(row: Sequence[Any], tokenizer: str) -> StoredMessage:
-    """``_with_one_count`` of a row given as a list (its count last)."""
-    count = row[_WIDTH]
-    return _stored(row, NO_TOKENS if count is None else MappingProxyType({tokenizer: count}))
-
-
-def _with_all_tokens(row: Any) -> StoredMessage:
-    tokens = row["tokens"]
-    return _stored(row, token_counts(json.loads(tokens)) if tokens else NO_TOKENS)
-
-
-class ConversationRepo:
-    """Conversation rows, the newest of each session kept in memory (see the module
-    docstring)."""
-
-    def __init__(self, db: Database) -> None:
-        self._db = db
-        self._tails = TailCache()
-        # Kept rows answer only reads checked against the session's version.
-        self._versioned = db.shared_between_processes
-        db.session_created.append(lambda tenant_id, sid: self._tails.created((tenant_id, sid)))
-        db.session_deleted.append(lambda tenant_id, sid: self._tails.drop((tenant_id, sid)))
+class ConversationRepo(ConversationReads):
+    """Conversation rows: the writes here, the reads (and the rows kept in memory) in
+    ``ConversationReads``."""
 
     async def append(
         self,
@@ -214,7 +116,7 @@ class ConversationRepo:
                 version = await self._db.next_session_version(conn, session_id)
             stored = await insert(conn, session_id, owner, messages, self._db.writes_in_with)
             if answer is not None and stored:
-                await answer_records.insert(conn, stored[-1].id, answer)
+                await insert_answer_record(conn, stored[-1].id, answer)
             if also is not None:
                 await conn.execute(also.sql, also.params)
         self._appended(owner[0], session_id, stored, version)
@@ -253,173 +155,6 @@ class ConversationRepo:
             for moved in self._db.messages_appended:
                 moved(session_id, version)
 
-    async def get(
-        self, message_id: int, *, tenant_id: str = DEFAULT_TENANT
-    ) -> StoredMessage | None:
-        """The tenant's message with all its stored token counts (None for another
-        tenant's: the caller checks the user)."""
-        rows = await self._db.reader.execute_fetchall(
-            f"SELECT {_COLUMNS}, {_ALL_TOKENS} FROM conversation c"
-            " WHERE c.id = ? AND c.tenant_id = ?",
-            (message_id, tenant_id),
-        )
-        for row in rows:
-            return _with_all_tokens(row)
-        return None
-
-    async def list_messages(
-        self,
-        session_id: str,
-        page_size: int = 0,
-        page_token: str = "",
-        *,
-        tenant_id: str = DEFAULT_TENANT,
-    ) -> tuple[list[StoredMessage], str]:
-        """A page of the (tenant's) session's messages, oldest first, with all their token
-        counts."""
-        limit = page_limit(page_size)
-        after = -1
-        if page_token:
-            (last_seq,) = decode_token(page_token, "messages", session_id, (int,))
-            assert isinstance(last_seq, int)
-            after = last_seq
-        rows = await self._db.reader.execute_fetchall(
-            f"SELECT {_COLUMNS}, {_ALL_TOKENS} FROM conversation c"
-            " WHERE c.session_id = ? AND c.tenant_id = ? AND c.seq > ? ORDER BY c.seq LIMIT ?",
-            (session_id, tenant_id, after, limit + 1),
-        )
-        items = [_with_all_tokens(row) for row in rows]
-        more = len(items) > limit
-        del items[limit:]
-        answers = await answer_records.of_messages(
-            self._db, (m.id for m in items if m.message.role is Role.ASSISTANT)
-        )
-        if answers:
-            items = [replace(m, answer=answers.get(m.id)) for m in items]
-        if not more:
-            return items, ""
-        return items, encode_token("messages", session_id, [items[-1].seq])
-
-    async def first(
-        self, session_id: str, *, tenant_id: str = DEFAULT_TENANT, version: int | None = None
-    ) -> StoredMessage | None:
-        """The session's first message: kept (from the cached rows when they are all of
-        the session's, with the counts they have), else read with all its counts and
-        kept. ``version``: as ``tail``'s."""
-        key = (tenant_id, session_id)
-        kept = not self._versioned or version is not None
-        if kept:
-            self._tails.check(key, version)
-            every = self._tails.all_rows(key)
-            first = (every[0] if every else None) if every is not None else self._tails.first(key)
-            if first is not None or every is not None:
-                return first
-        page, _ = await self.list_messages(session_id, 1, tenant_id=tenant_id)
-        if page and kept:
-            self._tails.first_read(key, page[0], version)
-        return page[0] if page else None
-
-    async def last_turn(self, session_id: str, *, tenant_id: str = DEFAULT_TENANT) -> int:
-        """The turn of the session's newest message; 0 for a session without messages."""
-        rows = await self._db.reader.execute_fetchall(
-            "SELECT turn_index FROM conversation WHERE session_id = ? AND tenant_id = ?"
-            " ORDER BY seq DESC LIMIT 1",
-            (session_id, tenant_id),
-        )
-        return int(rows[0]["turn_index"]) if rows else 0
-
-    async def tail(
-        self,
-        session_id: str,
-        limit: int,
-        tokenizer: str,
-        *,
-        tenant_id: str = DEFAULT_TENANT,
-        version: int | None = None,
-    ) -> list[StoredMessage]:
-        """The newest ``limit`` messages in chronological order (one indexed query, or
-        none when the session's newest messages are cached). ``version``: the session's,
-        as the caller's call read it (store/session_snapshot.py); where other processes
-        write (PostgreSQL), only a read that names it is answered from memory.
-
-        Each has ``tokens[tokenizer]`` when that count is stored, and no other count. The
-        rows are shared with later calls (they are frozen).
-        """
-        if limit <= 0:
-            return []
-        key = (tenant_id, session_id)
-        kept = not self._versioned or version is not None
-        if kept:
-            self._tails.check(key, version)
-            cached = self._tails.newest(key, tokenizer, limit)
-            if cached is not None:
-                return list(cached[-limit:])
-        rows = await self._db.reader.execute_fetchall(
-            TAIL_SQL, (tokenizer, session_id, tenant_id, limit)
-        )
-        out = [_with_one_count(row, tokenizer) for row in rows]
-        out.reverse()
-        if kept:
-            self._tails.read(key, tokenizer, out, limit, version)
-        return out
-
-    async def current_version(
-        self, session_id: str, *, tenant_id: str = DEFAULT_TENANT
-    ) -> int | None:
-        """The session's version as the database has it now, for reads that name it
-        (``tail``); None where no other process writes (no statement: SQLite) or the
-        session is gone."""
-        if not self._versioned:
-            return None
-        rows = await self._db.reader.execute_fetchall(
-            "SELECT version FROM sessions WHERE id = ? AND tenant_id = ?", (session_id, tenant_id)
-        )
-        return int(rows[0]["version"]) if rows else None
-
-    def tail_version(self, session_id: str, *, tenant_id: str = DEFAULT_TENANT) -> int | None:
-        """The session version the kept rows are at (None: none kept)."""
-        return self._tails.version((tenant_id, session_id))
-
-    def read_at(
-        self,
-        session_id: str,
-        tenant_id: str,
-        version: int,
-        tokenizer: str,
-        window: Sequence[Sequence[Any]] | None,
-        limit: int,
-    ) -> None:
-        """The session was read at ``version`` by a call, with (unless None) its newest
-        ``limit`` rows, newest first, each as ``TAIL_SQL``'s columns in a list."""
-        key = (tenant_id, session_id)
-        self._tails.check(key, version)
-        if window is not None:
-            out = [_with_one_count_listed(row, tokenizer) for row in reversed(window)]
-            self._tails.read(key, tokenizer, out, limit, version)
-
-    async def turn_messages(
-        self,
-        session_id: str,
-        turn_index: int,
-        tokenizer: str,
-        at_most: int = 1024,
-        *,
-        tenant_id: str = DEFAULT_TENANT,
-        version: int | None = None,
-    ) -> list[StoredMessage]:
-        """The messages of turn ``turn_index`` among the session's newest ``at_most``, oldest
-        first (as ``tail`` reads them), read back from the newest only as far as needed.
-        ``version``: as ``tail``'s."""
-        limit = min(16, at_most)
-        while True:
-            rows = await self.tail(
-                session_id, limit, tokenizer, tenant_id=tenant_id, version=version
-            )
-            if len(rows) < limit or rows[0].turn_index < turn_index or limit >= at_most:
-                break
-            limit = min(limit * 4, at_most)
-        return [r for r in rows if r.turn_index == turn_index]
-
     async def save_tokens(
         self,
         rows: Iterable[tuple[int, str, int]],
@@ -456,7 +191,7 @@ class ConversationRepo:
             for row in rows:  # a changed row: other processes' kept rows must go too
                 await self._db.next_session_version(conn, row["session_id"])
         for row in rows:
-            updated = _with_all_tokens(row)
+            updated = with_all_tokens(row)
             self._tails.drop((tenant_id, updated.session_id))
             return updated
         return None

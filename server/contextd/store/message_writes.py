@@ -1,7 +1,7 @@
 """How messages are written: the statements that store a chunk of a session's messages
-with their token counts at the end of the session (store/conversation.py's ``append``),
-inside a transaction, or, where writes go in WITH (PostgreSQL), a whole write as one
-statement that commits by itself."""
+with their token counts (and an answer's record) at the end of the session
+(store/conversation.py's ``append``), inside a transaction, or, where writes go in WITH
+(PostgreSQL), a whole write as one statement that commits by itself."""
 
 from __future__ import annotations
 
@@ -11,16 +11,17 @@ from collections.abc import Sequence
 
 from contextd.core.errors import SessionNotFound
 from contextd.core.messages import ChatMessage, ToolCall
-from contextd.store import answer_records
+from contextd.store.answer_records import COLUMNS as ANSWER_COLUMNS
 from contextd.store.engine.database import Connection, JoinedWrite, Row
 from contextd.store.models import (
     AnswerRecord,
     NewMessage,
     StoredMessage,
+    UsageTotals,
     parts_json,
     token_counts,
 )
-from contextd.store.sessions import USAGE_ADDED_SQL, USAGE_TOTALS_SQL, UsageTotals, usage_added
+from contextd.store.sessions import USAGE_ADDED_SQL, USAGE_TOTALS_SQL, usage_added
 
 # Rows per INSERT statement: 8 parameters a row, 4,000 in all, far below SQLite's 32,766.
 INSERT_CHUNK = 500
@@ -237,10 +238,49 @@ def one_statement(
         parts.append(f"joined AS ({also.in_with})")
         params += also.params
     if answer is not None and messages:
-        recorded, recorded_params = answer_records.in_with("added", answer)
+        recorded, recorded_params = _answer_in_with("added", answer)
         parts.append(f"recorded AS ({recorded})")
         params += recorded_params
     return f"WITH {', '.join(parts)} SELECT {selected}{tail}", params
+
+
+# An answer's record (store/answer_records.py), written with the answer's message.
+
+
+async def insert_answer_record(conn: Connection, message_id: int, record: AnswerRecord) -> None:
+    """The answer's record, inside the caller's transaction."""
+    await conn.execute(
+        f"INSERT INTO answer_records ({ANSWER_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (message_id, *_answer_values(record)),
+    )
+
+
+def _answer_in_with(added: str, record: AnswerRecord) -> tuple[str, tuple[object, ...]]:
+    """The record as a part of a WITH statement (PostgreSQL), kept with the last message
+    of ``added`` (a part that inserted messages, returning their id and seq); and its
+    parameters."""
+    # The casts give PostgreSQL the numbers' type (a SELECT list's parameters are text).
+    numbers = ", ".join(["CAST(? AS BIGINT)"] * 5)
+    sql = (
+        f"INSERT INTO answer_records ({ANSWER_COLUMNS})"
+        f" SELECT a.id, ?, {numbers}, CAST(? AS INTEGER), ?"
+        f" FROM {added} a ORDER BY a.seq DESC LIMIT 1"
+    )
+    return sql, _answer_values(record)
+
+
+def _answer_values(record: AnswerRecord) -> tuple[object, ...]:
+    u = record.usage
+    return (
+        record.model,
+        u.prompt_tokens,
+        u.completion_tokens,
+        u.prompt_tokens_estimate,
+        u.cache_read_tokens,
+        u.cache_write_tokens,
+        int(u.estimated),
+        record.note,
+    )
 
 
 def _prefixed(columns: str, prefix: str) -> str:

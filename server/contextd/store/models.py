@@ -15,14 +15,12 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import Any, NamedTuple
 
 from contextd.core.content import ContentPart, ImageDetail, ImagePart, TextPart
 from contextd.core.identity import DEFAULT_TENANT
 from contextd.core.messages import ChatMessage
-
-if TYPE_CHECKING:
-    from contextd.store.sessions import UsageTotals
+from contextd.core.tokens import ESTIMATE, TokenizerRegistry, message_tokens
 
 NO_TOKENS: Mapping[str, int] = MappingProxyType({})
 
@@ -36,6 +34,20 @@ def check_session_id(session_id: str) -> str:
     if not isinstance(session_id, str) or not _SESSION_ID.fullmatch(session_id):
         raise ValueError(f"session_id must be 32 lowercase hex characters, got {session_id!r}")
     return session_id
+
+
+class UsageTotals(NamedTuple):
+    """Token usage summed over model calls."""
+
+    # As providers reported it, or counted by contextd where ``estimated``; every input
+    # token, the cached ones included.
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    prompt_tokens_estimate: int = 0  # contextd's own count before each call
+    cache_read_tokens: int = 0  # of prompt_tokens: read from the provider's prompt cache
+    cache_write_tokens: int = 0  # of prompt_tokens: written to it
+    # Some figure was counted by contextd: the provider reported none for a call.
+    estimated: bool = False
 
 
 def token_counts(counts: Mapping[str, int]) -> Mapping[str, int]:
@@ -224,3 +236,21 @@ def _part(obj: dict[str, Any]) -> ContentPart:
         width=image.get("width", 0),
         height=image.get("height", 0),
     )
+
+
+def new_message(
+    tokenizers: TokenizerRegistry,
+    message: ChatMessage,
+    turn_index: int,
+    status: str = "",
+    tokenizer: str = "",
+) -> NewMessage:
+    """A row to store, with its counts under the default tokenizer, the estimate and
+    ``tokenizer`` (a chat turn's), so that building from the session never tokenizes it
+    again."""
+    tokens: dict[str, int] = {}
+    for name in ("", ESTIMATE, tokenizer):
+        tok = tokenizers.get(name)
+        if tok.name not in tokens:
+            tokens[tok.name] = message_tokens(message, tok)
+    return NewMessage(message, turn_index=turn_index, status=status, tokens=tokens)

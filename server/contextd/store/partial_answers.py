@@ -24,9 +24,9 @@ from dataclasses import dataclass, replace
 
 from contextd.core.errors import SessionNotFound
 from contextd.store.engine.database import Database, JoinedWrite, Row
-from contextd.store.models import Session
-from contextd.store.sessions import UsageTotals, session_from_row, usage_totals
+from contextd.store.models import Session, UsageTotals
 from contextd.store.sessions import columns as session_columns
+from contextd.store.sessions import session_from_row, usage_totals
 
 _COLUMNS = (
     "p.tenant_id, p.session_id, s.user_id, p.turn_index, p.step, p.text, p.tokenizer,"

@@ -6,15 +6,16 @@ from __future__ import annotations
 import secrets
 import time
 
-from contextd.core.ids import KEY_BYTES
 from contextd.store.engine.database import Database
 
 IDS = "ids"
+# The ids' key: an AES-256 key (fronts/grpc/convert.py makes the ids callers see with it).
+KEY_BYTES = 32
 _READ = "SELECT value FROM server_secrets WHERE name = ?"
 
 
 async def id_key(db: Database) -> bytes:
-    """The key of the ids callers see (core/ids.py); made on the first call on a new
+    """The key of the ids callers see (fronts/grpc/convert.py); made on the first call on a new
     database. Replicas starting together each offer one: the first insert wins and
     every replica reads the winner's."""
     rows = await db.reader.execute_fetchall(_READ, (IDS,))

@@ -9,7 +9,7 @@ caches once it committed (the rule in store/engine/sqlite.py). Where other proce
 database (PostgreSQL), a session's compression writes, in any process, run one after the
 other and move the session's version on (``Database.next_session_version``), and a kept
 summary answers only a read that names the version its call read, as the session's kept
-messages do (store/tail_cache.py has the rule).
+messages do (store/conversation_reads.py has the rule).
 
 The user's other sessions' summaries (``recent_sessions``) are read by every turn too:
 each list is kept until a summary it may show changes
@@ -17,7 +17,7 @@ each list is kept until a summary it may show changes
 it leaves out) or a session is deleted.
 
 Where another server may write (PostgreSQL: ``Database.shared_between_processes``),
-these lists are not kept: a build reads them with its session (store/session_snapshot.py).
+these lists are not kept: a build reads them with its session (store/sessions.py).
 """
 
 from __future__ import annotations

@@ -9,10 +9,9 @@ from pathlib import Path
 
 from contextd.app.chat import ChatTurnRequest, TurnCompleted, TurnStarted
 from contextd.app.scope import Caller
-from contextd.app.sessions import new_message
 from contextd.core.messages import ChatMessage, Role
+from contextd.store.models import UsageTotals, new_message
 from contextd.store.partial_answers import PartialAnswerRepo
-from contextd.store.sessions import UsageTotals
 
 from tests.support.chat_app import App, in_process
 

@@ -14,8 +14,7 @@ from contextd.core.messages import ToolCall
 from contextd.core.tokens import TokenizerRegistry
 from contextd.providers.base import Finished, Usage
 from contextd.store.event_log.events import NewEvent
-from contextd.store.models import Session
-from contextd.store.sessions import UsageTotals
+from contextd.store.models import Session, UsageTotals
 
 TOKENIZER = TokenizerRegistry("cl100k_base").get("cl100k_base")
 

@@ -14,9 +14,8 @@ from contextd.app.chat.request import ChatTurnRequest, validate
 from contextd.app.chat.session_lease import SessionTurns
 from contextd.app.chat.step_loop import StepLoop
 from contextd.app.chat.turn_setup import TurnSetup
-from contextd.app.sessions import SessionLog
 from contextd.core.errors import SessionNotFound
-from contextd.store.event_log.events import EventStore
+from contextd.store.event_log.events import EventStore, SessionLog
 
 
 class ChatApp:

@@ -1,6 +1,6 @@
 """The lines a turn writes to its session's event log (docs/chat.md, "The event log"):
 its events, from its start to its end (the session's own start and end lines are
-sessions.py's SessionLog).
+store/event_log/events.py's SessionLog).
 
 Everything about a line's type, step and meta is decided here; the store encodes and
 writes it (store/event_log/).
@@ -14,7 +14,7 @@ from dataclasses import asdict
 from typing import Any
 
 from contextd.app.chat.turn import TokenUsage
-from contextd.app.session_context import ContextLayer
+from contextd.app.session_build_request import ContextLayer
 from contextd.core.build_request import BuildResult
 from contextd.core.messages import Role
 from contextd.core.pipeline import SUMMARY_HEADER

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from contextd.app.chat.turn import TokenUsage
-from contextd.app.session_context import ContextLayer
+from contextd.app.session_build_request import ContextLayer
 from contextd.core.build_request import BuildReport
 from contextd.core.messages import ToolCall
 

@@ -26,12 +26,12 @@ import logging
 from contextd.app.chat.event_log import TurnLog
 from contextd.app.chat.events import TurnStatus
 from contextd.app.chat.turn import TokenUsage
-from contextd.app.sessions import new_message
 from contextd.core.messages import ChatMessage, Role
 from contextd.core.pipeline import is_blank
 from contextd.core.tokens import TokenizerRegistry
 from contextd.store.conversation import ConversationRepo
 from contextd.store.event_log.events import EventStore
+from contextd.store.models import new_message
 from contextd.store.partial_answers import PartialAnswer, PartialAnswerRepo
 
 log = logging.getLogger("contextd.chat")

@@ -11,14 +11,12 @@ from collections.abc import Sequence
 from contextd.app.chat.events import TurnCompleted, TurnStatus
 from contextd.app.chat.turn import Turn
 from contextd.app.chat.turn_end import TurnEnd
-from contextd.app.sessions import new_message
 from contextd.core.messages import ChatMessage, Role, ToolCall
 from contextd.core.pipeline import is_blank
 from contextd.core.tokens import TokenizerRegistry
 from contextd.store.conversation import ConversationRepo
-from contextd.store.models import AnswerRecord, NewMessage, StoredMessage
+from contextd.store.models import AnswerRecord, NewMessage, StoredMessage, UsageTotals, new_message
 from contextd.store.partial_answers import PartialAnswerRepo
-from contextd.store.sessions import UsageTotals
 
 
 class TurnRecorder:

@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 
 from contextd.app.chat.inline_tools import MEMORY_TOOL, RECALL_TOOL, offers_recall
 from contextd.app.scope import Caller
-from contextd.app.sessions import check_mode
 from contextd.core.build_request import CacheLayout
 from contextd.core.content import ContentPart
 from contextd.core.editing import EditingSettings
@@ -18,6 +17,7 @@ from contextd.core.messages import ChatMessage, Role
 from contextd.core.pipeline import is_blank
 from contextd.core.tokens import Tokenizer
 from contextd.providers.base import AUTO, TEXT, ResponseFormat, ToolChoice, ToolSpec
+from contextd.store.event_log.events import check_mode
 
 # The longest answer_note: room for a request's parameters (instructions, tool schemas).
 MAX_ANSWER_NOTE = 262_144

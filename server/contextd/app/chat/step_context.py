@@ -6,11 +6,8 @@ from collections.abc import Sequence
 
 from contextd.app.chat.request import ChatTurnRequest
 from contextd.app.chat.turn import Turn
-from contextd.app.session_context import (
-    ContextLayer,
-    SessionBuildRequest,
-    SessionContextBuilder,
-)
+from contextd.app.session_build_request import ContextLayer, SessionBuildRequest
+from contextd.app.session_context import SessionContextBuilder
 from contextd.core.build import build_messages
 from contextd.core.build_request import BuildReport, BuildRequest, BuildResult
 from contextd.core.content import ContentPart

@@ -19,8 +19,7 @@ from dataclasses import dataclass
 from contextd.core.messages import ToolCall
 from contextd.core.tokens import Tokenizer
 from contextd.providers.base import Finished, Usage
-from contextd.store.models import Session
-from contextd.store.sessions import UsageTotals
+from contextd.store.models import Session, UsageTotals
 
 
 @dataclass(slots=True)

@@ -23,15 +23,16 @@ from contextd.app.chat.step_context import StepContexts
 from contextd.app.chat.tool_protocol import ToolProtocol, TurnParts
 from contextd.app.chat.turn import Turn
 from contextd.app.chat.turn_end import TurnEnd
+from contextd.app.scope import owned_session
 from contextd.app.session_context import SessionContextBuilder
-from contextd.app.sessions import SessionLog, SessionsApp
+from contextd.app.sessions import SessionsApp
 from contextd.core.errors import Violations
 from contextd.core.messages import ChatMessage, Role, ToolCall
 from contextd.core.tokens import TokenizerRegistry, message_tokens
 from contextd.metrics.recorder import NULL_RECORDER, Recorder
 from contextd.providers.base import ModelRequest, Provider
 from contextd.store.conversation import ConversationRepo
-from contextd.store.event_log.events import EventStore
+from contextd.store.event_log.events import EventStore, SessionLog
 from contextd.store.memory.repository import MemoryRepo
 from contextd.store.models import Session
 from contextd.store.partial_answers import Held, PartialAnswerRepo
@@ -194,8 +195,7 @@ class TurnSetup:
             context_meta(context, tools.contexts.layers),
         )
         for call, (_, content) in zip(answered, req.tool_results, strict=True):
-            # A result belongs to the step of the call it answers, the one before this
-            # call's first.
+            # A result belongs to the step of its call, the one before this call's first.
             await log.observation(turn.step - 1, content, call.name, call.id)
         estimate = request.prompt_tokens_estimate
         started = TurnStarted(
@@ -216,7 +216,7 @@ class TurnSetup:
             caller = req.caller
             return Session("", caller.user_id, req.scenario, req.host, tenant_id=caller.tenant_id)
         if req.session_id:
-            return await self.sessions.get(req.caller, req.session_id)
+            return await owned_session(self.sessions.sessions, req.caller, req.session_id)
         return await self.sessions.create(req.caller, req.scenario, req.host, req.title)
 
     async def _answered_calls(

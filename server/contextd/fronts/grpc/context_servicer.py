@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from contextd.app.context import ContextApp
 from contextd.app.scope import Caller
-from contextd.app.session_context import BuiltContext, SessionBuildRequest
+from contextd.app.session_build_request import BuiltContext, SessionBuildRequest
 from contextd.app.sessions import SessionsApp
 from contextd.core.build_request import (
     BuildRequest,
@@ -70,7 +70,7 @@ class ContextServicer(pb_grpc.ContextServiceServicer):  # type: ignore[misc]
         app = self._app
         if request.HasField("session"):
             command = session_build_from_pb(request, app.tokenizers, app.image_limits, app.editing)
-            built = await app.build_session(command)
+            built = await app.session_builds.build_messages(command)
             # The session's messages carry their stored ids, shown as callers see them.
             return build_response_to_pb(built, None, self._ids.message)
         # Read once, as a slice (the cheapest copy): the response copies the messages

@@ -6,8 +6,8 @@ cost themselves, so a hop would be most of the work (bench/README.md, "Measured 
 behind the code"). The price is that a statement blocks the loop while it runs:
 repositories keep statements indexed and bounded (pages, limits), and this process is
 the file's only writer, so no statement waits on a lock. With ``--workers`` the workers
-write it too: they take turns through a lock file the kernel queues (write_lock.py),
-waited for in a thread, so the worker's other calls go on meanwhile.
+write it too: a write that finds another's lock waits for it on the loop, between tries
+of BEGIN, so the worker's other calls go on meanwhile.
 
 ``SqliteConnection`` keeps an awaitable API (``await conn.execute_fetchall(...)``): callers do
 not change if a statement ever has to move to a thread.
@@ -49,7 +49,6 @@ from contextd.store.engine.database import (
 from contextd.store.engine.disk import DiskWatch
 from contextd.store.engine.migrations import SQLITE_MIGRATIONS, migration_files
 from contextd.store.engine.private import create_empty, make_dir
-from contextd.store.engine.write_lock import WriteLock, WriteLockTimeout
 from contextd.tracing import spans
 
 _SPAN_ATTRIBUTES = {"db.system": "sqlite", "db.system.name": "sqlite"}
@@ -58,10 +57,7 @@ Row = sqlite3.Row
 
 DB_FILENAME = "contextd.sqlite3"
 BUSY_TIMEOUT_MS = 5000
-# Workers take turns to write through this file beside the database.
-WRITE_LOCK_SUFFIX = "-writer"
-# A write that finds SQLite's lock held by a process outside the workers' turns (a
-# backup, the sqlite3 shell) tries again after these pauses, doubling.
+# A worker waiting for another's write lock tries again after these pauses, doubling.
 _FIRST_PAUSE_S = 0.0002
 _LAST_PAUSE_S = 0.01
 
@@ -201,10 +197,6 @@ class SqliteDatabase(Database):
         self._writer = writer
         self._reader = reader
         self._write_lock = asyncio.Lock()
-        self._turns: WriteLock | None = None
-        if shared:
-            turns = path.with_name(path.name + WRITE_LOCK_SUFFIX)
-            self._turns = WriteLock(turns, BUSY_TIMEOUT_MS / 1000)
 
     @classmethod
     async def open(
@@ -268,8 +260,6 @@ class SqliteDatabase(Database):
             await self.disk.aclose()
         self._reader.close()
         self._writer.close()
-        if self._turns is not None:
-            self._turns.close()
 
     def time_statements(self, observe: StatementObserver) -> None:
         self._writer = self._writer.timed(observe)
@@ -332,23 +322,15 @@ class SqliteDatabase(Database):
                     if self.disk is not None and self.disk.noticed(error):
                         raise StorageFull() from error
                     raise
-                finally:
-                    if self._turns is not None:
-                        self._turns.release()
 
     async def _begin(self) -> None:
-        """BEGIN IMMEDIATE. When workers share the file, first this worker's turn to
-        write; then SQLite's lock is waited for on the loop, between tries, rather than
-        in SQLite's busy handler, which would hold up every call of this worker while it
-        sleeps."""
-        if self._turns is None:
+        """BEGIN IMMEDIATE. When workers share the file the write lock may be another's:
+        wait for it on the loop, between tries, rather than in SQLite's busy handler,
+        which would hold up every call of this worker while it sleeps."""
+        if not self.shared_between_processes:
             await self._writer.execute("BEGIN IMMEDIATE")
             return
         deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
-        try:
-            await self._turns.acquire()
-        except WriteLockTimeout:
-            raise sqlite3.OperationalError("database is locked") from None
         pause = _FIRST_PAUSE_S
         while not self._writer.begin_or_busy():
             if time.monotonic() >= deadline:

@@ -15,8 +15,9 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from contextd.core.errors import Violations
 from contextd.core.identity import DEFAULT_TENANT
-from contextd.store.models import check_session_id
+from contextd.store.models import Session, check_session_id
 
 if TYPE_CHECKING:
     from contextd.store.engine.database import Connection
@@ -41,6 +42,18 @@ ROLES = frozenset({"system", "user", "assistant"})
 
 # allow_nan=False: NaN/Infinity are not JSON and a strict reader would reject them.
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+# A session mode (session_start's and session_end's meta.mode) is the client's own
+# short word; printable so that a log or an export shows it as it is.
+MAX_MODE = 64
+
+
+def check_mode(mode: str, field: str, v: Violations) -> None:
+    """A session mode: empty (the default), or at most MAX_MODE printable characters,
+    not all spaces."""
+    if mode and (len(mode) > MAX_MODE or not mode.isprintable() or mode.isspace()):
+        v.add(field, f"at most {MAX_MODE} printable characters, not all spaces")
 
 
 def event_tokens(
@@ -272,3 +285,42 @@ class EventLines(Protocol):
         self, tenant_id: str, session_id: str, batches: AsyncIterator[list[str]]
     ) -> int:
         """Write a log the store holds no line of; how many lines were written."""
+
+
+class SessionLog:
+    """A session's event log: its session_start and session_end lines."""
+
+    __slots__ = ("_events", "_session_id", "_tenant_id")
+
+    def __init__(self, events: EventStore, session: Session) -> None:
+        self._events = events
+        self._session_id = session.id
+        self._tenant_id = session.tenant_id
+
+    async def ended(self) -> bool:
+        """Whether the log ends with session_end (nothing since EndSession)."""
+        last = await self._events.last(self._session_id, tenant_id=self._tenant_id)
+        return last is not None and last.get("type") == "session_end"
+
+    async def needs_start(self, known_open: bool | None = None) -> bool:
+        """Whether a turn must write session_start first: the log is empty (a new
+        session, or one whose messages the host appended) or ends with session_end.
+        ``known_open``: whether the log has lines and does not end with session_end, when
+        the caller read it already (None: read here)."""
+        if known_open is not None:
+            return not known_open
+        last = await self._events.last(self._session_id, tenant_id=self._tenant_id)
+        return last is None or last.get("type") == "session_end"
+
+    async def start(self, meta: dict[str, object]) -> None:
+        await self._events.append(
+            self._session_id, "session_start", meta=meta, tenant_id=self._tenant_id
+        )
+
+    async def end(self, meta: dict[str, object]) -> None:
+        await self._events.append(
+            self._session_id, "session_end", meta=meta, tenant_id=self._tenant_id
+        )
+
+    async def delete(self) -> None:
+        await self._events.delete(self._session_id, tenant_id=self._tenant_id)

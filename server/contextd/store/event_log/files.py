@@ -47,11 +47,12 @@ from contextd.core.errors import StorageFull
 from contextd.core.identity import DEFAULT_TENANT, check_tenant_id, is_tenant_id, tenant_dir_name
 from contextd.store.engine.database import Connection
 from contextd.store.engine.disk import DiskWatch
-from contextd.store.engine.private import make_dir, open_private
+from contextd.store.engine.private import FILE_MODE, make_dir
 from contextd.store.models import check_session_id
 
 _READ_CHUNK = 256 * 1024
 _OPEN_FLAGS = os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+# A log's files are created private (FILE_MODE, 0600), as every file of the data directory.
 
 
 def tenant_dir(history_dir: Path, tenant_id: str) -> Path:
@@ -155,7 +156,7 @@ class FileLog:
 def _write(path: str, data: bytes) -> None:
     """Append ``data`` (whole lines) to ``path``: all of it, or on error none of it.
     Under the file's lock, which the close gives back."""
-    fd = open_private(path, _OPEN_FLAGS)
+    fd = os.open(path, _OPEN_FLAGS, FILE_MODE)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         size = os.fstat(fd).st_size
@@ -343,4 +344,4 @@ def _count_lines(path: Path) -> int:
 
 def _create(path: Path) -> BinaryIO:
     make_dir(path.parent)
-    return open(open_private(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), "wb")
+    return open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE), "wb")

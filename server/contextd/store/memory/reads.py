@@ -278,7 +278,7 @@ class MemoryReads:
     ) -> MemorySearchResult:
         """:meth:`search`, with a note when search by meaning is on but could not be used
         (store/memory/hybrid.py). ``stored``: False when the caller read, just before,
-        that the user has no memory (store/session_snapshot.py); nothing is read then."""
+        that the user has no memory (store/sessions.py); nothing is read then."""
         started = time.perf_counter()
         owner = (tenant_id, user_id)
         at = time.time() if now is None else now
