@@ -15,7 +15,7 @@ For reference only, a row runs the same SQL with plain sqlite3 in a loop, withou
 the repository: what a transaction costs SQLite itself.
 
 The event log is measured in the same rounds: one task appending one event per call
-(``EventLog.append``, a chat turn's line) to one session's file, each append holding the
+(``EventStore.append``, a chat turn's line) to one session's file, each append holding the
 file's lock (store/event_log/files.py). Two reference rows make an append's system calls
 in a loop, without Python's encoding of the event: with the lock (open, flock, fstat,
 pread, write, close) and without it; what the lock costs an append is their difference,
@@ -45,7 +45,8 @@ from contextd.core.messages import ChatMessage, Role
 from contextd.store.conversation import ConversationRepo
 from contextd.store.engine.database import Database
 from contextd.store.engine.sqlite import DB_FILENAME
-from contextd.store.event_log.files import EventLog
+from contextd.store.event_log.events import HISTORY_DIR, EventStore
+from contextd.store.event_log.files import log_path
 from contextd.store.message_writes import insert_statement
 from contextd.store.models import NewMessage, Session
 from contextd.store.open import open_store
@@ -98,7 +99,7 @@ def event_text(i: int) -> str:
     return SHORT_HISTORY[i % len(SHORT_HISTORY)][1]
 
 
-def event_log_side(log: EventLog, session_id: str) -> Side:
+def event_log_side(log: EventStore, session_id: str) -> Side:
     async def run(events: int) -> None:
         for i in range(events):
             await log.append(session_id, "observation", turn=1, step=i, content=event_text(i))
@@ -168,8 +169,8 @@ async def measure(args: argparse.Namespace, directory: Path) -> int:
         single = await sessions.create(USER, title="bench single")
         reference = await sessions.create(USER, title="bench plain sqlite3")
         log = store.event_log()
-        assert isinstance(log, EventLog)  # SQLite's: files in the data directory
-        log_path = log.path(single.id)
+        # SQLite's: files in the data directory.
+        single_log = log_path(directory / HISTORY_DIR, DEFAULT_TENANT, single.id)
         sides: list[tuple[str, Side]] = [
             (f"{SESSIONS} sessions, {SESSIONS} writers", concurrent_side(repo, many)),
             (f"1 session, {SESSIONS} writers", concurrent_side(repo, [shared])),
@@ -182,12 +183,12 @@ async def measure(args: argparse.Namespace, directory: Path) -> int:
         for r in range(args.rounds):
             order = sides if r % 2 == 0 else sides[::-1]
             for label, side in order:
-                count = lines_in(log_path) if label == EVENT_LOG else await stored_count(db)
+                count = lines_in(single_log) if label == EVENT_LOG else await stored_count(db)
                 t0 = time.perf_counter()
                 await side(args.messages)
                 elapsed = time.perf_counter() - t0
                 if label == EVENT_LOG:
-                    stored = lines_in(log_path) - count
+                    stored = lines_in(single_log) - count
                 else:
                     stored = await stored_count(db) - count
                 if stored != args.messages:

@@ -14,7 +14,8 @@ from pathlib import Path
 import grpc
 import pytest
 from contextd.store.engine.sqlite import SqliteDatabase
-from contextd.store.event_log.files import EventLog
+from contextd.store.event_log.events import EventStore
+from contextd.store.event_log.files import FileLog
 from contextd.v1 import sessions_pb2 as spb
 
 from tests.support.auth import create_key
@@ -76,7 +77,7 @@ def test_the_store_sets_its_modes_without_the_command(tmp_path: Path) -> None:
         # whether the engine and the event log make their files private themselves.
         db = await SqliteDatabase.open(tmp_path / "data" / "contextd.sqlite3")
         try:
-            log = EventLog(tmp_path / "data" / "history")
+            log = EventStore(FileLog(tmp_path / "data" / "history"))
             await log.append("1" * 32, "session_start")
             await log.append("2" * 32, "session_start", tenant_id="acme")
             assert loose_paths(tmp_path / "data") == {}

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 from contextd.store.event_log.events import HISTORY_DIR
-from contextd.store.event_log.files import EventLog, FileLines
-from contextd.store.event_log.table import DatabaseEventLog, TableLines
+from contextd.store.event_log.files import FileLines
+from contextd.store.event_log.table import TableLines
 from contextd.store.memory.fts5_index import FtsIndex
 from contextd.store.memory.tsvector_index import TsvectorIndex
 from contextd.store.open import Store, check_database_url, masked_url
@@ -29,8 +29,8 @@ def test_urls_are_checked_and_masked() -> None:
 
 
 PARTS = {
-    "sqlite": (FtsIndex, FileLines, EventLog),
-    "postgresql": (TsvectorIndex, TableLines, DatabaseEventLog),
+    "sqlite": (FtsIndex, FileLines),
+    "postgresql": (TsvectorIndex, TableLines),
 }
 
 
@@ -42,7 +42,7 @@ async def test_each_engine_gets_its_own_parts(
     session = await sessions.create("alice")
     log = store.event_log()
     try:
-        parts = (type(store.memory_index), type(store.event_lines), type(log))
+        parts = (type(store.memory_index), type(store.event_lines))
         assert parts == PARTS[store.db.engine]
         # Files in the data directory for SQLite; PostgreSQL's replicas share no disk.
         assert history.is_dir() == (store.db.engine == "sqlite")

@@ -93,8 +93,8 @@ async def in_process(data_dir: Path, database_url: str = "") -> AsyncIterator[Ap
         memories,
         tokenizers,
         events,
-        turns=turns,
-        provider_name=provider.name,
+        turns,
+        provider.name,
     )
     defaults = LayerDefaults("You are a test.", "", True, 5, 3)
     builder = SessionContextBuilder(defaults, sessions, CatalogRepo(db), memories, summaries)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from contextd.app.pagination import bad_page_token, page_size
@@ -32,29 +33,16 @@ class TurnGate(Protocol):
     ) -> AbstractAsyncContextManager[None]: ...
 
 
+@dataclass(frozen=True, slots=True)
 class SessionsApp:
-    def __init__(
-        self,
-        sessions: SessionRepo,
-        conversation: ConversationRepo,
-        summaries: SummaryRepo,
-        memories: MemoryRepo,
-        tokenizers: TokenizerRegistry,
-        event_log: EventStore,
-        *,
-        turns: TurnGate,
-        provider_name: str,
-    ) -> None:
-        # ``turns``: a session ends between its turns; ``provider_name``: what answers
-        # them, for the session's last line.
-        self.sessions = sessions
-        self.conversation = conversation
-        self.summaries = summaries
-        self.memories = memories
-        self.tokenizers = tokenizers
-        self.event_log = event_log
-        self._turns = turns
-        self._provider_name = provider_name
+    sessions: SessionRepo
+    conversation: ConversationRepo
+    summaries: SummaryRepo
+    memories: MemoryRepo
+    tokenizers: TokenizerRegistry
+    event_log: EventStore
+    _turns: TurnGate  # a session ends between its turns
+    _provider_name: str  # what answers them, for the session's last line
 
     async def create(
         self,

@@ -41,6 +41,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import KW_ONLY, dataclass, field
 from typing import TYPE_CHECKING, TextIO, TypeVar
 
 from contextd.commands.client_args import add_chat_arguments
@@ -150,30 +151,25 @@ def _read_stream(stream: ChatStream, events: queue.SimpleQueue[object]) -> None:
         events.put(_END)
 
 
+@dataclass(slots=True)
 class _Chat:
     """One process's session and how its turns are shown."""
 
-    def __init__(
-        self,
-        client: ContextClient,
-        args: argparse.Namespace,
-        *,
-        interactive: bool,
-        interrupts: _Interrupts,
-        out: TextIO,
-        err: TextIO,
-    ) -> None:
-        self.client = client
-        self.args = args
-        self.interactive = interactive
-        self.interrupts = interrupts
-        self.out = out
-        self.err = err
-        self.session_id = ""
-        # The session mode the server logs at the session's start and end.
-        self.mode = "interactive" if interactive else "once"
-        # Whether stdout ends with a newline (or has nothing yet).
-        self._at_line_start = True
+    client: ContextClient
+    args: argparse.Namespace
+    _: KW_ONLY
+    interactive: bool
+    interrupts: _Interrupts
+    out: TextIO
+    err: TextIO
+    session_id: str = field(default="", init=False)
+    # Whether stdout ends with a newline (or has nothing yet).
+    _at_line_start: bool = field(default=True, init=False)
+
+    @property
+    def mode(self) -> str:
+        """The session mode the server logs at the session's start and end."""
+        return "interactive" if self.interactive else "once"
 
     # Output ---------------------------------------------------------------------------
 

@@ -22,6 +22,12 @@ def is_tenant_id(value: str) -> bool:
     return _TENANT_ID.fullmatch(value) is not None
 
 
+def check_tenant_id(tenant_id: str) -> None:
+    """The default tenant, or a well-formed tenant id; ValueError otherwise."""
+    if tenant_id != DEFAULT_TENANT and not is_tenant_id(tenant_id):
+        raise ValueError(f"tenant_id: {TENANT_ID_RULE}, got {tenant_id!r}")
+
+
 def tenant_dir_name(tenant_id: str) -> str:
     """The name of a well-formed tenant id's directory, one no other tenant's can equal
     even where the filesystem ignores case (macOS, Windows: "Acme" and "acme" are two

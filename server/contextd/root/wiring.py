@@ -267,8 +267,8 @@ def _apps(
         memories,
         tokenizers,
         stored.events,
-        turns=turns,
-        provider_name=provider.name,
+        turns,
+        provider.name,
     )
     builder = _context_builder(settings, sessions, stored, metrics)
     image_limits = ImageLimits(max_image_bytes=settings.max_image_bytes)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -22,6 +23,17 @@ from contextd.core.messages import ChatMessage
 from contextd.core.tokens import ESTIMATE, TokenizerRegistry, message_tokens
 
 NO_TOKENS: Mapping[str, int] = MappingProxyType({})
+
+# A session's id, as the store makes it (uuid4().hex); it also names files.
+_SESSION_ID = re.compile(r"[0-9a-f]{32}")
+
+
+def check_session_id(session_id: str) -> str:
+    """``session_id`` when it is 32 lowercase hex characters; anything else could name a
+    path outside a folder of session files, so it is refused (ValueError)."""
+    if not isinstance(session_id, str) or not _SESSION_ID.fullmatch(session_id):
+        raise ValueError(f"session_id must be 32 lowercase hex characters, got {session_id!r}")
+    return session_id
 
 
 class UsageTotals(NamedTuple):

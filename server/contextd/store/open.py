@@ -7,7 +7,6 @@ know none of these parts; whoever opens the store hands them to the repositories
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +17,7 @@ from contextd.store.engine.disk import DiskWatch
 from contextd.store.engine.private import prepare_data_dir
 from contextd.store.engine.sqlite import DB_FILENAME, SqliteDatabase
 from contextd.store.event_log.events import HISTORY_DIR, EventLines, EventStore
-from contextd.store.event_log.files import EventLog, FileLines
+from contextd.store.event_log.files import FileLines, FileLog
 from contextd.store.memory.fts5_index import FtsIndex
 from contextd.store.memory.index import MemoryIndex
 
@@ -102,7 +101,7 @@ async def open_store(
     disk = DiskWatch(data_dir) if watch_disk else None
     db = await SqliteDatabase.open(data_dir / DB_FILENAME, sqlite_synchronous, disk, shared=shared)
     history = data_dir / HISTORY_DIR
-    return Store(db, FtsIndex(db), FileLines(history), functools.partial(EventLog, history, disk))
+    return Store(db, FtsIndex(db), FileLines(history), lambda: EventStore(FileLog(history, disk)))
 
 
 async def _open_postgresql(
@@ -110,10 +109,10 @@ async def _open_postgresql(
 ) -> Store:
     # Imported here: asyncpg (15 MB resident) loads only for a server on PostgreSQL.
     from contextd.store.engine.postgresql import PostgresDatabase
-    from contextd.store.event_log.table import DatabaseEventLog, TableLines
+    from contextd.store.event_log.table import TableLines, TableLog
     from contextd.store.memory.tsvector_index import TsvectorIndex
 
     db = await PostgresDatabase.open(
         url, pool_size=pool_size, statement_timeout=statement_timeout, pool_timeout=pool_timeout
     )
-    return Store(db, TsvectorIndex(db), TableLines(db), functools.partial(DatabaseEventLog, db))
+    return Store(db, TsvectorIndex(db), TableLines(db), lambda: EventStore(TableLog(db)))

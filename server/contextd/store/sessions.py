@@ -294,18 +294,12 @@ class SessionSnapshot:
     memories_stored: bool | None = None
 
 
+@dataclass(frozen=True, slots=True)
 class SessionSnapshots:
-    def __init__(
-        self,
-        db: Database,
-        sessions: SessionRepo,
-        conversation: ConversationReads,
-        summaries: SummaryRepo,
-    ) -> None:
-        self._db = db
-        self._sessions = sessions
-        self._conversation = conversation
-        self._summaries = summaries
+    _db: Database
+    _sessions: SessionRepo
+    _conversation: ConversationReads
+    _summaries: SummaryRepo
 
     async def read(
         self,

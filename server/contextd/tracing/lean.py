@@ -20,6 +20,7 @@ from __future__ import annotations
 import time
 import traceback
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from opentelemetry import context as otel_context
@@ -142,41 +143,20 @@ class FinishedSpan(sdk_trace.ReadableSpan):
         self.finished_at = end_time
 
 
+@dataclass(slots=True, eq=False)  # a span is itself, whatever it holds
 class LeanSpan(trace.Span):
     """A recording span until it ends; then the processors get its ``ReadableSpan``."""
 
-    __slots__ = (
-        "attributes",
-        "context",
-        "ended",
-        "events",
-        "kind",
-        "name",
-        "parent",
-        "start_time",
-        "status",
-        "tracer",
-    )
-
-    def __init__(
-        self,
-        tracer: LeanTracer,
-        name: str,
-        context: SpanContext,
-        parent: SpanContext | None,
-        kind: SpanKind,
-        attributes: dict[str, AttributeValue],
-    ) -> None:
-        self.tracer = tracer
-        self.name = name
-        self.context = context
-        self.parent = parent
-        self.kind = kind
-        self.attributes = attributes
-        self.events: list[sdk_trace.Event] = []
-        self.status = _UNSET
-        self.start_time = time.time_ns()
-        self.ended = False
+    tracer: LeanTracer
+    name: str
+    context: SpanContext
+    parent: SpanContext | None
+    kind: SpanKind
+    attributes: dict[str, AttributeValue]
+    events: list[sdk_trace.Event] = field(default_factory=list, init=False)
+    status: Status = field(default=_UNSET, init=False)
+    start_time: int = field(default_factory=time.time_ns, init=False)
+    ended: bool = field(default=False, init=False)
 
     def get_span_context(self) -> SpanContext:
         return self.context

@@ -51,8 +51,8 @@ async def test_a_summary_the_host_set_is_kept_after_later_turns(env: Env) -> Non
         env.memories,
         tokenizers,
         events,
-        turns=turns,
-        provider_name="echo",
+        turns,
+        "echo",
     )
     await app.set_session_summary(Caller(USER), sid, "Q3 budget plan")  # SetSessionSummary
     await events.aclose()

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from contextd.store.event_log.events import event_tokens
-from contextd.store.event_log.files import EventLog
+from contextd.store.event_log.events import EventStore, event_tokens
+from contextd.store.event_log.files import FileLog
 
 A, B = "acme", "globex"
 
@@ -45,18 +45,23 @@ def lines_of(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_bytes().split(b"\n")[:-1]]
 
 
-async def read_all(log: EventLog, session_id: str, after_line: int = 0) -> list[dict[str, Any]]:
+async def read_all(log: EventStore, session_id: str, after_line: int = 0) -> list[dict[str, Any]]:
     return [event async for event in log.read(session_id, after_line=after_line)]
 
 
 @pytest.fixture
-async def log(tmp_path: Path) -> AsyncIterator[EventLog]:
-    event_log = EventLog(tmp_path / "history")
+def files(tmp_path: Path) -> FileLog:
+    return FileLog(tmp_path / "history")
+
+
+@pytest.fixture
+async def log(files: FileLog) -> AsyncIterator[EventStore]:
+    event_log = EventStore(files)
     yield event_log
     await event_log.aclose()
 
 
-async def test_the_documented_example_through_the_api(log: EventLog) -> None:
+async def test_the_documented_example_through_the_api(log: EventStore, files: FileLog) -> None:
     """The example sequence written through append has the example's keys, key order and
     omissions line by line, and the same values but for ts and session_id."""
     sid = new_id()
@@ -102,7 +107,7 @@ async def test_the_documented_example_through_the_api(log: EventLog) -> None:
     await log.append(sid, "turn_end", turn=1, meta={**turn_meta, "tokens": event_tokens(132, 63)})
     last = await log.append(sid, "session_end", ts=t0 + 300.5)
 
-    ours = lines_of(log.path(sid))
+    ours = lines_of(files.path(sid))
     example = [json.loads(line) for line in EVENT_LOG_EXAMPLE.strip().splitlines()]
     assert len(ours) == len(example)
     for number, (mine, theirs) in enumerate(zip(ours, example, strict=True), start=1):
@@ -121,14 +126,14 @@ async def test_the_documented_example_through_the_api(log: EventLog) -> None:
     assert ours[-1]["ts"] == last["ts"] == "2024-05-10T12:05:00.500Z"
     assert last == ours[-1]
     # Compact: no space after separators outside the strings themselves.
-    raw = log.path(sid).read_text(encoding="utf-8").splitlines()
+    raw = files.path(sid).read_text(encoding="utf-8").splitlines()
     assert (
         raw[-1] == f'{{"ts":"2024-05-10T12:05:00.500Z","session_id":"{sid}","type":"session_end"}}'
     )
     assert await read_all(log, sid) == ours
 
 
-async def test_fifty_concurrent_appenders_keep_call_order(log: EventLog) -> None:
+async def test_fifty_concurrent_appenders_keep_call_order(log: EventStore, files: FileLog) -> None:
     """50 tasks append to one session at once: every line is whole, and lines are in the
     order append was called (which also keeps each task's own order)."""
     sid = new_id()
@@ -142,14 +147,14 @@ async def test_fifty_concurrent_appenders_keep_call_order(log: EventLog) -> None
                 await asyncio.sleep(0)
 
     await asyncio.gather(*(appender(k) for k in range(50)))
-    events = lines_of(log.path(sid))
+    events = lines_of(files.path(sid))
     assert [int(e["content"]) for e in events] == list(range(50 * 40))
     for k in range(50):
         assert [e["step"] for e in events if e["meta"]["k"] == k] == list(range(40))
     assert await read_all(log, sid) == events
 
 
-async def test_twenty_sessions_at_once_stay_apart(log: EventLog) -> None:
+async def test_twenty_sessions_at_once_stay_apart(log: EventStore, files: FileLog) -> None:
     sids = [new_id() for _ in range(20)]
 
     async def appender(sid: str, k: int) -> None:
@@ -164,7 +169,7 @@ async def test_twenty_sessions_at_once_stay_apart(log: EventLog) -> None:
         for k in range(3):
             mine = [e["content"] for e in events if e["content"].startswith(f"{k}:")]
             assert mine == [f"{k}:{i}" for i in range(30)]
-    assert sorted(p.name for p in log.history_dir.iterdir()) == sorted(f"{s}.jsonl" for s in sids)
+    assert sorted(p.name for p in files.history_dir.iterdir()) == sorted(f"{s}.jsonl" for s in sids)
 
 
 @pytest.mark.parametrize(
@@ -182,17 +187,17 @@ async def test_twenty_sessions_at_once_stay_apart(log: EventLog) -> None:
         "g" * 32,
     ],
 )
-async def test_bad_session_ids_are_refused(log: EventLog, bad: str) -> None:
+async def test_bad_session_ids_are_refused(log: EventStore, files: FileLog, bad: str) -> None:
     with pytest.raises(ValueError, match="session_id"):
         await log.append(bad, "session_start")
     with pytest.raises(ValueError, match="session_id"):
         await read_all(log, bad)
     with pytest.raises(ValueError, match="session_id"):
         await log.delete(bad)
-    assert list(log.history_dir.iterdir()) == []
+    assert list(files.history_dir.iterdir()) == []
 
 
-async def test_bad_fields_are_refused(log: EventLog) -> None:
+async def test_bad_fields_are_refused(log: EventStore, files: FileLog) -> None:
     sid = new_id()
     cases: list[tuple[dict[str, Any], str]] = [
         ({"type": "bogus"}, "type"),
@@ -214,18 +219,20 @@ async def test_bad_fields_are_refused(log: EventLog) -> None:
         await log.append(sid, "assistant", meta={"tokens": float("nan")})
     with pytest.raises(TypeError):
         await log.append(sid, "assistant", meta={"x": object()})
-    assert not log.path(sid).exists()
+    assert not files.path(sid).exists()
     for role in ("system", "user", "assistant"):
         event = await log.append(sid, "assistant", turn=1, step=0, role=role, content="")
         assert event["role"] == role and event["content"] == ""
-    assert len(lines_of(log.path(sid))) == 3
+    assert len(lines_of(files.path(sid))) == 3
 
 
-async def test_torn_last_line_is_skipped_then_cut_by_the_next_write(log: EventLog) -> None:
+async def test_torn_last_line_is_skipped_then_cut_by_the_next_write(
+    log: EventStore, files: FileLog
+) -> None:
     sid = new_id()
     for i in range(3):
         await log.append(sid, "assistant", turn=1, step=i, content=f"s{i}")
-    path = log.path(sid)
+    path = files.path(sid)
     whole = path.read_bytes()
     for torn in (b'{"ts":"2024-05-10T12:0', b'{"ts":"x","session_id":"y","type":"final"}'):
         path.write_bytes(whole + torn)  # a crash mid-write; even valid JSON lacks its newline
@@ -235,16 +242,16 @@ async def test_torn_last_line_is_skipped_then_cut_by_the_next_write(log: EventLo
     assert [e["content"] for e in lines_of(path)] == ["s0", "s1", "s2", "s3"]
     # A file that is nothing but a torn line.
     other = new_id()
-    log.path(other).write_bytes('{"content":"半'.encode()[:-1])
+    files.path(other).write_bytes('{"content":"半'.encode()[:-1])
     assert await read_all(log, other) == []
     await log.append(other, "session_start")
-    assert [e["type"] for e in lines_of(log.path(other))] == ["session_start"]
+    assert [e["type"] for e in lines_of(files.path(other))] == ["session_start"]
 
 
-async def test_a_corrupt_middle_line_is_an_error(log: EventLog) -> None:
+async def test_a_corrupt_middle_line_is_an_error(log: EventStore, files: FileLog) -> None:
     sid = new_id()
     await log.append(sid, "session_start")
-    with log.path(sid).open("ab") as file:
+    with files.path(sid).open("ab") as file:
         file.write(b"not json\n")
     await log.append(sid, "session_end")
     with pytest.raises(ValueError, match="line 2"):
@@ -252,11 +259,11 @@ async def test_a_corrupt_middle_line_is_an_error(log: EventLog) -> None:
     assert [e["type"] for e in await read_all(log, sid, after_line=2)] == ["session_end"]
 
 
-async def test_chinese_stays_readable(log: EventLog) -> None:
+async def test_chinese_stays_readable(log: EventStore, files: FileLog) -> None:
     sid = new_id()
     text = "帮我读 README，总结一下：「上下文」\u2028第二段"
     await log.append(sid, "turn_start", turn=1, content=text, meta={"备注": "中文元数据"})
-    raw = log.path(sid).read_bytes()
+    raw = files.path(sid).read_bytes()
     assert "帮我读 README，总结一下：「上下文」".encode() in raw
     assert "中文元数据".encode() in raw and "备注".encode() in raw
     assert b"\\u" not in raw.replace(b"\\u2028", b"")  # only the line separator is escaped
@@ -265,7 +272,7 @@ async def test_chinese_stays_readable(log: EventLog) -> None:
     assert event["content"] == text and event["meta"] == {"备注": "中文元数据"}
 
 
-async def test_read_pages_with_after_line(log: EventLog) -> None:
+async def test_read_pages_with_after_line(log: EventStore) -> None:
     sid = new_id()
     for i in range(25):
         await log.append(sid, "observation", turn=1, step=i, content=f"e{i}")
@@ -293,7 +300,7 @@ async def test_read_pages_with_after_line(log: EventLog) -> None:
         await read_all(log, sid, after_line=-1)
 
 
-async def test_read_is_a_snapshot_and_handles_long_lines(log: EventLog) -> None:
+async def test_read_is_a_snapshot_and_handles_long_lines(log: EventStore) -> None:
     sid = new_id()
     big = "长" * 300_000  # 900 KB in UTF-8, over the read chunk
     for i in range(3):
@@ -307,20 +314,20 @@ async def test_read_is_a_snapshot_and_handles_long_lines(log: EventLog) -> None:
     assert [e["step"] for e in await read_all(log, sid, after_line=2)] == [2, 3, 4, 5]
 
 
-async def test_delete_waits_for_earlier_appends(log: EventLog) -> None:
+async def test_delete_waits_for_earlier_appends(log: EventStore, files: FileLog) -> None:
     sid = new_id()
     assert await log.delete(sid) is False
     appends = [asyncio.create_task(log.append(sid, "assistant", turn=1, step=i)) for i in range(20)]
     await asyncio.sleep(0)
     assert await log.delete(sid) is True
     await asyncio.gather(*appends)
-    assert not log.path(sid).exists()
+    assert not files.path(sid).exists()
     assert await read_all(log, sid) == []
     await log.append(sid, "session_start")
     assert [e["type"] for e in await read_all(log, sid)] == ["session_start"]
 
 
-async def test_an_append_cancelled_before_it_runs_writes_nothing(log: EventLog) -> None:
+async def test_an_append_cancelled_before_it_runs_writes_nothing(log: EventStore) -> None:
     """An append writes its line before it first suspends: cancelled before it ran, it
     writes nothing; every other line is whole and in call order."""
     sid = new_id()
@@ -338,7 +345,8 @@ async def test_an_append_cancelled_before_it_runs_writes_nothing(log: EventLog) 
 
 
 async def test_aclose_refuses_later_writes(tmp_path: Path) -> None:
-    log = EventLog(tmp_path)
+    files = FileLog(tmp_path)
+    log = EventStore(files)
     sids = [new_id() for _ in range(5)]
     tasks = [
         asyncio.create_task(log.append(sid, "observation", turn=1, step=i))
@@ -349,7 +357,7 @@ async def test_aclose_refuses_later_writes(tmp_path: Path) -> None:
     await log.aclose()
     assert all(task.done() and task.exception() is None for task in tasks)
     for sid in sids:
-        assert [e["step"] for e in lines_of(log.path(sid))] == list(range(50))
+        assert [e["step"] for e in lines_of(files.path(sid))] == list(range(50))
     with pytest.raises(RuntimeError, match="closed"):
         await log.append(sids[0], "session_end")
     with pytest.raises(RuntimeError, match="closed"):
@@ -360,14 +368,15 @@ async def test_aclose_refuses_later_writes(tmp_path: Path) -> None:
 
 async def test_a_failed_write_fails_its_append_and_the_next_works(tmp_path: Path) -> None:
     """A write that fails (the directory vanished) fails its appends; the next write works."""
-    log = EventLog(tmp_path / "history")
+    files = FileLog(tmp_path / "history")
+    log = EventStore(files)
     sid = new_id()
     await log.append(sid, "session_start")
-    log.path(sid).unlink()
-    log.history_dir.rmdir()
+    files.path(sid).unlink()
+    files.history_dir.rmdir()
     with pytest.raises(FileNotFoundError):
         await log.append(sid, "turn_start", turn=1)
-    log.history_dir.mkdir()
+    files.history_dir.mkdir()
     await log.append(sid, "session_end")
     assert [e["type"] for e in await read_all(log, sid)] == ["session_end"]
     await log.aclose()
@@ -378,10 +387,11 @@ async def test_a_failed_write_fails_its_append_and_the_next_works(tmp_path: Path
 CHILD = """
 import asyncio, random, sys
 from pathlib import Path
-from contextd.store.event_log.files import EventLog
+from contextd.store.event_log.events import EventStore
+from contextd.store.event_log.files import FileLog
 
 async def main() -> None:
-    log = EventLog(Path(sys.argv[1]))
+    log = EventStore(FileLog(Path(sys.argv[1])))
     sid, start, rng = sys.argv[2], int(sys.argv[3]), random.Random(int(sys.argv[3]))
     n = 0
     while True:
@@ -426,7 +436,7 @@ async def run_and_kill(history: Path, sid: str, start: int, acks_before_kill: in
 
 
 async def test_appended_events_survive_sigkill(tmp_path: Path) -> None:
-    log = EventLog(tmp_path)
+    log = EventStore(FileLog(tmp_path))
     sid = new_id()
     rng = random.Random(20240510)
     acked_total = 0
@@ -446,7 +456,7 @@ async def test_appended_events_survive_sigkill(tmp_path: Path) -> None:
 
 
 async def test_event_logs_of_other_tenants_live_in_a_tenant_directory(tmp_path: Path) -> None:
-    log = EventLog(tmp_path / "history")
+    log = EventStore(FileLog(tmp_path / "history"))
     sid = "b" * 32
     await log.append(sid, "session_start")
     await log.append(sid, "session_start", tenant_id=A)
@@ -464,11 +474,12 @@ async def test_event_logs_of_other_tenants_live_in_a_tenant_directory(tmp_path: 
 async def test_event_log_refuses_a_tenant_id_that_is_not_a_plain_name(
     tmp_path: Path, tenant: str
 ) -> None:
-    log = EventLog(tmp_path / "history")
+    files = FileLog(tmp_path / "history")
+    log = EventStore(files)
     with pytest.raises(ValueError, match="tenant_id"):
         await log.append("c" * 32, "session_start", tenant_id=tenant)
     with pytest.raises(ValueError, match="tenant_id"):
-        log.path("c" * 32, tenant)
+        files.path("c" * 32, tenant)
     assert _names_under(tmp_path) == ["history"]
 
 
@@ -479,7 +490,7 @@ def _names_under(root: Path) -> list[str]:
 async def test_tenants_differing_in_case_never_share_a_directory(tmp_path: Path) -> None:
     """Where the filesystem ignores case, "Acme" and "acme" would be one directory."""
     history = tmp_path / "history"
-    log = EventLog(history)
+    log = EventStore(FileLog(history))
     try:
         sids = {tenant: new_id() for tenant in ["acme", "Acme", "ACME", "aCme", "a_c.m-e", "Z"]}
         for tenant, sid in sids.items():
@@ -504,7 +515,7 @@ async def test_a_tenant_directory_named_before_is_moved_at_start(tmp_path: Path)
         json.dumps({"ts": "2026-11-27T00:00:00Z", "session_id": sid, "type": "session_start"})
         + "\n"
     )
-    log = EventLog(history)
+    log = EventStore(FileLog(history))
     try:
         assert [e["type"] async for e in log.read(sid, tenant_id="Acme")] == ["session_start"]
         assert not legacy.exists()

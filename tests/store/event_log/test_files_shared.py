@@ -20,12 +20,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from contextd.store.event_log.files import EventLog
+from contextd.store.event_log.events import EventStore
+from contextd.store.event_log.files import FileLog
 
 CHILD = r"""
 import asyncio, errno, os, random, sys, time
 from pathlib import Path
-from contextd.store.event_log.files import EventLog
+from contextd.store.event_log.events import EventStore
+from contextd.store.event_log.files import FileLog
 
 history, sid, writer, appends, seed, dies = sys.argv[1:7]
 rng = random.Random(int(seed))
@@ -46,7 +48,7 @@ def write(fd, data):
 os.write = write
 
 async def main() -> None:
-    log = EventLog(Path(history))
+    log = EventStore(FileLog(Path(history)))
     print("ready", flush=True)
     sys.stdin.readline()
     for n in range(int(appends)):
@@ -130,9 +132,10 @@ async def test_writers_in_several_processes_keep_every_acknowledged_line(
     assert codes == [0, 0, 3]  # the last one died in the middle of a line
 
     # This process writes last: a torn line the dying writer may have left last is cut.
-    log = EventLog(history)
+    files = FileLog(history)
+    log = EventStore(files)
     await log.append(sid, "session_end")
-    events = whole_lines(log.path(sid))
+    events = whole_lines(files.path(sid))
     assert events[-1]["type"] == "session_end"
     for writer in writers:
         written = [e["meta"]["n"] for e in events[:-1] if e["meta"]["writer"] == writer.name]
@@ -147,7 +150,8 @@ UNDONE = r"""
 import asyncio, errno, os, sys, time
 from pathlib import Path
 from contextd.store.event_log.events import NewEvent
-from contextd.store.event_log.files import EventLog
+from contextd.store.event_log.events import EventStore
+from contextd.store.event_log.files import FileLog
 
 real_write = os.write
 calls = []
@@ -162,7 +166,7 @@ def write(fd, data):
     raise OSError(errno.ENOSPC, "No space left on device")
 
 async def main() -> None:
-    log = EventLog(Path(sys.argv[1]))
+    log = EventStore(FileLog(Path(sys.argv[1])))
     os.write = write
     lines = [NewEvent("final", 1, 0, "the answer"), NewEvent("turn_end", 1)]
     try:
@@ -174,22 +178,23 @@ asyncio.run(main())
 """
 
 
-async def last_type(log: EventLog, sid: str) -> list[str]:
+async def last_type(log: EventStore, sid: str) -> list[str]:
     last = await log.last(sid)
     return [] if last is None else [last["type"]]
 
 
-async def read_types(log: EventLog, sid: str) -> list[str]:
+async def read_types(log: EventStore, sid: str) -> list[str]:
     return [event["type"] async for event in log.read(sid)]
 
 
 @pytest.mark.parametrize("reader", [last_type, read_types])
 async def test_a_reader_never_sees_a_line_of_an_append_that_is_undone(
-    tmp_path: Path, reader: Callable[[EventLog, str], Awaitable[list[str]]]
+    tmp_path: Path, reader: Callable[[EventStore, str], Awaitable[list[str]]]
 ) -> None:
     """Another process's append of two lines has written the first, whole, and will fail:
     the last line, or an export, read meanwhile is what was there before it."""
-    log, sid = EventLog(tmp_path), uuid.uuid4().hex
+    files, sid = FileLog(tmp_path), uuid.uuid4().hex
+    log = EventStore(files)
     await log.append(sid, "session_start")
     child = await asyncio.create_subprocess_exec(
         sys.executable,
@@ -205,10 +210,10 @@ async def test_a_reader_never_sees_a_line_of_an_append_that_is_undone(
     try:
         written = await asyncio.wait_for(out.readline(), 60)
         assert written == b"one line written\n", written + await err.read()
-        assert log.path(sid).read_bytes().endswith(b'"final","content":"the answer"}\n')
+        assert files.path(sid).read_bytes().endswith(b'"final","content":"the answer"}\n')
         assert await reader(log, sid) == ["session_start"]
         assert await asyncio.wait_for(out.readline(), 60) == b"undone\n"
     finally:
         await child.communicate()
     assert child.returncode == 0
-    assert [e["type"] for e in whole_lines(log.path(sid))] == ["session_start"]
+    assert [e["type"] for e in whole_lines(files.path(sid))] == ["session_start"]

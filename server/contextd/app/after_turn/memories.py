@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from contextd.app.after_turn.model import ModelOrRules
 from contextd.app.after_turn.work import (
@@ -48,20 +49,13 @@ from contextd.store.memory.history import MemoryHistoryRepo
 from contextd.store.memory.repository import MemoryRepo
 
 
+@dataclass(frozen=True, slots=True)
 class MemoryExtraction:
-    def __init__(
-        self,
-        memories: MemoryRepo,
-        history: MemoryHistoryRepo,
-        model: ModelOrRules,
-        settings: AfterTurnSettings,
-        stats: AfterTurnStats,
-    ) -> None:
-        self._memories = memories
-        self._history = history
-        self._model = model
-        self._settings = settings
-        self._stats = stats
+    _memories: MemoryRepo
+    _history: MemoryHistoryRepo
+    _model: ModelOrRules
+    _settings: AfterTurnSettings
+    _stats: AfterTurnStats
 
     async def run(self, turn: FinishedTurn, exchange: Exchange) -> None:
         found = await self._facts(turn, exchange)

@@ -134,23 +134,16 @@ class ModelOrRules:
             return None
 
 
+@dataclass(frozen=True, slots=True)
 class SummaryJob:
     """An after-turn job that writes a summary (a compression of older messages, the
     session's summary) from the conversation, with the model or by its rules."""
 
-    def __init__(
-        self,
-        conversation: ConversationRepo,
-        summaries: SummaryRepo,
-        model: ModelOrRules,
-        settings: AfterTurnSettings,
-        stats: AfterTurnStats,
-    ) -> None:
-        self._conversation = conversation
-        self._summaries = summaries
-        self._model = model
-        self._settings = settings
-        self._stats = stats
+    _conversation: ConversationRepo
+    _summaries: SummaryRepo
+    _model: ModelOrRules
+    _settings: AfterTurnSettings
+    _stats: AfterTurnStats
 
 
 @dataclass

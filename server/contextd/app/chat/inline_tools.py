@@ -5,6 +5,7 @@ fetched back)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from contextd.app.chat.event_log import TurnLog
 from contextd.app.chat.turn import Turn
@@ -32,13 +33,13 @@ MEMORY_TOOL = ToolSpec(
 MEMORY_RESULTS = 5  # the facts one search returns, at most
 
 
+@dataclass(frozen=True, slots=True)
 class MemorySearch:
     """Answers a turn's memory searches from the user's remembered facts."""
 
-    def __init__(self, memories: MemoryRepo, turn: Turn, log: TurnLog) -> None:
-        self._memories = memories
-        self._turn = turn
-        self._log = log
+    _memories: MemoryRepo
+    _turn: Turn
+    _log: TurnLog
 
     async def answer(
         self, query: str, tool_input: str, call_id: str, *, logged_call_id: str | None = None
@@ -96,24 +97,16 @@ def offers_recall(editing: EditingSettings, react: bool) -> bool:
     return editing.active and not react
 
 
+@dataclass(frozen=True, slots=True)
 class RecallToolResult:
     """Answers a turn's recalls from its session's stored tool results."""
 
-    def __init__(
-        self,
-        conversation: ConversationRepo,
-        turn: Turn,
-        log: TurnLog,
-        tokenizer: Tokenizer,
-        editing: EditingSettings,
-        prebuilt: Sequence[ChatMessage] = (),
-    ) -> None:
-        self._conversation = conversation
-        self._turn = turn
-        self._log = log
-        self._tokenizer = tokenizer
-        self._editing = editing
-        self._prebuilt = prebuilt
+    _conversation: ConversationRepo
+    _turn: Turn
+    _log: TurnLog
+    _tokenizer: Tokenizer
+    _editing: EditingSettings
+    _prebuilt: Sequence[ChatMessage] = ()
 
     async def answer(self, tool_call_id: str, tool_input: str, call_id: str) -> str:
         """The result of the call ``tool_call_id`` (the model's call ``call_id``,

@@ -22,6 +22,7 @@ once the row's lease expired (session_lease.py).
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 from contextd.app.chat.event_log import TurnLog
 from contextd.app.chat.events import TurnStatus
@@ -37,20 +38,14 @@ from contextd.store.partial_answers import PartialAnswer, PartialAnswerRepo
 log = logging.getLogger("contextd.chat")
 
 
+@dataclass(frozen=True, slots=True)
 class InterruptedTurns:
     """Closes the turns whose process's end cut them off."""
 
-    def __init__(
-        self,
-        partials: PartialAnswerRepo,
-        conversation: ConversationRepo,
-        events: EventStore,
-        tokenizers: TokenizerRegistry,
-    ) -> None:
-        self._partials = partials
-        self._conversation = conversation
-        self._events = events
-        self._tokenizers = tokenizers
+    _partials: PartialAnswerRepo
+    _conversation: ConversationRepo
+    _events: EventStore
+    _tokenizers: TokenizerRegistry
 
     async def close_left_behind(self) -> int:
         """Close every turn a partial answer was left behind by; how many were closed.

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 
 from contextd.app.chat import (
     AUTO,
@@ -61,11 +62,11 @@ _REACT = {
 }
 
 
+@dataclass(frozen=True, slots=True)
 class ChatServicer(chat_pb2_grpc.ChatServiceServicer):  # type: ignore[misc]
-    def __init__(self, chat: ChatApp, context: ContextApp, ids: PublicIds) -> None:
-        self._chat = chat
-        self._context = context
-        self._ids = ids
+    _chat: ChatApp
+    _context: ContextApp
+    _ids: PublicIds
 
     async def StreamChat(
         self, request: cpb.StreamChatRequest, context: Context

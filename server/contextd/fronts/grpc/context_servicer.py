@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from contextd.app.context import ContextApp
 from contextd.app.scope import Caller
@@ -46,11 +47,11 @@ from contextd.v1 import context_pb2 as pb
 from contextd.v1 import context_pb2_grpc as pb_grpc
 
 
+@dataclass(frozen=True, slots=True)
 class ContextServicer(pb_grpc.ContextServiceServicer):  # type: ignore[misc]
-    def __init__(self, app: ContextApp, sessions: SessionsApp, ids: PublicIds) -> None:
-        self._app = app
-        self._sessions = sessions
-        self._ids = ids
+    _app: ContextApp
+    _sessions: SessionsApp
+    _ids: PublicIds
 
     async def AssemblePrompt(
         self, request: pb.AssemblePromptRequest, context: Context

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
 import jwt
@@ -28,23 +29,15 @@ log = logging.getLogger("contextd.jwt")
 CLOCK_SKEW_SECONDS = 60.0
 
 
+@dataclass(frozen=True, slots=True)
 class JwtAuthenticator:
-    def __init__(
-        self,
-        keys: JwksCache,
-        *,
-        issuers: tuple[str, ...],
-        audiences: tuple[str, ...],
-        user_claim: str = "sub",
-        tenant_claim: str = "tid",
-    ) -> None:
-        self.keys = keys
-        self.issuers = issuers
-        self.audiences = audiences
-        self.user_claim = user_claim
-        # Empty: the provider names no tenant and every user is in the default one.
-        self.tenant_claim = tenant_claim
-        self._required = ["exp", "iss", "aud", "sub", user_claim]
+    keys: JwksCache
+    _: KW_ONLY
+    issuers: tuple[str, ...]
+    audiences: tuple[str, ...]
+    user_claim: str = "sub"
+    # Empty: the provider names no tenant and every user is in the default one.
+    tenant_claim: str = "tid"
 
     @classmethod
     def from_settings(
@@ -97,7 +90,7 @@ class JwtAuthenticator:
             issuer=self.issuers,
             audience=self.audiences,
             leeway=CLOCK_SKEW_SECONDS,
-            options={"require": self._required},
+            options={"require": ["exp", "iss", "aud", "sub", self.user_claim]},
         )
         return claims
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 
 from contextd.app.memories import MemoriesApp, NamesAMemory, memory_filter
 from contextd.app.prompts import PromptsApp
@@ -24,19 +25,12 @@ from contextd.v1 import sessions_pb2 as spb
 _FORMATS = {spb.EXPORT_FORMAT_UNSPECIFIED, spb.EXPORT_FORMAT_JSONL, spb.EXPORT_FORMAT_XML}
 
 
+@dataclass(frozen=True, slots=True)
 class SessionServicer(sessions_pb2_grpc.SessionServiceServicer):  # type: ignore[misc]
-    def __init__(
-        self,
-        app: SessionsApp,
-        tokenizer: str,
-        image_limits: ImageLimits,
-        ids: PublicIds,
-    ) -> None:
-        self._app = app
-        self._image_limits = image_limits
-        self._ids = ids
-        # Stored messages report their count under the server's default tokenizer.
-        self._tokenizer = tokenizer
+    _app: SessionsApp
+    _tokenizer: str  # the server's default: stored messages report their count under it
+    _image_limits: ImageLimits
+    _ids: PublicIds
 
     async def CreateSession(
         self, request: spb.CreateSessionRequest, context: Context
@@ -175,10 +169,10 @@ class SessionServicer(sessions_pb2_grpc.SessionServiceServicer):  # type: ignore
         return spb.EndSessionResponse(ended=ended)
 
 
+@dataclass(frozen=True, slots=True)
 class MemoryServicer(memory_pb2_grpc.MemoryServiceServicer):  # type: ignore[misc]
-    def __init__(self, app: MemoriesApp, ids: PublicIds) -> None:
-        self._app = app
-        self._ids = ids
+    _app: MemoriesApp
+    _ids: PublicIds
 
     async def AddMemory(
         self, request: mpb.AddMemoryRequest, context: Context
@@ -259,9 +253,9 @@ class MemoryServicer(memory_pb2_grpc.MemoryServiceServicer):  # type: ignore[mis
         )
 
 
+@dataclass(frozen=True, slots=True)
 class PromptServicer(prompts_pb2_grpc.PromptServiceServicer):  # type: ignore[misc]
-    def __init__(self, app: PromptsApp) -> None:
-        self._app = app
+    _app: PromptsApp
 
     async def UpsertTemplate(
         self, request: ppb.UpsertTemplateRequest, context: Context

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from contextd.app.users import UsersApp
 from contextd.fronts.grpc.auth import caller_for
 from contextd.fronts.grpc.types import Context
@@ -9,9 +11,9 @@ from contextd.v1 import users_pb2 as upb
 from contextd.v1 import users_pb2_grpc
 
 
+@dataclass(frozen=True, slots=True)
 class UserServicer(users_pb2_grpc.UserServiceServicer):  # type: ignore[misc]
-    def __init__(self, app: UsersApp) -> None:
-        self._app = app
+    _app: UsersApp
 
     async def DeleteUser(
         self, request: upb.DeleteUserRequest, context: Context

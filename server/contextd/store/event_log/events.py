@@ -10,16 +10,14 @@ from __future__ import annotations
 
 import functools
 import json
-import re
 import time
-from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from contextd.core.errors import Violations
-from contextd.core.identity import DEFAULT_TENANT, TENANT_ID_RULE, is_tenant_id
-from contextd.store.models import Session
+from contextd.core.identity import DEFAULT_TENANT
+from contextd.store.models import Session, check_session_id
 
 if TYPE_CHECKING:
     from contextd.store.engine.database import Connection, JoinedWrite
@@ -42,7 +40,6 @@ EVENT_TYPES = frozenset(
 )
 ROLES = frozenset({"system", "user", "assistant"})
 
-_SESSION_ID = re.compile(r"[0-9a-f]{32}")
 # allow_nan=False: NaN/Infinity are not JSON and a strict reader would reject them.
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
@@ -97,14 +94,6 @@ def _format_seconds(seconds: int) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds))
 
 
-def check_session_id(session_id: str) -> str:
-    """A session id is 32 lowercase hex characters (uuid4().hex); anything else could
-    name a path outside history_dir, so it is refused."""
-    if not isinstance(session_id, str) or not _SESSION_ID.fullmatch(session_id):
-        raise ValueError(f"session_id must be 32 lowercase hex characters, got {session_id!r}")
-    return session_id
-
-
 def _check_index(name: str, value: int | None, minimum: int) -> None:
     if value is not None and (
         not isinstance(value, int) or isinstance(value, bool) or value < minimum
@@ -152,15 +141,9 @@ def encode_event(
     return event, _ENCODER.encode(event)
 
 
-def check_after_line(after_line: int) -> None:
+def _check_after_line(after_line: int) -> None:
     if isinstance(after_line, bool) or not isinstance(after_line, int) or after_line < 0:
         raise ValueError(f"after_line must be an integer >= 0, got {after_line!r}")
-
-
-def check_tenant_id(tenant_id: str) -> None:
-    """The default tenant, or a plain name: another tenant's logs are kept under its id."""
-    if tenant_id != DEFAULT_TENANT and not is_tenant_id(tenant_id):
-        raise ValueError(f"tenant_id: {TENANT_ID_RULE}, got {tenant_id!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,12 +190,47 @@ class LogLines:
         return () if self.joined is None else (self.joined,)
 
 
-class EventStore(ABC):
-    """A session's event log, whichever engine keeps it: the same lines, the same reads.
-    Events are encoded alike for every engine (encode_event, encoded_events); an engine
-    writes their lines."""
+class SessionLogs(Protocol):
+    """Where an engine keeps the sessions' logs (store/event_log/files.py, table.py): it
+    writes, reads and removes their lines. ``EventStore`` checks the events and the line
+    numbers; an engine checks the session and tenant ids it keeps them under."""
 
-    @abstractmethod
+    async def write(self, session_id: str, tenant_id: str, lines: list[str]) -> None:
+        """The lines after the session's last, in one write: all of them or none."""
+
+    def joined(self, session_id: str, tenant_id: str, lines: list[str]) -> JoinedWrite | None:
+        """The lines as a write that commits with a write of the session's messages
+        (store/conversation.py's ``also``); None where they cannot be written that way."""
+
+    def read(
+        self, session_id: str, after_line: int, tenant_id: str
+    ) -> AsyncIterator[dict[str, Any]]: ...
+
+    async def last(self, session_id: str, tenant_id: str) -> dict[str, Any] | None: ...
+
+    async def delete(self, session_id: str, tenant_id: str) -> bool: ...
+
+    async def deleted_with_sessions(
+        self, conn: Connection, session_ids: Sequence[str]
+    ) -> int | None:
+        """How many of these sessions' logs ``conn``'s transaction deletes with their rows
+        (a table's foreign key); None when the logs outlive the rows, to be removed after
+        the commit (files: store/event_log/removals.py)."""
+
+
+class EventStore:
+    """A session's event log, whichever engine keeps it: the same lines, the same reads.
+    Events are encoded here alike for every engine (encode_event, encoded_events); the
+    engine's ``SessionLogs`` keeps their lines."""
+
+    def __init__(self, logs: SessionLogs) -> None:
+        self._logs = logs
+        self._closed = False
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError("the event log is closed")
+
     async def append(
         self,
         session_id: str,
@@ -227,45 +245,61 @@ class EventStore(ABC):
         tenant_id: str = DEFAULT_TENANT,
     ) -> dict[str, Any]:
         """Write one event of the tenant's session and return it once it is written."""
+        event, line = encode_event(session_id, type, turn, step, content, role, meta, ts)
+        self._check_open()
+        await self._logs.write(session_id, tenant_id, [line])
+        return event
 
-    @abstractmethod
     async def append_many(
         self, session_id: str, events: Sequence[NewEvent], *, tenant_id: str = DEFAULT_TENANT
     ) -> list[dict[str, Any]]:
         """Write ``events`` one after the other in one write (one statement, one system
         call): all of them or, on error, none; they are returned once written."""
+        written, lines = encoded_events(session_id, events)
+        self._check_open()
+        await self._logs.write(session_id, tenant_id, lines)
+        return written
 
     def joined(
         self, session_id: str, events: Sequence[NewEvent], *, tenant_id: str = DEFAULT_TENANT
     ) -> JoinedWrite | None:
         """``events`` as a write that commits with a write of the session's messages
-        (store/conversation.py's ``also``), or not at all; None where the log cannot be
-        written that way (files): then ``append_many`` writes them after it."""
-        return None
+        (store/conversation.py's ``also``), or not at all; None where the engine cannot
+        write them that way (files): then ``append_many`` writes them after it."""
+        _, lines = encoded_events(session_id, events)
+        self._check_open()
+        return self._logs.joined(session_id, tenant_id, lines)
 
-    @abstractmethod
     def read(
         self, session_id: str, *, after_line: int = 0, tenant_id: str = DEFAULT_TENANT
-    ) -> AsyncIterator[dict[str, Any]]: ...
+    ) -> AsyncIterator[dict[str, Any]]:
+        """The session's events in order, after its first ``after_line`` lines: a snapshot
+        of the log as it was when the read started, a torn last line left out. To page,
+        pass ``after_line`` plus the number of events received as the next one."""
+        _check_after_line(after_line)
+        return self._logs.read(session_id, after_line, tenant_id)
 
-    @abstractmethod
     async def last(
         self, session_id: str, *, tenant_id: str = DEFAULT_TENANT
-    ) -> dict[str, Any] | None: ...
+    ) -> dict[str, Any] | None:
+        """The session's last whole event; None when it has none."""
+        return await self._logs.last(session_id, tenant_id)
 
-    @abstractmethod
-    async def delete(self, session_id: str, *, tenant_id: str = DEFAULT_TENANT) -> bool: ...
+    async def delete(self, session_id: str, *, tenant_id: str = DEFAULT_TENANT) -> bool:
+        """Remove the session's log; True if it had lines. An append after this starts the
+        log again at line 1."""
+        self._check_open()
+        return await self._logs.delete(session_id, tenant_id)
 
-    @abstractmethod
-    async def aclose(self) -> None: ...
+    async def aclose(self) -> None:
+        """Refuse new appends and deletes (every earlier one is already written)."""
+        self._closed = True
 
-    @abstractmethod
     async def deleted_with_sessions(
         self, conn: Connection, session_ids: Sequence[str]
     ) -> int | None:
-        """How many of these sessions' logs ``conn``'s transaction deletes with their rows
-        (a table's foreign key); None when the logs outlive the rows, to be removed after
-        the commit (files: store/event_log/removals.py)."""
+        """See ``SessionLogs.deleted_with_sessions``."""
+        return await self._logs.deleted_with_sessions(conn, session_ids)
 
 
 class EventLines(Protocol):

@@ -44,19 +44,11 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from contextd.core.errors import StorageFull
-from contextd.core.identity import DEFAULT_TENANT, is_tenant_id, tenant_dir_name
+from contextd.core.identity import DEFAULT_TENANT, check_tenant_id, is_tenant_id, tenant_dir_name
 from contextd.store.engine.database import Connection
 from contextd.store.engine.disk import DiskWatch
 from contextd.store.engine.private import FILE_MODE, make_dir
-from contextd.store.event_log.events import (
-    EventStore,
-    NewEvent,
-    check_after_line,
-    check_session_id,
-    check_tenant_id,
-    encode_event,
-    encoded_events,
-)
+from contextd.store.models import check_session_id
 
 _READ_CHUNK = 256 * 1024
 _OPEN_FLAGS = os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
@@ -90,12 +82,13 @@ def log_path(history_dir: Path, tenant_id: str, session_id: str) -> Path:
     return tenant_dir(history_dir, tenant_id) / f"{check_session_id(session_id)}.jsonl"
 
 
-class EventLog(EventStore):
+class FileLog:
+    """The sessions' logs as files (``SessionLogs`` of store/event_log/events.py)."""
+
     def __init__(self, history_dir: Path, disk: DiskWatch | None = None) -> None:
         self.history_dir = history_dir
         make_dir(history_dir)
         rename_tenant_dirs(history_dir)
-        self._closed = False
         # Told of an append that failed for want of space (the database's).
         self.disk = disk
         # Joined as text: cheaper than a Path per event. Tenant -> its directory, made
@@ -113,35 +106,10 @@ class EventLog(EventStore):
             found = self._dirs[tenant_id] = os.fspath(path)
         return found
 
-    async def append(
-        self,
-        session_id: str,
-        type: str,
-        *,
-        turn: int | None = None,
-        step: int | None = None,
-        content: str | None = None,
-        role: str | None = None,
-        meta: dict[str, Any] | None = None,
-        ts: float | None = None,
-        tenant_id: str = DEFAULT_TENANT,
-    ) -> dict[str, Any]:
-        event, line = encode_event(session_id, type, turn, step, content, role, meta, ts)
-        await self._write(session_id, tenant_id, [line])
-        return event
-
-    async def append_many(
-        self, session_id: str, events: Sequence[NewEvent], *, tenant_id: str = DEFAULT_TENANT
-    ) -> list[dict[str, Any]]:
-        written, lines = encoded_events(session_id, events)
-        await self._write(session_id, tenant_id, lines)
-        return written
-
-    async def _write(self, session_id: str, tenant_id: str, lines: list[str]) -> None:
+    async def write(self, session_id: str, tenant_id: str, lines: list[str]) -> None:
         """The lines at the end of the session's file, in one write (returned once with
-        the kernel)."""
+        the kernel). The session id comes checked, with the events (EventStore)."""
         data = "".join(line + "\n" for line in lines).encode("utf-8")
-        self._check_open()
         try:
             _write(f"{self._dir_for_append(tenant_id)}/{session_id}.jsonl", data)
         except OSError as error:
@@ -149,22 +117,20 @@ class EventLog(EventStore):
                 raise StorageFull() from error
             raise
 
-    def _check_open(self) -> None:
-        if self._closed:
-            raise RuntimeError("the event log is closed")
+    def joined(self, session_id: str, tenant_id: str, lines: list[str]) -> None:
+        """Files join no database write: the lines are appended after it."""
+        return None
 
     async def read(
-        self, session_id: str, *, after_line: int = 0, tenant_id: str = DEFAULT_TENANT
+        self, session_id: str, after_line: int, tenant_id: str
     ) -> AsyncGenerator[dict[str, Any], None]:
         """Yield the session's events in order, skipping the first ``after_line`` lines.
 
         The read is a snapshot of the file as it was when the read started; a torn last
-        line (a crash mid-write) is skipped; a missing file yields nothing. To page, pass
-        ``after_line`` plus the number of events received as the next ``after_line``.
-        Validation happens at the first iteration, as with any async generator.
+        line (a crash mid-write) is skipped; a missing file yields nothing. The ids are
+        checked at the first iteration, as with any async generator.
         """
         path = self.path(session_id, tenant_id)
-        check_after_line(after_line)
         cursor = _ReadCursor(path, skip=after_line)
         while True:
             events = await asyncio.to_thread(cursor.next_chunk)
@@ -173,24 +139,16 @@ class EventLog(EventStore):
             for event in events:
                 yield event
 
-    async def last(
-        self, session_id: str, *, tenant_id: str = DEFAULT_TENANT
-    ) -> dict[str, Any] | None:
+    async def last(self, session_id: str, tenant_id: str) -> dict[str, Any] | None:
         """The session's last whole event; None when it has none. Read on the event
         loop's thread, as an append writes: a few system calls at the file's end."""
         line = _last_line(self.path(session_id, tenant_id))
         return None if line is None else json.loads(line)
 
-    async def delete(self, session_id: str, *, tenant_id: str = DEFAULT_TENANT) -> bool:
+    async def delete(self, session_id: str, tenant_id: str) -> bool:
         """Remove the tenant's session's file; True if there was one. An append after this
         starts a new file."""
-        path = self.path(session_id, tenant_id)
-        self._check_open()
-        return _unlink(path)
-
-    async def aclose(self) -> None:
-        """Refuse new appends and deletes (every earlier one is already written)."""
-        self._closed = True
+        return _unlink(self.path(session_id, tenant_id))
 
     async def deleted_with_sessions(
         self, conn: Connection, session_ids: Sequence[str]

@@ -16,17 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 import asyncpg
 
-from contextd.core.identity import DEFAULT_TENANT
+from contextd.core.identity import check_tenant_id
 from contextd.store.engine.database import Connection, Database, JoinedWrite
-from contextd.store.event_log.events import (
-    EventStore,
-    NewEvent,
-    check_after_line,
-    check_session_id,
-    check_tenant_id,
-    encode_event,
-    encoded_events,
-)
+from contextd.store.models import check_session_id
 
 if TYPE_CHECKING:
     from contextd.store.engine.postgresql import PostgresDatabase
@@ -68,45 +60,24 @@ _JOINED_LINES = (
 )
 
 
-class DatabaseEventLog(EventStore):
+class TableLog:
+    """The sessions' logs as rows (``SessionLogs`` of store/event_log/events.py)."""
+
     def __init__(self, db: PostgresDatabase) -> None:
         self._db = db
-        self._closed = False
 
-    def _check_open(self) -> None:
-        if self._closed:
-            raise RuntimeError("the event log is closed")
-
-    async def append(
-        self,
-        session_id: str,
-        type: str,
-        *,
-        turn: int | None = None,
-        step: int | None = None,
-        content: str | None = None,
-        role: str | None = None,
-        meta: dict[str, Any] | None = None,
-        ts: float | None = None,
-        tenant_id: str = DEFAULT_TENANT,
-    ) -> dict[str, Any]:
-        event, line = encode_event(session_id, type, turn, step, content, role, meta, ts)
-        await self._write(session_id, tenant_id, [line])
-        return event
-
-    async def append_many(
-        self, session_id: str, events: Sequence[NewEvent], *, tenant_id: str = DEFAULT_TENANT
-    ) -> list[dict[str, Any]]:
-        written, lines = encoded_events(session_id, events)
-        await self._write(session_id, tenant_id, lines)
-        return written
-
-    def joined(
-        self, session_id: str, events: Sequence[NewEvent], *, tenant_id: str = DEFAULT_TENANT
-    ) -> JoinedWrite:
+    async def write(self, session_id: str, tenant_id: str, lines: list[str]) -> None:
+        """The lines after the session's last, in one statement that commits by itself.
+        The session id comes checked, with the events (EventStore)."""
         check_tenant_id(tenant_id)
-        self._check_open()
-        _, lines = encoded_events(session_id, events)
+        try:
+            async with self._db.connection() as conn:
+                await conn.execute(_APPEND_MANY, tenant_id, session_id, lines)
+        except asyncpg.ForeignKeyViolationError:  # deleted between the check and the insert
+            pass
+
+    def joined(self, session_id: str, tenant_id: str, lines: list[str]) -> JoinedWrite:
+        check_tenant_id(tenant_id)
         return JoinedWrite(
             # In the other write's transaction, which holds the session's row.
             f"WITH {_JOINED_LINES.format(condition='TRUE')} SELECT 1",
@@ -114,23 +85,12 @@ class DatabaseEventLog(EventStore):
             (lines, tenant_id, session_id),
         )
 
-    async def _write(self, session_id: str, tenant_id: str, lines: list[str]) -> None:
-        """The lines after the session's last, in one statement that commits by itself."""
-        check_tenant_id(tenant_id)
-        self._check_open()
-        try:
-            async with self._db.connection() as conn:
-                await conn.execute(_APPEND_MANY, tenant_id, session_id, lines)
-        except asyncpg.ForeignKeyViolationError:  # deleted between the check and the insert
-            pass
-
     async def read(
-        self, session_id: str, *, after_line: int = 0, tenant_id: str = DEFAULT_TENANT
+        self, session_id: str, after_line: int, tenant_id: str
     ) -> AsyncIterator[dict[str, Any]]:
         """Yield the session's events in order, skipping the first ``after_line``."""
         check_session_id(session_id)
         check_tenant_id(tenant_id)
-        check_after_line(after_line)
         reader = self._db.reader
         ends = await reader.execute_fetchall(
             "SELECT last_line FROM event_log_ends WHERE tenant_id = ? AND session_id = ?",
@@ -150,9 +110,7 @@ class DatabaseEventLog(EventStore):
                 yield json.loads(row["data"])
             after = int(rows[-1]["line"])
 
-    async def last(
-        self, session_id: str, *, tenant_id: str = DEFAULT_TENANT
-    ) -> dict[str, Any] | None:
+    async def last(self, session_id: str, tenant_id: str) -> dict[str, Any] | None:
         """The session's last event; None when it has none."""
         check_session_id(session_id)
         check_tenant_id(tenant_id)
@@ -163,12 +121,11 @@ class DatabaseEventLog(EventStore):
         )
         return json.loads(rows[0]["data"]) if rows else None
 
-    async def delete(self, session_id: str, *, tenant_id: str = DEFAULT_TENANT) -> bool:
+    async def delete(self, session_id: str, tenant_id: str) -> bool:
         """Remove the session's lines; True if there were any. A later append starts again
         at line 1, as a new file would."""
         check_session_id(session_id)
         check_tenant_id(tenant_id)
-        self._check_open()
         async with self._db.transaction() as conn:
             ends = await conn.execute(
                 "DELETE FROM event_log_ends WHERE tenant_id = ? AND session_id = ?",
@@ -179,10 +136,6 @@ class DatabaseEventLog(EventStore):
                 (tenant_id, session_id),
             )
         return ends.rowcount > 0
-
-    async def aclose(self) -> None:
-        """Refuse new appends and deletes (every earlier one is already committed)."""
-        self._closed = True
 
     async def deleted_with_sessions(
         self, conn: Connection, session_ids: Sequence[str]
