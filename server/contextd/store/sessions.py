@@ -360,14 +360,7 @@ class SessionSnapshots:
             bool(row["compression_read"]),
         )  # fmt: skip
         listed = json.loads(row["recent"]) if row["recent"] is not None else []
-        others = [SessionSummary(*item) for item in listed]
-        return SessionSnapshot(
-            session_from_row(row),
-            version,
-            int(row["catalog_version"]),
-            others,
-            bool(row["memories_stored"]),
-        )
+        return _snapshot(row, [SessionSummary(*item) for item in listed])
 
     async def _read_versions(
         self, session_id: str, tenant_id: str, user_id: str, recent: int
@@ -399,13 +392,18 @@ class SessionSnapshots:
         others = await self._summaries.recent_session_summaries(
             user_id, session_id, recent, tenant_id=tenant_id
         )
-        return SessionSnapshot(
-            session_from_row(row),
-            version,
-            int(row["catalog_version"]),
-            others,
-            bool(row["memories_stored"]),
-        )
+        return _snapshot(row, others)
+
+
+def _snapshot(row: Any, others: list[SessionSummary]) -> SessionSnapshot:
+    """The snapshot a row of either engine's snapshot statement gives."""
+    return SessionSnapshot(
+        session_from_row(row),
+        int(row["version"]),
+        int(row["catalog_version"]),
+        others,
+        bool(row["memories_stored"]),
+    )
 
 
 def _compression(session_id: str, text: str | None) -> CompressionSummaryRow | None:

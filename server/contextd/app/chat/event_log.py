@@ -95,8 +95,17 @@ class TurnLog:
         final: tuple[int, str] | None = None,
     ) -> None:
         """``final``: the step and text of the turn's answer, logged as its final line
-        just before turn_end, in the same write."""
-        await self._write(*self._end(status, step_count, turn_usage, duration_ms, error, final))
+        just before turn_end, in the same write, now (``ending``: with a write)."""
+        lines = self.ending(
+            status,
+            step_count,
+            turn_usage,
+            duration_ms=duration_ms,
+            error=error,
+            final=final,
+            join=False,
+        )
+        await self.written(lines)
 
     def ending(
         self,
@@ -111,18 +120,6 @@ class TurnLog:
     ) -> LogLines:
         """``turn_end``'s lines, to be written with the turn's answer (``join``), or
         once it is stored."""
-        events = self._end(status, step_count, turn_usage, duration_ms, error, final)
-        return self._joining(*events, join=join)
-
-    def _end(
-        self,
-        status: str,
-        step_count: int,
-        turn_usage: TokenUsage,
-        duration_ms: int,
-        error: str,
-        final: tuple[int, str] | None,
-    ) -> tuple[NewEvent, ...]:
         meta: dict[str, object] = {
             "status": status,
             "stepCount": step_count,
@@ -133,12 +130,12 @@ class TurnLog:
             meta["errorMessage"] = error
         end = NewEvent("turn_end", self._index, meta=meta)
         if final is None:
-            return (end,)
+            return self._joining(end, join=join)
         step, answer = final
         answered = NewEvent(
             "final", self._index, step, answer, "assistant", {"tokens": tokens(turn_usage)}
         )
-        return answered, end
+        return self._joining(answered, end, join=join)
 
     def _joining(self, *events: NewEvent, join: bool = True) -> LogLines:
         """``events`` after the assistant line not written yet, if any, as a write to
