@@ -42,12 +42,11 @@ from pathlib import Path
 from _common import SHORT_HISTORY, machine_note, median, print_table
 from contextd.core.identity import DEFAULT_TENANT
 from contextd.core.messages import ChatMessage, Role
-from contextd.store.conversation import ConversationRepo
+from contextd.store.conversation import ConversationRepo, insert_statement
 from contextd.store.engine.database import Database
 from contextd.store.engine.sqlite import DB_FILENAME
 from contextd.store.event_log.events import HISTORY_DIR, EventStore
 from contextd.store.event_log.files import log_path
-from contextd.store.message_writes import insert_statement
 from contextd.store.models import NewMessage, Session
 from contextd.store.open import open_store
 from contextd.store.sessions import SessionRepo

@@ -1,6 +1,6 @@
 """answer_records: what a StreamChat call's stored answer was, one row beside the
 assistant message the call ended with (written in the answer's transaction, gone with
-the message). Written with the answer, by store/message_writes.py; read here."""
+the message). Written with the answer, by store/conversation.py; read here."""
 
 from __future__ import annotations
 

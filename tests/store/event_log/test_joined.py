@@ -8,10 +8,9 @@ from __future__ import annotations
 import pytest
 from contextd.core.errors import SessionNotFound
 from contextd.core.messages import ChatMessage, Role
-from contextd.store.conversation import ConversationRepo
+from contextd.store.conversation import INSERT_CHUNK, ConversationRepo
 from contextd.store.engine.database import Database
 from contextd.store.event_log.events import EventStore, NewEvent
-from contextd.store.message_writes import INSERT_CHUNK
 from contextd.store.models import NewMessage, UsageTotals
 from contextd.store.open import Store
 from contextd.store.partial_answers import PartialAnswerRepo
