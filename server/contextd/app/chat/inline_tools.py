@@ -68,11 +68,12 @@ class MemorySearch:
 # The server-side ``recall_tool_result`` tool: a cleared tool result fetched back.
 #
 # Editing (core/editing) clears old tool results from the context, never from the store.
-# When a turn edits its context, the model is offered this tool with native tool calling:
-# given the call id a placeholder names, it answers the result as stored in the turn's
-# session (or as the host sent it in prebuilt mode), capped as the turn caps results. Only
-# the turn's own session is read, and the session is the caller's. ReAct observations are
-# user messages, which editing leaves alone: the tool is not offered there.
+# When a turn edits its context, the model is offered this tool with native tool calling
+# (ChatTurnRequest.offers_recall): given the call id a placeholder names, it answers the
+# result as stored in the turn's session (or as the host sent it in prebuilt mode), capped
+# as the turn caps results. Only the turn's own session is read, and the session is the
+# caller's. ReAct observations are user messages, which editing leaves alone: the tool is
+# not offered there.
 RECALL_TOOL = ToolSpec(
     name="recall_tool_result",
     description=(
@@ -90,11 +91,6 @@ RECALL_TOOL = ToolSpec(
 )
 # Stored messages read at first when looking for a result; grows 4x while not found.
 _FIRST_READ = 256
-
-
-def offers_recall(editing: EditingSettings, react: bool) -> bool:
-    """Whether a turn offers the tool: when it edits tool messages (native tools only)."""
-    return editing.active and not react
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from contextd.app.chat.inline_tools import MEMORY_TOOL, RECALL_TOOL, offers_recall
+from contextd.app.chat.inline_tools import MEMORY_TOOL, RECALL_TOOL
 from contextd.app.scope import Caller
 from contextd.core.build_request import CacheLayout
 from contextd.core.content import ContentPart
@@ -99,6 +99,12 @@ class ChatTurnRequest:
             first -= 1
         return self.messages[first:]
 
+    @property
+    def offers_recall(self) -> bool:
+        """Whether the turn offers the ``recall_tool_result`` tool: when it edits tool
+        messages, with native tool calling (ReAct observations are never edited)."""
+        return self.editing.active and not self.react
+
     def prompt_budget(self, max_prompt_tokens: int) -> int:
         """The turn's prompt budget: its own, at most the server's limit."""
         return min(self.token_budget or max_prompt_tokens, max_prompt_tokens)
@@ -109,7 +115,7 @@ class ChatTurnRequest:
         which tools its turns offer (the host's, then the server's), so a log says what
         was on."""
         server_tools = [MEMORY_TOOL.name]
-        if offers_recall(self.editing, self.react):
+        if self.offers_recall:
             server_tools.append(RECALL_TOOL.name)
         meta: dict[str, object] = {
             "mode": self.mode or ("prebuilt" if self.host_list_only else "session"),
@@ -142,7 +148,7 @@ def validate(req: ChatTurnRequest) -> None:
             v.add(f"tool_results[{k}].tool_call_id", "required")
     names = set()
     reserved = {MEMORY_TOOL.name}
-    if offers_recall(req.editing, req.react):
+    if req.offers_recall:
         reserved.add(RECALL_TOOL.name)
     for k, tool in enumerate(req.tools):
         if tool.name in reserved or tool.name in names:

@@ -13,7 +13,7 @@ from contextd.app.after_turn import AfterTurnRunner
 from contextd.app.chat.ephemeral import EphemeralRecorder
 from contextd.app.chat.event_log import TurnLog, context_meta
 from contextd.app.chat.events import TurnStarted
-from contextd.app.chat.inline_tools import MemorySearch, RecallToolResult, offers_recall
+from contextd.app.chat.inline_tools import MemorySearch, RecallToolResult
 from contextd.app.chat.native_tools import NativeTools
 from contextd.app.chat.react_tags import REFUSED_SUBJECT, ReactAddendum, ReactTags
 from contextd.app.chat.recorder import TurnRecorder
@@ -91,7 +91,7 @@ class TurnKit:
         if addendum is not None:
             return ReactTags(req, TurnParts(turn, record, log, contexts, memory), addendum)
         recall = None
-        if offers_recall(req.editing, req.react):
+        if req.offers_recall:
             recall = RecallToolResult(
                 self.conversation, turn, log, req.tokenizer, req.editing, req.messages
             )
