@@ -29,7 +29,8 @@ Where things are:
 - ``interrupted`` and ``session_lease``: the turns a process's end cut off, closed at
   the next start or by the session's next turn, and one turn at a time per session, in
   this process and across the processes that share a database (``SessionTurns``);
-- ``events`` and ``request``: what a turn reports and what it is asked.
+- ``events`` and ``request``: what a turn reports and what it is asked (with which of
+  the server's tools it offers).
 """
 
 from contextd.app.chat.chat_app import ChatApp
