@@ -12,8 +12,9 @@ from pathlib import Path
 import grpc
 import pytest
 from contextd.v1 import chat_pb2 as cpb
-from contextd.v1 import chat_pb2_grpc, context_pb2_grpc, sessions_pb2_grpc
+from contextd.v1 import chat_pb2_grpc, context_pb2_grpc, memory_pb2_grpc, sessions_pb2_grpc
 from contextd.v1 import context_pb2 as pb
+from contextd.v1 import memory_pb2 as mpb
 from contextd.v1 import sessions_pb2 as spb
 
 from tests.support.pg_databases import fresh_database
@@ -22,11 +23,14 @@ from tests.support.postgres import PostgresServer
 from tests.support.server import start_server
 
 # At most, per call: the session with all a build reads beside it, whether its user has
-# memories included (one statement; a user with memories adds the search's term counts).
+# memories included (one statement); a user with memories adds the search by terms (one
+# statement: the terms' counts, their choice and the ranking).
 BUILD_ROUND_TRIPS = 1
+BUILD_WITH_MEMORIES_ROUND_TRIPS = 2
 # At most, per turn: see bench/README.md ("pg_vs_sqlite.py") for where they go.
 TURN_ROUND_TRIPS = 6
 USER = "round-trips"
+REMEMBERED = "remembered"  # a user with memories
 # Messages in the session: more than a build's window, which the session's first is not in.
 HISTORY = 100
 
@@ -37,12 +41,12 @@ def relay(postgres: PostgresServer) -> Iterator[tuple[RoundTripRelay, str]]:
         yield relay, relay.url(url.rsplit("/", 1)[1])
 
 
-def build(channel: grpc.Channel, session_id: str) -> None:
+def build(channel: grpc.Channel, session_id: str, user: str = USER) -> None:
     context_pb2_grpc.ContextServiceStub(channel).BuildMessages(
         pb.BuildMessagesRequest(
             user_message="What did we say about the budget?",
             token_budget=4000,
-            session=pb.SessionContext(user_id=USER, session_id=session_id),
+            session=pb.SessionContext(user_id=user, session_id=session_id),
         )
     )
 
@@ -86,13 +90,24 @@ def test_build_and_turn_round_trips(relay: tuple[RoundTripRelay, str], tmp_path:
                     ],
                 )
             )
+            memories = memory_pb2_grpc.MemoryServiceStub(channel)
+            for fact in ("The travel budget is 2,000 euros", "旅行预算是两千欧元", "I like tea"):
+                memories.AddMemory(mpb.AddMemoryRequest(user_id=REMEMBERED, content=fact))
+            remembered = sessions.CreateSession(
+                spb.CreateSessionRequest(user_id=REMEMBERED)
+            ).session.id
             for _ in range(3):  # warm: prepared statements, pooled connections, caches
                 build(channel, sid)
+                build(channel, remembered, REMEMBERED)
                 turn(channel, sid)
             builds = [round_trips(counter, build, channel, sid) for _ in range(3)]
+            recalled = [
+                round_trips(counter, build, channel, remembered, REMEMBERED) for _ in range(3)
+            ]
             turns = [round_trips(counter, turn, channel, sid) for _ in range(3)]
     finally:
         server.stop()
-    print(f"round trips: builds {builds}, turns {turns}")
+    print(f"round trips: builds {builds}, with memories {recalled}, turns {turns}")
     assert max(builds) <= BUILD_ROUND_TRIPS, builds
+    assert max(recalled) <= BUILD_WITH_MEMORIES_ROUND_TRIPS, recalled
     assert max(turns) <= TURN_ROUND_TRIPS, turns

@@ -1,6 +1,6 @@
 """PostgreSQL's failures as callers see them: an unreachable database, a dropped connection,
 an exhausted pool and a statement past its timeout are DatabaseUnavailable (UNAVAILABLE),
-a full disk StorageFull."""
+a full disk StorageFull; and the settings its connections run with."""
 
 from __future__ import annotations
 
@@ -47,6 +47,15 @@ async def test_a_statement_past_its_timeout_is_unavailable(postgres_url: str) ->
     try:
         with pytest.raises(DatabaseUnavailable, match="cancel"):
             await db.reader.execute_fetchall("SELECT pg_sleep(2)")
+    finally:
+        await db.close()
+
+
+async def test_connections_run_without_jit(postgres_url: str) -> None:
+    # A compiled plan cost a memory search 30-40 ms; every statement here is short.
+    db = await PostgresDatabase.open(postgres_url, pool_size=1)
+    try:
+        assert (await db.reader.execute_fetchall("SHOW jit"))[0][0] == "off"
     finally:
         await db.close()
 

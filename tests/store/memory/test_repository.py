@@ -240,6 +240,36 @@ async def test_common_terms_do_not_hide_rare_ones(store: Store) -> None:
     assert len(await repo.search("alice", "同事", now=NOW)) == 5
 
 
+async def test_the_rarest_terms_are_chosen_within_the_budget(store: Store) -> None:
+    # kiwi is in 1 memory, mango in 2, papaya in 3: with a budget of 4 matches the search
+    # ranks kiwi and mango (1 + 2) and leaves papaya (1 + 2 + 3 > 4) out, as choose_terms.
+    repo = MemoryRepo(store.db, store.memory_index, max_ranked=4)
+    fruit = ["kiwi", "mango", "mango", "papaya", "papaya", "papaya"]
+    await repo.add_many("alice", [f"Memory {i}: {name}" for i, name in enumerate(fruit)], now=NOW)
+    found = contents(await repo.search("alice", "papaya mango kiwi", now=NOW))
+    assert sorted(found) == ["Memory 0: kiwi", "Memory 1: mango", "Memory 2: mango"]
+    # The rarest term is always chosen, over the budget or not.
+    assert len(await repo.search("alice", "papaya", now=NOW)) == 3
+
+    def query(*terms: str, most: int | None = None) -> memory_index.TermQuery:
+        keyed = [memory_index.user_key("alice") + t for t in terms]
+        return memory_index.TermQuery(keyed, 3, most)  # kiwi (1) + papaya (3) > 3
+
+    where, params = "1 = 1", {
+        "now": NOW, "half_life": DAY, "tenant_id": "default", "user_id": "alice",
+        "weight": 0.25, "limit": 10, "candidates": 50,
+    }  # fmt: skip
+    index = store.memory_index
+    # most: nothing when even the rarest term is in more memories than that.
+    too_common = await index.search(query("papaya", most=2), params, where)
+    assert (list(too_common.rows), too_common.matched) == ([], True)
+    rare = await index.search(query("papaya", "kiwi", most=2), params, where)
+    assert [row["content"] for row in rare.rows] == ["Memory 0: kiwi"]
+    # matched: whether any term is in any memory (a user with none is remembered so).
+    unknown = await index.search(query("durian"), params, where)
+    assert (list(unknown.rows), unknown.matched) == ([], False)
+
+
 @pytest.mark.parametrize(
     "query",
     [

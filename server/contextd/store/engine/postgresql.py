@@ -273,8 +273,14 @@ class PostgresDatabase(Database):
                 url,
                 min_size=1,
                 max_size=pool_size,
-                # 0 would mean no limit: a statement is always bounded.
-                server_settings={"statement_timeout": str(max(1, round(statement_timeout * 1000)))},
+                server_settings={
+                    # 0 would mean no limit: a statement is always bounded.
+                    "statement_timeout": str(max(1, round(statement_timeout * 1000))),
+                    # Every statement is a short indexed read or write: compiling one
+                    # (a plan whose estimate passes jit_above_cost) took 30-40 ms against
+                    # about 1 ms to run it (bench/HISTORY.md, memory search).
+                    "jit": "off",
+                },
                 command_timeout=statement_timeout + _ANSWER_MARGIN_S,
                 timeout=pool_timeout,
                 reset=_keep_session,

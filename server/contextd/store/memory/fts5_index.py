@@ -13,8 +13,16 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from contextd.core.identity import DEFAULT_TENANT
-from contextd.store.engine.database import Connection, Row
-from contextd.store.memory.index import MEMORY_COLUMNS, Owner, keyed_terms, memory_batches
+from contextd.store.engine.database import Connection
+from contextd.store.memory.index import (
+    MEMORY_COLUMNS,
+    Owner,
+    TermHits,
+    TermQuery,
+    choose_terms,
+    keyed_terms,
+    memory_batches,
+)
 
 if TYPE_CHECKING:
     from contextd.store.engine.sqlite import SqliteDatabase
@@ -169,12 +177,18 @@ class FtsIndex:
             )
         }
 
-    async def ranked(
-        self, chosen: Sequence[str], params: dict[str, Any], where: str, narrowed: bool
-    ) -> Sequence[Row]:
-        return await self._db.reader.execute_fetchall(
-            _search_sql(where, narrowed), {**params, "match": match_expression(chosen)}
+    async def search(self, terms: TermQuery, params: dict[str, Any], where: str) -> TermHits:
+        # Two statements in this process: the terms' counts, then the ranking of those
+        # chosen.
+        frequency = await self.frequency(terms.keyed, terms.budget)
+        chosen = choose_terms(frequency, terms.budget)
+        if not chosen or (terms.most is not None and frequency[chosen[0]] > terms.most):
+            return TermHits((), bool(frequency))
+        rows = await self._db.reader.execute_fetchall(
+            _search_sql(where, terms.narrowed),
+            {**params, "max_ranked": terms.budget, "match": match_expression(chosen)},
         )
+        return TermHits(rows, True)
 
 
 @functools.lru_cache(maxsize=64)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from contextd.core.identity import DEFAULT_TENANT
@@ -92,6 +93,28 @@ def keyed_terms(
     return [key + term for term in index_terms(content)]
 
 
+@dataclass(frozen=True, slots=True)
+class TermQuery:
+    """What a search by terms asks an index for: its keyed terms, the budget of matches
+    ``choose_terms`` picks rare terms within (also the most matches ranked), ``most``:
+    nothing when even the rarest term is in more memories than that (None: no bound),
+    and ``narrowed``: ``where`` leaves out many memories, so it is checked on every
+    match before ranking, not only on the results."""
+
+    keyed: Sequence[str]
+    budget: int
+    most: int | None = None
+    narrowed: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class TermHits:
+    """A search's ranked rows, and whether any of its terms is in any memory at all."""
+
+    rows: Sequence[Row]
+    matched: bool
+
+
 def choose_terms(frequency: dict[str, int], budget: int) -> list[str]:
     """The rarest terms whose memories add up to at most ``budget`` (at least one term).
 
@@ -146,10 +169,8 @@ class MemoryIndex(Protocol):
         """How many memories hold each of these keyed terms (absent: none); a count
         above ``budget`` may be given as any number above it."""
 
-    async def ranked(
-        self, chosen: Sequence[str], params: dict[str, Any], where: str, narrowed: bool
-    ) -> Sequence[Row]:
-        """The ranking statement's rows for the chosen keyed terms (repository.py), of the
-        memories that meet ``where`` (store/memory/filters.py, on alias ``m``; its
-        parameters are in ``params``). ``narrowed``: ``where`` leaves out many memories,
-        so it is checked on every match before ranking, not only on the results."""
+    async def search(self, terms: TermQuery, params: dict[str, Any], where: str) -> TermHits:
+        """The ranking statement's rows (repository.py) for the terms ``choose_terms``
+        picks among ``terms``, of the memories that meet ``where``
+        (store/memory/filters.py, on alias ``m``; its parameters are in ``params``, with
+        the ranking's own)."""

@@ -23,7 +23,8 @@ PostgreSQL column). A search:
    neither among the best text matches nor among the newest is not scored (it could only
    have won through a recent ``updated_at``, i.e. by being stated again).
 
-A search is two reads.
+On SQLite a search is two statements in this process (the counts, then the ranking); on
+PostgreSQL the three steps are one statement, one round trip.
 
 Every read meets a filter (store/memory/filters.py): by default, the memories current now.
 """
@@ -47,7 +48,7 @@ from contextd.store.memory.index import (
     MEMORY_COLUMNS,
     MemoryIndex,
     Owner,
-    choose_terms,
+    TermQuery,
     memory_from_row,
 )
 from contextd.store.models import Memory, ScoredMemory
@@ -363,28 +364,11 @@ class MemoryReads:
         if memory_filter.reads_past:
             keys.append(memory_index.user_key(user_id, tenant_id, past=True))
         keyed = [key + t for key in keys for t in terms]
-        frequency = await self.index.frequency(keyed, self._max_ranked)
-        chosen = choose_terms(frequency, self._max_ranked)
-        if not chosen:
-            if (
-                self._remember_without
-                and not frequency
-                and not await self._db.reader.execute_fetchall(
-                    "SELECT 1 FROM memories WHERE tenant_id = ? AND user_id = ? LIMIT 1", owner
-                )
-            ):
-                if len(self._without_memories) >= WITHOUT_MEMORIES_KEPT:
-                    self._without_memories.clear()
-                self._without_memories.add(owner)
-            return []
-        if most is not None and frequency[chosen[0]] > most:
-            return []
         where, params = conditions(memory_filter, now)
-        rows = await self.index.ranked(
-            chosen,
+        hits = await self.index.search(
+            TermQuery(keyed, self._max_ranked, most, memory_filter.narrows),
             {
                 **params,
-                "max_ranked": self._max_ranked,
                 "now": now,
                 "half_life": self._half_life,
                 "tenant_id": tenant_id,
@@ -394,8 +378,17 @@ class MemoryReads:
                 "candidates": candidates or max(MIN_CANDIDATES, CANDIDATES_PER_RESULT * limit),
             },
             where,
-            memory_filter.narrows,
         )
+        if (
+            not hits.matched
+            and self._remember_without
+            and not await self._db.reader.execute_fetchall(
+                "SELECT 1 FROM memories WHERE tenant_id = ? AND user_id = ? LIMIT 1", owner
+            )
+        ):
+            if len(self._without_memories) >= WITHOUT_MEMORIES_KEPT:
+                self._without_memories.clear()
+            self._without_memories.add(owner)
         return [
             ScoredMemory(
                 memory=memory_from_row(row),
@@ -404,5 +397,5 @@ class MemoryReads:
                 recency=float(row["recency"]),
                 term_score=float(row["relevance"]),
             )
-            for row in rows
+            for row in hits.rows
         ]

@@ -5,7 +5,8 @@ prefixed with the user's key) are the lexemes of its ``search_terms`` tsvector, 
 they are (``array_to_tsvector``; a text search parser would split them again, and under
 the C locale it does not know CJK letters). A GIN index over that column finds a term's
 memories in the user's own posting list. A query is the OR of the chosen terms, each
-quoted, so nothing in it is read as tsquery syntax.
+quoted, so nothing in it is read as tsquery syntax. A search is one statement, one round
+trip: the terms' counts, the choice of the rarest and the ranking together.
 
 The ranking has SQLite's shape (store/memory/repository.py): the ``max_ranked`` newest
 matches, the best text matches and the newest of them scored, relevance divided by the best
@@ -16,11 +17,19 @@ relevance of the query (0 < relevance <= 1), recency halving every half-life. Re
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from contextd.store.engine.database import Connection, Database, Row
-from contextd.store.memory.index import MEMORY_COLUMNS, Owner, keyed_terms, memory_batches
+from contextd.store.engine.database import Connection, Database
+from contextd.store.memory.index import (
+    MEMORY_COLUMNS,
+    Owner,
+    TermHits,
+    TermQuery,
+    keyed_terms,
+    memory_batches,
+)
 
 _SET_TERMS = "UPDATE memories SET search_terms = array_to_tsvector(CAST(? AS TEXT[])) WHERE id = ?"
 
@@ -28,19 +37,53 @@ _M_COLUMNS = ", ".join(f"m.{c.strip()}" for c in MEMORY_COLUMNS.split(","))
 
 
 @functools.lru_cache(maxsize=64)
-def _search_sql(where: str) -> str:
-    """The ranking statement for the memories that meet ``where`` (alias ``m``), checked on
-    each match: the terms are a column of the memory's row, so the check costs no lookup."""
+def _search_sql(where: str, budget: int, most: int | None) -> str:
+    """The whole search by terms for the memories that meet ``where`` (alias ``m``), in
+    one statement: each term's memories counted up to a bound, the rarest terms chosen as
+    ``choose_terms`` (store/memory/index.py) chooses them (a running sum of the counts,
+    in the same order: count, then term by code point), then ranked. Its first column
+    says how many of the terms are in some memory; a search that ranks nothing returns
+    one row of it, the memory's columns null. ``where`` is checked on each match: the
+    terms are a column of the memory's row, so the check costs no lookup.
+
+    The budget and ``most`` are written into the statement, not passed: they are the
+    server's (a handful of values), and a plan PostgreSQL keeps for every call must know
+    its limits, or it takes the count of a term's memories (a LIMIT of unknown size) for
+    a short scan of the whole table rather than a look in the index."""
+    budget, most_check = int(budget), ""
+    if most is not None:
+        most_check = f" AND (SELECT MIN(docs) FROM ordered) <= {int(most)}"
     return f"""
-WITH query AS MATERIALIZED (
-    SELECT CAST(:query AS TSQUERY) AS q
+WITH terms AS MATERIALIZED (
+    SELECT t.pair ->> 0 AS term, t.pair ->> 1 AS quoted
+    FROM jsonb_array_elements(CAST(:terms AS JSONB)) AS t(pair)
+),
+counted AS MATERIALIZED (
+    SELECT term, quoted,
+           (SELECT COUNT(*) FROM (SELECT 1 FROM memories
+                WHERE search_terms @@ CAST(quoted AS TSQUERY) LIMIT {budget + 1}) AS found
+           ) AS docs
+    FROM terms
+),
+ordered AS MATERIALIZED (
+    SELECT quoted, docs,
+           CAST(SUM(docs) OVER (ORDER BY docs, term COLLATE "C" ROWS UNBOUNDED PRECEDING)
+                AS BIGINT) AS running,
+           ROW_NUMBER() OVER (ORDER BY docs, term COLLATE "C") AS n
+    FROM counted
+    WHERE docs > 0
+),
+query AS MATERIALIZED (
+    SELECT CAST(string_agg(quoted, ' | ' ORDER BY n) AS TSQUERY) AS q
+    FROM ordered
+    WHERE (n = 1 OR running <= {budget}){most_check}
 ),
 hits AS MATERIALIZED (
     SELECT m.id, CAST(ts_rank(m.search_terms, query.q) AS DOUBLE PRECISION) AS s
     FROM memories AS m, query
     WHERE m.search_terms @@ query.q AND {where}
     ORDER BY m.id DESC
-    LIMIT :max_ranked
+    LIMIT {budget}
 ),
 candidates AS (
     SELECT id, s FROM (SELECT id, s FROM hits ORDER BY s DESC, id DESC LIMIT :candidates) b
@@ -58,19 +101,26 @@ scored AS MATERIALIZED (
     FROM candidates AS c
     JOIN memories AS m ON m.id = c.id
     CROSS JOIN best
+),
+ranked AS (
+    SELECT {MEMORY_COLUMNS}, relevance, recency,
+           (1.0 - CAST(:weight AS DOUBLE PRECISION)) * relevance
+           + CAST(:weight AS DOUBLE PRECISION) * recency AS score
+    FROM scored
+    WHERE tenant_id = :tenant_id AND user_id = :user_id
+    ORDER BY score DESC, updated_at DESC, id DESC
+    LIMIT :limit
 )
-SELECT {MEMORY_COLUMNS}, relevance, recency,
-       (1.0 - CAST(:weight AS DOUBLE PRECISION)) * relevance
-       + CAST(:weight AS DOUBLE PRECISION) * recency AS score
-FROM scored
-WHERE tenant_id = :tenant_id AND user_id = :user_id
-ORDER BY score DESC, updated_at DESC, id DESC
-LIMIT :limit
+SELECT (SELECT COUNT(*) FROM ordered) AS matched_terms, r.*
+FROM (SELECT 1) AS one
+LEFT JOIN ranked AS r ON TRUE
+ORDER BY r.score DESC, r.updated_at DESC, r.id DESC
 """
 
 
 # Per term: how many memories hold it, counted up to a bound (budget + 1 is enough to
-# choose terms, and a common term costs no more than that).
+# choose terms, and a common term costs no more than that). The search counts its
+# terms the same way, in its own statement.
 _FREQUENCY_SQL = (
     "SELECT t.term, (SELECT COUNT(*) FROM (SELECT 1 FROM memories"
     " WHERE search_terms @@ CAST(t.quoted AS TSQUERY) LIMIT ?) AS found) AS docs"
@@ -81,11 +131,6 @@ _FREQUENCY_SQL = (
 def quoted(term: str) -> str:
     """A term as one tsquery lexeme, never read as tsquery syntax."""
     return "'" + term.replace("\\", "\\\\").replace("'", "''") + "'"
-
-
-def query_expression(terms: Sequence[str]) -> str:
-    """A tsquery that matches any of ``terms``."""
-    return " | ".join(quoted(term) for term in terms)
 
 
 class TsvectorIndex:
@@ -155,9 +200,14 @@ class TsvectorIndex:
         )
         return {row["term"]: int(row["docs"]) for row in rows if row["docs"]}
 
-    async def ranked(
-        self, chosen: Sequence[str], params: dict[str, Any], where: str, narrowed: bool
-    ) -> Sequence[Row]:
-        return await self._db.reader.execute_fetchall(
-            _search_sql(where), {**params, "query": query_expression(chosen)}
+    async def search(self, terms: TermQuery, params: dict[str, Any], where: str) -> TermHits:
+        keyed = terms.keyed
+        rows = await self._db.reader.execute_fetchall(
+            _search_sql(where, terms.budget, terms.most),
+            {
+                **params,
+                "terms": json.dumps([(term, quoted(term)) for term in keyed], ensure_ascii=False),
+            },
         )
+        matched = bool(rows) and int(rows[0]["matched_terms"]) > 0
+        return TermHits([row for row in rows if row["id"] is not None], matched)
