@@ -122,7 +122,7 @@ class EmbeddingRanker:
             free_vector = vectors[1]
 
             async def name_free(ids: Sequence[int]) -> dict[int, float]:
-                return await self._vectors.cosines_for(owner, free_vector, ids)
+                return cosines.with_query(free_vector, ids)
 
         async def asked(text: str, ids: Sequence[int]) -> dict[int, float]:
             """Cosines with another text; nothing when it cannot be embedded in time."""
@@ -133,7 +133,7 @@ class EmbeddingRanker:
             except Exception:
                 self._stats.failures += 1
                 return {}
-            return await self._vectors.cosines_for(owner, vector, ids)
+            return cosines.with_query(vector, ids)
 
         return MeaningRanking(
             [(mid, sim) for mid, sim in hits if sim >= floor],

@@ -111,3 +111,17 @@ async def test_second_hop_keeps_to_the_filter_and_the_user(memories: Memories) -
     assert [s.memory.content for s in found] == [SISTER]
     found = await memories.search("ada", QUESTION, 5, now=NOW)
     assert [s.memory.content for s in found] == [SISTER, DENTIST]
+
+
+async def test_a_search_reads_the_state_of_the_users_vectors_once(
+    memories: Memories, store: Store
+) -> None:
+    # The second hop (and a question's cosines without its names) compare other texts
+    # with the vectors the search already checked: no read of their state per text.
+    await _add(memories, "ada", LIFE)
+    await memories.search("ada", QUESTION, 5, now=NOW)  # the vectors read and kept
+    statements: list[str] = []
+    store.db.time_statements(lambda sql, _: statements.append(sql))
+    found = [s.memory.content for s in await memories.search("ada", QUESTION, 5, now=NOW)]
+    assert found[:2] == [SISTER, DENTIST]  # the second hop ran
+    assert sum("embedded_at" in sql for sql in statements) == 1, statements

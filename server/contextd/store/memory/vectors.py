@@ -56,10 +56,13 @@ class _Matrix:
 @dataclass(frozen=True, slots=True)
 class Cosines:
     """Every memory's cosine with one query: ``ids`` ascending, ``values`` in their order
-    (-inf for a memory a search's filter leaves out)."""
+    (-inf for a memory a search's filter leaves out), and the unit vectors they came
+    from (``unit``, one row per id), which give the cosines with another text of the
+    same search without reading the vectors' state again."""
 
     ids: npt.NDArray[np.int64]
     values: npt.NDArray[np.float32]
+    unit: npt.NDArray[np.float32]
 
     def of(self, wanted: Sequence[int]) -> dict[int, float]:
         """The cosines of those of ``wanted`` that have a vector (and meet the filter)."""
@@ -71,8 +74,20 @@ class Cosines:
         values = self.values[at][found]
         return {int(mid): float(v) for mid, v in zip(asked[found], values, strict=True)}
 
+    def with_query(self, query: Sequence[float], ids: Sequence[int]) -> dict[int, float]:
+        """The cosines with ``query`` of those of the memories ``ids`` that have a vector
+        (a second text a search compares with a few candidates), the filter aside."""
+        if not len(self.ids) or not ids or self.unit.shape[1] != len(query):
+            return {}
+        asked = np.asarray(ids, dtype=np.int64)
+        at = np.minimum(np.searchsorted(self.ids, asked), len(self.ids) - 1)
+        found = self.ids[at] == asked
+        rows = self.unit[at[found]]
+        values = np.einsum("ij,j->i", rows, _unit(np.asarray(query, dtype=np.float32)))
+        return {int(mid): float(v) for mid, v in zip(asked[found], values, strict=True)}
 
-NO_COSINES = Cosines(np.zeros(0, np.int64), np.zeros(0, np.float32))
+
+NO_COSINES = Cosines(np.zeros(0, np.int64), np.zeros(0, np.float32), np.zeros((0, 0), np.float32))
 
 
 def to_blob(vector: Sequence[float]) -> bytes:
@@ -173,11 +188,11 @@ class MemoryVectorRepo:
         # einsum, not @: it stays on this thread, while BLAS hands a matrix-vector product
         # to its thread pool, which waits for busy cores (bench/README.md).
         similarity = np.einsum("ij,j->i", matrix.unit, _unit(np.asarray(query, dtype=np.float32)))
-        cosines = Cosines(matrix.ids, similarity)
+        cosines = Cosines(matrix.ids, similarity, matrix.unit)
         if allowed is not None:
             keep = np.isin(matrix.ids, np.fromiter(allowed, dtype=np.int64, count=len(allowed)))
             similarity = np.where(keep, similarity, -np.inf)
-            cosines = Cosines(matrix.ids, similarity)
+            cosines = Cosines(matrix.ids, similarity, matrix.unit)
             count = min(count, int(keep.sum()))
             if count < 1:
                 return [], cosines
@@ -187,21 +202,6 @@ class MemoryVectorRepo:
         else:
             top = np.argsort(-similarity, kind="stable")
         return [(int(matrix.ids[i]), float(similarity[i])) for i in top], cosines
-
-    async def cosines_for(
-        self, owner: Owner, query: Sequence[float], ids: Sequence[int]
-    ) -> dict[int, float]:
-        """The cosines with ``query`` of those of the owner's memories ``ids`` that have a
-        vector (a second text a search compares with a few candidates)."""
-        matrix = await self._matrix(owner)
-        if matrix is None or not ids or matrix.unit.shape[1] != len(query):
-            return {}
-        asked = np.asarray(ids, dtype=np.int64)
-        at = np.minimum(np.searchsorted(matrix.ids, asked), len(matrix.ids) - 1)
-        found = matrix.ids[at] == asked
-        rows = matrix.unit[at[found]]
-        values = np.einsum("ij,j->i", rows, _unit(np.asarray(query, dtype=np.float32)))
-        return {int(mid): float(v) for mid, v in zip(asked[found], values, strict=True)}
 
     async def vectors_of(
         self, owner: Owner, ids: Sequence[int]
