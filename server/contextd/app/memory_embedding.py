@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Sequence, Set
+from collections.abc import Awaitable, Sequence, Set
 from dataclasses import dataclass
 
 from contextd.app.scope import USER_FACTS
@@ -88,7 +88,7 @@ class EmbeddingRanker:
         count: int,
         purpose: EmbeddingPurpose = "query",
         *,
-        allowed: Set[int] | None = None,
+        allowed: Set[int] | Awaitable[Set[int]] | None = None,
     ) -> MeaningRanking:
         if not query.strip():
             return MeaningRanking()
@@ -115,6 +115,8 @@ class EmbeddingRanker:
             return MeaningRanking(
                 note=f"ranked by terms only: the query was not embedded ({reason})"
             )
+        if allowed is not None and not isinstance(allowed, Set):
+            allowed = await allowed  # read while the query was embedded
         hits, cosines = await self._vectors.nearest_with_cosines(owner, vectors[0], count, allowed)
         floor = self.min_similarity
         name_free = None

@@ -12,9 +12,11 @@ import pytest
 from contextd.app.memory_embedding import EmbeddingRanker, EmbeddingStats, EmbeddingWorker
 from contextd.store.engine.database import Database
 from contextd.store.event_log.removals import LogRemovals
+from contextd.store.memory.filters import MemoryFilter
 from contextd.store.memory.history import MemoryHistoryRepo
 from contextd.store.memory.repository import MemoryRepo
 from contextd.store.memory.vectors import MemoryVectorRepo
+from contextd.store.memory.versions import MemoryDetails
 from contextd.store.open import Store
 from contextd.store.users import UserRepo
 
@@ -91,6 +93,23 @@ async def test_query_failure_falls_back_to_terms_with_a_note(hybrid: Hybrid) -> 
     result = await hybrid.memories.search_noted("ada", "black coffee", 3)
     assert result.found[0].memory.content.startswith("My favourite drink")
     assert "ranked by terms only" in result.note and "provider down" in result.note
+
+
+async def test_a_filtered_search_ranks_among_the_memories_it_allows(hybrid: Hybrid) -> None:
+    # The allowed ids are read beside the query's embedding, awaited before the ranking.
+    await hybrid.memories.add_many("ada", FACTS)
+    await hybrid.memories.add("ada", "My job is at the bakery", details=MemoryDetails(app="excel"))
+    await hybrid.settle()
+    plain = MemoryFilter(apps=("",))
+    found = await hybrid.memories.search_noted("ada", "What is my job?", 5, memory_filter=plain)
+    contents = [s.memory.content for s in found.found]
+    assert contents[0] == "I work as a nurse in the city hospital" and not found.note
+    assert "My job is at the bakery" not in contents
+    # With the query not embedded, the ids read go unused: the search ranks by terms.
+    hybrid.embedder.failing = 1
+    found = await hybrid.memories.search_noted("ada", "black coffee", 3, memory_filter=plain)
+    assert found.found[0].memory.content.startswith("My favourite drink")
+    assert "ranked by terms only" in found.note
 
 
 async def test_query_timeout_falls_back_to_terms(store: Store) -> None:

@@ -76,11 +76,12 @@ class MeaningRanker(Protocol):
         count: int,
         purpose: Literal["query", "document"] = ...,
         *,
-        allowed: Set[int] | None = ...,
+        allowed: Set[int] | Awaitable[Set[int]] | None = ...,
     ) -> MeaningRanking:
         """The owner's memories closest in meaning to ``query`` (a search's query, or a
-        new fact compared with the memories: a "document"), among ``allowed`` when given;
-        never raises for a provider failure (an empty ranking with a note instead)."""
+        new fact compared with the memories: a "document"), among ``allowed`` when given
+        (or once read: awaited after the query's embedding); never raises for a provider
+        failure (an empty ranking with a note instead)."""
         ...
 
 

@@ -292,7 +292,13 @@ class MemoryReads:
             else:
                 limit = min(limit, MAX_SEARCH_LIMIT)
                 count = max(HYBRID_MIN_CANDIDATES, HYBRID_CANDIDATES_PER_RESULT * limit)
-                allowed = await self._allowed(owner, f, at) if f.narrows else None
+                # The ids a narrowing filter allows are read while the query is embedded
+                # and the terms searched: the ranking needs them only after the embedding.
+                allowed = None
+                if f.narrows:
+                    allowed = asyncio.ensure_future(self._allowed(owner, f, at))
+                    # Retrieved here when the ranking ends before it needs them.
+                    allowed.add_done_callback(_retrieved)
                 ranking = asyncio.ensure_future(
                     self.meaning.rank(owner, query, count, allowed=allowed)
                 )
@@ -305,6 +311,8 @@ class MemoryReads:
                     by_terms = await self._search(owner, query, count, at, f, candidates=count)
                 except BaseException:
                     ranking.cancel()
+                    if allowed is not None:
+                        allowed.cancel()
                     raise
                 where, params = conditions(f, at)
                 result = await hybrid_search(
@@ -399,3 +407,11 @@ class MemoryReads:
             )
             for row in hits.rows
         ]
+
+
+def _retrieved(task: asyncio.Future[set[int]]) -> None:
+    """Marks a failure of the allowed ids' read as seen: the search by meaning reports
+    the failure where it awaited them, and where it never did, the search went on
+    without them."""
+    if not task.cancelled():
+        task.exception()
