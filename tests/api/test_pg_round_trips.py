@@ -29,6 +29,9 @@ BUILD_ROUND_TRIPS = 1
 BUILD_WITH_MEMORIES_ROUND_TRIPS = 2
 # At most, per turn: see bench/README.md ("pg_vs_sqlite.py") for where they go.
 TURN_ROUND_TRIPS = 6
+# The first turn of a session it creates: the session and its log's first line besides,
+# and no read of its messages (it has none).
+FIRST_TURN_ROUND_TRIPS = 9
 USER = "round-trips"
 REMEMBERED = "remembered"  # a user with memories
 # Messages in the session: more than a build's window, which the session's first is not in.
@@ -105,9 +108,11 @@ def test_build_and_turn_round_trips(relay: tuple[RoundTripRelay, str], tmp_path:
                 round_trips(counter, build, channel, remembered, REMEMBERED) for _ in range(3)
             ]
             turns = [round_trips(counter, turn, channel, sid) for _ in range(3)]
+            firsts = [round_trips(counter, turn, channel, "") for _ in range(3)]
     finally:
         server.stop()
-    print(f"round trips: builds {builds}, with memories {recalled}, turns {turns}")
+    print(f"round trips: builds {builds}, with memories {recalled}, turns {turns}, first {firsts}")
     assert max(builds) <= BUILD_ROUND_TRIPS, builds
     assert max(recalled) <= BUILD_WITH_MEMORIES_ROUND_TRIPS, recalled
     assert max(turns) <= TURN_ROUND_TRIPS, turns
+    assert max(firsts) <= FIRST_TURN_ROUND_TRIPS, firsts

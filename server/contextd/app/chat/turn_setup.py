@@ -132,16 +132,16 @@ class TurnSetup:
     async def _begin(
         self, req: ChatTurnRequest, session: Session, held: Held = _NOT_HELD
     ) -> tuple[TurnStarted, ToolProtocol[Any], ModelRequest]:
-        """``held``: what was read as the session's lease was taken: with the session's
-        version, the newest message that numbers the turn is the kept one when kept at
-        it; whether the log is open needs no read of its last line when known. An
-        ephemeral turn is the first of a session never stored, with no log."""
+        """``held``: read as the session's lease was taken: at the session's version the
+        newest message (it numbers the turn) is the kept one when kept at it; whether the
+        log is open needs no read of its last line when known. Ephemeral: no stored session."""
         continuing = bool(req.tool_results)
         history = []
-        if not req.ephemeral:
+        if req.session_id and not req.ephemeral:  # a session created now has no messages
             history = await self.conversation.tail(
                 session.id, 1, req.tokenizer.name, tenant_id=session.tenant_id, version=held.version
             )
+        if not req.ephemeral:
             # A session starts at its first turn (a new session's needs no read of its
             # log), and again at the first turn after it ended.
             session_log = SessionLog(self.events, session)
