@@ -29,9 +29,9 @@ BUILD_ROUND_TRIPS = 1
 BUILD_WITH_MEMORIES_ROUND_TRIPS = 2
 # At most, per turn: see bench/README.md ("pg_vs_sqlite.py") for where they go.
 TURN_ROUND_TRIPS = 6
-# The first turn of a session it creates: the session and its log's first line besides,
-# and no read of its messages (it has none).
-FIRST_TURN_ROUND_TRIPS = 9
+# The first turn of a session it creates: the session (one statement) and its log's first
+# line besides, and no read of its messages (it has none).
+FIRST_TURN_ROUND_TRIPS = 7
 USER = "round-trips"
 REMEMBERED = "remembered"  # a user with memories
 # Messages in the session: more than a build's window, which the session's first is not in.

@@ -99,21 +99,21 @@ class SessionRepo:
             updated_at=now,
             tenant_id=tenant_id,
         )
-        async with self._db.transaction() as conn:
-            await conn.execute(
-                f"INSERT INTO sessions ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?)",
-                (
-                    session.id,
-                    user_id,
-                    scenario,
-                    host,
-                    title,
-                    json.dumps(session.metadata, ensure_ascii=False),
-                    now,
-                    now,
-                    tenant_id,
-                ),
-            )
+        # One statement, committed by itself: on PostgreSQL no BEGIN and COMMIT around it.
+        await self._db.execute_alone(
+            f"INSERT INTO sessions ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?)",
+            (
+                session.id,
+                user_id,
+                scenario,
+                host,
+                title,
+                json.dumps(session.metadata, ensure_ascii=False),
+                now,
+                now,
+                tenant_id,
+            ),
+        )
         for note in self._db.session_created:
             note(tenant_id, session.id)
         return session
