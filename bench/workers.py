@@ -16,9 +16,14 @@ and stand idle while the other worked through the rest, so the run would time th
 split, not the workers. The run prints each worker's share of the server's CPU.
 
 Server CPU is the parent's and every worker's user and system time over the run
-(/proc). ``calls per CPU-second`` with 2 workers against 1 says what a worker costs in
-sharing; N times the 2-worker figure is the throughput N workers would give on N cores
-with nothing else running. Rounds alternate 1 and 2 workers; the figures are medians.
+(/proc). ``calls per CPU-second`` with 2 workers against 1 says what a second worker
+costs; N times the 2-worker figure is the throughput N workers would give on N cores
+with nothing else running. A third side is the control: two separate servers of one
+worker each, on data of their own, each given half the connections at once. What they
+lose per call against one server is what two busy processes cost each other on this
+machine (its cores share caches, and on a virtual machine more); what two workers lose
+against them is what sharing one server costs (its SQLite file and its versions, its
+port). Rounds alternate the three sides; the figures are medians.
 
 A worker is not one thread: gRPC's own threads (its event engine and the poller that
 wakes the event loop) read and write the sockets beside the Python thread, so a worker
@@ -30,7 +35,8 @@ one worker used.
 Run: ``python bench/workers.py [--quick] [--database-url URL]`` (SQLite by default).
 Targets: 2 workers / 1 >= 1.7 for BuildMessages (``RESULT workers``); derived N=8 >= 0.9
 x 8 x one worker's calls per CPU-second, i.e. calls per CPU-second with 2 workers / 1 >=
-0.9 (``workers_derived_8``); the same two for turns (``workers_turns...``).
+0.9 (``workers_derived_8``), and the same against two separate servers
+(``workers_sharing``); the same three for turns (``workers_turns...``).
 """
 
 from __future__ import annotations
@@ -44,6 +50,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -157,124 +164,162 @@ def check_once(port: int, path: str, body: bytes) -> None:
             channel.unary_unary(path, None, None)(body, timeout=30)
 
 
-def h2load(port: int, path: str, frame: Path, *, requests: int = 0, seconds: int = 0) -> float:
-    """Calls per second h2load measured over ``requests`` calls or for ``seconds``;
-    SystemExit when any failed."""
-    load = ["h2load", "-c", str(CONNECTIONS), "-m", str(STREAMS)]
+def h2load(
+    port: int, path: str, frame: Path, *, requests: int = 0, seconds: int = 0, connections: int = 0
+) -> subprocess.Popen[str]:
+    """h2load started on ``requests`` calls or for ``seconds`` (``rate`` reads its
+    answer), over ``connections`` (CONNECTIONS by default)."""
+    load = ["h2load", "-c", str(connections or CONNECTIONS), "-m", str(STREAMS)]
     load += ["-D", str(seconds)] if seconds else ["-n", str(requests)]
     grpc_post = ["-H", "content-type: application/grpc", "-H", "te: trailers", "-d", str(frame)]
-    out = subprocess.run(
-        [*load, *grpc_post, f"http://127.0.0.1:{port}{path}"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    command = [*load, *grpc_post, f"http://127.0.0.1:{port}{path}"]
+    return subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+
+
+def rate(run: subprocess.Popen[str]) -> float:
+    """Calls per second the h2load run measured; SystemExit when any call failed."""
+    out, _ = run.communicate()
     done = re.search(r"requests: \d+ total, \d+ started, (\d+) done, (\d+) succeeded", out)
-    rate = re.search(r"finished in [\d.]+\w+, ([\d.]+) req/s", out)
-    if done is None or rate is None or done.group(1) != done.group(2):
+    found = re.search(r"finished in [\d.]+\w+, ([\d.]+) req/s", out)
+    if run.returncode or done is None or found is None or done.group(1) != done.group(2):
         raise SystemExit(f"h2load: calls failed\n{out}")
-    return float(rate.group(1))
+    return float(found.group(1))
+
+
+@dataclass(frozen=True)
+class Side:
+    """One way of serving: ``servers`` servers of ``workers`` workers each, the load's
+    connections shared among the servers."""
+
+    label: str
+    workers: int
+    servers: int = 1
+
+
+# The control: two servers of one worker each, on data of their own, loaded at once.
+# What they lose per call against one server alone is what two busy processes cost
+# each other on this machine; what two workers lose against them is what sharing one
+# server (its SQLite file, its port) costs.
+SIDES = (Side("1 worker", 1), Side("2 workers", 2), Side("two separate servers", 1, 2))
+
+
+@dataclass
+class Sample:
+    rate: float  # calls per second, every server's
+    cpu: float  # the servers' CPU-seconds over the run
+    main_cpu: float  # of that, their main threads'
+    loader: float  # h2load's CPU-seconds
+    elapsed: float
+    used: list[float]  # each process's CPU-seconds, ascending
+
+
+def measure(
+    side: Side, path: str, body: bytes, frame: Path, data: Path, args: argparse.Namespace
+) -> Sample:
+    servers = [
+        start(side.workers, data / f"server-{n}", args.database_url) for n in range(side.servers)
+    ]
+    connections = CONNECTIONS // side.servers
+    try:
+        for server in servers:
+            check_once(server.port, path, body)
+            rate(h2load(server.port, path, frame, requests=1000, connections=connections))  # warm
+        before = [server.cpu_seconds() for server in servers]
+        loader = _generator_seconds()
+        began = time.perf_counter()
+        runs = [
+            h2load(server.port, path, frame, seconds=args.seconds, connections=connections)
+            for server in servers
+        ]
+        rates = [rate(run) for run in runs]
+        elapsed = time.perf_counter() - began
+        loader = _generator_seconds() - loader
+        after = [server.cpu_seconds() for server in servers]
+    finally:
+        for server in servers:
+            server.stop()
+    used = sorted(
+        t - b[2].get(pid, 0.0)
+        for a, b in zip(after, before, strict=True)
+        for pid, t in a[2].items()
+    )
+    return Sample(
+        sum(rates),
+        sum(a[0] - b[0] for a, b in zip(after, before, strict=True)),
+        sum(a[1] - b[1] for a, b in zip(after, before, strict=True)),
+        loader,
+        elapsed,
+        used,
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     if shutil.which("h2load") is None:
         raise SystemExit("h2load is missing: apt-get install nghttp2-client")
-    seconds = 3 if args.quick else 10
+    args.seconds = 3 if args.quick else 10
     rounds = 2 if args.quick else 4
     print(machine_note())
-    print(f"h2load: {CONNECTIONS} connections x {STREAMS} streams, {seconds} s a run")
-    rates: dict[tuple[str, int], list[float]] = {}
-    per_cpu: dict[tuple[str, int], list[float]] = {}
-    cores: dict[tuple[str, int], list[float]] = {}  # the server's CPU-seconds per second
-    main_share: dict[tuple[str, int], list[float]] = {}  # of that, its main threads'
-    generator: dict[tuple[str, int], list[float]] = {}  # h2load's, likewise
-    busier: dict[str, list[float]] = {}  # with 2 workers, the busier one's share of their CPU
+    print(f"h2load: {CONNECTIONS} connections x {STREAMS} streams, {args.seconds} s a run")
+    samples: dict[tuple[str, str], list[Sample]] = {}
     with tempfile.TemporaryDirectory(prefix="contextd-workers-") as tmp:
         for name, (path, make) in CALLS.items():
             body = make()
             frame = Path(tmp, f"{name}.frame")
             frame.write_bytes(b"\0" + len(body).to_bytes(4, "big") + body)
             for r in range(rounds):
-                for workers in (1, 2):
-                    server = start(
-                        workers, Path(tmp, f"data-{name}-{r}-{workers}"), args.database_url
-                    )
-                    try:
-                        check_once(server.port, path, body)
-                        h2load(server.port, path, frame, requests=1000)  # warm-up
-                        cpu, main_cpu, each = server.cpu_seconds()
-                        loader = _generator_seconds()
-                        began = time.perf_counter()
-                        rate = h2load(server.port, path, frame, seconds=seconds)
-                        elapsed = time.perf_counter() - began
-                        loader = _generator_seconds() - loader
-                        after, main_after, each_after = server.cpu_seconds()
-                        cpu, main_cpu = after - cpu, main_after - main_cpu
-                        used = sorted(t - each.get(pid, 0.0) for pid, t in each_after.items())
-                    finally:
-                        server.stop()
-                    key = (name, workers)
-                    rates.setdefault(key, []).append(rate)
-                    per_cpu.setdefault(key, []).append(rate * elapsed / cpu)
-                    cores.setdefault(key, []).append(cpu / elapsed)
-                    main_share.setdefault(key, []).append(main_cpu / cpu)
-                    generator.setdefault(key, []).append(loader / elapsed)
-                    if workers == 2:  # the two busiest processes are the workers
-                        busier.setdefault(name, []).append(used[-1] / (used[-1] + used[-2]))
+                for n, side in enumerate(SIDES):
+                    data = Path(tmp, f"data-{name}-{r}-{n}")
+                    sample = measure(side, path, body, frame, data, args)
+                    samples.setdefault((name, side.label), []).append(sample)
+
+    def mid(name: str, side: Side, value: Callable[[Sample], float]) -> float:
+        return median([value(s) for s in samples[(name, side.label)]])
+
+    def per_cpu(name: str, side: Side) -> float:
+        return mid(name, side, lambda s: s.rate * s.elapsed / s.cpu)
+
     rows = []
     for name in CALLS:
-        for workers in (1, 2):
+        for side in SIDES:
             rows.append(
                 [
-                    f"{name}, {workers} worker{'s' if workers > 1 else ''}",
-                    f"{median(rates[(name, workers)]):,.0f}",
-                    f"{1000 / median(per_cpu[(name, workers)]):.3f}",
-                    f"{median(per_cpu[(name, workers)]):,.0f}",
-                    f"{median(cores[(name, workers)]):.2f}",
-                    f"{100 * median(main_share[(name, workers)]):.0f} %",
-                    f"{median(generator[(name, workers)]):.2f}",
+                    f"{name}, {side.label}",
+                    f"{mid(name, side, lambda s: s.rate):,.0f}",
+                    f"{1000 / per_cpu(name, side):.3f}",
+                    f"{per_cpu(name, side):,.0f}",
+                    f"{mid(name, side, lambda s: s.cpu / s.elapsed):.2f}",
+                    f"{100 * mid(name, side, lambda s: s.main_cpu / s.cpu):.0f} %",
+                    f"{mid(name, side, lambda s: s.loader / s.elapsed):.2f}",
                 ]
             )
     headers = ["calls", "calls/s", "server CPU ms/call", "calls per CPU-second"]
     headers += ["server cores", "main threads' share", "h2load cores"]
     print_table(headers, rows)
+    one, two, apart = SIDES
     for name in CALLS:
-        derived = 8 * median(per_cpu[(name, 2)])
-        print(f"{name}: derived for 8 workers on 8 cores: {derived:,.0f} calls/s")
-        share = 100 * median(busier[name])
+        print(f"{name}: derived for 8 workers on 8 cores: {8 * per_cpu(name, two):,.0f} calls/s")
+        share = 100 * mid(name, two, lambda s: s.used[-1] / (s.used[-1] + s.used[-2]))
         print(f"{name}: with 2 workers the busier took {share:.0f} % of their CPU")
-        free = (os.cpu_count() or 1) - median(generator[(name, 2)])
+        free = (os.cpu_count() or 1) - mid(name, two, lambda s: s.loader / s.elapsed)
+        cores = mid(name, one, lambda s: s.cpu / s.elapsed)
         print(
-            f"{name}: 2 ÷ 1 can reach at most {free / median(cores[(name, 1)]):.2f} here "
-            f"({free:.2f} cores left by h2load ÷ {median(cores[(name, 1)]):.2f} used by one worker)"
+            f"{name}: 2 ÷ 1 can reach at most {free / cores:.2f} here "
+            f"({free:.2f} cores left by h2load ÷ {cores:.2f} used by one worker)"
         )
-    lines = [
-        (
-            "workers",
-            "BuildMessages",
-            median(rates[("BuildMessages", 2)]) / median(rates[("BuildMessages", 1)]),
-            1.7,
-        ),
-        (
-            "workers_derived_8",
-            "BuildMessages",
-            median(per_cpu[("BuildMessages", 2)]) / median(per_cpu[("BuildMessages", 1)]),
-            0.9,
-        ),
-        (
-            "workers_turns",
-            "StreamChat",
-            median(rates[("StreamChat", 2)]) / median(rates[("StreamChat", 1)]),
-            1.7,
-        ),
-        (
-            "workers_turns_derived_8",
-            "StreamChat",
-            median(per_cpu[("StreamChat", 2)]) / median(per_cpu[("StreamChat", 1)]),
-            0.9,
-        ),
-    ]
-    for label, _, ratio, target in lines:
+        print(
+            f"{name}: calls per CPU-second, two separate servers ÷ one: "
+            f"{per_cpu(name, apart) / per_cpu(name, one):.2f} (what two busy processes cost "
+            f"each other here); 2 workers ÷ two separate servers: "
+            f"{per_cpu(name, two) / per_cpu(name, apart):.2f} (what sharing one server costs)"
+        )
+    lines = []
+    for name, label in (("BuildMessages", "workers"), ("StreamChat", "workers_turns")):
+        lines.append(
+            (label, mid(name, two, lambda s: s.rate) / mid(name, one, lambda s: s.rate), 1.7)
+        )
+        lines.append((f"{label}_derived_8", per_cpu(name, two) / per_cpu(name, one), 0.9))
+        lines.append((f"{label}_sharing", per_cpu(name, two) / per_cpu(name, apart), 0.9))
+    for label, ratio, target in lines:
         print(result(label, ratio, target, ratio >= target))
     return 0
 
