@@ -68,9 +68,8 @@ class Cosines:
         """The cosines of those of ``wanted`` that have a vector (and meet the filter)."""
         if not len(self.ids) or not wanted:
             return {}
-        asked = np.asarray(wanted, dtype=np.int64)
-        at = np.minimum(np.searchsorted(self.ids, asked), len(self.ids) - 1)
-        found = (self.ids[at] == asked) & np.isfinite(self.values[at])
+        asked, at, found = self._rows(wanted)
+        found &= np.isfinite(self.values[at])
         values = self.values[at][found]
         return {int(mid): float(v) for mid, v in zip(asked[found], values, strict=True)}
 
@@ -79,12 +78,18 @@ class Cosines:
         (a second text a search compares with a few candidates), the filter aside."""
         if not len(self.ids) or not ids or self.unit.shape[1] != len(query):
             return {}
-        asked = np.asarray(ids, dtype=np.int64)
-        at = np.minimum(np.searchsorted(self.ids, asked), len(self.ids) - 1)
-        found = self.ids[at] == asked
+        asked, at, found = self._rows(ids)
         rows = self.unit[at[found]]
         values = np.einsum("ij,j->i", rows, _unit(np.asarray(query, dtype=np.float32)))
         return {int(mid): float(v) for mid, v in zip(asked[found], values, strict=True)}
+
+    def _rows(
+        self, wanted: Sequence[int]
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.intp], npt.NDArray[np.bool_]]:
+        """``wanted`` as an array, the row each would be at, and which of them have one."""
+        asked = np.asarray(wanted, dtype=np.int64)
+        at = np.minimum(np.searchsorted(self.ids, asked), len(self.ids) - 1)
+        return asked, at, self.ids[at] == asked
 
 
 NO_COSINES = Cosines(np.zeros(0, np.int64), np.zeros(0, np.float32), np.zeros((0, 0), np.float32))
