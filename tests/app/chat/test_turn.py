@@ -88,8 +88,10 @@ async def test_the_turn_end_line() -> None:
     log = TurnLog(events, "s1", "default", 3)  # type: ignore[arg-type]
     # No prompt figure reported: the estimate stands in for it, marked estimated.
     usage = TokenUsage(0, 5, 40)
-    await log.turn_end("error", 2, usage, duration_ms=12, error="the provider failed")
-    await log.turn_end("interrupted", 2, usage, duration_ms=7)
+    await log.written(
+        log.ending("error", 2, usage, duration_ms=12, error="the provider failed", join=False)
+    )
+    await log.written(log.ending("interrupted", 2, usage, duration_ms=7, join=False))
     ended, closed = events.lines
     assert ended["turn"] == 3 and ended["step"] is None
     assert list(ended["meta"].items()) == [
@@ -111,7 +113,9 @@ async def test_a_step_s_assistant_line_is_written_with_the_turn_s_next_line() ->
     assert events.writes == []
     await log.action(1, "lookup", "{}", "c1")
     log.assistant(2, "the answer", usage)
-    await log.turn_end("ok", 3, usage, duration_ms=9, final=(2, "the answer"))
+    await log.written(
+        log.ending("ok", 3, usage, duration_ms=9, final=(2, "the answer"), join=False)
+    )
     assert events.writes == [["assistant", "action"], ["assistant", "final", "turn_end"]]
     first, _, second, *_ = events.lines
     # Each keeps the time its model call ended.

@@ -84,29 +84,6 @@ class TurnLog:
             meta["tool_call_id"] = tool_call_id
         await self._append("observation", step=step, content=result, meta=meta)
 
-    async def turn_end(
-        self,
-        status: str,
-        step_count: int,
-        turn_usage: TokenUsage,
-        *,
-        duration_ms: int,
-        error: str = "",
-        final: tuple[int, str] | None = None,
-    ) -> None:
-        """``final``: the step and text of the turn's answer, logged as its final line
-        just before turn_end, in the same write, now (``ending``: with a write)."""
-        lines = self.ending(
-            status,
-            step_count,
-            turn_usage,
-            duration_ms=duration_ms,
-            error=error,
-            final=final,
-            join=False,
-        )
-        await self.written(lines)
-
     def ending(
         self,
         status: str,

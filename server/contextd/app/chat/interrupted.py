@@ -92,7 +92,9 @@ class InterruptedTurns:
             turn_log = TurnLog(self._events, left.session_id, left.tenant_id, left.turn_index)
             if has_text:
                 turn_log.assistant(left.step, left.text, usage)
-            await turn_log.turn_end(status, left.step + 1, usage, duration_ms=_duration_ms(left))
+            duration = _duration_ms(left)
+            ending = turn_log.ending(status, left.step + 1, usage, duration_ms=duration, join=False)
+            await turn_log.written(ending)
         await self._conversation.append_with_usage(
             left.session_id,
             left.user_id,
