@@ -36,6 +36,29 @@ _SET_TERMS = "UPDATE memories SET search_terms = array_to_tsvector(CAST(? AS TEX
 _M_COLUMNS = ", ".join(f"m.{c.strip()}" for c in MEMORY_COLUMNS.split(","))
 
 
+def _counted(budget: int) -> str:
+    """The ``counted`` table of a statement given ``:terms`` (JSON pairs of a keyed term and
+    its quoted form): each term with how many memories hold it, counted up to
+    ``budget`` + 1 (enough to choose terms; a common term costs no more than that). The
+    bound is written in, not passed: see ``_search_sql``."""
+    return f"""terms AS MATERIALIZED (
+    SELECT t.pair ->> 0 AS term, t.pair ->> 1 AS quoted
+    FROM jsonb_array_elements(CAST(:terms AS JSONB)) AS t(pair)
+),
+counted AS MATERIALIZED (
+    SELECT term, quoted,
+           (SELECT COUNT(*) FROM (SELECT 1 FROM memories
+                WHERE search_terms @@ CAST(quoted AS TSQUERY) LIMIT {int(budget) + 1}) AS found
+           ) AS docs
+    FROM terms
+)"""
+
+
+@functools.lru_cache(maxsize=64)
+def _frequency_sql(budget: int) -> str:
+    return f"WITH {_counted(budget)} SELECT term, docs FROM counted WHERE docs > 0"
+
+
 @functools.lru_cache(maxsize=64)
 def _search_sql(where: str, budget: int, most: int | None) -> str:
     """The whole search by terms for the memories that meet ``where`` (alias ``m``), in
@@ -54,17 +77,7 @@ def _search_sql(where: str, budget: int, most: int | None) -> str:
     if most is not None:
         most_check = f" AND (SELECT MIN(docs) FROM ordered) <= {int(most)}"
     return f"""
-WITH terms AS MATERIALIZED (
-    SELECT t.pair ->> 0 AS term, t.pair ->> 1 AS quoted
-    FROM jsonb_array_elements(CAST(:terms AS JSONB)) AS t(pair)
-),
-counted AS MATERIALIZED (
-    SELECT term, quoted,
-           (SELECT COUNT(*) FROM (SELECT 1 FROM memories
-                WHERE search_terms @@ CAST(quoted AS TSQUERY) LIMIT {budget + 1}) AS found
-           ) AS docs
-    FROM terms
-),
+WITH {_counted(budget)},
 ordered AS MATERIALIZED (
     SELECT quoted, docs,
            CAST(SUM(docs) OVER (ORDER BY docs, term COLLATE "C" ROWS UNBOUNDED PRECEDING)
@@ -118,19 +131,14 @@ ORDER BY r.score DESC, r.updated_at DESC, r.id DESC
 """
 
 
-# Per term: how many memories hold it, counted up to a bound (budget + 1 is enough to
-# choose terms, and a common term costs no more than that). The search counts its
-# terms the same way, in its own statement.
-_FREQUENCY_SQL = (
-    "SELECT t.term, (SELECT COUNT(*) FROM (SELECT 1 FROM memories"
-    " WHERE search_terms @@ CAST(t.quoted AS TSQUERY) LIMIT ?) AS found) AS docs"
-    " FROM unnest(CAST(? AS TEXT[]), CAST(? AS TEXT[])) AS t(term, quoted)"
-)
-
-
 def quoted(term: str) -> str:
     """A term as one tsquery lexeme, never read as tsquery syntax."""
     return "'" + term.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
+def _terms_json(keyed: Sequence[str]) -> str:
+    """``:terms`` of ``_counted``: each keyed term with its quoted form."""
+    return json.dumps([(term, quoted(term)) for term in keyed], ensure_ascii=False)
 
 
 class TsvectorIndex:
@@ -196,18 +204,14 @@ class TsvectorIndex:
 
     async def frequency(self, keyed: Sequence[str], budget: int) -> dict[str, int]:
         rows = await self._db.reader.execute_fetchall(
-            _FREQUENCY_SQL, (budget + 1, list(keyed), [quoted(term) for term in keyed])
+            _frequency_sql(budget), {"terms": _terms_json(keyed)}
         )
-        return {row["term"]: int(row["docs"]) for row in rows if row["docs"]}
+        return {row["term"]: int(row["docs"]) for row in rows}
 
     async def search(self, terms: TermQuery, params: dict[str, Any], where: str) -> TermHits:
-        keyed = terms.keyed
         rows = await self._db.reader.execute_fetchall(
             _search_sql(where, terms.budget, terms.most),
-            {
-                **params,
-                "terms": json.dumps([(term, quoted(term)) for term in keyed], ensure_ascii=False),
-            },
+            {**params, "terms": _terms_json(terms.keyed)},
         )
         matched = bool(rows) and int(rows[0]["matched_terms"]) > 0
         return TermHits([row for row in rows if row["id"] is not None], matched)
